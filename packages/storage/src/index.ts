@@ -1,0 +1,3 @@
+export * as DbEmbedded from "./DbEmbedded.ts"
+export * as DbPostgres from "./DbPostgres.ts"
+export * as Migrations from "./Migrations.ts"

@@ -1,0 +1,9 @@
+/**
+ * The one ordered set of migrations for both the embedded and the cluster
+ * database. Keys are `<id>_<name>`; add new ones at the end, never edit an
+ * applied one.
+ */
+import type { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and cluster mode need, when missing.
+# Idempotent and quick when everything is present; run by `npm test` (pretest).
+set -euo pipefail
+
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v minisign >/dev/null 2>&1 || need+=(minisign)
+command -v unzip >/dev/null 2>&1 || need+=(unzip)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != "0" ]; then
+  echo "missing system packages: ${need[*]} (run as root, or install them: apt-get install ${need[*]})" >&2
+  exit 1
+fi
+echo "installing system packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
