@@ -1,1 +1,2 @@
-export const hello = (name: string): string => `hello ${name}`
+export * as Access from "./Access.ts"
+export * as Names from "./Names.ts"

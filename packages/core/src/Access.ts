@@ -1,0 +1,131 @@
+/**
+ * The one authorization decision: principal + token limits + resource + action
+ * -> allow | 401 | 403 (naming what is missing) | 404. Pure; the handlers look
+ * up memberships and resources and call this.
+ *
+ * Hidden and missing are indistinguishable: whenever the caller may not see a
+ * resource the answer is 404, before any scope or role is considered.
+ */
+
+export const SCOPES = ["read", "write", "merge", "admin", "release"] as const
+export type Scope = (typeof SCOPES)[number]
+
+export const ROLES = ["member", "admin", "owner"] as const
+export type Role = (typeof ROLES)[number]
+
+const roleRank: Record<Role, number> = { member: 1, admin: 2, owner: 3 }
+
+export type Principal =
+  | { readonly kind: "anonymous" }
+  | { readonly kind: "user"; readonly userId: string; readonly username: string; readonly siteAdmin: boolean }
+  | { readonly kind: "service_account"; readonly accountId: string; readonly orgId: string; readonly name: string }
+
+export type TokenLimits =
+  | { readonly kind: "none" }
+  | { readonly kind: "session" }
+  | { readonly kind: "personal"; readonly scope: "full" | "read"; readonly repoId?: string | undefined }
+  | { readonly kind: "service"; readonly scopes: ReadonlyArray<Scope> }
+
+export type Resource =
+  /** The caller's own account: whoami, personal keys. */
+  | { readonly kind: "account" }
+  | { readonly kind: "organization"; readonly orgId: string; readonly callerRole?: Role | undefined }
+  | {
+    readonly kind: "repository"
+    readonly repoId: string
+    readonly orgId: string
+    readonly isPublic: boolean
+    readonly callerRole?: Role | undefined
+  }
+
+export type Action = "read" | "write" | "merge" | "admin" | "release"
+
+/** What each action needs: the token scope and, on organizations and repositories, the caller's role. */
+const requirement: Record<Action, { readonly scope: Scope; readonly role: Role }> = {
+  read: { scope: "read", role: "member" },
+  write: { scope: "write", role: "member" },
+  merge: { scope: "merge", role: "member" },
+  admin: { scope: "admin", role: "admin" },
+  release: { scope: "release", role: "owner" }
+}
+
+export type Decision =
+  | { readonly _tag: "Allow" }
+  | { readonly _tag: "Deny"; readonly status: 401 | 404; readonly reason: string }
+  | { readonly _tag: "Deny"; readonly status: 403; readonly reason: string; readonly missingScope?: Scope | undefined }
+
+const allow: Decision = { _tag: "Allow" }
+const notFound: Decision = { _tag: "Deny", status: 404, reason: "not found" }
+const unauthenticated: Decision = { _tag: "Deny", status: 401, reason: "sign in required" }
+
+/** The scopes a token carries. `release` is never implied by another scope. */
+export const tokenScopes = (limits: TokenLimits): ReadonlySet<Scope> => {
+  switch (limits.kind) {
+    case "none":
+      return new Set<Scope>(["read"])
+    case "session":
+      return new Set<Scope>(["read", "write", "merge", "admin", "release"])
+    case "personal":
+      return new Set<Scope>(limits.scope === "read" ? ["read"] : ["read", "write", "merge", "admin", "release"])
+    case "service":
+      return new Set<Scope>(limits.scopes)
+  }
+}
+
+/** A service account acts inside its own organization with the role its scopes imply. */
+export const serviceAccountRole = (scopes: ReadonlyArray<Scope>): Role => scopes.includes("admin") ? "admin" : "member"
+
+const effectiveRole = (principal: Principal, callerRole: Role | undefined): Role | undefined =>
+  principal.kind === "user" && principal.siteAdmin ? "owner" : callerRole
+
+export const decide = (principal: Principal, limits: TokenLimits, resource: Resource, action: Action): Decision => {
+  const need = requirement[action]
+  const scopes = tokenScopes(limits)
+  const missingScope = (): Decision => ({
+    _tag: "Deny",
+    status: 403,
+    reason: `this token lacks the '${need.scope}' scope`,
+    missingScope: need.scope
+  })
+
+  if (principal.kind === "anonymous") {
+    // Anonymous callers see public repositories only, and may only read them.
+    if (resource.kind === "repository" && resource.isPublic) return action === "read" ? allow : unauthenticated
+    return resource.kind === "account" ? unauthenticated : notFound
+  }
+
+  const repoLimit = limits.kind === "personal" ? limits.repoId : undefined
+
+  if (resource.kind === "account") {
+    if (repoLimit !== undefined && action !== "read") {
+      return { _tag: "Deny", status: 403, reason: "this key is limited to one repository" }
+    }
+    return scopes.has(need.scope) ? allow : missingScope()
+  }
+
+  const role = effectiveRole(principal, resource.callerRole)
+
+  if (resource.kind === "organization") {
+    if (repoLimit !== undefined) return notFound
+    if (role === undefined) return notFound
+    if (!scopes.has(need.scope)) return missingScope()
+    if (roleRank[role] < roleRank[need.role]) {
+      return { _tag: "Deny", status: 403, reason: `this action needs the '${need.role}' role in the organization` }
+    }
+    return allow
+  }
+
+  // Repository: visibility first, so a hidden repository answers exactly like a missing one.
+  if (repoLimit !== undefined && repoLimit !== resource.repoId) return notFound
+  const visible = resource.isPublic || role !== undefined
+  if (!visible) return notFound
+  if (!scopes.has(need.scope)) return missingScope()
+  if (action === "read") return allow
+  if (role === undefined) {
+    return { _tag: "Deny", status: 403, reason: "only members of the owning organization may change this repository" }
+  }
+  if (roleRank[role] < roleRank[need.role]) {
+    return { _tag: "Deny", status: 403, reason: `this action needs the '${need.role}' role in the owning organization` }
+  }
+  return allow
+}

@@ -1,0 +1,35 @@
+import { describe, expect, it } from "@effect/vitest"
+import { checkRepoName, checkSlug, checkText, parseFullName } from "./Names.ts"
+
+describe("Names", () => {
+  it("accepts ordinary slugs and rejects the rest", () => {
+    for (const good of ["alice", "a", "acme-corp", "x1", "a".repeat(39)]) expect(checkSlug(good).ok).toBe(true)
+    for (const bad of ["", "Alice", "-a", "a-", "a--b", "a.b", "a/b", "a b", "a\u0000", "orgs", "repos", "a".repeat(40), ".."]) {
+      expect(checkSlug(bad).ok, bad).toBe(false)
+    }
+  })
+
+  it("accepts repository names and rejects traversal, separators, whitespace and control characters", () => {
+    for (const good of ["proj", "my.repo", "a_b-c", "_x", "X1", "a".repeat(100)]) expect(checkRepoName(good).ok, good).toBe(true)
+    for (
+      const bad of ["", ".", "..", "a..b", ".hidden", "a/b", "a\\b", "a b", "a\tb", "a\nb", "a\u007f", "x.git", "X.GIT", "a".repeat(101), "é"]
+    ) {
+      expect(checkRepoName(bad).ok, JSON.stringify(bad)).toBe(false)
+    }
+  })
+
+  it("bounds free text by characters, not bytes", () => {
+    expect(checkText("é".repeat(100), "name", 1, 100).ok).toBe(true)
+    expect(checkText("é".repeat(101), "name", 1, 100).ok).toBe(false)
+    expect(checkText("", "name", 1, 100)).toEqual({ ok: false, reason: "name must not be empty" })
+    expect(checkText("   ", "name", 1, 100).ok).toBe(false)
+    expect(checkText("a\u0007", "name", 1, 100).ok).toBe(false)
+  })
+
+  it("parses owner/name", () => {
+    expect(parseFullName("alice/proj")).toEqual({ owner: "alice", name: "proj" })
+    expect(parseFullName("alice/proj/x")).toBeUndefined()
+    expect(parseFullName("alice")).toBeUndefined()
+    expect(parseFullName("alice/..")).toBeUndefined()
+  })
+})
