@@ -5,5 +5,8 @@
  */
 import type { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
+import identityRepositories from "./0002_identity_repositories.ts"
 
-export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {}
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0002_identity_repositories": identityRepositories
+}

@@ -1,0 +1,19 @@
+import { HttpApi, OpenApi } from "effect/http-api"
+import { Authentication, RequestValidation } from "./Authentication.ts"
+import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
+
+export class GroveApi extends HttpApi.make("grove")
+  .add(SystemGroup)
+  .add(ApiKeysGroup)
+  .add(OrgsGroup)
+  .add(CliAuthGroup)
+  // The catch-all `/:owner/:name` routes go last.
+  .add(ReposGroup)
+  .middleware(RequestValidation)
+  .middleware(Authentication)
+  .prefix("/api")
+  .annotateMerge(OpenApi.annotations({
+    title: "Grove",
+    description: "Self-hosted repository hosting. Errors are JSON: { error, code?, retryable? }."
+  }))
+{}

@@ -1,0 +1,5 @@
+export * from "./Api.ts"
+export * from "./Authentication.ts"
+export * as ApiErrors from "./Errors.ts"
+export * from "./Groups.ts"
+export * as ApiSchemas from "./Schemas.ts"
