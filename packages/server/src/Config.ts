@@ -1,0 +1,102 @@
+/**
+ * Server configuration from flags and environment (flags win). Every setting
+ * is documented in the README's configuration table.
+ */
+import { Context } from "effect"
+import { randomBytes } from "node:crypto"
+import { hostname } from "node:os"
+import * as path from "node:path"
+
+export type Mode = "embedded" | "cluster"
+
+export interface ServerConfigShape {
+  readonly mode: Mode
+  readonly host: string
+  readonly port: number
+  /** The public root URL; `{base_url}` is this plus `/api`. */
+  readonly siteUrl: string
+  readonly dataDir: string
+  readonly nodeId: string
+  readonly kafkaBrokers: ReadonlyArray<string>
+  readonly databaseUrl: string | undefined
+  readonly s3: {
+    readonly endpoint: string | undefined
+    readonly region: string
+    readonly bucket: string
+    readonly accessKeyId: string | undefined
+    readonly secretAccessKey: string | undefined
+  }
+  /** How long a write waits for its entity command before answering 202 with an operation id. */
+  readonly commandTimeoutMs: number
+}
+
+export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
+
+export class ConfigError extends Error {}
+
+const FLAG_TO_ENV: Record<string, string> = {
+  "--host": "GROVE_HOST",
+  "--port": "GROVE_PORT",
+  "--data-dir": "GROVE_DATA_DIR",
+  "--mode": "GROVE_MODE",
+  "--site-url": "GROVE_SITE_URL",
+  "--node-id": "GROVE_NODE_ID",
+  "--kafka-brokers": "GROVE_KAFKA_BROKERS",
+  "--database-url": "GROVE_DATABASE_URL",
+  "--s3-endpoint": "GROVE_S3_ENDPOINT",
+  "--s3-region": "GROVE_S3_REGION",
+  "--s3-bucket": "GROVE_S3_BUCKET",
+  "--s3-access-key-id": "GROVE_S3_ACCESS_KEY_ID",
+  "--s3-secret-access-key": "GROVE_S3_SECRET_ACCESS_KEY",
+  "--command-timeout-ms": "GROVE_COMMAND_TIMEOUT_MS"
+}
+
+export const FLAGS = Object.keys(FLAG_TO_ENV)
+
+/** Reads `--flag value` / `--flag=value` pairs over the environment. Unknown flags are an error. */
+export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): ServerConfigShape => {
+  const values: Record<string, string | undefined> = {}
+  for (const name of Object.values(FLAG_TO_ENV)) values[name] = env[name]
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined]
+    const name = FLAG_TO_ENV[flag]
+    if (name === undefined) throw new ConfigError(`unknown option ${flag} (known: ${FLAGS.join(", ")})`)
+    const value = inline ?? argv[++i]
+    if (value === undefined) throw new ConfigError(`option ${flag} needs a value`)
+    values[name] = value
+  }
+  const mode = values.GROVE_MODE ?? "embedded"
+  if (mode !== "embedded" && mode !== "cluster") throw new ConfigError(`GROVE_MODE must be embedded or cluster, not ${mode}`)
+  const host = values.GROVE_HOST ?? "127.0.0.1"
+  const port = Number(values.GROVE_PORT ?? "8080")
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`GROVE_PORT must be a port number`)
+  const timeout = Number(values.GROVE_COMMAND_TIMEOUT_MS ?? "10000")
+  if (!Number.isFinite(timeout) || timeout <= 0) throw new ConfigError(`GROVE_COMMAND_TIMEOUT_MS must be positive`)
+  const dataDir = path.resolve(values.GROVE_DATA_DIR ?? "./.grove-data")
+  const brokers = (values.GROVE_KAFKA_BROKERS ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+  if (mode === "cluster") {
+    if (brokers.length === 0) throw new ConfigError("cluster mode needs GROVE_KAFKA_BROKERS")
+    if (values.GROVE_DATABASE_URL === undefined) throw new ConfigError("cluster mode needs GROVE_DATABASE_URL")
+    if (values.GROVE_S3_ENDPOINT === undefined) throw new ConfigError("cluster mode needs GROVE_S3_ENDPOINT")
+  }
+  const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
+  return {
+    mode,
+    host,
+    port,
+    siteUrl: (values.GROVE_SITE_URL ?? `http://${displayHost}:${port}`).replace(/\/+$/, ""),
+    dataDir,
+    nodeId: values.GROVE_NODE_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+    kafkaBrokers: brokers,
+    databaseUrl: values.GROVE_DATABASE_URL,
+    s3: {
+      endpoint: values.GROVE_S3_ENDPOINT,
+      region: values.GROVE_S3_REGION ?? "us-east-1",
+      bucket: values.GROVE_S3_BUCKET ?? "grove",
+      accessKeyId: values.GROVE_S3_ACCESS_KEY_ID,
+      secretAccessKey: values.GROVE_S3_SECRET_ACCESS_KEY
+    },
+    commandTimeoutMs: timeout
+  }
+}

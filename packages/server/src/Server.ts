@@ -1,0 +1,56 @@
+/**
+ * The whole server for one configuration: HTTP on the configured address, the
+ * admin socket and data-directory lock in embedded mode, the domain services,
+ * the entity runtime and the infrastructure of the mode.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Console, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { createServer } from "node:http"
+import * as AdminSocket from "./admin/AdminSocket.ts"
+import * as DataDirLock from "./admin/DataDirLock.ts"
+import { DomainLive, HttpAppLive } from "./App.ts"
+import { ServerConfig, type ServerConfigShape } from "./Config.ts"
+import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
+import { infrastructureLayer } from "./Infrastructure.ts"
+
+const banner = Effect.gen(function*() {
+  const config = yield* ServerConfig
+  const sql = yield* SqlClient.SqlClient
+  const users = yield* sql<{ count: string }>`SELECT count(*)::text AS count FROM users`.pipe(
+    Effect.map((rows) => Number(rows[0]?.count ?? 0)),
+    Effect.orElseSucceed(() => 1)
+  )
+  yield* Console.log(`Grove (${config.mode}) listening on ${config.siteUrl}  node=${config.nodeId}`)
+  if (config.mode === "embedded") yield* Console.log(`Data directory: ${config.dataDir}`)
+  if (users === 0) {
+    yield* Console.log(
+      [
+        "",
+        "No users yet. Create the first one (prints its API key) and set a password for browser sign-in:",
+        `  npx grove-server user create <name> --admin${config.mode === "embedded" ? ` --data-dir ${config.dataDir}` : ""}`,
+        `  npx grove-server user passwd <name>${config.mode === "embedded" ? ` --data-dir ${config.dataDir}` : ""}`,
+        "Then sign in with the client:",
+        `  npx grove login --remote ${config.siteUrl}`,
+        ""
+      ].join("\n")
+    )
+  }
+})
+
+export const serverLayer = (config: ServerConfigShape) => {
+  const ConfigLive = Layer.succeed(ServerConfig, config)
+  const embedded = config.mode === "embedded"
+  const Lock = embedded ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
+  const Infra = infrastructureLayer(config).pipe(Layer.provide(Lock))
+  const Http = HttpAppLive.pipe(Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port })))
+  const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
+  const Banner = Layer.effectDiscard(banner)
+  return Layer.mergeAll(Http, Admin).pipe(
+    Layer.provideMerge(Banner),
+    Layer.provide(RepositoryEntityLive),
+    Layer.provideMerge(DomainLive),
+    Layer.provideMerge(Infra),
+    Layer.provideMerge(ConfigLive)
+  )
+}

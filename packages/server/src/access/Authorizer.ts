@@ -1,0 +1,86 @@
+/**
+ * Joins what the database knows (the repository, the caller's role) with the
+ * pure decision in `@grove/core`, and turns a denial into the API's error.
+ */
+import { ApiErrors, type Caller } from "@grove/api"
+import { Access } from "@grove/core"
+import { Context, Effect, Layer, Option } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
+import { type Organization, Organizations } from "../orgs/Organizations.ts"
+import { Repositories } from "../repos/Repositories.ts"
+import type { RepositoryRecord } from "../repos/RepositoryRecord.ts"
+
+export type Denied = ApiErrors.Unauthorized | ApiErrors.Forbidden | ApiErrors.NotFound
+
+export const denial = (decision: Access.Decision, what: string): Effect.Effect<void, Denied> => {
+  if (decision._tag === "Allow") return Effect.void
+  switch (decision.status) {
+    case 401:
+      return Effect.fail(new ApiErrors.Unauthorized({ error: "sign in required: send Authorization: Bearer <token>", code: "unauthenticated" }))
+    case 404:
+      return Effect.fail(new ApiErrors.NotFound({ error: `${what} not found`, code: "not_found" }))
+    case 403:
+      return Effect.fail(
+        new ApiErrors.Forbidden({
+          error: decision.reason,
+          code: decision.missingScope === undefined ? "forbidden" : "missing_scope",
+          ...(decision.missingScope === undefined ? {} : { scope: decision.missingScope })
+        })
+      )
+  }
+}
+
+export class Authorizer extends Context.Service<Authorizer, {
+  readonly repository: (
+    caller: Caller,
+    owner: string,
+    name: string,
+    action: Access.Action
+  ) => Effect.Effect<RepositoryRecord & { readonly callerRole: Access.Role | undefined }, Denied | SqlError>
+  readonly organization: (
+    caller: Caller,
+    slug: string,
+    action: Access.Action
+  ) => Effect.Effect<Organization & { readonly callerRole: Access.Role | undefined }, Denied | SqlError>
+  readonly account: (caller: Caller, action: Access.Action) => Effect.Effect<void, Denied>
+}>()("grove/server/access/Authorizer") {
+  static readonly layer = Layer.effect(Authorizer, Effect.gen(function*() {
+    const repositories = yield* Repositories
+    const organizations = yield* Organizations
+    return Authorizer.of({
+      repository: Effect.fn("Authorizer.repository")(function*(caller, owner, name, action) {
+        const found = yield* repositories.findByFullName(owner, name)
+        if (Option.isNone(found)) {
+          // Missing answers like hidden: a caller who could not see it gets the same 404.
+          return yield* new ApiErrors.NotFound({ error: `repository ${owner}/${name} not found`, code: "not_found" })
+        }
+        const repo = found.value
+        const callerRole = yield* organizations.roleOf(repo.orgId, caller.principal)
+        const decision = Access.decide(caller.principal, caller.limits, {
+          kind: "repository",
+          repoId: repo.id,
+          orgId: repo.orgId,
+          isPublic: repo.isPublic,
+          callerRole
+        }, action)
+        yield* denial(decision, `repository ${owner}/${name}`)
+        return { ...repo, callerRole }
+      }),
+      organization: Effect.fn("Authorizer.organization")(function*(caller, slug, action) {
+        const found = yield* organizations.findBySlug(slug)
+        if (Option.isNone(found)) {
+          return yield* new ApiErrors.NotFound({ error: `organization ${slug} not found`, code: "not_found" })
+        }
+        const callerRole = yield* organizations.roleOf(found.value.id, caller.principal)
+        const decision = Access.decide(caller.principal, caller.limits, {
+          kind: "organization",
+          orgId: found.value.id,
+          callerRole
+        }, action)
+        yield* denial(decision, `organization ${slug}`)
+        return { ...found.value, callerRole }
+      }),
+      account: (caller, action) => denial(Access.decide(caller.principal, caller.limits, { kind: "account" }, action), "account")
+    })
+  }))
+}

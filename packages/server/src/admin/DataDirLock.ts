@@ -1,0 +1,49 @@
+/**
+ * Only one process may open an embedded data directory (PGlite is single
+ * process). The lock file holds the owner's pid; a lock left by a dead process
+ * is taken over.
+ */
+import { Data, Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+export class DataDirBusy extends Data.TaggedError("DataDirBusy")<{ readonly pid: number; readonly dataDir: string }> {}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+const tryLock = (file: string): number | undefined => {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = fs.openSync(file, "wx", 0o600)
+      fs.writeSync(fd, String(process.pid))
+      fs.closeSync(fd)
+      return undefined
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      const pid = Number(fs.readFileSync(file, "utf8").trim())
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) return pid
+      fs.rmSync(file, { force: true })
+    }
+  }
+  return -1
+}
+
+/** Holds the lock for the scope's lifetime. */
+export const acquire = (dataDir: string) =>
+  Effect.acquireRelease(
+    Effect.gen(function*() {
+      yield* Effect.sync(() => fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 }))
+      const file = path.join(dataDir, "server.lock")
+      const holder = yield* Effect.sync(() => tryLock(file))
+      if (holder !== undefined) return yield* new DataDirBusy({ pid: holder, dataDir })
+      return file
+    }),
+    (file) => Effect.sync(() => fs.rmSync(file, { force: true }))
+  )

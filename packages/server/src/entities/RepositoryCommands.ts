@@ -1,0 +1,183 @@
+/**
+ * The Repository entity's commands (key: `owner/name`). Each handler runs
+ * inside the entity runtime's command transaction, after the epoch fence and
+ * the inbox check; it changes rows with a compare-and-set on `version` and
+ * appends outbox events. Replies are plain schemas so the inbox can store them.
+ */
+import { ApiSchemas } from "@grove/api"
+import { Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { SqlError } from "effect/sql/SqlError"
+import { randomUUID } from "node:crypto"
+import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../repos/RepositoryRecord.ts"
+
+export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
+  fullName: Schema.String
+}) {}
+export class RepositoryGone extends Schema.TaggedError<RepositoryGone>()("RepositoryGone", {
+  fullName: Schema.String
+}) {}
+/** The row changed under the command (a concurrent writer on another key, e.g. a transfer into this name). */
+export class RepositoryChanged extends Schema.TaggedError<RepositoryChanged>()("RepositoryChanged", {
+  fullName: Schema.String
+}) {}
+
+export const RepositoryError = Schema.Union([RepositoryNameTaken, RepositoryGone, RepositoryChanged])
+export type RepositoryError = typeof RepositoryError.Type
+
+const Actor = { actor: Schema.String }
+
+export const CreatePayload = Schema.Struct({
+  orgId: Schema.String,
+  owner: Schema.String,
+  name: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  isPublic: Schema.Boolean,
+  ...Actor
+})
+export const DeletePayload = Schema.Struct({ ...Actor })
+export const SetVisibilityPayload = Schema.Struct({ isPublic: Schema.Boolean, ...Actor })
+export const TransferPayload = Schema.Struct({ toOrgId: Schema.String, toOwner: Schema.String, ...Actor })
+
+/** What a handler may append to the outbox; the runtime supplies the implementation. */
+export interface EventSink {
+  readonly emit: (type: string, payload: Record<string, unknown>) => Effect.Effect<void, unknown>
+}
+
+const Repo = ApiSchemas.Repository
+
+const load = Effect.fnUntraced(function*(entityId: string) {
+  const sql = yield* SqlClient.SqlClient
+  const [owner, name] = splitKey(entityId)
+  const rows = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
+    JOIN organizations o ON o.id = r.org_id WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r`
+  return rows[0]
+})
+
+export const splitKey = (entityId: string): readonly [string, string] => {
+  const slash = entityId.indexOf("/")
+  return [entityId.slice(0, slash), entityId.slice(slash + 1)]
+}
+
+const isUniqueViolation = (error: unknown) => error instanceof SqlError && error.reason._tag === "UniqueViolation"
+
+const audit = Effect.fnUntraced(function*(
+  orgId: string,
+  actor: string,
+  action: string,
+  target: string,
+  details: Record<string, unknown> = {}
+) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`INSERT INTO audit_log ${sql.insert({ org_id: orgId, actor, action, target, details: JSON.stringify(details) })}`
+})
+
+export const create = Effect.fn("Repository.create")(function*(
+  entityId: string,
+  payload: typeof CreatePayload.Type,
+  events: EventSink
+) {
+  const sql = yield* SqlClient.SqlClient
+  const fullName = `${payload.owner}/${payload.name}`
+  if ((yield* load(entityId)) !== undefined) return yield* new RepositoryNameTaken({ fullName })
+  const id = randomUUID()
+  // A savepoint keeps the command transaction usable when the unique index refuses the row.
+  const inserted = yield* sql.withTransaction(
+    sql`INSERT INTO repositories ${
+      sql.insert({
+        id,
+        org_id: payload.orgId,
+        name: payload.name,
+        description: payload.description,
+        is_public: payload.isPublic
+      })
+    }`
+  ).pipe(
+    Effect.as(true),
+    Effect.catch((error) => isUniqueViolation(error) ? Effect.succeed(false) : Effect.fail(error))
+  )
+  if (!inserted) return yield* new RepositoryNameTaken({ fullName })
+  const record = (yield* load(entityId))!
+  yield* audit(payload.orgId, payload.actor, "repo.create", fullName, { public: payload.isPublic })
+  yield* events.emit("repository.created", { repository_id: id, owner: payload.owner, repo: payload.name, actor: payload.actor })
+  return toApiRepository(record)
+})
+
+/** Every change after creation: a compare-and-set on the version read under the row lock. */
+const update = Effect.fnUntraced(function*(current: RepositoryRecord, changes: ReturnType<SqlClient.SqlClient["update"]>) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql`UPDATE repositories SET ${changes}, updated_at = now(), version = version + 1
+    WHERE id = ${current.id} AND version = ${current.version} RETURNING id`
+  if (rows.length === 0) return yield* new RepositoryChanged({ fullName: `${current.owner}/${current.name}` })
+})
+
+export const remove = Effect.fn("Repository.delete")(function*(
+  entityId: string,
+  payload: typeof DeletePayload.Type,
+  events: EventSink
+) {
+  const sql = yield* SqlClient.SqlClient
+  const current = yield* load(entityId)
+  if (current === undefined) return yield* new RepositoryGone({ fullName: entityId })
+  const rows = yield* sql`DELETE FROM repositories WHERE id = ${current.id} AND version = ${current.version} RETURNING id`
+  if (rows.length === 0) return yield* new RepositoryChanged({ fullName: entityId })
+  const fullName = `${current.owner}/${current.name}`
+  yield* audit(current.orgId, payload.actor, "repo.delete", fullName)
+  yield* events.emit("repository.deleted", { repository_id: current.id, owner: current.owner, repo: current.name, actor: payload.actor })
+  return toApiRepository(current)
+})
+
+export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
+  entityId: string,
+  payload: typeof SetVisibilityPayload.Type,
+  events: EventSink
+) {
+  const sql = yield* SqlClient.SqlClient
+  const current = yield* load(entityId)
+  if (current === undefined) return yield* new RepositoryGone({ fullName: entityId })
+  if (current.isPublic === payload.isPublic) return toApiRepository(current)
+  yield* update(current, sql.update({ is_public: payload.isPublic }))
+  const fullName = `${current.owner}/${current.name}`
+  yield* audit(current.orgId, payload.actor, "repo.visibility", fullName, { public: payload.isPublic })
+  yield* events.emit("repository.visibility_changed", {
+    repository_id: current.id,
+    owner: current.owner,
+    repo: current.name,
+    is_public: payload.isPublic,
+    actor: payload.actor
+  })
+  return toApiRepository((yield* load(entityId))!)
+})
+
+export const transfer = Effect.fn("Repository.transfer")(function*(
+  entityId: string,
+  payload: typeof TransferPayload.Type,
+  events: EventSink
+) {
+  const sql = yield* SqlClient.SqlClient
+  const current = yield* load(entityId)
+  if (current === undefined) return yield* new RepositoryGone({ fullName: entityId })
+  if (current.orgId === payload.toOrgId) return toApiRepository(current)
+  const target = `${payload.toOwner}/${current.name}`
+  const moved = yield* sql.withTransaction(
+    sql`UPDATE repositories SET org_id = ${payload.toOrgId}, updated_at = now(), version = version + 1
+      WHERE id = ${current.id} AND version = ${current.version} RETURNING id`
+  ).pipe(Effect.catch((error) => isUniqueViolation(error) ? Effect.succeed(undefined) : Effect.fail(error)))
+  if (moved === undefined) return yield* new RepositoryNameTaken({ fullName: target })
+  if (moved.length === 0) return yield* new RepositoryChanged({ fullName: entityId })
+  const from = `${current.owner}/${current.name}`
+  yield* audit(current.orgId, payload.actor, "repo.transfer.out", from, { to: target })
+  yield* audit(payload.toOrgId, payload.actor, "repo.transfer.in", target, { from })
+  yield* events.emit("repository.transferred", {
+    repository_id: current.id,
+    owner: payload.toOwner,
+    repo: current.name,
+    from_owner: current.owner,
+    actor: payload.actor
+  })
+  const rows = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
+    JOIN organizations o ON o.id = r.org_id WHERE r.id = ${current.id}`
+  return toApiRepository(rows[0]!)
+})
+
+export const Reply = Repo

@@ -1,0 +1,21 @@
+/**
+ * How the HTTP edge sends Repository commands: through the entity runtime to
+ * the partition owner of `owner/name`, in embedded and cluster mode alike.
+ */
+import type { ApiSchemas } from "@grove/api"
+import { Context, Data, type Effect } from "effect"
+import type * as Commands from "./RepositoryCommands.ts"
+
+/** The command did not answer before the deadline; it may still apply. Poll the operation. */
+export class CommandPending extends Data.TaggedError("CommandPending")<{ readonly operationId: string }> {}
+/** The bus or database could not take the command now; nothing was applied. */
+export class CommandUnavailable extends Data.TaggedError("CommandUnavailable")<{ readonly message: string }> {}
+
+type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | CommandPending | CommandUnavailable>
+
+export class RepositoryGateway extends Context.Service<RepositoryGateway, {
+  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, commandId?: string) => Reply
+  readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, commandId?: string) => Reply
+  readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, commandId?: string) => Reply
+  readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, commandId?: string) => Reply
+}>()("grove/server/entities/RepositoryGateway") {}

@@ -1,0 +1,64 @@
+import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
+import { Names } from "@grove/core"
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Authorizer } from "../access/Authorizer.ts"
+import { type ApiKeyRecord, Identity } from "../identity/Identity.ts"
+import { dbUnavailable, requireValid } from "./Failures.ts"
+
+const toApi = (k: ApiKeyRecord) => ({
+  id: k.id,
+  name: k.name,
+  scope: k.scope,
+  ...(k.repo === undefined ? {} : { repo: k.repo }),
+  prefix: k.prefix,
+  created_at: k.createdAt.toISOString(),
+  ...(k.lastUsedAt === undefined ? {} : { last_used_at: k.lastUsedAt.toISOString() })
+})
+
+const currentUser = Effect.gen(function*() {
+  const caller = yield* CurrentCaller
+  if (caller.principal.kind !== "user") {
+    return yield* new ApiErrors.Forbidden({ error: "only users have personal API keys", code: "forbidden" })
+  }
+  return { caller, userId: caller.principal.userId }
+})
+
+export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.fn(function*(handlers) {
+  const identity = yield* Identity
+  const authorizer = yield* Authorizer
+  return handlers.handleAll({
+    list: Effect.fn(function*() {
+      const caller = yield* CurrentCaller
+      yield* authorizer.account(caller, "read")
+      const { userId } = yield* currentUser
+      return (yield* dbUnavailable(identity.listApiKeys(userId))).map(toApi)
+    }),
+    create: Effect.fn(function*({ payload }) {
+      const caller = yield* CurrentCaller
+      yield* authorizer.account(caller, "write")
+      const { userId } = yield* currentUser
+      yield* requireValid(Names.checkText(payload.name, "name", 1, 100))
+      let repoId: string | undefined
+      if (payload.repo !== undefined) {
+        const full = Names.parseFullName(payload.repo)
+        if (full === undefined) {
+          return yield* new ApiErrors.BadRequest({ error: "repo must have the form owner/name", code: "invalid_input" })
+        }
+        // The key's owner must be able to read the repository it is limited to; otherwise it does not exist for them.
+        const repo = yield* dbUnavailable(authorizer.repository(caller, full.owner, full.name, "read"))
+        repoId = repo.id
+      }
+      const created = yield* dbUnavailable(identity.createApiKey(userId, { name: payload.name, scope: payload.scope ?? "full", repoId }))
+      return { ...toApi(created.record), key: created.token }
+    }),
+    revoke: Effect.fn(function*({ params }) {
+      const caller = yield* CurrentCaller
+      yield* authorizer.account(caller, "write")
+      const { userId } = yield* currentUser
+      yield* dbUnavailable(identity.revokeApiKey(userId, params.id)).pipe(
+        Effect.catchTag("KeyNotFound", () => Effect.fail(new ApiErrors.NotFound({ error: "API key not found", code: "not_found" })))
+      )
+    })
+  })
+}))

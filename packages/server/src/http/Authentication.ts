@@ -1,0 +1,45 @@
+/**
+ * The server side of the Authentication middleware: no Authorization header
+ * means anonymous; a bearer token must be valid (401 otherwise, never a silent
+ * fallback to anonymous). Also the 400 body for requests that fail decoding.
+ */
+import { ApiErrors, Authentication, type Caller, CurrentCaller, RequestValidation } from "@grove/api"
+import { Effect, Layer } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { HttpApiMiddleware } from "effect/http-api"
+import { Identity } from "../identity/Identity.ts"
+
+const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
+
+export const AuthenticationLive = Layer.effect(Authentication, Effect.gen(function*() {
+  const identity = yield* Identity
+  return Authentication.of((httpEffect) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const header = request.headers["authorization"]
+      if (header === undefined || header === "") return yield* Effect.provideService(httpEffect, CurrentCaller, anonymous)
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+      if (match === null) {
+        return yield* new ApiErrors.Unauthorized({ error: "the Authorization header must be 'Bearer <token>'", code: "bad_authorization" })
+      }
+      const caller = yield* identity.authenticate(match[1]!).pipe(
+        Effect.catchTags({
+          InvalidToken: () =>
+            Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),
+          SqlError: () =>
+            Effect.fail(new ApiErrors.Unauthorized({ error: "could not check the token right now; try again", code: "auth_unavailable", retryable: true }))
+        })
+      )
+      return yield* Effect.provideService(httpEffect, CurrentCaller, caller)
+    })
+  )
+}))
+
+/** Schema decoding failures become `400 { error, code: "invalid_request" }` naming what was wrong. */
+export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(RequestValidation, (error) =>
+  Effect.fail(
+    new ApiErrors.BadRequest({
+      error: `invalid request ${error.kind.toLowerCase()}: ${String(error.cause.message ?? error.cause).slice(0, 500)}`,
+      code: "invalid_request"
+    })
+  ))

@@ -1,0 +1,45 @@
+/**
+ * Whatever goes wrong, the caller gets `{ error, code? }` JSON with the right
+ * status: unknown routes (404), bodies that cannot be read (400/413), and
+ * defects (500, logged with their cause, never echoed).
+ */
+import { Effect } from "effect"
+import { HttpRouter, HttpServerError, type HttpServerResponse } from "effect/http"
+import { HttpServerResponse as Response } from "effect/http"
+
+const messages: Record<number, readonly [string, string]> = {
+  400: ["bad request", "invalid_request"],
+  401: ["sign in required", "unauthenticated"],
+  403: ["forbidden", "forbidden"],
+  404: ["not found", "not_found"],
+  405: ["method not allowed", "method_not_allowed"],
+  408: ["request timeout", "timeout"],
+  413: ["request body too large", "payload_too_large"],
+  415: ["unsupported content type", "unsupported_media_type"],
+  499: ["client closed the request", "client_closed"],
+  500: ["internal server error", "internal"],
+  503: ["temporarily unavailable", "unavailable"]
+}
+
+export const jsonError = (status: number, headers?: HttpServerResponse.HttpServerResponse["headers"]) => {
+  const [error, code] = messages[status] ?? (status >= 500 ? messages[500]! : messages[400]!)
+  const response = Response.jsonUnsafe(status === 503 ? { error, code, retryable: true } : { error, code }, { status })
+  return headers === undefined ? response : Response.setHeaders(response, headers)
+}
+
+const fillEmpty = (response: HttpServerResponse.HttpServerResponse) =>
+  response.status >= 400 && response.body._tag === "Empty" ? jsonError(response.status) : response
+
+// The router's types insist a global middleware leaves errors it was not configured for
+// unhandled; this one deliberately answers every failure, hence the widening cast.
+export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
+  (httpEffect as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
+    Effect.map(fillEmpty),
+    Effect.catchCause((cause) =>
+      Effect.gen(function*() {
+        const [response] = yield* HttpServerError.causeResponse(cause)
+        if (response.status >= 500 && response.status !== 503) yield* Effect.logError("request failed", cause)
+        return fillEmpty(response)
+      })
+    )
+  ) as typeof httpEffect, { global: true })

@@ -1,0 +1,59 @@
+import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
+import { Names } from "@grove/core"
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Authorizer } from "../access/Authorizer.ts"
+import { type Organization, Organizations } from "../orgs/Organizations.ts"
+import { dbUnavailable, requireValid } from "./Failures.ts"
+
+const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
+  slug: o.slug,
+  name: o.name,
+  ...(o.description === null ? {} : { description: o.description }),
+  personal: o.personal,
+  ...(o.role === undefined ? {} : { role: o.role }),
+  created_at: o.createdAt.toISOString()
+})
+
+const notRepoLimited = Effect.gen(function*() {
+  const caller = yield* CurrentCaller
+  if (caller.limits.kind === "personal" && caller.limits.repoId !== undefined) {
+    return yield* new ApiErrors.Forbidden({ error: "this key is limited to one repository", code: "forbidden" })
+  }
+  return caller
+})
+
+export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(function*(handlers) {
+  const organizations = yield* Organizations
+  const authorizer = yield* Authorizer
+  return handlers.handleAll({
+    list: Effect.fn(function*() {
+      const caller = yield* notRepoLimited
+      yield* authorizer.account(caller, "read")
+      if (caller.principal.kind !== "user") return []
+      return (yield* dbUnavailable(organizations.listForUser(caller.principal.userId))).map(toApi)
+    }),
+    create: Effect.fn(function*({ payload }) {
+      const caller = yield* notRepoLimited
+      yield* authorizer.account(caller, "write")
+      if (caller.principal.kind !== "user") {
+        return yield* new ApiErrors.Forbidden({ error: "only users can create organizations", code: "forbidden" })
+      }
+      yield* requireValid(Names.checkSlug(payload.slug, "organization slug"))
+      yield* requireValid(Names.checkText(payload.name, "organization name", 1, 100))
+      if (payload.description !== undefined) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
+      const created = yield* dbUnavailable(
+        organizations.create(caller.principal.userId, caller.principal.username, payload)
+      ).pipe(
+        Effect.catchTag("NameTaken", () =>
+          Effect.fail(new ApiErrors.Conflict({ error: `the name ${payload.slug} is already taken`, code: "name_taken" })))
+      )
+      return toApi(created)
+    }),
+    get: Effect.fn(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const org = yield* dbUnavailable(authorizer.organization(caller, params.slug, "read"))
+      return toApi({ ...org, role: org.callerRole })
+    })
+  })
+}))

@@ -1,0 +1,146 @@
+/**
+ * Repository endpoints. Reads go to the database; writes are commands to the
+ * Repository entity (`owner/name`) through the gateway.
+ */
+import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
+import { Names } from "@grove/core"
+import { Effect, Option } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { Authorizer } from "../access/Authorizer.ts"
+import type { RepositoryError } from "../entities/RepositoryCommands.ts"
+import { type CommandPending, type CommandUnavailable, RepositoryGateway } from "../entities/RepositoryGateway.ts"
+import { Repositories } from "../repos/Repositories.ts"
+import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
+import { dbUnavailable, requireValid } from "./Failures.ts"
+
+type CommandFailure = ApiErrors.Conflict | ApiErrors.NotFound | ApiErrors.OperationPending | ApiErrors.ServiceUnavailable
+
+const commandFailure = (error: RepositoryError | CommandPending | CommandUnavailable): Effect.Effect<never, CommandFailure> => {
+  switch (error._tag) {
+    case "RepositoryNameTaken":
+      return Effect.fail(new ApiErrors.Conflict({ error: `a repository named ${error.fullName} already exists`, code: "name_taken" }))
+    case "RepositoryGone":
+      return Effect.fail(new ApiErrors.NotFound({ error: `repository ${error.fullName} not found`, code: "not_found" }))
+    case "RepositoryChanged":
+      return Effect.fail(
+        new ApiErrors.Conflict({ error: `repository ${error.fullName} changed meanwhile; retry`, code: "repository_moved", retryable: true })
+      )
+    case "CommandPending":
+      return Effect.fail(
+        new ApiErrors.OperationPending({
+          error: "the write is still in progress; poll the operation",
+          code: "pending",
+          operation_id: error.operationId
+        })
+      )
+    case "CommandUnavailable":
+      return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
+  }
+}
+
+/** `Idempotency-Key` makes a retried write replay its first answer instead of acting twice. */
+const commandId = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const caller = yield* CurrentCaller
+  const key = request.headers["idempotency-key"]
+  if (key === undefined) return undefined
+  if (!/^[\x21-\x7e]{1,200}$/.test(key)) {
+    return yield* new ApiErrors.BadRequest({ error: "Idempotency-Key must be 1-200 printable ASCII characters", code: "invalid_input" })
+  }
+  const who = caller.principal.kind === "user"
+    ? caller.principal.userId
+    : caller.principal.kind === "service_account"
+    ? caller.principal.accountId
+    : "anonymous"
+  return `idem:${who}:${key}`
+})
+
+const actorName = Effect.gen(function*() {
+  const { principal } = yield* CurrentCaller
+  return principal.kind === "user"
+    ? principal.username
+    : principal.kind === "service_account"
+    ? `service:${principal.name}`
+    : "anonymous"
+})
+
+export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(function*(handlers) {
+  const repositories = yield* Repositories
+  const authorizer = yield* Authorizer
+  const gateway = yield* RepositoryGateway
+  return handlers.handleAll({
+    list: Effect.fn(function*({ query }) {
+      const caller = yield* CurrentCaller
+      const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, query.sort ?? "name"))
+      return rows.map(toApiRepository)
+    }),
+    create: Effect.fn(function*({ payload }) {
+      const caller = yield* CurrentCaller
+      yield* requireValid(Names.checkRepoName(payload.name))
+      if (payload.description !== undefined) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
+      let slug = payload.organization_slug
+      if (slug === undefined) {
+        if (caller.principal.kind !== "user") {
+          return yield* (caller.principal.kind === "anonymous"
+            ? new ApiErrors.Unauthorized({ error: "sign in required", code: "unauthenticated" })
+            : new ApiErrors.BadRequest({ error: "organization_slug is required", code: "invalid_input" }))
+        }
+        slug = caller.principal.username
+      }
+      yield* requireValid(Names.checkSlug(slug, "organization slug"))
+      const org = yield* dbUnavailable(authorizer.organization(caller, slug, "write"))
+      const id = yield* commandId
+      return yield* gateway.create(repositoryKey(org.slug, payload.name), {
+        orgId: org.id,
+        owner: org.slug,
+        name: payload.name,
+        description: payload.description ?? null,
+        isPublic: payload.is_public ?? false,
+        actor: yield* actorName
+      }, id).pipe(Effect.catch(commandFailure))
+    }),
+    get: Effect.fn(function*({ params }) {
+      const caller = yield* CurrentCaller
+      return toApiRepository(yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read")))
+    }),
+    delete: Effect.fn(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
+      yield* gateway.remove(repositoryKey(repo.owner, repo.name), { actor: yield* actorName }, yield* commandId).pipe(
+        Effect.catch(commandFailure)
+      )
+    }),
+    setVisibility: Effect.fn(function*({ params, payload }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
+      return yield* gateway.setVisibility(
+        repositoryKey(repo.owner, repo.name),
+        { isPublic: payload.is_public, actor: yield* actorName },
+        yield* commandId
+      ).pipe(Effect.catch(commandFailure))
+    }),
+    transfer: Effect.fn(function*({ params, payload }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
+      yield* requireValid(Names.checkSlug(payload.to_organization, "to_organization"))
+      // Moving a repository in needs the right to create repositories in the target organization.
+      const target = yield* dbUnavailable(authorizer.organization(caller, payload.to_organization, "write"))
+      return yield* gateway.transfer(
+        repositoryKey(repo.owner, repo.name),
+        { toOrgId: target.id, toOwner: target.slug, actor: yield* actorName },
+        yield* commandId
+      ).pipe(Effect.catch(commandFailure))
+    }),
+    size: Effect.fn(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read"))
+      const usage = yield* dbUnavailable(repositories.usage(repo.id))
+      return {
+        full_name: `${repo.owner}/${repo.name}`,
+        size_bytes: Option.match(usage, { onNone: () => 0, onSome: (u) => u.sizeBytes }),
+        objects: Option.match(usage, { onNone: () => 0, onSome: (u) => u.objects })
+      }
+    })
+  })
+}))

@@ -1,0 +1,284 @@
+/**
+ * Users, their personal organizations, login sessions, personal API keys and
+ * the one-time codes of the headless sign-in. Every write is one transaction.
+ */
+import type { Caller } from "@grove/api"
+import { Names } from "@grove/core"
+import { Context, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { randomUUID } from "node:crypto"
+import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, UserNotFound } from "./IdentityErrors.ts"
+import * as Secrets from "./Secrets.ts"
+
+export const SESSION_LIFETIME_MS = 90 * 24 * 60 * 60 * 1000
+const CODE_LIFETIME_MS = 10 * 60 * 1000
+/** last_used_at is refreshed at most this often, so reads stay reads. */
+const LAST_USED_GRANULARITY_MS = 10 * 60 * 1000
+
+export interface User {
+  readonly id: string
+  readonly username: string
+  readonly isAdmin: boolean
+  readonly createdAt: Date
+}
+
+export interface ApiKeyRecord {
+  readonly id: string
+  readonly name: string
+  readonly scope: "full" | "read"
+  readonly repo: string | undefined
+  readonly prefix: string
+  readonly createdAt: Date
+  readonly lastUsedAt: Date | undefined
+}
+
+export interface IssuedToken {
+  readonly id: string
+  readonly token: string
+  readonly expiresAt: Date | undefined
+}
+
+interface TokenRow {
+  readonly id: string
+  readonly kind: "session" | "personal"
+  readonly secretHash: string
+  readonly scope: "full" | "read"
+  readonly repoId: string | null
+  readonly expiresAt: Date | null
+  readonly revokedAt: Date | null
+  readonly lastUsedAt: Date | null
+  readonly userId: string
+  readonly username: string
+  readonly isAdmin: boolean
+}
+
+const isUniqueViolation = (error: SqlError) => error.reason._tag === "UniqueViolation"
+
+export class Identity extends Context.Service<Identity, {
+  readonly createUser: (input: {
+    readonly username: string
+    readonly admin: boolean
+    readonly password?: string | undefined
+  }) => Effect.Effect<{ readonly user: User; readonly apiKey: string }, NameTaken | InvalidInput | SqlError>
+  readonly setPassword: (username: string, password: string) => Effect.Effect<void, UserNotFound | InvalidInput | SqlError>
+  readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
+  readonly findUser: (username: string) => Effect.Effect<Option.Option<User>, SqlError>
+  readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | SqlError>
+  readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
+  readonly createApiKey: (userId: string, input: {
+    readonly name: string
+    readonly scope: "full" | "read"
+    readonly repoId?: string | undefined
+  }) => Effect.Effect<{ readonly token: string; readonly record: ApiKeyRecord }, SqlError>
+  readonly listApiKeys: (userId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError>
+  readonly revokeApiKey: (userId: string, keyId: string) => Effect.Effect<void, KeyNotFound | SqlError>
+  readonly issueCliCode: (userId: string) => Effect.Effect<string, SqlError>
+  readonly exchangeCliCode: (code: string) => Effect.Effect<IssuedToken & { readonly username: string }, CodeNotValid | SqlError>
+}>()("grove/server/identity/Identity") {
+  static readonly layer = Layer.effect(Identity, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const checkPasswordInput = (password: string) =>
+      password.length < 8 || password.length > 1024
+        ? Effect.fail(new InvalidInput({ message: "password must be 8 to 1024 characters" }))
+        : Effect.void
+
+    const issue = Effect.fn("Identity.issue")(function*(input: {
+      readonly kind: "session" | "personal"
+      readonly userId: string
+      readonly name?: string | undefined
+      readonly scope?: "full" | "read" | undefined
+      readonly repoId?: string | undefined
+      readonly expiresAt?: Date | undefined
+    }) {
+      const token = Secrets.newToken()
+      const id = randomUUID()
+      const rows = yield* sql<{ createdAt: Date }>`INSERT INTO tokens ${
+        sql.insert({
+          id,
+          kind: input.kind,
+          secret_hash: Secrets.hashToken(token),
+          prefix: Secrets.tokenPrefix(token),
+          user_id: input.userId,
+          name: input.name ?? null,
+          scope: input.scope ?? "full",
+          repo_id: input.repoId ?? null,
+          expires_at: input.expiresAt ?? null
+        })
+      } RETURNING created_at AS "createdAt"`
+      return { id, token, createdAt: rows[0]!.createdAt }
+    })
+
+    const keyRecords = (userId: string, keyId?: string) =>
+      sql<{
+        id: string
+        name: string
+        scope: "full" | "read"
+        repo: string | null
+        prefix: string
+        createdAt: Date
+        lastUsedAt: Date | null
+      }>`SELECT t.id, t.name, t.scope, t.prefix, t.created_at AS "createdAt", t.last_used_at AS "lastUsedAt",
+          CASE WHEN r.id IS NULL THEN NULL ELSE o.slug || '/' || r.name END AS repo
+        FROM tokens t
+        LEFT JOIN repositories r ON r.id = t.repo_id
+        LEFT JOIN organizations o ON o.id = r.org_id
+        WHERE t.user_id = ${userId} AND t.kind = 'personal' AND t.revoked_at IS NULL
+          ${keyId === undefined ? sql`` : sql`AND t.id = ${keyId}`}
+        ORDER BY t.created_at, t.id`.pipe(
+        Effect.map((rows) =>
+          rows.map((r): ApiKeyRecord => ({
+            id: r.id,
+            name: r.name,
+            scope: r.scope,
+            repo: r.repo ?? undefined,
+            prefix: r.prefix,
+            createdAt: r.createdAt,
+            lastUsedAt: r.lastUsedAt ?? undefined
+          }))
+        )
+      )
+
+    const createUser = Effect.fn("Identity.createUser")(function*(input: {
+      readonly username: string
+      readonly admin: boolean
+      readonly password?: string | undefined
+    }) {
+      const check = Names.checkSlug(input.username, "user name")
+      if (!check.ok) return yield* new InvalidInput({ message: check.reason })
+      if (input.password !== undefined) yield* checkPasswordInput(input.password)
+      const passwordHash = input.password === undefined
+        ? null
+        : yield* Effect.promise(() => Secrets.hashPassword(input.password!))
+      const userId = randomUUID()
+      const orgId = randomUUID()
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const users = yield* sql<{ createdAt: Date }>`INSERT INTO users ${
+          sql.insert({ id: userId, username: input.username, is_admin: input.admin, password_hash: passwordHash })
+        } RETURNING created_at AS "createdAt"`
+        yield* sql`INSERT INTO organizations ${
+          sql.insert({ id: orgId, slug: input.username, name: input.username, personal_user_id: userId })
+        }`
+        yield* sql`INSERT INTO memberships ${sql.insert({ org_id: orgId, user_id: userId, role: "owner" })}`
+        const key = yield* issue({ kind: "personal", userId, name: "initial key" })
+        yield* sql`INSERT INTO audit_log ${
+          sql.insert({ org_id: orgId, actor: "admin", action: "user.create", target: input.username })
+        }`
+        const user: User = { id: userId, username: input.username, isAdmin: input.admin, createdAt: users[0]!.createdAt }
+        return { user, apiKey: key.token }
+      })).pipe(
+        Effect.catchTag("SqlError", (error): Effect.Effect<never, NameTaken | SqlError> =>
+          isUniqueViolation(error) ? Effect.fail(new NameTaken({ name: input.username })) : Effect.fail(error))
+      )
+    })
+
+    const userRow = (username: string) =>
+      sql<{ id: string; username: string; isAdmin: boolean; createdAt: Date; passwordHash: string | null }>`
+        SELECT id, username, is_admin AS "isAdmin", created_at AS "createdAt", password_hash AS "passwordHash"
+        FROM users WHERE username = ${username}`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+    const toUser = (row: { id: string; username: string; isAdmin: boolean; createdAt: Date }): User => ({
+      id: row.id,
+      username: row.username,
+      isAdmin: row.isAdmin,
+      createdAt: row.createdAt
+    })
+
+    const authenticate = Effect.fn("Identity.authenticate")(function*(token: string) {
+      if (!Secrets.looksLikeToken(token)) return yield* new InvalidToken()
+      const hash = Secrets.hashToken(token)
+      const rows = yield* sql<TokenRow>`
+        SELECT t.id, t.kind, t.secret_hash AS "secretHash", t.scope, t.repo_id AS "repoId", t.expires_at AS "expiresAt",
+          t.revoked_at AS "revokedAt", t.last_used_at AS "lastUsedAt", u.id AS "userId", u.username, u.is_admin AS "isAdmin"
+        FROM tokens t JOIN users u ON u.id = t.user_id
+        WHERE t.secret_hash = ${hash}`
+      const row = rows[0]
+      if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
+      const now = Date.now()
+      if (row.revokedAt !== null || (row.expiresAt !== null && row.expiresAt.getTime() <= now)) {
+        return yield* new InvalidToken()
+      }
+      if (row.lastUsedAt === null || now - row.lastUsedAt.getTime() > LAST_USED_GRANULARITY_MS) {
+        yield* sql`UPDATE tokens SET last_used_at = now() WHERE id = ${row.id}`
+      }
+      const caller: Caller = {
+        principal: { kind: "user", userId: row.userId, username: row.username, siteAdmin: row.isAdmin },
+        limits: row.kind === "session"
+          ? { kind: "session" }
+          : { kind: "personal", scope: row.scope, repoId: row.repoId ?? undefined },
+        tokenId: row.id,
+        expiresAt: row.expiresAt ?? undefined
+      }
+      return caller
+    })
+
+    return Identity.of({
+      createUser,
+      setPassword: Effect.fn("Identity.setPassword")(function*(username: string, password: string) {
+        yield* checkPasswordInput(password)
+        const hash = yield* Effect.promise(() => Secrets.hashPassword(password))
+        const rows = yield* sql`UPDATE users SET password_hash = ${hash}, version = version + 1
+          WHERE username = ${username} RETURNING id`
+        if (rows.length === 0) return yield* new UserNotFound({ username })
+      }),
+      checkPassword: Effect.fn("Identity.checkPassword")(function*(username: string, password: string) {
+        const row = yield* userRow(username)
+        // Hash even for unknown users so the answer takes the same time either way.
+        const stored = Option.match(row, {
+          onNone: () => "scrypt$16384$8$1$00000000000000000000000000000000$" + "00".repeat(32),
+          onSome: (r) => r.passwordHash ?? "scrypt$16384$8$1$00000000000000000000000000000000$" + "00".repeat(32)
+        })
+        const valid = yield* Effect.promise(() => Secrets.verifyPassword(password, stored))
+        return Option.isSome(row) && row.value.passwordHash !== null && valid ? Option.some(toUser(row.value)) : Option.none()
+      }),
+      findUser: (username) => userRow(username).pipe(Effect.map(Option.map(toUser))),
+      authenticate,
+      createSession: Effect.fn("Identity.createSession")(function*(userId: string) {
+        const expiresAt = new Date(Date.now() + SESSION_LIFETIME_MS)
+        const issued = yield* issue({ kind: "session", userId, expiresAt })
+        return { id: issued.id, token: issued.token, expiresAt }
+      }),
+      createApiKey: Effect.fn("Identity.createApiKey")(function*(userId, input) {
+        const issued = yield* issue({ kind: "personal", userId, name: input.name, scope: input.scope, repoId: input.repoId })
+        const records = yield* keyRecords(userId, issued.id)
+        return { token: issued.token, record: records[0]! }
+      }),
+      listApiKeys: (userId) => keyRecords(userId),
+      revokeApiKey: Effect.fn("Identity.revokeApiKey")(function*(userId: string, keyId: string) {
+        if (!/^[0-9a-f-]{36}$/.test(keyId)) return yield* new KeyNotFound({ id: keyId })
+        const rows = yield* sql`UPDATE tokens SET revoked_at = now()
+          WHERE id = ${keyId} AND user_id = ${userId} AND kind = 'personal' AND revoked_at IS NULL RETURNING id`
+        if (rows.length === 0) return yield* new KeyNotFound({ id: keyId })
+      }),
+      issueCliCode: Effect.fn("Identity.issueCliCode")(function*(userId: string) {
+        const code = Secrets.newOneTimeCode()
+        yield* sql`INSERT INTO cli_auth_codes ${
+          sql.insert({
+            code_hash: Secrets.hashToken(Secrets.normalizeOneTimeCode(code)),
+            user_id: userId,
+            expires_at: new Date(Date.now() + CODE_LIFETIME_MS)
+          })
+        }`
+        return code
+      }),
+      exchangeCliCode: Effect.fn("Identity.exchangeCliCode")(function*(code: string) {
+        const normalized = Secrets.normalizeOneTimeCode(code)
+        if (normalized.length !== 10) return yield* new CodeNotValid()
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          // Single use: the compare-and-set on used_at lets exactly one exchange win.
+          const rows = yield* sql<{ userId: string; username: string }>`
+            UPDATE cli_auth_codes c SET used_at = now() FROM users u
+            WHERE c.code_hash = ${Secrets.hashToken(normalized)} AND c.used_at IS NULL AND c.expires_at > now()
+              AND u.id = c.user_id
+            RETURNING c.user_id AS "userId", u.username`
+          const row = rows[0]
+          if (row === undefined) return yield* new CodeNotValid()
+          const expiresAt = new Date(Date.now() + SESSION_LIFETIME_MS)
+          const issued = yield* issue({ kind: "session", userId: row.userId, expiresAt })
+          return { id: issued.id, token: issued.token, expiresAt, username: row.username }
+        }))
+      })
+    })
+  }))
+}

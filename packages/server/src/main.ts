@@ -1,0 +1,67 @@
+/**
+ * `grove-server`: `serve` runs the server (embedded by default); `user create`
+ * and `user passwd` manage users whether or not a server is running.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { parseConfig, ConfigError } from "./Config.ts"
+import { runUserCommand, USER_USAGE } from "./admin/UserCommand.ts"
+import { serverLayer } from "./Server.ts"
+import { freePort } from "./net.ts"
+
+const USAGE = `grove-server — the Grove repository hosting server
+
+Usage:
+  grove-server serve [options]              run the server (default command)
+${USER_USAGE}
+Options (each also read from the environment variable in brackets):
+  --mode embedded|cluster       [GROVE_MODE]          default embedded
+  --host HOST                   [GROVE_HOST]          default 127.0.0.1
+  --port PORT                   [GROVE_PORT]          default 8080 (0 picks a free port)
+  --data-dir DIR                [GROVE_DATA_DIR]      default ./.grove-data
+  --site-url URL                [GROVE_SITE_URL]      default http://HOST:PORT
+  --node-id ID                  [GROVE_NODE_ID]       default host-pid-random
+  --kafka-brokers H:P,...       [GROVE_KAFKA_BROKERS] cluster mode
+  --database-url URL            [GROVE_DATABASE_URL]  cluster mode (postgres://...)
+  --s3-endpoint URL             [GROVE_S3_ENDPOINT]   cluster mode
+  --s3-region, --s3-bucket, --s3-access-key-id, --s3-secret-access-key
+  --command-timeout-ms MS       [GROVE_COMMAND_TIMEOUT_MS] default 10000
+`
+
+const fail = (message: string, code: number): never => {
+  process.stderr.write(`grove-server: ${message}\n`)
+  process.exit(code)
+}
+
+const main = async () => {
+  const [command = "serve", ...rest] = process.argv.slice(2)
+  if (command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(USAGE)
+    return
+  }
+  if (command === "user") {
+    process.exitCode = await runUserCommand(rest)
+    return
+  }
+  if (command !== "serve") return fail(`unknown command ${command}\n\n${USAGE}`, 2)
+  if (rest.includes("--help") || rest.includes("-h")) {
+    process.stdout.write(USAGE)
+    return
+  }
+  let config
+  try {
+    config = parseConfig(rest, process.env)
+  } catch (error) {
+    return fail(error instanceof ConfigError ? error.message : String(error), 2)
+  }
+  if (config.port === 0) {
+    const port = await freePort(config.host)
+    config = parseConfig([...rest, "--port", String(port)], process.env)
+  }
+  Layer.launch(serverLayer(config)).pipe(
+    Effect.tapCause((cause) => Effect.logError("grove-server stopped", cause)),
+    NodeRuntime.runMain
+  )
+}
+
+await main()

@@ -1,0 +1,62 @@
+/**
+ * Repository reads. They go straight to the database on any node; writes go
+ * through the Repository entity.
+ */
+import type { Access } from "@grove/core"
+import { Context, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { repositoryColumns, type RepositoryRecord } from "./RepositoryRecord.ts"
+
+export type RepositorySort = "name" | "updated" | "created"
+
+export class Repositories extends Context.Service<Repositories, {
+  readonly findByFullName: (owner: string, name: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
+  readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
+  /** Every repository the principal can read: public ones, and all in organizations they belong to. */
+  readonly listReadable: (
+    principal: Access.Principal,
+    limits: Access.TokenLimits,
+    sort: RepositorySort
+  ) => Effect.Effect<ReadonlyArray<RepositoryRecord>, SqlError>
+  /** Storage accounted to the repository (maintained by pushes). */
+  readonly usage: (id: string) => Effect.Effect<Option.Option<{ readonly sizeBytes: number; readonly objects: number }>, SqlError>
+}>()("grove/server/repos/Repositories") {
+  static readonly layer = Layer.effect(Repositories, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const columns = repositoryColumns(sql)
+    const order = (sort: RepositorySort) =>
+      sort === "name"
+        ? sql`ORDER BY o.slug, lower(r.name)`
+        : sort === "updated"
+        ? sql`ORDER BY r.updated_at DESC, r.id`
+        : sql`ORDER BY r.created_at DESC, r.id`
+    return Repositories.of({
+      findByFullName: (owner, name) =>
+        sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
+          WHERE o.slug = ${owner} AND lower(r.name) = lower(${name})`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+      findById: (id) =>
+        sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
+          WHERE r.id = ${id}`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+      usage: (id) =>
+        sql<{ sizeBytes: string; objects: string }>`SELECT size_bytes::text AS "sizeBytes", object_count::text AS objects
+          FROM repositories WHERE id = ${id}`.pipe(
+          Effect.map((rows) =>
+            Option.map(Option.fromNullishOr(rows[0]), (r) => ({ sizeBytes: Number(r.sizeBytes), objects: Number(r.objects) }))
+          )
+        ),
+      listReadable: (principal, limits, sort) => {
+        const repoLimit = limits.kind === "personal" ? limits.repoId : undefined
+        const filter = repoLimit !== undefined
+          ? sql`r.id = ${repoLimit}`
+          : principal.kind === "user" && principal.siteAdmin
+          ? sql`true`
+          : principal.kind === "user"
+          ? sql`(r.is_public OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = r.org_id AND m.user_id = ${principal.userId}))`
+          : sql`r.is_public`
+        return sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
+          WHERE ${filter} ${order(sort)}`
+      }
+    })
+  }))
+}

@@ -1,0 +1,38 @@
+/** A repository as stored, with its owner's slug; shared by reads and the Repository entity. */
+import type { ApiSchemas } from "@grove/api"
+import type { SqlClient } from "effect/sql"
+
+export interface RepositoryRecord {
+  readonly id: string
+  readonly orgId: string
+  readonly owner: string
+  readonly name: string
+  readonly description: string | null
+  readonly isPublic: boolean
+  readonly head: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+  readonly version: number
+}
+
+/** The select list every repository read uses (`r` = repositories, `o` = organizations). */
+export const repositoryColumns = (sql: SqlClient.SqlClient) =>
+  sql`r.id, r.org_id AS "orgId", o.slug AS owner, r.name, r.description, r.is_public AS "isPublic", r.head,
+    r.created_at AS "createdAt", r.updated_at AS "updatedAt", r.version`
+
+/** The entity key of a repository: its full name, case-folded like the unique index. */
+export const repositoryKey = (owner: string, name: string): string => `${owner}/${name.toLowerCase()}`
+
+export const toApiRepository = (r: RepositoryRecord): ApiSchemas.Repository => ({
+  id: r.id,
+  owner: r.owner,
+  name: r.name,
+  full_name: `${r.owner}/${r.name}`,
+  ...(r.description === null ? {} : { description: r.description }),
+  is_public: r.isPublic,
+  visibility: r.isPublic ? "public" : "private",
+  head: r.head,
+  default_branch: "main",
+  created_at: r.createdAt.toISOString(),
+  updated_at: r.updatedAt.toISOString()
+})

@@ -1,0 +1,112 @@
+/**
+ * Runs the real `grove-server` binary for end-to-end tests: a fresh data
+ * directory, a free port on 127.0.0.1, and helpers for the admin commands.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+export const ROOT = path.resolve(import.meta.dirname, "../..")
+export const SERVER_BIN = path.join(ROOT, "packages/server/bin/grove-server.js")
+export const CLI_BIN = path.join(ROOT, "packages/cli/bin/grove.js")
+
+export interface RunResult {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs a Node entry point under this Node (24) and collects its output. */
+export const run = (
+  bin: string,
+  args: ReadonlyArray<string>,
+  options: { env?: NodeJS.ProcessEnv | undefined; input?: string | undefined; cwd?: string | undefined; timeoutMs?: number | undefined } = {}
+): Promise<RunResult> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: options.cwd ?? ROOT,
+      env: { ...process.env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code: code ?? -1, stdout, stderr })
+    })
+    child.stdin.end(options.input ?? "")
+  })
+
+export interface GroveServer {
+  readonly url: string
+  readonly dataDir: string
+  readonly process: ChildProcess
+  readonly output: () => string
+  /** `grove-server user create`; returns the API key (the last line of its output). */
+  readonly createUser: (name: string, options?: { admin?: boolean; password?: string }) => Promise<string>
+  readonly stop: () => Promise<void>
+}
+
+export interface StartOptions {
+  readonly dataDir?: string
+  readonly env?: NodeJS.ProcessEnv
+  readonly args?: ReadonlyArray<string>
+}
+
+export const startServer = async (options: StartOptions = {}): Promise<GroveServer> => {
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "grove-e2e-"))
+  const child = spawn(process.execPath, [SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir, ...(options.args ?? [])], {
+    cwd: ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000)
+    const onData = (d: Buffer) => {
+      output += d.toString()
+      const match = /listening on (http:\/\/\S+)/.exec(output)
+      if (match) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }
+    child.stdout.on("data", onData)
+    child.stderr.on("data", onData)
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code}:\n${output}`))
+    })
+  })
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve()
+      const kill = setTimeout(() => child.kill("SIGKILL"), 15_000)
+      child.once("exit", () => {
+        clearTimeout(kill)
+        resolve()
+      })
+      child.kill("SIGTERM")
+    })
+  return {
+    url,
+    dataDir,
+    process: child,
+    output: () => output,
+    stop,
+    createUser: async (name, opts = {}) => {
+      const args = ["user", "create", name, "--data-dir", dataDir]
+      if (opts.admin) args.push("--admin")
+      if (opts.password !== undefined) args.push("--password-stdin")
+      const result = await run(SERVER_BIN, args, { input: opts.password === undefined ? "" : `${opts.password}\n`, env: options.env })
+      if (result.code !== 0) throw new Error(`user create failed (${result.code}): ${result.stderr}`)
+      const lines = result.stdout.trim().split("\n")
+      return lines[lines.length - 1]!
+    }
+  }
+}
