@@ -4,7 +4,8 @@
  * the entity runtime and the infrastructure of the mode.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer, References } from "effect"
+import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import * as AdminSocket from "./admin/AdminSocket.ts"
@@ -15,6 +16,8 @@ import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 
 const banner = Effect.gen(function*() {
+  // Requiring the HTTP server orders this after it is listening.
+  yield* HttpServer.HttpServer
   const config = yield* ServerConfig
   const sql = yield* SqlClient.SqlClient
   const users = yield* sql<{ count: string }>`SELECT count(*)::text AS count FROM users`.pipe(
@@ -43,11 +46,15 @@ export const serverLayer = (config: ServerConfigShape) => {
   const embedded = config.mode === "embedded"
   const Lock = embedded ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
   const Infra = infrastructureLayer(config).pipe(Layer.provide(Lock))
-  const Http = HttpAppLive.pipe(Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port })))
-  const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
   const Banner = Layer.effectDiscard(banner)
+  const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
+    Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port }))
+  )
+  const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
+  // No trace exporter is configured, so spans would only cost time on every request.
+  const NoTracing = Layer.succeed(References.TracerEnabled, false)
   return Layer.mergeAll(Http, Admin).pipe(
-    Layer.provideMerge(Banner),
+    Layer.provide(NoTracing),
     Layer.provide(RepositoryEntityLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),

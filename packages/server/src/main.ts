@@ -2,18 +2,18 @@
  * `grove-server`: `serve` runs the server (embedded by default); `user create`
  * and `user passwd` manage users whether or not a server is running.
  */
-import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
-import { parseConfig, ConfigError } from "./Config.ts"
-import { runUserCommand, USER_USAGE } from "./admin/UserCommand.ts"
-import { serverLayer } from "./Server.ts"
+import { ConfigError, parseConfig } from "./Config.ts"
 import { freePort } from "./net.ts"
 
 const USAGE = `grove-server — the Grove repository hosting server
 
 Usage:
   grove-server serve [options]              run the server (default command)
-${USER_USAGE}
+  grove-server user create <name> [--admin] [--password-stdin] [options]
+                                            create a user and its personal organization;
+                                            prints a new personal API key as the last line
+  grove-server user passwd <name> [options]  set the password for browser sign-in (read from stdin)
+
 Options (each also read from the environment variable in brackets):
   --mode embedded|cluster       [GROVE_MODE]          default embedded
   --host HOST                   [GROVE_HOST]          default 127.0.0.1
@@ -40,6 +40,8 @@ const main = async () => {
     return
   }
   if (command === "user") {
+    // Imported on demand: each command loads only what it needs.
+    const { runUserCommand } = await import("./admin/UserCommand.ts")
     process.exitCode = await runUserCommand(rest)
     return
   }
@@ -58,6 +60,11 @@ const main = async () => {
     const port = await freePort(config.host)
     config = parseConfig([...rest, "--port", String(port)], process.env)
   }
+  const [{ NodeRuntime }, { Effect, Layer }, { serverLayer }] = await Promise.all([
+    import("@effect/platform-node"),
+    import("effect"),
+    import("./Server.ts")
+  ])
   Layer.launch(serverLayer(config)).pipe(
     Effect.tapCause((cause) => Effect.logError("grove-server stopped", cause)),
     NodeRuntime.runMain

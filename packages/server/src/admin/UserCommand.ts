@@ -12,10 +12,8 @@ import * as AdminSocket from "./AdminSocket.ts"
 import * as DataDirLock from "./DataDirLock.ts"
 import { AdminFailure, createUser, setPassword } from "./UserAdmin.ts"
 
-export const USER_USAGE = `  grove-server user create <name> [--admin] [--password-stdin] [options]
-                                            create a user and its personal organization;
-                                            prints a new personal API key as the last line
-  grove-server user passwd <name> [options]  set the password for browser sign-in (read from stdin)
+const USER_USAGE = `  grove-server user create <name> [--admin] [--password-stdin] [options]
+  grove-server user passwd <name> [options]   (the password is read from stdin)
 `
 
 const readPassword = async (prompt: string): Promise<string> => {

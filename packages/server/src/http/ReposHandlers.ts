@@ -69,6 +69,8 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
   const repositories = yield* Repositories
   const authorizer = yield* Authorizer
   const gateway = yield* RepositoryGateway
+  // A write through this node is visible to this node's next read at once.
+  const forget = (owner: string, name: string) => Effect.sync(() => repositories.invalidate(owner, name))
   return handlers.handleAll({
     list: Effect.fn(function*({ query }) {
       const caller = yield* CurrentCaller
@@ -98,7 +100,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
         description: payload.description ?? null,
         isPublic: payload.is_public ?? false,
         actor: yield* actorName
-      }, id).pipe(Effect.catch(commandFailure))
+      }, id).pipe(Effect.ensuring(forget(org.slug, payload.name)), Effect.catch(commandFailure))
     }),
     get: Effect.fn(function*({ params }) {
       const caller = yield* CurrentCaller
@@ -108,6 +110,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
       yield* gateway.remove(repositoryKey(repo.owner, repo.name), { actor: yield* actorName }, yield* commandId).pipe(
+        Effect.ensuring(forget(repo.owner, repo.name)),
         Effect.catch(commandFailure)
       )
     }),
@@ -118,7 +121,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
         repositoryKey(repo.owner, repo.name),
         { isPublic: payload.is_public, actor: yield* actorName },
         yield* commandId
-      ).pipe(Effect.catch(commandFailure))
+      ).pipe(Effect.ensuring(forget(repo.owner, repo.name)), Effect.catch(commandFailure))
     }),
     transfer: Effect.fn(function*({ params, payload }) {
       const caller = yield* CurrentCaller
@@ -130,7 +133,10 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
         repositoryKey(repo.owner, repo.name),
         { toOrgId: target.id, toOwner: target.slug, actor: yield* actorName },
         yield* commandId
-      ).pipe(Effect.catch(commandFailure))
+      ).pipe(
+        Effect.ensuring(Effect.andThen(forget(repo.owner, repo.name), forget(target.slug, repo.name))),
+        Effect.catch(commandFailure)
+      )
     }),
     size: Effect.fn(function*({ params }) {
       const caller = yield* CurrentCaller

@@ -10,11 +10,17 @@ import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
+import { TtlCache } from "../cache/TtlCache.ts"
 
 export const SESSION_LIFETIME_MS = 90 * 24 * 60 * 60 * 1000
 const CODE_LIFETIME_MS = 10 * 60 * 1000
 /** last_used_at is refreshed at most this often, so reads stay reads. */
 const LAST_USED_GRANULARITY_MS = 10 * 60 * 1000
+/**
+ * How long a token lookup is reused. A revocation on this node takes effect at
+ * once; on other nodes within this time.
+ */
+export const TOKEN_CACHE_TTL_MS = 2_000
 
 export interface User {
   readonly id: string
@@ -78,6 +84,8 @@ export class Identity extends Context.Service<Identity, {
 }>()("grove/server/identity/Identity") {
   static readonly layer = Layer.effect(Identity, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const tokens = new TtlCache<string, TokenRow | undefined>(TOKEN_CACHE_TTL_MS)
+    const touched = new Map<string, number>()
 
     const checkPasswordInput = (password: string) =>
       password.length < 8 || password.length > 1024
@@ -188,18 +196,23 @@ export class Identity extends Context.Service<Identity, {
     const authenticate = Effect.fn("Identity.authenticate")(function*(token: string) {
       if (!Secrets.looksLikeToken(token)) return yield* new InvalidToken()
       const hash = Secrets.hashToken(token)
-      const rows = yield* sql<TokenRow>`
-        SELECT t.id, t.kind, t.secret_hash AS "secretHash", t.scope, t.repo_id AS "repoId", t.expires_at AS "expiresAt",
-          t.revoked_at AS "revokedAt", t.last_used_at AS "lastUsedAt", u.id AS "userId", u.username, u.is_admin AS "isAdmin"
-        FROM tokens t JOIN users u ON u.id = t.user_id
-        WHERE t.secret_hash = ${hash}`
-      const row = rows[0]
+      const row = yield* tokens.get(
+        hash,
+        sql<TokenRow>`
+          SELECT t.id, t.kind, t.secret_hash AS "secretHash", t.scope, t.repo_id AS "repoId", t.expires_at AS "expiresAt",
+            t.revoked_at AS "revokedAt", t.last_used_at AS "lastUsedAt", u.id AS "userId", u.username, u.is_admin AS "isAdmin"
+          FROM tokens t JOIN users u ON u.id = t.user_id
+          WHERE t.secret_hash = ${hash}`.pipe(Effect.map((rows) => rows[0]))
+      )
       if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
       const now = Date.now()
       if (row.revokedAt !== null || (row.expiresAt !== null && row.expiresAt.getTime() <= now)) {
         return yield* new InvalidToken()
       }
-      if (row.lastUsedAt === null || now - row.lastUsedAt.getTime() > LAST_USED_GRANULARITY_MS) {
+      const lastUsed = Math.max(touched.get(row.id) ?? 0, row.lastUsedAt?.getTime() ?? 0)
+      if (now - lastUsed > LAST_USED_GRANULARITY_MS) {
+        touched.set(row.id, now)
+        if (touched.size > 100_000) touched.clear()
         yield* sql`UPDATE tokens SET last_used_at = now() WHERE id = ${row.id}`
       }
       const caller: Caller = {
@@ -250,6 +263,8 @@ export class Identity extends Context.Service<Identity, {
         const rows = yield* sql`UPDATE tokens SET revoked_at = now()
           WHERE id = ${keyId} AND user_id = ${userId} AND kind = 'personal' AND revoked_at IS NULL RETURNING id`
         if (rows.length === 0) return yield* new KeyNotFound({ id: keyId })
+        // Revocation is rare and must bite at once here: forget every cached token.
+        tokens.invalidateAll()
       }),
       issueCliCode: Effect.fn("Identity.issueCliCode")(function*(userId: string) {
         const code = Secrets.newOneTimeCode()

@@ -7,7 +7,11 @@ import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
+import { TtlCache } from "../cache/TtlCache.ts"
 import { NameTaken } from "../identity/IdentityErrors.ts"
+
+/** Organization and role reads are reused this long; changes through this node invalidate at once. */
+const CACHE_TTL_MS = 2_000
 
 export interface Organization {
   readonly id: string
@@ -34,17 +38,25 @@ export class Organizations extends Context.Service<Organizations, {
 }>()("grove/server/orgs/Organizations") {
   static readonly layer = Layer.effect(Organizations, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const bySlug = new TtlCache<string, Option.Option<Organization>>(CACHE_TTL_MS)
+    const roles = new TtlCache<string, Access.Role | undefined>(CACHE_TTL_MS)
     const columns = sql`o.id, o.slug, o.name, o.description, o.personal_user_id IS NOT NULL AS personal,
       o.created_at AS "createdAt"`
     return Organizations.of({
       findBySlug: (slug) =>
-        sql<Organization>`SELECT ${columns} FROM organizations o WHERE o.slug = ${slug}`.pipe(
-          Effect.map((rows) => Option.fromNullishOr(rows[0]))
+        bySlug.get(
+          slug,
+          sql<Organization>`SELECT ${columns} FROM organizations o WHERE o.slug = ${slug}`.pipe(
+            Effect.map((rows) => Option.fromNullishOr(rows[0]))
+          )
         ),
       roleOf: (orgId, principal) => {
         if (principal.kind !== "user") return Effect.succeed(undefined)
-        return sql<{ role: Access.Role }>`SELECT role FROM memberships WHERE org_id = ${orgId} AND user_id = ${principal.userId}`
-          .pipe(Effect.map((rows) => rows[0]?.role))
+        return roles.get(
+          `${orgId}:${principal.userId}`,
+          sql<{ role: Access.Role }>`SELECT role FROM memberships WHERE org_id = ${orgId} AND user_id = ${principal.userId}`
+            .pipe(Effect.map((rows) => rows[0]?.role))
+        )
       },
       listForUser: (userId) =>
         sql<OrganizationWithRole>`SELECT ${columns}, m.role FROM organizations o
@@ -59,6 +71,7 @@ export class Organizations extends Context.Service<Organizations, {
           yield* sql`INSERT INTO audit_log ${sql.insert({ org_id: id, actor, action: "org.create", target: input.slug })}`
           return { ...rows[0]!, role: "owner" as const }
         })).pipe(
+          Effect.tap(() => Effect.sync(() => bySlug.invalidate(input.slug))),
           Effect.catchTag("SqlError", (error): Effect.Effect<never, NameTaken | SqlError> =>
             error.reason._tag === "UniqueViolation" ? Effect.fail(new NameTaken({ name: input.slug })) : Effect.fail(error))
         )

@@ -6,12 +6,18 @@ import type { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { repositoryColumns, type RepositoryRecord } from "./RepositoryRecord.ts"
+import { TtlCache } from "../cache/TtlCache.ts"
+import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
+
+/** Reads by name are reused this long; writes through this node invalidate at once. */
+export const REPOSITORY_CACHE_TTL_MS = 2_000
 
 export type RepositorySort = "name" | "updated" | "created"
 
 export class Repositories extends Context.Service<Repositories, {
   readonly findByFullName: (owner: string, name: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
+  /** Forgets cached reads of `owner/name` (after a write to it). */
+  readonly invalidate: (owner: string, name: string) => void
   readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
   /** Every repository the principal can read: public ones, and all in organizations they belong to. */
   readonly listReadable: (
@@ -25,6 +31,7 @@ export class Repositories extends Context.Service<Repositories, {
   static readonly layer = Layer.effect(Repositories, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = repositoryColumns(sql)
+    const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS)
     const order = (sort: RepositorySort) =>
       sort === "name"
         ? sql`ORDER BY o.slug, lower(r.name)`
@@ -33,8 +40,12 @@ export class Repositories extends Context.Service<Repositories, {
         : sql`ORDER BY r.created_at DESC, r.id`
     return Repositories.of({
       findByFullName: (owner, name) =>
-        sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
-          WHERE o.slug = ${owner} AND lower(r.name) = lower(${name})`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+        byName.get(
+          repositoryKey(owner, name),
+          sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
+            WHERE o.slug = ${owner} AND lower(r.name) = lower(${name})`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+        ),
+      invalidate: (owner, name) => byName.invalidate(repositoryKey(owner, name)),
       findById: (id) =>
         sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
           WHERE r.id = ${id}`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]))),

@@ -1,0 +1,62 @@
+/**
+ * A small read-through cache with a time-to-live, for the hot read path
+ * (tokens, repositories, roles). Writes on this node invalidate entries at
+ * once; the TTL bounds how long another node's write can go unseen.
+ * Concurrent misses for one key share a single load.
+ */
+import { Deferred, Effect, Exit } from "effect"
+
+interface Entry<V> {
+  readonly value: V
+  readonly expires: number
+}
+
+export class TtlCache<K, V> {
+  private readonly entries = new Map<K, Entry<V>>()
+  private readonly loading = new Map<K, Deferred.Deferred<V, unknown>>()
+  /** Bumped by every invalidation, so a load that started before one is not cached after it. */
+  private generation = 0
+  private readonly ttlMs: number
+  private readonly maxEntries: number
+
+  constructor(ttlMs: number, maxEntries = 50_000) {
+    this.ttlMs = ttlMs
+    this.maxEntries = maxEntries
+  }
+
+  get<E, R>(key: K, load: Effect.Effect<V, E, R>): Effect.Effect<V, E, R> {
+    const hit = this.entries.get(key)
+    if (hit !== undefined && hit.expires > Date.now()) return Effect.succeed(hit.value)
+    const pending = this.loading.get(key)
+    if (pending !== undefined) return Deferred.await(pending) as Effect.Effect<V, E>
+    return Effect.suspend(() => {
+      const deferred = Deferred.makeUnsafe<V, unknown>()
+      const started = this.generation
+      this.loading.set(key, deferred)
+      return load.pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            this.loading.delete(key)
+            if (Exit.isSuccess(exit) && started === this.generation) this.set(key, exit.value)
+            Deferred.doneUnsafe(deferred, exit)
+          })
+        )
+      )
+    })
+  }
+
+  private set(key: K, value: V) {
+    if (this.entries.size >= this.maxEntries) this.entries.clear()
+    this.entries.set(key, { value, expires: Date.now() + this.ttlMs })
+  }
+
+  invalidate(key: K): void {
+    this.generation++
+    this.entries.delete(key)
+  }
+
+  invalidateAll(): void {
+    this.generation++
+    this.entries.clear()
+  }
+}

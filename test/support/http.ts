@@ -1,0 +1,41 @@
+/** Small fetch helpers for end-to-end suites. */
+export interface Reply {
+  readonly status: number
+  readonly body: any
+  readonly headers: Headers
+}
+
+export const api = (baseUrl: string, token?: string) => {
+  const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> => {
+    const response = await fetch(`${baseUrl}/api${path}`, {
+      method,
+      redirect: "manual",
+      headers: {
+        ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...headers
+      },
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) })
+    })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: response.status, body: parsed, headers: response.headers }
+  }
+  return {
+    get: (path: string, headers?: Record<string, string>) => call("GET", path, undefined, headers),
+    post: (path: string, body?: unknown, headers?: Record<string, string>) => call("POST", path, body ?? {}, headers),
+    patch: (path: string, body: unknown) => call("PATCH", path, body),
+    delete: (path: string, headers?: Record<string, string>) => call("DELETE", path, undefined, headers),
+    raw: call
+  }
+}
+
+/** Every error body the API sends has this shape. */
+export const isErrorBody = (body: unknown): boolean =>
+  typeof body === "object" && body !== null && typeof (body as { error?: unknown }).error === "string" &&
+  Object.keys(body).every((k) => ["error", "code", "retryable", "scope", "conflict_paths", "operation_id"].includes(k))
