@@ -1,3 +1,6 @@
 export * as DbEmbedded from "./DbEmbedded.ts"
 export * as DbPostgres from "./DbPostgres.ts"
 export * as Migrations from "./Migrations.ts"
+export * as ObjectStore from "./ObjectStore.ts"
+export * as ObjectStoreLocal from "./ObjectStoreLocal.ts"
+export * as ObjectStoreS3 from "./ObjectStoreS3.ts"

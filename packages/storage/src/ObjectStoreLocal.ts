@@ -1,0 +1,169 @@
+/**
+ * The object store on the local filesystem (embedded mode). An object lives at
+ * `<root>/<namespace>/<hash[0:2]>/<hash[2:4]>/<hash>`. A put writes a temp
+ * file under `<root>/.tmp` (same filesystem), fsyncs it and hard-links it into
+ * place: `link` is atomic and fails if the name exists, so concurrent puts of
+ * one object agree on exactly one creator and nobody sees a partial file.
+ */
+import { Effect, Layer, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import {
+  backendError,
+  ObjectNotFound,
+  ObjectStore,
+  type ObjectKey,
+  ObjectStoreError,
+  type Operation,
+  validateKey
+} from "./ObjectStore.ts"
+
+export interface ObjectStoreLocalOptions {
+  /** The directory holding every object; created when missing. */
+  readonly root: string
+}
+
+const READ_CHUNK = 256 * 1024
+/** Temp files older than this at start are leftovers of a crash. */
+const STALE_TEMP_MS = 60 * 60 * 1000
+
+const errnoCode = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
+    ? error.code
+    : undefined
+
+export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: ObjectStoreLocalOptions) {
+  const root = path.resolve(options.root)
+  const tmpDir = path.join(root, ".tmp")
+  yield* Effect.tryPromise({
+    try: () => fs.mkdir(tmpDir, { recursive: true }),
+    catch: (cause) =>
+      new ObjectStoreError({ operation: "put", reason: "Backend", message: `cannot create ${tmpDir}`, cause })
+  })
+  yield* removeStaleTemps(tmpDir)
+
+  const objectPath = (key: ObjectKey) =>
+    path.join(root, key.namespace, key.hash.slice(0, 2), key.hash.slice(2, 4), key.hash)
+
+  const attempt = <A>(operation: Operation, key: ObjectKey, f: () => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: (cause) => backendError(operation, key, cause) })
+
+  /** The object's size, or undefined when it does not exist. */
+  const stat = (operation: Operation, key: ObjectKey) =>
+    Effect.tryPromise({
+      try: () => fs.stat(objectPath(key)).then((s) => s.size, (error: unknown) => {
+        if (errnoCode(error) === "ENOENT") return undefined
+        throw error
+      }),
+      catch: (cause) => backendError(operation, key, cause)
+    })
+
+  const put = <E, R>(
+    rawKey: ObjectKey,
+    body: Stream.Stream<Uint8Array, E, R>
+  ): Effect.Effect<{ size: number; created: boolean }, ObjectStoreError | E, R> =>
+    Effect.gen(function*() {
+      const key = yield* validateKey("put", rawKey)
+      const existing = yield* stat("put", key)
+      if (existing !== undefined) return { size: existing, created: false }
+
+      const tmp = path.join(tmpDir, `${key.hash}.${randomBytes(8).toString("hex")}`)
+      // Whatever happens (failure, interruption, success), the temp name goes away.
+      yield* Effect.addFinalizer(() => Effect.promise(() => fs.rm(tmp, { force: true }).catch(() => undefined)))
+      const file = yield* Effect.acquireRelease(
+        attempt("put", key, () => fs.open(tmp, "wx", 0o644)),
+        (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+      )
+      let size = 0
+      yield* Stream.runForEach(body, (chunk) =>
+        attempt("put", key, async () => {
+          let offset = 0
+          while (offset < chunk.byteLength) {
+            const { bytesWritten } = await file.write(chunk, offset, chunk.byteLength - offset)
+            offset += bytesWritten
+          }
+          size += chunk.byteLength
+        }))
+      yield* attempt("put", key, () => file.sync())
+
+      const target = objectPath(key)
+      const created = yield* attempt("put", key, async () => {
+        await fs.mkdir(path.dirname(target), { recursive: true })
+        try {
+          await fs.link(tmp, target)
+        } catch (error) {
+          if (errnoCode(error) === "EEXIST") return false
+          throw error
+        }
+        await syncDirectory(path.dirname(target))
+        return true
+      })
+      if (created) return { size, created }
+      const stored = yield* stat("put", key)
+      return { size: stored ?? size, created: false }
+    }).pipe(Effect.scoped, Effect.withSpan("ObjectStoreLocal.put"))
+
+  const get = (rawKey: ObjectKey): Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound> =>
+    Stream.unwrap(Effect.gen(function*() {
+      const key = yield* validateKey("get", rawKey)
+      const file = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => fs.open(objectPath(key), "r"),
+          catch: (cause) =>
+            errnoCode(cause) === "ENOENT"
+              ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
+              : backendError("get", key, cause)
+        }),
+        (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+      )
+      // An open descriptor keeps reading the whole object even if it is deleted meanwhile.
+      return Stream.fromAsyncIterable(
+        file.createReadStream({ highWaterMark: READ_CHUNK, autoClose: false }) as AsyncIterable<Uint8Array>,
+        (cause) => backendError("get", key, cause)
+      )
+    }))
+
+  const has = Effect.fn("ObjectStoreLocal.has")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("has", rawKey)
+    return (yield* stat("has", key)) !== undefined
+  })
+
+  const size = Effect.fn("ObjectStoreLocal.size")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("size", rawKey)
+    const bytes = yield* stat("size", key)
+    if (bytes === undefined) return yield* new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
+    return bytes
+  })
+
+  const remove = Effect.fn("ObjectStoreLocal.delete")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("delete", rawKey)
+    yield* attempt("delete", key, () => fs.rm(objectPath(key), { force: true }))
+  })
+
+  return ObjectStore.of({ put, get, has, size, delete: remove })
+})
+
+/** Makes a new directory entry durable. */
+const syncDirectory = async (dir: string) => {
+  const handle = await fs.open(dir, "r")
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
+const removeStaleTemps = (tmpDir: string) =>
+  Effect.promise(async () => {
+    const now = Date.now()
+    const names = await fs.readdir(tmpDir).catch(() => [])
+    for (const name of names) {
+      const file = path.join(tmpDir, name)
+      const info = await fs.stat(file).catch(() => undefined)
+      if (info !== undefined && now - info.mtimeMs > STALE_TEMP_MS) await fs.rm(file, { force: true }).catch(() => {})
+    }
+  })
+
+export const layer = (options: ObjectStoreLocalOptions): Layer.Layer<ObjectStore, ObjectStoreError> =>
+  Layer.effect(ObjectStore, make(options))

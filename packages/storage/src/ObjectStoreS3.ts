@@ -1,0 +1,252 @@
+/**
+ * The object store on S3 (cluster mode), through `@aws-sdk/client-s3`. An
+ * object is `<namespace>/<hash>` in one bucket.
+ *
+ * Upload: the body's length is unknown up front, so bytes are gathered into
+ * parts of `partSize` (8 MiB by default; at most one part is held in memory).
+ * A body that ends within the first part is sent as one PutObject; a longer one
+ * as a multipart upload, aborted on any failure or interruption. S3 shows
+ * neither until it is complete. Both carry `If-None-Match: *`, so concurrent
+ * puts of one object have exactly one creator and an existing object is never
+ * overwritten (servers without conditional writes simply overwrite it with the
+ * same bytes).
+ */
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand
+} from "@aws-sdk/client-s3"
+import { Effect, Exit, Layer, Redacted, Stream } from "effect"
+import {
+  backendError,
+  ObjectNotFound,
+  ObjectStore,
+  type ObjectKey,
+  type ObjectStoreError,
+  type Operation,
+  validateKey
+} from "./ObjectStore.ts"
+
+export interface ObjectStoreS3Options {
+  /** Omit for AWS itself. */
+  readonly endpoint?: string | undefined
+  readonly region: string
+  readonly bucket: string
+  readonly accessKeyId: string
+  readonly secretAccessKey: string | Redacted.Redacted<string>
+  /** `bucket` in the path rather than the host name; needed by MinIO and most self-hosted servers. Default true. */
+  readonly forcePathStyle?: boolean | undefined
+  /** Send and check checksums only when an operation requires them (for servers that do not decode aws-chunked bodies). */
+  readonly checksumWhenRequired?: boolean | undefined
+  /** Bytes per multipart part, at least 5 MiB (S3's minimum). Default 8 MiB. */
+  readonly partSize?: number | undefined
+}
+
+const MIN_PART_SIZE = 5 * 1024 * 1024
+const DEFAULT_PART_SIZE = 8 * 1024 * 1024
+
+const statusOf = (error: unknown): number | undefined => {
+  if (typeof error !== "object" || error === null || !("$metadata" in error)) return undefined
+  const metadata = error.$metadata as { httpStatusCode?: number } | undefined
+  return metadata?.httpStatusCode
+}
+
+/** The object already exists: a conditional write lost (412) or raced another one (409). */
+const isConditionalFailure = (error: unknown) => statusOf(error) === 412 || statusOf(error) === 409
+
+export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectStoreS3Options) {
+  const partSize = Math.max(options.partSize ?? DEFAULT_PART_SIZE, MIN_PART_SIZE)
+  const bucket = options.bucket
+  const client = yield* Effect.acquireRelease(
+    Effect.sync(() =>
+      new S3Client({
+        ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+        region: options.region,
+        forcePathStyle: options.forcePathStyle ?? true,
+        credentials: {
+          accessKeyId: options.accessKeyId,
+          secretAccessKey: Redacted.isRedacted(options.secretAccessKey)
+            ? Redacted.value(options.secretAccessKey)
+            : options.secretAccessKey
+        },
+        ...(options.checksumWhenRequired === true
+          ? { requestChecksumCalculation: "WHEN_REQUIRED", responseChecksumValidation: "WHEN_REQUIRED" }
+          : {})
+      })
+    ),
+    (client) => Effect.sync(() => client.destroy())
+  )
+
+  const objectName = (key: ObjectKey) => `${key.namespace}/${key.hash}`
+
+  const send = <A>(operation: Operation, key: ObjectKey, f: (signal: AbortSignal) => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: (cause) => backendError(operation, key, cause) })
+
+  /** The object's size, or undefined when it does not exist. */
+  const head = (operation: Operation, key: ObjectKey) =>
+    send(operation, key, (abortSignal) =>
+      client.send(new HeadObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }).then(
+        (response) => response.ContentLength ?? 0,
+        (error: unknown) => {
+          if (statusOf(error) === 404) return undefined
+          throw error
+        }
+      ))
+
+  /** Sends one part-sized buffer; returns false when the object already existed. */
+  const putWhole = (key: ObjectKey, body: Uint8Array) =>
+    send("put", key, (abortSignal) =>
+      client.send(
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: objectName(key),
+          Body: body,
+          ContentLength: body.byteLength,
+          IfNoneMatch: "*"
+        }),
+        { abortSignal }
+      ).then(() => true, (error: unknown) => {
+        if (isConditionalFailure(error)) return false
+        throw error
+      }))
+
+  const put = <E, R>(
+    rawKey: ObjectKey,
+    body: Stream.Stream<Uint8Array, E, R>
+  ): Effect.Effect<{ size: number; created: boolean }, ObjectStoreError | E, R> =>
+    Effect.gen(function*() {
+      const key = yield* validateKey("put", rawKey)
+      const existing = yield* head("put", key)
+      if (existing !== undefined) return { size: existing, created: false }
+
+      let pending: Array<Uint8Array> = []
+      let pendingBytes = 0
+      let size = 0
+      let uploadId: string | undefined
+      const parts: Array<{ PartNumber: number; ETag: string }> = []
+
+      const takePending = () => {
+        const bytes = Buffer.concat(pending, pendingBytes)
+        pending = []
+        pendingBytes = 0
+        return bytes
+      }
+
+      const uploadPart = Effect.gen(function*() {
+        const id = uploadId ?? (yield* send("put", key, (abortSignal) =>
+          client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal })
+        ).pipe(Effect.map((response) => {
+          uploadId = response.UploadId
+          return uploadId ?? ""
+        })))
+        const bytes = takePending()
+        const partNumber = parts.length + 1
+        const response = yield* send("put", key, (abortSignal) =>
+          client.send(
+            new UploadPartCommand({
+              Bucket: bucket,
+              Key: objectName(key),
+              UploadId: id,
+              PartNumber: partNumber,
+              Body: bytes,
+              ContentLength: bytes.byteLength
+            }),
+            { abortSignal }
+          ))
+        parts.push({ PartNumber: partNumber, ETag: response.ETag ?? "" })
+      })
+
+      const upload = Effect.gen(function*() {
+        yield* Stream.runForEach(body, (chunk) => {
+          pending.push(chunk)
+          pendingBytes += chunk.byteLength
+          size += chunk.byteLength
+          return pendingBytes >= partSize ? uploadPart : Effect.void
+        })
+        if (uploadId === undefined) return yield* putWhole(key, takePending())
+        if (pendingBytes > 0) yield* uploadPart
+        const id = uploadId
+        return yield* send("put", key, (abortSignal) =>
+          client.send(
+            new CompleteMultipartUploadCommand({
+              Bucket: bucket,
+              Key: objectName(key),
+              UploadId: id,
+              MultipartUpload: { Parts: parts },
+              IfNoneMatch: "*"
+            }),
+            { abortSignal }
+          ).then(() => true, (error: unknown) => {
+            if (isConditionalFailure(error)) return false
+            throw error
+          }))
+      })
+
+      const created = yield* upload.pipe(
+        // Abort an unfinished (or refused) multipart upload so its parts are not kept and billed.
+        Effect.onExit((exit) => {
+          const id = uploadId
+          if (id === undefined || (Exit.isSuccess(exit) && exit.value)) return Effect.void
+          return Effect.promise(() =>
+            client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: objectName(key), UploadId: id }))
+              .catch(() => undefined)
+          )
+        })
+      )
+      if (created) return { size, created }
+      const stored = yield* head("put", key)
+      return { size: stored ?? size, created: false }
+    }).pipe(Effect.withSpan("ObjectStoreS3.put"))
+
+  const get = (rawKey: ObjectKey): Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound> =>
+    Stream.unwrap(Effect.gen(function*() {
+      const key = yield* validateKey("get", rawKey)
+      // Ending the stream early aborts the download rather than reading the rest.
+      const controller = yield* Effect.acquireRelease(
+        Effect.sync(() => new AbortController()),
+        (controller) => Effect.sync(() => controller.abort())
+      )
+      const response = yield* Effect.tryPromise({
+        try: () =>
+          client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key) }), {
+            abortSignal: controller.signal
+          }),
+        catch: (cause) =>
+          statusOf(cause) === 404
+            ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
+            : backendError("get", key, cause)
+      })
+      const bytes = response.Body as AsyncIterable<Uint8Array> | undefined
+      if (bytes === undefined) return Stream.empty
+      return Stream.fromAsyncIterable(bytes, (cause) => backendError("get", key, cause))
+    }))
+
+  const has = Effect.fn("ObjectStoreS3.has")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("has", rawKey)
+    return (yield* head("has", key)) !== undefined
+  })
+
+  const size = Effect.fn("ObjectStoreS3.size")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("size", rawKey)
+    const bytes = yield* head("size", key)
+    if (bytes === undefined) return yield* new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
+    return bytes
+  })
+
+  const remove = Effect.fn("ObjectStoreS3.delete")(function*(rawKey: ObjectKey) {
+    const key = yield* validateKey("delete", rawKey)
+    // S3 answers 204 for a missing key too.
+    yield* send("delete", key, (abortSignal) =>
+      client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }))
+  })
+
+  return ObjectStore.of({ put, get, has, size, delete: remove })
+})
+
+export const layer = (options: ObjectStoreS3Options): Layer.Layer<ObjectStore> => Layer.effect(ObjectStore, make(options))

@@ -1,0 +1,51 @@
+import { assert } from "@effect/vitest"
+import { Context, Effect, Layer, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import { ObjectStore } from "../src/ObjectStore.ts"
+import * as ObjectStoreLocal from "../src/ObjectStoreLocal.ts"
+import { Boom, chunked, keyFor, objectStoreContract } from "./ObjectStore.contract.ts"
+
+class Root extends Context.Service<Root, string>()("test/ObjectStoreLocal/Root") {}
+
+const TestLayer = Layer.unwrap(Effect.gen(function*() {
+  const root = yield* Effect.acquireRelease(
+    Effect.promise(() => fs.mkdtemp(path.join(os.tmpdir(), "grove-objects-"))),
+    (dir) => Effect.promise(() => fs.rm(dir, { recursive: true, force: true }))
+  )
+  return Layer.merge(ObjectStoreLocal.layer({ root }), Layer.succeed(Root, root))
+}))
+
+objectStoreContract("local filesystem", TestLayer, {}, (it) => {
+  it.effect("fans objects out by hash prefix and leaves no temp files behind", () =>
+    Effect.gen(function*() {
+      const store = yield* ObjectStore
+      const root = yield* Root
+      const bytes = randomBytes(3000)
+      const key = keyFor(bytes, "acme")
+      yield* store.put(key, chunked(bytes, 1000))
+      const file = path.join(root, "acme", key.hash.slice(0, 2), key.hash.slice(2, 4), key.hash)
+      assert.strictEqual((yield* Effect.promise(() => fs.readFile(file))).toString("hex"), bytes.toString("hex"))
+      yield* Effect.flip(store.put(keyFor(randomBytes(8), "acme"), Stream.concat(Stream.succeed(bytes), Stream.fail(new Boom({ message: "x" })))))
+      assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(path.join(root, ".tmp"))), [])
+    }))
+
+  it.effect("removes stale temp files of a crashed writer at start", () =>
+    Effect.gen(function*() {
+      const root = yield* Root
+      const stale = path.join(root, ".tmp", "stale")
+      const fresh = path.join(root, ".tmp", "fresh")
+      yield* Effect.promise(async () => {
+        await fs.writeFile(stale, "x")
+        await fs.writeFile(fresh, "x")
+        const old = new Date(Date.now() - 2 * 60 * 60 * 1000)
+        await fs.utimes(stale, old, old)
+      })
+      yield* ObjectStoreLocal.make({ root })
+      const left = yield* Effect.promise(() => fs.readdir(path.join(root, ".tmp")))
+      assert.deepStrictEqual(left, ["fresh"])
+      yield* Effect.promise(() => fs.rm(fresh))
+    }))
+})
