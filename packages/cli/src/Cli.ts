@@ -1,0 +1,217 @@
+/**
+ * The `grove` command tree (effect/cli) and `run`, which turns one invocation
+ * into an exit code. Command bodies are imported on first use: the HTTP client
+ * and the API schemas cost more start-up time than parsing and `--help`.
+ */
+import { Console, Data, Effect, FileSystem, Layer, Option, Path, Stdio, Terminal } from "effect"
+import { Argument, CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
+import { ChildProcessSpawner } from "effect/process"
+import { CliEnv } from "./CliEnv.ts"
+import type { CredentialStore } from "./Credentials.ts"
+import type { CliFailure } from "./Failures.ts"
+import { ExitCode, usage } from "./Failures.ts"
+import type { Interaction } from "./Interaction.ts"
+import { Output } from "./Output.ts"
+import { chooseRemote, DEFAULT_REMOTE } from "./Remote.ts"
+
+export const VERSION = "0.1.0"
+
+export const JsonFlag = GlobalFlag.Setting("json")({
+  flag: Flag.Boolean("json").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Print exactly one JSON document on stdout: the result, or { error, code } on failure")
+  )
+})
+
+export const RemoteFlag = GlobalFlag.Setting("remote")({
+  flag: Flag.String("remote").pipe(
+    Flag.withMetavar("URL"),
+    Flag.withDescription(`The server (default: $GROVE_REMOTE, else ${DEFAULT_REMOTE})`),
+    Flag.optional
+  )
+})
+
+/** A failure that has been printed already; only its exit code is left to deliver. */
+class Reported extends Data.TaggedError("Reported")<{ readonly exitCode: ExitCode }> {}
+
+type CommandServices = Output | CliEnv | CredentialStore | Interaction
+
+/** Runs a command body with the chosen server and `Output`, printing its failure. */
+const action = (body: (remote: string) => Effect.Effect<void, CliFailure, CommandServices>) =>
+  Effect.gen(function*() {
+    const output = Output.make(yield* JsonFlag)
+    const remoteFlag = yield* RemoteFlag
+    const { env } = yield* CliEnv
+    const chosen = chooseRemote(Option.getOrUndefined(remoteFlag), env)
+    yield* ("error" in chosen ? Effect.fail(usage(chosen.error)) : body(chosen.remote)).pipe(
+      Effect.provideService(Output, output),
+      Effect.catchTag("CliFailure", (failure) =>
+        Effect.andThen(output.failure(failure), Effect.fail(new Reported({ exitCode: failure.exitCode }))))
+    )
+  })
+
+const load = <M>(module: () => Promise<M>) => Effect.promise(module)
+const loginModule = () => load(() => import("./commands/Login.ts"))
+const repoModule = () => load(() => import("./commands/Repo.ts"))
+
+const login = Command.make("login", {
+  headless: Flag.Boolean("headless").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("No browser here: sign in on any device and paste the one-time code")
+  )
+}, (input) => action((remote) => Effect.flatMap(loginModule(), (m) => m.login(remote, input)))).pipe(
+  Command.withDescription(
+    "Sign in to a server with your browser and keep a login session (90 days) in ~/.grove/credentials"
+  )
+)
+
+const logout = Command.make("logout", {}, () =>
+  action((remote) => Effect.flatMap(loginModule(), (m) => m.logout(remote)))).pipe(
+    Command.withDescription("Forget the login session for a server")
+  )
+
+const authStatus = Command.make("status", {}, () =>
+  action((remote) =>
+    Effect.flatMap(load(() => import("./commands/AuthStatus.ts")), (m) => m.authStatus(remote))
+  )).pipe(
+    Command.withDescription(
+      "Show which credential is used (SERVICE_API_KEY, then the checkout's key, then the login session) and who it is"
+    )
+  )
+
+const auth = Command.make("auth").pipe(
+  Command.withDescription("Inspect credentials"),
+  Command.withSubcommands([authStatus])
+)
+
+const repoArgument = Argument.String("owner/name").pipe(Argument.withDescription("The repository, as owner/name"))
+
+const repoList = Command.make("list", {
+  sort: Flag.Literals("sort", ["name", "updated", "created"]).pipe(
+    Flag.withDescription("Order of the list"),
+    Flag.optional
+  )
+}, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.list(remote, input)))).pipe(
+  Command.withDescription("List the repositories you can access")
+)
+
+const repoCreate = Command.make("create", {
+  name: Argument.String("name").pipe(Argument.withDescription("The new repository's name")),
+  org: Flag.String("org").pipe(
+    Flag.withMetavar("SLUG"),
+    Flag.withDescription("Create it in this organization (default: your personal organization)"),
+    Flag.optional
+  ),
+  public: Flag.Boolean("public").pipe(Flag.withDefault(false), Flag.withDescription("Make it public (default: private)")),
+  description: Flag.String("description").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("A description"), Flag.optional)
+}, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.create(remote, input)))).pipe(
+  Command.withDescription("Create a repository")
+)
+
+const repoShow = Command.make("show", { repo: repoArgument }, (input) =>
+  action((remote) => Effect.flatMap(repoModule(), (m) => m.show(remote, input)))).pipe(
+    Command.withDescription("Show one repository")
+  )
+
+const repoDelete = Command.make("delete", {
+  repo: repoArgument,
+  yes: Flag.Boolean("yes").pipe(
+    Flag.withAlias("y"),
+    Flag.withDefault(false),
+    Flag.withDescription("Do not ask for confirmation (required when stdin is not a terminal)")
+  )
+}, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.remove(remote, input)))).pipe(
+  Command.withDescription("Delete a repository and all its history")
+)
+
+const repo = Command.make("repo").pipe(
+  Command.withDescription("Manage repositories"),
+  Command.withSubcommands([repoList, repoCreate, repoShow, repoDelete])
+)
+
+export const grove = Command.make("grove").pipe(
+  Command.withDescription(
+    "The Grove command-line client. Exit codes: 0 ok, 1 error (the server said no), 2 usage, 6 network or authentication."
+  ),
+  Command.withSubcommands([login, logout, auth, repo]),
+  Command.withGlobalFlags([JsonFlag, RemoteFlag])
+)
+
+/** `--json` as given on the command line, for output printed before the command runs (usage errors). */
+export const wantsJson = (argv: ReadonlyArray<string>): boolean => {
+  const end = argv.indexOf("--")
+  return (end === -1 ? argv : argv.slice(0, end)).some((arg) => arg === "--json" || arg === "--json=true")
+}
+
+/**
+ * Help asked for goes to stdout; help shown because of a usage error goes to
+ * stderr with the error (or, with `--json`, only `{ error, code: "usage" }` on stdout).
+ */
+const presenter = (json: boolean): CliOutput.Presenter => ({
+  present: (event) =>
+    Effect.gen(function*() {
+      const formatter = yield* CliOutput.Formatter
+      switch (event._tag) {
+        case "Version":
+          return yield* Console.log(formatter.formatVersion(event.name, event.version))
+        case "Help":
+          if (event.reason === "Requested") return yield* Console.log(formatter.formatHelpDoc(event.helpDoc))
+          if (json) return yield* Console.log(JSON.stringify({ error: "missing command", code: "usage" }, null, 2))
+          return yield* Console.error(formatter.formatHelpDoc(event.helpDoc))
+        case "InvalidInvocation": {
+          if (json) {
+            const error = event.errors.map((e) => e.message).join("; ")
+            return yield* Console.log(JSON.stringify({ error, code: "usage" }, null, 2))
+          }
+          yield* Console.error(formatter.formatHelpDoc(event.helpDoc))
+          return yield* Console.error(formatter.formatErrors(event.errors))
+        }
+      }
+    })
+})
+
+const unused = (what: string) => Effect.die(`grove does not use the ${what}`)
+
+/**
+ * effect/cli asks for these platform services for prompts, file flags, the wizard and
+ * shell completions; grove uses none of them (only --help and --version are enabled),
+ * so they are inert rather than pulling in a platform package at start-up.
+ */
+const cliPlatform = Layer.mergeAll(
+  FileSystem.layerNoop({}),
+  Path.layer,
+  Stdio.layerTest({}),
+  Layer.succeed(
+    Terminal.Terminal,
+    Terminal.make({
+      columns: Effect.succeed(process.stdout.columns ?? 80),
+      rows: Effect.succeed(process.stdout.rows ?? 24),
+      size: unused("terminal"),
+      readInput: unused("terminal"),
+      readLine: unused("terminal"),
+      display: () => unused("terminal")
+    })
+  ),
+  Layer.succeed(ChildProcessSpawner.ChildProcessSpawner, ChildProcessSpawner.make(() => unused("process spawner"))),
+  CliConfig.layer({ builtIns: [GlobalFlag.Help, GlobalFlag.Version] })
+)
+
+/** Runs one invocation (arguments without `node grove`) and answers its exit code. */
+export const run = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode, never, Exclude<CommandServices, Output>> =>
+  Command.runWith(grove, { version: VERSION })(argv).pipe(
+    Effect.as(ExitCode.ok),
+    Effect.catch((error) =>
+      Effect.succeed(
+        error instanceof Reported
+          ? error.exitCode
+          : CliError.isCliError(error)
+          // Parse errors and help shown for an incomplete command have been presented.
+          ? ExitCode.usage
+          : ExitCode.error
+      )
+    ),
+    Effect.catchCause((cause) =>
+      Effect.as(Console.error(`grove: internal error\n${String(cause)}`), ExitCode.error)
+    ),
+    Effect.provide(Layer.merge(cliPlatform, CliOutput.layerPresenter(presenter(wantsJson(argv)))))
+  )

@@ -1,0 +1,203 @@
+/**
+ * The typed client, derived from the api package's `GroveApi`, and the
+ * translation of everything it can fail with into a `CliFailure` with the
+ * right exit code. Writes answered with 202 `OperationPending` are polled.
+ */
+import { ApiErrors, GroveApi } from "@grove/api"
+import { Duration, Effect, Option, Schedule, Schema } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
+import type { Credential, Resolution } from "./CredentialResolver.ts"
+import { describeSource, resolveCredential } from "./CredentialResolver.ts"
+import { CliFailure, ExitCode } from "./Failures.ts"
+
+/**
+ * `Authentication` and `RequestValidation` are server-side middleware that are not
+ * `requiredForClient`, so the client needs no middleware layer: the bearer token is
+ * added to every request by `transformClient`.
+ */
+export const makeClient = (remote: string, token: string | undefined) =>
+  HttpApiClient.make(GroveApi, {
+    baseUrl: remote,
+    transformClient: token === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+
+export type GroveClient = Effect.Success<ReturnType<typeof makeClient>>
+
+/** The API errors by HTTP status, with the `code` used when the server gives none. */
+const apiErrors = [
+  [ApiErrors.BadRequest, 400, "bad_request"],
+  [ApiErrors.Unauthorized, 401, "unauthorized"],
+  [ApiErrors.Forbidden, 403, "forbidden"],
+  [ApiErrors.NotFound, 404, "not_found"],
+  [ApiErrors.Conflict, 409, "conflict"],
+  [ApiErrors.PreconditionFailed, 412, "precondition_failed"],
+  [ApiErrors.PayloadTooLarge, 413, "payload_too_large"],
+  [ApiErrors.ServiceUnavailable, 503, "unavailable"],
+  [ApiErrors.OperationPending, 202, "operation_pending"]
+] as const
+
+/** 401 means "sign in again" (6); every other answer of the server is a refusal (1). */
+export const exitCodeForStatus = (status: number): ExitCode => status === 401 ? ExitCode.auth : ExitCode.error
+
+interface ErrorBody {
+  readonly error?: unknown
+  readonly code?: unknown
+  readonly [key: string]: unknown
+}
+
+/** What the client knows when it turns an error into a message. */
+export interface CallContext {
+  readonly remote: string
+  readonly credential: Option.Option<Credential>
+}
+
+const hintFor = (status: number, context: CallContext): string => {
+  if (status === 401) {
+    return Option.match(context.credential, {
+      onNone: () => ` (not signed in to ${context.remote}: run grove login)`,
+      onSome: (credential) => ` (sent ${describeSource(credential)}; see grove auth status)`
+    })
+  }
+  if (status === 404 && Option.isSome(context.credential) && context.credential.value.source === "checkout") {
+    return ` (using ${describeSource(context.credential.value)}: a stale key can make a repository appear missing)`
+  }
+  return ""
+}
+
+/** A failure from a status and the spec's error body `{ error, code?, ... }`. */
+export const fromErrorBody = (status: number, body: ErrorBody, context: CallContext): CliFailure => {
+  const { code, error, ...rest } = body
+  const known = apiErrors.find(([, s]) => s === status)
+  const message = typeof error === "string" && error !== "" ? error : `the server answered HTTP ${status}`
+  return new CliFailure({
+    message: message + hintFor(status, context),
+    exitCode: exitCodeForStatus(status),
+    code: typeof code === "string" ? code : known?.[2] ?? `http_${status}`,
+    details: { status, ...rest }
+  })
+}
+
+const fromHttpClientError = (error: HttpClientError.HttpClientError, context: CallContext) =>
+  Effect.gen(function*() {
+    const response = error.response
+    if (error.reason._tag === "TransportError" || response === undefined) {
+      const cause = error.reason.cause instanceof Error ? error.reason.cause : undefined
+      const detail = cause?.cause instanceof Error ? cause.cause.message : cause?.message
+      return new CliFailure({
+        message: `cannot connect to ${context.remote}${detail === undefined ? "" : `: ${detail}`}`,
+        exitCode: ExitCode.auth,
+        code: "network"
+      })
+    }
+    // An undeclared status (500, a proxy's 502...) or a body that is not the spec's shape.
+    const body = yield* response.json.pipe(Effect.orElseSucceed(() => undefined))
+    const status = response.status
+    if (status >= 200 && status < 300) {
+      return new CliFailure({
+        message: `unexpected answer from ${context.remote} (is it a Grove server of a compatible version?)`,
+        exitCode: ExitCode.error,
+        code: "bad_response"
+      })
+    }
+    return fromErrorBody(status, typeof body === "object" && body !== null ? body as ErrorBody : {}, context)
+  })
+
+/** Any failure of a client call, as a `CliFailure`. */
+export const toFailure = (error: unknown, context: CallContext): Effect.Effect<CliFailure> => {
+  if (error instanceof CliFailure) return Effect.succeed(error)
+  for (const [errorClass, status] of apiErrors) {
+    if (error instanceof errorClass) {
+      const { _tag, ...body } = error as unknown as ErrorBody & { readonly _tag: string }
+      return Effect.succeed(fromErrorBody(status, body, context))
+    }
+  }
+  if (HttpClientError.isHttpClientError(error)) return fromHttpClientError(error, context)
+  if (Schema.isSchemaError(error)) {
+    return Effect.succeed(
+      new CliFailure({
+        message: `unexpected answer from ${context.remote} (is it a Grove server of a compatible version?): ${error.message}`,
+        exitCode: ExitCode.error,
+        code: "bad_response"
+      })
+    )
+  }
+  return Effect.succeed(new CliFailure({ message: String(error), exitCode: ExitCode.error, code: "error" }))
+}
+
+export interface PollOptions {
+  readonly attempts: number
+  readonly interval: Duration.Input
+}
+
+const defaultPoll: PollOptions = { attempts: 5, interval: "1 second" }
+
+/** A connection to one server with the credential the resolution chose. */
+export interface Connection extends CallContext {
+  readonly resolution: Resolution
+  readonly client: GroveClient
+  /** Runs a call, turning every failure into a `CliFailure`. */
+  readonly call: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, CliFailure, R>
+  /**
+   * Runs a write. A 202 `OperationPending` is polled at `GET /operations/{id}`; the finished
+   * operation's response is decoded with `success` (or failed with its error body).
+   */
+  readonly write: <A, E, R, S extends Schema.Top>(
+    effect: Effect.Effect<A, E, R>,
+    success: S,
+    poll?: PollOptions
+  ) => Effect.Effect<A | S["Type"], CliFailure, R | S["DecodingServices"]>
+}
+
+export const connectWith = (resolution: Resolution): Effect.Effect<Connection> =>
+  Effect.gen(function*() {
+    const context: CallContext = { remote: resolution.remote, credential: resolution.credential }
+    const client = yield* makeClient(resolution.remote, Option.getOrUndefined(Option.map(resolution.credential, (c) => c.token)))
+    const call = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.catch(effect, (error) => Effect.flatMap(toFailure(error, context), Effect.fail))
+
+    const awaitOperation = <S extends Schema.Top>(id: string, success: S, poll: PollOptions) =>
+      Effect.gen(function*() {
+        const operation = yield* call(client.system.operation({ params: { id } })).pipe(
+          Effect.repeat({
+            schedule: Schedule.spaced(poll.interval),
+            times: poll.attempts - 1,
+            while: (op) => op.status === "pending"
+          })
+        )
+        if (operation.status === "pending" || operation.http_status === undefined) {
+          return yield* new CliFailure({
+            message: `the server is still working on it: operation ${id} (check ${resolution.remote}/api/operations/${id})`,
+            exitCode: ExitCode.error,
+            code: "operation_pending",
+            details: { operation_id: id }
+          })
+        }
+        const status = operation.http_status
+        if (status < 200 || status >= 300) {
+          const body = typeof operation.response === "object" && operation.response !== null ? operation.response : {}
+          return yield* fromErrorBody(status, body as ErrorBody, context)
+        }
+        return yield* call(Schema.decodeUnknownEffect(success)(operation.response))
+      })
+
+    return {
+      ...context,
+      resolution,
+      client,
+      call,
+      write: (effect, success, poll = defaultPoll) =>
+        call(
+          Effect.catchIf(
+            effect,
+            (error): error is ApiErrors.OperationPending & typeof error => error instanceof ApiErrors.OperationPending,
+            (pending) => awaitOperation(pending.operation_id, success, poll)
+          )
+        )
+    } satisfies Connection
+  })
+
+/** Resolves the credential for `remote` and connects with it. */
+export const connect = Effect.fn("Client.connect")(function*(remote: string) {
+  return yield* connectWith(yield* resolveCredential(remote))
+})

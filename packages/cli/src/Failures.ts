@@ -1,0 +1,41 @@
+/**
+ * Every way a `grove` command can end badly, as one error value carrying its
+ * exit code. Commands fail with `CliFailure`; `Cli.run` prints it (stderr, or
+ * one JSON document with `--json`) and exits with its code.
+ */
+import { Data } from "effect"
+
+/** Exit codes (documented in packages/cli/README.md). */
+export const ExitCode = {
+  ok: 0,
+  /** The server said no (400, 403, 404, 409, 412, 413, 503, unexpected answers), or a local error. */
+  error: 1,
+  /** Bad flags or arguments. */
+  usage: 2,
+  /** Cannot connect, 401, or no credential. */
+  auth: 6
+} as const
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
+
+export class CliFailure extends Data.TaggedError("CliFailure")<{
+  readonly message: string
+  readonly exitCode: ExitCode
+  /** Machine-readable: the server's `code`, or one of ours (`usage`, `network`, `no_credential`, ...). */
+  readonly code: string
+  /** Extra fields for the JSON error document (e.g. `operation_id`, `conflict_paths`). */
+  readonly details?: Readonly<Record<string, unknown>> | undefined
+}> {}
+
+export const usage = (message: string) => new CliFailure({ message, exitCode: ExitCode.usage, code: "usage" })
+
+export const failure = (message: string, code = "error", details?: Readonly<Record<string, unknown>>) =>
+  new CliFailure({ message, exitCode: ExitCode.error, code, details })
+
+export const authFailure = (message: string, code: string) => new CliFailure({ message, exitCode: ExitCode.auth, code })
+
+/** The JSON document printed for a failure with `--json`. */
+export const toJson = (failure: CliFailure): Record<string, unknown> => ({
+  error: failure.message,
+  code: failure.code,
+  ...failure.details
+})
