@@ -1,0 +1,157 @@
+/**
+ * The embedded bus: one node on a `MemoryBroker`. Several `MemoryBus` nodes on
+ * one broker behave like a cluster in one process (tests), one alone is the
+ * embedded server's bus. Replies go straight to the requesting node.
+ */
+import { Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Bus, BusError, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
+import { MemoryBroker } from "./MemoryBroker.ts"
+import { partitionFor } from "./murmur2.ts"
+import * as PartitionWorkers from "./PartitionWorkers.ts"
+import * as Replies from "./Replies.ts"
+import * as Topics from "./Topics.ts"
+import type { TopicSpec } from "./Topics.ts"
+
+export interface MemoryBusOptions {
+  readonly nodeId: string
+  /** Defaults to the topics declared in `infra/topics.json`. */
+  readonly topics?: ReadonlyArray<TopicSpec> | undefined
+  /**
+   * Offsets are committed in the background this often, and when a partition
+   * is revoked (as Kafka consumers do), so a killed node loses its latest
+   * commits and the survivors see redeliveries. Default 100 ms.
+   */
+  readonly commitInterval?: Duration.Input | undefined
+}
+
+export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
+  const broker = yield* MemoryBroker
+  const nodeId = options.nodeId
+  const topics = options.topics ?? Topics.all
+  const commitInterval = options.commitInterval ?? Duration.millis(100)
+  yield* broker.ensureTopics(topics)
+
+  const replies = yield* Replies.make(nodeId)
+  yield* Effect.acquireRelease(
+    broker.register(nodeId, replies.complete),
+    () => broker.unregister(nodeId, replies.complete)
+  )
+
+  const partitionsOf = (topic: string) => {
+    const spec = Topics.find(topics, topic)
+    return spec === undefined
+      ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
+      : Effect.succeed(spec.partitions)
+  }
+
+  const partitionForTopic = (topic: string, key: string) => {
+    const spec = Topics.find(topics, topic)
+    return spec === undefined ? 0 : partitionFor(key, spec.partitions)
+  }
+
+  const publish: BusShape["publish"] = (records) =>
+    Effect.forEach(records, (record) =>
+      Effect.flatMap(
+        partitionsOf(record.topic),
+        (partitions) =>
+          broker.append(record.topic, partitionFor(record.key, partitions), record.key, record.value, record.headers ?? {})
+      ), { discard: true })
+
+  const claim = (
+    group: string,
+    topic: string,
+    partition: number,
+    generation: number,
+    pending: Map<number, bigint>
+  ): PartitionClaim => ({
+    topic,
+    partition,
+    generation,
+    records: Stream.suspend(() => {
+      let next = broker.committed(group, topic, partition)
+      return Stream.fromEffectRepeat(
+        Effect.suspend(() => broker.read(topic, partition, next)).pipe(
+          Effect.map((records) => {
+            next = records[records.length - 1]!.offset + 1n
+            return records
+          })
+        )
+      ).pipe(Stream.flattenIterable)
+    }),
+    commit: (offset) =>
+      Effect.sync(() => {
+        const next = offset + 1n
+        if ((pending.get(partition) ?? -1n) < next) pending.set(partition, next)
+      })
+  })
+
+  const consume = <R>(
+    group: string,
+    topic: string,
+    onPartition: (claim: PartitionClaim) => Effect.Effect<void, never, R>
+  ) =>
+    Effect.gen(function*() {
+      yield* partitionsOf(topic)
+      const context = yield* Effect.context<R>()
+      // Offsets processed but not yet committed, by partition.
+      const pending = new Map<number, bigint>()
+      const flush = (partitions: Iterable<number>) =>
+        Effect.forEach(partitions, (partition) => {
+          const next = pending.get(partition)
+          pending.delete(partition)
+          return next === undefined ? Effect.void : broker.commit(group, topic, partition, nodeId, next)
+        }, { discard: true })
+      yield* Effect.forkScoped(
+        Effect.suspend(() => flush([...pending.keys()])).pipe(Effect.repeat(Schedule.spaced(commitInterval)))
+      )
+      const workers = yield* PartitionWorkers.make((partition, generation) =>
+        Effect.succeed(
+          onPartition(claim(group, topic, partition, generation, pending)).pipe(Effect.provideContext(context))
+        )
+      )
+      const revoke = (partitions: ReadonlyArray<number>) =>
+        workers.revoke(partitions).pipe(Effect.andThen(flush(partitions)))
+      yield* Effect.acquireRelease(
+        broker.join(group, topic, { nodeId, assigned: workers.sync, revoke }),
+        // A killed node leaves nothing behind gracefully: its scope just closes.
+        () => broker.isAlive(nodeId) ? broker.leave(group, topic, nodeId) : Effect.void
+      )
+    })
+
+  const request: BusShape["request"] = (record, timeout) =>
+    Effect.gen(function*() {
+      const registration = yield* replies.register(timeout)
+      yield* publish([{ ...record, headers: { ...record.headers, ...registration.headers } }]).pipe(
+        Effect.onError(() => registration.cancel)
+      )
+      return registration.pending
+    })
+
+  const reply: BusShape["reply"] = (request, value) =>
+    Effect.gen(function*() {
+      const route = Replies.replyRoute(request)
+      if (route === undefined) return
+      const copy = yield* Effect.try({
+        try: () => JSON.parse(JSON.stringify(value)) as unknown,
+        catch: (cause) => new BusError({ message: "the reply is not JSON", cause })
+      })
+      yield* broker.deliverReply(route.replyTo, {
+        topic: Topics.replies,
+        partition: partitionForTopic(Topics.replies, route.replyTo),
+        offset: -1n,
+        key: route.replyTo,
+        value: copy,
+        headers: { [Headers.correlationId]: route.correlationId }
+      })
+    })
+
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply })
+})
+
+/** A node on the process's shared `MemoryBroker`. */
+export const layer = (options: MemoryBusOptions): Layer.Layer<Bus, BusError, MemoryBroker> =>
+  Layer.effect(Bus, make(options))
+
+/** The embedded server's bus: one node with a broker of its own. */
+export const layerEmbedded = (options: { readonly nodeId?: string | undefined } = {}): Layer.Layer<Bus, BusError> =>
+  layer({ nodeId: options.nodeId ?? "embedded" }).pipe(Layer.provide(MemoryBroker.layer))
