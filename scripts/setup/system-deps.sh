@@ -9,7 +9,8 @@ command -v minisign >/dev/null 2>&1 || need+=(minisign)
 command -v unzip >/dev/null 2>&1 || need+=(unzip)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
-command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# The JDK, not just the JRE: test/infra/kafka.test.ts compiles a one-file Java check of the partitioner.
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 
 if [ ${#need[@]} -eq 0 ]; then
