@@ -21,6 +21,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { inject } from "vitest"
 import { kafkaClasspath } from "../../scripts/infra/kafka.ts"
+import { javaCommand } from "../../scripts/infra/kafka/jvm.ts"
 import { pause, runCommand, spawnServer } from "../../scripts/infra/process.ts"
 
 const bootstrap = inject("kafkaBootstrap")
@@ -184,12 +185,12 @@ describe("Kafka test broker", () => {
         source,
         `import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 import org.apache.kafka.common.utils.Utils;
-import java.nio.charset.StandardCharsets;
+import java.util.HexFormat;
 public class Partition {
   public static void main(String[] args) {
     int n = Integer.parseInt(args[0]);
     for (int i = 1; i < args.length; i++) {
-      byte[] key = args[i].getBytes(StandardCharsets.UTF_8);
+      byte[] key = HexFormat.of().parseHex(args[i]);
       System.out.println(Utils.murmur2(key) + " " + BuiltInPartitioner.partitionForKey(key, n));
     }
   }
@@ -198,9 +199,11 @@ public class Partition {
       )
       const keys = [...JAVA_MURMUR2.map(([key]) => key), "octo/hello", "octo/hello:feature-x", "ci-run-01J9Z", "ünïcødé/repo"]
       const partitions = 12
-      const out = yield* runCommand("java", ["-cp", classpath, source, String(partitions), ...keys], { timeoutMs: 60_000 }).pipe(
-        Effect.orDie
-      )
+      // Keys go over as hex: the JVM decodes arguments by the locale, which may not be UTF-8.
+      const hexKeys = keys.map((key) => Buffer.from(key, "utf8").toString("hex"))
+      const out = yield* runCommand(javaCommand(), ["-cp", classpath, source, String(partitions), ...hexKeys], {
+        timeoutMs: 60_000
+      }).pipe(Effect.orDie)
       const lines = out.trim().split("\n")
       assert.strictEqual(lines.length, keys.length)
       keys.forEach((key, i) => {
