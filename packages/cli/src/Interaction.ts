@@ -19,6 +19,8 @@ const readLineFromStdin = (prompt: string) =>
     rl.once("line", (line) => {
       answered = true
       rl.close()
+      // A piped answer is not echoed: end the prompt's line.
+      if (process.stdin.isTTY !== true) process.stderr.write("\n")
       resume(Effect.succeed(Option.some(line)))
     })
     rl.once("close", () => {

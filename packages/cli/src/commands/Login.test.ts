@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Console, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { captureConsole, closedPort, envLayer, scriptedInteraction, tempDir } from "../../test/support.ts"
 import { CredentialStore } from "../Credentials.ts"
 import { CliFailure } from "../Failures.ts"
@@ -13,7 +13,7 @@ const setup = (answers: ReadonlyArray<string> = []) =>
     // No PATH: no browser opener is found, so none is started.
     const layer = Layer.mergeAll(envLayer({ home, cwd: home }), scriptedInteraction(false, answers).layer, Output.layer(false))
     const remote = `http://127.0.0.1:${yield* closedPort}`
-    const runLogin = (headless: boolean, timeout = "2 seconds") =>
+    const runLogin = (headless: boolean, timeout: Duration.Input = "2 seconds") =>
       login(remote, { headless, timeout }).pipe(Effect.provide(layer), Effect.provideService(Console.Console, captured.console))
     const stored = Effect.gen(function*() {
       return yield* (yield* CredentialStore).get(remote)

@@ -1,0 +1,115 @@
+/**
+ * Drives the real `grove` binary (`node packages/cli/bin/grove.js`) for the
+ * end-to-end suites: each run gets its own HOME, an empty PATH (so no browser
+ * opener is found) and only the environment the test gives it.
+ */
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { CLI_BIN } from "../support/GroveServer.ts"
+
+export interface GroveRun {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+export interface GroveOptions {
+  readonly home: string
+  readonly cwd?: string
+  readonly env?: Record<string, string>
+  /** Written to stdin, which is then closed (stdin is always a pipe here, never a terminal). */
+  readonly input?: string
+}
+
+const created: Array<string> = []
+
+/** A fresh directory, removed by `removeTempDirs`. */
+export const tempDir = (prefix: string): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `grove-cli-e2e-${prefix}-`))
+  created.push(dir)
+  return dir
+}
+
+export const removeTempDirs = () => {
+  for (const dir of created.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+}
+
+const start = (args: ReadonlyArray<string>, options: GroveOptions): ChildProcessWithoutNullStreams => {
+  const child = spawn(process.execPath, [CLI_BIN, ...args], {
+    cwd: options.cwd ?? options.home,
+    env: { HOME: options.home, PATH: "", ...options.env },
+    stdio: ["pipe", "pipe", "pipe"]
+  })
+  child.stdin.end(options.input ?? "")
+  return child
+}
+
+export interface RunningGrove {
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** Resolves with the first match of `pattern` in stderr. */
+  readonly waitForStderr: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpMatchArray>
+  readonly done: Promise<GroveRun>
+}
+
+/** Starts `grove args...` and returns while it runs. It is killed after `timeoutMs`. */
+export const spawnGrove = (args: ReadonlyArray<string>, options: GroveOptions, timeoutMs = 60_000): RunningGrove => {
+  const child = start(args, options)
+  let stdout = ""
+  let stderr = ""
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs)
+  const done = new Promise<GroveRun>((resolve, reject) => {
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code: code ?? -1, stdout, stderr })
+    })
+  })
+  const waitForStderr = (pattern: RegExp, waitMs = 20_000) =>
+    new Promise<RegExpMatchArray>((resolve, reject) => {
+      const check = () => {
+        const match = stderr.match(pattern)
+        if (match === null) return false
+        clearTimeout(timeout)
+        child.stderr.off("data", check)
+        resolve(match)
+        return true
+      }
+      const timeout = setTimeout(() => reject(new Error(`no ${pattern} in stderr:\n${stderr}`)), waitMs)
+      if (!check()) child.stderr.on("data", check)
+    })
+  return { stdout: () => stdout, stderr: () => stderr, waitForStderr, done }
+}
+
+export const grove = (args: ReadonlyArray<string>, options: GroveOptions): Promise<GroveRun> => spawnGrove(args, options).done
+
+/** stdout as the one JSON document `--json` promises (fails the test if it is anything else). */
+export const json = (run: GroveRun): any => JSON.parse(run.stdout)
+
+/** Posts the sign-in form of `{site}/cli-auth` as a browser does. */
+export const postSignIn = (site: string, fields: { username: string; password: string; callback?: string; state?: string }) =>
+  fetch(`${site}/cli-auth`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ callback: "", state: "", ...fields }).toString()
+  })
+
+/** The one-time code the sign-in page shows for a headless login. */
+export const oneTimeCode = async (site: string, username: string, password: string): Promise<string> => {
+  const response = await postSignIn(site, { username, password })
+  const html = await response.text()
+  const match = /id="code"[^>]*>([^<]+)</.exec(html)
+  if (response.status !== 200 || match === null) throw new Error(`no one-time code (HTTP ${response.status}):\n${html}`)
+  return match[1]!.trim()
+}
+
+/** Writes `.grove/config.json` as clone will. */
+export const writeCheckout = (root: string, config: { remote: string; key: string }) => {
+  fs.mkdirSync(path.join(root, ".grove"), { recursive: true })
+  fs.writeFileSync(path.join(root, ".grove", "config.json"), JSON.stringify(config))
+}
