@@ -19,9 +19,16 @@ export interface GroveOptions {
   readonly home: string
   readonly cwd?: string
   readonly env?: Record<string, string>
-  /** Written to stdin, which is then closed (stdin is always a pipe here, never a terminal). */
+  /** Written to stdin, which is then closed. */
   readonly input?: string
+  /**
+   * Run on a pseudo-terminal (through util-linux `script`), so stdin is a terminal;
+   * stdout and stderr then arrive together on stdout. Otherwise stdin is a pipe.
+   */
+  readonly terminal?: boolean
 }
+
+const shellQuote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`
 
 const created: Array<string> = []
 
@@ -37,7 +44,11 @@ export const removeTempDirs = () => {
 }
 
 const start = (args: ReadonlyArray<string>, options: GroveOptions): ChildProcessWithoutNullStreams => {
-  const child = spawn(process.execPath, [CLI_BIN, ...args], {
+  const command = [process.execPath, CLI_BIN, ...args]
+  const [file, ...argv] = options.terminal === true
+    ? ["/usr/bin/script", "--quiet", "--return", "--command", command.map(shellQuote).join(" "), "/dev/null"]
+    : command
+  const child = spawn(file!, argv, {
     cwd: options.cwd ?? options.home,
     env: { HOME: options.home, PATH: "", ...options.env },
     stdio: ["pipe", "pipe", "pipe"]

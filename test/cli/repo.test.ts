@@ -121,6 +121,20 @@ describe("grove repo", () => {
     expect((await grove(["repo", "show", "alice/keep"], alice)).code).toBe(0)
   })
 
+  it("on a terminal, delete asks for the repository's name and deletes only when it is typed", async () => {
+    expect((await grove(["repo", "create", "confirm-me"], alice)).code).toBe(0)
+    const declined = await grove(["repo", "delete", "alice/confirm-me"], { ...alice, terminal: true, input: "alice/other\n" })
+    expect(declined.stdout).toContain("Type alice/confirm-me to confirm: ")
+    expect(declined.stdout).toContain("not confirmed; nothing was deleted")
+    expect(declined.code).toBe(1)
+    expect((await grove(["repo", "show", "alice/confirm-me"], alice)).code).toBe(0)
+
+    const confirmed = await grove(["repo", "delete", "alice/confirm-me"], { ...alice, terminal: true, input: "alice/confirm-me\n" })
+    expect(confirmed.code, confirmed.stdout).toBe(0)
+    expect(confirmed.stdout).toContain("Deleted repository alice/confirm-me.")
+    expect((await grove(["repo", "show", "alice/confirm-me"], alice)).code).toBe(1)
+  })
+
   it("a rejected key, no credential for a write, and no server are exit 6", async () => {
     const rejected = await grove(["repo", "list", "--json"], { ...alice, env: { ...alice.env, SERVICE_API_KEY: "grove_revoked-or-made-up" } })
     expect(rejected.code).toBe(6)
