@@ -2,8 +2,10 @@
  * The one place where the mode chooses infrastructure: PGlite, the in-process
  * bus and local files (embedded), or PostgreSQL, Kafka and S3 (cluster).
  */
+import { EntityRuntime, MemoryBus } from "@grove/bus"
+import * as KafkaBus from "@grove/bus/KafkaBus"
 import { DbEmbedded, DbPostgres, Migrations } from "@grove/storage"
-import { Layer } from "effect"
+import { Duration, Layer } from "effect"
 import * as path from "node:path"
 import type { ServerConfigShape } from "./Config.ts"
 
@@ -15,5 +17,19 @@ export const databaseLayer = (config: ServerConfigShape) => {
   return Migrations.layer.pipe(Layer.provideMerge(db), Layer.orDie)
 }
 
-// TEMPORARY until the bus runtime lands.
-export const infrastructureLayer = databaseLayer
+/** The bus of the mode. */
+export const busLayer = (config: ServerConfigShape) =>
+  config.mode === "embedded"
+    ? MemoryBus.layerEmbedded({ nodeId: config.nodeId })
+    : KafkaBus.layer({ nodeId: config.nodeId, bootstrap: config.kafkaBrokers })
+
+/** Database, bus and the entity runtime on them. */
+export const infrastructureLayer = (config: ServerConfigShape) => {
+  const db = databaseLayer(config)
+  const runtime = EntityRuntime.EntityRuntime.layer({ timeout: Duration.millis(config.commandTimeoutMs) }).pipe(
+    Layer.provide(busLayer(config)),
+    Layer.provide(db),
+    Layer.orDie
+  )
+  return Layer.mergeAll(db, runtime)
+}

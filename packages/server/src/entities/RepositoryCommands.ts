@@ -5,6 +5,7 @@
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
 import { ApiSchemas } from "@grove/api"
+import { Entity, Outbox } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
@@ -39,12 +40,11 @@ export const DeletePayload = Schema.Struct({ ...Actor })
 export const SetVisibilityPayload = Schema.Struct({ isPublic: Schema.Boolean, ...Actor })
 export const TransferPayload = Schema.Struct({ toOrgId: Schema.String, toOwner: Schema.String, ...Actor })
 
-/** What a handler may append to the outbox; the runtime supplies the implementation. */
-export interface EventSink {
-  readonly emit: (type: string, payload: Record<string, unknown>) => Effect.Effect<void, unknown>
-}
-
-const Repo = ApiSchemas.Repository
+/** Appends a repository event (`grove.events`) in the command's transaction. */
+const emit = Effect.fnUntraced(function*(type: string, payload: Record<string, unknown>) {
+  const outbox = yield* Outbox.Outbox
+  yield* outbox.append({ type, v: 1, ...payload })
+})
 
 const load = Effect.fnUntraced(function*(entityId: string) {
   const sql = yield* SqlClient.SqlClient
@@ -73,9 +73,8 @@ const audit = Effect.fnUntraced(function*(
 })
 
 export const create = Effect.fn("Repository.create")(function*(
-  entityId: string,
   payload: typeof CreatePayload.Type,
-  events: EventSink
+  { entityId }: Entity.CommandContext
 ) {
   const sql = yield* SqlClient.SqlClient
   const fullName = `${payload.owner}/${payload.name}`
@@ -99,7 +98,7 @@ export const create = Effect.fn("Repository.create")(function*(
   if (!inserted) return yield* new RepositoryNameTaken({ fullName })
   const record = (yield* load(entityId))!
   yield* audit(payload.orgId, payload.actor, "repo.create", fullName, { public: payload.isPublic })
-  yield* events.emit("repository.created", { repository_id: id, owner: payload.owner, repo: payload.name, actor: payload.actor })
+  yield* emit("repository.created", { repository_id: id, owner: payload.owner, repo: payload.name, actor: payload.actor })
   return toApiRepository(record)
 })
 
@@ -112,9 +111,8 @@ const update = Effect.fnUntraced(function*(current: RepositoryRecord, changes: R
 })
 
 export const remove = Effect.fn("Repository.delete")(function*(
-  entityId: string,
   payload: typeof DeletePayload.Type,
-  events: EventSink
+  { entityId }: Entity.CommandContext
 ) {
   const sql = yield* SqlClient.SqlClient
   const current = yield* load(entityId)
@@ -123,14 +121,13 @@ export const remove = Effect.fn("Repository.delete")(function*(
   if (rows.length === 0) return yield* new RepositoryChanged({ fullName: entityId })
   const fullName = `${current.owner}/${current.name}`
   yield* audit(current.orgId, payload.actor, "repo.delete", fullName)
-  yield* events.emit("repository.deleted", { repository_id: current.id, owner: current.owner, repo: current.name, actor: payload.actor })
+  yield* emit("repository.deleted", { repository_id: current.id, owner: current.owner, repo: current.name, actor: payload.actor })
   return toApiRepository(current)
 })
 
 export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
-  entityId: string,
   payload: typeof SetVisibilityPayload.Type,
-  events: EventSink
+  { entityId }: Entity.CommandContext
 ) {
   const sql = yield* SqlClient.SqlClient
   const current = yield* load(entityId)
@@ -139,7 +136,7 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   yield* update(current, sql.update({ is_public: payload.isPublic }))
   const fullName = `${current.owner}/${current.name}`
   yield* audit(current.orgId, payload.actor, "repo.visibility", fullName, { public: payload.isPublic })
-  yield* events.emit("repository.visibility_changed", {
+  yield* emit("repository.visibility_changed", {
     repository_id: current.id,
     owner: current.owner,
     repo: current.name,
@@ -150,9 +147,8 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
 })
 
 export const transfer = Effect.fn("Repository.transfer")(function*(
-  entityId: string,
   payload: typeof TransferPayload.Type,
-  events: EventSink
+  { entityId }: Entity.CommandContext
 ) {
   const sql = yield* SqlClient.SqlClient
   const current = yield* load(entityId)
@@ -168,7 +164,7 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
   const from = `${current.owner}/${current.name}`
   yield* audit(current.orgId, payload.actor, "repo.transfer.out", from, { to: target })
   yield* audit(payload.toOrgId, payload.actor, "repo.transfer.in", target, { from })
-  yield* events.emit("repository.transferred", {
+  yield* emit("repository.transferred", {
     repository_id: current.id,
     owner: payload.toOwner,
     repo: current.name,
@@ -180,4 +176,17 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
   return toApiRepository(rows[0]!)
 })
 
-export const Reply = Repo
+/** The Repository entity: key `owner/name` (case-folded), which is also its partition key. */
+export const RepositoryEntity = Entity.make("Repository", {
+  Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
+  Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
+  SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
+  Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError }
+})
+
+export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
+  Create: create,
+  Delete: remove,
+  SetVisibility: setVisibility,
+  Transfer: transfer
+}

@@ -1,25 +1,93 @@
-// TEMPORARY (not committed): runs commands in a local transaction until the entity runtime lands.
-import { Effect, Layer } from "effect"
-import { SqlClient } from "effect/sql"
+/**
+ * The Repository entity on the entity runtime: its handlers (run by the owner
+ * of the repository's partition), the gateway the HTTP edge sends commands
+ * through, and the reading of operations that outlived their request.
+ */
+import { ApiErrors } from "@grove/api"
+import { EntityRuntime, type Messages } from "@grove/bus"
+import { Duration, Effect, Layer, Option } from "effect"
+import { ServerConfig } from "../Config.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
-import { CommandUnavailable, RepositoryGateway } from "./RepositoryGateway.ts"
+import { CommandPending, CommandUnavailable, RepositoryGateway } from "./RepositoryGateway.ts"
 
-export const RepositoryEntityLive = Layer.mergeAll(
-  Layer.effect(RepositoryGateway, Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const events: Commands.EventSink = { emit: () => Effect.void }
-    const run = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-      sql.withTransaction(e).pipe(
-        Effect.catchTag("SqlError" as never, (err: { message: string }) => Effect.fail(new CommandUnavailable({ message: err.message }))),
-        Effect.provideService(SqlClient.SqlClient, sql)
-      ) as Effect.Effect<A, E | CommandUnavailable>
-    return RepositoryGateway.of({
-      create: (id, p) => run(Commands.create(id, p, events)),
-      remove: (id, p) => run(Commands.remove(id, p, events)),
-      setVisibility: (id, p) => run(Commands.setVisibility(id, p, events)),
-      transfer: (id, p) => run(Commands.transfer(id, p, events))
-    }) as never
-  })),
-  Layer.succeed(Operations, Operations.of({ get: () => Effect.die("not yet") }))
-)
+const Handlers = EntityRuntime.EntityRuntime.register(Commands.RepositoryEntity, Commands.handlers)
+
+type SendFailure = Commands.RepositoryError | Messages.CommandTimeout | Messages.CommandFailed
+
+const toGatewayError = (e: SendFailure): Commands.RepositoryError | CommandPending | CommandUnavailable =>
+  e._tag === "CommandTimeout"
+    ? new CommandPending({ operationId: e.operationId })
+    : e._tag === "CommandFailed"
+    ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
+    : e
+
+const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
+  const runtime = yield* EntityRuntime.EntityRuntime
+  const config = yield* ServerConfig
+  const options = (commandId: string | undefined) => ({ commandId, timeout: Duration.millis(config.commandTimeoutMs) })
+  const entity = Commands.RepositoryEntity
+  return RepositoryGateway.of({
+    create: (id, payload, commandId) =>
+      runtime.send(entity, id, "Create", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
+    remove: (id, payload, commandId) =>
+      runtime.send(entity, id, "Delete", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
+    setVisibility: (id, payload, commandId) =>
+      runtime.send(entity, id, "SetVisibility", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
+    transfer: (id, payload, commandId) =>
+      runtime.send(entity, id, "Transfer", payload, options(commandId)).pipe(Effect.mapError(toGatewayError))
+  })
+}))
+
+const successStatus: Record<string, number> = { Create: 201, Delete: 204, SetVisibility: 200, Transfer: 200 }
+
+/** The API error body a stored Repository failure answers with. */
+const failureBody = (error: unknown): { readonly status: number; readonly body: Record<string, unknown> } => {
+  const e = error as { _tag?: string; fullName?: string }
+  switch (e._tag) {
+    case "RepositoryNameTaken":
+      return { status: 409, body: { error: `a repository named ${e.fullName} already exists`, code: "name_taken" } }
+    case "RepositoryGone":
+      return { status: 404, body: { error: `repository ${e.fullName} not found`, code: "not_found" } }
+    case "RepositoryChanged":
+      return { status: 409, body: { error: `repository ${e.fullName} changed meanwhile; retry`, code: "repository_moved", retryable: true } }
+    default:
+      return { status: 500, body: { error: "the write failed", code: "internal" } }
+  }
+}
+
+const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
+  const runtime = yield* EntityRuntime.EntityRuntime
+  return Operations.of({
+    get: Effect.fn("Operations.get")(function*(caller, operationId) {
+      const notFound = new ApiErrors.NotFound({ error: "operation not found", code: "not_found" })
+      // Operation ids are unguessable UUIDs, or idempotency keys scoped to the caller who chose them.
+      if (operationId.startsWith("idem:")) {
+        const who = caller.principal.kind === "user"
+          ? caller.principal.userId
+          : caller.principal.kind === "service_account"
+          ? caller.principal.accountId
+          : "anonymous"
+        if (!operationId.startsWith(`idem:${who}:`)) return yield* notFound
+      } else if (!/^[0-9a-f-]{36}$/.test(operationId)) return yield* notFound
+      const found = yield* runtime.operation(operationId).pipe(
+        Effect.catchTag("SqlError", () =>
+          Effect.fail(new ApiErrors.ServiceUnavailable({ error: "the database is unavailable; try again", code: "unavailable", retryable: true })))
+      )
+      if (Option.isNone(found)) return { id: operationId, status: "pending" as const }
+      const { reply, command } = found.value
+      switch (reply._tag) {
+        case "Success":
+          return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: reply.value }
+        case "Failure": {
+          const { status, body } = failureBody(reply.error)
+          return { id: operationId, status: "done" as const, http_status: status, response: body }
+        }
+        case "Defect":
+          return { id: operationId, status: "done" as const, http_status: 500, response: { error: "the write failed", code: "internal" } }
+      }
+    })
+  })
+}))
+
+export const RepositoryEntityLive = Layer.mergeAll(Handlers, Gateway, OperationsLive)
