@@ -18,10 +18,11 @@ import { Context, Deferred, Duration, Effect, Layer, Option, Schedule, Schema } 
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { Bus } from "./Bus.ts"
+import { Bus, type BusError } from "./Bus.ts"
 import * as CommandProcessor from "./CommandProcessor.ts"
 import type { Registered } from "./CommandProcessor.ts"
-import { type CommandName, decodeJson, encodeJson, type Entity, type Failure, type Handlers, type Payload, type Success, commandOf } from "./Entity.ts"
+import { commandOf, decodeJson, encodeJson } from "./Entity.ts"
+import type { CommandName, Entity, Failure, Handlers, Payload, Success } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
 import { CommandFailed, CommandTimeout, ReplyMessage, type StoredReply } from "./Messages.ts"
 import * as OutboxRelay from "./OutboxRelay.ts"
@@ -206,7 +207,7 @@ export class EntityRuntime extends Context.Service<EntityRuntime, EntityRuntimeS
   /** Sends commands and, unless `host: false`, hosts the command partitions this node owns. */
   static readonly layer = (
     options: EntityRuntimeOptions = {}
-  ): Layer.Layer<EntityRuntime, import("./Bus.ts").BusError, Bus | SqlClient.SqlClient> =>
+  ): Layer.Layer<EntityRuntime, BusError, Bus | SqlClient.SqlClient> =>
     Layer.effect(EntityRuntime, make(options))
 
   /**

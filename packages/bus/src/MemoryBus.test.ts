@@ -104,4 +104,13 @@ describe("MemoryBus", () => {
       yield* Scope.close(b.scope, Exit.void)
       yield* Scope.close(a.scope, Exit.void)
     }).pipe(Effect.provide(MemoryBroker.layer)), { timeout: 10_000 })
+
+  it.live("refuses a topic whose partition count differs from the declaration", () =>
+    Effect.gen(function*() {
+      yield* startNode("a")
+      const other = [new TopicSpec({ name: "t", partitions: 8, retentionMs: 60_000 })]
+      const error = yield* Layer.build(MemoryBus.layer({ nodeId: "b", topics: other })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "BusError")
+      assert.include(error.message, "has 4 partitions, 8 are declared")
+    }).pipe(Effect.scoped, Effect.provide(MemoryBroker.layer)))
 })

@@ -3,8 +3,9 @@
  * one broker behave like a cluster in one process (tests), one alone is the
  * embedded server's bus. Replies go straight to the requesting node.
  */
-import { Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Duration, Effect, Layer, Stream } from "effect"
 import { Bus, BusError, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
+import * as Committer from "./Committer.ts"
 import { MemoryBroker } from "./MemoryBroker.ts"
 import { partitionFor } from "./murmur2.ts"
 import * as PartitionWorkers from "./PartitionWorkers.ts"
@@ -62,7 +63,7 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
     topic: string,
     partition: number,
     generation: number,
-    pending: Map<number, bigint>
+    committer: Committer.Committer<void>
   ): PartitionClaim => ({
     topic,
     partition,
@@ -78,11 +79,7 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
         )
       ).pipe(Stream.flattenIterable)
     }),
-    commit: (offset) =>
-      Effect.sync(() => {
-        const next = offset + 1n
-        if ((pending.get(partition) ?? -1n) < next) pending.set(partition, next)
-      })
+    commit: (offset) => Effect.sync(() => committer.mark(partition, offset + 1n, undefined))
   })
 
   const consume = <R>(
@@ -93,24 +90,20 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
     Effect.gen(function*() {
       yield* partitionsOf(topic)
       const context = yield* Effect.context<R>()
-      // Offsets processed but not yet committed, by partition.
-      const pending = new Map<number, bigint>()
-      const flush = (partitions: Iterable<number>) =>
-        Effect.forEach(partitions, (partition) => {
-          const next = pending.get(partition)
-          pending.delete(partition)
-          return next === undefined ? Effect.void : broker.commit(group, topic, partition, nodeId, next)
-        }, { discard: true })
-      yield* Effect.forkScoped(
-        Effect.suspend(() => flush([...pending.keys()])).pipe(Effect.repeat(Schedule.spaced(commitInterval)))
+      const committer = yield* Committer.make<void>(
+        (marks) =>
+          Effect.forEach(marks, (mark) => broker.commit(group, topic, mark.partition, nodeId, mark.next), {
+            discard: true
+          }),
+        commitInterval
       )
       const workers = yield* PartitionWorkers.make((partition, generation) =>
         Effect.succeed(
-          onPartition(claim(group, topic, partition, generation, pending)).pipe(Effect.provideContext(context))
+          onPartition(claim(group, topic, partition, generation, committer)).pipe(Effect.provideContext(context))
         )
       )
       const revoke = (partitions: ReadonlyArray<number>) =>
-        workers.revoke(partitions).pipe(Effect.andThen(flush(partitions)))
+        workers.revoke(partitions).pipe(Effect.andThen(committer.flush(partitions)))
       yield* Effect.acquireRelease(
         broker.join(group, topic, { nodeId, assigned: workers.sync, revoke }),
         // A killed node leaves nothing behind gracefully: its scope just closes.

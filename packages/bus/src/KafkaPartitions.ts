@@ -1,0 +1,253 @@
+/**
+ * `Bus.consume` on Kafka: one consumer group member that routes its records
+ * to one worker per owned partition.
+ *
+ * Choices:
+ * - Classic group protocol with the cooperative-sticky assignor: a
+ *   rebalance moves only the partitions that change owner, the others keep
+ *   running. No static membership (`group.instance.id`): a stopped node leaves
+ *   at once instead of holding its partitions for a session timeout.
+ * - The session timeout bounds failover after a crash (the broker notices the
+ *   dead member only then); the caller picks it (a few seconds in tests).
+ * - No autocommit; offsets are committed in the background after the
+ *   database transaction (see `Committer`), and on revoke. The stream restarts
+ *   from the committed offset at every rebalance; records already routed are
+ *   recognised by offset and dropped.
+ * - A worker sees each offset once, in order: it starts from the group's
+ *   committed offset (or the log start) and takes only the next expected
+ *   offset, so records fetched before a rebalance that arrive late are dropped.
+ *   A record past the expected offset is taken only once the group's committed
+ *   offset shows that everything before it was processed (the previous owner's
+ *   last commits may land after this worker started).
+ */
+import { Consumer, type Message, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
+import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers } from "@platformatic/kafka"
+import { Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
+import type { Scope } from "effect"
+import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
+import * as Committer from "./Committer.ts"
+import * as PartitionWorkers from "./PartitionWorkers.ts"
+
+export interface GroupOptions {
+  readonly bootstrap: ReadonlyArray<string>
+  /** Prepended to topic and group names on the broker (see `KafkaBusOptions.prefix`). */
+  readonly prefix: string
+  readonly clientId: string
+  readonly sessionTimeout: Duration.Duration
+  readonly heartbeatInterval: Duration.Duration
+  readonly rebalanceTimeout: Duration.Duration
+  readonly commitInterval: Duration.Duration
+}
+
+type StringMessage = Message<string, string, string, string>
+
+/** A received message as a bus record of `topic`; values that are not JSON stay text. */
+export const toRecord = (topic: string, message: StringMessage): BusRecord => {
+  let value: unknown = message.value
+  try {
+    value = JSON.parse(message.value)
+  } catch {
+    // not JSON: the consumer gets the text
+  }
+  return {
+    topic,
+    partition: message.partition,
+    offset: message.offset,
+    key: message.key ?? "",
+    value,
+    headers: Object.fromEntries(message.headers)
+  }
+}
+
+export const kafkaError = (message: string) => (cause: unknown) => new BusError({ message, cause })
+
+/** Records routed to one worker, from the offset it expects next. */
+interface Feed {
+  readonly queue: Queue.Queue<StringMessage>
+  next: bigint
+  /** When the committed offset was last read because a record came past `next`. */
+  checkedAt: number
+}
+
+/** How often a feed that sees records past its expected offset re-reads the committed offset. */
+const RECHECK_MS = 1000
+
+/** How many records may wait for a partition's worker before the fetch loop waits. */
+const FEED_CAPACITY = 1024
+
+export const consume = <R>(
+  options: GroupOptions,
+  group: string,
+  topic: string,
+  onPartition: (claim: PartitionClaim) => Effect.Effect<void, never, R>
+): Effect.Effect<void, BusError, Scope.Scope | R> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<R>()
+    const physical = options.prefix + topic
+    const consumer = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        new Consumer<string, string, string, string>({
+          groupId: options.prefix + group,
+          clientId: options.clientId,
+          bootstrapBrokers: [...options.bootstrap],
+          autocommit: false,
+          sessionTimeout: Duration.toMillis(options.sessionTimeout),
+          heartbeatInterval: Duration.toMillis(options.heartbeatInterval),
+          rebalanceTimeout: Duration.toMillis(options.rebalanceTimeout),
+          protocols: [{ name: COOPERATIVE_STICKY_ASSIGNOR, version: 3 }],
+          deserializers: stringDeserializers,
+          maxWaitTime: 500
+        })
+      ),
+      (consumer) => Effect.promise(() => consumer.close(true)).pipe(Effect.ignore)
+    )
+
+    const committer = yield* Committer.make<number>(
+      (marks) =>
+        Effect.tryPromise(() =>
+          consumer.commit({
+            offsets: marks.map((mark) => ({
+              topic: physical,
+              partition: mark.partition,
+              offset: mark.next,
+              leaderEpoch: mark.meta
+            }))
+          })
+        ).pipe(
+          // Lost commits only mean redeliveries, which the inbox absorbs.
+          Effect.catch((error) => Effect.logDebug("offset commit failed", error))
+        ),
+      options.commitInterval
+    )
+
+    const lastEpoch = new Map<number, number>()
+
+    /** Where a new worker starts: the group's committed offset, or the log start. */
+    const startOffset = (partition: number) =>
+      Effect.tryPromise({
+        try: async () => {
+          const [committed, earliest] = await Promise.all([
+            consumer.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] }),
+            consumer.listOffsets({
+              topics: [physical],
+              partitions: { [physical]: [partition] },
+              timestamp: ListOffsetTimestamps.EARLIEST
+            })
+          ])
+          const from = committed.get(physical)?.[partition] ?? -1n
+          const start = earliest.get(physical)?.[partition] ?? 0n
+          return from > start ? from : start
+        },
+        catch: kafkaError(`could not read the committed offset of ${topic}/${partition}`)
+      })
+
+    const feeds = new Map<number, Feed>()
+
+    const workers = yield* PartitionWorkers.make((partition, generation) =>
+      Effect.gen(function*() {
+        const next = yield* startOffset(partition).pipe(
+          Effect.tapError((error) => Effect.logWarning("retrying", error)),
+          Effect.retry({ times: 20, schedule: Schedule.spaced("250 millis") }),
+          Effect.orDie
+        )
+        const queue = yield* Queue.bounded<StringMessage>(FEED_CAPACITY)
+        const feed: Feed = { queue, next, checkedAt: 0 }
+        feeds.set(partition, feed)
+        const claim: PartitionClaim = {
+          topic,
+          partition,
+          generation,
+          records: Stream.fromQueue(queue).pipe(Stream.map((message) => toRecord(topic, message))),
+          commit: (offset) =>
+            Effect.sync(() => {
+              const leaderEpoch = lastEpoch.get(partition) ?? -1
+              committer.mark(partition, offset + 1n, leaderEpoch)
+            })
+        }
+        return onPartition(claim).pipe(
+          Effect.provideContext(context),
+          Effect.ensuring(Effect.suspend(() => {
+            if (feeds.get(partition) === feed) feeds.delete(partition)
+            return Queue.shutdown(queue)
+          }))
+        )
+      })
+    )
+
+    // Brings the workers in line with the member's assignment, once per change.
+    const reconciling = yield* Semaphore.make(1)
+    let synced = ""
+    const reconcile = reconciling.withPermit(Effect.suspend(() => {
+      const owned = consumer.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
+      const key = `${consumer.generationId}:${[...owned].sort((a, b) => a - b).join(",")}`
+      if (key === synced) return Effect.void
+      synced = key
+      const lost = workers.running().filter((partition) => !owned.includes(partition))
+      return workers.sync(owned, consumer.generationId).pipe(Effect.andThen(committer.flush(lost)))
+    }))
+
+    /** A record past the expected offset: skip ahead to the committed offset if the group has moved on. */
+    const catchUp = (feed: Feed, partition: number) =>
+      Effect.gen(function*() {
+        const now = Date.now()
+        if (now - feed.checkedAt < RECHECK_MS) return
+        feed.checkedAt = now
+        const committed = yield* Effect.tryPromise(() =>
+          consumer.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] })
+        ).pipe(Effect.map((offsets) => offsets.get(physical)?.[partition] ?? -1n), Effect.orElseSucceed(() => -1n))
+        if (committed > feed.next) feed.next = committed
+      })
+
+    const route = (message: StringMessage) =>
+      Effect.gen(function*() {
+        yield* reconcile
+        const feed = feeds.get(message.partition)
+        if (feed === undefined) return
+        if (message.offset > feed.next) yield* catchUp(feed, message.partition)
+        if (message.offset !== feed.next) return
+        feed.next = message.offset + 1n
+        lastEpoch.set(message.partition, message.leaderEpoch)
+        yield* Queue.offer(feed.queue, message)
+      })
+
+    // Rebalance events only signal; the reconciler fiber does the work.
+    const changed = yield* Queue.dropping<void>(1)
+    const signal = () => Queue.offerUnsafe(changed, undefined)
+    consumer.on("consumer:group:join", signal)
+    consumer.on("consumer:group:rebalance", signal)
+    yield* Effect.forkScoped(Queue.take(changed).pipe(Effect.andThen(reconcile), Effect.forever))
+
+    const open = Effect.tryPromise({
+      try: () =>
+        consumer.consume({
+          topics: [physical],
+          mode: MessagesStreamModes.COMMITTED,
+          fallbackMode: MessagesStreamFallbackModes.EARLIEST,
+          autocommit: false
+        }),
+      catch: kafkaError(`could not join ${group} on ${topic}`)
+    })
+
+    const first = yield* open
+    yield* reconcile
+
+    // The stream ends on errors that need a rejoin: open it again.
+    const pump = (stream: typeof first) =>
+      Stream.fromAsyncIterable(stream, kafkaError("the consumer stream failed")).pipe(
+        Stream.runForEach(route),
+        Effect.catch((error) => Effect.logWarning("consumer stream ended; reopening", error)),
+        Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
+      )
+    yield* Effect.forkScoped(
+      pump(first).pipe(
+        Effect.andThen(Effect.sleep(500)),
+        Effect.andThen(open.pipe(Effect.flatMap(pump), Effect.catch((error) => Effect.logWarning(error)))),
+        Effect.forever
+      )
+    )
+
+    // Graceful stop: workers first, then their last commits, then the consumer leaves the group.
+    yield* Effect.addFinalizer(() =>
+      workers.revoke(workers.running()).pipe(Effect.andThen(committer.flush()))
+    )
+  })
