@@ -9,8 +9,8 @@
  * - Topics are created at start from `infra/topics.json` when missing; a topic
  *   with another partition count stops the node (keys would move).
  * - Replies: `grove.replies`, keyed by the requesting node's id. Every node
- *   reads the whole topic (from its end, in a throwaway group of its own,
- *   committing nothing) and keeps the replies keyed with its id. Replies are
+ *   reads the whole topic (from its end, in a throwaway group of its own
+ *   process, committing nothing) and keeps the replies keyed with its id. Replies are
  *   small and short-lived, so reading all of them costs little at Grove's
  *   cluster sizes and needs no per-node topics to create and clean up.
  *   (`@platformatic/kafka` hands a lone group member every partition, so
@@ -19,6 +19,7 @@
  */
 import { compatibilityPartitioner, Admin, Consumer, MessagesStreamModes, Producer, stringDeserializers, stringSerializers } from "@platformatic/kafka"
 import { Deferred, Duration, Effect, Layer, Stream } from "effect"
+import { randomUUID } from "node:crypto"
 import { Bus, BusError, type BusShape, Headers, type OutgoingRecord, type PartitionClaim } from "./Bus.ts"
 import * as KafkaPartitions from "./KafkaPartitions.ts"
 import { partitionFor } from "./murmur2.ts"
@@ -170,7 +171,8 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   const replyConsumer = yield* Effect.acquireRelease(
     Effect.sync(() =>
       new Consumer<string, string, string, string>({
-        groupId: `${prefix}${Topics.replies}.${nodeId}`,
+        // Unique per process: two processes under one node id must not split the replies between them.
+        groupId: `${prefix}${Topics.replies}.${nodeId}.${randomUUID()}`,
         clientId: `${nodeId}-replies`,
         bootstrapBrokers: [...bootstrap],
         autocommit: false,

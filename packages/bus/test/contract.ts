@@ -1,7 +1,8 @@
 /**
  * The contract every Bus must pass with the entity runtime on top: per-key
- * order, one writer per partition, takeover by a joining node, failover from
- * a killed node with nothing acknowledged lost and nothing applied twice,
+ * order, one writer per partition, takeover by a joining node, handover from
+ * a leaving one, failover from a killed node with nothing acknowledged lost
+ * and nothing applied twice,
  * fencing of a stale owner, replay of stored replies, operations readable
  * after a timeout, and the outbox relay. `memory.test.ts` runs it on
  * MemoryBus + PGlite, `kafka.test.ts` on Kafka + PostgreSQL.
@@ -188,6 +189,30 @@ export const contract = (name: string, services: Layer.Layer<ContractServices, u
           assert.strictEqual(applied.epoch, current.get(partition)!.epoch)
         }
         assert.isTrue((yield* assertSingleWriter(prefix)) >= 4 * commandPartitions)
+      }), { timeout: 180_000 })
+
+    it.effect("takes a leaving node's partitions back without losing or repeating a command", () =>
+      Effect.gen(function*() {
+        const cluster = yield* Cluster
+        const runtime = yield* EntityRuntime
+        const prefix = `leave-${run}`
+        const a = `leave-a-${run}`
+        yield* cluster.start(a)
+        const leaving = yield* cluster.start(`leave-b-${run}`)
+        yield* ownedBy([a, leaving.nodeId], "60 seconds")
+        const ids = Array.from({ length: 4 * commandPartitions }, (_, i) => `${prefix}-cmd-${i}`)
+        const load = yield* Effect.forEach(ids, (commandId, i) =>
+          runtime.send(TestEntity, idOn(prefix, i % commandPartitions), "Apply", { seq: i }, {
+            commandId,
+            timeout: "60 seconds"
+          }), { concurrency: 8 }).pipe(Effect.forkChild)
+        yield* Effect.sleep(100)
+        yield* leaving.stop
+        yield* Fiber.join(load)
+        yield* ownedBy([a], "60 seconds")
+        const counts = yield* applications(ids)
+        for (const id of ids) assert.strictEqual(counts.get(id), 1, `${id} applied ${counts.get(id) ?? 0} times`)
+        yield* assertSingleWriter(prefix)
       }), { timeout: 180_000 })
 
     it.effect("resumes a killed node's partitions: nothing acknowledged is lost, nothing is applied twice", () =>
