@@ -3,8 +3,8 @@
  * then handles its records one at a time, each in ONE database transaction
  * that checks the epoch fence, records the command in the inbox (a command
  * seen before replays its stored reply), runs the handler, stores the reply
- * and records the offset. After the commit it commits the bus offset and
- * replies to the requesting node. A fenced worker stops: the partition stays
+ * and records the offset. After the commit it replies to the requesting node
+ * and then commits the bus offset. A fenced worker stops: the partition stays
  * idle here until the bus hands it out again.
  */
 import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
@@ -148,9 +148,11 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
           ),
           Effect.retry({ schedule: retrySql, while: (error) => error._tag === "SqlError" })
         )
-        yield* claim.commit(record.offset)
         if (outcome.events > 0) relay.wake()
+        // Reply first, then mark the offset: a worker revoked in between leaves the record to the
+        // next owner, which finds it in the inbox and sends the stored reply.
         yield* answer(record, message.commandId, outcome.reply)
+        yield* claim.commit(record.offset)
       })
 
     yield* Stream.runForEach(claim.records, handle)

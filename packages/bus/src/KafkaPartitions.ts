@@ -174,17 +174,21 @@ export const consume = <R>(
       })
     )
 
-    // Brings the workers in line with the member's assignment, once per change.
+    // Brings the workers in line with the member's assignment, once per change (the consumer
+    // replaces its assignments array whenever they change).
     const reconciling = yield* Semaphore.make(1)
-    let synced = ""
-    const reconcile = reconciling.withPermit(Effect.suspend(() => {
-      const owned = consumer.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
-      const key = `${consumer.generationId}:${[...owned].sort((a, b) => a - b).join(",")}`
-      if (key === synced) return Effect.void
-      synced = key
-      const lost = workers.running().filter((partition) => !owned.includes(partition))
-      return workers.sync(owned, consumer.generationId).pipe(Effect.andThen(committer.flush(lost)))
-    }))
+    let synced: { readonly generation: number; readonly assignments: unknown } | undefined
+    const isSynced = () =>
+      synced !== undefined && synced.generation === consumer.generationId && synced.assignments === consumer.assignments
+    const reconcile = Effect.suspend(() =>
+      isSynced() ? Effect.void : reconciling.withPermit(Effect.suspend(() => {
+        if (isSynced()) return Effect.void
+        synced = { generation: consumer.generationId, assignments: consumer.assignments }
+        const owned = consumer.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
+        const lost = workers.running().filter((partition) => !owned.includes(partition))
+        return workers.sync(owned, synced.generation).pipe(Effect.andThen(committer.flush(lost)))
+      }))
+    )
 
     /** A record past the expected offset: skip ahead to the committed offset if the group has moved on. */
     const catchUp = (feed: Feed, partition: number) =>
