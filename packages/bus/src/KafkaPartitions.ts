@@ -22,7 +22,7 @@
  */
 import { Consumer, type Message, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
 import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers } from "@platformatic/kafka"
-import { Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
+import { Clock, Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
 import type { Scope } from "effect"
 import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
 import * as Committer from "./Committer.ts"
@@ -145,9 +145,10 @@ export const consume = <R>(
 
     const workers = yield* PartitionWorkers.make((partition, generation) =>
       Effect.gen(function*() {
+        // Nothing on this node consumes while Kafka cannot answer this, so wait for it.
         const next = yield* startOffset(partition).pipe(
           Effect.tapError((error) => Effect.logWarning("retrying", error)),
-          Effect.retry({ times: 20, schedule: Schedule.spaced("250 millis") }),
+          Effect.retry(Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")])),
           Effect.orDie
         )
         const queue = yield* Queue.bounded<StringMessage>(FEED_CAPACITY)
@@ -175,7 +176,8 @@ export const consume = <R>(
     )
 
     // Brings the workers in line with the member's assignment, once per change (the consumer
-    // replaces its assignments array whenever they change).
+    // replaces its assignments array whenever they change). `synced` moves only once the
+    // workers are in place, so a record is never routed while its partition's worker starts.
     const reconciling = yield* Semaphore.make(1)
     let synced: { readonly generation: number; readonly assignments: unknown } | undefined
     const isSynced = () =>
@@ -183,22 +185,31 @@ export const consume = <R>(
     const reconcile = Effect.suspend(() =>
       isSynced() ? Effect.void : reconciling.withPermit(Effect.suspend(() => {
         if (isSynced()) return Effect.void
-        synced = { generation: consumer.generationId, assignments: consumer.assignments }
+        const target = { generation: consumer.generationId, assignments: consumer.assignments }
         const owned = consumer.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
         const lost = workers.running().filter((partition) => !owned.includes(partition))
-        return workers.sync(owned, synced.generation).pipe(Effect.andThen(committer.flush(lost)))
+        return workers.sync(owned, target.generation).pipe(
+          Effect.andThen(committer.flush(lost)),
+          Effect.andThen(Effect.sync(() => {
+            synced = target
+          }))
+        )
       }))
     )
 
     /** A record past the expected offset: skip ahead to the committed offset if the group has moved on. */
     const catchUp = (feed: Feed, partition: number) =>
       Effect.gen(function*() {
-        const now = Date.now()
+        const now = yield* Clock.currentTimeMillis
         if (now - feed.checkedAt < RECHECK_MS) return
         feed.checkedAt = now
         const committed = yield* Effect.tryPromise(() =>
           consumer.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] })
-        ).pipe(Effect.map((offsets) => offsets.get(physical)?.[partition] ?? -1n), Effect.orElseSucceed(() => -1n))
+        ).pipe(
+          Effect.map((offsets) => offsets.get(physical)?.[partition] ?? -1n),
+          Effect.retry({ times: 5, schedule: Schedule.spaced("200 millis") }),
+          Effect.orElseSucceed(() => -1n)
+        )
         if (committed > feed.next) feed.next = committed
       })
 
@@ -242,13 +253,12 @@ export const consume = <R>(
         Effect.catch((error) => Effect.logWarning("consumer stream ended; reopening", error)),
         Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
       )
-    yield* Effect.forkScoped(
-      pump(first).pipe(
-        Effect.andThen(Effect.sleep(500)),
-        Effect.andThen(open.pipe(Effect.flatMap(pump), Effect.catch((error) => Effect.logWarning(error)))),
-        Effect.forever
-      )
+    const reopen = Effect.sleep(500).pipe(
+      Effect.andThen(open),
+      Effect.flatMap(pump),
+      Effect.catch((error) => Effect.logWarning("could not reopen the consumer stream", error))
     )
+    yield* Effect.forkScoped(pump(first).pipe(Effect.andThen(Effect.forever(reopen))))
 
     // Graceful stop: workers first, then their last commits, then the consumer leaves the group.
     yield* Effect.addFinalizer(() =>
