@@ -59,6 +59,7 @@ export interface StartOptions {
 }
 
 export const startServer = async (options: StartOptions = {}): Promise<GroveServer> => {
+  const ownDataDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "grove-e2e-"))
   const child = spawn(process.execPath, [SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir, ...(options.args ?? [])], {
     cwd: ROOT,
@@ -85,11 +86,16 @@ export const startServer = async (options: StartOptions = {}): Promise<GroveServ
   })
   const stop = () =>
     new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve()
+      const done = () => {
+        if (ownDataDir) fs.rmSync(dataDir, { recursive: true, force: true })
+        resolve()
+      }
+      // A process ended by a signal has a null exitCode and a signalCode.
+      if (child.exitCode !== null || child.signalCode !== null) return done()
       const kill = setTimeout(() => child.kill("SIGKILL"), 15_000)
       child.once("exit", () => {
         clearTimeout(kill)
-        resolve()
+        done()
       })
       child.kill("SIGTERM")
     })
