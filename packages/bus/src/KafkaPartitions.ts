@@ -20,7 +20,7 @@
  *   offset shows that everything before it was processed (the previous owner's
  *   last commits may land after this worker started).
  */
-import { Consumer, type Message, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
+import { Consumer, type Message, MessagesStream, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
 import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers } from "@platformatic/kafka"
 import { Clock, Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
 import type { Scope } from "effect"
@@ -60,6 +60,26 @@ export const toRecord = (topic: string, message: StringMessage): BusRecord => {
 }
 
 export const kafkaError = (message: string) => (cause: unknown) => new BusError({ message, cause })
+
+/**
+ * Makes a stream fetch again from the group's committed offsets, as it does
+ * after a rebalance. `@platformatic/kafka` 2.12 keeps this method behind a
+ * symbol it does not export; without it the partition waits for the next
+ * rebalance.
+ */
+const refreshOffsetsAndFetch = Object.getOwnPropertySymbols(MessagesStream.prototype).find((symbol) =>
+  symbol.description === "plt.kafka.messagesStream.refreshOffsetsAndFetch"
+)
+
+/** Whether `rewind` works with the installed `@platformatic/kafka`. */
+export const canRewind = refreshOffsetsAndFetch !== undefined
+
+const rewind = (stream: MessagesStream<string, string, string, string>) => {
+  const method = refreshOffsetsAndFetch === undefined
+    ? undefined
+    : (stream as unknown as Record<symbol, unknown>)[refreshOffsetsAndFetch]
+  if (typeof method === "function") method.call(stream)
+}
 
 /** Records routed to one worker, from the offset it expects next. */
 interface Feed {
@@ -197,8 +217,15 @@ export const consume = <R>(
       }))
     )
 
-    /** A record past the expected offset: skip ahead to the committed offset if the group has moved on. */
-    const catchUp = (feed: Feed, partition: number) =>
+    let current: MessagesStream<string, string, string, string> | undefined
+
+    /**
+     * A record past the expected offset: skip ahead to the committed offset if
+     * the group has moved on. If it has not, the stream is ahead of what this
+     * worker has seen (a fetch from before a rebalance landed after the stream
+     * went back to the committed offsets): send the stream back to them again.
+     */
+    const catchUp = (feed: Feed, partition: number, offset: bigint) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (now - feed.checkedAt < RECHECK_MS) return
@@ -211,6 +238,7 @@ export const consume = <R>(
           Effect.orElseSucceed(() => -1n)
         )
         if (committed > feed.next) feed.next = committed
+        if (offset > feed.next && current !== undefined) rewind(current)
       })
 
     const route = (message: StringMessage) =>
@@ -218,7 +246,7 @@ export const consume = <R>(
         yield* reconcile
         const feed = feeds.get(message.partition)
         if (feed === undefined) return
-        if (message.offset > feed.next) yield* catchUp(feed, message.partition)
+        if (message.offset > feed.next) yield* catchUp(feed, message.partition, message.offset)
         if (message.offset !== feed.next) return
         feed.next = message.offset + 1n
         lastEpoch.set(message.partition, message.leaderEpoch)
@@ -249,6 +277,9 @@ export const consume = <R>(
     // The stream ends on errors that need a rejoin: open it again.
     const pump = (stream: typeof first) =>
       Stream.fromAsyncIterable(stream, kafkaError("the consumer stream failed")).pipe(
+        Stream.onStart(Effect.sync(() => {
+          current = stream
+        })),
         Stream.runForEach(route),
         Effect.catch((error) => Effect.logWarning("consumer stream ended; reopening", error)),
         Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
