@@ -8,20 +8,14 @@
  *   also configured with `compatibilityPartitioner` so the two never differ.
  * - Topics are created at start from `infra/topics.json` when missing; a topic
  *   with another partition count stops the node (keys would move).
- * - Replies: `grove.replies`, keyed by the requesting node's id. Every node
- *   reads the whole topic (from its end, in a throwaway group of its own
- *   process, committing nothing) and keeps the replies keyed with its id. Replies are
- *   small and short-lived, so reading all of them costs little at Grove's
- *   cluster sizes and needs no per-node topics to create and clean up.
- *   (`@platformatic/kafka` hands a lone group member every partition, so
- *   reading only the node's own partition would take a hand-written fetch loop.)
+ * - Replies: `grove.replies`, keyed by the requesting node's id (see `KafkaReplies`).
  * - `consume`: see `KafkaPartitions`.
  */
-import { compatibilityPartitioner, Admin, Consumer, MessagesStreamModes, Producer, stringDeserializers, stringSerializers } from "@platformatic/kafka"
-import { Deferred, Duration, Effect, Layer, Stream } from "effect"
-import { randomUUID } from "node:crypto"
+import { Admin, compatibilityPartitioner, Producer, stringSerializers } from "@platformatic/kafka"
+import { Data, Duration, Effect, Layer, Schedule } from "effect"
 import { Bus, BusError, type BusShape, Headers, type OutgoingRecord, type PartitionClaim } from "./Bus.ts"
 import * as KafkaPartitions from "./KafkaPartitions.ts"
+import * as KafkaReplies from "./KafkaReplies.ts"
 import { partitionFor } from "./murmur2.ts"
 import * as Replies from "./Replies.ts"
 import * as Topics from "./Topics.ts"
@@ -53,6 +47,12 @@ export interface KafkaBusOptions {
 
 const kafkaError = KafkaPartitions.kafkaError
 
+class PartitionCountMismatch extends Data.TaggedError("PartitionCountMismatch")<{
+  readonly topic: string
+  readonly found: number
+  readonly declared: number
+}> {}
+
 /** Creates the missing topics and checks the partition counts of the others. */
 export const ensureTopics = Effect.fnUntraced(function*(
   options: { readonly bootstrap: ReadonlyArray<string>; readonly clientId: string; readonly replicationFactor?: number | undefined },
@@ -82,19 +82,30 @@ export const ensureTopics = Effect.fnUntraced(function*(
       Effect.catch((error) => Effect.logDebug("create topic", error))
     )
   }
-  const metadata = yield* Effect.tryPromise({
-    try: () => admin.metadata({ topics: topics.map((spec) => spec.name), forceUpdate: true }),
-    catch: kafkaError("could not read the topics' metadata")
-  })
-  for (const spec of topics) {
-    const found = metadata.topics.get(spec.name)?.partitionsCount
-    if (found !== spec.partitions) {
-      return yield* new BusError({
-        message: `topic ${spec.name} has ${found ?? "no"} partitions, ${spec.partitions} are declared`
-      })
+  const check = Effect.gen(function*() {
+    const metadata = yield* Effect.tryPromise({
+      try: () => admin.metadata({ topics: topics.map((spec) => spec.name), forceUpdate: true }),
+      catch: kafkaError("could not read the topics' metadata")
+    })
+    for (const spec of topics) {
+      const found = metadata.topics.get(spec.name)?.partitionsCount
+      if (found === undefined) return yield* new BusError({ message: `topic ${spec.name} does not exist` })
+      if (found !== spec.partitions) {
+        return yield* new PartitionCountMismatch({ topic: spec.name, found, declared: spec.partitions })
+      }
     }
-  }
+  })
+  // A topic just created may take a moment to show in the metadata; a wrong partition count stays wrong.
+  yield* check.pipe(
+    Effect.retry({ times: 20, schedule: Schedule.spaced("250 millis"), while: (error) => error._tag === "BusError" }),
+    Effect.mapError((error) =>
+      error._tag === "BusError" ? error : new BusError({
+        message: `topic ${error.topic} has ${error.found} partitions, ${error.declared} are declared`
+      })
+    )
+  )
 }, Effect.scoped)
+
 
 export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   const nodeId = options.nodeId
@@ -166,45 +177,8 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       return routed.length === 0 ? Effect.void : send(routed)
     })
 
-  // Replies: read the whole replies topic from its end, keep those addressed here.
   const replies = yield* Replies.make(nodeId)
-  const replyConsumer = yield* Effect.acquireRelease(
-    Effect.sync(() =>
-      new Consumer<string, string, string, string>({
-        // Unique per process: two processes under one node id must not split the replies between them.
-        groupId: `${prefix}${Topics.replies}.${nodeId}.${randomUUID()}`,
-        clientId: `${nodeId}-replies`,
-        bootstrapBrokers: [...bootstrap],
-        autocommit: false,
-        sessionTimeout: Duration.toMillis(group.sessionTimeout),
-        heartbeatInterval: Duration.toMillis(group.heartbeatInterval),
-        deserializers: stringDeserializers,
-        maxWaitTime: 500
-      })
-    ),
-    (consumer) => Effect.promise(() => consumer.close(true)).pipe(Effect.ignore)
-  )
-  const replyStream = yield* Effect.tryPromise({
-    try: () =>
-      replyConsumer.consume({ topics: [prefix + Topics.replies], mode: MessagesStreamModes.LATEST, autocommit: false }),
-    catch: kafkaError("could not read the replies topic")
-  })
-  // Ready once the stream knows where the topic ends: replies to requests sent after this are seen.
-  const positioned = yield* Deferred.make<void>()
-  replyStream.once("offsets", () => Deferred.doneUnsafe(positioned, Effect.void))
-  yield* Effect.forkScoped(
-    Stream.fromAsyncIterable(replyStream, kafkaError("the replies stream failed")).pipe(
-      Stream.filter((message) => message.key === nodeId),
-      Stream.runForEach((message) => replies.complete(KafkaPartitions.toRecord(Topics.replies, message))),
-      Effect.catch((error) => Effect.logError("replies stream ended", error))
-    )
-  )
-  yield* Deferred.await(positioned).pipe(
-    Effect.timeoutOrElse({
-      duration: Duration.seconds(60),
-      orElse: () => Effect.fail(new BusError({ message: "the replies consumer did not start" }))
-    })
-  )
+  yield* KafkaReplies.read(group, nodeId, replies)
 
   const consume = <R>(
     groupId: string,
