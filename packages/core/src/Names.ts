@@ -10,6 +10,7 @@ export const RESERVED_SLUGS: ReadonlySet<string> = new Set([
   "releases", "repos", "settings", "sites", "static", "version", "whoami", "health", "grove", "explore", "user", "users"
 ])
 
+// oxlint-disable-next-line no-control-regex -- finding control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/u
 
 export const hasControlCharacters = (value: string): boolean => CONTROL.test(value)
@@ -62,6 +63,7 @@ export const checkText = (value: string, what: string, min: number, max: number)
 /** Multi-line text (descriptions) allows newlines and tabs but no other control characters. */
 export const checkMultilineText = (value: string, what: string, max: number): NameCheck => {
   if ([...value].length > max) return fail(`${what} must be at most ${max} characters`)
+  // oxlint-disable-next-line no-control-regex -- finding control characters is the point
   if (/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/u.test(value)) return fail(`${what} must not contain control characters`)
   return ok
 }
