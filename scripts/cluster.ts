@@ -9,6 +9,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as path from "node:path"
+import { clusterEnv } from "./infra/clusterEnv.ts"
 import { startKafka } from "./infra/kafka.ts"
 import { startPostgres } from "./infra/postgres.ts"
 import { freePort, spawnServer } from "./infra/process.ts"
@@ -31,17 +32,7 @@ const program = Effect.gen(function*() {
     startPostgres({ dataDir: path.join(dataDir, "pg") }),
     startS3({ dataDir: path.join(dataDir, "s3") })
   ], { concurrency: "unbounded" })
-  const env = {
-    ...process.env,
-    GROVE_MODE: "cluster",
-    GROVE_KAFKA_BROKERS: kafka.bootstrap,
-    GROVE_DATABASE_URL: pg.url,
-    GROVE_S3_ENDPOINT: s3.endpoint,
-    GROVE_S3_REGION: s3.region,
-    GROVE_S3_BUCKET: s3.bucket,
-    GROVE_S3_ACCESS_KEY_ID: s3.accessKeyId,
-    GROVE_S3_SECRET_ACCESS_KEY: s3.secretAccessKey
-  }
+  const env = { ...process.env, ...clusterEnv(kafka, pg, s3) }
   const urls: Array<string> = []
   for (let i = 0; i < nodes; i++) {
     const port = firstPort + i === 0 ? yield* freePort() : firstPort + i

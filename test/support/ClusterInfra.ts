@@ -5,6 +5,7 @@
  * `grove-server` node needs to join them.
  */
 import { Effect, Exit, Scope } from "effect"
+import { clusterEnv } from "../../scripts/infra/clusterEnv.ts"
 import { startKafka } from "../../scripts/infra/kafka.ts"
 import { startPostgres } from "../../scripts/infra/postgres.ts"
 import { startS3 } from "../../scripts/infra/s3.ts"
@@ -25,16 +26,7 @@ export const startClusterInfra = async (): Promise<ClusterInfra> => {
   return {
     databaseUrl: pg.url,
     kafkaBootstrap,
-    env: {
-      GROVE_MODE: "cluster",
-      GROVE_KAFKA_BROKERS: kafkaBootstrap,
-      GROVE_DATABASE_URL: pg.url,
-      GROVE_S3_ENDPOINT: s3.endpoint,
-      GROVE_S3_REGION: s3.region,
-      GROVE_S3_BUCKET: s3.bucket,
-      GROVE_S3_ACCESS_KEY_ID: s3.accessKeyId,
-      GROVE_S3_SECRET_ACCESS_KEY: s3.secretAccessKey
-    },
+    env: clusterEnv(kafka, pg, s3),
     close: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }

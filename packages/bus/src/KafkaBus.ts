@@ -189,14 +189,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
       : KafkaPartitions.consume(group, groupId, topic, onPartition)
 
-  const request: BusShape["request"] = (record, timeout) =>
-    Effect.gen(function*() {
-      const registration = yield* replies.register(timeout)
-      yield* publish([{ ...record, headers: { ...record.headers, ...registration.headers } }]).pipe(
-        Effect.onError(() => registration.cancel)
-      )
-      return registration.pending
-    })
+  const request = Replies.request(replies, publish)
 
   const reply: BusShape["reply"] = (request, value) =>
     Effect.suspend(() => {

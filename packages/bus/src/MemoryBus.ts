@@ -111,14 +111,7 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
       )
     })
 
-  const request: BusShape["request"] = (record, timeout) =>
-    Effect.gen(function*() {
-      const registration = yield* replies.register(timeout)
-      yield* publish([{ ...record, headers: { ...record.headers, ...registration.headers } }]).pipe(
-        Effect.onError(() => registration.cancel)
-      )
-      return registration.pending
-    })
+  const request = Replies.request(replies, publish)
 
   const reply: BusShape["reply"] = (request, value) =>
     Effect.gen(function*() {

@@ -6,7 +6,7 @@
 import { Clock, Deferred, Duration, Effect, Schedule } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
-import { type BusRecord, Headers, type PendingReply, RequestTimeout } from "./Bus.ts"
+import { type BusError, type BusRecord, type BusShape, Headers, type OutgoingRecord, type PendingReply, RequestTimeout } from "./Bus.ts"
 
 interface Entry {
   readonly deferred: Deferred.Deferred<BusRecord>
@@ -84,3 +84,17 @@ export const replyRoute = (request: BusRecord): { readonly replyTo: string; read
   const correlationId = request.headers[Headers.correlationId]
   return replyTo === undefined || correlationId === undefined ? undefined : { replyTo, correlationId }
 }
+
+/** `Bus.request` on top of a bus's `publish`: registers the request, then puts it on the bus with its reply headers. */
+export const request = (
+  replies: Replies,
+  publish: (records: ReadonlyArray<OutgoingRecord>) => Effect.Effect<void, BusError>
+): BusShape["request"] =>
+(record, timeout) =>
+  Effect.gen(function*() {
+    const registration = yield* replies.register(timeout)
+    yield* publish([{ ...record, headers: { ...record.headers, ...registration.headers } }]).pipe(
+      Effect.onError(() => registration.cancel)
+    )
+    return registration.pending
+  })

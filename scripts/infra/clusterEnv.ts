@@ -1,0 +1,15 @@
+/** The environment a `grove-server` node needs to join a Kafka broker, PostgreSQL and an S3 server. */
+import type { KafkaBroker } from "./kafka.ts"
+import type { PostgresServer } from "./postgres.ts"
+import type { S3Server } from "./s3.ts"
+
+export const clusterEnv = (kafka: Pick<KafkaBroker, "bootstrap">, pg: Pick<PostgresServer, "url">, s3: S3Server) => ({
+  GROVE_MODE: "cluster",
+  GROVE_KAFKA_BROKERS: kafka.bootstrap,
+  GROVE_DATABASE_URL: pg.url,
+  GROVE_S3_ENDPOINT: s3.endpoint,
+  GROVE_S3_REGION: s3.region,
+  GROVE_S3_BUCKET: s3.bucket,
+  GROVE_S3_ACCESS_KEY_ID: s3.accessKeyId,
+  GROVE_S3_SECRET_ACCESS_KEY: s3.secretAccessKey
+})
