@@ -30,6 +30,7 @@ export const denial = (decision: Access.Decision, what: string): Effect.Effect<v
   }
 }
 
+/** Runs on every request: untraced, because a traced function captures a stack trace per call. */
 export class Authorizer extends Context.Service<Authorizer, {
   readonly repository: (
     caller: Caller,
@@ -48,7 +49,7 @@ export class Authorizer extends Context.Service<Authorizer, {
     const repositories = yield* Repositories
     const organizations = yield* Organizations
     return Authorizer.of({
-      repository: Effect.fn("Authorizer.repository")(function*(caller, owner, name, action) {
+      repository: Effect.fnUntraced(function*(caller, owner, name, action) {
         const found = yield* repositories.findByFullName(owner, name)
         if (Option.isNone(found)) {
           // Missing answers like hidden: a caller who could not see it gets the same 404.
@@ -66,7 +67,7 @@ export class Authorizer extends Context.Service<Authorizer, {
         yield* denial(decision, `repository ${owner}/${name}`)
         return { ...repo, callerRole }
       }),
-      organization: Effect.fn("Authorizer.organization")(function*(caller, slug, action) {
+      organization: Effect.fnUntraced(function*(caller, slug, action) {
         const found = yield* organizations.findBySlug(slug)
         if (Option.isNone(found)) {
           return yield* new ApiErrors.NotFound({ error: `organization ${slug} not found`, code: "not_found" })

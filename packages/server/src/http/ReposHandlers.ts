@@ -72,7 +72,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
   // A write through this node is visible to this node's next read at once.
   const forget = (owner: string, name: string) => Effect.sync(() => repositories.invalidate(owner, name))
   return handlers.handleAll({
-    list: Effect.fn(function*({ query }) {
+    list: Effect.fnUntraced(function*({ query }) {
       const caller = yield* CurrentCaller
       const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, query.sort ?? "name"))
       return rows.map(toApiRepository)
@@ -102,7 +102,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
         actor: yield* actorName
       }, id).pipe(Effect.ensuring(forget(org.slug, payload.name)), Effect.catch(commandFailure))
     }),
-    get: Effect.fn(function*({ params }) {
+    get: Effect.fnUntraced(function*({ params }) {
       const caller = yield* CurrentCaller
       return toApiRepository(yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read")))
     }),
@@ -138,7 +138,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
         Effect.catch(commandFailure)
       )
     }),
-    size: Effect.fn(function*({ params }) {
+    size: Effect.fnUntraced(function*({ params }) {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read"))
       const usage = yield* dbUnavailable(repositories.usage(repo.id))

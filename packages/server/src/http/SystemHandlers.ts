@@ -16,7 +16,7 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
   const repositories = yield* Repositories
   return handlers.handleAll({
     version: () => Effect.succeed({ version: SERVER_VERSION, mode: config.mode, node_id: config.nodeId }),
-    whoami: Effect.fn(function*() {
+    whoami: Effect.fnUntraced(function*() {
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "read")
       const { principal, limits } = caller

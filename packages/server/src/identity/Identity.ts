@@ -193,16 +193,17 @@ export class Identity extends Context.Service<Identity, {
       createdAt: row.createdAt
     })
 
-    const authenticate = Effect.fn("Identity.authenticate")(function*(token: string) {
+    // Runs on every request: untraced, because a traced function captures a stack trace per call.
+    const authenticate = Effect.fnUntraced(function*(token: string) {
       if (!Secrets.looksLikeToken(token)) return yield* new InvalidToken()
       const hash = Secrets.hashToken(token)
       const row = yield* tokens.get(
         hash,
-        sql<TokenRow>`
+        Effect.suspend(() => sql<TokenRow>`
           SELECT t.id, t.kind, t.secret_hash AS "secretHash", t.scope, t.repo_id AS "repoId", t.expires_at AS "expiresAt",
             t.revoked_at AS "revokedAt", t.last_used_at AS "lastUsedAt", u.id AS "userId", u.username, u.is_admin AS "isAdmin"
           FROM tokens t JOIN users u ON u.id = t.user_id
-          WHERE t.secret_hash = ${hash}`.pipe(Effect.map((rows) => rows[0]))
+          WHERE t.secret_hash = ${hash}`).pipe(Effect.map((rows) => rows[0]))
       )
       if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
       const now = Date.now()
