@@ -1,2 +1,3 @@
 export * as Access from "./Access.ts"
 export * as Names from "./Names.ts"
+export * as FastCdc from "./chunking/FastCdc.ts"
