@@ -1,0 +1,84 @@
+/**
+ * Trees: one level of a directory, hashed over a canonical text form so every client and the
+ * server agree on the hash.
+ */
+import { hasControlCharacters } from "../Names.ts"
+import type { NameCheck } from "../Names.ts"
+import { checkHash, hash } from "./Blake3.ts"
+import type { Hash } from "./Blake3.ts"
+
+export type EntryKind = "tree" | "blob"
+export type BlobMode = "regular" | "executable" | "symlink"
+export type EntryMode = BlobMode | "tree"
+
+export interface TreeEntry {
+  readonly name: string
+  readonly kind: EntryKind
+  readonly hash: Hash
+  readonly mode: EntryMode
+}
+
+const ok: NameCheck = { ok: true }
+const fail = (reason: string): NameCheck => ({ ok: false, reason })
+
+export const isEntryKind = (value: unknown): value is EntryKind => value === "tree" || value === "blob"
+
+export const isBlobMode = (value: unknown): value is BlobMode =>
+  value === "regular" || value === "executable" || value === "symlink"
+
+/** A name is one path segment: `/` and control characters (`\t`, `\n`, `\0`...) would break the canonical lines. */
+export const checkEntryName = (name: string): NameCheck => {
+  if (name.length === 0) return fail("entry name must not be empty")
+  if (name === "." || name === "..") return fail(`entry name must not be '${name}'`)
+  if (name.includes("/")) return fail("entry name must not contain '/'")
+  if (hasControlCharacters(name)) return fail("entry name must not contain control characters")
+  if (!name.isWellFormed()) return fail("entry name must be valid Unicode")
+  return ok
+}
+
+/** Blobs carry a file mode; trees carry the literal mode `tree`. */
+export const checkEntryMode = (kind: unknown, mode: unknown): NameCheck => {
+  if (kind === "tree") return mode === "tree" ? ok : fail("a tree entry's mode must be 'tree'")
+  if (kind === "blob") {
+    return isBlobMode(mode) ? ok : fail("a blob entry's mode must be 'regular', 'executable' or 'symlink'")
+  }
+  return fail("entry kind must be 'tree' or 'blob'")
+}
+
+/** Byte order of the UTF-8 encodings, which is code point order (UTF-16 code unit order differs above U+FFFF). */
+export const compareNames = (a: string, b: string): number => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) {
+    const x = a.codePointAt(i) ?? 0
+    const y = b.codePointAt(i) ?? 0
+    if (x !== y) return x - y
+    if (x > 0xffff) i++ // same astral code point in both: skip its low surrogate
+  }
+  return a.length - b.length
+}
+
+/** Every rule for one tree's entries: names, kinds, modes, hashes, and unique names (which also stops a file and a directory sharing a path). */
+export const checkTreeEntries = (entries: ReadonlyArray<TreeEntry>): NameCheck => {
+  const seen = new Set<string>()
+  for (const entry of entries) {
+    const name = checkEntryName(entry.name)
+    if (!name.ok) return name
+    const mode = checkEntryMode(entry.kind, entry.mode)
+    if (!mode.ok) return fail(`${mode.reason} ('${entry.name}')`)
+    const h = checkHash(entry.hash, `hash of '${entry.name}'`)
+    if (!h.ok) return h
+    if (seen.has(entry.name)) return fail(`duplicate entry name '${entry.name}'`)
+    seen.add(entry.name)
+  }
+  return ok
+}
+
+/** Entries sorted by name, the order of the canonical form. */
+export const sortEntries = (entries: ReadonlyArray<TreeEntry>): Array<TreeEntry> =>
+  [...entries].sort((a, b) => compareNames(a.name, b.name))
+
+/** `kind\tname\thash\tmode` per entry, sorted by name, joined by `\n`, no trailing newline; empty tree = "". Entries must pass checkTreeEntries. */
+export const encodeTree = (entries: ReadonlyArray<TreeEntry>): string =>
+  sortEntries(entries).map((e) => `${e.kind}\t${e.name}\t${e.hash}\t${e.mode}`).join("\n")
+
+export const hashTree = (entries: ReadonlyArray<TreeEntry>): Hash => hash(encodeTree(entries))
