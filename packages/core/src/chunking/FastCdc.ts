@@ -4,8 +4,9 @@
  * two-bytes-per-step rolling loop. Boundaries must match the crate exactly or chunks will not
  * dedup across clients; fixtures/fastcdc-v2020.json (from scripts/fastcdc-vectors) pins them.
  *
- * The 64-bit Gear hash is kept as two uint32 halves: masks only test bits 12..48, and bits of a
- * shift-and-add hash depend only on bits at or below them, so no BigInt is needed.
+ * The 64-bit Gear hash is kept modulo 2^49 as two small integers (bits 0..23 and 24..48): masks
+ * only test bits 12..48, and a bit of a shift-and-add hash depends only on bits at or below it.
+ * Small integers keep V8 on its fast integer path (no BigInt, no doubles).
  */
 import { createHash } from "node:crypto"
 import { Stream } from "effect"
@@ -35,53 +36,51 @@ export interface Options {
 
 // The crate's Gear table: the first 8 bytes (big-endian) of MD5 over 64 copies of the byte i.
 // Deriving it avoids pasting 256 constants; the fixture carries the crate's table as a check.
-const GEAR_HI = new Uint32Array(256)
-const GEAR_LO = new Uint32Array(256)
-const GEAR_LS_HI = new Uint32Array(256)
-const GEAR_LS_LO = new Uint32Array(256)
-for (let i = 0; i < 256; i++) {
-  const digest = createHash("md5").update(new Uint8Array(64).fill(i)).digest()
-  const hi = digest.readUInt32BE(0)
-  const lo = digest.readUInt32BE(4)
-  GEAR_HI[i] = hi
-  GEAR_LO[i] = lo
-  // GEAR_LS = GEAR << 1 (wrapping), as in the crate.
-  GEAR_LS_HI[i] = ((hi << 1) | (lo >>> 31)) >>> 0
-  GEAR_LS_LO[i] = (lo << 1) >>> 0
-}
+const GEAR: Array<bigint> = []
+for (let i = 0; i < 256; i++) GEAR.push(createHash("md5").update(new Uint8Array(64).fill(i)).digest().readBigUInt64BE(0))
+
+const LOW_BITS = 24
+const LOW_MASK = 0xffffff
+const HIGH_MASK = 0x1ffffff // bits 24..48
+const split = (values: ReadonlyArray<bigint>): { readonly hi: Int32Array; readonly lo: Int32Array } => ({
+  hi: Int32Array.from(values, (v) => Number((v >> BigInt(LOW_BITS)) & BigInt(HIGH_MASK))),
+  lo: Int32Array.from(values, (v) => Number(v & BigInt(LOW_MASK)))
+})
+const { hi: GEAR_HI, lo: GEAR_LO } = split(GEAR)
+// GEAR_LS = GEAR << 1, as in the crate.
+const { hi: GEAR_LS_HI, lo: GEAR_LS_LO } = split(GEAR.map((g) => g << 1n))
 
 /** The crate's Gear table as 16-digit hex strings (for cross-checking against its output). */
-export const gearTable = (): Array<string> =>
-  Array.from(GEAR_HI, (hi, i) => hi.toString(16).padStart(8, "0") + GEAR_LO[i]!.toString(16).padStart(8, "0"))
+export const gearTable = (): Array<string> => GEAR.map((g) => g.toString(16).padStart(16, "0"))
 
-// The crate's MASKS table (index = bits), as [high 32 bits, low 32 bits].
-const MASKS: ReadonlyArray<readonly [number, number]> = [
-  [0, 0],
-  [0, 0],
-  [0, 0],
-  [0, 0],
-  [0, 0],
-  [0x00000000, 0x01804110],
-  [0x00000000, 0x01803110],
-  [0x00000000, 0x18035100],
-  [0x00000018, 0x00035300],
-  [0x00000190, 0x00353000],
-  [0x00005900, 0x03530000],
-  [0x0000d900, 0x03530000],
-  [0x0000d901, 0x03530000],
-  [0x0000d903, 0x03530000],
-  [0x0000d903, 0x13530000],
-  [0x0000d90f, 0x03530000],
-  [0x0000d903, 0x03537000],
-  [0x0000d907, 0x03537000],
-  [0x0000d907, 0x07537000],
-  [0x0000d917, 0x07537000],
-  [0x0000d917, 0x47537000],
-  [0x0000d917, 0x67537000],
-  [0x0000d937, 0x67537000],
-  [0x0000d937, 0x77537000],
-  [0x0000d937, 0x77577000],
-  [0x0000db37, 0x77577000]
+// The crate's MASKS table (index = bits).
+const MASKS: ReadonlyArray<bigint> = [
+  0n,
+  0n,
+  0n,
+  0n,
+  0n,
+  0x0000000001804110n,
+  0x0000000001803110n,
+  0x0000000018035100n,
+  0x0000001800035300n,
+  0x0000019000353000n,
+  0x0000590003530000n,
+  0x0000d90003530000n,
+  0x0000d90103530000n,
+  0x0000d90303530000n,
+  0x0000d90313530000n,
+  0x0000d90f03530000n,
+  0x0000d90303537000n,
+  0x0000d90703537000n,
+  0x0000d90707537000n,
+  0x0000d91707537000n,
+  0x0000d91747537000n,
+  0x0000d91767537000n,
+  0x0000d93767537000n,
+  0x0000d93777537000n,
+  0x0000d93777577000n,
+  0x0000db3777577000n
 ]
 
 const NORMALIZATION = 1
@@ -100,6 +99,12 @@ interface Params {
   readonly lLsLo: number
 }
 
+const halves = (mask: bigint): readonly [number, number] => {
+  // Every mask fits in the 49 bits the hash keeps.
+  if (mask >> 49n !== 0n) throw new RangeError("FastCDC mask wider than 49 bits")
+  return [Number(mask >> BigInt(LOW_BITS)), Number(mask & BigInt(LOW_MASK))]
+}
+
 const makeParams = (options: Options | undefined): Params => {
   const min = options?.minSize ?? MIN_SIZE
   const avg = options?.avgSize ?? AVG_SIZE
@@ -109,21 +114,13 @@ const makeParams = (options: Options | undefined): Params => {
     throw new RangeError(`FastCDC sizes out of range: ${min}/${avg}/${max}`)
   }
   const bits = Math.round(Math.log2(avg))
-  const [sHi, sLo] = MASKS[bits + NORMALIZATION]!
-  const [lHi, lLo] = MASKS[bits - NORMALIZATION]!
-  return {
-    min,
-    avg,
-    max,
-    sHi,
-    sLo,
-    lHi,
-    lLo,
-    sLsHi: ((sHi << 1) | (sLo >>> 31)) >>> 0,
-    sLsLo: (sLo << 1) >>> 0,
-    lLsHi: ((lHi << 1) | (lLo >>> 31)) >>> 0,
-    lLsLo: (lLo << 1) >>> 0
-  }
+  const maskS = MASKS[bits + NORMALIZATION]!
+  const maskL = MASKS[bits - NORMALIZATION]!
+  const [sHi, sLo] = halves(maskS)
+  const [lHi, lLo] = halves(maskL)
+  const [sLsHi, sLsLo] = halves(maskS << 1n)
+  const [lLsHi, lLsLo] = halves(maskL << 1n)
+  return { min, avg, max, sHi, sLo, lHi, lLo, sLsHi, sLsLo, lLsHi, lLsLo }
 }
 
 const DEFAULT_PARAMS = makeParams(undefined)
@@ -153,16 +150,16 @@ const cut = (src: Uint8Array, start: number, end: number, p: Params): number => 
       const a = start + index * 2
       // hash = (hash << 2) + GEAR_LS[src[a]]
       let b = src[a]!
-      let sum = ((lo << 2) >>> 0) + GEAR_LS_LO[b]!
-      hi = (((hi << 2) | (lo >>> 30)) + GEAR_LS_HI[b]! + (sum > 0xffffffff ? 1 : 0)) | 0
-      lo = sum >>> 0
-      if ((lo & mLsLo) === 0 && (hi & mLsHi) === 0) return index * 2
+      lo = (lo << 2) + GEAR_LS_LO[b]!
+      hi = ((hi << 2) + GEAR_LS_HI[b]! + (lo >> LOW_BITS)) & HIGH_MASK
+      lo &= LOW_MASK
+      if (((lo & mLsLo) | (hi & mLsHi)) === 0) return index * 2
       // hash = hash + GEAR[src[a + 1]]
       b = src[a + 1]!
-      sum = lo + GEAR_LO[b]!
-      hi = (hi + GEAR_HI[b]! + (sum > 0xffffffff ? 1 : 0)) | 0
-      lo = sum >>> 0
-      if ((lo & mLo) === 0 && (hi & mHi) === 0) return index * 2 + 1
+      lo += GEAR_LO[b]!
+      hi = (hi + GEAR_HI[b]! + (lo >> LOW_BITS)) & HIGH_MASK
+      lo &= LOW_MASK
+      if (((lo & mLo) | (hi & mHi)) === 0) return index * 2 + 1
     }
   }
   // No cut point (e.g. all zeroes): the largest chunk allowed.
