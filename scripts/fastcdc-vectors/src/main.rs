@@ -1,5 +1,7 @@
 //! Generates FastCDC v2020 test vectors (Grove sync protocol parameters) as JSON on stdout.
 //! Inputs are described by generator + seed + size so the fixture stays small; the
+//!
+//!   cd scripts/fastcdc-vectors && cargo run --release -q > ../../packages/core/src/chunking/fixtures/fastcdc-v2020.json
 //! TypeScript tests regenerate the same bytes (see packages/core/src/chunking/TestInputs.ts).
 use fastcdc::v2020::{get_gear_with_seed, FastCDC, Normalization};
 
