@@ -1,8 +1,8 @@
 //! Generates FastCDC v2020 test vectors (Grove sync protocol parameters) as JSON on stdout.
 //! Inputs are described by generator + seed + size so the fixture stays small; the
+//! TypeScript tests regenerate the same bytes (see packages/core/src/chunking/TestInputs.ts).
 //!
 //!   cd scripts/fastcdc-vectors && cargo run --release -q > ../../packages/core/src/chunking/fixtures/fastcdc-v2020.json
-//! TypeScript tests regenerate the same bytes (see packages/core/src/chunking/TestInputs.ts).
 use fastcdc::v2020::{get_gear_with_seed, FastCDC, Normalization};
 
 const MIN: u32 = 256 * 1024;
