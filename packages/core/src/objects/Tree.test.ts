@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { hash } from "./Blake3.ts"
-import { checkEntryMode, checkEntryName, checkTreeEntries, compareNames, encodeTree, hashTree } from "./Tree.ts"
+import { checkEntryMode, checkEntryName, checkTree, checkTreeEntries, compareNames, encodeTree, hashTree } from "./Tree.ts"
 import type { TreeEntry } from "./Tree.ts"
 
 const EMPTY = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
@@ -59,5 +59,17 @@ describe("Tree", () => {
     expect(checkTreeEntries([blob("a/b")]).ok).toBe(false)
     expect(checkTreeEntries([blob("a", "regular", HELLO.toUpperCase())]).ok).toBe(false)
     expect(checkTreeEntries([{ name: "a", kind: "tree", hash: EMPTY, mode: "regular" }]).ok).toBe(false)
+  })
+})
+
+describe("Tree.checkTree", () => {
+  it("accepts a tree whose entries hash to its claimed hash and rejects the rest", () => {
+    const entries = [blob("a"), tree("d")]
+    expect(checkTree({ hash: hashTree(entries), entries }).ok).toBe(true)
+    expect(checkTree({ hash: EMPTY, entries: [] }).ok).toBe(true)
+    expect(checkTree({ hash: EMPTY, entries }).ok).toBe(false)
+    expect(checkTree({ hash: hashTree(entries).toUpperCase(), entries }).ok).toBe(false)
+    const dup = [blob("a"), blob("a")]
+    expect(checkTree({ hash: hashTree(dup), entries: dup }).ok).toBe(false)
   })
 })

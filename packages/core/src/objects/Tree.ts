@@ -82,3 +82,13 @@ export const encodeTree = (entries: ReadonlyArray<TreeEntry>): string =>
   sortEntries(entries).map((e) => `${e.kind}\t${e.name}\t${e.hash}\t${e.mode}`).join("\n")
 
 export const hashTree = (entries: ReadonlyArray<TreeEntry>): Hash => hash(encodeTree(entries))
+
+/** A tree as received: its entries must be valid and hash to the claimed hash. */
+export const checkTree = (tree: { readonly hash: string; readonly entries: ReadonlyArray<TreeEntry> }): NameCheck => {
+  const claimed = checkHash(tree.hash, "tree hash")
+  if (!claimed.ok) return claimed
+  const entries = checkTreeEntries(tree.entries)
+  if (!entries.ok) return fail(`tree ${tree.hash}: ${entries.reason}`)
+  const computed = hashTree(tree.entries)
+  return computed === tree.hash ? ok : fail(`tree hash mismatch: claimed ${tree.hash}, computed ${computed}`)
+}
