@@ -1,6 +1,7 @@
 export * as Blake3 from "./Blake3.ts"
 export * as Chunks from "./Chunks.ts"
 export * as Commit from "./Commit.ts"
+export * as FileChanges from "./FileChanges.ts"
 export * as Path from "./Path.ts"
 export * as Timestamp from "./Timestamp.ts"
 export * as Tree from "./Tree.ts"
