@@ -6,6 +6,8 @@
  *   BENCH_MODULES_DIR=/tmp/b3bench npx node scripts/bench/blake3.ts   # candidates not installed in the repo
  *
  * Candidates that cannot be resolved are reported as missing rather than failing the run.
+ * The native one is the platform package itself: the `@napi-rs/blake-hash` wrapper lists
+ * optional packages for every platform, which our registry mirror lacks, breaking `npm ci`.
  */
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
@@ -52,9 +54,9 @@ const candidates: ReadonlyArray<Candidate> = [
     }
   },
   {
-    name: "@napi-rs/blake-hash Blake3Hasher (native)",
+    name: "@napi-rs/blake-hash-linux-x64-gnu (native)",
     load: async () => {
-      const mod = await load("@napi-rs/blake-hash")
+      const mod = resolveFrom("@napi-rs/blake-hash-linux-x64-gnu") as Record<string, unknown> // a .node addon: require only
       const Ctor = mod["Blake3Hasher"] as new () => { update: (d: Uint8Array) => void; digest: (f: string) => string }
       return () => {
         const h = new Ctor()

@@ -1,17 +1,40 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, Stream } from "effect"
-import { EMPTY_HASH, checkHash, hash, hashStream, HashSchema, isHash, makeHasher } from "./Blake3.ts"
+import { backend, EMPTY_HASH, checkHash, hash, hashStream, HashSchema, isHash, makeHasher, nativeBackend, wasmBackend } from "./Blake3.ts"
 
 const EMPTY = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
 const HELLO = "d74981efa70a0c880b8d8c1985d075dbcbf679b99a5f9914e5aaf96b831a9e24"
 
+const glibcX64 = process.platform === "linux" && process.arch === "x64" &&
+  (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined
+
 describe("Blake3", () => {
+  it("uses the native backend where its package exists (linux x64 glibc), WASM elsewhere", () => {
+    expect(nativeBackend !== undefined).toBe(glibcX64)
+    expect(backend.name).toBe(glibcX64 ? "native" : "wasm")
+  })
+
   it("matches the protocol's known values", () => {
     expect(hash(new Uint8Array(0))).toBe(EMPTY)
     expect(EMPTY_HASH).toBe(EMPTY)
     expect(hash("hello world")).toBe(HELLO)
     expect(hash(new TextEncoder().encode("hello world"))).toBe(HELLO)
   })
+
+  for (const b of [wasmBackend, nativeBackend]) {
+    if (b === undefined) continue
+    it.effect(`${b.name} backend: known values, UTF-8 strings, incremental = one-shot`, () =>
+      Effect.gen(function*() {
+        expect(b.hash(new Uint8Array(0))).toBe(EMPTY)
+        expect(b.hash("hello world")).toBe(HELLO)
+        expect(b.hash("naïve \u{1F600}")).toBe(b.hash(new TextEncoder().encode("naïve \u{1F600}")))
+        const data = new Uint8Array(5 * 1024 * 1024 + 3).map((_, i) => (i * 7) % 253)
+        const h = yield* Effect.promise(() => b.makeHasher())
+        for (let off = 0; off < data.length; off += 1_000_003) h.update(data.subarray(off, off + 1_000_003))
+        expect(h.digest()).toBe(b.hash(data))
+        expect(b.hash(data)).toBe(wasmBackend.hash(data))
+      }))
+  }
 
   it.effect("hashes incrementally, independently of how the input is split", () =>
     Effect.gen(function*() {

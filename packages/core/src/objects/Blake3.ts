@@ -1,8 +1,11 @@
 /**
  * BLAKE3-256 as the sync protocol writes it: 64 lowercase hex characters.
  *
- * Backed by hash-wasm (WASM, no per-platform packages, so `npm ci` works on our registry
- * mirror); see scripts/bench/blake3.ts for why it was chosen over the alternatives.
+ * Two backends, chosen by measurement (scripts/bench/blake3.ts): the native Rust build from
+ * `@napi-rs/blake-hash-linux-x64-gnu` (~5-7 GB/s on one core), loaded when the platform has it,
+ * else hash-wasm (~0.7 GB/s, runs anywhere). The native package is depended on directly, not
+ * through `@napi-rs/blake-hash`, whose other-platform packages are missing from our registry
+ * mirror and would break `npm ci`.
  */
 import { Effect, Schema, Stream } from "effect"
 import { createBLAKE3 } from "hash-wasm"
@@ -23,29 +26,79 @@ export const HashSchema = Schema.String.pipe(
   Schema.check(Schema.isPattern(HASH_PATTERN, { message: "must be a BLAKE3 hash: 64 lowercase hex characters" }))
 )
 
-// One shared instance for one-shot hashing: init/update/digest run synchronously, so calls cannot interleave.
-const shared = await createBLAKE3()
-
-/** BLAKE3 of bytes, or of a string's UTF-8 encoding. */
-export const hash = (data: Uint8Array | string): Hash => shared.init().update(data).digest("hex")
-
-/** Hash of zero bytes; also the hash of the empty tree. */
-export const EMPTY_HASH: Hash = hash(new Uint8Array(0))
-
 export interface Hasher {
   readonly update: (data: Uint8Array | string) => void
   /** Final digest; the hasher must not be updated afterwards. */
   readonly digest: () => Hash
 }
 
-/** An independent incremental hasher (its own WASM instance, so several streams can hash concurrently). */
-export const makeHasher: Effect.Effect<Hasher> = Effect.map(Effect.promise(() => createBLAKE3()), (wasm) => {
-  wasm.init()
-  return {
-    update: (data) => void wasm.update(data),
-    digest: () => wasm.digest("hex")
+export interface Backend {
+  readonly name: "native" | "wasm"
+  /** BLAKE3 of bytes, or of a string's UTF-8 encoding. */
+  readonly hash: (data: Uint8Array | string) => Hash
+  /** An independent incremental hasher. */
+  readonly makeHasher: () => Promise<Hasher>
+}
+
+// One shared instance for one-shot hashing: init/update/digest run synchronously, so calls cannot interleave.
+const sharedWasm = await createBLAKE3()
+
+export const wasmBackend: Backend = {
+  name: "wasm",
+  hash: (data) => sharedWasm.init().update(data).digest("hex"),
+  makeHasher: async () => {
+    const wasm = await createBLAKE3() // its own WASM instance, so several streams can hash concurrently
+    wasm.init()
+    return { update: (data) => void wasm.update(data), digest: () => wasm.digest("hex") }
   }
-})
+}
+
+interface NativeHasher {
+  update(data: Uint8Array | string): NativeHasher
+  digest(format: "hex"): string
+}
+
+/**
+ * The native addon when this platform has it. Loading a `.node` file needs CommonJS `require`,
+ * reached through `process.getBuiltinModule` rather than a `node:` import so the module still
+ * loads (on WASM) where there is no Node.
+ */
+const loadNative = (): Backend | undefined => {
+  try {
+    const nodeModule = globalThis.process?.getBuiltinModule?.("module")
+    if (nodeModule === undefined || process.platform !== "linux" || process.arch !== "x64") return undefined
+    const addon = nodeModule.createRequire(import.meta.url)("@napi-rs/blake-hash-linux-x64-gnu") as {
+      Blake3Hasher: new () => NativeHasher
+    }
+    const make = (): Hasher => {
+      const h = new addon.Blake3Hasher()
+      return { update: (data) => void h.update(data), digest: () => h.digest("hex") }
+    }
+    const backend: Backend = {
+      name: "native",
+      hash: (data) => new addon.Blake3Hasher().update(data).digest("hex"),
+      makeHasher: async () => make()
+    }
+    // Refuse a binary that does not compute BLAKE3 correctly rather than corrupt the object store.
+    return backend.hash("hello world") === wasmBackend.hash("hello world") ? backend : undefined
+  } catch {
+    return undefined // not installed (other platform, musl) or not loadable: WASM it is
+  }
+}
+
+export const nativeBackend: Backend | undefined = loadNative()
+
+/** The backend in use: native when available. */
+export const backend: Backend = nativeBackend ?? wasmBackend
+
+/** BLAKE3 of bytes, or of a string's UTF-8 encoding. */
+export const hash = (data: Uint8Array | string): Hash => backend.hash(data)
+
+/** Hash of zero bytes; also the hash of the empty tree. */
+export const EMPTY_HASH: Hash = hash(new Uint8Array(0))
+
+/** An independent incremental hasher. */
+export const makeHasher: Effect.Effect<Hasher> = Effect.promise(() => backend.makeHasher())
 
 /** BLAKE3 of everything a stream emits, without buffering it, plus the byte count. */
 export const hashStream = <E, R>(stream: Stream.Stream<Uint8Array, E, R>): Effect.Effect<{ readonly hash: Hash; readonly size: number }, E, R> =>
