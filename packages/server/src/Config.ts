@@ -18,6 +18,8 @@ export interface ServerConfigShape {
   readonly dataDir: string
   readonly nodeId: string
   readonly kafkaBrokers: ReadonlyArray<string>
+  /** Prepended to every Kafka topic and consumer group, so deployments can share a broker. */
+  readonly kafkaPrefix: string
   readonly databaseUrl: string | undefined
   readonly s3: {
     readonly endpoint: string | undefined
@@ -42,6 +44,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--site-url": "GROVE_SITE_URL",
   "--node-id": "GROVE_NODE_ID",
   "--kafka-brokers": "GROVE_KAFKA_BROKERS",
+  "--kafka-prefix": "GROVE_KAFKA_PREFIX",
   "--database-url": "GROVE_DATABASE_URL",
   "--s3-endpoint": "GROVE_S3_ENDPOINT",
   "--s3-region": "GROVE_S3_REGION",
@@ -74,6 +77,10 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   const timeout = Number(values.GROVE_COMMAND_TIMEOUT_MS ?? "10000")
   if (!Number.isFinite(timeout) || timeout <= 0) throw new ConfigError(`GROVE_COMMAND_TIMEOUT_MS must be positive`)
   const dataDir = path.resolve(values.GROVE_DATA_DIR ?? "./.grove-data")
+  const kafkaPrefix = values.GROVE_KAFKA_PREFIX ?? ""
+  if (!/^[A-Za-z0-9._-]{0,100}$/.test(kafkaPrefix)) {
+    throw new ConfigError("GROVE_KAFKA_PREFIX may contain only letters, digits, '.', '_' and '-' (at most 100)")
+  }
   const brokers = (values.GROVE_KAFKA_BROKERS ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
   if (mode === "cluster") {
     if (brokers.length === 0) throw new ConfigError("cluster mode needs GROVE_KAFKA_BROKERS")
@@ -89,6 +96,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     dataDir,
     nodeId: values.GROVE_NODE_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     kafkaBrokers: brokers,
+    kafkaPrefix,
     databaseUrl: values.GROVE_DATABASE_URL,
     s3: {
       endpoint: values.GROVE_S3_ENDPOINT,

@@ -21,7 +21,7 @@ export const databaseLayer = (config: ServerConfigShape) => {
 export const busLayer = (config: ServerConfigShape) =>
   config.mode === "embedded"
     ? MemoryBus.layerEmbedded({ nodeId: config.nodeId })
-    : KafkaBus.layer({ nodeId: config.nodeId, bootstrap: config.kafkaBrokers })
+    : KafkaBus.layer({ nodeId: config.nodeId, bootstrap: config.kafkaBrokers, prefix: config.kafkaPrefix })
 
 /** Database, bus and the entity runtime on them. */
 export const infrastructureLayer = (config: ServerConfigShape) => {

@@ -22,6 +22,7 @@ Options (each also read from the environment variable in brackets):
   --site-url URL                [GROVE_SITE_URL]      default http://HOST:PORT
   --node-id ID                  [GROVE_NODE_ID]       default host-pid-random
   --kafka-brokers H:P,...       [GROVE_KAFKA_BROKERS] cluster mode
+  --kafka-prefix PREFIX         [GROVE_KAFKA_PREFIX]  prepended to topic and group names (share a broker)
   --database-url URL            [GROVE_DATABASE_URL]  cluster mode (postgres://...)
   --s3-endpoint URL             [GROVE_S3_ENDPOINT]   cluster mode
   --s3-region, --s3-bucket, --s3-access-key-id, --s3-secret-access-key

@@ -1,0 +1,39 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as path from "node:path"
+import { ConfigError, parseConfig } from "./Config.ts"
+
+describe("Config", () => {
+  it("defaults to embedded mode on 127.0.0.1:8080 with ./.grove-data", () => {
+    const config = parseConfig([], {})
+    expect(config).toMatchObject({ mode: "embedded", host: "127.0.0.1", port: 8080, siteUrl: "http://127.0.0.1:8080" })
+    expect(config.dataDir).toBe(path.resolve(".grove-data"))
+    expect(config.kafkaPrefix).toBe("")
+  })
+
+  it("reads the environment, and flags win over it", () => {
+    const env = { GROVE_PORT: "9000", GROVE_HOST: "0.0.0.0", GROVE_DATA_DIR: "/tmp/x", GROVE_SITE_URL: "https://grove.example/" }
+    expect(parseConfig([], env)).toMatchObject({ port: 9000, host: "0.0.0.0", dataDir: "/tmp/x", siteUrl: "https://grove.example" })
+    expect(parseConfig(["--port", "9001", "--data-dir=/tmp/y"], env)).toMatchObject({ port: 9001, dataDir: "/tmp/y" })
+  })
+
+  it("needs Kafka, PostgreSQL and S3 addresses in cluster mode", () => {
+    expect(() => parseConfig(["--mode", "cluster"], {})).toThrow(ConfigError)
+    const config = parseConfig(["--mode", "cluster"], {
+      GROVE_KAFKA_BROKERS: "127.0.0.1:9092, 127.0.0.1:9093",
+      GROVE_DATABASE_URL: "postgres://u:p@127.0.0.1:5432/grove",
+      GROVE_S3_ENDPOINT: "http://127.0.0.1:9000",
+      GROVE_KAFKA_PREFIX: "staging."
+    })
+    expect(config.kafkaBrokers).toEqual(["127.0.0.1:9092", "127.0.0.1:9093"])
+    expect(config.kafkaPrefix).toBe("staging.")
+  })
+
+  it("rejects unknown flags, missing values and bad values", () => {
+    expect(() => parseConfig(["--prot", "1"], {})).toThrow(/unknown option --prot/)
+    expect(() => parseConfig(["--port"], {})).toThrow(/needs a value/)
+    expect(() => parseConfig(["--port", "99999"], {})).toThrow(ConfigError)
+    expect(() => parseConfig(["--mode", "swarm"], {})).toThrow(ConfigError)
+    expect(() => parseConfig(["--kafka-prefix", "a b"], {})).toThrow(ConfigError)
+    expect(() => parseConfig(["--command-timeout-ms", "0"], {})).toThrow(ConfigError)
+  })
+})
