@@ -5,8 +5,9 @@
  */
 import { ApiErrors } from "@grove/api"
 import { EntityRuntime, type Messages } from "@grove/bus"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { ServerConfig } from "../Config.ts"
+import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
 import { CommandPending, CommandUnavailable, RepositoryGateway } from "./RepositoryGateway.ts"
@@ -41,20 +42,7 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
 
 const successStatus: Record<string, number> = { Create: 201, Delete: 204, SetVisibility: 200, Transfer: 200 }
 
-/** The API error body a stored Repository failure answers with. */
-const failureBody = (error: unknown): { readonly status: number; readonly body: Record<string, unknown> } => {
-  const e = error as { _tag?: string; fullName?: string }
-  switch (e._tag) {
-    case "RepositoryNameTaken":
-      return { status: 409, body: { error: `a repository named ${e.fullName} already exists`, code: "name_taken" } }
-    case "RepositoryGone":
-      return { status: 404, body: { error: `repository ${e.fullName} not found`, code: "not_found" } }
-    case "RepositoryChanged":
-      return { status: 409, body: { error: `repository ${e.fullName} changed meanwhile; retry`, code: "repository_moved", retryable: true } }
-    default:
-      return { status: 500, body: { error: "the write failed", code: "internal" } }
-  }
-}
+const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
   const runtime = yield* EntityRuntime.EntityRuntime
@@ -80,7 +68,11 @@ const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
         case "Success":
           return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: reply.value }
         case "Failure": {
-          const { status, body } = failureBody(reply.error)
+          const error = decodeRepositoryError(reply.error)
+          if (Option.isNone(error)) {
+            return { id: operationId, status: "done" as const, http_status: 500, response: { error: "the write failed", code: "internal" } }
+          }
+          const { status, body } = repositoryErrorResponse(error.value)
           return { id: operationId, status: "done" as const, http_status: status, response: body }
         }
         case "Defect":

@@ -13,19 +13,12 @@ import { type CommandPending, type CommandUnavailable, RepositoryGateway } from 
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
+import { repositoryApiError } from "./RepositoryErrors.ts"
 
 type CommandFailure = ApiErrors.Conflict | ApiErrors.NotFound | ApiErrors.OperationPending | ApiErrors.ServiceUnavailable
 
 const commandFailure = (error: RepositoryError | CommandPending | CommandUnavailable): Effect.Effect<never, CommandFailure> => {
   switch (error._tag) {
-    case "RepositoryNameTaken":
-      return Effect.fail(new ApiErrors.Conflict({ error: `a repository named ${error.fullName} already exists`, code: "name_taken" }))
-    case "RepositoryGone":
-      return Effect.fail(new ApiErrors.NotFound({ error: `repository ${error.fullName} not found`, code: "not_found" }))
-    case "RepositoryChanged":
-      return Effect.fail(
-        new ApiErrors.Conflict({ error: `repository ${error.fullName} changed meanwhile; retry`, code: "repository_moved", retryable: true })
-      )
     case "CommandPending":
       return Effect.fail(
         new ApiErrors.OperationPending({
@@ -36,6 +29,8 @@ const commandFailure = (error: RepositoryError | CommandPending | CommandUnavail
       )
     case "CommandUnavailable":
       return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
+    default:
+      return Effect.fail(repositoryApiError(error))
   }
 }
 
