@@ -53,6 +53,3 @@ export type ApiError =
   | PayloadTooLarge
   | ServiceUnavailable
   | OperationPending
-
-/** The errors any authenticated endpoint may answer with. */
-export const Common = [BadRequest, Unauthorized, Forbidden, NotFound] as const

@@ -72,9 +72,6 @@ export const tokenScopes = (limits: TokenLimits): ReadonlySet<Scope> => {
   }
 }
 
-/** A service account acts inside its own organization with the role its scopes imply. */
-export const serviceAccountRole = (scopes: ReadonlyArray<Scope>): Role => scopes.includes("admin") ? "admin" : "member"
-
 const effectiveRole = (principal: Principal, callerRole: Role | undefined): Role | undefined =>
   principal.kind === "user" && principal.siteAdmin ? "owner" : callerRole
 

@@ -22,6 +22,9 @@ const LAST_USED_GRANULARITY_MS = 10 * 60 * 1000
  */
 export const TOKEN_CACHE_TTL_MS = 2_000
 
+/** Verified against when a user is unknown or has no password: costs the same, never matches. */
+const UNUSABLE_PASSWORD_HASH = `scrypt$16384$8$1$${"00".repeat(16)}$${"00".repeat(32)}`
+
 export interface User {
   readonly id: string
   readonly username: string
@@ -69,7 +72,6 @@ export class Identity extends Context.Service<Identity, {
   }) => Effect.Effect<{ readonly user: User; readonly apiKey: string }, NameTaken | InvalidInput | SqlError>
   readonly setPassword: (username: string, password: string) => Effect.Effect<void, UserNotFound | InvalidInput | SqlError>
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
-  readonly findUser: (username: string) => Effect.Effect<Option.Option<User>, SqlError>
   readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | SqlError>
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
   readonly createApiKey: (userId: string, input: {
@@ -239,14 +241,10 @@ export class Identity extends Context.Service<Identity, {
       checkPassword: Effect.fn("Identity.checkPassword")(function*(username: string, password: string) {
         const row = yield* userRow(username)
         // Hash even for unknown users so the answer takes the same time either way.
-        const stored = Option.match(row, {
-          onNone: () => "scrypt$16384$8$1$00000000000000000000000000000000$" + "00".repeat(32),
-          onSome: (r) => r.passwordHash ?? "scrypt$16384$8$1$00000000000000000000000000000000$" + "00".repeat(32)
-        })
+        const stored = Option.getOrUndefined(row)?.passwordHash ?? UNUSABLE_PASSWORD_HASH
         const valid = yield* Effect.promise(() => Secrets.verifyPassword(password, stored))
         return Option.isSome(row) && row.value.passwordHash !== null && valid ? Option.some(toUser(row.value)) : Option.none()
       }),
-      findUser: (username) => userRow(username).pipe(Effect.map(Option.map(toUser))),
       authenticate,
       createSession: Effect.fn("Identity.createSession")(function*(userId: string) {
         const expiresAt = new Date(Date.now() + SESSION_LIFETIME_MS)
