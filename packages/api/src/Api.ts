@@ -1,12 +1,16 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
+import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
 export class GroveApi extends HttpApi.make("grove")
   .add(SystemGroup)
   .add(ApiKeysGroup)
   .add(OrgsGroup)
   .add(CliAuthGroup)
+  .add(SyncGroup)
+  .add(BranchesGroup)
+  .add(ContentGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   .middleware(RequestValidation)

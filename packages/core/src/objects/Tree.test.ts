@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { hash } from "./Blake3.ts"
-import { checkEntryMode, checkEntryName, checkTree, checkTreeEntries, compareNames, encodeTree, hashTree } from "./Tree.ts"
+import { checkEntryMode, checkEntryName, checkTree, checkTreeEntries, compareNames, decodeTree, encodeTree, hashTree } from "./Tree.ts"
 import type { TreeEntry } from "./Tree.ts"
 
 const EMPTY = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
@@ -71,5 +71,20 @@ describe("Tree.checkTree", () => {
     expect(checkTree({ hash: hashTree(entries).toUpperCase(), entries }).ok).toBe(false)
     const dup = [blob("a"), blob("a")]
     expect(checkTree({ hash: hashTree(dup), entries: dup }).ok).toBe(false)
+  })
+
+  it("decodeTree inverts encodeTree and refuses text that is not canonical", () => {
+    const h = "a".repeat(64)
+    const entries = [
+      { name: "b", kind: "blob" as const, hash: h, mode: "executable" as const },
+      { name: "a", kind: "tree" as const, hash: h, mode: "tree" as const }
+    ]
+    const body = encodeTree(entries)
+    expect(decodeTree(body)).toEqual([entries[1], entries[0]])
+    expect(decodeTree("")).toEqual([])
+    expect(decodeTree("blob\tx\t" + h)).toBeUndefined()
+    expect(decodeTree("blob\tx\t" + h + "\ttree")).toBeUndefined()
+    expect(decodeTree("link\tx\t" + h + "\tregular")).toBeUndefined()
+    expect(decodeTree("blob\tx\t" + h + "\tregular\nblob\tx\t" + h + "\tregular")).toBeUndefined()
   })
 })

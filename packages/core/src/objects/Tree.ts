@@ -92,3 +92,16 @@ export const checkTree = (tree: { readonly hash: string; readonly entries: Reado
   const computed = hashTree(tree.entries)
   return computed === tree.hash ? ok : fail(`tree hash mismatch: claimed ${tree.hash}, computed ${computed}`)
 }
+
+/** The entries of a stored canonical tree (the inverse of encodeTree); undefined if the text is not canonical. */
+export const decodeTree = (body: string): ReadonlyArray<TreeEntry> | undefined => {
+  if (body === "") return []
+  const entries: Array<TreeEntry> = []
+  for (const line of body.split("\n")) {
+    const [kind, name, hash, mode, extra] = line.split("\t")
+    if (extra !== undefined || kind === undefined || name === undefined || hash === undefined || mode === undefined) return undefined
+    if (!isEntryKind(kind)) return undefined
+    entries.push({ name, kind, hash, mode: mode as EntryMode })
+  }
+  return checkTreeEntries(entries).ok ? entries : undefined
+}

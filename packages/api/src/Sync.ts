@@ -1,0 +1,199 @@
+/**
+ * Wire shapes of the content-addressed sync protocol (`/{owner}/{name}/push`, `pull`,
+ * `commits/info`, `blobs/*`, `chunks/*`) and of the branch and content endpoints.
+ * Field names and optionality follow the public Oak client (see
+ * shared/spec/sync-protocol.md): optional fields are omitted when empty and
+ * accepted when absent or null. Hash formats, names and limits are checked by
+ * the server with `@grove/core`, so errors can say exactly what is wrong.
+ */
+import { Schema } from "effect"
+
+/** A field the Oak client may send as null, omit, or set. */
+const Maybe = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
+
+export const FileChangeData = Schema.Struct({
+  path: Schema.String,
+  change_type: Schema.String,
+  old_blob_hash: Maybe(Schema.String),
+  new_blob_hash: Maybe(Schema.String),
+  old_path: Maybe(Schema.String),
+  old_mode: Maybe(Schema.String),
+  new_mode: Maybe(Schema.String)
+})
+export type FileChangeData = typeof FileChangeData.Type
+
+export const CommitData = Schema.Struct({
+  hash: Schema.String,
+  branch_name: Schema.String,
+  parent_hash: Maybe(Schema.String),
+  merge_parent_hash: Maybe(Schema.String),
+  manifest_hash: Schema.String,
+  author: Schema.String,
+  message: Maybe(Schema.String),
+  timestamp: Schema.String,
+  files: Schema.Array(FileChangeData)
+})
+export type CommitData = typeof CommitData.Type
+
+export const ChunkRefData = Schema.Struct({ hash: Schema.String, offset: Schema.Number, size: Schema.Number })
+export type ChunkRefData = typeof ChunkRefData.Type
+
+/** `content` is the bytes as a JSON array of numbers (serde's `Vec<u8>`); empty when the blob travels as chunks. */
+export const BlobData = Schema.Struct({
+  hash: Schema.String,
+  content: Schema.Array(Schema.Number),
+  size: Schema.Number,
+  chunks: Schema.optionalKey(Schema.Array(ChunkRefData))
+})
+export type BlobData = typeof BlobData.Type
+
+export const TreeEntryData = Schema.Struct({
+  name: Schema.String,
+  kind: Schema.String,
+  hash: Schema.String,
+  mode: Schema.String
+})
+export const TreeData = Schema.Struct({ hash: Schema.String, entries: Schema.Array(TreeEntryData) })
+export type TreeData = typeof TreeData.Type
+
+export const BranchStatus = Schema.Literals(["open", "closed", "merged"])
+
+/** The branch record a push carries and a pull returns. */
+export const BranchData = Schema.Struct({
+  name: Schema.String,
+  description: Maybe(Schema.String),
+  parent_branch: Maybe(Schema.String),
+  status: Schema.String,
+  created_at: Schema.String,
+  close_reason: Maybe(Schema.String)
+})
+export type BranchData = typeof BranchData.Type
+
+export const PushRequest = Schema.Struct({
+  expected_head: Maybe(Schema.String),
+  expected_branch_head: Maybe(Schema.String),
+  force: Schema.optionalKey(Schema.Boolean),
+  branch: Maybe(BranchData),
+  commits: Schema.Array(CommitData),
+  blobs: Schema.Array(BlobData),
+  trees: Schema.optionalKey(Schema.Array(TreeData))
+})
+export type PushRequest = typeof PushRequest.Type
+
+export const PushResponse = Schema.Struct({
+  success: Schema.Boolean,
+  new_head: Schema.NullOr(Schema.String),
+  message: Schema.String
+})
+export type PushResponse = typeof PushResponse.Type
+
+export const PullQuery = {
+  since: Schema.optionalKey(Schema.String),
+  branch_name: Schema.optionalKey(Schema.String),
+  force: Schema.optionalKey(Schema.String),
+  since_rename_id: Schema.optionalKey(Schema.String),
+  depth: Schema.optionalKey(Schema.String)
+}
+
+export const PullResponse = Schema.Struct({
+  head: Schema.NullOr(Schema.String),
+  branch: Schema.NullOr(BranchData),
+  branches: Schema.Array(BranchData),
+  commits: Schema.Array(CommitData),
+  blobs: Schema.Array(BlobData),
+  trees: Schema.Array(TreeData),
+  restricted_blobs: Schema.optionalKey(Schema.Array(Schema.String))
+})
+export type PullResponse = typeof PullResponse.Type
+
+export const Hashes = Schema.Struct({ hashes: Schema.Array(Schema.String) })
+
+export const CommitInfoRequest = Schema.Struct({
+  hashes: Schema.Array(Schema.String),
+  metadata_only: Schema.optionalKey(Schema.Boolean)
+})
+export const CommitInfoResponse = Schema.Struct({ commits: Schema.Array(CommitData), trees: Schema.Array(TreeData) })
+
+export const BlobCheckResponse = Schema.Struct({ missing: Schema.Array(Schema.String) })
+
+export const BlobInfoResponse = Schema.Struct({
+  blobs: Schema.Array(BlobData),
+  restricted: Schema.optionalKey(Schema.Array(Schema.String))
+})
+
+export const ChunkCheckRequest = Schema.Struct({
+  hashes: Schema.Array(Schema.String),
+  sizes: Maybe(Schema.Array(Schema.Number)),
+  chunk_batch_protocol: Maybe(Schema.String)
+})
+export const ChunkCheckResponse = Schema.Struct({
+  missing: Schema.Array(Schema.Struct({ hash: Schema.String, upload_url: Schema.NullOr(Schema.String) }))
+})
+
+export const ChunkDownloadRequest = Schema.Struct({
+  hashes: Schema.Array(Schema.String),
+  chunk_batch_protocol: Maybe(Schema.String)
+})
+export const ChunkDownloadResponse = Schema.Struct({
+  chunks: Schema.Array(Schema.Struct({
+    hash: Schema.String,
+    download_url: Schema.NullOr(Schema.String),
+    content: Schema.optionalKey(Schema.Array(Schema.Number))
+  })),
+  /** A length-framed binary download of many chunks at once (see the server's chunk routes). */
+  batch_url: Schema.optionalKey(Schema.String),
+  restricted: Schema.optionalKey(Schema.Array(Schema.String))
+})
+
+export const ChunkUploadedRequest = Schema.Struct({
+  hashes: Schema.Array(Schema.Struct({ hash: Schema.String, size: Schema.Number }))
+})
+export const Confirmation = Schema.Struct({ ok: Schema.Boolean })
+
+/** Protocol flags; only implemented features are advertised. */
+export const Capabilities = Schema.Record(Schema.String, Schema.Unknown)
+
+// ---- Branch and content endpoints of the service interface ----
+
+export const Branch = Schema.Struct({
+  name: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  parent_branch: Schema.NullOr(Schema.String),
+  status: BranchStatus,
+  head: Schema.NullOr(Schema.String),
+  created_by: Schema.String,
+  created_at: Schema.String,
+  updated_at: Schema.String,
+  close_reason: Schema.optionalKey(Schema.String),
+  /** With `record_read=1`: who else has read this branch, most recent first. */
+  readers: Schema.optionalKey(Schema.Array(Schema.Struct({ name: Schema.String, read_at: Schema.String })))
+})
+export type Branch = typeof Branch.Type
+
+export const CreateBranch = Schema.Struct({
+  name: Schema.String,
+  description: Schema.optionalKey(Schema.String),
+  parent_branch: Schema.optionalKey(Schema.String)
+})
+
+export const TreeListingEntry = Schema.Struct({
+  name: Schema.String,
+  path: Schema.String,
+  kind: Schema.Literals(["tree", "blob"]),
+  mode: Schema.String,
+  hash: Schema.String,
+  /** Bytes, for blobs. */
+  size: Schema.optionalKey(Schema.Number)
+})
+export const TreeListing = Schema.Struct({
+  commit: Schema.String,
+  path: Schema.String,
+  hash: Schema.String,
+  entries: Schema.Array(TreeListingEntry)
+})
+
+export const OrgStorage = Schema.Struct({
+  slug: Schema.String,
+  used_bytes: Schema.Number,
+  quota_bytes: Schema.Number
+})
