@@ -1,0 +1,6 @@
+export * as LineDiff from "./LineDiff.ts"
+export * as MergeBase from "./MergeBase.ts"
+export * as Snapshots from "./Snapshots.ts"
+export * as TextMerge from "./TextMerge.ts"
+export * as ThreeWay from "./ThreeWay.ts"
+export * as TreeDiff from "./TreeDiff.ts"
