@@ -43,7 +43,8 @@ export const randomFile = (rnd: Random): { hash: string; mode: BlobMode } => ({
 /** `randomFiles` without any file that is also a directory: a valid snapshot. */
 export const randomSnapshot = (rnd: Random, files: number): Map<string, { hash: string; mode: BlobMode }> => {
   const out = randomFiles(rnd, files)
-  for (const path of [...out.keys()]) {
+  // Deleting while iterating is safe here: a removed path's prefixes are prefixes of the path that removed it.
+  for (const path of out.keys()) {
     for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) out.delete(path.slice(0, i))
   }
   return out
@@ -68,7 +69,7 @@ export const mutate = (rnd: Random, before: ReadonlyMap<string, { hash: string; 
       after.set(`${rnd.pick(["moved", "d1", "src"])}/${rnd.pick([path.slice(path.lastIndexOf("/") + 1), "renamed"])}`, file)
     }
   }
-  for (const path of [...after.keys()]) {
+  for (const path of after.keys()) {
     for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) after.delete(path.slice(0, i))
   }
   return after
