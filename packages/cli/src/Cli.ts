@@ -53,6 +53,9 @@ const action = (body: (remote: string) => Effect.Effect<void, CliFailure, Comman
 const load = <M>(module: () => Promise<M>) => Effect.promise(module)
 const loginModule = () => load(() => import("./commands/Login.ts"))
 const repoModule = () => load(() => import("./commands/Repo.ts"))
+const initModule = () => load(() => import("./commands/Init.ts"))
+const branchModule = () => load(() => import("./commands/Branch.ts"))
+const localModule = () => load(() => import("./commands/Local.ts"))
 
 const login = Command.make("login", {
   headless: Flag.Boolean("headless").pipe(
@@ -129,11 +132,110 @@ const repo = Command.make("repo").pipe(
   Command.withSubcommands([repoList, repoCreate, repoShow, repoDelete])
 )
 
+// ---- Content commands. In a checkout they talk to the server the checkout is bound to. ----
+
+const init = Command.make("init", {
+  owner: Flag.String("owner").pipe(
+    Flag.withMetavar("OWNER"),
+    Flag.withDescription("Owner of the repository (default: you; an organization slug works too)"),
+    Flag.optional
+  ),
+  name: Flag.String("name").pipe(
+    Flag.withMetavar("NAME"),
+    Flag.withDescription("Repository name (default: the directory's name)"),
+    Flag.optional
+  )
+}, (input) => action((remote) => Effect.flatMap(initModule(), (m) => m.init(remote, input)))).pipe(
+  Command.withDescription("Make the current directory a checkout; the first grove push creates the repository")
+)
+
+const clone = Command.make("clone", {
+  repo: repoArgument,
+  dest: Argument.String("dest").pipe(Argument.withDescription("Directory to create (default: the name)"), Argument.optional),
+  branch: Flag.String("branch").pipe(
+    Flag.withMetavar("BRANCH"),
+    Flag.withDescription("Check out this branch (default: main, with a new personal branch on top)"),
+    Flag.optional
+  )
+}, (input) => action((remote) => Effect.flatMap(initModule(), (m) => m.clone(remote, input)))).pipe(
+  Command.withDescription("Copy a repository's files into a new checkout (stores a key for that repository in it)")
+)
+
+const switchCommand = Command.make("switch", {
+  name: Argument.String("name").pipe(Argument.withDescription("The branch to work on"), Argument.optional),
+  create: Flag.Boolean("create").pipe(
+    Flag.withAlias("c"),
+    Flag.withDefault(false),
+    Flag.withDescription("Create the branch from main (without a name: a personal branch <user>-<6 hex>)")
+  )
+}, (input) => action(() => Effect.flatMap(branchModule(), (m) => m.switchBranch(input)))).pipe(
+  Command.withDescription("Work on another branch (the working tree is committed first)")
+)
+
+const desc = Command.make("desc", {
+  text: Argument.String("text").pipe(Argument.withDescription("The branch's description (the squash commit's message)"))
+}, (input) => action(() => Effect.flatMap(branchModule(), (m) => m.describe(input)))).pipe(
+  Command.withDescription("Set the current branch's description")
+)
+
+const close = Command.make("close", {}, () => action(() => Effect.flatMap(branchModule(), (m) => m.close()))).pipe(
+  Command.withDescription("Close the current branch")
+)
+
+const commit = Command.make("commit", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.commit()))).pipe(
+  Command.withDescription("Record the working tree as a local checkpoint (no message)")
+)
+
+const push = Command.make("push", {}, () =>
+  action(() => Effect.flatMap(load(() => import("./commands/Push.ts")), (m) => m.push()))).pipe(
+    Command.withDescription("Commit, then publish the branch's new commits (the first push creates the repository)")
+  )
+
+const pull = Command.make("pull", {}, () =>
+  action(() => Effect.flatMap(load(() => import("./commands/Pull.ts")), (m) => m.pull()))).pipe(
+    Command.withDescription("Fetch the branch and merge its parent in; conflicts get markers (exit code 5)")
+  )
+
+const status = Command.make("status", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.status()))).pipe(
+  Command.withDescription("Show the branch and what changed since the last commit")
+)
+
+const log = Command.make("log", {
+  limit: Flag.Int("limit").pipe(
+    Flag.withAlias("n"),
+    Flag.withDescription("Show at most this many commits"),
+    Flag.optional
+  )
+}, (input) =>
+  action(() => Effect.flatMap(localModule(), (m) => m.log({ limit: Option.getOrUndefined(input.limit) })))).pipe(
+    Command.withDescription("Show the branch's commits, newest first")
+  )
+
+const diff = Command.make("diff", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.diff()))).pipe(
+  Command.withDescription("Show the working tree's changes against the last commit as a unified diff")
+)
+
 export const grove = Command.make("grove").pipe(
   Command.withDescription(
-    "The Grove command-line client. Exit codes: 0 ok, 1 error (the server said no), 2 usage, 6 network or authentication."
+    "The Grove command-line client. Exit codes: 0 ok, 1 error (the server said no), 2 usage, 5 merge conflicts, 6 network or authentication."
   ),
-  Command.withSubcommands([login, logout, auth, repo]),
+  Command.withSubcommands([
+    login,
+    logout,
+    auth,
+    repo,
+    init,
+    clone,
+    switchCommand,
+    desc,
+    commit,
+    push,
+    pull,
+    status,
+    log,
+    diff,
+    close
+  ]),
   Command.withGlobalFlags([JsonFlag, RemoteFlag])
 )
 

@@ -1,0 +1,129 @@
+/**
+ * `grove init` and `grove clone`: a new checkout (`.grove/`), empty or holding
+ * a repository's branch. A clone creates a personal key limited to the
+ * repository and stores it in the checkout, bound to the server that issued it
+ * (spec, Authentication rule 7).
+ */
+import { Names } from "@grove/core"
+import { Effect, Option } from "effect"
+import * as fs from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import { connect, connectWith } from "../Client.ts"
+import { CliEnv } from "../CliEnv.ts"
+import { failure, usage } from "../Failures.ts"
+import { commitSnapshot, EMPTY_SNAPSHOT } from "../local/Commit.ts"
+import { exists, io } from "../local/Io.ts"
+import type { BranchState } from "../local/State.ts"
+import { initialState, newBranch, withBranch } from "../local/State.ts"
+import { saveState, writeConfig } from "../local/Workspace.ts"
+import { Output } from "../Output.ts"
+import { fetchBranch, materialize } from "../sync/Fetch.ts"
+import { repoRemote } from "../sync/RemoteRepo.ts"
+import { personalBranchName, whoami } from "../sync/Session.ts"
+
+export const init = Effect.fn("Init.run")(function*(remote: string, options: {
+  readonly owner: Option.Option<string>
+  readonly name: Option.Option<string>
+}) {
+  const out = yield* Output
+  const { cwd, env } = yield* CliEnv
+  const root = path.resolve(cwd)
+  if (yield* io("cannot read the directory", () => exists(path.join(root, ".grove", "state.json")))) {
+    return yield* failure(`${root} is already a grove checkout`, "already_a_checkout")
+  }
+  const name = Option.getOrElse(options.name, () => path.basename(root))
+  const nameCheck = Names.checkRepoName(name)
+  if (!nameCheck.ok) return yield* usage(`invalid repository name ${JSON.stringify(name)}: ${nameCheck.reason} (use --name)`)
+  // The author of local commits: the signed-in user when the server can say, else the local account.
+  const user = yield* connect(remote).pipe(
+    Effect.flatMap(whoami),
+    Effect.orElseSucceed(() => Option.getOrElse(options.owner, () => env["USER"] ?? "anonymous"))
+  )
+  const branch = newBranch(personalBranchName(user))
+  const workspace = yield* writeConfig(root, {
+    remote,
+    ...Option.match(options.owner, { onNone: () => ({}), onSome: (owner) => ({ owner }) }),
+    name
+  })
+  yield* saveState(workspace, initialState(user, branch))
+  yield* out.result(
+    { path: root, remote, owner: workspace.config.owner ?? null, name, branch: branch.name, parent_branch: "main", user },
+    () =>
+      `Initialized a grove checkout in ${root}\nRepository: ${workspace.config.owner ?? user}/${name} on ${remote} (created by the first grove push)\nBranch:     ${branch.name} (from main)`
+  )
+})
+
+export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
+  readonly repo: string
+  readonly dest: Option.Option<string>
+  readonly branch: Option.Option<string>
+}) {
+  const out = yield* Output
+  const { cwd } = yield* CliEnv
+  const parsed = Names.parseFullName(options.repo)
+  if (parsed === undefined) return yield* usage(`expected a repository as owner/name, got ${JSON.stringify(options.repo)}`)
+  const root = path.resolve(cwd, Option.getOrElse(options.dest, () => parsed.name))
+  const entries = yield* io(`cannot read ${root}`, () => fs.readdir(root).catch((): Array<string> => []))
+  if (entries.length > 0) return yield* failure(`${root} exists and is not empty`, "destination_exists")
+
+  const connection = yield* connect(remote)
+  const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
+  const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
+  // A key for this repository only, kept in the checkout: the checkout keeps working without the login session.
+  const key = Option.isSome(connection.credential)
+    ? yield* connection.call(connection.client.apiKeys.create({
+      payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
+    }))
+    : undefined
+  yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
+  const workspace = yield* writeConfig(root, {
+    remote,
+    ...(key === undefined ? {} : { key: key.key }),
+    owner: parsed.owner,
+    name: parsed.name
+  })
+  const configPath = workspace.configPath
+  const keyed = key === undefined
+    ? connection
+    : yield* connectWith({
+      remote,
+      credential: Option.some({ source: "checkout" as const, token: key.key, location: configPath }),
+      passed: []
+    })
+  const repo = repoRemote(keyed, parsed.owner, parsed.name)
+  const target = Option.getOrElse(options.branch, () => "main")
+  const answer = yield* fetchBranch(workspace, repo, target, null)
+  if (Option.isSome(options.branch) && answer.branch === null) {
+    return yield* failure(`${repository.full_name} has no branch ${JSON.stringify(target)}`, "no_such_branch")
+  }
+  const tracked: BranchState = newBranch(target, {
+    parent_branch: answer.branch?.parent_branch ?? (target === "main" ? null : "main"),
+    description: answer.branch?.description ?? null,
+    status: answer.branch?.status === "closed" || answer.branch?.status === "merged" ? answer.branch.status : "open",
+    created_at: answer.branch?.created_at ?? new Date().toISOString(),
+    remote_head: answer.head,
+    head: answer.head
+  })
+  // main changes only by merge: work on main happens on a personal branch started from its head.
+  const current = target === "main" ? newBranch(personalBranchName(user), { head: answer.head }) : tracked
+  const state = withBranch(initialState(user, current), tracked)
+  yield* saveState(workspace, state)
+  const snapshot = yield* commitSnapshot(workspace, answer.head)
+  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs)
+  yield* out.result(
+    {
+      repository: repository.full_name,
+      path: root,
+      branch: current.name,
+      tracking: target,
+      head: answer.head,
+      files: snapshot.size,
+      downloaded_blobs: applied.downloadedBlobs,
+      key_stored: key !== undefined
+    },
+    () =>
+      `Cloned ${repository.full_name} (${target}${answer.head === null ? ", empty" : ` at ${answer.head.slice(0, 12)}`}) into ${root}: ${snapshot.size} file(s)\n` +
+      `Branch: ${current.name}${current.name === target ? "" : ` (from ${target})`}`
+  )
+})

@@ -1,0 +1,172 @@
+/**
+ * `grove commit`, `grove status`, `grove log` and `grove diff`: local
+ * commands (diff asks the server only for base content it does not keep).
+ */
+import { Merge } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { commitSnapshot, commitWorkingTree } from "../local/Commit.ts"
+import { io } from "../local/Io.ts"
+import { blobPath, tempDir } from "../local/Objects.ts"
+import { currentBranch } from "../local/State.ts"
+import { readIndex, scan, writeIndex } from "../local/WorkingTree.ts"
+import { openWorkspace, repositoryOf } from "../local/Workspace.ts"
+import { Output } from "../Output.ts"
+import { fetchBlobBytes } from "../sync/Download.ts"
+import { remoteOf } from "../sync/Session.ts"
+
+const CHANGE_LETTER: Record<string, string> = { added: "A", modified: "M", deleted: "D", renamed: "R" }
+
+export const commit = Effect.fn("Local.commit")(function*() {
+  const out = yield* Output
+  const { state, workspace } = yield* openWorkspace()
+  const result = yield* commitWorkingTree(workspace, state)
+  const branch = currentBranch(result.state)
+  yield* out.result(
+    {
+      branch: branch.name,
+      commit: result.commit?.hash ?? null,
+      merge_parent: result.commit?.merge_parent_hash ?? null,
+      changes: result.changes.map((c) => ({ path: c.path, change_type: c.change_type, ...(c.old_path == null ? {} : { old_path: c.old_path }) })),
+      unpushed: branch.unpushed.length
+    },
+    () =>
+      result.commit === undefined
+        ? "Nothing to commit."
+        : `Committed ${result.commit.hash.slice(0, 12)} on ${branch.name}: ${result.changes.length} file(s) changed (${branch.unpushed.length} unpushed).`
+  )
+})
+
+/** The working tree's changes against the head, with the index refreshed. */
+const workingChanges = Effect.fn("Local.workingChanges")(function*() {
+  const { state, workspace } = yield* openWorkspace()
+  const branch = currentBranch(state)
+  const scanned = yield* scan(workspace.root, yield* readIndex(workspace.root))
+  yield* writeIndex(workspace.root, scanned.files)
+  const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
+  const head = yield* commitSnapshot(workspace, base)
+  return { state, workspace, branch, head, scanned, changes: Merge.TreeDiff.diffSnapshots(head, scanned.snapshot) }
+})
+
+export const status = Effect.fn("Local.status")(function*() {
+  const out = yield* Output
+  const { branch, changes, scanned, state, workspace } = yield* workingChanges()
+  const repository = repositoryOf(workspace)
+  const merge = state.merge?.branch === branch.name ? state.merge : undefined
+  const value = {
+    repository: repository === undefined ? null : `${repository.owner}/${repository.name}`,
+    remote: workspace.config.remote,
+    branch: branch.name,
+    parent_branch: branch.parent_branch,
+    description: branch.description,
+    status: branch.status,
+    head: branch.head,
+    remote_head: branch.remote_head,
+    unpushed: branch.unpushed.length,
+    merge: merge === undefined ? null : { merge_parent: merge.merge_parent, conflicts: merge.conflicts },
+    changes: changes.map((c) => ({ path: c.path, change_type: c.change_type, ...(c.old_path == null ? {} : { old_path: c.old_path }) })),
+    invalid_paths: scanned.invalid
+  }
+  yield* out.result(value, () =>
+    [
+      `On branch ${branch.name}${branch.parent_branch === null ? "" : ` (from ${branch.parent_branch})`}${branch.status === "open" ? "" : ` [${branch.status}]`}`,
+      `Repository: ${value.repository ?? "(not pushed yet)"} on ${workspace.config.remote}`,
+      ...(branch.description === null ? [] : [`Description: ${branch.description}`]),
+      `Head: ${branch.head?.slice(0, 12) ?? "(none)"}${
+        branch.unpushed.length > 0 ? `, ${branch.unpushed.length} commit(s) not pushed` : branch.remote_head === null ? ", never pushed" : ", pushed"
+      }`,
+      ...(merge === undefined ? [] : [`Merging ${merge.merge_parent.slice(0, 12)}; conflicts in: ${merge.conflicts.join(", ") || "(none)"}`]),
+      changes.length === 0
+        ? "Nothing changed since the last commit."
+        : `Changes since the last commit:\n${changes.map((c) => `  ${CHANGE_LETTER[c.change_type]} ${c.old_path == null ? c.path : `${c.old_path} -> ${c.path}`}`).join("\n")}`,
+      ...scanned.invalid.map((i) => `  ! ${i.path}: ${i.reason} (cannot be committed)`)
+    ].join("\n"))
+})
+
+export const log = Effect.fn("Local.log")(function*(options: { readonly limit: number | undefined }) {
+  const out = yield* Output
+  const { state, workspace } = yield* openWorkspace()
+  const branch = currentBranch(state)
+  const unpushed = new Set(branch.unpushed)
+  const entries: Array<Record<string, unknown>> = []
+  // First-parent history from the head, as far as the checkout knows it.
+  for (let hash = branch.head; hash !== null && hash !== undefined && (options.limit === undefined || entries.length < options.limit);) {
+    const stored = yield* workspace.objects.readCommit(hash)
+    if (stored === undefined) break
+    const c = stored.commit
+    entries.push({
+      hash: c.hash,
+      branch: c.branch_name,
+      author: c.author,
+      timestamp: c.timestamp,
+      parent: c.parent_hash ?? null,
+      merge_parent: c.merge_parent_hash ?? null,
+      message: c.message ?? null,
+      files: c.files.length,
+      pushed: !unpushed.has(c.hash)
+    })
+    hash = c.parent_hash ?? null
+  }
+  yield* out.result({ branch: branch.name, commits: entries }, () =>
+    entries.length === 0
+      ? `No commits on ${branch.name} yet.`
+      : entries.map((e) =>
+        [
+          `commit ${e["hash"]}${e["pushed"] ? "" : " (not pushed)"}`,
+          ...(e["merge_parent"] === null ? [] : [`Merge:  ${String(e["merge_parent"]).slice(0, 12)}`]),
+          `Branch: ${e["branch"]}`,
+          `Author: ${e["author"]}`,
+          `Date:   ${e["timestamp"]}`,
+          ...(e["message"] === null ? [] : ["", `    ${e["message"]}`]),
+          `Files:  ${e["files"]} changed`
+        ].join("\n")
+      ).join("\n\n"))
+})
+
+const decoder = new TextDecoder()
+
+export const diff = Effect.fn("Local.diff")(function*() {
+  const out = yield* Output
+  const { changes, workspace } = yield* workingChanges()
+  const root = workspace.root
+  // Base content: the kept copy of an unpushed blob, else the server.
+  const wanted = new Set<string>()
+  for (const change of changes) if (change.old_blob_hash !== null && !(yield* workspace.objects.hasBlob(change.old_blob_hash))) wanted.add(change.old_blob_hash)
+  const fetched = wanted.size === 0
+    ? new Map<string, Uint8Array>()
+    : yield* fetchBlobBytes(yield* remoteOf(workspace), [...wanted].map((hash) => ({ hash, size: 1 })), path.join(tempDir(root), `diff-${process.pid}`))
+  const oldBytes = (hash: string) =>
+    fetched.has(hash) ? Effect.succeed(fetched.get(hash)!) : io("cannot read a kept blob", () => fs.readFile(blobPath(root, hash)))
+  const newBytes = (file: string) =>
+    io(`cannot read ${file}`, async () => {
+      const absolute = path.join(root, file)
+      const stats = await fs.lstat(absolute)
+      return stats.isSymbolicLink() ? new TextEncoder().encode(await fs.readlink(absolute)) : new Uint8Array(await fs.readFile(absolute))
+    })
+  const files: Array<{ path: string; change_type: string; old_path?: string; binary: boolean; diff: string }> = []
+  for (const change of changes) {
+    const before = change.old_blob_hash === null ? new Uint8Array(0) : yield* oldBytes(change.old_blob_hash)
+    const after = change.new_blob_hash === null ? new Uint8Array(0) : yield* newBytes(change.path)
+    const oldPath = change.old_path ?? change.path
+    const binary = Merge.TextMerge.isBinary(before) || Merge.TextMerge.isBinary(after)
+    const modeNote = change.old_mode != null && change.new_mode != null && change.old_mode !== change.new_mode
+      ? `mode ${change.old_mode} -> ${change.new_mode}\n`
+      : ""
+    const text = binary
+      ? `Binary files a/${oldPath} and b/${change.path} differ\n`
+      : Merge.TextMerge.unifiedDiff(decoder.decode(before), decoder.decode(after), {
+        oldLabel: change.change_type === "added" ? "/dev/null" : `a/${oldPath}`,
+        newLabel: change.change_type === "deleted" ? "/dev/null" : `b/${change.path}`
+      })
+    files.push({
+      path: change.path,
+      change_type: change.change_type,
+      ...(change.old_path == null ? {} : { old_path: change.old_path }),
+      binary,
+      diff: `${modeNote}${text}`
+    })
+  }
+  yield* out.result({ files }, () =>
+    files.map((f) => `diff ${f.old_path === undefined ? "" : `${f.old_path} -> `}${f.path} (${f.change_type})\n${f.diff}`).join("").replace(/\n$/, ""))
+})

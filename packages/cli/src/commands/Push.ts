@@ -1,0 +1,185 @@
+/**
+ * `grove push`: checkpoints the working tree, creates the repository on its
+ * first push, uploads the blobs the server lacks, and publishes the branch's
+ * unpushed commits with an optimistic check on the branch head. Also the
+ * metadata-only push that `desc` and `close` use.
+ */
+import type { ApiSync } from "@grove/api"
+import { Effect, Schema } from "effect"
+import * as fs from "node:fs/promises"
+import { failure } from "../Failures.ts"
+import { commitWorkingTree } from "../local/Commit.ts"
+import { io } from "../local/Io.ts"
+import { blobPath } from "../local/Objects.ts"
+import type { BranchState, RepoState } from "../local/State.ts"
+import { currentBranch, withBranch } from "../local/State.ts"
+import type { Workspace } from "../local/Workspace.ts"
+import { openWorkspace, repositoryOf, saveState, writeConfig } from "../local/Workspace.ts"
+import { Output } from "../Output.ts"
+import { connectRepo } from "../sync/RemoteRepo.ts"
+import type { RemoteRepo } from "../sync/RemoteRepo.ts"
+import { whoami } from "../sync/Session.ts"
+import type { OutgoingBlob } from "../sync/Upload.ts"
+import { uploadBlobs } from "../sync/Upload.ts"
+
+export const branchRecord = (branch: BranchState): ApiSync.BranchData => ({
+  name: branch.name,
+  description: branch.description,
+  parent_branch: branch.parent_branch,
+  status: branch.status,
+  created_at: branch.created_at
+})
+
+/** The repository of the checkout, created on the server when missing (the first push of `grove init`). */
+export const ensureRepository = Effect.fn("Push.ensureRepository")(function*(workspace: Workspace) {
+  let current = workspace
+  let repository = repositoryOf(workspace)
+  const probe = yield* connectRepo(workspace.config.remote, "-", "-")
+  const user = yield* whoami(probe.connection)
+  if (repository === undefined) {
+    // `grove init` without --owner: the repository belongs to the user who pushes it first.
+    current = yield* writeConfig(workspace.root, { ...workspace.config, owner: user, name: workspace.config.name ?? "repo" })
+    repository = repositoryOf(current)!
+  }
+  const remote = yield* connectRepo(current.config.remote, repository.owner, repository.name)
+  const { call, client, write } = remote.connection
+  const existing = yield* call(client.repos.get({ params: repository })).pipe(
+    Effect.map(() => true),
+    Effect.catchIf((error) => error.details?.["status"] === 404, () => Effect.succeed(false))
+  )
+  let created = false
+  if (!existing) {
+    yield* write(
+      client.repos.create({
+        payload: { name: repository.name, ...(repository.owner === user ? {} : { organization_slug: repository.owner }) }
+      }),
+      Schema.Unknown // only the fact matters
+    ).pipe(Effect.catchIf((error) => error.details?.["status"] === 409, () => Effect.void))
+    created = true
+  }
+  return { workspace: current, remote, created }
+})
+
+/** Sends the branch record alone (`commits: []`): the description, and open -> closed. */
+export const pushMetadata = Effect.fn("Push.metadata")(function*(remote: RemoteRepo, branch: BranchState) {
+  const answer = yield* remote.connection.call(remote.connection.client.sync.push({
+    params: { owner: remote.owner, name: remote.name },
+    payload: { expected_head: branch.remote_head, branch: branchRecord(branch), commits: [], blobs: [], trees: [] }
+  }))
+  if (!answer.success) return yield* failure(answer.message, "push_rejected")
+  return answer
+})
+
+/** The commits, trees and kept blobs a push of `branch` sends. */
+const outgoing = Effect.fn("Push.outgoing")(function*(workspace: Workspace, branch: BranchState) {
+  const commits: Array<ApiSync.CommitData> = []
+  const trees = new Set<string>()
+  const blobs: Array<OutgoingBlob> = []
+  const seen = new Set<string>()
+  for (const hash of branch.unpushed) {
+    const stored = yield* workspace.objects.readCommit(hash)
+    if (stored === undefined) return yield* failure(`local commit ${hash} is missing from .grove/objects`, "missing_object")
+    commits.push(stored.commit)
+    for (const tree of stored.new_trees ?? []) trees.add(tree)
+    for (const change of stored.commit.files) {
+      const blob = change.new_blob_hash
+      if (blob == null || seen.has(blob) || !(yield* workspace.objects.hasBlob(blob))) continue
+      seen.add(blob)
+      const file = blobPath(workspace.root, blob)
+      const { size } = yield* io(`cannot read ${file}`, () => fs.stat(file))
+      blobs.push({ hash: blob, size, file })
+    }
+  }
+  const treeData: Array<ApiSync.TreeData> = []
+  for (const hash of trees) {
+    const entries = yield* workspace.objects.readTree(hash)
+    if (entries === undefined) return yield* failure(`tree ${hash} is missing from .grove/objects`, "missing_object")
+    treeData.push({ hash, entries })
+  }
+  return { commits, trees: treeData, blobs }
+})
+
+export interface PushOutcome {
+  readonly state: RepoState
+  readonly pushed: number
+  readonly head: string | null
+  readonly uploadedBytes: number
+  readonly uploadedChunks: number
+  readonly createdRepository: boolean
+}
+
+/** Publishes the current branch; `success: false` from the server is a failure telling the user to pull. */
+export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, start: RepoState) {
+  const branch0 = currentBranch(start)
+  if (branch0.name === "main") {
+    return yield* failure("pushes to main are refused: main changes only by merge. Run grove switch -c to work on a branch", "main_refused")
+  }
+  const committed = yield* commitWorkingTree(opened, start)
+  const { created, remote, workspace } = yield* ensureRepository(opened)
+  let state = committed.state
+  const branch = currentBranch(state)
+  if (branch.unpushed.length === 0) {
+    if (branch.description_pending === true || branch.close_pending === true) yield* pushMetadata(remote, branch)
+    state = withBranch(state, { ...branch, description_pending: false, close_pending: false })
+    yield* saveState(workspace, state)
+    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: created } satisfies PushOutcome
+  }
+  const { blobs, commits, trees } = yield* outgoing(workspace, branch)
+  const uploaded = yield* uploadBlobs(remote, blobs)
+  const answer = yield* remote.connection.call(remote.connection.client.sync.push({
+    params: { owner: remote.owner, name: remote.name },
+    payload: { expected_head: branch.remote_head, force: false, branch: branchRecord(branch), commits, blobs: [...uploaded.blobs], trees }
+  })).pipe(Effect.mapError((error) =>
+    error.details?.["status"] === 400 && /main/i.test(error.message)
+      ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
+      : error
+  ))
+  if (!answer.success) {
+    return yield* failure(
+      `the push was refused: remote head has changed; run grove pull (server: ${answer.message})`,
+      "remote_head_changed",
+      { new_head: answer.new_head, server_message: answer.message }
+    )
+  }
+  const tip = commits[commits.length - 1]!.hash
+  state = withBranch(state, { ...branch, remote_head: tip, unpushed: [], description_pending: false, close_pending: false })
+  yield* saveState(workspace, state)
+  // The server has the pushed blobs now; keep only what other branches still need.
+  const stillNeeded = new Set<string>()
+  for (const other of Object.values(state.branches)) {
+    for (const hash of other.unpushed) {
+      const stored = yield* workspace.objects.readCommit(hash)
+      for (const file of stored?.commit.files ?? []) if (file.new_blob_hash != null) stillNeeded.add(file.new_blob_hash)
+    }
+  }
+  for (const blob of blobs) if (!stillNeeded.has(blob.hash)) yield* workspace.objects.dropBlob(blob.hash)
+  return {
+    state,
+    pushed: commits.length,
+    head: tip,
+    uploadedBytes: uploaded.uploadedBytes,
+    uploadedChunks: uploaded.uploadedChunks,
+    createdRepository: created
+  } satisfies PushOutcome
+})
+
+export const push = Effect.fn("Push.run")(function*() {
+  const out = yield* Output
+  const { state, workspace } = yield* openWorkspace()
+  const result = yield* publish(workspace, state)
+  const branch = currentBranch(result.state)
+  yield* out.result(
+    {
+      branch: branch.name,
+      head: result.head,
+      pushed_commits: result.pushed,
+      uploaded_chunks: result.uploadedChunks,
+      uploaded_bytes: result.uploadedBytes,
+      created_repository: result.createdRepository
+    },
+    () =>
+      result.pushed === 0
+        ? `Already up to date (${branch.name}).`
+        : `${result.createdRepository ? "Created the repository. " : ""}Pushed ${result.pushed} commit(s) to ${branch.name} (head ${result.head?.slice(0, 12)}; ${result.uploadedChunks} chunk(s), ${result.uploadedBytes} bytes uploaded).`
+  )
+})

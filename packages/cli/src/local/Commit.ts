@@ -1,0 +1,137 @@
+/**
+ * Local commits (checkpoints without a message): the working tree becomes a
+ * snapshot, its trees are stored, the blobs it adds are copied into the
+ * object store, and the commit is appended to the branch's unpushed commits.
+ */
+import type { ApiSync } from "@grove/api"
+import { Merge, Objects } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { failure } from "../Failures.ts"
+import { io } from "./Io.ts"
+import type { RepoState } from "./State.ts"
+import { currentBranch, withBranch } from "./State.ts"
+import type { Snapshot } from "./WorkingTree.ts"
+import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
+import type { Workspace } from "./Workspace.ts"
+import { saveState } from "./Workspace.ts"
+
+type FileChange = Objects.FileChanges.FileChange
+
+export const EMPTY_SNAPSHOT: Snapshot = new Map()
+
+/** The files of a commit (the empty snapshot for none). */
+export const commitSnapshot = Effect.fn("Commit.snapshot")(function*(workspace: Workspace, hash: string | null) {
+  if (hash === null) return EMPTY_SNAPSHOT
+  const stored = yield* workspace.objects.readCommit(hash)
+  if (stored === undefined) return yield* failure(`commit ${hash} is missing from the checkout (run grove pull)`, "missing_object")
+  return yield* workspace.objects.snapshot(stored.commit.manifest_hash)
+})
+
+/** A core file change in the wire shape: optional fields only when set. */
+export const toWireChange = (change: FileChange): ApiSync.FileChangeData => ({
+  path: change.path,
+  change_type: change.change_type,
+  old_blob_hash: change.old_blob_hash,
+  new_blob_hash: change.new_blob_hash,
+  ...(change.old_path == null ? {} : { old_path: change.old_path }),
+  ...(change.old_mode == null ? {} : { old_mode: change.old_mode }),
+  ...(change.new_mode == null ? {} : { new_mode: change.new_mode })
+})
+
+/** Now, in nanoseconds truncated to microseconds as the Oak client's commits are. */
+export const nowNanos = (): bigint => BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() / 1000n % 1000n) * 1000n
+
+const CONFLICT_MARKER = /^(<<<<<<<|>>>>>>>) /m
+
+/** Stores a snapshot's trees; answers the root and the trees that were new here. */
+export const storeTrees = Effect.fn("Commit.storeTrees")(function*(workspace: Workspace, snapshot: Snapshot) {
+  const built = Merge.Snapshots.buildTrees(snapshot)
+  if (!built.ok) return yield* failure(`cannot commit: ${built.reason}`, "invalid_tree")
+  const created: Array<string> = []
+  for (const [hash, entries] of built.trees) if (yield* workspace.objects.writeTree(hash, entries)) created.push(hash)
+  return { root: built.root, created }
+})
+
+export interface CommitResult {
+  readonly state: RepoState
+  /** The new commit, or undefined when nothing changed. */
+  readonly commit: ApiSync.CommitData | undefined
+  readonly changes: ReadonlyArray<FileChange>
+}
+
+/**
+ * Commits the working tree on the current branch. With a merge in progress the commit gets its
+ * two parents, and files that had conflicts must be free of conflict markers.
+ */
+export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(workspace: Workspace, state: RepoState) {
+  const { objects, root } = workspace
+  const branch = currentBranch(state)
+  const merge = state.merge?.branch === branch.name ? state.merge : undefined
+  const scanned = yield* scan(root, yield* readIndex(root))
+  if (scanned.invalid.length > 0) {
+    const list = scanned.invalid.slice(0, 5).map((i) => `${i.path}: ${i.reason}`).join("; ")
+    return yield* failure(`cannot commit ${scanned.invalid.length} path(s): ${list}`, "invalid_path")
+  }
+  const parent = merge?.parent ?? branch.head
+  const before = yield* commitSnapshot(workspace, parent)
+  const changes = Merge.TreeDiff.diffSnapshots(before, scanned.snapshot)
+  if (changes.length === 0 && merge === undefined) {
+    yield* writeIndex(root, scanned.files)
+    return { state, commit: undefined, changes } satisfies CommitResult
+  }
+  if (merge !== undefined) {
+    const marked: Array<string> = []
+    for (const file of merge.conflicts) {
+      if (scanned.snapshot.get(file)?.mode !== "regular" && scanned.snapshot.get(file)?.mode !== "executable") continue
+      const text = yield* io(`cannot read ${file}`, () => fs.readFile(path.join(root, file), "utf8"))
+      if (CONFLICT_MARKER.test(text)) marked.push(file)
+    }
+    if (marked.length > 0) {
+      return yield* failure(`resolve the conflicts first; markers remain in: ${marked.join(", ")}`, "unresolved_conflicts", { conflict_paths: marked })
+    }
+  }
+  const { created, root: manifest } = yield* storeTrees(workspace, scanned.snapshot)
+  // Keep a copy of every blob this commit introduces: that copy, not the file, is what gets pushed.
+  const known = new Set([...before.values()].map((f) => f.hash))
+  for (const change of changes) {
+    const hash = change.new_blob_hash
+    if (hash === null || known.has(hash) || (yield* objects.hasBlob(hash))) continue
+    const file = path.join(root, change.path)
+    if (scanned.snapshot.get(change.path)?.mode === "symlink") {
+      const target = yield* io(`cannot read link ${change.path}`, () => fs.readlink(file))
+      yield* objects.keepBlobBytes(hash, new TextEncoder().encode(target))
+    } else if (!(yield* objects.keepBlob(hash, file))) {
+      return yield* failure(`${change.path} changed while it was being committed; run grove commit again`, "changed_during_commit")
+    }
+    known.add(hash)
+  }
+  const fields = {
+    branch_name: branch.name,
+    parent_hash: parent,
+    merge_parent_hash: merge?.merge_parent ?? null,
+    manifest_hash: manifest,
+    author: state.user,
+    message: null,
+    timestamp: nowNanos()
+  }
+  const commit: ApiSync.CommitData = {
+    hash: Objects.Commit.hashCommit(fields),
+    branch_name: branch.name,
+    parent_hash: parent,
+    ...(merge === undefined ? {} : { merge_parent_hash: merge.merge_parent }),
+    manifest_hash: manifest,
+    author: state.user,
+    timestamp: Objects.Timestamp.formatTimestamp(fields.timestamp),
+    files: changes.map(toWireChange)
+  }
+  yield* objects.writeCommit({ commit, new_trees: created })
+  const next: RepoState = {
+    ...withBranch(state, { ...branch, head: commit.hash, unpushed: [...branch.unpushed, commit.hash] }),
+    merge: undefined
+  }
+  yield* saveState(workspace, next)
+  yield* writeIndex(root, scanned.files)
+  return { state: next, commit, changes } satisfies CommitResult
+})

@@ -1,0 +1,44 @@
+/**
+ * File-system helpers for the local repository model: every I/O error becomes a
+ * `CliFailure` (exit 1, code `local_io`) naming what was being done, and JSON
+ * state is replaced atomically (temp file + rename) so a crash never leaves half
+ * a file.
+ */
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { failure } from "../Failures.ts"
+import type { CliFailure } from "../Failures.ts"
+
+export const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+export const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT"
+
+/** Runs a promise; a rejection is a local failure that says what was being done. */
+export const io = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, CliFailure> =>
+  Effect.tryPromise({ try: run, catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io") })
+
+/** The file's text, or undefined when it does not exist. */
+export const readTextIfExists = (file: string): Promise<string | undefined> =>
+  fs.readFile(file, "utf8").then((text): string | undefined => text, (error) => {
+    if (isMissing(error)) return undefined
+    throw error
+  })
+
+/** Writes through a temp file in the same directory and renames it into place. */
+export const writeAtomic = async (file: string, data: string | Uint8Array): Promise<void> => {
+  await fs.mkdir(path.dirname(file), { recursive: true })
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  try {
+    await fs.writeFile(temp, data)
+    await fs.rename(temp, file)
+  } catch (error) {
+    await fs.rm(temp, { force: true })
+    throw error
+  }
+}
+
+export const writeJsonAtomic = (file: string, value: unknown): Promise<void> => writeAtomic(file, `${JSON.stringify(value)}\n`)
+
+export const exists = (file: string): Promise<boolean> => fs.lstat(file).then(() => true, () => false)

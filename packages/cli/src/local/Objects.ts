@@ -1,0 +1,134 @@
+/**
+ * The checkout's object store under `.grove/objects/`: trees (canonical text,
+ * named by hash), commits (the wire `CommitData` as JSON, plus the trees a
+ * local commit created) and blobs of local commits that are not pushed yet
+ * (copied at commit time, so later edits cannot change what gets pushed).
+ * Cloned blobs are not kept: their bytes live in the working tree and on the
+ * server.
+ */
+import type { ApiSync } from "@grove/api"
+import { Objects } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { failure } from "../Failures.ts"
+import type { CliFailure } from "../Failures.ts"
+import { hashFile } from "./Hashing.ts"
+import { io, isMissing, readTextIfExists, writeAtomic, writeJsonAtomic } from "./Io.ts"
+
+type TreeEntry = Objects.Tree.TreeEntry
+type Hash = string
+
+export interface StoredCommit {
+  readonly commit: ApiSync.CommitData
+  /** Trees this local commit created (to send on push); absent for commits from the server. */
+  readonly new_trees?: ReadonlyArray<Hash> | undefined
+}
+
+export const groveDir = (root: string): string => path.join(root, ".grove")
+const objectsDir = (root: string) => path.join(groveDir(root), "objects")
+export const treePath = (root: string, hash: Hash): string => path.join(objectsDir(root), "trees", hash.slice(0, 2), hash)
+export const commitsDir = (root: string): string => path.join(objectsDir(root), "commits")
+export const commitPath = (root: string, hash: Hash): string => path.join(commitsDir(root), `${hash}.json`)
+export const blobPath = (root: string, hash: Hash): string => path.join(objectsDir(root), "blobs", hash)
+export const tempDir = (root: string): string => path.join(groveDir(root), "tmp")
+
+/** One checkout's objects, with a per-process cache of trees. */
+export interface ObjectStore {
+  readonly root: string
+  readonly readTree: (hash: Hash) => Effect.Effect<ReadonlyArray<TreeEntry> | undefined, CliFailure>
+  /** Stores a tree; true when it was new here. */
+  readonly writeTree: (hash: Hash, entries: ReadonlyArray<TreeEntry>) => Effect.Effect<boolean, CliFailure>
+  readonly hasTree: (hash: Hash) => Effect.Effect<boolean, CliFailure>
+  readonly readCommit: (hash: Hash) => Effect.Effect<StoredCommit | undefined, CliFailure>
+  readonly writeCommit: (stored: StoredCommit) => Effect.Effect<void, CliFailure>
+  /** Every file of a root tree, loading trees as needed; fails when one is missing. */
+  readonly snapshot: (root: Hash) => Effect.Effect<Objects.FileChanges.Snapshot, CliFailure>
+  /** Copies a file's bytes into the blob store; false (and nothing kept) when the copy does not hash to `hash`. */
+  readonly keepBlob: (hash: Hash, source: string) => Effect.Effect<boolean, CliFailure>
+  readonly keepBlobBytes: (hash: Hash, bytes: Uint8Array) => Effect.Effect<void, CliFailure>
+  readonly hasBlob: (hash: Hash) => Effect.Effect<boolean, CliFailure>
+  readonly dropBlob: (hash: Hash) => Effect.Effect<void, CliFailure>
+}
+
+export const openObjects = (root: string): ObjectStore => {
+  const trees = new Map<Hash, ReadonlyArray<TreeEntry>>()
+  const readTree = (hash: Hash) =>
+    Effect.gen(function*() {
+      const cached = trees.get(hash)
+      if (cached !== undefined) return cached
+      if (hash === Objects.Blake3.EMPTY_HASH) return []
+      const text = yield* io(`cannot read tree ${hash}`, () => readTextIfExists(treePath(root, hash)))
+      if (text === undefined) return undefined
+      const entries = Objects.Tree.decodeTree(text)
+      if (entries === undefined) return yield* failure(`tree ${hash} in the object store is damaged`, "bad_object")
+      trees.set(hash, entries)
+      return entries
+    })
+  const hasTree = (hash: Hash) =>
+    trees.has(hash) ? Effect.succeed(true) : io("cannot read the object store", () =>
+      fs.access(treePath(root, hash)).then(() => true, () => false))
+  return {
+    root,
+    readTree,
+    hasTree,
+    writeTree: (hash, entries) =>
+      Effect.gen(function*() {
+        if (yield* hasTree(hash)) return false
+        const text = Objects.Tree.encodeTree(entries)
+        if (Objects.Blake3.hash(text) !== hash) return yield* failure(`tree ${hash} does not hash to its name`, "bad_object")
+        yield* io(`cannot write tree ${hash}`, () => writeAtomic(treePath(root, hash), text))
+        trees.set(hash, entries)
+        return true
+      }),
+    readCommit: (hash) =>
+      Effect.gen(function*() {
+        const text = yield* io(`cannot read commit ${hash}`, () => readTextIfExists(commitPath(root, hash)))
+        return text === undefined ? undefined : JSON.parse(text) as StoredCommit
+      }),
+    writeCommit: (stored) => io(`cannot write commit ${stored.commit.hash}`, () => writeJsonAtomic(commitPath(root, stored.commit.hash), stored)),
+    snapshot: (rootTree) =>
+      Effect.gen(function*() {
+        // Load every reachable tree first (flattenTree's lookup is synchronous).
+        const pending = [rootTree]
+        const loaded = new Map<Hash, ReadonlyArray<TreeEntry>>()
+        for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+          if (loaded.has(next)) continue
+          const entries = yield* readTree(next)
+          if (entries === undefined) return yield* failure(`tree ${next} is missing from the checkout (run grove pull)`, "missing_object")
+          loaded.set(next, entries)
+          for (const entry of entries) if (entry.kind === "tree") pending.push(entry.hash)
+        }
+        const flat = Objects.FileChanges.flattenTree(rootTree, (h) => loaded.get(h))
+        if (!flat.ok) return yield* failure(flat.reason, "missing_object")
+        return flat.files
+      }),
+    keepBlob: (hash, source) =>
+      io(`cannot keep a copy of ${source}`, async () => {
+        const target = blobPath(root, hash)
+        if (await fs.access(target).then(() => true, () => false)) return true
+        await fs.mkdir(path.dirname(target), { recursive: true })
+        const temp = `${target}.${process.pid}.tmp`
+        await fs.copyFile(source, temp, fs.constants.COPYFILE_FICLONE)
+        // The copy is what gets pushed: it must be the bytes that were hashed.
+        if ((await hashFile(temp)) !== hash) {
+          await fs.rm(temp, { force: true })
+          return false
+        }
+        await fs.rename(temp, target)
+        return true
+      }),
+    keepBlobBytes: (hash, bytes) =>
+      io(`cannot keep blob ${hash}`, async () => {
+        const target = blobPath(root, hash)
+        if (await fs.access(target).then(() => true, () => false)) return
+        await writeAtomic(target, bytes)
+      }),
+    hasBlob: (hash) => io("cannot read the object store", () => fs.access(blobPath(root, hash)).then(() => true, () => false)),
+    dropBlob: (hash) =>
+      io(`cannot remove blob ${hash}`, () =>
+        fs.rm(blobPath(root, hash)).catch((error) => {
+          if (!isMissing(error)) throw error
+        }))
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * The working tree: scanning it into a snapshot (path -> blob hash and mode)
+ * with an index (`.grove/index.json`) so unchanged files are not hashed again,
+ * and writing a snapshot back into it. `.grove/` and `.git/` are never part of
+ * the tree. An executable bit gives mode `executable`; a symlink is a blob of
+ * mode `symlink` whose bytes are the link target.
+ */
+import { Objects } from "@grove/core"
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import type { Dirent, Stats } from "node:fs"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import type { CliFailure } from "../Failures.ts"
+import { hashFile } from "./Hashing.ts"
+import { io, isMissing, readTextIfExists, writeJsonAtomic } from "./Io.ts"
+import { tempDir } from "./Objects.ts"
+
+type Hash = string
+type BlobMode = Objects.Tree.BlobMode
+export type Snapshot = Objects.FileChanges.Snapshot
+
+export interface IndexEntry {
+  readonly hash: Hash
+  readonly mode: BlobMode
+  readonly size: number
+  readonly mtimeMs: number
+  readonly ino: number
+}
+
+export interface WorkIndex {
+  /** When the index was written: an entry modified at or after this may have changed unseen ("racily clean"). */
+  readonly writtenAt: number
+  readonly files: ReadonlyMap<string, IndexEntry>
+}
+
+const IGNORED_DIRS = new Set([".grove", ".git"])
+
+export const indexPath = (root: string): string => path.join(root, ".grove", "index.json")
+
+type IndexRow = readonly [hash: Hash, mode: BlobMode, size: number, mtimeMs: number, ino: number]
+
+export const readIndex = (root: string): Effect.Effect<WorkIndex, CliFailure> =>
+  io("cannot read the working-tree index", async () => {
+    const text = await readTextIfExists(indexPath(root))
+    if (text === undefined) return { writtenAt: 0, files: new Map() }
+    try {
+      const parsed = JSON.parse(text) as { written_at: number; files: Record<string, IndexRow> }
+      const files = new Map<string, IndexEntry>()
+      for (const [file, [hash, mode, size, mtimeMs, ino]] of Object.entries(parsed.files)) {
+        files.set(file, { hash, mode, size, mtimeMs, ino })
+      }
+      return { writtenAt: parsed.written_at, files }
+    } catch {
+      return { writtenAt: 0, files: new Map() } // a broken index only costs re-hashing
+    }
+  })
+
+export const writeIndex = (root: string, files: ReadonlyMap<string, IndexEntry>): Effect.Effect<void, CliFailure> =>
+  io("cannot write the working-tree index", () => {
+    const rows: Record<string, IndexRow> = {}
+    for (const [file, e] of files) rows[file] = [e.hash, e.mode, e.size, e.mtimeMs, e.ino]
+    return writeJsonAtomic(indexPath(root), { written_at: Date.now(), files: rows })
+  })
+
+/** Runs `task` over `items`, at most `limit` at a time. */
+export const mapLimit = async <A, B>(items: ReadonlyArray<A>, limit: number, task: (item: A) => Promise<B>): Promise<Array<B>> => {
+  const results: Array<B> = []
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++
+      results[i] = await task(items[i]!)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
+}
+
+interface Found {
+  readonly path: string
+  readonly symlink: boolean
+}
+
+const walk = async (root: string): Promise<Array<Found>> => {
+  const found: Array<Found> = []
+  const visit = async (relative: string): Promise<void> => {
+    let entries: Array<Dirent>
+    try {
+      entries = await fs.readdir(path.join(root, relative), { withFileTypes: true })
+    } catch (error) {
+      if (isMissing(error)) return // removed while walking
+      throw error
+    }
+    const subdirs: Array<string> = []
+    for (const entry of entries) {
+      const file = relative === "" ? entry.name : `${relative}/${entry.name}`
+      if (entry.isDirectory()) {
+        if (!IGNORED_DIRS.has(entry.name)) subdirs.push(file)
+      } else if (entry.isFile()) found.push({ path: file, symlink: false })
+      else if (entry.isSymbolicLink()) found.push({ path: file, symlink: true })
+      // Sockets, FIFOs and devices are not content.
+    }
+    await Promise.all(subdirs.map(visit))
+  }
+  await visit("")
+  return found
+}
+
+const modeOf = (stats: Stats, symlink: boolean): BlobMode =>
+  symlink ? "symlink" : (stats.mode & 0o111) !== 0 ? "executable" : "regular"
+
+export interface ScanResult {
+  readonly snapshot: Snapshot
+  /** The index to keep: every file with its hash and stat. */
+  readonly files: ReadonlyMap<string, IndexEntry>
+  /** Files that had to be hashed (new or changed since the index). */
+  readonly hashed: number
+  /** Paths that cannot be stored (invalid names), with the reason. */
+  readonly invalid: ReadonlyArray<{ readonly path: string; readonly reason: string }>
+}
+
+/** Every file of the working tree; files whose stat matches the index keep their hash. */
+export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, CliFailure> =>
+  io("cannot read the working tree", async () => {
+    const found = await walk(root)
+    const snapshot = new Map<string, { hash: Hash; mode: BlobMode }>()
+    const files = new Map<string, IndexEntry>()
+    const invalid: Array<{ path: string; reason: string }> = []
+    let hashed = 0
+    await mapLimit(found, 16, async ({ path: file, symlink }) => {
+      const check = Objects.Path.checkPath(file)
+      if (!check.ok) return void invalid.push({ path: file, reason: check.reason })
+      const absolute = path.join(root, file)
+      let stats: Stats
+      try {
+        stats = await fs.lstat(absolute)
+      } catch (error) {
+        if (isMissing(error)) return
+        throw error
+      }
+      const mode = modeOf(stats, symlink)
+      const known = index.files.get(file)
+      let hash: Hash
+      if (
+        known !== undefined && known.size === stats.size && known.mtimeMs === stats.mtimeMs && known.ino === stats.ino &&
+        (known.mode === "symlink") === symlink && stats.mtimeMs < index.writtenAt
+      ) {
+        hash = known.hash
+      } else {
+        hashed++
+        hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
+      }
+      snapshot.set(file, { hash, mode })
+      files.set(file, { hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+    })
+    return { snapshot, files, hashed, invalid }
+  })
+
+const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>
+  a !== undefined && b !== undefined && a.hash === b.hash && a.mode === b.mode
+
+/** Where the bytes of a blob can be read: a file (downloaded, kept, or elsewhere in the tree). */
+export type BlobSource = (hash: Hash) => string | undefined
+
+export interface ApplyResult {
+  readonly written: number
+  readonly removed: number
+  /** The index after the change. */
+  readonly files: ReadonlyMap<string, IndexEntry>
+}
+
+/**
+ * Turns the working tree from `from` into `to`: removes what `to` lacks, writes what differs
+ * (through a temp file renamed into place), prunes directories left empty. Bytes come from
+ * `source`, else from a file of `from` with the same hash (copied aside before anything is
+ * removed).
+ */
+export const applySnapshot = (
+  root: string,
+  from: Snapshot,
+  to: Snapshot,
+  source: BlobSource,
+  index: ReadonlyMap<string, IndexEntry>,
+  /** Sources that may be moved into place (temp downloads) when only one path needs them. */
+  movable: (file: string) => boolean = () => false
+): Effect.Effect<ApplyResult, CliFailure> =>
+  io("cannot update the working tree", async () => {
+    const tmp = tempDir(root)
+    await fs.mkdir(tmp, { recursive: true })
+    const files = new Map(index)
+    const toWrite = [...to].filter(([file, entry]) => !sameFile(from.get(file), entry))
+    const toRemove = [...from.keys()].filter((file) => !to.has(file))
+    // Bytes that only the current tree has, set aside before paths are removed or overwritten.
+    const aside = new Map<Hash, string>()
+    const holder = new Map<Hash, string>()
+    for (const [file, entry] of from) holder.set(entry.hash, file)
+    for (const [, entry] of toWrite) {
+      if (source(entry.hash) !== undefined || aside.has(entry.hash)) continue
+      const file = holder.get(entry.hash)
+      if (file === undefined) throw new Error(`no bytes for blob ${entry.hash}`)
+      const copy = path.join(tmp, `aside-${randomBytes(6).toString("hex")}`)
+      const absolute = path.join(root, file)
+      if (from.get(file)?.mode === "symlink") await fs.writeFile(copy, await fs.readlink(absolute))
+      else await fs.copyFile(absolute, copy)
+      aside.set(entry.hash, copy)
+    }
+    const uses = new Map<Hash, number>()
+    for (const [, entry] of toWrite) uses.set(entry.hash, (uses.get(entry.hash) ?? 0) + 1)
+    const dirs = new Set<string>()
+    for (const file of toRemove) {
+      await fs.rm(path.join(root, file), { force: true, recursive: true })
+      files.delete(file)
+      dirs.add(path.posix.dirname(file))
+    }
+    // A file written where a directory used to be (or the reverse) needs the old one gone first.
+    await mapLimit(toWrite, 8, async ([file, entry]) => {
+      const target = path.join(root, file)
+      const bytes = source(entry.hash) ?? aside.get(entry.hash)!
+      await fs.mkdir(path.dirname(target), { recursive: true })
+      const temp = path.join(tmp, `w-${randomBytes(6).toString("hex")}`)
+      if (entry.mode === "symlink") {
+        await fs.symlink(await fs.readFile(bytes, "utf8"), temp)
+      } else {
+        if (uses.get(entry.hash) === 1 && movable(bytes)) await fs.rename(bytes, temp)
+        else await fs.copyFile(bytes, temp)
+        await fs.chmod(temp, entry.mode === "executable" ? 0o755 : 0o644)
+      }
+      const existing = await fs.lstat(target).catch(() => undefined)
+      if (existing?.isDirectory() === true) await fs.rm(target, { recursive: true, force: true })
+      await fs.rename(temp, target)
+      const stats = await fs.lstat(target)
+      files.set(file, { hash: entry.hash, mode: entry.mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+    })
+    for (const copy of aside.values()) await fs.rm(copy, { force: true })
+    // Prune directories that removals left empty, deepest first, never the root.
+    const sorted = [...dirs].sort((a, b) => b.length - a.length)
+    for (let dir of sorted) {
+      while (dir !== "." && dir !== "") {
+        const removed = await fs.rmdir(path.join(root, dir)).then(() => true, () => false)
+        if (!removed) break
+        dir = path.posix.dirname(dir)
+      }
+    }
+    return { written: toWrite.length, removed: toRemove.length, files }
+  })

@@ -1,0 +1,174 @@
+/**
+ * Fetching blobs for a clone, pull, merge or diff: the chunks of every blob
+ * come through the binary `chunks/fetch` route in batches (<= 16 MiB, three
+ * in flight), each chunk is checked against its BLAKE3 hash as it arrives and
+ * written at its offsets, and every reassembled blob is hashed again before it
+ * is handed over. Files land in a temp directory as `<blob hash>`.
+ */
+import type { ApiSync } from "@grove/api"
+import { Objects } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import type { CliFailure } from "../Failures.ts"
+import { hashFile } from "../local/Hashing.ts"
+import { decodeFrames } from "./Frames.ts"
+import { makeProgress } from "./Progress.ts"
+import type { RemoteRepo } from "./RemoteRepo.ts"
+import { transfer } from "./RemoteRepo.ts"
+
+export interface IncomingBlob {
+  readonly hash: string
+  readonly size: number
+  readonly chunks?: ReadonlyArray<ApiSync.ChunkRefData> | undefined
+}
+
+const BATCH_BYTES = 16 * 1024 * 1024
+const BATCH_HASHES = 4096
+const IN_FLIGHT = 3
+/** The route that answers framed chunk bytes; see packages/server/src/http/ChunkRoutes.ts. */
+export const FETCH_ROUTE = "chunks/fetch"
+
+interface Placement {
+  readonly blob: string
+  readonly offset: number
+}
+
+/** Completes chunk lists the pull left out, with `blobs/info`. */
+const withChunkLists = (remote: RemoteRepo, blobs: ReadonlyArray<IncomingBlob>) =>
+  Effect.gen(function*() {
+    const lacking = blobs.filter((b) => b.size > 0 && (b.chunks === undefined || b.chunks.length === 0)).map((b) => b.hash)
+    if (lacking.length === 0) return blobs
+    const known = new Map<string, IncomingBlob>()
+    for (let i = 0; i < lacking.length; i += 10_000) {
+      const answer = yield* remote.connection.call(remote.connection.client.sync.blobsInfo({
+        params: { owner: remote.owner, name: remote.name },
+        payload: { hashes: lacking.slice(i, i + 10_000) }
+      }))
+      for (const blob of answer.blobs) known.set(blob.hash, blob)
+    }
+    return blobs.map((b) => known.get(b.hash) ?? b)
+  })
+
+/**
+ * Downloads `blobs` into `dir` and answers where each one is. Fails when the server omits a
+ * chunk (it may not be readable by this caller) or sends bytes that do not match a hash.
+ */
+export const downloadBlobs = (
+  remote: RemoteRepo,
+  wanted: ReadonlyArray<IncomingBlob>,
+  dir: string
+): Effect.Effect<Map<string, string>, CliFailure> =>
+  Effect.gen(function*() {
+    // The empty blob needs no transfer, whatever size the caller guessed.
+    const unique = [...new Map(wanted.map((b) => [b.hash, b.hash === Objects.Blake3.EMPTY_HASH ? { hash: b.hash, size: 0 } : b])).values()]
+    const blobs = yield* withChunkLists(remote, unique)
+    const files = new Map<string, string>()
+    const placements = new Map<string, Array<Placement>>()
+    const chunkSizes = new Map<string, number>()
+    const remaining = new Map<string, number>()
+    const partial = (hash: string) => path.join(dir, `${hash}.part`)
+    yield* transfer("cannot prepare the download", async () => {
+      await fs.mkdir(dir, { recursive: true })
+      for (const blob of blobs) {
+        const chunks = blob.chunks ?? []
+        if (blob.size === 0) {
+          await fs.writeFile(path.join(dir, blob.hash), new Uint8Array(0))
+          files.set(blob.hash, path.join(dir, blob.hash))
+          continue
+        }
+        if (chunks.length === 0) throw new Error(`the server sent no chunk list for blob ${blob.hash}`)
+        if (chunks.length > 1) await fs.writeFile(partial(blob.hash), new Uint8Array(0))
+        remaining.set(blob.hash, chunks.length)
+        for (const c of chunks) {
+          const list = placements.get(c.hash) ?? []
+          list.push({ blob: blob.hash, offset: c.offset })
+          placements.set(c.hash, list)
+          chunkSizes.set(c.hash, c.size)
+        }
+      }
+    })
+    const single = new Set(blobs.filter((b) => b.chunks?.length === 1 && b.chunks[0]!.hash === b.hash).map((b) => b.hash))
+    const batches: Array<Array<string>> = []
+    let current: Array<string> = []
+    let bytes = 0
+    for (const [hash, size] of chunkSizes) {
+      if (current.length > 0 && (current.length >= BATCH_HASHES || bytes + size > BATCH_BYTES)) {
+        batches.push(current)
+        current = []
+        bytes = 0
+      }
+      current.push(hash)
+      bytes += size
+    }
+    if (current.length > 0) batches.push(current)
+    const total = [...chunkSizes.values()].reduce((a, b) => a + b, 0)
+    const progress = makeProgress("Downloading", total)
+
+    const finishBlob = async (hash: string) => {
+      const blob = blobs.find((b) => b.hash === hash)!
+      const file = partial(hash)
+      const got = await hashFile(file, blob.size)
+      if (got !== hash) throw new Error(`blob ${hash} reassembled to ${got}: refusing corrupted content`)
+      await fs.rename(file, path.join(dir, hash))
+      files.set(hash, path.join(dir, hash))
+    }
+
+    yield* Effect.forEach(batches, (batch) =>
+      transfer("download failed", async () => {
+        const response = await remote.binary(FETCH_ROUTE, {
+          method: "POST",
+          body: JSON.stringify({ hashes: batch }),
+          contentType: "application/json"
+        })
+        if (response.body === null) throw new Error("empty answer to a chunk download")
+        const received = new Set<string>()
+        for await (const frame of decodeFrames(response.body)) {
+          const where = placements.get(frame.hash)
+          if (where === undefined || received.has(frame.hash)) throw new Error(`the server sent an unrequested chunk ${frame.hash}`)
+          if (Objects.Blake3.hash(frame.data) !== frame.hash) throw new Error(`chunk ${frame.hash} does not match its hash`)
+          received.add(frame.hash)
+          progress.add(frame.data.length)
+          for (const place of where) {
+            if (single.has(place.blob)) {
+              await fs.writeFile(path.join(dir, place.blob), frame.data)
+              files.set(place.blob, path.join(dir, place.blob))
+              continue
+            }
+            const handle = await fs.open(partial(place.blob), "r+")
+            try {
+              await handle.write(frame.data, 0, frame.data.length, place.offset)
+            } finally {
+              await handle.close()
+            }
+            const left = (remaining.get(place.blob) ?? 1) - 1
+            remaining.set(place.blob, left)
+            if (left === 0) await finishBlob(place.blob)
+          }
+        }
+        const lost = batch.filter((hash) => !received.has(hash))
+        if (lost.length > 0) {
+          throw new Error(`the server did not send ${lost.length} chunk(s), e.g. ${lost[0]} (missing, or not readable with this key)`)
+        }
+      }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
+    for (const blob of blobs) {
+      if (!files.has(blob.hash)) return yield* transfer("download failed", () => Promise.reject(new Error(`blob ${blob.hash} is incomplete`)))
+    }
+    return files
+  })
+
+/** A few blobs' bytes in memory (diff and merge of small text files). */
+export const fetchBlobBytes = (
+  remote: RemoteRepo,
+  blobs: ReadonlyArray<IncomingBlob>,
+  dir: string
+): Effect.Effect<Map<string, Uint8Array>, CliFailure> =>
+  Effect.gen(function*() {
+    const files = yield* downloadBlobs(remote, blobs, dir)
+    const out = new Map<string, Uint8Array>()
+    for (const [hash, file] of files) {
+      out.set(hash, yield* transfer("cannot read a downloaded blob", () => fs.readFile(file)))
+      yield* transfer("cannot clean up", () => fs.rm(file, { force: true }))
+    }
+    return out
+  })

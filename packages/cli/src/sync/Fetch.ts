@@ -1,0 +1,115 @@
+/**
+ * Receiving history: a branch's commits and trees from `pull` (each one
+ * re-hashed before it is stored), and turning the working tree into a
+ * snapshot, downloading only the blobs that are neither in the tree already
+ * nor kept locally.
+ */
+import type { ApiSync } from "@grove/api"
+import { Objects } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { failure } from "../Failures.ts"
+import type { CliFailure } from "../Failures.ts"
+import { io } from "../local/Io.ts"
+import { blobPath, tempDir } from "../local/Objects.ts"
+import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
+import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
+import type { Workspace } from "../local/Workspace.ts"
+import type { IncomingBlob } from "./Download.ts"
+import { downloadBlobs } from "./Download.ts"
+import type { RemoteRepo } from "./RemoteRepo.ts"
+
+/** Checks and stores the trees and commits of a pull answer. */
+export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(
+  workspace: Workspace,
+  answer: { readonly commits: ReadonlyArray<ApiSync.CommitData>; readonly trees: ReadonlyArray<ApiSync.TreeData> }
+) {
+  for (const tree of answer.trees) {
+    const entries = tree.entries as ReadonlyArray<Objects.Tree.TreeEntry>
+    const check = Objects.Tree.checkTree({ hash: tree.hash, entries })
+    if (!check.ok) return yield* failure(`the server sent a bad tree: ${check.reason}`, "bad_object")
+    yield* workspace.objects.writeTree(tree.hash, entries)
+  }
+  for (const commit of answer.commits) {
+    const check = Objects.Commit.checkCommit({
+      ...commit,
+      parent_hash: commit.parent_hash ?? null
+    })
+    if (!check.ok) return yield* failure(`the server sent a bad commit: ${check.reason}`, "bad_object")
+    if ((yield* workspace.objects.readCommit(commit.hash)) === undefined) yield* workspace.objects.writeCommit({ commit })
+  }
+})
+
+export type PullAnswer = ApiSync.PullResponse
+
+/** `GET pull` for one branch (all of it without `since`), its history stored. */
+export const fetchBranch = Effect.fn("Fetch.branch")(function*(
+  workspace: Workspace,
+  remote: RemoteRepo,
+  branch: string,
+  since: string | null
+) {
+  const { call, client } = remote.connection
+  const answer = yield* call(client.sync.pull({
+    params: { owner: remote.owner, name: remote.name },
+    query: { branch_name: branch, ...(since === null ? {} : { since }) }
+  }))
+  yield* storeHistory(workspace, answer)
+  return answer
+})
+
+export interface MaterializeResult {
+  readonly written: number
+  readonly removed: number
+  readonly downloadedBlobs: number
+}
+
+/**
+ * Makes the working tree hold `to` (it holds `from` now, as `index` records). Blob bytes come from
+ * the local blob store, from files already in the tree, and otherwise from the server (`refs` says
+ * how they are chunked; unknown ones are asked for with `blobs/info`).
+ */
+export const materialize = (
+  workspace: Workspace,
+  remote: RemoteRepo | undefined,
+  from: Snapshot,
+  to: Snapshot,
+  index: ReadonlyMap<string, IndexEntry>,
+  refs: ReadonlyArray<IncomingBlob>
+): Effect.Effect<MaterializeResult, CliFailure> =>
+  Effect.gen(function*() {
+    const { root } = workspace
+    const present = new Set([...from.values()].map((f) => f.hash))
+    const kept = new Map<string, string>()
+    const wanted = new Map<string, IncomingBlob>()
+    const byHash = new Map(refs.map((r) => [r.hash, r]))
+    for (const [file, entry] of to) {
+      const current = from.get(file)
+      if (current !== undefined && current.hash === entry.hash && current.mode === entry.mode) continue
+      if (present.has(entry.hash) || kept.has(entry.hash) || wanted.has(entry.hash)) continue
+      if (yield* workspace.objects.hasBlob(entry.hash)) {
+        kept.set(entry.hash, blobPath(root, entry.hash))
+        continue
+      }
+      wanted.set(entry.hash, byHash.get(entry.hash) ?? { hash: entry.hash, size: -1 })
+    }
+    const downloadDir = path.join(tempDir(root), `download-${process.pid}-${Date.now()}`)
+    let downloaded = new Map<string, string>()
+    if (wanted.size > 0) {
+      if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
+      // Sizes unknown here come back from blobs/info along with the chunk lists.
+      const list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
+      downloaded = yield* downloadBlobs(remote, list, downloadDir)
+    }
+    const result = yield* applySnapshot(
+      root,
+      from,
+      to,
+      (hash) => kept.get(hash) ?? downloaded.get(hash),
+      index,
+      (file) => file.startsWith(downloadDir)
+    ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
+    yield* writeIndex(root, result.files)
+    return { written: result.written, removed: result.removed, downloadedBlobs: downloaded.size }
+  })

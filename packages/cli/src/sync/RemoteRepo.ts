@@ -1,0 +1,72 @@
+/**
+ * One repository on one server, as the transfer code talks to it: the typed
+ * client for the JSON endpoints and plain `fetch` for the binary chunk routes
+ * (`chunks/batch`, `chunks/fetch`), which are outside the HttpApi contract.
+ */
+import { Effect, Option } from "effect"
+import type { Connection } from "../Client.ts"
+import { connect, fromErrorBody } from "../Client.ts"
+import type { CliFailure } from "../Failures.ts"
+import { CliFailure as Failure, ExitCode } from "../Failures.ts"
+
+export interface RemoteRepo {
+  readonly site: string
+  readonly owner: string
+  readonly name: string
+  readonly connection: Connection
+  readonly token: string | undefined
+  /** `{site}/api/{owner}/{name}/{path}` with the bearer token; a non-2xx answer is a failure. */
+  readonly binary: (path: string, init: { method: string; body?: string | Uint8Array; contentType?: string }) => Promise<Response>
+}
+
+const encodeSegment = encodeURIComponent
+
+export const repoRemote = (connection: Connection, owner: string, name: string): RemoteRepo => {
+  const token = Option.getOrUndefined(Option.map(connection.credential, (c) => c.token))
+  const base = `${connection.remote}/api/${encodeSegment(owner)}/${encodeSegment(name)}`
+  return {
+    site: connection.remote,
+    owner,
+    name,
+    connection,
+    token,
+    binary: async (path, init) => {
+      const headers: Record<string, string> = {}
+      if (token !== undefined) headers["authorization"] = `Bearer ${token}`
+      if (init.contentType !== undefined) headers["content-type"] = init.contentType
+      let response: Response
+      try {
+        response = await fetch(`${base}/${path}`, {
+          method: init.method,
+          headers,
+          ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
+        })
+      } catch (error) {
+        const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
+        throw new Failure({ message: `cannot connect to ${connection.remote}${cause}`, exitCode: ExitCode.auth, code: "network" })
+      }
+      if (!response.ok) {
+        const body = await response.json().catch(() => ({})) as Record<string, unknown>
+        throw fromErrorBody(response.status, body, connection)
+      }
+      return response
+    }
+  }
+}
+
+export const connectRepo = (site: string, owner: string, name: string): Effect.Effect<RemoteRepo, CliFailure, Effect.Services<ReturnType<typeof connect>>> =>
+  Effect.map(connect(site), (connection) => repoRemote(connection, owner, name))
+
+/** A promise-based transfer step: a thrown `CliFailure` stays itself, anything else becomes one. */
+export const transfer = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, CliFailure> =>
+  Effect.tryPromise({
+    try: run,
+    catch: (error) =>
+      error instanceof Failure
+        ? error
+        : new Failure({
+          message: `${what}: ${error instanceof Error ? error.message : String(error)}`,
+          exitCode: ExitCode.error,
+          code: "transfer"
+        })
+  })

@@ -1,0 +1,136 @@
+/**
+ * Sending blobs before a push: ask which blobs the server lacks
+ * (`blobs/check`), cut those into chunks (one chunk under 10 MiB, FastCDC
+ * above), ask which chunks it lacks (`chunks/check`; the organization dedups),
+ * and upload those in binary batches (<= 256 entries, <= 16 MiB each, three in
+ * flight). Chunk bytes are read from the files when a batch is sent, so memory
+ * stays bounded by the batches in flight.
+ */
+import type { ApiSync } from "@grove/api"
+import { FastCdc, Objects } from "@grove/core"
+import { Effect } from "effect"
+import { createReadStream } from "node:fs"
+import * as fs from "node:fs/promises"
+import type { CliFailure } from "../Failures.ts"
+import { encodeFrames } from "./Frames.ts"
+import { makeProgress } from "./Progress.ts"
+import type { RemoteRepo } from "./RemoteRepo.ts"
+import { transfer } from "./RemoteRepo.ts"
+
+/** A blob to offer: its bytes are in `file`. */
+export interface OutgoingBlob {
+  readonly hash: string
+  readonly size: number
+  readonly file: string
+}
+
+const CHECK_PAGE = 10_000
+const BATCH_ENTRIES = Objects.Chunks.MAX_BATCH_ENTRIES
+const BATCH_BYTES = 16 * 1024 * 1024
+const IN_FLIGHT = 3
+
+const pages = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+/** The chunk list of a file: itself under the threshold, else FastCDC chunks hashed one by one. */
+export const chunkFile = async (blob: OutgoingBlob): Promise<Array<ApiSync.ChunkRefData>> => {
+  if (blob.size < Objects.Chunks.CHUNKING_THRESHOLD) return [{ hash: blob.hash, offset: 0, size: blob.size }]
+  const chunker = new FastCdc.FastCdcChunker()
+  const refs: Array<ApiSync.ChunkRefData> = []
+  const take = (chunks: ReadonlyArray<FastCdc.Chunk>) => {
+    for (const c of chunks) refs.push({ hash: Objects.Blake3.hash(c.data), offset: c.offset, size: c.length })
+  }
+  for await (const piece of createReadStream(blob.file, { highWaterMark: 1024 * 1024 })) take(chunker.push(piece as Buffer))
+  take(chunker.finish())
+  return refs
+}
+
+interface ChunkSource {
+  readonly hash: string
+  readonly file: string
+  readonly offset: number
+  readonly size: number
+}
+
+const readRange = async (source: ChunkSource): Promise<Uint8Array> => {
+  const handle = await fs.open(source.file, "r")
+  try {
+    const data = new Uint8Array(source.size)
+    let read = 0
+    while (read < source.size) {
+      const { bytesRead } = await handle.read(data, read, source.size - read, source.offset + read)
+      if (bytesRead === 0) throw new Error(`${source.file} is shorter than expected`)
+      read += bytesRead
+    }
+    return data
+  } finally {
+    await handle.close()
+  }
+}
+
+export interface UploadResult {
+  /** The blobs the server did not have, as the push lists them (chunk references, no inline content). */
+  readonly blobs: ReadonlyArray<ApiSync.BlobData>
+  readonly uploadedChunks: number
+  readonly uploadedBytes: number
+}
+
+export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) {
+  const { call, client } = remote.connection
+  const params = { owner: remote.owner, name: remote.name }
+  const unique = [...new Map(outgoing.map((b) => [b.hash, b])).values()]
+  const missing = new Set<string>()
+  for (const page of pages(unique.map((b) => b.hash), CHECK_PAGE)) {
+    const answer = yield* call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } }))
+    for (const hash of answer.missing) missing.add(hash)
+  }
+  const toSend = unique.filter((b) => missing.has(b.hash))
+  const blobs: Array<ApiSync.BlobData> = []
+  const sources = new Map<string, ChunkSource>()
+  const lists = yield* transfer("cannot read a file to chunk it", () =>
+    Promise.all(toSend.map(async (blob) => ({ blob, chunks: await chunkFile(blob) }))))
+  for (const { blob, chunks } of lists) {
+    blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
+    for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
+  }
+  const needed: Array<ChunkSource> = []
+  for (const page of pages([...sources.values()], CHECK_PAGE)) {
+    const answer = yield* call(client.sync.chunksCheck({
+      params,
+      payload: { hashes: page.map((c) => c.hash), sizes: page.map((c) => c.size), chunk_batch_protocol: "bounded_v1" }
+    }))
+    for (const { hash } of answer.missing) {
+      const source = sources.get(hash)
+      if (source !== undefined) needed.push(source)
+    }
+  }
+  const batches: Array<Array<ChunkSource>> = []
+  let current: Array<ChunkSource> = []
+  let currentBytes = 0
+  for (const chunk of needed) {
+    if (current.length > 0 && (current.length >= BATCH_ENTRIES || currentBytes + chunk.size > BATCH_BYTES)) {
+      batches.push(current)
+      current = []
+      currentBytes = 0
+    }
+    current.push(chunk)
+    currentBytes += chunk.size
+  }
+  if (current.length > 0) batches.push(current)
+  const total = needed.reduce((sum, c) => sum + c.size, 0)
+  const progress = makeProgress("Uploading", total)
+  yield* Effect.forEach(batches, (batch) =>
+    transfer("upload failed", async () => {
+      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
+      const body = Buffer.concat(encodeFrames(frames))
+      await (await remote.binary("chunks/batch", { method: "POST", body, contentType: "application/octet-stream" })).arrayBuffer()
+      progress.add(body.length)
+    }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
+  for (const page of pages(needed, Objects.Chunks.MAX_BATCH_ENTRIES)) {
+    yield* call(client.sync.chunksUploaded({ params, payload: { hashes: page.map((c) => ({ hash: c.hash, size: c.size })) } }))
+  }
+  return { blobs, uploadedChunks: needed.length, uploadedBytes: total } satisfies UploadResult
+}) as (remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) => Effect.Effect<UploadResult, CliFailure>
