@@ -12,7 +12,6 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
-import { decodeFrames } from "./Frames.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer } from "./RemoteRepo.ts"
@@ -123,7 +122,7 @@ export const downloadBlobs = (
         })
         if (response.body === null) throw new Error("empty answer to a chunk download")
         const received = new Set<string>()
-        for await (const frame of decodeFrames(response.body)) {
+        for await (const frame of Objects.Frames.decodeFrames(response.body)) {
           const where = placements.get(frame.hash)
           if (where === undefined || received.has(frame.hash)) throw new Error(`the server sent an unrequested chunk ${frame.hash}`)
           if (Objects.Blake3.hash(frame.data) !== frame.hash) throw new Error(`chunk ${frame.hash} does not match its hash`)

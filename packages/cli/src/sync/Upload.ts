@@ -12,7 +12,6 @@ import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import type { CliFailure } from "../Failures.ts"
-import { encodeFrames } from "./Frames.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer } from "./RemoteRepo.ts"
@@ -125,7 +124,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   yield* Effect.forEach(batches, (batch) =>
     transfer("upload failed", async () => {
       const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
-      const body = Buffer.concat(encodeFrames(frames))
+      const body = Buffer.concat(Objects.Frames.encodeFrames(frames))
       await (await remote.binary("chunks/batch", { method: "POST", body, contentType: "application/octet-stream" })).arrayBuffer()
       progress.add(body.length)
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))

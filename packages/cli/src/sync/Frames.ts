@@ -1,2 +1,0 @@
-/** The chunk frame format lives in @grove/core, shared with the server. */
-export * from "@grove/core/objects/Frames"
