@@ -1,0 +1,72 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Objects } from "@grove/core"
+import { Effect } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { tempDir } from "../../test/support.ts"
+import { commitSnapshot, commitWorkingTree } from "./Commit.ts"
+import { blobPath } from "./Objects.ts"
+import { currentBranch, initialState, newBranch } from "./State.ts"
+import { saveState, writeConfig } from "./Workspace.ts"
+
+const setup = Effect.gen(function*() {
+  const root = yield* tempDir("commit")
+  const workspace = yield* writeConfig(root, { remote: "http://127.0.0.1:9", name: "demo" })
+  const state = initialState("tester", newBranch("tester-abcdef"))
+  yield* saveState(workspace, state)
+  return { root, workspace, state }
+})
+
+const write = (root: string, file: string, text: string) =>
+  Effect.promise(async () => {
+    await fs.mkdir(path.dirname(path.join(root, file)), { recursive: true })
+    await fs.writeFile(path.join(root, file), text)
+  })
+
+describe("Commit", () => {
+  it.effect("commits the working tree: valid hashes, file changes, kept blob copies, unpushed list", () =>
+    Effect.gen(function*() {
+      const { root, state, workspace } = yield* setup
+      yield* write(root, "a.txt", "alpha\n")
+      yield* write(root, "dir/b.txt", "beta\n")
+      const first = yield* commitWorkingTree(workspace, state)
+      const c1 = first.commit!
+      expect(Objects.Commit.checkCommit({ ...c1, parent_hash: null }).ok).toBe(true)
+      expect(c1).toMatchObject({ branch_name: "tester-abcdef", author: "tester", parent_hash: null })
+      expect(c1.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3}|\.\d{6})?\+00:00$/)
+      expect(c1.files.map((f) => [f.path, f.change_type])).toEqual([["a.txt", "added"], ["dir/b.txt", "added"]])
+      // The pushed bytes are the committed ones, whatever happens to the file afterwards.
+      yield* write(root, "a.txt", "changed later\n")
+      const kept = yield* Effect.promise(() => fs.readFile(blobPath(root, Objects.Blake3.hash("alpha\n")), "utf8"))
+      expect(kept).toBe("alpha\n")
+
+      const second = yield* commitWorkingTree(workspace, first.state)
+      expect(second.commit?.parent_hash).toBe(c1.hash)
+      expect(second.changes.map((c) => c.change_type)).toEqual(["modified"])
+      expect(currentBranch(second.state)).toMatchObject({ head: second.commit!.hash, unpushed: [c1.hash, second.commit!.hash] })
+      const files = yield* commitSnapshot(workspace, second.commit!.hash)
+      expect(files.get("a.txt")?.hash).toBe(Objects.Blake3.hash("changed later\n"))
+      expect(files.get("dir/b.txt")?.hash).toBe(Objects.Blake3.hash("beta\n"))
+
+      const nothing = yield* commitWorkingTree(workspace, second.state)
+      expect(nothing.commit).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.effect("a merge in progress: markers block the commit; resolved, it gets both parents", () =>
+    Effect.gen(function*() {
+      const { root, state, workspace } = yield* setup
+      yield* write(root, "n.txt", "one\n")
+      const base = yield* commitWorkingTree(workspace, state)
+      const merging = {
+        ...base.state,
+        merge: { branch: "tester-abcdef", parent: base.commit!.hash, merge_parent: base.commit!.hash, conflicts: ["n.txt"] }
+      }
+      yield* write(root, "n.txt", "<<<<<<< ours\none\n=======\ntwo\n>>>>>>> theirs\n")
+      const blocked = yield* Effect.flip(commitWorkingTree(workspace, merging))
+      expect(blocked.code).toBe("unresolved_conflicts")
+      yield* write(root, "n.txt", "one and two\n")
+      const done = yield* commitWorkingTree(workspace, merging)
+      expect(done.commit?.merge_parent_hash).toBe(base.commit!.hash)
+      expect(done.state.merge).toBeUndefined()
+    }).pipe(Effect.scoped))
+})
