@@ -83,7 +83,8 @@ export type Repository = typeof Repository.Type
 
 export const CreateRepository = Schema.Struct({
   name: Schema.String,
-  description: Schema.optionalKey(Schema.String),
+  /** The Oak client sends null for "none". */
+  description: Schema.optionalKey(Schema.NullOr(Schema.String)),
   is_public: Schema.optionalKey(Schema.Boolean),
   organization_slug: Schema.optionalKey(Schema.String)
 })

@@ -170,6 +170,9 @@ export const Branch = Schema.Struct({
 })
 export type Branch = typeof Branch.Type
 
+/** `{branches: [...]}`, the shape the Oak client reads. */
+export const BranchList = Schema.Struct({ branches: Schema.Array(Branch) })
+
 export const CreateBranch = Schema.Struct({
   name: Schema.String,
   description: Schema.optionalKey(Schema.String),

@@ -80,7 +80,7 @@ export class BranchesGroup extends HttpApiGroup.make("branches").add(
   HttpApiEndpoint.get("list", "/:owner/:name/branches", {
     params: Owner,
     query: { status: Schema.optionalKey(Schema.String) },
-    success: Schema.Array(S.Branch),
+    success: S.BranchList,
     error: ReadErrors
   }),
   HttpApiEndpoint.post("create", "/:owner/:name/branches", {
@@ -113,13 +113,9 @@ export class BranchesGroup extends HttpApiGroup.make("branches").add(
 ) {}
 
 export class ContentGroup extends HttpApiGroup.make("content").add(
-  HttpApiEndpoint.get("treeRoot", "/:owner/:name/tree/:commit", {
-    params: { ...Owner, commit: Schema.String },
-    success: S.TreeListing,
-    error: ReadErrors
-  }),
+  /** The root listing (`tree/{commit}`) and subdirectories (`tree/{commit}/{path}`): the wildcard also matches nothing. */
   HttpApiEndpoint.get("tree", "/:owner/:name/tree/:commit/*", {
-    params: { ...Owner, commit: Schema.String, "*": Schema.String },
+    params: { ...Owner, commit: Schema.String, "*": Schema.optionalKey(Schema.String) },
     success: S.TreeListing,
     error: ReadErrors
   }),

@@ -8,7 +8,17 @@ import { Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "./access/Authorizer.ts"
+import { Branches } from "./content/Branches.ts"
+import { ChunkStore } from "./content/ChunkStore.ts"
+import { CommitPaths } from "./content/CommitPaths.ts"
+import { ContentObjects } from "./content/ContentObjects.ts"
+import { History } from "./content/History.ts"
 import { ApiKeysHandlers } from "./http/ApiKeysHandlers.ts"
+import { BranchesHandlers } from "./http/BranchesHandlers.ts"
+import { ChunkRoutes } from "./http/ChunkRoutes.ts"
+import { ContentHandlers } from "./http/ContentHandlers.ts"
+import { FileRoutes } from "./http/FileRoutes.ts"
+import { SyncHandlers } from "./http/SyncHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
 import { CliAuthHandlers } from "./http/CliAuthHandlers.ts"
 import { JsonErrorsLive } from "./http/JsonErrors.ts"
@@ -22,16 +32,30 @@ import { CliAuthPageRoutes } from "./site/CliAuthPage.ts"
 import { HomePage } from "./site/HomePage.ts"
 import { SignInThrottle } from "./site/SignInThrottle.ts"
 
-/** Domain services over the database (reads, identity, access). */
-export const DomainLive = Authorizer.layer.pipe(
+/** Content reads and object storage (trees, blobs, chunks, commits, branches). */
+export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe(
+  Layer.provideMerge(Layer.mergeAll(ContentObjects.layer, ChunkStore.layer, Branches.layer))
+)
+
+/** Domain services over the database (reads, identity, access, content). */
+export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive).pipe(
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer))
 )
 
 const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.json" }).pipe(
-  Layer.provide([SystemHandlers, ApiKeysHandlers, OrgsHandlers, ReposHandlers, CliAuthHandlers]),
+  Layer.provide([
+    SystemHandlers,
+    ApiKeysHandlers,
+    OrgsHandlers,
+    ReposHandlers,
+    CliAuthHandlers,
+    SyncHandlers,
+    BranchesHandlers,
+    ContentHandlers
+  ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
 
-export const Routes = Layer.mergeAll(ApiRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
+export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
 
 export const HttpAppLive = HttpRouter.serve(Routes, { disableLogger: true, disableListenLog: true })

@@ -4,7 +4,7 @@
  */
 import { EntityRuntime, MemoryBus } from "@grove/bus"
 import * as KafkaBus from "@grove/bus/KafkaBus"
-import { DbEmbedded, DbPostgres, Migrations } from "@grove/storage"
+import { DbEmbedded, DbPostgres, Migrations, ObjectStoreLocal, ObjectStoreS3 } from "@grove/storage"
 import { Duration, Layer } from "effect"
 import * as path from "node:path"
 import type { ServerConfigShape } from "./Config.ts"
@@ -23,7 +23,19 @@ export const busLayer = (config: ServerConfigShape) =>
     ? MemoryBus.layerEmbedded({ nodeId: config.nodeId })
     : KafkaBus.layer({ nodeId: config.nodeId, bootstrap: config.kafkaBrokers, prefix: config.kafkaPrefix })
 
-/** Database, bus and the entity runtime on them. */
+/** Where content bytes live: files in the data directory, or an S3 bucket. */
+export const objectStoreLayer = (config: ServerConfigShape) =>
+  config.mode === "embedded"
+    ? ObjectStoreLocal.layer({ root: path.join(config.dataDir, "objects") }).pipe(Layer.orDie)
+    : ObjectStoreS3.layer({
+      endpoint: config.s3.endpoint!,
+      region: config.s3.region,
+      bucket: config.s3.bucket,
+      accessKeyId: config.s3.accessKeyId ?? "",
+      secretAccessKey: config.s3.secretAccessKey ?? ""
+    })
+
+/** Database, object store, bus and the entity runtime on them. */
 export const infrastructureLayer = (config: ServerConfigShape) => {
   const db = databaseLayer(config)
   const runtime = EntityRuntime.EntityRuntime.layer({ timeout: Duration.millis(config.commandTimeoutMs) }).pipe(
@@ -31,5 +43,5 @@ export const infrastructureLayer = (config: ServerConfigShape) => {
     Layer.provide(db),
     Layer.orDie
   )
-  return Layer.mergeAll(db, runtime)
+  return Layer.mergeAll(db, runtime, objectStoreLayer(config))
 }

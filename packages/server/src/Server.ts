@@ -4,14 +4,15 @@
  * the entity runtime and the infrastructure of the mode.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Console, Effect, Layer, References } from "effect"
-import { HttpServer } from "effect/http"
+import { ByteSize, Console, Effect, Layer, References } from "effect"
+import { HttpIncomingMessage, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
+import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 
@@ -53,9 +54,11 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
   // No trace exporter is configured, so spans would only cost time on every request.
   const NoTracing = Layer.succeed(References.TracerEnabled, false)
+  // JSON bodies (a push carries small blobs inline as number arrays, about 4 bytes per byte); binary routes set their own limits.
+  const BodyLimit = Layer.succeed(HttpIncomingMessage.MaxBodySize, ByteSize.mebibytes(256))
   return Layer.mergeAll(Http, Admin).pipe(
-    Layer.provide(NoTracing),
-    Layer.provide(RepositoryEntityLive),
+    Layer.provide(Layer.merge(NoTracing, BodyLimit)),
+    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

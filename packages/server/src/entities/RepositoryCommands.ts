@@ -41,12 +41,13 @@ export const SetVisibilityPayload = Schema.Struct({ isPublic: Schema.Boolean, ..
 export const TransferPayload = Schema.Struct({ toOrgId: Schema.String, toOwner: Schema.String, ...Actor })
 
 /** Appends a repository event (`grove.events`) in the command's transaction. */
-const emit = Effect.fnUntraced(function*(type: string, payload: Record<string, unknown>) {
+export const emit = Effect.fnUntraced(function*(type: string, payload: Record<string, unknown>) {
   const outbox = yield* Outbox.Outbox
   yield* outbox.append({ type, v: 1, ...payload })
 })
 
-const load = Effect.fnUntraced(function*(entityId: string) {
+/** The repository of an entity key `owner/name`, locked for the command's transaction. */
+export const load = Effect.fnUntraced(function*(entityId: string) {
   const sql = yield* SqlClient.SqlClient
   const [owner, name] = splitKey(entityId)
   const rows = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
@@ -61,7 +62,7 @@ export const splitKey = (entityId: string): readonly [string, string] => {
 
 const isUniqueViolation = (error: unknown) => error instanceof SqlError && error.reason._tag === "UniqueViolation"
 
-const audit = Effect.fnUntraced(function*(
+export const audit = Effect.fnUntraced(function*(
   orgId: string,
   actor: string,
   action: string,
@@ -96,6 +97,10 @@ export const create = Effect.fn("Repository.create")(function*(
     Effect.catch((error) => isUniqueViolation(error) ? Effect.succeed(false) : Effect.fail(error))
   )
   if (!inserted) return yield* new RepositoryNameTaken({ fullName })
+  // Every repository has `main`; it gets a head from its first merge.
+  yield* sql`INSERT INTO branches ${
+    sql.insert({ repo_id: id, name: "main", status: "open", created_by: payload.actor, created_at: new Date().toISOString().replace("Z", "+00:00") })
+  }`
   const record = (yield* load(entityId))!
   yield* audit(payload.orgId, payload.actor, "repo.create", fullName, { public: payload.isPublic })
   yield* emit("repository.created", { repository_id: id, owner: payload.owner, repo: payload.name, actor: payload.actor })

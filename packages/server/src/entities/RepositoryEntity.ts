@@ -7,6 +7,8 @@ import { ApiErrors } from "@grove/api"
 import { EntityRuntime, type Messages } from "@grove/bus"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { ServerConfig } from "../Config.ts"
+import * as BranchCommands from "../content/BranchCommands.ts"
+import { branchErrorResponse } from "../http/BranchErrors.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
@@ -43,6 +45,16 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
 const successStatus: Record<string, number> = { Create: 201, Delete: 204, SetVisibility: 200, Transfer: 200 }
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
+const decodeBranchError = Schema.decodeUnknownOption(BranchCommands.BranchError)
+
+/** A stored command error as the API would have answered it live. */
+const storedErrorResponse = (error: unknown): { status: number; body: unknown } | undefined => {
+  const repositoryError = decodeRepositoryError(error)
+  if (Option.isSome(repositoryError)) return repositoryErrorResponse(repositoryError.value)
+  const branchError = decodeBranchError(error)
+  if (Option.isSome(branchError)) return branchErrorResponse(branchError.value)
+  return undefined
+}
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
   const runtime = yield* EntityRuntime.EntityRuntime
@@ -68,12 +80,11 @@ const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
         case "Success":
           return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: reply.value }
         case "Failure": {
-          const error = decodeRepositoryError(reply.error)
-          if (Option.isNone(error)) {
+          const answer = storedErrorResponse(reply.error)
+          if (answer === undefined) {
             return { id: operationId, status: "done" as const, http_status: 500, response: { error: "the write failed", code: "internal" } }
           }
-          const { status, body } = repositoryErrorResponse(error.value)
-          return { id: operationId, status: "done" as const, http_status: status, response: body }
+          return { id: operationId, status: "done" as const, http_status: answer.status, response: answer.body }
         }
         case "Defect":
           return { id: operationId, status: "done" as const, http_status: 500, response: { error: "the write failed", code: "internal" } }

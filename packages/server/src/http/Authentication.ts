@@ -11,25 +11,30 @@ import { Identity } from "../identity/Identity.ts"
 
 const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
 
+/** The caller behind a request's Authorization header: anonymous without one, 401 for a bad one. */
+export const callerOf = (identity: Identity["Service"], header: string | undefined) =>
+  Effect.gen(function*() {
+    if (header === undefined || header === "") return anonymous
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    if (match === null) {
+      return yield* new ApiErrors.Unauthorized({ error: "the Authorization header must be 'Bearer <token>'", code: "bad_authorization" })
+    }
+    return yield* identity.authenticate(match[1]!).pipe(
+      Effect.catchTags({
+        InvalidToken: () =>
+          Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),
+        SqlError: () =>
+          Effect.fail(new ApiErrors.Unauthorized({ error: "could not check the token right now; try again", code: "auth_unavailable", retryable: true }))
+      })
+    )
+  })
+
 export const AuthenticationLive = Layer.effect(Authentication, Effect.gen(function*() {
   const identity = yield* Identity
   return Authentication.of((httpEffect) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const header = request.headers["authorization"]
-      if (header === undefined || header === "") return yield* Effect.provideService(httpEffect, CurrentCaller, anonymous)
-      const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
-      if (match === null) {
-        return yield* new ApiErrors.Unauthorized({ error: "the Authorization header must be 'Bearer <token>'", code: "bad_authorization" })
-      }
-      const caller = yield* identity.authenticate(match[1]!).pipe(
-        Effect.catchTags({
-          InvalidToken: () =>
-            Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),
-          SqlError: () =>
-            Effect.fail(new ApiErrors.Unauthorized({ error: "could not check the token right now; try again", code: "auth_unavailable", retryable: true }))
-        })
-      )
+      const caller = yield* callerOf(identity, request.headers["authorization"])
       return yield* Effect.provideService(httpEffect, CurrentCaller, caller)
     })
   )

@@ -5,13 +5,13 @@
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Names } from "@grove/core"
 import { Effect, Option } from "effect"
-import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import type { RepositoryError } from "../entities/RepositoryCommands.ts"
 import { type CommandPending, type CommandUnavailable, RepositoryGateway } from "../entities/RepositoryGateway.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
+import { actorName, commandId } from "./CallerContext.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
 import { repositoryApiError } from "./RepositoryErrors.ts"
 
@@ -34,32 +34,6 @@ const commandFailure = (error: RepositoryError | CommandPending | CommandUnavail
   }
 }
 
-/** `Idempotency-Key` makes a retried write replay its first answer instead of acting twice. */
-const commandId = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const caller = yield* CurrentCaller
-  const key = request.headers["idempotency-key"]
-  if (key === undefined) return undefined
-  if (!/^[\x21-\x7e]{1,200}$/.test(key)) {
-    return yield* new ApiErrors.BadRequest({ error: "Idempotency-Key must be 1-200 printable ASCII characters", code: "invalid_input" })
-  }
-  const who = caller.principal.kind === "user"
-    ? caller.principal.userId
-    : caller.principal.kind === "service_account"
-    ? caller.principal.accountId
-    : "anonymous"
-  return `idem:${who}:${key}`
-})
-
-const actorName = Effect.gen(function*() {
-  const { principal } = yield* CurrentCaller
-  return principal.kind === "user"
-    ? principal.username
-    : principal.kind === "service_account"
-    ? `service:${principal.name}`
-    : "anonymous"
-})
-
 export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(function*(handlers) {
   const repositories = yield* Repositories
   const authorizer = yield* Authorizer
@@ -75,7 +49,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller
       yield* requireValid(Names.checkRepoName(payload.name))
-      if (payload.description !== undefined) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
+      if (payload.description != null) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
       let slug = payload.organization_slug
       if (slug === undefined) {
         if (caller.principal.kind !== "user") {

@@ -71,7 +71,10 @@ export default Effect.gen(function*() {
     close_reason text,
     head text,
     created_by text NOT NULL,
+    -- RFC 3339 as the client sent it (the Oak client writes nanoseconds).
     created_at text NOT NULL,
+    -- The first push that gave the branch commits (the branch.created event); null until then.
+    pushed_at timestamptz,
     updated_at timestamptz NOT NULL DEFAULT now(),
     version integer NOT NULL DEFAULT 1,
     PRIMARY KEY (repo_id, name)

@@ -1,0 +1,316 @@
+/**
+ * The Branch entity (key `owner/name:branch`, in its repository's partition, so
+ * a repository's branch commands and repository commands run one at a time).
+ * A push moves the head with a compare-and-set in one transaction that also
+ * publishes the pushed commits, records what the repository now references
+ * (size accounting and the organization's quota) and appends the outbox event.
+ */
+import { ApiSync } from "@grove/api"
+import { Entity } from "@grove/bus"
+import { Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { emit, load as loadRepository } from "../entities/RepositoryCommands.ts"
+import type { RepositoryRecord } from "../repos/RepositoryRecord.ts"
+import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
+
+export class BranchRepositoryGone extends Schema.TaggedError<BranchRepositoryGone>()("BranchRepositoryGone", {
+  fullName: Schema.String
+}) {}
+export class BranchNotFound extends Schema.TaggedError<BranchNotFound>()("BranchNotFound", { branch: Schema.String }) {}
+export class BranchExists extends Schema.TaggedError<BranchExists>()("BranchExists", { branch: Schema.String }) {}
+/** The branch is not in a state that allows the command (merged, not closed, main). */
+export class BranchStateInvalid extends Schema.TaggedError<BranchStateInvalid>()("BranchStateInvalid", {
+  branch: Schema.String,
+  message: Schema.String,
+  code: Schema.String
+}) {}
+export class MainProtected extends Schema.TaggedError<MainProtected>()("MainProtected", { branch: Schema.String }) {}
+export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExceeded", {
+  owner: Schema.String,
+  usedBytes: Schema.Number,
+  quotaBytes: Schema.Number,
+  neededBytes: Schema.Number
+}) {}
+/** A parent outside the push is not (or no longer) published. */
+export class ParentUnpublished extends Schema.TaggedError<ParentUnpublished>()("ParentUnpublished", {
+  commit: Schema.String
+}) {}
+
+export const BranchError = Schema.Union([
+  BranchRepositoryGone,
+  BranchNotFound,
+  BranchExists,
+  BranchStateInvalid,
+  MainProtected,
+  QuotaExceeded,
+  ParentUnpublished
+])
+export type BranchError = typeof BranchError.Type
+
+const Actor = { actor: Schema.String }
+
+export const PushPayload = Schema.Struct({
+  /** Rows of `staged_pushes` holding the new trees and blobs (too many for one bus message). */
+  stagedId: Schema.NullOr(Schema.String),
+  commits: Schema.Array(Schema.String),
+  tip: Schema.NullOr(Schema.String),
+  force: Schema.Boolean,
+  branch: Schema.NullOr(ApiSync.BranchData),
+  ...Actor
+})
+export const CreatePayload = Schema.Struct({
+  description: Schema.NullOr(Schema.String),
+  parentBranch: Schema.String,
+  ...Actor
+})
+export const ClosePayload = Schema.Struct({ reason: Schema.NullOr(Schema.String), ...Actor })
+export const ReopenPayload = Schema.Struct({ ...Actor })
+
+export const branchKey = (repositoryKey: string, branch: string) => `${repositoryKey}:${branch}`
+
+/** `owner/name:branch` -> [`owner/name`, `branch`]; repository names never contain `:`. */
+export const splitBranchKey = (entityId: string): readonly [string, string] => {
+  const colon = entityId.indexOf(":")
+  return [entityId.slice(0, colon), entityId.slice(colon + 1)]
+}
+
+const nowRfc3339 = () => new Date().toISOString().replace("Z", "+00:00")
+
+const loadBranch = Effect.fnUntraced(function*(repoId: string, name: string) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches WHERE repo_id = ${repoId} AND name = ${name} FOR UPDATE`
+  return rows[0]
+})
+
+const requireRepository = Effect.fnUntraced(function*(entityId: string) {
+  const [repoKey] = splitBranchKey(entityId)
+  const repo = yield* loadRepository(repoKey)
+  if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: repoKey })
+  return repo
+})
+
+/** Changes a loaded branch with a compare-and-set on its version. */
+const updateBranch = Effect.fnUntraced(function*(current: BranchRecord, changes: ReturnType<SqlClient.SqlClient["update"]>) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<BranchRecord>`UPDATE branches SET ${changes}, updated_at = now(), version = version + 1
+    WHERE repo_id = ${current.repoId} AND name = ${current.name} AND version = ${current.version}
+    RETURNING ${branchColumns(sql)}`
+  // The row is locked FOR UPDATE in this transaction, so a lost compare-and-set is a bug in the caller: retry the command.
+  if (rows.length === 0) return yield* Effect.die(new Error(`branch ${current.name} changed under its own command`))
+  return rows[0]!
+})
+
+/**
+ * What the newly published commits reach: repository rows for access and size, organization rows for the quota.
+ * The quota is checked on the chunks that become referenced for the first time in the organization.
+ */
+const account = Effect.fnUntraced(function*(repo: RepositoryRecord, stagedId: string | null) {
+  const sql = yield* SqlClient.SqlClient
+  if (stagedId === null) return
+  const staged = yield* sql<{ body: unknown }>`DELETE FROM staged_pushes WHERE id = ${stagedId} AND repo_id = ${repo.id} RETURNING body`
+  const row = staged[0]
+  if (row === undefined) return
+  const body = (typeof row.body === "string" ? JSON.parse(row.body) : row.body) as { trees: Array<string>; blobs: Array<string> }
+  if (body.trees.length > 0) {
+    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${body.trees}::text[]) ON CONFLICT DO NOTHING`
+  }
+  if (body.blobs.length === 0) return
+  const added = yield* sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
+    SELECT ${repo.id}, unnest(${body.blobs}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`
+  if (added.length === 0) return
+  const addedHashes = added.map((r) => r.blob_hash)
+  yield* sql`UPDATE repositories SET
+    size_bytes = size_bytes + (SELECT coalesce(sum(size), 0) FROM blobs WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[])),
+    object_count = object_count + ${addedHashes.length}
+    WHERE id = ${repo.id}`
+  const firstUse = yield* sql<{ hash: string }>`UPDATE blobs SET referenced = true
+    WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[]) AND NOT referenced RETURNING hash`
+  if (firstUse.length === 0) return
+  const chunks = yield* sql<{ size: string }>`UPDATE chunks SET referenced = true
+    WHERE org_id = ${repo.orgId} AND NOT referenced AND hash IN (
+      SELECT chunk_hash FROM blob_chunks WHERE org_id = ${repo.orgId} AND blob_hash = ANY(${firstUse.map((r) => r.hash)}::text[]))
+    RETURNING size::text AS size`
+  const needed = chunks.reduce((sum, c) => sum + Number(c.size), 0)
+  if (needed === 0) return
+  const charged = yield* sql`UPDATE organizations SET used_bytes = used_bytes + ${needed}
+    WHERE id = ${repo.orgId} AND used_bytes + ${needed} <= quota_bytes RETURNING id`
+  if (charged.length === 0) {
+    const org = yield* sql<{ used: string; quota: string }>`SELECT used_bytes::text AS used, quota_bytes::text AS quota
+      FROM organizations WHERE id = ${repo.orgId}`
+    return yield* new QuotaExceeded({
+      owner: repo.owner,
+      usedBytes: Number(org[0]?.used ?? 0),
+      quotaBytes: Number(org[0]?.quota ?? 0),
+      neededBytes: needed
+    })
+  }
+})
+
+const CONFLICT_MESSAGE = "Conflict: remote head has changed. Pull first."
+
+export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
+  const repo = yield* requireRepository(entityId)
+  const [, name] = splitBranchKey(entityId)
+  if (name === "main") return yield* new MainProtected({ branch: name })
+  const current = yield* loadBranch(repo.id, name)
+  if (current?.status === "merged") {
+    return yield* new BranchStateInvalid({
+      branch: name,
+      message: `branch '${name}' was merged; start a new branch from main`,
+      code: "branch_merged"
+    })
+  }
+  const meta = payload.branch
+  const description = meta?.description ?? current?.description ?? null
+
+  // Metadata only: description, and open -> closed (closed -> open is ignored on this path).
+  if (payload.commits.length === 0) {
+    const closing = meta?.status === "closed"
+    if (current === undefined) {
+      const created = yield* sql<BranchRecord>`INSERT INTO branches ${
+        sql.insert({
+          repo_id: repo.id,
+          name,
+          description,
+          parent_branch: meta?.parent_branch ?? "main",
+          status: closing ? "closed" : "open",
+          close_reason: closing ? meta?.close_reason ?? null : null,
+          created_by: payload.actor,
+          created_at: meta?.created_at ?? nowRfc3339()
+        })
+      } RETURNING ${branchColumns(sql)}`
+      return { success: true, new_head: created[0]!.head, message: "ok" }
+    }
+    const changes: Record<string, unknown> = {}
+    if (meta?.description != null && meta.description !== current.description) changes.description = meta.description
+    if (closing) {
+      if (current.status === "open") changes.status = "closed"
+      if ((meta?.close_reason ?? null) !== current.closeReason) changes.close_reason = meta?.close_reason ?? null
+    }
+    const updated = Object.keys(changes).length === 0 ? current : yield* updateBranch(current, sql.update(changes))
+    return { success: true, new_head: updated.head, message: "ok" }
+  }
+
+  // Compare-and-set on the head: empty branch, fast-forward from the head, or a replay that contains the head.
+  const serverHead = current?.head ?? null
+  const pushed = new Set(payload.commits)
+  const rows = yield* sql<{ hash: string; parent_hash: string | null; merge_parent_hash: string | null }>`
+    SELECT hash, parent_hash, merge_parent_hash FROM commits WHERE repo_id = ${repo.id} AND hash = ANY(${[...pushed]}::text[])`
+  if (rows.length !== pushed.size) return yield* Effect.die(new Error("pushed commits were not staged before the push command"))
+  const chainStarts = rows.filter((c) => c.parent_hash === null || !pushed.has(c.parent_hash))
+  const accepted = payload.force || serverHead === null || pushed.has(serverHead) ||
+    chainStarts.some((c) => c.parent_hash === serverHead)
+  if (!accepted) return { success: false, new_head: serverHead, message: CONFLICT_MESSAGE }
+
+  // Parents outside the push must be published (checked again here: the edge's check ran before this command).
+  const external = [...new Set(rows.flatMap((c) => [c.parent_hash, c.merge_parent_hash]).filter((h): h is string => h !== null && !pushed.has(h)))]
+  if (external.length > 0) {
+    const published = yield* sql<{ hash: string }>`SELECT hash FROM commits
+      WHERE repo_id = ${repo.id} AND published AND hash = ANY(${external}::text[])`
+    const ok = new Set(published.map((r) => r.hash))
+    const missing = external.find((h) => !ok.has(h))
+    if (missing !== undefined) return yield* new ParentUnpublished({ commit: missing })
+  }
+  yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ANY(${[...pushed]}::text[]) AND NOT published`
+  yield* account(repo, payload.stagedId)
+
+  const tip = payload.tip!
+  const firstPush = current === undefined || current.pushedAt === null
+  if (current === undefined) {
+    yield* sql`INSERT INTO branches ${
+      sql.insert({
+        repo_id: repo.id,
+        name,
+        description,
+        parent_branch: meta?.parent_branch ?? "main",
+        status: meta?.status === "closed" ? "closed" : "open",
+        close_reason: meta?.status === "closed" ? meta.close_reason ?? null : null,
+        head: tip,
+        created_by: payload.actor,
+        created_at: meta?.created_at ?? nowRfc3339(),
+        pushed_at: new Date()
+      })
+    }`
+  } else {
+    const changes: Record<string, unknown> = { head: tip }
+    if (meta?.description != null) changes.description = meta.description
+    if (current.pushedAt === null) changes.pushed_at = new Date()
+    yield* updateBranch(current, sql.update(changes))
+  }
+  yield* sql`UPDATE repositories SET updated_at = now() WHERE id = ${repo.id}`
+  if (tip !== serverHead) {
+    yield* emit(firstPush ? "branch.created" : "push", {
+      event: firstPush ? "branch.created" : "push",
+      repository_id: repo.id,
+      owner: repo.owner,
+      repo: repo.name,
+      branch: name,
+      commit: tip,
+      pusher: payload.actor,
+      timestamp: new Date().toISOString()
+    })
+  }
+  return { success: true, new_head: tip, message: "ok" }
+})
+
+export const create = Effect.fn("Branch.create")(function*(payload: typeof CreatePayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
+  const repo = yield* requireRepository(entityId)
+  const [, name] = splitBranchKey(entityId)
+  if ((yield* loadBranch(repo.id, name)) !== undefined) return yield* new BranchExists({ branch: name })
+  const parent = yield* loadBranch(repo.id, payload.parentBranch)
+  if (parent === undefined) return yield* new BranchNotFound({ branch: payload.parentBranch })
+  // A new branch starts at its parent's head, so the first push fast-forwards from there.
+  const rows = yield* sql<BranchRecord>`INSERT INTO branches ${
+    sql.insert({
+      repo_id: repo.id,
+      name,
+      description: payload.description,
+      parent_branch: payload.parentBranch,
+      status: "open",
+      head: parent.head,
+      created_by: payload.actor,
+      created_at: nowRfc3339()
+    })
+  } RETURNING ${branchColumns(sql)}`
+  return toApiBranch(rows[0]!)
+})
+
+export const close = Effect.fn("Branch.close")(function*(payload: typeof ClosePayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
+  const repo = yield* requireRepository(entityId)
+  const [, name] = splitBranchKey(entityId)
+  if (name === "main") {
+    return yield* new BranchStateInvalid({ branch: name, message: "main cannot be closed", code: "main_protected" })
+  }
+  const current = yield* loadBranch(repo.id, name)
+  if (current === undefined) return yield* new BranchNotFound({ branch: name })
+  // Idempotent: closing a closed (or merged) branch answers its record unchanged.
+  if (current.status !== "open") return toApiBranch(current)
+  return toApiBranch(yield* updateBranch(current, sql.update({ status: "closed", close_reason: payload.reason })))
+})
+
+export const reopen = Effect.fn("Branch.reopen")(function*(_payload: typeof ReopenPayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
+  const repo = yield* requireRepository(entityId)
+  const [, name] = splitBranchKey(entityId)
+  const current = yield* loadBranch(repo.id, name)
+  if (current === undefined) return yield* new BranchNotFound({ branch: name })
+  if (current.status === "merged") {
+    return yield* new BranchStateInvalid({ branch: name, message: `branch '${name}' was merged and cannot be reopened`, code: "branch_merged" })
+  }
+  if (current.status === "open") {
+    return yield* new BranchStateInvalid({ branch: name, message: `branch '${name}' is not closed`, code: "branch_open" })
+  }
+  return toApiBranch(yield* updateBranch(current, sql.update({ status: "open", close_reason: null })))
+})
+
+export const BranchEntity = Entity.make("Branch", {
+  Push: { payload: PushPayload, success: ApiSync.PushResponse, error: BranchError },
+  Create: { payload: CreatePayload, success: ApiSync.Branch, error: BranchError },
+  Close: { payload: ClosePayload, success: ApiSync.Branch, error: BranchError },
+  Reopen: { payload: ReopenPayload, success: ApiSync.Branch, error: BranchError }
+}, { partitionKey: (entityId) => splitBranchKey(entityId)[0] })
+
+export const handlers: Entity.Handlers<typeof BranchEntity> = { Push: push, Create: create, Close: close, Reopen: reopen }

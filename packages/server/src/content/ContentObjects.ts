@@ -1,0 +1,199 @@
+/**
+ * Rows of the content model: trees and blobs (per organization), commits and
+ * what a repository's published commits reach (per repository). Reads and the
+ * writes that may happen before a push command (objects only: nothing here
+ * moves a branch).
+ */
+import type { ApiSync } from "@grove/api"
+import * as Tree from "@grove/core/objects/Tree"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { randomUUID } from "node:crypto"
+
+export interface BlobInfo {
+  readonly hash: string
+  readonly size: number
+  readonly chunks: ReadonlyArray<{ readonly hash: string; readonly offset: number; readonly size: number }>
+}
+
+export interface CommitRow {
+  readonly hash: string
+  readonly branch_name: string
+  readonly parent_hash: string | null
+  readonly merge_parent_hash: string | null
+  readonly manifest_hash: string
+  readonly author: string
+  readonly message: string | null
+  readonly timestamp: string
+  readonly files: ReadonlyArray<ApiSync.FileChangeData>
+  readonly published: boolean
+}
+
+/** The wire form: optional fields omitted when empty, as the Oak client writes them. */
+export const toCommitData = (c: CommitRow): ApiSync.CommitData => ({
+  hash: c.hash,
+  branch_name: c.branch_name,
+  parent_hash: c.parent_hash,
+  ...(c.merge_parent_hash === null ? {} : { merge_parent_hash: c.merge_parent_hash }),
+  manifest_hash: c.manifest_hash,
+  author: c.author,
+  ...(c.message === null ? {} : { message: c.message }),
+  timestamp: c.timestamp,
+  files: c.files
+})
+
+export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>): ApiSync.TreeData => ({
+  hash,
+  entries: entries.map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
+})
+
+const BATCH = 2000
+
+type Row = Record<string, unknown>
+/** `sql.insert` wants a non-empty array type; callers check emptiness first. */
+const rows = <A extends Row>(items: ReadonlyArray<A>) => items as unknown as readonly [A, ...Array<A>]
+
+/** Runs `f` over slices of at most BATCH items (bounds the size of `= ANY(...)` parameters). */
+const inBatches = <A, B, E, R>(items: ReadonlyArray<A>, f: (slice: Array<A>) => Effect.Effect<ReadonlyArray<B>, E, R>) =>
+  Effect.gen(function*() {
+    const out: Array<B> = []
+    for (let i = 0; i < items.length; i += BATCH) out.push(...(yield* f(items.slice(i, i + BATCH))))
+    return out
+  })
+
+export class ContentObjects extends Context.Service<ContentObjects, {
+  /** Trees the organization has, parsed; hashes it lacks are absent from the map. */
+  readonly loadTrees: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, ReadonlyArray<Tree.TreeEntry>>, SqlError>
+  readonly storeTrees: (orgId: string, trees: ReadonlyArray<{ readonly hash: string; readonly body: string }>) => Effect.Effect<void, SqlError>
+  /** Sizes of the blobs the organization has. */
+  readonly blobSizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, number>, SqlError>
+  readonly blobInfo: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, BlobInfo>, SqlError>
+  readonly registerBlobs: (orgId: string, blobs: ReadonlyArray<BlobInfo>) => Effect.Effect<void, SqlError>
+  readonly loadCommits: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitRow>, SqlError>
+  /** Stores commits unpublished; the push command publishes them. Existing rows are kept. */
+  readonly stageCommits: (repoId: string, commits: ReadonlyArray<ApiSync.CommitData>) => Effect.Effect<void, SqlError>
+  /** Bytes the organization's referenced chunks take, and its quota. */
+  readonly orgUsage: (orgId: string) => Effect.Effect<{ readonly usedBytes: number; readonly quotaBytes: number }, SqlError>
+  /** Of `hashes`, the chunks of blobs the repository's published commits reach (what its readers may download). */
+  readonly readableChunks: (repoId: string, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
+  /** Leaves a push's object lists for its command (too large for a bus message); answers the row id. */
+  readonly stagePush: (repoId: string, body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }) => Effect.Effect<string, SqlError>
+  /** Of `hashes`, the trees already reached by the repository's published commits. */
+  readonly repoTrees: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
+  /** Of `hashes`, the blobs the repository's published commits reach. */
+  readonly repoBlobs: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
+}>()("grove/server/content/ContentObjects") {
+  static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return ContentObjects.of({
+      loadTrees: Effect.fnUntraced(function*(orgId, hashes) {
+        const unique = [...new Set(hashes)]
+        const rows = yield* inBatches(unique, (slice) =>
+          sql<{ hash: string; body: string }>`SELECT hash, body FROM trees WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+        const out = new Map<string, ReadonlyArray<Tree.TreeEntry>>()
+        for (const row of rows) {
+          const entries = Tree.decodeTree(row.body)
+          // Stored bodies were verified on the way in; a bad one is treated as missing rather than trusted.
+          if (entries !== undefined) out.set(row.hash, entries)
+        }
+        return out
+      }),
+      storeTrees: Effect.fnUntraced(function*(orgId, trees) {
+        for (let i = 0; i < trees.length; i += 500) {
+          const slice = trees.slice(i, i + 500).map((t) => ({ org_id: orgId, hash: t.hash, body: t.body }))
+          yield* sql`INSERT INTO trees ${sql.insert(rows(slice))} ON CONFLICT DO NOTHING`
+        }
+      }),
+      blobSizes: Effect.fnUntraced(function*(orgId, hashes) {
+        const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+          sql<{ hash: string; size: string }>`SELECT hash, size::text AS size FROM blobs WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+        return new Map(rows.map((r) => [r.hash, Number(r.size)]))
+      }),
+      blobInfo: Effect.fnUntraced(function*(orgId, hashes) {
+        const unique = [...new Set(hashes)]
+        const rows = yield* inBatches(unique, (slice) =>
+          sql<{ blob_hash: string; chunk_hash: string; byte_offset: string; size: string; blob_size: string }>`
+            SELECT bc.blob_hash, bc.chunk_hash, bc.byte_offset::text AS byte_offset, bc.size::text AS size, b.size::text AS blob_size
+            FROM blobs b JOIN blob_chunks bc ON bc.org_id = b.org_id AND bc.blob_hash = b.hash
+            WHERE b.org_id = ${orgId} AND b.hash = ANY(${slice}) ORDER BY bc.blob_hash, bc.seq`)
+        const out = new Map<string, { hash: string; size: number; chunks: Array<BlobInfo["chunks"][number]> }>()
+        for (const row of rows) {
+          let blob = out.get(row.blob_hash)
+          if (blob === undefined) {
+            blob = { hash: row.blob_hash, size: Number(row.blob_size), chunks: [] }
+            out.set(row.blob_hash, blob)
+          }
+          blob.chunks.push({ hash: row.chunk_hash, offset: Number(row.byte_offset), size: Number(row.size) })
+        }
+        return out as Map<string, BlobInfo>
+      }),
+      registerBlobs: Effect.fnUntraced(function*(orgId, blobs) {
+        for (let i = 0; i < blobs.length; i += 500) {
+          const slice = blobs.slice(i, i + 500)
+          const blobRows = slice.map((b) => ({ org_id: orgId, hash: b.hash, size: b.size, chunk_count: b.chunks.length }))
+          const inserted = yield* sql<{ hash: string }>`INSERT INTO blobs ${sql.insert(rows(blobRows))} ON CONFLICT DO NOTHING RETURNING hash`
+          const fresh = new Set(inserted.map((r) => r.hash))
+          const chunkRows = slice.filter((b) => fresh.has(b.hash)).flatMap((b) =>
+            b.chunks.map((c, seq) => ({ org_id: orgId, blob_hash: b.hash, seq, chunk_hash: c.hash, byte_offset: c.offset, size: c.size }))
+          )
+          for (let j = 0; j < chunkRows.length; j += 1000) {
+            yield* sql`INSERT INTO blob_chunks ${sql.insert(rows(chunkRows.slice(j, j + 1000)))}`
+          }
+        }
+      }),
+      loadCommits: Effect.fnUntraced(function*(repoId, hashes) {
+        const unique = [...new Set(hashes)]
+        const rows = yield* inBatches(unique, (slice) =>
+          sql<CommitRow>`SELECT hash, branch_name, parent_hash, merge_parent_hash, manifest_hash, author, message, timestamp, files, published
+            FROM commits WHERE repo_id = ${repoId} AND hash = ANY(${slice})`)
+        return new Map(rows.map((r) => [r.hash, { ...r, files: typeof r.files === "string" ? JSON.parse(r.files) : r.files }]))
+      }),
+      stageCommits: Effect.fnUntraced(function*(repoId, commits) {
+        for (const c of commits) {
+          yield* sql`INSERT INTO commits ${
+            sql.insert({
+              repo_id: repoId,
+              hash: c.hash,
+              branch_name: c.branch_name,
+              parent_hash: c.parent_hash ?? null,
+              merge_parent_hash: c.merge_parent_hash ?? null,
+              manifest_hash: c.manifest_hash,
+              author: c.author,
+              message: c.message ?? null,
+              timestamp: c.timestamp,
+              files: JSON.stringify(c.files)
+            })
+          } ON CONFLICT DO NOTHING`
+        }
+      }),
+      orgUsage: Effect.fnUntraced(function*(orgId) {
+        const rows = yield* sql<{ used: string; quota: string }>`SELECT used_bytes::text AS used, quota_bytes::text AS quota
+          FROM organizations WHERE id = ${orgId}`
+        return { usedBytes: Number(rows[0]?.used ?? 0), quotaBytes: Number(rows[0]?.quota ?? 0) }
+      }),
+      readableChunks: Effect.fnUntraced(function*(repoId, orgId, hashes) {
+        const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+          sql<{ chunk_hash: string }>`SELECT DISTINCT bc.chunk_hash FROM blob_chunks bc
+            JOIN repo_blobs rb ON rb.repo_id = ${repoId} AND rb.blob_hash = bc.blob_hash
+            WHERE bc.org_id = ${orgId} AND bc.chunk_hash = ANY(${slice})`)
+        return new Set(rows.map((r) => r.chunk_hash))
+      }),
+      stagePush: Effect.fnUntraced(function*(repoId, body) {
+        const id = randomUUID()
+        yield* sql`INSERT INTO staged_pushes ${sql.insert({ id, repo_id: repoId, body: JSON.stringify(body) })}`
+        return id
+      }),
+      repoTrees: Effect.fnUntraced(function*(repoId, hashes) {
+        const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+          sql<{ tree_hash: string }>`SELECT tree_hash FROM repo_trees WHERE repo_id = ${repoId} AND tree_hash = ANY(${slice})`)
+        return new Set(rows.map((r) => r.tree_hash))
+      }),
+      repoBlobs: Effect.fnUntraced(function*(repoId, hashes) {
+        const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+          sql<{ blob_hash: string }>`SELECT blob_hash FROM repo_blobs WHERE repo_id = ${repoId} AND blob_hash = ANY(${slice})`)
+        return new Set(rows.map((r) => r.blob_hash))
+      })
+    })
+  }))
+}

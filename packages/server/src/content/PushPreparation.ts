@@ -1,0 +1,249 @@
+/**
+ * Everything a push needs before its branch command runs, outside the entity's
+ * one-at-a-time section: every tree, commit, blob and chunk re-hashed and
+ * checked against the protocol's rules, then trees, blobs and (unpublished)
+ * commits written. Nothing here moves a branch: a failure leaves at most
+ * unreferenced objects behind, never a ref to something missing.
+ */
+import type { ApiSync } from "@grove/api"
+import * as FastCdc from "@grove/core/chunking/FastCdc"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import * as Chunks from "@grove/core/objects/Chunks"
+import * as Commit from "@grove/core/objects/Commit"
+import * as FileChanges from "@grove/core/objects/FileChanges"
+import * as Tree from "@grove/core/objects/Tree"
+import { Effect, Schema, Stream } from "effect"
+import { ChunkStore } from "./ChunkStore.ts"
+import { type BlobInfo, ContentObjects } from "./ContentObjects.ts"
+import { makeTreeCache } from "./TreeCache.ts"
+
+/** The push breaks a rule of the protocol; nothing was published. */
+export class PushRejected extends Schema.TaggedError<PushRejected>()("PushRejected", {
+  reason: Schema.String,
+  code: Schema.String
+}) {}
+
+export const MAIN_BRANCH = "main"
+
+/** Per-push limits; bodies are also capped by the HTTP layer. */
+export const MAX_PUSH_COMMITS = 10_000
+export const MAX_PUSH_TREES = 200_000
+export const MAX_PUSH_BLOBS = 200_000
+
+export interface PreparedPush {
+  readonly branchName: string
+  /** Pushed commit hashes, parents first; empty for a metadata-only push. */
+  readonly commits: ReadonlyArray<string>
+  /** The tip every pushed commit leads to. */
+  readonly tip: string | null
+  /** Trees and blobs the pushed commits reach that the repository's published commits did not reach yet. */
+  readonly newTrees: ReadonlyArray<string>
+  readonly newBlobs: ReadonlyArray<string>
+}
+
+const reject = (reason: string, code = "invalid_push") => Effect.fail(new PushRejected({ reason, code }))
+
+const toFileChange = (f: ApiSync.FileChangeData): FileChanges.FileChange => ({
+  path: f.path,
+  change_type: f.change_type as FileChanges.ChangeType,
+  old_blob_hash: f.old_blob_hash ?? null,
+  new_blob_hash: f.new_blob_hash ?? null,
+  old_path: f.old_path ?? null,
+  old_mode: (f.old_mode ?? null) as FileChanges.FileChange["old_mode"],
+  new_mode: (f.new_mode ?? null) as FileChanges.FileChange["new_mode"]
+})
+
+/** Inline `content` is a JSON array of byte values. */
+const inlineBytes = (content: ReadonlyArray<number>): Uint8Array | undefined => {
+  const bytes = new Uint8Array(content.length)
+  for (let i = 0; i < content.length; i++) {
+    const v = content[i]!
+    if (!Number.isInteger(v) || v < 0 || v > 255) return undefined
+    bytes[i] = v
+  }
+  return bytes
+}
+
+/** The branch a push is about: `branch.name`, else the commits' branch. */
+export const pushBranchName = (body: ApiSync.PushRequest): string | undefined => body.branch?.name ?? body.commits[0]?.branch_name
+
+export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
+  repo: { readonly id: string; readonly orgId: string },
+  body: ApiSync.PushRequest
+) {
+  const objects = yield* ContentObjects
+  const chunkStore = yield* ChunkStore
+  const branchName = pushBranchName(body)
+  if (branchName === undefined) return yield* reject("a push names its branch (branch.name) or carries commits")
+  const nameCheck = Commit.checkBranchName(branchName)
+  if (!nameCheck.ok) return yield* reject(nameCheck.reason, "invalid_branch")
+  if (body.commits.length > MAX_PUSH_COMMITS) return yield* reject(`at most ${MAX_PUSH_COMMITS} commits per push`, "too_large")
+  if ((body.trees?.length ?? 0) > MAX_PUSH_TREES) return yield* reject(`at most ${MAX_PUSH_TREES} trees per push`, "too_large")
+  if (body.blobs.length > MAX_PUSH_BLOBS) return yield* reject(`at most ${MAX_PUSH_BLOBS} blobs per push`, "too_large")
+
+  // Trees: canonical entries that hash to the claimed hash.
+  const cache = makeTreeCache(objects, repo.orgId)
+  const pushedTrees: Array<{ hash: string; body: string }> = []
+  for (const t of body.trees ?? []) {
+    const entries = t.entries as ReadonlyArray<Tree.TreeEntry>
+    const check = Tree.checkTree({ hash: t.hash, entries })
+    if (!check.ok) return yield* reject(check.reason, "invalid_tree")
+    cache.add(t.hash, entries)
+    pushedTrees.push({ hash: t.hash, body: Tree.encodeTree(entries) })
+  }
+
+  // Commits: fields and hash, one branch, parents before children, parents outside the push already published.
+  const index = new Map<string, number>()
+  const external = new Set<string>()
+  for (const [i, c] of body.commits.entries()) {
+    const check = Commit.checkCommit({ ...c, parent_hash: c.parent_hash ?? null })
+    if (!check.ok) return yield* reject(check.reason, "invalid_commit")
+    if (c.branch_name !== branchName) {
+      return yield* reject(`commit ${c.hash} is on branch '${c.branch_name}', the push is for '${branchName}'`, "invalid_commit")
+    }
+    if (index.has(c.hash)) return yield* reject(`commit ${c.hash} is pushed twice`, "invalid_commit")
+    for (const parent of [c.parent_hash ?? null, c.merge_parent_hash ?? null]) {
+      if (parent === null) continue
+      if (!index.has(parent)) {
+        if (body.commits.some((later) => later.hash === parent)) {
+          return yield* reject(`commit ${c.hash} comes before its parent ${parent}: send parents first`, "invalid_commit")
+        }
+        external.add(parent)
+      }
+    }
+    index.set(c.hash, i)
+  }
+  const externalRows = yield* objects.loadCommits(repo.id, [...external])
+  for (const parent of external) {
+    if (externalRows.get(parent)?.published !== true) {
+      return yield* reject(`parent commit ${parent} is neither in the push nor published in this repository`, "missing_parent")
+    }
+  }
+  const tip = body.commits.at(-1)?.hash ?? null
+  if (tip !== null) {
+    // Exactly one tip: every pushed commit is an ancestor of the last one.
+    const byHash = new Map(body.commits.map((c) => [c.hash, c]))
+    const reached = new Set<string>()
+    const stack = [tip]
+    for (let h = stack.pop(); h !== undefined; h = stack.pop()) {
+      if (reached.has(h)) continue
+      reached.add(h)
+      const c = byHash.get(h)
+      if (c === undefined) continue
+      for (const p of [c.parent_hash, c.merge_parent_hash]) if (p != null && byHash.has(p)) stack.push(p)
+    }
+    if (reached.size !== body.commits.length) {
+      return yield* reject("every pushed commit must be an ancestor of the last one (one tip)", "invalid_commit")
+    }
+  }
+
+  // Closure: every tree the commits reach is pushed or stored; collect what is new to this repository.
+  const newTrees = new Set<string>()
+  const blobRefs = new Set<string>()
+  let frontier = [...new Set(body.commits.map((c) => c.manifest_hash))]
+  const visited = new Set<string>()
+  while (frontier.length > 0) {
+    const candidates = frontier.filter((h) => !visited.has(h))
+    for (const h of candidates) visited.add(h)
+    const known = yield* objects.repoTrees(repo.id, candidates)
+    const todo = candidates.filter((h) => !known.has(h))
+    yield* cache.load(todo)
+    const next: Array<string> = []
+    for (const h of todo) {
+      const entries = cache.get(h)
+      if (entries === undefined) return yield* reject(`tree ${h} is missing: push it with the commit`, "missing_tree")
+      newTrees.add(h)
+      for (const e of entries) {
+        if (e.kind === "tree") next.push(e.hash)
+        else blobRefs.add(e.hash)
+      }
+    }
+    frontier = next
+  }
+
+  // Each commit's files list agrees with its parent's manifest and its own (only differing paths are read).
+  const manifestOf = (hash: string): string | undefined =>
+    body.commits[index.get(hash) ?? -1]?.manifest_hash ?? externalRows.get(hash)?.manifest_hash
+  for (const c of body.commits) {
+    const files = c.files.map(toFileChange)
+    const parentManifest = c.parent_hash == null ? null : manifestOf(c.parent_hash) ?? null
+    const named = files.flatMap((f) => f.old_path == null ? [f.path] : [f.path, f.old_path])
+    const diff = yield* cache.resolve((lookup) => TreeDiff.diffTrees(parentManifest, c.manifest_hash, lookup, named))
+    if (!diff.ok) return yield* reject(diff.reason, "missing_tree")
+    const agrees = FileChanges.checkFileChangesAgree(files, diff.before, diff.after)
+    if (!agrees.ok) return yield* reject(`commit ${c.hash}: ${agrees.reason}`, "invalid_files")
+  }
+
+  // Blobs: inline bytes re-hashed (and chunked like a client would when large); chunk lists checked against stored chunks.
+  const registrations: Array<BlobInfo> = []
+  const pushedBlobs = new Set<string>()
+  for (const b of body.blobs) {
+    if (!Blake3.isHash(b.hash)) return yield* reject("a blob hash must be 64 lowercase hex characters", "invalid_blob")
+    const sizeCheck = Chunks.checkSize(b.size, `size of blob ${b.hash}`)
+    if (!sizeCheck.ok) return yield* reject(sizeCheck.reason, "invalid_blob")
+    pushedBlobs.add(b.hash)
+    const chunks = b.chunks ?? []
+    if (chunks.length > 0) {
+      if (b.content.length > 0) return yield* reject(`blob ${b.hash} carries both content and chunks`, "invalid_blob")
+      const mapping = Chunks.checkChunkMapping(b, chunks)
+      if (!mapping.ok) return yield* reject(`blob ${b.hash}: ${mapping.reason}`, "invalid_blob")
+      const have = yield* chunkStore.sizes(repo.orgId, chunks.map((c) => c.hash))
+      for (const c of chunks) {
+        const size = have.get(c.hash)
+        if (size === undefined) return yield* reject(`chunk ${c.hash} of blob ${b.hash} was not uploaded`, "missing_chunk")
+        if (size !== c.size) return yield* reject(`chunk ${c.hash} of blob ${b.hash} has ${size} bytes, not ${c.size}`, "invalid_blob")
+      }
+      const only = chunks[0]!
+      if (!(chunks.length === 1 && only.hash === b.hash)) {
+        const hasher = yield* Blake3.makeHasher
+        for (const c of chunks) {
+          yield* Stream.runForEach(chunkStore.read(repo.orgId, c.hash), (part) => Effect.sync(() => hasher.update(part)))
+        }
+        if (hasher.digest() !== b.hash) return yield* reject(`the chunks of blob ${b.hash} do not hash to it`, "invalid_blob")
+      }
+      registrations.push({ hash: b.hash, size: b.size, chunks })
+      continue
+    }
+    const bytes = inlineBytes(b.content)
+    if (bytes === undefined) return yield* reject(`content of blob ${b.hash} must be byte values 0-255`, "invalid_blob")
+    if (bytes.length !== b.size) return yield* reject(`blob ${b.hash} has ${bytes.length} bytes of content, size says ${b.size}`, "invalid_blob")
+    if (Blake3.hash(bytes) !== b.hash) return yield* reject(`the content of blob ${b.hash} does not hash to it`, "invalid_blob")
+    const pieces = bytes.length < FastCdc.CHUNKING_THRESHOLD
+      ? [{ offset: 0, length: bytes.length }]
+      : FastCdc.boundaries(bytes)
+    const refs: Array<BlobInfo["chunks"][number]> = []
+    for (const piece of pieces) {
+      const data = bytes.subarray(piece.offset, piece.offset + piece.length)
+      const hash = pieces.length === 1 ? b.hash : Blake3.hash(data)
+      yield* chunkStore.put(repo.orgId, hash, data)
+      refs.push({ hash, offset: piece.offset, size: piece.length })
+    }
+    registrations.push({ hash: b.hash, size: b.size, chunks: refs })
+  }
+
+  // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
+  const unresolved = [...blobRefs].filter((h) => !pushedBlobs.has(h))
+  const stored = yield* objects.blobSizes(repo.orgId, unresolved)
+  const implicit = unresolved.filter((h) => !stored.has(h))
+  const chunkSizes = yield* chunkStore.sizes(repo.orgId, implicit)
+  for (const h of implicit) {
+    const size = chunkSizes.get(h)
+    if (size === undefined || size >= FastCdc.CHUNKING_THRESHOLD) {
+      return yield* reject(`blob ${h} is referenced by a pushed tree but was not uploaded`, "missing_blob")
+    }
+    registrations.push({ hash: h, size, chunks: [{ hash: h, offset: 0, size }] })
+  }
+
+  yield* objects.storeTrees(repo.orgId, pushedTrees)
+  yield* objects.registerBlobs(repo.orgId, registrations)
+  yield* objects.stageCommits(repo.id, body.commits)
+  const prepared: PreparedPush = {
+    branchName,
+    commits: body.commits.map((c) => c.hash),
+    tip,
+    newTrees: [...newTrees],
+    newBlobs: [...blobRefs]
+  }
+  return prepared
+})

@@ -1,0 +1,62 @@
+/**
+ * The one mapping from a Branch command's error (and a push's rejection) to
+ * the API's answer, used for replies that arrive in time and for operations
+ * read back later.
+ */
+import { ApiErrors } from "@grove/api"
+import type { BranchError } from "../content/BranchCommands.ts"
+
+export interface BranchErrorResponse {
+  readonly status: 400 | 403 | 404 | 409 | 413
+  readonly body: { readonly error: string; readonly code: string }
+}
+
+export const branchErrorResponse = (error: BranchError): BranchErrorResponse => {
+  switch (error._tag) {
+    case "BranchRepositoryGone":
+      return { status: 404, body: { error: `repository ${error.fullName} not found`, code: "not_found" } }
+    case "BranchNotFound":
+      return { status: 404, body: { error: `branch '${error.branch}' not found`, code: "branch_not_found" } }
+    case "BranchExists":
+      return { status: 409, body: { error: `branch '${error.branch}' already exists`, code: "branch_exists" } }
+    case "BranchStateInvalid":
+      return { status: 400, body: { error: error.message, code: error.code } }
+    case "MainProtected":
+      return {
+        status: 403,
+        body: { error: "main changes only by merge or revert: push a branch and merge it", code: "main_protected" }
+      }
+    case "QuotaExceeded":
+      return {
+        status: 413,
+        body: {
+          error: `organization ${error.owner} would exceed its storage quota: ${error.usedBytes} of ${error.quotaBytes} bytes used, ` +
+            `this push needs ${error.neededBytes} more; nothing was published`,
+          code: "quota_exceeded"
+        }
+      }
+    case "ParentUnpublished":
+      return {
+        status: 400,
+        body: { error: `parent commit ${error.commit} is not published in this repository`, code: "missing_parent" }
+      }
+  }
+}
+
+export type BranchApiError = ApiErrors.BadRequest | ApiErrors.Forbidden | ApiErrors.NotFound | ApiErrors.Conflict | ApiErrors.PayloadTooLarge
+
+export const branchApiError = (error: BranchError): BranchApiError => {
+  const { status, body } = branchErrorResponse(error)
+  switch (status) {
+    case 400:
+      return new ApiErrors.BadRequest(body)
+    case 403:
+      return new ApiErrors.Forbidden(body)
+    case 404:
+      return new ApiErrors.NotFound(body)
+    case 409:
+      return new ApiErrors.Conflict(body)
+    case 413:
+      return new ApiErrors.PayloadTooLarge(body)
+  }
+}

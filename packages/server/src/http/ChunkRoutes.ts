@@ -1,0 +1,95 @@
+/**
+ * Binary chunk transfer (sync protocol), outside the JSON contract:
+ * - `PUT  /api/{owner}/{name}/chunks/{hash}`: one chunk, raw or zstd, <= 64 MiB.
+ * - `POST /api/{owner}/{name}/chunks/batch`: frames `u32 BE hash length, hash, u32 BE data length, data`,
+ *   <= 256 entries and <= 64 MiB; parsed as they stream in, one chunk in memory at a time.
+ * - `POST /api/{owner}/{name}/chunks/fetch`: JSON `{hashes}` (<= 10,000) answered with the same frames,
+ *   streamed, for every chunk the caller may read, in request order (Grove's binary download).
+ * Every received chunk is re-hashed before it is stored.
+ */
+import { ApiErrors } from "@grove/api"
+import * as Frames from "@grove/core/objects/Frames"
+import { Effect, Layer, Schema, Stream } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { contentFailure } from "./ContentFailures.ts"
+import { dbUnavailable } from "./Failures.ts"
+import { answer, readBody, routeRepository } from "./RawRoutes.ts"
+import { checkHashList } from "./SyncHandlers.ts"
+
+const MAX_UPLOAD = 64 * 1024 * 1024
+const MAX_BATCH_ENTRIES = 256
+const MAX_FETCH = 10_000
+
+const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(Effect.gen(function*() {
+  const { repo, params } = yield* routeRepository("write")
+  const chunks = yield* ChunkStore
+  const body = yield* readBody(MAX_UPLOAD)
+  yield* contentFailure(chunks.put(repo.orgId, params.hash ?? "", body))
+  return HttpServerResponse.empty({ status: 200 })
+})))
+
+const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
+  const { repo } = yield* routeRepository("write")
+  const chunks = yield* ChunkStore
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const declared = Number(request.headers["content-length"] ?? NaN)
+  if (Number.isFinite(declared) && declared > MAX_UPLOAD) {
+    return yield* new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
+  }
+  let total = 0
+  const limited = request.stream.pipe(
+    Stream.mapEffect((part) => {
+      total += part.length
+      return total > MAX_UPLOAD
+        ? Effect.fail(new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" }))
+        : Effect.succeed(part)
+    })
+  )
+  const frames = Frames.decodeFrames(Stream.toAsyncIterable(limited))[Symbol.asyncIterator]()
+  let entries = 0
+  for (;;) {
+    const next = yield* Effect.tryPromise({
+      try: () => frames.next(),
+      catch: (error) =>
+        error instanceof ApiErrors.PayloadTooLarge
+          ? error
+          : new ApiErrors.BadRequest({ error: `invalid batch: ${error instanceof Error ? error.message : String(error)}`, code: "invalid_batch" })
+    })
+    if (next.done === true) break
+    entries++
+    if (entries > MAX_BATCH_ENTRIES) {
+      return yield* new ApiErrors.BadRequest({ error: `at most ${MAX_BATCH_ENTRIES} chunks per batch`, code: "too_many" })
+    }
+    yield* contentFailure(chunks.put(repo.orgId, next.value.hash, next.value.data))
+  }
+  return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
+})))
+
+const FetchRequest = Schema.Struct({ hashes: Schema.Array(Schema.String) })
+
+const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
+  const { repo } = yield* routeRepository("read")
+  const chunks = yield* ChunkStore
+  const objects = yield* ContentObjects
+  const body = yield* readBody(2 * 1024 * 1024)
+  const parsed = yield* Effect.try({
+    try: () => Schema.decodeUnknownSync(FetchRequest)(JSON.parse(new TextDecoder().decode(body))),
+    catch: () => new ApiErrors.BadRequest({ error: "the body must be JSON {\"hashes\": [...]}", code: "invalid_request" })
+  })
+  yield* checkHashList(parsed.hashes, MAX_FETCH)
+  const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
+  const wanted = parsed.hashes.filter((h) => allowed.has(h))
+  // One chunk read at a time, framed as it goes: memory stays at one chunk whatever the response size.
+  const frames = Stream.fromIterable(wanted).pipe(
+    Stream.mapEffect((hash) => chunks.readBytes(repo.orgId, hash).pipe(Effect.map((data) => Frames.encodeFrames([{ hash, data }])))),
+    Stream.flatMap((pieces) => Stream.fromIterable(pieces))
+  )
+  return HttpServerResponse.stream(frames, {
+    contentType: "application/octet-stream",
+    headers: { "x-grove-chunk-count": String(wanted.length) }
+  })
+})))
+
+export const ChunkRoutes = Layer.mergeAll(putChunk, batch, fetch)

@@ -1,0 +1,92 @@
+/**
+ * Plumbing for the routes outside the JSON contract (binary bodies and
+ * streamed responses): the caller and the repository behind a request, and
+ * API errors as JSON responses.
+ */
+import { ApiErrors, type Caller } from "@grove/api"
+import type { Access } from "@grove/core"
+import { Effect, Stream } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Authorizer } from "../access/Authorizer.ts"
+import { Identity } from "../identity/Identity.ts"
+import { callerOf } from "./Authentication.ts"
+import { dbUnavailable } from "./Failures.ts"
+
+type AnyApiError =
+  | ApiErrors.BadRequest
+  | ApiErrors.Unauthorized
+  | ApiErrors.Forbidden
+  | ApiErrors.NotFound
+  | ApiErrors.Conflict
+  | ApiErrors.PayloadTooLarge
+  | ApiErrors.ServiceUnavailable
+
+const statusOf = (error: AnyApiError): number =>
+  error instanceof ApiErrors.BadRequest
+    ? 400
+    : error instanceof ApiErrors.Unauthorized
+    ? 401
+    : error instanceof ApiErrors.Forbidden
+    ? 403
+    : error instanceof ApiErrors.NotFound
+    ? 404
+    : error instanceof ApiErrors.Conflict
+    ? 409
+    : error instanceof ApiErrors.PayloadTooLarge
+    ? 413
+    : 503
+
+/** The error's own body (`{error, code?, retryable?, ...}`) with its status. */
+export const errorResponse = (error: AnyApiError, headers: Record<string, string> = {}) => {
+  const { _tag: _, ...body } = error as unknown as Record<string, unknown>
+  return HttpServerResponse.jsonUnsafe(body, { status: statusOf(error), headers })
+}
+
+/** Runs a raw route, answering its API errors as JSON. */
+export const answer = <E extends AnyApiError, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.catch(effect, (error: E) => Effect.succeed(errorResponse(error)))
+
+export const requestCaller = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const identity = yield* Identity
+  return yield* callerOf(identity, request.headers["authorization"])
+})
+
+/** The route's `owner` and `name`, authorized for `action`. */
+export const routeRepository = (action: Access.Action, caller?: Caller) =>
+  Effect.gen(function*() {
+    const params = yield* HttpRouter.params
+    const who = caller ?? (yield* requestCaller)
+    const authorizer = yield* Authorizer
+    const repo = yield* dbUnavailable(authorizer.repository(who, params.owner ?? "", params.name ?? "", action))
+    return { repo, caller: who, params }
+  })
+
+/**
+ * The request body, failing with 413 past `maxBytes`. Bodies of the chunk routes are one chunk
+ * (or one batch) at most, which the protocol allows in memory.
+ */
+export const readBody = (maxBytes: number) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const declared = Number(request.headers["content-length"] ?? NaN)
+    const tooLarge = new ApiErrors.PayloadTooLarge({ error: `the body must be at most ${maxBytes} bytes`, code: "payload_too_large" })
+    if (Number.isFinite(declared) && declared > maxBytes) return yield* tooLarge
+    const parts: Array<Uint8Array> = []
+    let size = 0
+    const failure = yield* Stream.runForEach(request.stream, (part) => {
+      size += part.length
+      if (size > maxBytes) return Effect.fail(tooLarge)
+      parts.push(part)
+      return Effect.void
+    }).pipe(
+      Effect.as(undefined),
+      Effect.catch((e) => Effect.succeed(e instanceof ApiErrors.PayloadTooLarge ? e : new ApiErrors.BadRequest({ error: "the request body could not be read", code: "invalid_request" })))
+    )
+    if (failure !== undefined) return yield* failure
+    return parts.length === 1 ? parts[0]! : new Uint8Array(Buffer.concat(parts))
+  })
+
+/** Bytes as JSON numbers are for small bodies only; this answers binary. */
+export const octetStream = (body: Stream.Stream<Uint8Array, unknown>, headers: Record<string, string> = {}) =>
+  HttpServerResponse.stream(body, { contentType: "application/octet-stream", headers })

@@ -1,0 +1,266 @@
+/**
+ * The sync protocol's JSON endpoints (shared/spec/sync-protocol.md). Pushes are
+ * verified here, outside the entity, then land as one Branch command; every
+ * read goes straight to the database.
+ */
+import { ApiErrors, type ApiSync, CurrentCaller, GroveApi } from "@grove/api"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Authorizer } from "../access/Authorizer.ts"
+import { branchKey } from "../content/BranchCommands.ts"
+import { BranchGateway } from "../content/BranchGateway.ts"
+import { toBranchData } from "../content/BranchRecord.ts"
+import { Branches } from "../content/Branches.ts"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
+import { History } from "../content/History.ts"
+import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
+import { repositoryKey } from "../repos/RepositoryRecord.ts"
+import { branchCommandFailure, contentFailure } from "./ContentFailures.ts"
+import { actorName, commandId } from "./CallerContext.ts"
+import { dbUnavailable } from "./Failures.ts"
+
+/**
+ * Protocol flags. The Oak client reads `push_protocol` and friends: this exact shape ("phase one")
+ * lets it send a first publication above its ordinary-push limits as object-only pushes followed by
+ * one commit push, which this server supports. Staged sessions (staged_v1) are not implemented and
+ * not advertised.
+ */
+export const CAPABILITIES = {
+  push_protocol: "legacy",
+  staged_capabilities_ready: false,
+  staged_session_protocol: "opaque_v1",
+  staged_abort_protocol: "v1",
+  known_loss_protocol: "report_v1",
+  ordinary_bootstrap_protocol: "headless_preload_v1",
+  chunk_batch_protocol: "bounded_v1",
+  /** Grove's binary chunk download: POST chunks/fetch {hashes} answers length-framed chunks. */
+  chunk_fetch_protocol: "frames_v1",
+  max_chunk_upload_bytes: 64 * 1024 * 1024,
+  max_batch_entries: 256
+} as const
+
+/** A list of distinct, well-formed hashes of bounded length, or a 400 saying what is wrong. */
+export const checkHashList = (hashes: ReadonlyArray<string>, max: number, what = "hashes") => {
+  if (hashes.length > max) {
+    return Effect.fail(new ApiErrors.BadRequest({ error: `at most ${max} ${what} per request`, code: "too_many" }))
+  }
+  const seen = new Set<string>()
+  for (const h of hashes) {
+    if (!Blake3.isHash(h)) {
+      return Effect.fail(new ApiErrors.BadRequest({ error: `'${String(h).slice(0, 80)}' is not a hash: 64 lowercase hex characters`, code: "invalid_hash" }))
+    }
+    if (seen.has(h)) return Effect.fail(new ApiErrors.BadRequest({ error: `${h} is listed twice`, code: "duplicate_hash" }))
+    seen.add(h)
+  }
+  return Effect.void
+}
+
+const toBlobData = (b: { hash: string; size: number; chunks: ReadonlyArray<ApiSync.ChunkRefData> }): ApiSync.BlobData => ({
+  hash: b.hash,
+  content: [],
+  size: b.size,
+  chunks: b.chunks
+})
+
+const conflict = (error: string, code: string) => Effect.fail(new ApiErrors.Conflict({ error, code }))
+
+export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(function*(handlers) {
+  const authorizer = yield* Authorizer
+  const objects = yield* ContentObjects
+  const chunkStore = yield* ChunkStore
+  const history = yield* History
+  const branches = yield* Branches
+  const gateway = yield* BranchGateway
+  const services = Effect.provideService(ContentObjects, objects)
+  const withChunks = Effect.provideService(ChunkStore, chunkStore)
+
+  const readable = (owner: string, name: string) =>
+    Effect.gen(function*() {
+      const caller = yield* CurrentCaller
+      return yield* dbUnavailable(authorizer.repository(caller, owner, name, "read"))
+    })
+
+  return handlers.handleAll({
+    capabilities: () => Effect.succeed(CAPABILITIES),
+
+    push: Effect.fn("Sync.push")(function*({ params, payload }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
+      const branchName = pushBranchName(payload)
+      if (branchName === MAIN_BRANCH) {
+        return yield* new ApiErrors.Forbidden({
+          error: "main changes only by merge or revert: push a branch and merge it",
+          code: "main_protected"
+        })
+      }
+      const prepared = yield* contentFailure(preparePush(repo, payload).pipe(services, withChunks))
+      const stagedId = prepared.commits.length === 0
+        ? null
+        : yield* dbUnavailable(objects.stagePush(repo.id, { trees: prepared.newTrees, blobs: prepared.newBlobs }))
+      return yield* gateway.push(branchKey(repositoryKey(repo.owner, repo.name), prepared.branchName), {
+        stagedId,
+        commits: prepared.commits,
+        tip: prepared.tip,
+        force: payload.force ?? false,
+        branch: payload.branch ?? null,
+        actor: yield* actorName
+      }, yield* commandId).pipe(Effect.catch(branchCommandFailure))
+    }),
+
+    pull: Effect.fn("Sync.pull")(function*({ params, query }) {
+      const repo = yield* readable(params.owner, params.name)
+      const target = query.branch_name ?? MAIN_BRANCH
+      const force = query.force === "true" || query.force === "1"
+      const depth = query.depth === undefined || query.depth === "" ? 0 : Number(query.depth)
+      if (!Number.isSafeInteger(depth) || depth < 0) {
+        return yield* new ApiErrors.BadRequest({ error: "depth must be a non-negative integer", code: "invalid_input" })
+      }
+      if (query.since !== undefined && query.since !== "" && !Blake3.isHash(query.since)) {
+        return yield* new ApiErrors.BadRequest({ error: "since must be a commit hash", code: "invalid_hash" })
+      }
+      const rows = yield* dbUnavailable(branches.list(repo.id))
+      const branch = rows.find((b) => b.name === target)
+      const base = { branches: rows.map(toBranchData), branch: branch === undefined ? null : toBranchData(branch) }
+      const head = branch?.head ?? null
+      if (head === null) return { ...base, head: null, commits: [], blobs: [], trees: [] }
+
+      let commits
+      if (depth > 0) {
+        commits = (yield* dbUnavailable(history.firstParentChain(repo.id, head, depth))).reverse()
+      } else {
+        let since = query.since === undefined || query.since === "" ? undefined : query.since
+        if (since !== undefined) {
+          const published = yield* dbUnavailable(history.publishedCommits(repo.id, [since]))
+          if (!published.has(since)) {
+            if (!force) {
+              return yield* conflict(
+                "Conflict detected: local has commits not in remote history. Push your changes first.",
+                "since_unpublished"
+              )
+            }
+            since = undefined
+          } else if (!(yield* dbUnavailable(history.isOnFirstParentChain(repo.id, head, since)))) {
+            if (!force) {
+              return yield* conflict(
+                `branch '${target}' was rewritten (force-pushed) since ${since}. Use a forced pull to take the server's history.`,
+                "branch_rewritten"
+              )
+            }
+            since = undefined
+          }
+        }
+        const all = yield* dbUnavailable(history.branchCommits(repo.id, target, head))
+        if (since === undefined) commits = all
+        else {
+          // Drop `since` and everything before it.
+          const byHash = new Map(all.map((c) => [c.hash, c]))
+          const before = new Set<string>()
+          const stack = [since]
+          for (let h = stack.pop(); h !== undefined; h = stack.pop()) {
+            if (before.has(h)) continue
+            before.add(h)
+            const c = byHash.get(h)
+            if (c !== undefined) for (const p of [c.parent_hash, c.merge_parent_hash]) if (p !== null) stack.push(p)
+          }
+          commits = all.filter((c) => !before.has(c.hash))
+        }
+      }
+      const reach = yield* dbUnavailable(history.reachable(repo.orgId, commits.map((c) => c.manifest_hash), true))
+      return {
+        ...base,
+        head,
+        commits: commits.map(toCommitData),
+        blobs: reach.blobs.map(toBlobData),
+        trees: [...reach.trees]
+      }
+    }),
+
+    commitsInfo: Effect.fnUntraced(function*({ params, payload }) {
+      const repo = yield* readable(params.owner, params.name)
+      yield* checkHashList(payload.hashes, 256)
+      const found = yield* dbUnavailable(history.publishedCommits(repo.id, payload.hashes))
+      const commits = payload.hashes.flatMap((h) => {
+        const c = found.get(h)
+        return c === undefined ? [] : [c]
+      })
+      if (payload.metadata_only === true) return { commits: commits.map(toCommitData), trees: [] }
+      const reach = yield* dbUnavailable(history.reachable(repo.orgId, commits.map((c) => c.manifest_hash), false))
+      return { commits: commits.map(toCommitData), trees: [...reach.trees] }
+    }),
+
+    blobsCheck: Effect.fnUntraced(function*({ params, payload }) {
+      const repo = yield* readable(params.owner, params.name)
+      yield* checkHashList(payload.hashes, 10_000)
+      const have = yield* dbUnavailable(objects.blobSizes(repo.orgId, payload.hashes))
+      return { missing: payload.hashes.filter((h) => !have.has(h)) }
+    }),
+
+    blobsInfo: Effect.fnUntraced(function*({ params, payload }) {
+      const repo = yield* readable(params.owner, params.name)
+      yield* checkHashList(payload.hashes, 250_000)
+      // Only blobs this repository's published commits reach: dedup must not open other repositories' content.
+      const inRepo = yield* dbUnavailable(objects.repoBlobs(repo.id, payload.hashes))
+      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, [...inRepo]))
+      return { blobs: payload.hashes.flatMap((h) => {
+        const b = info.get(h)
+        return b === undefined ? [] : [toBlobData(b)]
+      }) }
+    }),
+
+    chunksCheck: Effect.fnUntraced(function*({ params, payload }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
+      const protocol = payload.chunk_batch_protocol ?? null
+      if (protocol !== null && protocol !== "bounded_v1") {
+        return yield* new ApiErrors.BadRequest({ error: `unknown chunk_batch_protocol '${protocol}'`, code: "invalid_input" })
+      }
+      yield* checkHashList(payload.hashes, 10_000)
+      const sizes = payload.sizes ?? null
+      if (sizes !== null && sizes.length !== payload.hashes.length) {
+        return yield* new ApiErrors.BadRequest({ error: "sizes must list one size per hash", code: "invalid_input" })
+      }
+      const missing = yield* dbUnavailable(chunkStore.missing(repo.orgId, payload.hashes))
+      if (sizes !== null && missing.length > 0) {
+        const wanted = new Set(missing)
+        const needed = payload.hashes.reduce((sum, h, i) => sum + (wanted.has(h) ? sizes[i] ?? 0 : 0), 0)
+        const usage = yield* dbUnavailable(objects.orgUsage(repo.orgId))
+        if (usage.usedBytes + needed > usage.quotaBytes) {
+          return yield* new ApiErrors.PayloadTooLarge({
+            error: `organization ${repo.owner} would exceed its storage quota: ${usage.usedBytes} of ${usage.quotaBytes} bytes used, ` +
+              `these chunks need ${needed} more`,
+            code: "quota_exceeded"
+          })
+        }
+      }
+      return { missing: missing.map((hash) => ({ hash, upload_url: null })) }
+    }),
+
+    chunksDownload: Effect.fnUntraced(function*({ params, payload }) {
+      const repo = yield* readable(params.owner, params.name)
+      yield* checkHashList(payload.hashes, 10_000)
+      const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
+      const chunks: Array<{ hash: string; download_url: null; content: Array<number> }> = []
+      for (const hash of payload.hashes) {
+        if (!allowed.has(hash)) continue
+        const bytes = yield* contentFailure(chunkStore.readBytes(repo.orgId, hash))
+        chunks.push({ hash, download_url: null, content: Array.from(bytes) })
+      }
+      return { chunks }
+    }),
+
+    chunksUploaded: Effect.fnUntraced(function*({ params, payload }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
+      yield* checkHashList(payload.hashes.map((e) => e.hash), 256)
+      const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, payload.hashes.map((e) => e.hash)))
+      for (const entry of payload.hashes) {
+        if (sizes.get(entry.hash) !== entry.size) {
+          return yield* new ApiErrors.BadRequest({ error: `chunk ${entry.hash} of ${entry.size} bytes was not received`, code: "missing_chunk" })
+        }
+      }
+      return { ok: true }
+    })
+  })
+}))
