@@ -7,12 +7,14 @@ import { Effect, Stream } from "effect"
 import { encodeCommit, encodeTree, objectId, packObjectHeader } from "./GitObjects.ts"
 import { buildPack } from "./GitPack.ts"
 import type { GitPackResult } from "./GitPack.ts"
-import { ADVERTISEMENT_CONTENT_TYPE, advertiseRefs, errorPacket, RESULT_CONTENT_TYPE, uploadPack } from "./GitSmartHttp.ts"
+import { ADVERTISEMENT_CONTENT_TYPE, advertiseRefs, errorPacket, parseUploadRequest, RESULT_CONTENT_TYPE, uploadPack } from "./GitSmartHttp.ts"
+import type { UploadRequest } from "./GitSmartHttp.ts"
+import { MemorySnapshotSource } from "./MemorySnapshotSource.ts"
 import { makeTestHistory } from "./TestSnapshot.ts"
 import { run, tempDir } from "./TestTools.ts"
 
 /** A node:http server for `/o/r.git` serving whatever pack `state` holds, closed with the scope. */
-const serve = (state: { current: GitPackResult | undefined }) =>
+const serve = (state: { current: GitPackResult | undefined; readonly requests?: Array<UploadRequest> }) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<http.Server>((resolve) => {
@@ -28,6 +30,7 @@ const serve = (state: { current: GitPackResult | undefined }) =>
             const body: Array<Buffer> = []
             req.on("data", (c: Buffer) => body.push(c))
             req.on("end", () => {
+              Effect.runPromise(parseUploadRequest(Buffer.concat(body))).then((r) => state.requests?.push(r), () => undefined)
               const program = uploadPack(Buffer.concat(body), pack.headSha, { path: pack.packPath }).pipe(
                 Effect.flatMap((stream) =>
                   Effect.gen(function*() {
@@ -77,7 +80,8 @@ describe("git export", () => {
       // 3 commits; v1: 4 trees (root, src, lib, bin), 5 blobs; v2: 5 trees (root, 日本語, a, a/b, a/b/c), 7 blobs;
       // v3: root and README. Unchanged subtrees (src, bin) are written once.
       assert.strictEqual(full.objectCount, 3 + 4 + 5 + 5 + 7 + 2)
-      const state: { current: GitPackResult | undefined } = { current: first }
+      const requests: Array<UploadRequest> = []
+      const state = { current: first as GitPackResult | undefined, requests }
       const url = yield* serve(state)
 
       const clone = path.join(dir, "clone")
@@ -86,7 +90,11 @@ describe("git export", () => {
       assert.strictEqual((yield* run("git", ["log", "--format=%s"], { cwd: clone })), `${subjects.slice(1).join("\n")}\n`)
 
       state.current = full
+      requests.length = 0
       yield* run("git", ["pull", "-q", "--ff-only"], { cwd: clone })
+      // the fetch told us what it has, was answered NAK, and still got a pack it could use
+      assert.isTrue(requests.some((r) => r.haves.includes(first.headSha!)))
+      assert.isTrue(requests.some((r) => r.done && r.capabilities.includes("side-band-64k")))
       assert.strictEqual((yield* run("git", ["rev-parse", "HEAD", "origin/main"], { cwd: clone })), `${full.headSha}\n${full.headSha}\n`)
       assert.strictEqual((yield* run("git", ["log", "--format=%s"], { cwd: clone })), `${subjects.join("\n")}\n`)
       assert.strictEqual(
@@ -130,6 +138,20 @@ describe("git export", () => {
       yield* run("git", ["init", "-q", "--bare", "repo.git"], { cwd: dir })
       const verify = yield* run("git", ["index-pack", "--strict", "-o", path.join(dir, "a.idx"), a.packPath], { cwd: path.join(dir, "repo.git") })
       assert.strictEqual(verify.trim(), Buffer.from((yield* bytes(a.packPath)).subarray(-20)).toString("hex"))
+    }).pipe(Effect.scoped))
+
+  it.live("keeps an empty directory as git's empty tree, which fsck accepts and checkout skips", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const source = new MemorySnapshotSource()
+      const tree = source.addTree({ empty: { dir: {} }, "f.txt": { file: "f\n" } })
+      const history = [{ hash: "e".repeat(64), parent_hash: null, manifest_hash: tree, author: "a", message: "m", timestamp: "2026-01-01T00:00:00Z" }]
+      const pack = yield* buildPack(source, history, path.join(dir, "e.pack"))
+      const url = yield* serve({ current: pack })
+      yield* run("git", ["clone", "-q", url, "c"], { cwd: dir })
+      yield* run("git", ["fsck", "--strict", "--full", "--no-dangling"], { cwd: path.join(dir, "c") })
+      assert.strictEqual(yield* run("git", ["ls-tree", "HEAD"], { cwd: path.join(dir, "c") }),
+        "040000 tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\tempty\n100644 blob 6a69f92020f5df77af6e8813ff1232493383b708\tf.txt\n")
     }).pipe(Effect.scoped))
 
   it.live("refuses wants other than the head, and answers an empty repository with capabilities only", () =>

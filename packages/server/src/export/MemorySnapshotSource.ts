@@ -1,5 +1,5 @@
 /** A SnapshotSource over objects held in memory, for tests of the exporters and of their routes. */
-import { Effect, Stream } from "effect"
+import { Data, Effect, Stream } from "effect"
 import { hash } from "@grove/core/objects/Blake3"
 import { hashTree } from "@grove/core/objects/Tree"
 import type { BlobMode, TreeEntry } from "@grove/core/objects/Tree"
@@ -9,9 +9,7 @@ export type MemoryNode =
   | { readonly file: Uint8Array | string; readonly mode?: BlobMode }
   | { readonly dir: Readonly<Record<string, MemoryNode>> }
 
-export class MissingObject extends Error {
-  readonly _tag = "MissingObject"
-}
+export class MissingObject extends Data.TaggedError("MissingObject")<{ readonly message: string }> {}
 
 export class MemorySnapshotSource implements SnapshotSource<MissingObject> {
   readonly trees = new Map<string, ReadonlyArray<TreeEntry>>()
@@ -45,22 +43,22 @@ export class MemorySnapshotSource implements SnapshotSource<MissingObject> {
   readonly readTree = (h: string): Effect.Effect<ReadonlyArray<TreeEntry>, MissingObject> =>
     Effect.suspend(() => {
       const tree = this.trees.get(h)
-      return tree === undefined ? Effect.fail(new MissingObject(`no tree ${h}`)) : Effect.succeed(tree)
+      return tree === undefined ? Effect.fail(new MissingObject({ message: `no tree ${h}` })) : Effect.succeed(tree)
     })
 
   readonly readBlob = (h: string): Stream.Stream<Uint8Array, MissingObject> =>
     Stream.suspend(() => {
       const blob = this.blobs.get(h)
-      if (blob === undefined) return Stream.fail(new MissingObject(`no blob ${h}`))
+      if (blob === undefined) return Stream.fail(new MissingObject({ message: `no blob ${h}` }))
       const size = this.chunkSize
       return Stream.fromIterable((function*() {
         for (let at = 0; at < blob.length; at += size) yield blob.subarray(at, at + size)
-      })())
+      })(), { chunkSize: 1 }) // one read at a time, as a real store delivers them
     })
 
   readonly blobSize = (h: string): Effect.Effect<number, MissingObject> =>
     Effect.suspend(() => {
       const blob = this.blobs.get(h)
-      return blob === undefined ? Effect.fail(new MissingObject(`no blob ${h}`)) : Effect.succeed(blob.length)
+      return blob === undefined ? Effect.fail(new MissingObject({ message: `no blob ${h}` })) : Effect.succeed(blob.length)
     })
 }

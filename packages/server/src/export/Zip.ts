@@ -10,7 +10,7 @@ import { Effect, Stream } from "effect"
 import { parseTimestamp } from "@grove/core/objects/Timestamp"
 import { sortEntries } from "@grove/core/objects/Tree"
 import type { TreeEntry } from "@grove/core/objects/Tree"
-import { checkedSize, deflate, DEFLATE_LEVEL, deflateSmall, readSmall, SMALL_BLOB, withFirstChunk, worthDeflating } from "./Deflate.ts"
+import { checkedSize, coalesce, deflate, DEFLATE_LEVEL, deflateSmall, readSmall, SMALL_BLOB, withFirstChunk, worthDeflating } from "./ByteStreams.ts"
 import type { ExportError } from "./ExportError.ts"
 import type { SnapshotSource } from "./SnapshotSource.ts"
 
@@ -269,7 +269,10 @@ export const zipSnapshot = <E>(
 ): Stream.Stream<Uint8Array, E | ExportError> =>
   Stream.suspend(() => {
     const w = new Writer(options)
-    return walk(source, w, rootTree, "").pipe(Stream.concat(Stream.sync(() => w.centralDirectory())))
+    return walk(source, w, rootTree, "").pipe(
+      Stream.concat(Stream.sync(() => w.centralDirectory())),
+      coalesce(64 * 1024)
+    )
   })
 
 export const ZIP_CONTENT_TYPE = "application/zip"
