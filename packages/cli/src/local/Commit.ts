@@ -95,18 +95,22 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   const { created, root: manifest } = yield* storeTrees(workspace, scanned.snapshot)
   // Keep a copy of every blob this commit introduces: that copy, not the file, is what gets pushed.
   const known = new Set([...before.values()].map((f) => f.hash))
+  const toKeep = new Map<string, string>()
   for (const change of changes) {
     const hash = change.new_blob_hash
-    if (hash === null || known.has(hash) || (yield* objects.hasBlob(hash))) continue
-    const file = path.join(root, change.path)
-    if (scanned.snapshot.get(change.path)?.mode === "symlink") {
-      const target = yield* io(`cannot read link ${change.path}`, () => fs.readlink(file))
-      yield* objects.keepBlobBytes(hash, new TextEncoder().encode(target))
-    } else if (!(yield* objects.keepBlob(hash, file))) {
-      return yield* failure(`${change.path} changed while it was being committed; run grove commit again`, "changed_during_commit")
-    }
-    known.add(hash)
+    if (hash !== null && !known.has(hash) && !toKeep.has(hash)) toKeep.set(hash, change.path)
   }
+  yield* Effect.forEach(toKeep, ([hash, file]) =>
+    Effect.gen(function*() {
+      if (yield* objects.hasBlob(hash)) return
+      const absolute = path.join(root, file)
+      if (scanned.snapshot.get(file)?.mode === "symlink") {
+        const target = yield* io(`cannot read link ${file}`, () => fs.readlink(absolute))
+        yield* objects.keepBlobBytes(hash, new TextEncoder().encode(target))
+      } else if (!(yield* objects.keepBlob(hash, absolute))) {
+        return yield* failure(`${file} changed while it was being committed; run grove commit again`, "changed_during_commit")
+      }
+    }), { concurrency: 16, discard: true })
   const fields = {
     branch_name: branch.name,
     parent_hash: parent,
