@@ -1,6 +1,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
+import { MergesGroup } from "./MergeGroups.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
 export class GroveApi extends HttpApi.make("grove")
@@ -10,6 +11,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(CliAuthGroup)
   .add(SyncGroup)
   .add(BranchesGroup)
+  .add(MergesGroup)
   .add(ContentGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)

@@ -12,6 +12,8 @@ export const ExitCode = {
   error: 1,
   /** Bad flags or arguments. */
   usage: 2,
+  /** Conflicts: a pull left conflict markers, or a merge conflicts with main. */
+  conflict: 5,
   /** Cannot connect, 401, or no credential. */
   auth: 6
 } as const

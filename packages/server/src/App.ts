@@ -18,6 +18,7 @@ import { BranchesHandlers } from "./http/BranchesHandlers.ts"
 import { ChunkRoutes } from "./http/ChunkRoutes.ts"
 import { ContentHandlers } from "./http/ContentHandlers.ts"
 import { FileRoutes } from "./http/FileRoutes.ts"
+import { MergeHandlers } from "./http/MergeHandlers.ts"
 import { SyncHandlers } from "./http/SyncHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
 import { CliAuthHandlers } from "./http/CliAuthHandlers.ts"
@@ -29,6 +30,7 @@ import { Identity } from "./identity/Identity.ts"
 import { Organizations } from "./orgs/Organizations.ts"
 import { Repositories } from "./repos/Repositories.ts"
 import { CliAuthPageRoutes } from "./site/CliAuthPage.ts"
+import { ExportRoutes, GitPacks } from "./site/ExportRoutes.ts"
 import { HomePage } from "./site/HomePage.ts"
 import { SignInThrottle } from "./site/SignInThrottle.ts"
 
@@ -38,7 +40,7 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 )
 
 /** Domain services over the database (reads, identity, access, content). */
-export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive).pipe(
+export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer))
 )
 
@@ -51,11 +53,12 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     CliAuthHandlers,
     SyncHandlers,
     BranchesHandlers,
-    ContentHandlers
+    ContentHandlers,
+    MergeHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
 
-export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
+export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
 
 export const HttpAppLive = HttpRouter.serve(Routes, { disableLogger: true, disableListenLog: true })

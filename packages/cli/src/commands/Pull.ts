@@ -26,7 +26,7 @@ import type { RemoteRepo } from "../sync/RemoteRepo.ts"
 import { remoteOf } from "../sync/Session.ts"
 
 /** Exit code of a pull that left conflicts (README: 5). */
-export const CONFLICT_EXIT = 5 as number as ExitCode
+export const CONFLICT_EXIT = ExitCode.conflict
 
 /** A branch's new commits; a `since` the server no longer has (409) means: take the branch whole. */
 const fetchSince = (workspace: Workspace, remote: RemoteRepo, branch: string, since: string | null) =>

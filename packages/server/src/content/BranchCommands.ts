@@ -9,7 +9,7 @@ import { ApiSync } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { emit, load as loadRepository } from "../entities/RepositoryCommands.ts"
+import { emit, load as loadRepository } from "../entities/CommandSupport.ts"
 import type { RepositoryRecord } from "../repos/RepositoryRecord.ts"
 import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
 
@@ -76,7 +76,7 @@ export const splitBranchKey = (entityId: string): readonly [string, string] => {
 
 const nowRfc3339 = () => new Date().toISOString().replace("Z", "+00:00")
 
-const loadBranch = Effect.fnUntraced(function*(repoId: string, name: string) {
+export const loadBranch = Effect.fnUntraced(function*(repoId: string, name: string) {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches WHERE repo_id = ${repoId} AND name = ${name} FOR UPDATE`
   return rows[0]
@@ -104,7 +104,7 @@ const updateBranch = Effect.fnUntraced(function*(current: BranchRecord, changes:
  * What the newly published commits reach: repository rows for access and size, organization rows for the quota.
  * The quota is checked on the chunks that become referenced for the first time in the organization.
  */
-const account = Effect.fnUntraced(function*(repo: RepositoryRecord, stagedId: string | null) {
+export const account = Effect.fnUntraced(function*(repo: RepositoryRecord, stagedId: string | null) {
   const sql = yield* SqlClient.SqlClient
   if (stagedId === null) return
   const staged = yield* sql<{ body: unknown }>`DELETE FROM staged_pushes WHERE id = ${stagedId} AND repo_id = ${repo.id} RETURNING body`

@@ -57,6 +57,8 @@ export class History extends Context.Service<History, {
   readonly branchCommits: (repoId: string, branch: string, head: string) => Effect.Effect<Array<CommitRow>, SqlError>
   /** The newest `limit` commits of the first-parent chain from `head`, newest first. */
   readonly firstParentChain: (repoId: string, head: string, limit: number) => Effect.Effect<Array<CommitRow>, SqlError>
+  /** Parent and merge-parent edges of every published commit (for merge bases). */
+  readonly ancestry: (repoId: string) => Effect.Effect<Map<string, ReadonlyArray<string>>, SqlError>
   readonly isOnFirstParentChain: (repoId: string, head: string, commit: string) => Effect.Effect<boolean, SqlError>
   readonly publishedCommits: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitRow>, SqlError>
   /** Every tree and blob (with its chunk list) the root trees reach. */
@@ -90,6 +92,13 @@ export class History extends Context.Service<History, {
           Effect.map((rows) => topologicalOrder(rows.map(parseFiles)))
         ),
       firstParentChain: (repoId, head, limit) => chain(repoId, head, limit),
+      ancestry: (repoId) =>
+        sql<{ hash: string; parent_hash: string | null; merge_parent_hash: string | null }>`SELECT hash, parent_hash, merge_parent_hash
+          FROM commits WHERE repo_id = ${repoId} AND published`.pipe(
+          Effect.map((rows) =>
+            new Map(rows.map((r) => [r.hash, [r.parent_hash, r.merge_parent_hash].filter((p): p is string => p !== null)]))
+          )
+        ),
       isOnFirstParentChain: (repoId, head, commit) =>
         sql<{ hash: string }>`WITH RECURSIVE chain AS (
             SELECT hash, parent_hash, 1 AS n FROM commits WHERE repo_id = ${repoId} AND hash = ${head}

@@ -5,12 +5,14 @@
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
 import { ApiSchemas } from "@grove/api"
-import { Entity, Outbox } from "@grove/bus"
+import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../repos/RepositoryRecord.ts"
+import * as MergeCommand from "../content/MergeCommand.ts"
+import { audit, emit, load } from "./CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
   fullName: Schema.String
@@ -40,38 +42,8 @@ export const DeletePayload = Schema.Struct({ ...Actor })
 export const SetVisibilityPayload = Schema.Struct({ isPublic: Schema.Boolean, ...Actor })
 export const TransferPayload = Schema.Struct({ toOrgId: Schema.String, toOwner: Schema.String, ...Actor })
 
-/** Appends a repository event (`grove.events`) in the command's transaction. */
-export const emit = Effect.fnUntraced(function*(type: string, payload: Record<string, unknown>) {
-  const outbox = yield* Outbox.Outbox
-  yield* outbox.append({ type, v: 1, ...payload })
-})
-
-/** The repository of an entity key `owner/name`, locked for the command's transaction. */
-export const load = Effect.fnUntraced(function*(entityId: string) {
-  const sql = yield* SqlClient.SqlClient
-  const [owner, name] = splitKey(entityId)
-  const rows = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
-    JOIN organizations o ON o.id = r.org_id WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r`
-  return rows[0]
-})
-
-export const splitKey = (entityId: string): readonly [string, string] => {
-  const slash = entityId.indexOf("/")
-  return [entityId.slice(0, slash), entityId.slice(slash + 1)]
-}
 
 const isUniqueViolation = (error: unknown) => error instanceof SqlError && error.reason._tag === "UniqueViolation"
-
-export const audit = Effect.fnUntraced(function*(
-  orgId: string,
-  actor: string,
-  action: string,
-  target: string,
-  details: Record<string, unknown> = {}
-) {
-  const sql = yield* SqlClient.SqlClient
-  yield* sql`INSERT INTO audit_log ${sql.insert({ org_id: orgId, actor, action, target, details: JSON.stringify(details) })}`
-})
 
 export const create = Effect.fn("Repository.create")(function*(
   payload: typeof CreatePayload.Type,
@@ -183,6 +155,7 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
 
 /** The Repository entity: key `owner/name` (case-folded), which is also its partition key. */
 export const RepositoryEntity = Entity.make("Repository", {
+  Merge: { payload: MergeCommand.MergePayload, success: MergeCommand.MergeSuccess, error: MergeCommand.MergeError },
   Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
   SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
@@ -190,6 +163,7 @@ export const RepositoryEntity = Entity.make("Repository", {
 })
 
 export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
+  Merge: MergeCommand.merge,
   Create: create,
   Delete: remove,
   SetVisibility: setVisibility,

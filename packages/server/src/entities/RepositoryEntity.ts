@@ -8,6 +8,8 @@ import { EntityRuntime, type Messages } from "@grove/bus"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { ServerConfig } from "../Config.ts"
 import * as BranchCommands from "../content/BranchCommands.ts"
+import * as MergeCommand from "../content/MergeCommand.ts"
+import { mergeErrorResponse } from "../http/MergeErrors.ts"
 import { branchErrorResponse } from "../http/BranchErrors.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { Operations } from "./Operations.ts"
@@ -19,6 +21,13 @@ const Handlers = EntityRuntime.EntityRuntime.register(Commands.RepositoryEntity,
 type SendFailure = Commands.RepositoryError | Messages.CommandTimeout | Messages.CommandFailed
 
 const toGatewayError = (e: SendFailure): Commands.RepositoryError | CommandPending | CommandUnavailable =>
+  e._tag === "CommandTimeout"
+    ? new CommandPending({ operationId: e.operationId })
+    : e._tag === "CommandFailed"
+    ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
+    : e
+
+const toMergeGatewayError = (e: MergeCommand.MergeError | Messages.CommandTimeout | Messages.CommandFailed) =>
   e._tag === "CommandTimeout"
     ? new CommandPending({ operationId: e.operationId })
     : e._tag === "CommandFailed"
@@ -37,6 +46,8 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
       runtime.send(entity, id, "Delete", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     setVisibility: (id, payload, commandId) =>
       runtime.send(entity, id, "SetVisibility", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
+    merge: (id, payload, commandId) =>
+      runtime.send(entity, id, "Merge", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
     transfer: (id, payload, commandId) =>
       runtime.send(entity, id, "Transfer", payload, options(commandId)).pipe(Effect.mapError(toGatewayError))
   })
@@ -46,6 +57,7 @@ const successStatus: Record<string, number> = { Create: 201, Delete: 204, SetVis
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
 const decodeBranchError = Schema.decodeUnknownOption(BranchCommands.BranchError)
+const decodeMergeError = Schema.decodeUnknownOption(MergeCommand.MergeError)
 
 /** A stored command error as the API would have answered it live. */
 const storedErrorResponse = (error: unknown): { status: number; body: unknown } | undefined => {
@@ -53,6 +65,8 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(repositoryError)) return repositoryErrorResponse(repositoryError.value)
   const branchError = decodeBranchError(error)
   if (Option.isSome(branchError)) return branchErrorResponse(branchError.value)
+  const mergeError = decodeMergeError(error)
+  if (Option.isSome(mergeError)) return mergeErrorResponse(mergeError.value)
   return undefined
 }
 

@@ -4,6 +4,7 @@
  */
 import type { ApiSchemas } from "@grove/api"
 import { Context, Data, type Effect } from "effect"
+import type * as MergeCommand from "../content/MergeCommand.ts"
 import type * as Commands from "./RepositoryCommands.ts"
 
 /** The command did not answer before the deadline; it may still apply. Poll the operation. */
@@ -11,11 +12,13 @@ export class CommandPending extends Data.TaggedError("CommandPending")<{ readonl
 /** The bus or database could not take the command now; nothing was applied. */
 export class CommandUnavailable extends Data.TaggedError("CommandUnavailable")<{ readonly message: string }> {}
 
+type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | CommandPending | CommandUnavailable>
 type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | CommandPending | CommandUnavailable>
 
 export class RepositoryGateway extends Context.Service<RepositoryGateway, {
   readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, commandId?: string) => Reply
   readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, commandId?: string) => Reply
   readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, commandId?: string) => Reply
+  readonly merge: (entityId: string, payload: typeof MergeCommand.MergePayload.Type, commandId?: string) => MergeReply
   readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, commandId?: string) => Reply
 }>()("grove/server/entities/RepositoryGateway") {}

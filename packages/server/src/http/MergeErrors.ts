@@ -1,0 +1,44 @@
+/**
+ * Merge answers (spec: merge responses): 409 `main_moved` / `branch_moved` (retryable, nothing
+ * merged), 409 with `conflict_paths`, 400 for a branch already merged or closed, 404 for a missing one.
+ */
+import { ApiErrors } from "@grove/api"
+import type { MergeError } from "../content/MergeCommand.ts"
+import type { MergeRefused } from "../content/MergePlanner.ts"
+import { branchErrorResponse } from "./BranchErrors.ts"
+
+export interface MergeErrorResponse {
+  readonly status: number
+  readonly body: { readonly error: string; readonly code: string; readonly retryable?: boolean; readonly conflict_paths?: ReadonlyArray<string> }
+}
+
+export const mergeErrorResponse = (error: MergeError | MergeRefused): MergeErrorResponse => {
+  switch (error._tag) {
+    case "MainMoved":
+      return { status: 409, body: { error: "main changed during the merge; nothing was merged, retry", code: "main_moved", retryable: true } }
+    case "BranchMoved":
+      return {
+        status: 409,
+        body: { error: `branch '${error.branch}' received new commits during the merge; nothing was merged, retry`, code: "branch_moved", retryable: true }
+      }
+    case "MergeRefused":
+      return {
+        status: error.status,
+        body: { error: error.message, code: error.code, ...(error.conflictPaths === undefined ? {} : { conflict_paths: error.conflictPaths }) }
+      }
+    default:
+      return branchErrorResponse(error)
+  }
+}
+
+export const mergeApiError = (error: MergeError | MergeRefused) => {
+  const { status, body } = mergeErrorResponse(error)
+  switch (status) {
+    case 404:
+      return new ApiErrors.NotFound(body)
+    case 409:
+      return new ApiErrors.Conflict(body)
+    default:
+      return new ApiErrors.BadRequest(body)
+  }
+}
