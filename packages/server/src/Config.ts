@@ -30,6 +30,8 @@ export interface ServerConfigShape {
   }
   /** How long a write waits for its entity command before answering 202 with an operation id. */
   readonly commandTimeoutMs: number
+  /** When set, every organization's storage quota in bytes (applied at start); otherwise each keeps its own (default 10 GiB). */
+  readonly orgQuotaBytes: number | undefined
 }
 
 export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
@@ -51,7 +53,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--s3-bucket": "GROVE_S3_BUCKET",
   "--s3-access-key-id": "GROVE_S3_ACCESS_KEY_ID",
   "--s3-secret-access-key": "GROVE_S3_SECRET_ACCESS_KEY",
-  "--command-timeout-ms": "GROVE_COMMAND_TIMEOUT_MS"
+  "--command-timeout-ms": "GROVE_COMMAND_TIMEOUT_MS",
+  "--org-quota-bytes": "GROVE_ORG_QUOTA_BYTES"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -76,6 +79,10 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`GROVE_PORT must be a port number`)
   const timeout = Number(values.GROVE_COMMAND_TIMEOUT_MS ?? "10000")
   if (!Number.isFinite(timeout) || timeout <= 0) throw new ConfigError(`GROVE_COMMAND_TIMEOUT_MS must be positive`)
+  const quota = values.GROVE_ORG_QUOTA_BYTES === undefined ? undefined : Number(values.GROVE_ORG_QUOTA_BYTES)
+  if (quota !== undefined && (!Number.isSafeInteger(quota) || quota < 0)) {
+    throw new ConfigError("GROVE_ORG_QUOTA_BYTES must be a non-negative whole number of bytes")
+  }
   const dataDir = path.resolve(values.GROVE_DATA_DIR ?? "./.grove-data")
   const kafkaPrefix = values.GROVE_KAFKA_PREFIX ?? ""
   if (!/^[A-Za-z0-9._-]{0,100}$/.test(kafkaPrefix)) {
@@ -105,6 +112,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       accessKeyId: values.GROVE_S3_ACCESS_KEY_ID,
       secretAccessKey: values.GROVE_S3_SECRET_ACCESS_KEY
     },
-    commandTimeoutMs: timeout
+    commandTimeoutMs: timeout,
+    orgQuotaBytes: quota
   }
 }

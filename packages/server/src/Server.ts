@@ -47,7 +47,13 @@ export const serverLayer = (config: ServerConfigShape) => {
   const embedded = config.mode === "embedded"
   const Lock = embedded ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
   const Infra = infrastructureLayer(config).pipe(Layer.provide(Lock))
-  const Banner = Layer.effectDiscard(banner)
+  // An operator-wide quota replaces each organization's own (and is the default for new ones); applied before the banner.
+  const quota = config.orgQuotaBytes === undefined ? Effect.void : Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`UPDATE organizations SET quota_bytes = ${config.orgQuotaBytes!}`
+    yield* sql.unsafe(`ALTER TABLE organizations ALTER COLUMN quota_bytes SET DEFAULT ${config.orgQuotaBytes!}`)
+  }).pipe(Effect.orDie)
+  const Banner = Layer.effectDiscard(Effect.andThen(quota, banner))
   const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
     Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port }))
   )

@@ -27,6 +27,7 @@ Options (each also read from the environment variable in brackets):
   --s3-endpoint URL             [GROVE_S3_ENDPOINT]   cluster mode
   --s3-region, --s3-bucket, --s3-access-key-id, --s3-secret-access-key
   --command-timeout-ms MS       [GROVE_COMMAND_TIMEOUT_MS] default 10000
+  --org-quota-bytes N           [GROVE_ORG_QUOTA_BYTES] every organization's storage quota (default: 10 GiB each)
 `
 
 const fail = (message: string, code: number): never => {
