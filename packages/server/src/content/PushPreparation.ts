@@ -178,6 +178,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   // Blobs: inline bytes re-hashed (and chunked like a client would when large); chunk lists checked against stored chunks.
   const registrations: Array<BlobInfo> = []
   const pushedBlobs = new Set<string>()
+  const inlineChunks: Array<{ hash: string; data: Uint8Array }> = []
   for (const b of body.blobs) {
     if (!Blake3.isHash(b.hash)) return yield* reject("a blob hash must be 64 lowercase hex characters", "invalid_blob")
     const sizeCheck = Chunks.checkSize(b.size, `size of blob ${b.hash}`)
@@ -216,11 +217,13 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     for (const piece of pieces) {
       const data = bytes.subarray(piece.offset, piece.offset + piece.length)
       const hash = pieces.length === 1 ? b.hash : Blake3.hash(data)
-      yield* chunkStore.put(repo.orgId, hash, data)
+      inlineChunks.push({ hash, data })
       refs.push({ hash, offset: piece.offset, size: piece.length })
     }
     registrations.push({ hash: b.hash, size: b.size, chunks: refs })
   }
+
+  yield* chunkStore.putMany(repo.orgId, inlineChunks)
 
   // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
   const unresolved = [...blobRefs].filter((h) => !pushedBlobs.has(h))

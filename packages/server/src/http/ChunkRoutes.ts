@@ -11,7 +11,7 @@ import { ApiErrors } from "@grove/api"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { ChunkStore } from "../content/ChunkStore.ts"
+import { ChunkStore, INLINE_MAX } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { dbUnavailable } from "./Failures.ts"
@@ -21,6 +21,8 @@ import { checkHashList } from "./SyncHandlers.ts"
 const MAX_UPLOAD = 64 * 1024 * 1024
 const MAX_BATCH_ENTRIES = 256
 const MAX_FETCH = 10_000
+/** Bytes of small chunks stored or read per database round trip: the largest chunk's size. */
+const GROUP_BYTES = 4 * 1024 * 1024
 
 const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(Effect.gen(function*() {
   const { repo, params } = yield* routeRepository("write")
@@ -49,6 +51,16 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   )
   const frames = Frames.decodeFrames(Stream.toAsyncIterable(limited))[Symbol.asyncIterator]()
   let entries = 0
+  // Small chunks are stored a group at a time (one insert); the group never holds more than one
+  // largest chunk's worth of bytes, and a large chunk is stored as soon as it has arrived.
+  let group: Array<{ hash: string; data: Uint8Array }> = []
+  let groupBytes = 0
+  const flush = Effect.suspend(() => {
+    const pending = group
+    group = []
+    groupBytes = 0
+    return pending.length === 0 ? Effect.void : contentFailure(chunks.putMany(repo.orgId, pending))
+  })
   for (;;) {
     const next = yield* Effect.tryPromise({
       try: () => frames.next(),
@@ -62,8 +74,15 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     if (entries > MAX_BATCH_ENTRIES) {
       return yield* new ApiErrors.BadRequest({ error: `at most ${MAX_BATCH_ENTRIES} chunks per batch`, code: "too_many" })
     }
-    yield* contentFailure(chunks.put(repo.orgId, next.value.hash, next.value.data))
+    if (next.value.data.length > INLINE_MAX) {
+      yield* contentFailure(chunks.put(repo.orgId, next.value.hash, next.value.data))
+      continue
+    }
+    group.push(next.value)
+    groupBytes += next.value.data.length
+    if (groupBytes >= GROUP_BYTES) yield* flush
   }
+  yield* flush
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
 
@@ -81,9 +100,29 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   yield* checkHashList(parsed.hashes, MAX_FETCH)
   const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   const wanted = parsed.hashes.filter((h) => allowed.has(h))
-  // One chunk read at a time, framed as it goes: memory stays at one chunk whatever the response size.
-  const frames = Stream.fromIterable(wanted).pipe(
-    Stream.mapEffect((hash) => chunks.readBytes(repo.orgId, hash).pipe(Effect.map((data) => Frames.encodeFrames([{ hash, data }])))),
+  // Read in groups of at most one largest chunk's worth of bytes, framed as they go: memory stays bounded whatever the
+  // response size, and small chunks cost one query per group.
+  const sizes = yield* dbUnavailable(chunks.sizes(repo.orgId, wanted))
+  const groups: Array<Array<string>> = [[]]
+  let bytes = 0
+  for (const hash of wanted) {
+    const size = sizes.get(hash) ?? 0
+    if (bytes + size > GROUP_BYTES && groups.at(-1)!.length > 0) {
+      groups.push([])
+      bytes = 0
+    }
+    groups.at(-1)!.push(hash)
+    bytes += size
+  }
+  const frames = Stream.fromIterable(groups).pipe(
+    Stream.mapEffect((hashes) =>
+      chunks.readMany(repo.orgId, hashes).pipe(
+        Effect.map((found) => Frames.encodeFrames(hashes.flatMap((hash) => {
+          const data = found.get(hash)
+          return data === undefined ? [] : [{ hash, data }]
+        })))
+      )
+    ),
     Stream.flatMap((pieces) => Stream.fromIterable(pieces))
   )
   return HttpServerResponse.stream(frames, {

@@ -241,12 +241,11 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const repo = yield* readable(params.owner, params.name)
       yield* checkHashList(payload.hashes, 10_000)
       const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
-      const chunks: Array<{ hash: string; download_url: null; content: Array<number> }> = []
-      for (const hash of payload.hashes) {
-        if (!allowed.has(hash)) continue
-        const bytes = yield* contentFailure(chunkStore.readBytes(repo.orgId, hash))
-        chunks.push({ hash, download_url: null, content: Array.from(bytes) })
-      }
+      const found = yield* contentFailure(chunkStore.readMany(repo.orgId, payload.hashes.filter((h) => allowed.has(h))))
+      const chunks = payload.hashes.flatMap((hash) => {
+        const bytes = found.get(hash)
+        return bytes === undefined ? [] : [{ hash, download_url: null, content: Array.from(bytes) }]
+      })
       return { chunks }
     }),
 
