@@ -9,6 +9,7 @@ import { Objects } from "@grove/core"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import type { Dirent, Stats } from "node:fs"
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
@@ -82,28 +83,30 @@ interface Found {
   readonly symlink: boolean
 }
 
-const walk = async (root: string): Promise<Array<Found>> => {
+/**
+ * Every file under `root`. Synchronous on purpose: a walk is thousands of tiny system calls, and the
+ * promise API sends each through the thread pool (5,000 files: ~300 ms async, ~20 ms sync).
+ */
+const walk = (root: string): Array<Found> => {
   const found: Array<Found> = []
-  const visit = async (relative: string): Promise<void> => {
+  const pending = [""]
+  for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
     let entries: Array<Dirent>
     try {
-      entries = await fs.readdir(path.join(root, relative), { withFileTypes: true })
+      entries = fsSync.readdirSync(path.join(root, relative), { withFileTypes: true })
     } catch (error) {
-      if (isMissing(error)) return // removed while walking
+      if (isMissing(error)) continue // removed while walking
       throw error
     }
-    const subdirs: Array<string> = []
     for (const entry of entries) {
       const file = relative === "" ? entry.name : `${relative}/${entry.name}`
       if (entry.isDirectory()) {
-        if (!IGNORED_DIRS.has(entry.name)) subdirs.push(file)
+        if (!IGNORED_DIRS.has(entry.name)) pending.push(file)
       } else if (entry.isFile()) found.push({ path: file, symlink: false })
       else if (entry.isSymbolicLink()) found.push({ path: file, symlink: true })
       // Sockets, FIFOs and devices are not content.
     }
-    await Promise.all(subdirs.map(visit))
   }
-  await visit("")
   return found
 }
 
@@ -123,38 +126,42 @@ export interface ScanResult {
 /** Every file of the working tree; files whose stat matches the index keep their hash. */
 export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
-    const found = await walk(root)
+    const found = walk(root)
     const snapshot = new Map<string, { hash: Hash; mode: BlobMode }>()
     const files = new Map<string, IndexEntry>()
     const invalid: Array<{ path: string; reason: string }> = []
-    let hashed = 0
-    await mapLimit(found, 16, async ({ path: file, symlink }) => {
+    const changed: Array<{ file: string; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
+    // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
+    for (const { path: file, symlink } of found) {
       const check = Objects.Path.checkPath(file)
-      if (!check.ok) return void invalid.push({ path: file, reason: check.reason })
+      if (!check.ok) {
+        invalid.push({ path: file, reason: check.reason })
+        continue
+      }
       const absolute = path.join(root, file)
       let stats: Stats
       try {
-        stats = await fs.lstat(absolute)
+        stats = fsSync.lstatSync(absolute)
       } catch (error) {
-        if (isMissing(error)) return
+        if (isMissing(error)) continue
         throw error
       }
       const mode = modeOf(stats, symlink)
       const known = index.files.get(file)
-      let hash: Hash
       if (
         known !== undefined && known.size === stats.size && known.mtimeMs === stats.mtimeMs && known.ino === stats.ino &&
         (known.mode === "symlink") === symlink && stats.mtimeMs < index.writtenAt
       ) {
-        hash = known.hash
-      } else {
-        hashed++
-        hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
-      }
+        snapshot.set(file, { hash: known.hash, mode })
+        files.set(file, { hash: known.hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+      } else changed.push({ file, absolute, symlink, stats, mode })
+    }
+    await mapLimit(changed, 16, async ({ file, absolute, symlink, stats, mode }) => {
+      const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
       snapshot.set(file, { hash, mode })
       files.set(file, { hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
     })
-    return { snapshot, files, hashed, invalid }
+    return { snapshot, files, hashed: changed.length, invalid }
   })
 
 const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>
