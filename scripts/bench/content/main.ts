@@ -1,0 +1,254 @@
+/**
+ * Benchmark: `grove push` / `grove clone` of a 20,000-file, ~200 MiB tree
+ * (one 50 MiB incompressible binary) against `git push` / `git clone` of the
+ * same tree over smart HTTP (`git http-backend` on 127.0.0.1), measured in the
+ * same run, plus the no-op push, a one-file change, a one-byte insert at the
+ * start of the 50 MiB file and the server's RSS growth during a clone. Both
+ * tools talk through the same counting proxy (bytes, chunk frames, per-route
+ * timings for the phase breakdown).
+ *
+ *   npm run bench:content [-- --runs 3 --small]
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { startGitHttp } from "./gitHttp.ts"
+import { cleanupAll, onCleanup, run, sampleRss, startGuarded } from "./procs.ts"
+import { type Exchange, startProxy } from "./proxy.ts"
+import { compareTree, ensureTree, FULL_SPEC, MIB, SMALL_SPEC } from "./tree.ts"
+import { fmtBytes, fmtMs, median, phases, printReport, type Row } from "./report.ts"
+
+const ROOT = path.resolve(import.meta.dirname, "../../..")
+const SERVER_BIN = path.join(ROOT, "packages/server/bin/grove-server.js")
+const CLI_BIN = path.join(ROOT, "packages/cli/bin/grove.js")
+const argValue = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : undefined
+}
+const RUNS = Number(argValue("runs") ?? 3)
+/** Repetitions of the big push/clone stop early past this (the whole run should stay near 10 minutes). */
+const BUDGET_MS = Number(argValue("budget-s") ?? 540) * 1000
+const SMALL_RUNS = 3
+
+const began = performance.now()
+const log = (line: string) => console.error(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
+const sum = (xs: ReadonlyArray<Exchange>, f: (x: Exchange) => number) => xs.reduce((s, x) => s + f(x), 0)
+
+const main = async () => {
+  const tree = ensureTree(process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC, log)
+  const { manifest } = tree
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-content-"))
+  onCleanup(() => fs.rmSync(tmp, { recursive: true, force: true }))
+  log(`tree ${tree.dir}: ${manifest.entries.length} files, ${fmtBytes(manifest.totalBytes)}; temp ${tmp}`)
+
+  // ---- git over smart HTTP -------------------------------------------------
+  const gitConfig = path.join(tmp, "gitconfig")
+  fs.writeFileSync(gitConfig, "[user]\n\tname = bench\n\temail = bench@example.com\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n")
+  const gitEnv: NodeJS.ProcessEnv = { ...process.env, GIT_CONFIG_GLOBAL: gitConfig, GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0" }
+  const projectRoot = path.join(tmp, "git-root")
+  fs.mkdirSync(projectRoot)
+  const gitHttp = await startGitHttp(projectRoot, gitEnv)
+  onCleanup(gitHttp.close)
+  const gitProxy = await startProxy(gitHttp.url)
+  onCleanup(gitProxy.close)
+  const git = (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
+    run("git", args, { env: { ...gitEnv, ...options.env }, ...(options.cwd === undefined ? {} : { cwd: options.cwd }) })
+
+  const srcEnv = { GIT_DIR: path.join(tmp, "src.git"), GIT_WORK_TREE: tree.dir }
+  await git(["init", "-q"], { env: srcEnv })
+  const added = await git(["add", "-A"], { env: srcEnv })
+  const committed = await git(["commit", "-q", "-m", "tree"], { env: srcEnv })
+  log(`git add ${fmtMs(added.ms)}, git commit ${fmtMs(committed.ms)} (not timed as push)`)
+
+  const gitPush: Array<number> = []
+  const gitPushBytes: Array<number> = []
+  const gitPushOnce = async (i: number) => {
+    const bare = path.join(projectRoot, `r${i}.git`)
+    await git(["init", "-q", "--bare", bare])
+    await git(["config", "http.receivepack", "true"], { cwd: bare })
+    const since = gitProxy.mark()
+    const pushed = await git(["push", "-q", `${gitProxy.url}/r${i}.git`, "main:main"], { env: srcEnv })
+    gitPush.push(pushed.ms)
+    gitPushBytes.push(sum(since(), (x) => x.requestBytes))
+    log(`git push #${i}: ${fmtMs(pushed.ms)}, ${fmtBytes(gitPushBytes.at(-1)!)} sent`)
+  }
+  const gitClone: Array<number> = []
+  const gitCloneBytes: Array<number> = []
+  const gitWork = path.join(tmp, "git-work")
+  const gitCloneOnce = async (i: number) => {
+    const dest = i === 1 ? gitWork : path.join(tmp, `git-clone-${i}`)
+    const since = gitProxy.mark()
+    const cloned = await git(["clone", "-q", `${gitProxy.url}/r1.git`, dest])
+    gitClone.push(cloned.ms)
+    gitCloneBytes.push(sum(since(), (x) => x.responseBytes))
+    log(`git clone #${i}: ${fmtMs(cloned.ms)}, ${fmtBytes(gitCloneBytes.at(-1)!)} received`)
+    if (i === 1) {
+      const problems = compareTree(dest, manifest.entries)
+      if (problems.length > 0) throw new Error(`git clone differs from the tree:\n${problems.join("\n")}`)
+    } else fs.rmSync(dest, { recursive: true, force: true })
+  }
+
+  // ---- grove ---------------------------------------------------------------
+  const dataDir = path.join(tmp, "grove-data")
+  const server = await startGuarded(process.execPath, [SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir], /listening on (http:\/\/\S+)/)
+  onCleanup(server.stop)
+  const groveProxy = await startProxy(server.match[1]!)
+  onCleanup(groveProxy.close)
+  log(`grove server pid ${server.pid} at ${server.match[1]}, proxy ${groveProxy.url}`)
+  const createUser = async (name: string) => {
+    const made = await run(process.execPath, [SERVER_BIN, "user", "create", name, "--data-dir", dataDir])
+    return made.stdout.trim().split("\n").at(-1)!
+  }
+  const grove = async (args: ReadonlyArray<string>, key: string, cwd: string) => {
+    const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url } })
+    return { ...ran, json: JSON.parse(ran.stdout) as Record<string, unknown> }
+  }
+  const startup = await run(process.execPath, [CLI_BIN, "--help"])
+  const startupMs = median([startup.ms, (await run(process.execPath, [CLI_BIN, "--help"])).ms])
+
+  const checkout = path.join(tmp, "grove-checkout")
+  await run("cp", ["-a", `${tree.dir}/.`, checkout])
+  const grovePush: Array<number> = []
+  const grovePushBytes: Array<number> = []
+  const pushPhases: Array<string> = []
+  let key = ""
+  let branch = ""
+  const grovePushOnce = async (i: number) => {
+    key = await createUser(`bench${i}`)
+    fs.rmSync(path.join(checkout, ".grove"), { recursive: true, force: true })
+    const init = await grove(["init", "--owner", `bench${i}`, "--name", "tree", "--remote", groveProxy.url, "--json"], key, checkout)
+    branch = String(init.json["branch"])
+    const commit = await grove(["commit", "--json"], key, checkout)
+    const since = groveProxy.mark()
+    const pushed = await grove(["push", "--json"], key, checkout)
+    const exchanges = since()
+    grovePush.push(pushed.ms)
+    grovePushBytes.push(sum(exchanges, (x) => x.requestBytes))
+    log(`grove commit #${i}: ${fmtMs(commit.ms)} (not timed as push); grove push #${i}: ${fmtMs(pushed.ms)}, ${fmtBytes(grovePushBytes.at(-1)!)} sent; ${JSON.stringify(pushed.json)}`)
+    pushPhases.push(phases(`grove push #${i}`, pushed, exchanges, `bench${i}/tree`))
+  }
+  const groveClone: Array<number> = []
+  const groveCloneBytes: Array<number> = []
+  const rssGrowth: Array<number> = []
+  const clonePhases: Array<string> = []
+  const groveCloneOnce = async (i: number) => {
+    const dest = path.join(tmp, `grove-clone-${i}`)
+    const since = groveProxy.mark()
+    const stopSampling = sampleRss(server.pid)
+    const cloned = await grove(["clone", "bench1/tree", dest, "--branch", firstBranch, "--remote", groveProxy.url, "--json"], firstKey, tmp)
+    const rss = stopSampling()
+    const exchanges = since()
+    groveClone.push(cloned.ms)
+    groveCloneBytes.push(sum(exchanges, (x) => x.responseBytes))
+    rssGrowth.push(rss.peak - rss.first)
+    log(`grove clone #${i}: ${fmtMs(cloned.ms)}, ${fmtBytes(groveCloneBytes.at(-1)!)} received, server RSS ${fmtBytes(rss.first)} -> peak ${fmtBytes(rss.peak)}`)
+    clonePhases.push(phases(`grove clone #${i}`, cloned, exchanges, "bench1/tree"))
+    const problems = compareTree(dest, manifest.entries)
+    if (problems.length > 0) throw new Error(`grove clone #${i} differs from the tree:\n${problems.join("\n")}`)
+    fs.rmSync(dest, { recursive: true, force: true })
+  }
+
+  // One round of everything first, then more rounds while the budget allows.
+  await gitPushOnce(1)
+  await gitCloneOnce(1)
+  await grovePushOnce(1)
+  const firstKey = key
+  const firstBranch = branch
+  await groveCloneOnce(1)
+  const roundMs = performance.now() - began
+  for (let i = 2; i <= RUNS; i++) {
+    const perRound = (gitPush[0]! + gitClone[0]! + grovePush[0]! + groveClone[0]!) * 1.6
+    if (performance.now() - began + perRound > BUDGET_MS) {
+      log(`stopping after ${i - 1} run(s) of push/clone: another would pass the ${BUDGET_MS / 1000} s budget`)
+      break
+    }
+    await gitPushOnce(i)
+    await gitCloneOnce(i)
+    await grovePushOnce(i)
+    await groveCloneOnce(i)
+  }
+  log(`first round took ${fmtMs(roundMs)}`)
+
+  // ---- small changes (git in its first clone, grove in its last checkout) -----
+  const groveWork = async (label: string, edit: () => void, commitFirst: boolean) => {
+    edit()
+    const commit = commitFirst ? await grove(["commit", "--json"], key, checkout) : undefined
+    const since = groveProxy.mark()
+    const pushed = await grove(["push", "--json"], key, checkout)
+    const exchanges = since()
+    const detail = phases(label, pushed, exchanges, `bench${grovePush.length}/tree`)
+    return { ms: pushed.ms, commitMs: commit?.ms ?? 0, bytes: sum(exchanges, (x) => x.requestBytes), chunks: sum(exchanges, (x) => x.chunks), json: pushed.json, detail }
+  }
+  const gitWorkPush = async (edit: () => void, commitFirst: boolean) => {
+    edit()
+    if (commitFirst) await git(["commit", "-q", "-a", "-m", "change"], { cwd: gitWork })
+    const since = gitProxy.mark()
+    const pushed = await git(["push", "-q", "origin", "main"], { cwd: gitWork })
+    return { ms: pushed.ms, bytes: sum(since(), (x) => x.requestBytes) }
+  }
+  const noop = { git: [] as Array<number>, grove: [] as Array<number>, detail: "" }
+  for (let i = 0; i < SMALL_RUNS; i++) {
+    noop.git.push((await gitWorkPush(() => {}, false)).ms)
+    const g = await groveWork(`no-op push #${i + 1}`, () => {}, false)
+    noop.grove.push(g.ms)
+    noop.detail = g.detail
+  }
+  log(`no-op push: git ${noop.git.map(fmtMs).join(", ")}; grove ${noop.grove.map(fmtMs).join(", ")}`)
+
+  const oneFile = { git: [] as Array<number>, grove: [] as Array<number>, gitBytes: 0, groveBytes: 0, commit: [] as Array<number>, detail: "" }
+  for (let i = 0; i < SMALL_RUNS; i++) {
+    const rel = manifest.smallFiles[i % manifest.smallFiles.length]!
+    const line = `// edited by the benchmark, round ${i + 1}\n`
+    const g1 = await gitWorkPush(() => fs.appendFileSync(path.join(gitWork, rel), line), true)
+    const g2 = await groveWork(`one-file push #${i + 1}`, () => fs.appendFileSync(path.join(checkout, rel), line), true)
+    oneFile.git.push(g1.ms)
+    oneFile.grove.push(g2.ms)
+    oneFile.commit.push(g2.commitMs)
+    oneFile.gitBytes = g1.bytes
+    oneFile.groveBytes = g2.bytes
+    oneFile.detail = g2.detail
+  }
+  log(`one-file push: git ${oneFile.git.map(fmtMs).join(", ")}; grove ${oneFile.grove.map(fmtMs).join(", ")} (grove commit before: ${oneFile.commit.map(fmtMs).join(", ")})`)
+
+  const prepend = (file: string) => {
+    const data = fs.readFileSync(file)
+    fs.writeFileSync(file, Buffer.concat([Buffer.from([0x42]), data]))
+  }
+  const gitInsert = await gitWorkPush(() => prepend(path.join(gitWork, manifest.bigFile)), true)
+  const groveInsert = await groveWork("one-byte insert push", () => prepend(path.join(checkout, manifest.bigFile)), true)
+  log(`one-byte insert: git ${fmtMs(gitInsert.ms)} ${fmtBytes(gitInsert.bytes)}; grove ${fmtMs(groveInsert.ms)} ${fmtBytes(groveInsert.bytes)}, ${groveInsert.chunks} chunk(s) through the proxy, push says ${JSON.stringify(groveInsert.json)}`)
+
+  // ---- report ----------------------------------------------------------------
+  const rows: Array<Row> = [
+    { op: `push (full tree, median of ${grovePush.length})`, git: median(gitPush), grove: median(grovePush), ratioTarget: 1.0, note: `sent: git ${fmtBytes(median(gitPushBytes))}, grove ${fmtBytes(median(grovePushBytes))}` },
+    { op: `clone (--branch, median of ${groveClone.length})`, git: median(gitClone), grove: median(groveClone), ratioTarget: 1.0, note: `received: git ${fmtBytes(median(gitCloneBytes))}, grove ${fmtBytes(median(groveCloneBytes))}` },
+    { op: `no-op push (median of ${SMALL_RUNS})`, git: median(noop.git), grove: median(noop.grove), limitMs: 100, note: "" },
+    { op: `one-file change push (median of ${SMALL_RUNS})`, git: median(oneFile.git), grove: median(oneFile.grove), limitMs: 300, note: `sent: git ${fmtBytes(oneFile.gitBytes)}, grove ${fmtBytes(oneFile.groveBytes)}; grove commit before it ${fmtMs(median(oneFile.commit))}` },
+    { op: "one-byte insert @ 50 MiB file, push", git: gitInsert.ms, grove: groveInsert.ms, note: `sent: git ${fmtBytes(gitInsert.bytes)}, grove ${fmtBytes(groveInsert.bytes)}; grove commit before it ${fmtMs(groveInsert.commitMs)}` }
+  ]
+  const insertChunks = groveInsert.chunks
+  const rss = Math.max(...rssGrowth)
+  printReport({
+    title: `Content benchmark: ${manifest.entries.length} files, ${fmtBytes(manifest.totalBytes)} (incl. ${fmtBytes(manifest.spec.bigBytes)} incompressible), git ${(await git(["--version"])).stdout.trim()}, Node ${process.version}, ${os.cpus().length} cores`,
+    rows,
+    checks: [
+      { what: "chunks uploaded for the one-byte insert (frames in chunks/batch + PUT chunks/{hash})", value: `${insertChunks} (push reports ${String(groveInsert.json["uploaded_chunks"])})`, pass: insertChunks <= 2, target: "<= 2" },
+      { what: "server RSS growth during clone (max over runs)", value: fmtBytes(rss), pass: rss < 64 * MIB, target: "< 64 MiB" }
+    ],
+    notes: [
+      `grove CLI start-up alone (grove --help): ${fmtMs(startupMs)}`,
+      `git add ${fmtMs(added.ms)} + git commit ${fmtMs(committed.ms)} are excluded from git push; grove commit is excluded from grove push`,
+      `both tools go through the same counting proxy on 127.0.0.1; total run ${fmtMs(performance.now() - began)}`
+    ],
+    details: [...pushPhases.slice(0, 1), ...clonePhases.slice(0, 1), noop.detail, oneFile.detail, groveInsert.detail]
+  })
+}
+
+try {
+  await main()
+} catch (error) {
+  console.error(error instanceof Error ? error.message : String(error))
+  process.exitCode = 1
+} finally {
+  await cleanupAll()
+}
