@@ -29,11 +29,41 @@ export const MergeResult = Schema.Struct({
 })
 export type MergeResult = typeof MergeResult.Type
 
+export const SyncResult = Schema.Struct({
+  branch: Schema.String,
+  /** False when the branch already contained its parent's head (nothing to do). */
+  synced: Schema.Boolean,
+  head: Schema.NullOr(Schema.String),
+  /** The new commit on the branch; its merge parent is the parent's head. */
+  commit_hash: Schema.optionalKey(Schema.String),
+  merge_parent_hash: Schema.optionalKey(Schema.String)
+})
+
+export const RevertResult = Schema.Struct({
+  branch: Schema.String,
+  commit_hash: Schema.String,
+  parent_hash: Schema.String,
+  reverted_hash: Schema.String,
+  message: Schema.String
+})
+
+const LandErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable] as const
+
 export class MergesGroup extends HttpApiGroup.make("merges").add(
   HttpApiEndpoint.post("merge", "/:owner/:name/branches/:branch/merge", {
     params: { owner: Schema.String, name: Schema.String, branch: Schema.String },
     query: { force: Schema.optionalKey(Schema.String) },
     success: MergeResult,
-    error: [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PreconditionFailed, PayloadTooLarge, OperationPending, ServiceUnavailable]
+    error: [...LandErrors, PreconditionFailed]
+  }),
+  HttpApiEndpoint.post("sync", "/:owner/:name/branches/:branch/sync", {
+    params: { owner: Schema.String, name: Schema.String, branch: Schema.String },
+    success: SyncResult,
+    error: LandErrors
+  }),
+  HttpApiEndpoint.post("revert", "/:owner/:name/commits/:hash/revert", {
+    params: { owner: Schema.String, name: Schema.String, hash: Schema.String },
+    success: RevertResult,
+    error: LandErrors
   })
 ) {}

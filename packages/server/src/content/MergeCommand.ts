@@ -25,7 +25,8 @@ export const MergePayload = Schema.Struct({
   manifest: Schema.String,
   message: Schema.String,
   stagedId: Schema.String,
-  force: Schema.Boolean,
+  /** The CI gate was closed and force=1 opened it. */
+  gateOverridden: Schema.Boolean,
   actor: Schema.String
 })
 
@@ -71,11 +72,11 @@ export const merge = Effect.fn("Repository.merge")(function*(payload: typeof Mer
   if (ended.length === 0) return yield* new BranchMoved({ branch: payload.branch })
   yield* sql`UPDATE repositories SET head = ${payload.commit}, updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
   const fullName = `${repo.owner}/${repo.name}`
-  yield* audit(repo.orgId, payload.actor, payload.force ? "branch.merge.forced" : "branch.merge", fullName, {
+  yield* audit(repo.orgId, payload.actor, payload.gateOverridden ? "branch.merge.forced" : "branch.merge", fullName, {
     branch: payload.branch,
     commit: payload.commit,
     merge_parent: payload.expectedBranchHead,
-    ...(payload.force ? { ci_gate_overridden: true } : {})
+    ...(payload.gateOverridden ? { ci_gate_overridden: true } : {})
   })
   yield* emit("merge", {
     event: "merge",

@@ -1,35 +1,24 @@
 /**
  * The expensive half of a squash merge, computed outside the Repository
- * entity's one-at-a-time section: merge base, three-way tree merge of main and
- * the branch, the merged trees and the squash commit, written unpublished. The
- * Repository entity's Merge command then lands it with a compare-and-set on
- * both heads (see MergeCommand.ts); if either moved meanwhile nothing merges.
+ * entity's one-at-a-time section: the CI gate, merge base, three-way tree
+ * merge of main and the branch, the merged trees and the squash commit, written
+ * unpublished. The Repository entity's Merge command then lands it with a
+ * compare-and-set on both heads (MergeCommand.ts); if either moved meanwhile
+ * nothing merges.
  */
 import * as MergeBase from "@grove/core/merge/MergeBase"
-import * as Snapshots from "@grove/core/merge/Snapshots"
 import * as ThreeWay from "@grove/core/merge/ThreeWay"
-import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as Blake3 from "@grove/core/objects/Blake3"
-import * as Commit from "@grove/core/objects/Commit"
-import * as FileChanges from "@grove/core/objects/FileChanges"
-import * as Timestamp from "@grove/core/objects/Timestamp"
-import * as Tree from "@grove/core/objects/Tree"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { BranchRecord } from "./BranchRecord.ts"
 import { Branches } from "./Branches.ts"
+import { ciGate } from "./CiGate.ts"
 import { ContentObjects } from "./ContentObjects.ts"
 import { History } from "./History.ts"
+import { refuse, snapshotOf, writeCommit } from "./Landing.ts"
 import { makeTreeCache } from "./TreeCache.ts"
 
 export const MAIN = "main"
-
-/** The merge cannot be planned; the status is the answer's. */
-export class MergeRefused extends Schema.TaggedError<MergeRefused>()("MergeRefused", {
-  status: Schema.Literals([400, 404, 409]),
-  message: Schema.String,
-  code: Schema.String,
-  conflictPaths: Schema.optional(Schema.Array(Schema.String))
-}) {}
 
 export interface PlannedMerge {
   readonly branch: BranchRecord
@@ -39,12 +28,11 @@ export interface PlannedMerge {
   readonly manifestHash: string
   readonly message: string
   readonly stagedId: string
+  /** The CI gate was closed and `force` opened it (recorded in the audit log). */
+  readonly gateOverridden: boolean
 }
 
-const refuse = (status: 400 | 404 | 409, message: string, code: string, conflictPaths?: ReadonlyArray<string>) =>
-  Effect.fail(new MergeRefused({ status, message, code, ...(conflictPaths === undefined ? {} : { conflictPaths }) }))
-
-/** What a published commit says about the branch's state for merging. */
+/** What a branch's record says about merging it. */
 export const checkMergeable = (branch: BranchRecord | undefined, name: string) => {
   if (branch === undefined) return refuse(404, `branch '${name}' not found`, "branch_not_found")
   if (name === MAIN) return refuse(400, "main cannot be merged into itself", "invalid_branch")
@@ -60,19 +48,25 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
 export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   repo: { readonly id: string; readonly orgId: string },
   name: string,
-  actor: string
+  actor: string,
+  force: boolean
 ) {
   const branches = yield* Branches
   const objects = yield* ContentObjects
   const history = yield* History
   const branch = yield* branches.get(repo.id, name)
   const branchHead = yield* checkMergeable(branch, name)
+
+  const gate = yield* ciGate(repo.id, branchHead)
+  if (!gate.open && !force) {
+    const what = gate.reason === "running" ? "is still running" : "is failing"
+    return yield* refuse(412, `CI ${what} on the branch head (${gate.workflows.join(", ")}); wait for it, fix it, or merge with force=1`, `ci_${gate.reason}`)
+  }
+
   const main = yield* branches.get(repo.id, MAIN)
   const mainHead = main?.head ?? null
-
   const commits = yield* objects.loadCommits(repo.id, [branchHead, ...(mainHead === null ? [] : [mainHead])])
   const branchCommit = commits.get(branchHead)!
-  const mainCommit = mainHead === null ? undefined : commits.get(mainHead)
   let baseManifest = Blake3.EMPTY_HASH
   if (mainHead !== null) {
     const edges = yield* history.ancestry(repo.id)
@@ -82,59 +76,39 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   }
 
   const cache = makeTreeCache(objects, repo.orgId)
-  const flatten = (root: string) =>
-    cache.resolve((lookup) => FileChanges.flattenTree(root, (h) => lookup(h) ?? (h === Blake3.EMPTY_HASH ? [] : undefined)))
-  const [base, ours, theirs] = [
-    yield* flatten(baseManifest),
-    yield* flatten(mainCommit?.manifest_hash ?? Blake3.EMPTY_HASH),
-    yield* flatten(branchCommit.manifest_hash)
-  ]
-  if (!base.ok || !ours.ok || !theirs.ok) return yield* Effect.die(new Error("a published manifest refers to a missing tree"))
-  const result = ThreeWay.mergeSnapshots(base.files, ours.files, theirs.files)
+  const base = yield* snapshotOf(cache, baseManifest)
+  const ours = yield* snapshotOf(cache, commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH)
+  const theirs = yield* snapshotOf(cache, branchCommit.manifest_hash)
+  const result = ThreeWay.mergeSnapshots(base, ours, theirs)
   if (result.conflicts.length > 0) {
     const paths = result.conflicts.map((c) => c.path)
     return yield* refuse(409, `branch '${name}' conflicts with main in ${paths.length} path(s): sync it with main, resolve, push`, "conflict", paths)
   }
-  const files = TreeDiff.diffSnapshots(ours.files, result.merged)
-  if (files.length === 0) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
-  const built = Snapshots.buildTrees(result.merged)
-  if (!built.ok) return yield* refuse(409, `the merged tree is invalid: ${built.reason}`, "conflict")
+  const unchanged = result.merged.size === ours.size && [...result.merged].every(([p, f]) => {
+    const o = ours.get(p)
+    return o !== undefined && o.hash === f.hash && o.mode === f.mode
+  })
+  if (unchanged) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
 
   const message = branch!.description?.trim() || name
-  const fields = {
-    branch_name: MAIN,
-    parent_hash: mainHead,
-    merge_parent_hash: branchHead,
-    manifest_hash: built.root,
+  const commit = yield* writeCommit(repo, {
+    branch: MAIN,
+    parent: mainHead,
+    mergeParent: branchHead,
     author: actor,
     message,
-    // Microseconds, as the Oak client stamps its commits.
-    timestamp: (Timestamp.fromDate(new Date()) / 1000n) * 1000n
+    before: ours,
+    after: result.merged
+  })
+  const planned: PlannedMerge = {
+    branch: branch!,
+    mainHead,
+    branchHead,
+    commitHash: commit.hash,
+    manifestHash: commit.manifestHash,
+    message,
+    stagedId: commit.stagedId,
+    gateOverridden: !gate.open
   }
-  const hash = Commit.hashCommit(fields)
-  const trees = [...built.trees].map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
-  yield* objects.storeTrees(repo.orgId, trees)
-  yield* objects.stageCommits(repo.id, [{
-    hash,
-    branch_name: MAIN,
-    parent_hash: mainHead,
-    merge_parent_hash: branchHead,
-    manifest_hash: built.root,
-    author: actor,
-    message,
-    timestamp: Timestamp.formatTimestamp(fields.timestamp),
-    files: files.map((f) => ({
-      path: f.path,
-      change_type: f.change_type,
-      old_blob_hash: f.old_blob_hash,
-      new_blob_hash: f.new_blob_hash,
-      ...(f.old_path == null ? {} : { old_path: f.old_path }),
-      ...(f.old_mode == null ? {} : { old_mode: f.old_mode }),
-      ...(f.new_mode == null ? {} : { new_mode: f.new_mode })
-    }))
-  }])
-  // Every merged blob comes from main or the branch, which the repository already references; only trees can be new.
-  const stagedId = yield* objects.stagePush(repo.id, { trees: trees.map((t) => t.hash), blobs: [] })
-  const planned: PlannedMerge = { branch: branch!, mainHead, branchHead, commitHash: hash, manifestHash: built.root, message, stagedId }
   return planned
 })

@@ -12,6 +12,7 @@ import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../repos/RepositoryRecord.ts"
 import * as MergeCommand from "../content/MergeCommand.ts"
+import * as SyncRevert from "../content/SyncRevertCommands.ts"
 import { audit, emit, load } from "./CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
@@ -156,6 +157,8 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
 /** The Repository entity: key `owner/name` (case-folded), which is also its partition key. */
 export const RepositoryEntity = Entity.make("Repository", {
   Merge: { payload: MergeCommand.MergePayload, success: MergeCommand.MergeSuccess, error: MergeCommand.MergeError },
+  Sync: { payload: SyncRevert.SyncPayload, success: SyncRevert.SyncSuccess, error: SyncRevert.LandError },
+  Revert: { payload: SyncRevert.RevertPayload, success: SyncRevert.RevertSuccess, error: SyncRevert.LandError },
   Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
   SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
@@ -164,6 +167,8 @@ export const RepositoryEntity = Entity.make("Repository", {
 
 export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
   Merge: MergeCommand.merge,
+  Sync: SyncRevert.sync,
+  Revert: SyncRevert.revert,
   Create: create,
   Delete: remove,
   SetVisibility: setVisibility,

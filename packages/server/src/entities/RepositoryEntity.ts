@@ -27,7 +27,7 @@ const toGatewayError = (e: SendFailure): Commands.RepositoryError | CommandPendi
     ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
     : e
 
-const toMergeGatewayError = (e: MergeCommand.MergeError | Messages.CommandTimeout | Messages.CommandFailed) =>
+const toMergeGatewayError = <E extends MergeCommand.MergeError>(e: E | Messages.CommandTimeout | Messages.CommandFailed): E | CommandPending | CommandUnavailable =>
   e._tag === "CommandTimeout"
     ? new CommandPending({ operationId: e.operationId })
     : e._tag === "CommandFailed"
@@ -48,6 +48,10 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
       runtime.send(entity, id, "SetVisibility", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     merge: (id, payload, commandId) =>
       runtime.send(entity, id, "Merge", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
+    sync: (id, payload, commandId) =>
+      runtime.send(entity, id, "Sync", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
+    revert: (id, payload, commandId) =>
+      runtime.send(entity, id, "Revert", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
     transfer: (id, payload, commandId) =>
       runtime.send(entity, id, "Transfer", payload, options(commandId)).pipe(Effect.mapError(toGatewayError))
   })

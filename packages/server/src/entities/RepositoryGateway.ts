@@ -5,6 +5,7 @@
 import type { ApiSchemas } from "@grove/api"
 import { Context, Data, type Effect } from "effect"
 import type * as MergeCommand from "../content/MergeCommand.ts"
+import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import type * as Commands from "./RepositoryCommands.ts"
 
 /** The command did not answer before the deadline; it may still apply. Poll the operation. */
@@ -13,6 +14,7 @@ export class CommandPending extends Data.TaggedError("CommandPending")<{ readonl
 export class CommandUnavailable extends Data.TaggedError("CommandUnavailable")<{ readonly message: string }> {}
 
 type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | CommandPending | CommandUnavailable>
+type Landing<A> = Effect.Effect<A, SyncRevert.LandError | CommandPending | CommandUnavailable>
 type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | CommandPending | CommandUnavailable>
 
 export class RepositoryGateway extends Context.Service<RepositoryGateway, {
@@ -20,5 +22,7 @@ export class RepositoryGateway extends Context.Service<RepositoryGateway, {
   readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, commandId?: string) => Reply
   readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, commandId?: string) => Reply
   readonly merge: (entityId: string, payload: typeof MergeCommand.MergePayload.Type, commandId?: string) => MergeReply
+  readonly sync: (entityId: string, payload: typeof SyncRevert.SyncPayload.Type, commandId?: string) => Landing<typeof SyncRevert.SyncSuccess.Type>
+  readonly revert: (entityId: string, payload: typeof SyncRevert.RevertPayload.Type, commandId?: string) => Landing<typeof SyncRevert.RevertSuccess.Type>
   readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, commandId?: string) => Reply
 }>()("grove/server/entities/RepositoryGateway") {}

@@ -4,7 +4,7 @@
  */
 import { ApiErrors } from "@grove/api"
 import type { MergeError } from "../content/MergeCommand.ts"
-import type { MergeRefused } from "../content/MergePlanner.ts"
+import type { LandingRefused } from "../content/Landing.ts"
 import { branchErrorResponse } from "./BranchErrors.ts"
 
 export interface MergeErrorResponse {
@@ -12,7 +12,7 @@ export interface MergeErrorResponse {
   readonly body: { readonly error: string; readonly code: string; readonly retryable?: boolean; readonly conflict_paths?: ReadonlyArray<string> }
 }
 
-export const mergeErrorResponse = (error: MergeError | MergeRefused): MergeErrorResponse => {
+export const mergeErrorResponse = (error: MergeError | LandingRefused): MergeErrorResponse => {
   switch (error._tag) {
     case "MainMoved":
       return { status: 409, body: { error: "main changed during the merge; nothing was merged, retry", code: "main_moved", retryable: true } }
@@ -21,7 +21,7 @@ export const mergeErrorResponse = (error: MergeError | MergeRefused): MergeError
         status: 409,
         body: { error: `branch '${error.branch}' received new commits during the merge; nothing was merged, retry`, code: "branch_moved", retryable: true }
       }
-    case "MergeRefused":
+    case "LandingRefused":
       return {
         status: error.status,
         body: { error: error.message, code: error.code, ...(error.conflictPaths === undefined ? {} : { conflict_paths: error.conflictPaths }) }
@@ -31,11 +31,13 @@ export const mergeErrorResponse = (error: MergeError | MergeRefused): MergeError
   }
 }
 
-export const mergeApiError = (error: MergeError | MergeRefused) => {
+export const mergeApiError = (error: MergeError | LandingRefused) => {
   const { status, body } = mergeErrorResponse(error)
   switch (status) {
     case 404:
       return new ApiErrors.NotFound(body)
+    case 412:
+      return new ApiErrors.PreconditionFailed(body)
     case 409:
       return new ApiErrors.Conflict(body)
     default:

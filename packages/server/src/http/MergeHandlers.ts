@@ -1,28 +1,51 @@
 /**
- * `POST /{owner}/{name}/branches/{branch}/merge[?force=1]`: plans the squash
- * merge here (MergePlanner), then lands it as the Repository entity's Merge
- * command with a compare-and-set on both heads.
+ * How main (and a branch) change besides pushes, each planned here and landed
+ * as a Repository entity command with a compare-and-set:
+ * - `POST /{owner}/{name}/branches/{branch}/merge[?force=1]`: squash merge onto main (MergePlanner);
+ * - `POST /{owner}/{name}/branches/{branch}/sync`: the parent merged into the branch (SyncPlanner);
+ * - `POST /{owner}/{name}/commits/{hash}/revert`: a commit undoing another (RevertPlanner).
  */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
+import type { LandingRefused } from "../content/Landing.ts"
+import type { MergeError } from "../content/MergeCommand.ts"
 import { planMerge } from "../content/MergePlanner.ts"
-import { RepositoryGateway } from "../entities/RepositoryGateway.ts"
+import { planRevert } from "../content/RevertPlanner.ts"
+import { planSync } from "../content/SyncPlanner.ts"
+import { type CommandPending, type CommandUnavailable, RepositoryGateway } from "../entities/RepositoryGateway.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { actorName, commandId } from "./CallerContext.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { mergeApiError } from "./MergeErrors.ts"
 
+const landingFailure = (error: MergeError | CommandPending | CommandUnavailable) => {
+  switch (error._tag) {
+    case "CommandPending":
+      return Effect.fail(new ApiErrors.OperationPending({ error: "the write is still in progress; poll the operation", code: "pending", operation_id: error.operationId }))
+    case "CommandUnavailable":
+      return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
+    default:
+      return Effect.fail(mergeApiError(error))
+  }
+}
+
 export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer
   const gateway = yield* RepositoryGateway
   const repositories = yield* Repositories
-  const context = yield* Effect.context<Branches | ContentObjects | History>()
+  const context = yield* Effect.context<Branches | ContentObjects | History | SqlClient.SqlClient>()
+  const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | SqlClient.SqlClient>) =>
+    dbUnavailable(effect.pipe(Effect.provideContext(context))).pipe(
+      Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
+    )
+  const forget = (repo: { owner: string; name: string }) => Effect.sync(() => repositories.invalidate(repo.owner, repo.name))
 
   return handlers.handleAll({
     merge: Effect.fn("Merges.merge")(function*({ params, query }) {
@@ -30,33 +53,54 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const force = query.force === "1" || query.force === "true"
       const actor = yield* actorName
-      const plan = yield* dbUnavailable(planMerge(repo, params.branch, actor).pipe(Effect.provideContext(context))).pipe(
-        Effect.catchTag("MergeRefused", (e) => Effect.fail(mergeApiError(e)))
-      )
+      const planned = yield* plan(planMerge(repo, params.branch, actor, force))
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), {
         branch: params.branch,
-        expectedMainHead: plan.mainHead,
-        expectedBranchHead: plan.branchHead,
-        commit: plan.commitHash,
-        manifest: plan.manifestHash,
-        message: plan.message,
-        stagedId: plan.stagedId,
-        force,
+        expectedMainHead: planned.mainHead,
+        expectedBranchHead: planned.branchHead,
+        commit: planned.commitHash,
+        manifest: planned.manifestHash,
+        message: planned.message,
+        stagedId: planned.stagedId,
+        gateOverridden: planned.gateOverridden,
         actor
       }, yield* commandId).pipe(
         // The repository's head changes: this node's next read sees it at once.
-        Effect.ensuring(Effect.sync(() => repositories.invalidate(repo.owner, repo.name))),
-        Effect.catch((error) => {
-          switch (error._tag) {
-            case "CommandPending":
-              return Effect.fail(new ApiErrors.OperationPending({ error: "the merge is still in progress; poll the operation", code: "pending", operation_id: error.operationId }))
-            case "CommandUnavailable":
-              return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
-            default:
-              return Effect.fail(mergeApiError(error))
-          }
-        })
+        Effect.ensuring(forget(repo)),
+        Effect.catch(landingFailure)
       )
+    }),
+    sync: Effect.fn("Merges.sync")(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
+      const actor = yield* actorName
+      const planned = yield* plan(planSync(repo, params.branch, actor))
+      if (planned.kind === "up_to_date") return { branch: params.branch, synced: false, head: planned.head }
+      return yield* gateway.sync(repositoryKey(repo.owner, repo.name), {
+        branch: params.branch,
+        expectedBranchHead: planned.branchHead,
+        commit: planned.commit.hash,
+        mergeParent: planned.parentHead,
+        stagedId: planned.commit.stagedId,
+        actor
+      }, yield* commandId).pipe(Effect.catch(landingFailure))
+    }),
+    revert: Effect.fn("Merges.revert")(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
+      const actor = yield* actorName
+      const planned = yield* plan(planRevert(repo, params.hash, actor))
+      // Reverting on main changes main, which only mergers may do.
+      if (planned.branch === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
+      return yield* gateway.revert(repositoryKey(repo.owner, repo.name), {
+        branch: planned.branch,
+        expectedHead: planned.head,
+        commit: planned.commit.hash,
+        reverted: planned.reverted,
+        message: planned.message,
+        stagedId: planned.commit.stagedId,
+        actor
+      }, yield* commandId).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
     })
   })
 }))

@@ -1,0 +1,99 @@
+/**
+ * What merges, syncs and reverts share before their entity command: whole
+ * snapshots of published manifests, and writing a computed commit (its trees,
+ * the unpublished commit row, the staged object lists) so the command only has
+ * to publish it with a compare-and-set.
+ */
+import * as Snapshots from "@grove/core/merge/Snapshots"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import * as Commit from "@grove/core/objects/Commit"
+import * as FileChanges from "@grove/core/objects/FileChanges"
+import * as Timestamp from "@grove/core/objects/Timestamp"
+import * as Tree from "@grove/core/objects/Tree"
+import { Effect, Schema } from "effect"
+import { ContentObjects } from "./ContentObjects.ts"
+import type { TreeCache } from "./TreeCache.ts"
+
+/** A merge, sync or revert that cannot be planned; the status is the answer's. */
+export class LandingRefused extends Schema.TaggedError<LandingRefused>()("LandingRefused", {
+  status: Schema.Literals([400, 404, 409, 412]),
+  message: Schema.String,
+  code: Schema.String,
+  conflictPaths: Schema.optional(Schema.Array(Schema.String))
+}) {}
+
+export const refuse = (status: 400 | 404 | 409 | 412, message: string, code: string, conflictPaths?: ReadonlyArray<string>) =>
+  Effect.fail(new LandingRefused({ status, message, code, ...(conflictPaths === undefined ? {} : { conflictPaths }) }))
+
+/** Every file of a published manifest (all its trees are stored: a push checked that). */
+export const snapshotOf = (cache: TreeCache, manifest: string) =>
+  cache.resolve((lookup) => FileChanges.flattenTree(manifest, (h) => lookup(h) ?? (h === Blake3.EMPTY_HASH ? [] : undefined))).pipe(
+    Effect.flatMap((result) =>
+      result.ok ? Effect.succeed(result.files) : Effect.die(new Error(`a published manifest refers to a missing tree: ${result.reason}`))
+    )
+  )
+
+export interface ComputedCommit {
+  readonly hash: string
+  readonly manifestHash: string
+  readonly stagedId: string
+}
+
+/**
+ * Writes the commit that turns `before` into `after` on `branch`: its trees, the unpublished commit row and the
+ * staged list of trees the repository does not reach yet (blobs all come from published snapshots).
+ */
+export const writeCommit = Effect.fnUntraced(function*(
+  repo: { readonly id: string; readonly orgId: string },
+  options: {
+    readonly branch: string
+    readonly parent: string | null
+    readonly mergeParent: string | null
+    readonly author: string
+    readonly message: string | null
+    readonly before: FileChanges.Snapshot
+    readonly after: FileChanges.Snapshot
+  }
+) {
+  const objects = yield* ContentObjects
+  const built = Snapshots.buildTrees(options.after)
+  if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
+  const files = TreeDiff.diffSnapshots(options.before, options.after)
+  // Microseconds, as the Oak client stamps its commits.
+  const timestamp = (Timestamp.fromDate(new Date()) / 1000n) * 1000n
+  const fields = {
+    branch_name: options.branch,
+    parent_hash: options.parent,
+    merge_parent_hash: options.mergeParent,
+    manifest_hash: built.root,
+    author: options.author,
+    message: options.message,
+    timestamp
+  }
+  const hash = Commit.hashCommit(fields)
+  const trees = [...built.trees].map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
+  yield* objects.storeTrees(repo.orgId, trees)
+  yield* objects.stageCommits(repo.id, [{
+    hash,
+    branch_name: options.branch,
+    parent_hash: options.parent,
+    ...(options.mergeParent === null ? {} : { merge_parent_hash: options.mergeParent }),
+    manifest_hash: built.root,
+    author: options.author,
+    ...(options.message === null ? {} : { message: options.message }),
+    timestamp: Timestamp.formatTimestamp(timestamp),
+    files: files.map((f) => ({
+      path: f.path,
+      change_type: f.change_type,
+      old_blob_hash: f.old_blob_hash,
+      new_blob_hash: f.new_blob_hash,
+      ...(f.old_path == null ? {} : { old_path: f.old_path }),
+      ...(f.old_mode == null ? {} : { old_mode: f.old_mode }),
+      ...(f.new_mode == null ? {} : { new_mode: f.new_mode })
+    }))
+  }])
+  const stagedId = yield* objects.stagePush(repo.id, { trees: trees.map((t) => t.hash), blobs: [] })
+  const computed: ComputedCommit = { hash, manifestHash: built.root, stagedId }
+  return computed
+})

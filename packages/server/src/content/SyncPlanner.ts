@@ -1,0 +1,71 @@
+/**
+ * Planning `POST /{owner}/{name}/branches/{branch}/sync`: merge the parent
+ * (main) into the branch as a new commit on the branch whose merge parent is
+ * the parent's head. Computed outside the entity; the Sync command lands it
+ * with a compare-and-set on the branch head (`branch_moved` if it moved).
+ */
+import * as MergeBase from "@grove/core/merge/MergeBase"
+import * as ThreeWay from "@grove/core/merge/ThreeWay"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import { Effect } from "effect"
+import { Branches } from "./Branches.ts"
+import { ContentObjects } from "./ContentObjects.ts"
+import { History } from "./History.ts"
+import { type ComputedCommit, refuse, snapshotOf, writeCommit } from "./Landing.ts"
+import { MAIN } from "./MergePlanner.ts"
+import { makeTreeCache } from "./TreeCache.ts"
+
+export type PlannedSync =
+  /** The branch already contains its parent's head. */
+  | { readonly kind: "up_to_date"; readonly head: string | null }
+  | {
+    readonly kind: "sync"
+    readonly branchHead: string
+    readonly parentHead: string
+    readonly commit: ComputedCommit
+  }
+
+export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
+  repo: { readonly id: string; readonly orgId: string },
+  name: string,
+  actor: string
+) {
+  const branches = yield* Branches
+  const objects = yield* ContentObjects
+  const history = yield* History
+  const branch = yield* branches.get(repo.id, name)
+  if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
+  if (name === MAIN) return yield* refuse(400, "main has no parent to sync with", "invalid_branch")
+  if (branch.status !== "open") {
+    return yield* refuse(400, `branch '${name}' is ${branch.status === "merged" ? "merged" : "closed"}; it cannot be synced`, `branch_${branch.status}`)
+  }
+  const parent = yield* branches.get(repo.id, branch.parentBranch ?? MAIN)
+  const parentHead = parent?.head ?? null
+  if (parentHead === null) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
+  if (branch.head === null) return yield* refuse(400, `branch '${name}' has no commits; push first`, "empty_branch")
+  const edges = yield* history.ancestry(repo.id)
+  const parents = (h: string) => edges.get(h)
+  if (MergeBase.isAncestor(parentHead, branch.head, parents)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
+
+  const base = MergeBase.mergeBase(branch.head, parentHead, parents)
+  const commits = yield* objects.loadCommits(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
+  const cache = makeTreeCache(objects, repo.orgId)
+  const baseFiles = yield* snapshotOf(cache, base === null ? Blake3.EMPTY_HASH : commits.get(base)!.manifest_hash)
+  const ours = yield* snapshotOf(cache, commits.get(branch.head)!.manifest_hash)
+  const theirs = yield* snapshotOf(cache, commits.get(parentHead)!.manifest_hash)
+  const result = ThreeWay.mergeSnapshots(baseFiles, ours, theirs)
+  if (result.conflicts.length > 0) {
+    const paths = result.conflicts.map((c) => c.path)
+    return yield* refuse(409, `syncing '${name}' with its parent conflicts in ${paths.length} path(s): resolve locally (grove pull), push`, "conflict", paths)
+  }
+  const commit = yield* writeCommit(repo, {
+    branch: name,
+    parent: branch.head,
+    mergeParent: parentHead,
+    author: actor,
+    message: null,
+    before: ours,
+    after: result.merged
+  })
+  return { kind: "sync", branchHead: branch.head, parentHead, commit } satisfies PlannedSync
+})
