@@ -1,0 +1,366 @@
+// Compatibility with the public Oak client: drives the real `oak` binary (oakvcs-cli 0.109.0) against a real Grove server.
+// The binary is found on PATH or in ~/.cargo/bin; install it with `bash scripts/setup/oak.sh`
+// (= `cargo install oakvcs-cli --version 0.109.0 --locked`, several minutes). Without it this suite is
+// skipped with a printed reason: the one allowed skip, since the client is an external Rust program.
+// Each oak run gets a temp HOME, OAK_VERBOSE=1 (its HTTP log is in stderr, shown when an expectation fails).
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+
+const OAK_VERSION = "0.109.0"
+
+const findOak = (): string | undefined => {
+  const dirs = (process.env["PATH"] ?? "").split(path.delimiter).filter((d) => d !== "")
+  dirs.push(path.join(process.env["CARGO_HOME"] ?? path.join(os.homedir(), ".cargo"), "bin"))
+  for (const dir of dirs) {
+    const candidate = path.join(dir, "oak")
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      if (fs.statSync(candidate).isFile()) return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
+
+const oakPath = findOak()
+if (oakPath === undefined) {
+  console.warn(
+    `test/oak skipped: the Oak client binary (oak ${OAK_VERSION}) is not on PATH or in ~/.cargo/bin. ` +
+      `Install it with \`bash scripts/setup/oak.sh\` or \`cargo install oakvcs-cli --version ${OAK_VERSION} --locked\`.`
+  )
+}
+
+interface OakRun {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+let server: GroveServer
+let key: string
+let root: string
+let home: string
+const OWNER = "oakuser"
+const REPO = "compat"
+const children = new Set<ChildProcess>()
+
+const oak = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}): Promise<OakRun> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(oakPath!, args, {
+      cwd,
+      // Only what the client needs: no git variables, no inherited OAK_* settings.
+      env: {
+        PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+        HOME: home,
+        OAK_NO_UPDATE_CHECK: "1",
+        OAK_API_KEY: key,
+        OAK_AUTHOR: OWNER,
+        NO_COLOR: "1",
+        OAK_VERBOSE: "1",
+        ...extraEnv
+      },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    children.add(child)
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      children.delete(child)
+      resolve({ code: code ?? -1, stdout, stderr })
+    })
+    // Not a terminal: the client never prompts.
+    child.stdin.end()
+  })
+
+/** Fails with the client's whole output when it did not exit 0. */
+const ok = (run: OakRun, what: string): OakRun => {
+  if (run.code !== 0) throw new Error(`${what} exited ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
+  return run
+}
+
+/** The one JSON document `--json` prints (the last line of stdout). */
+const jsonOf = (run: OakRun): any => {
+  const line = run.stdout.trim().split("\n").at(-1) ?? ""
+  try {
+    return JSON.parse(line)
+  } catch {
+    throw new Error(`no JSON on stdout\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
+  }
+}
+
+/** Deterministic, incompressible bytes (xorshift32). */
+const noise = (size: number, seed: number): Buffer => {
+  const out = Buffer.alloc(size)
+  let x = seed >>> 0 || 1
+  for (let i = 0; i + 4 <= size; i += 4) {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    out.writeUInt32LE(x, i)
+  }
+  return out
+}
+
+const BIG_SIZE = 12 * 1024 * 1024
+const SMALL_FILES = 140
+
+/** Every file of a working tree (outside `.oak`): path -> bytes, symlink target or mode. */
+const snapshot = (dir: string): Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }> => {
+  const files = new Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }>()
+  const walk = (rel: string) => {
+    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const p = rel === "" ? entry.name : `${rel}/${entry.name}`
+      if (p === ".oak") continue
+      const abs = path.join(dir, p)
+      if (entry.isSymbolicLink()) files.set(p, { kind: "symlink", bytes: Buffer.from(fs.readlinkSync(abs)), executable: false })
+      else if (entry.isDirectory()) walk(p)
+      else files.set(p, { kind: "file", bytes: fs.readFileSync(abs), executable: (fs.statSync(abs).mode & 0o100) !== 0 })
+    }
+  }
+  walk("")
+  return files
+}
+
+const expectSameTree = (actualDir: string, expectedDir: string) => {
+  const actual = snapshot(actualDir)
+  const expected = snapshot(expectedDir)
+  expect([...actual.keys()].sort()).toEqual([...expected.keys()].sort())
+  for (const [p, e] of expected) {
+    const a = actual.get(p)!
+    expect({ p, kind: a.kind, executable: a.executable }).toEqual({ p, kind: e.kind, executable: e.executable })
+    expect(a.bytes.equals(e.bytes), `content of ${p}`).toBe(true)
+  }
+}
+
+const rawBytes = async (commit: string, file: string): Promise<{ status: number; bytes: Buffer }> => {
+  const encoded = file.split("/").map(encodeURIComponent).join("/")
+  const response = await fetch(`${server.url}/api/${OWNER}/${REPO}/raw/${commit}/${encoded}`, { headers: { authorization: `Bearer ${key}` } })
+  return { status: response.status, bytes: Buffer.from(await response.arrayBuffer()) }
+}
+
+/** Every file of a checkout equals what Grove serves for `commit`. */
+const expectServerHas = async (commit: string, dir: string) => {
+  for (const [p, f] of snapshot(dir)) {
+    const raw = await rawBytes(commit, p)
+    expect(raw.status, p).toBe(200)
+    expect(raw.bytes.equals(f.bytes), `raw ${p}`).toBe(true)
+  }
+}
+
+const branchOnServer = async (branch: string) => {
+  const reply = await api(server.url, key).get(`/${OWNER}/${REPO}/branches/${encodeURIComponent(branch)}`)
+  expect(reply.status).toBe(200)
+  return reply.body as { name: string; head: string | null; status: string; description: string | null; parent_branch: string | null; close_reason?: string }
+}
+
+/**
+ * A pass-through proxy to the Grove server that reports a stale head on `GET branches/{branch}`:
+ * the client then believes its push fast-forwards, as when another push lands between its check
+ * and its publication, and Grove's own head check has to refuse it.
+ */
+const staleBranchProxy = async (branch: string, staleHead: string): Promise<{ url: string; close: () => Promise<void> }> => {
+  const target = new URL(server.url)
+  const proxy = http.createServer((request, response) => {
+    const upstream = http.request({
+      host: target.hostname,
+      port: target.port,
+      method: request.method,
+      path: request.url,
+      headers: { ...request.headers, host: target.host }
+    }, (reply) => {
+      const rewrite = request.method === "GET" && request.url === `/api/${OWNER}/${REPO}/branches/${branch}` && reply.statusCode === 200
+      if (!rewrite) {
+        response.writeHead(reply.statusCode ?? 502, reply.headers)
+        reply.pipe(response)
+        return
+      }
+      const parts: Array<Buffer> = []
+      reply.on("data", (d: Buffer) => parts.push(d))
+      reply.on("end", () => {
+        const body = JSON.stringify({ ...JSON.parse(Buffer.concat(parts).toString()), head: staleHead })
+        response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+        response.end(body)
+      })
+    })
+    upstream.on("error", () => response.destroy())
+    request.pipe(upstream)
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+  const port = (proxy.address() as { port: number }).port
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => proxy.close(() => resolve()))
+  }
+}
+
+describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Grove`, () => {
+  let w1: string
+  let w2: string
+  let branch: string
+  let head1: string
+  let head2: string
+  let head3: string
+
+  beforeAll(async () => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-oak-"))
+    home = path.join(root, "home")
+    fs.mkdirSync(home)
+    w1 = path.join(root, "w1")
+    w2 = path.join(root, "w2")
+    server = await startServer()
+    key = await server.createUser(OWNER)
+    const version = await oak(["--version"], root)
+    expect(version.stdout).toContain(OAK_VERSION)
+  }, 120_000)
+
+  afterAll(async () => {
+    for (const child of children) child.kill("SIGKILL")
+    await server?.stop()
+    if (root !== undefined) fs.rmSync(root, { recursive: true, force: true })
+  })
+
+  it("init, commit and a first push (over 128 files, one above 10 MiB) create the repository and the branch", async () => {
+    ok(await oak(["init", "w1"], root), "oak init")
+    fs.mkdirSync(path.join(w1, "src/deep/er"), { recursive: true })
+    fs.mkdirSync(path.join(w1, "bin"))
+    fs.mkdirSync(path.join(w1, "many"))
+    fs.writeFileSync(path.join(w1, "README.md"), "# compat\n")
+    fs.writeFileSync(path.join(w1, "src/deep/er/a.txt"), "nested\n")
+    fs.writeFileSync(path.join(w1, "src/with space é.txt"), "unicode and a space\n")
+    fs.writeFileSync(path.join(w1, "bin/run"), "#!/bin/sh\necho run\n", { mode: 0o755 })
+    fs.writeFileSync(path.join(w1, "empty.txt"), "")
+    fs.symlinkSync("README.md", path.join(w1, "link"))
+    fs.writeFileSync(path.join(w1, "big.bin"), noise(BIG_SIZE, 7))
+    for (let i = 0; i < SMALL_FILES; i++) fs.writeFileSync(path.join(w1, "many", `f${String(i).padStart(3, "0")}.txt`), `small file ${i}\n`)
+
+    ok(await oak(["commit"], w1), "oak commit")
+    const push = ok(await oak(["push", "-r", server.url, "--repo", `${OWNER}/${REPO}`, "--json"], w1), "oak push")
+    const result = jsonOf(push)
+    expect(result).toMatchObject({ pushed: true, published: true, repo: `${OWNER}/${REPO}` })
+    branch = result.branch
+    head1 = result.pushed_head
+    expect(head1).toMatch(/^[0-9a-f]{64}$/)
+    // Over 128 new blobs: the client used the phase-one bootstrap (object-only pushes, then the commit).
+    expect(push.stderr).toMatch(/POST \S+\/push \(0 commit\(s\), \d+ blob\(s\)/)
+    expect(push.stderr).toMatch(/POST \S+\/push \(1 commit\(s\), 0 blob\(s\), 0 tree\(s\)\)/)
+
+    const onServer = await branchOnServer(branch)
+    expect(onServer).toMatchObject({ name: branch, head: head1, status: "open", parent_branch: "main" })
+    const repo = await api(server.url, key).get(`/${OWNER}/${REPO}`)
+    expect(repo.status).toBe(200)
+    expect(repo.body.head).toBeNull()
+    const pull = await api(server.url, key).get(`/${OWNER}/${REPO}/pull?branch_name=${branch}`)
+    expect(pull.status).toBe(200)
+    expect(pull.body.head).toBe(head1)
+    expect(pull.body.commits.map((c: { hash: string }) => c.hash)).toEqual([head1])
+    expect(pull.body.commits[0].author).toBe(OWNER)
+    await expectServerHas(head1, w1)
+    const binListing = await api(server.url, key).get(`/${OWNER}/${REPO}/tree/${head1}/bin`)
+    expect(binListing.body.entries).toEqual([expect.objectContaining({ name: "run", mode: "executable" })])
+  }, 180_000)
+
+  it("desc syncs the branch description", async () => {
+    const desc = ok(await oak(["desc", "Compatibility suite branch"], w1), "oak desc")
+    expect(desc.stdout + desc.stderr).not.toMatch(/couldn't sync/i)
+    expect((await branchOnServer(branch)).description).toBe("Compatibility suite branch")
+  })
+
+  it("a clone of a repository whose main is empty succeeds, and switch fetches the pushed branch", async () => {
+    const clone = ok(await oak(["clone", "-r", server.url, `${OWNER}/${REPO}`, "w2"], root), "oak clone")
+    expect(clone.stdout).toMatch(/Cloned '.*' with 0 commit\(s\)/)
+    expect(fs.existsSync(path.join(w2, ".oak"))).toBe(true)
+    expect(fs.existsSync(path.join(w2, ".oak", "CLONE_IN_PROGRESS"))).toBe(false)
+    ok(await oak(["switch", branch], w2), "oak switch")
+    expectSameTree(w2, w1)
+  }, 120_000)
+
+  it("a second push sends only the changed chunk of the large file, and pull brings it to the other checkout", async () => {
+    const big = path.join(w1, "big.bin")
+    const bytes = fs.readFileSync(big)
+    bytes.write("patched in the middle", 5_000_000)
+    fs.writeFileSync(big, bytes)
+    fs.writeFileSync(path.join(w1, "README.md"), "# compat, second version\n")
+    fs.rmSync(path.join(w1, "many/f007.txt"))
+    fs.writeFileSync(path.join(w1, "src/deep/new.txt"), "added\n")
+    fs.chmodSync(path.join(w1, "bin/run"), 0o644)
+    ok(await oak(["commit"], w1), "oak commit")
+    const push = ok(await oak(["push", "--json"], w1), "oak push")
+    head2 = jsonOf(push).pushed_head
+    expect(head2).toMatch(/^[0-9a-f]{64}$/)
+    // Grove chunked the first, inline version of big.bin itself: its FastCDC cut the same chunks as the client's,
+    // so chunks/check asks for the one rewritten chunk only.
+    const checked = Number(/chunks\/check \((\d+) hashes\)/.exec(push.stderr)?.[1])
+    const uploaded = Number(/uploading (\d+) large chunk\(s\)/.exec(push.stderr)?.[1])
+    expect(checked).toBeGreaterThan(2)
+    expect(uploaded).toBe(1)
+    expect((await branchOnServer(branch)).head).toBe(head2)
+    await expectServerHas(head2, w1)
+    expect((await rawBytes(head2, "many/f007.txt")).status).toBe(404)
+
+    const pull = jsonOf(ok(await oak(["pull", "--json"], w2), "oak pull"))
+    expect(pull).toMatchObject({ head_before: head1, head_after: head2, branch_update: "fast_forward" })
+    expectSameTree(w2, w1)
+  }, 120_000)
+
+  it("a push from a stale checkout is refused, then pull converges and the push lands", async () => {
+    fs.writeFileSync(path.join(w1, "many/f001.txt"), "changed in w1\n")
+    ok(await oak(["commit"], w1), "oak commit")
+    head3 = jsonOf(ok(await oak(["push", "--json"], w1), "oak push")).pushed_head
+
+    fs.writeFileSync(path.join(w2, "many/f002.txt"), "changed in w2\n")
+    ok(await oak(["commit"], w2), "oak commit")
+    // The client sees the newer branch head itself and stops before publishing.
+    const refused = await oak(["push", "--json"], w2)
+    expect(refused.code).toBe(5)
+    expect(jsonOf(refused).error.message).toContain("oak pull")
+    expect((await branchOnServer(branch)).head).toBe(head3)
+
+    // With the newer head hidden from the client, Grove's own head check refuses the publication.
+    const proxy = await staleBranchProxy(branch, head2)
+    try {
+      // OAK_REMOTE rather than -r: nothing about the proxy is stored in the checkout.
+      const raced = await oak(["push", "--json"], w2, { OAK_REMOTE: proxy.url })
+      expect(raced.stderr).toMatch(/POST \S+\/push \(1 commit\(s\)/)
+      expect(raced.stderr).toContain("publication returned 200 OK")
+      expect(raced.code).toBe(5)
+      expect(jsonOf(raced).error.message).toMatch(/^Conflict detected: remote has diverged/)
+    } finally {
+      await proxy.close()
+    }
+    expect((await branchOnServer(branch)).head).toBe(head3)
+
+    // pull re-parents the local commit onto the server's head (the server answers 409 to its unpublished `since`).
+    const pull = jsonOf(ok(await oak(["pull", "--json"], w2), "oak pull"))
+    expect(pull).toMatchObject({ branch_update: "reparented" })
+    expect(fs.readFileSync(path.join(w2, "many/f001.txt"), "utf8")).toBe("changed in w1\n")
+    expect(fs.readFileSync(path.join(w2, "many/f002.txt"), "utf8")).toBe("changed in w2\n")
+    const landed = jsonOf(ok(await oak(["push", "--json"], w2), "oak push"))
+    expect(landed.pushed).toBe(true)
+    const head4 = landed.pushed_head
+    expect((await branchOnServer(branch)).head).toBe(head4)
+    await expectServerHas(head4, w2)
+
+    ok(await oak(["pull"], w1), "oak pull")
+    expectSameTree(w1, w2)
+  }, 180_000)
+
+  it("close syncs the closed status and its reason", async () => {
+    const close = ok(await oak(["close", "--reason", "superseded"], w1), "oak close")
+    expect(close.stdout + close.stderr).not.toMatch(/couldn't sync/i)
+    expect(await branchOnServer(branch)).toMatchObject({ status: "closed", close_reason: "superseded", description: "Compatibility suite branch" })
+  })
+})
