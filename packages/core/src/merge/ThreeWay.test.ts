@@ -37,9 +37,11 @@ describe("ThreeWay.mergeSnapshots", () => {
     }))
   })
 
-  it("combines one side's content change with the other side's mode change", () => {
+  it("treats content and mode as one identity: one side's edit and the other's chmod conflict", () => {
     const result = mergeSnapshots(snap({ f: [A] }), snap({ f: [B] }), snap({ f: [A, "executable"] }))
-    expect(result).toEqual({ merged: snap({ f: [B, "executable"] }), conflicts: [] })
+    expect(result).toEqual({ merged: snap({ f: [B] }), conflicts: [{ path: "f", kind: "content" }] })
+    const modes = mergeSnapshots(snap({ f: [A] }), snap({ f: [A, "symlink"] }), snap({ f: [A, "executable"] }))
+    expect(modes.conflicts).toEqual([{ path: "f", kind: "mode" }])
   })
 
   it("reports every conflict kind, sorted by path, keeping ours at conflicting paths", () => {

@@ -39,18 +39,14 @@ export interface MergeResult {
   readonly conflicts: ReadonlyArray<Conflict>
 }
 
-/** The three-way rule on one value: a side that did not change it yields to the side that did. */
-const pick = <A>(base: A, ours: A, theirs: A): { readonly ok: true; readonly value: A } | { readonly ok: false } =>
-  ours === theirs || theirs === base ? { ok: true, value: ours } : ours === base ? { ok: true, value: theirs } : { ok: false }
-
 const sameFile = (x: File | undefined, y: File | undefined): boolean =>
   x === y || (x !== undefined && y !== undefined && x.hash === y.hash && x.mode === y.mode)
 
 /**
- * Merges per path, where a file is (hash, mode). When both sides changed a file, content and mode
- * merge separately (one side's edit and the other's chmod combine); a path conflicts when either
- * cannot merge, when both added it differently, when one side deleted what the other changed, and
- * when the clean result would hold a file where it also holds a directory.
+ * Merges per path, where a file is (hash, mode): a side that left it unchanged yields to the side that
+ * changed it; a path conflicts when both sides changed it differently (content or mode), when both
+ * added it differently, when one side deleted what the other changed, and when the clean result
+ * would hold a file where it also holds a directory.
  */
 export const mergeSnapshots = (base: Snapshot, ours: Snapshot, theirs: Snapshot): MergeResult => {
   const merged = new Map<string, File>()
@@ -73,13 +69,9 @@ export const mergeSnapshots = (base: Snapshot, ours: Snapshot, theirs: Snapshot)
     if (b === undefined) conflicts.set(path, "add_add")
     else if (t === undefined) conflicts.set(path, "modify_delete")
     else if (o === undefined) conflicts.set(path, "delete_modify")
-    else {
-      const h = pick(b.hash, o.hash, t.hash)
-      const m = pick(b.mode, o.mode, t.mode)
-      if (!h.ok) conflicts.set(path, "content")
-      else if (!m.ok) conflicts.set(path, "mode")
-      else merged.set(path, { hash: h.value, mode: m.value })
-    }
+    // A file's identity is its content and mode together (issue 4): one side's edit and the other's
+    // chmod conflict too, as content when the bytes differ, else as mode.
+    else conflicts.set(path, o.hash !== t.hash ? "content" : "mode")
   }
   resolveFileDirectory(merged, ours, theirs, conflicts)
   const sorted = [...conflicts].map(([path, kind]) => ({ path, kind })).sort((x, y) => comparePaths(x.path, y.path))

@@ -129,17 +129,21 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         return out as Map<string, BlobInfo>
       }),
       registerBlobs: Effect.fnUntraced(function*(orgId, blobs) {
-        for (let i = 0; i < blobs.length; i += 500) {
-          const slice = blobs.slice(i, i + 500)
+        const unique = [...new Map(blobs.map((b) => [b.hash, b])).values()]
+        for (let i = 0; i < unique.length; i += 500) {
+          const slice = unique.slice(i, i + 500)
           const blobRows = slice.map((b) => ({ org_id: orgId, hash: b.hash, size: b.size, chunk_count: b.chunks.length }))
-          const inserted = yield* sql<{ hash: string }>`INSERT INTO blobs ${sql.insert(rows(blobRows))} ON CONFLICT DO NOTHING RETURNING hash`
-          const fresh = new Set(inserted.map((r) => r.hash))
-          const chunkRows = slice.filter((b) => fresh.has(b.hash)).flatMap((b) =>
-            b.chunks.map((c, seq) => ({ org_id: orgId, blob_hash: b.hash, seq, chunk_hash: c.hash, byte_offset: c.offset, size: c.size }))
-          )
-          for (let j = 0; j < chunkRows.length; j += 1000) {
-            yield* sql`INSERT INTO blob_chunks ${sql.insert(rows(chunkRows.slice(j, j + 1000)))}`
-          }
+          // A blob row and its chunk rows appear together or not at all.
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const inserted = yield* sql<{ hash: string }>`INSERT INTO blobs ${sql.insert(rows(blobRows))} ON CONFLICT DO NOTHING RETURNING hash`
+            const fresh = new Set(inserted.map((r) => r.hash))
+            const chunkRows = slice.filter((b) => fresh.has(b.hash)).flatMap((b) =>
+              b.chunks.map((c, seq) => ({ org_id: orgId, blob_hash: b.hash, seq, chunk_hash: c.hash, byte_offset: c.offset, size: c.size }))
+            )
+            for (let j = 0; j < chunkRows.length; j += 1000) {
+              yield* sql`INSERT INTO blob_chunks ${sql.insert(rows(chunkRows.slice(j, j + 1000)))}`
+            }
+          }))
         }
       }),
       loadCommits: Effect.fnUntraced(function*(repoId, hashes) {
