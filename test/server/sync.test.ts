@@ -173,6 +173,21 @@ describe("push verification", () => {
     // The valid push still works after all of that.
     expect((await api(server.url, token).post("/sam/verify/push", body)).body.success).toBe(true)
   })
+
+  it("checks every inline content value, which the wire schema leaves to the server (it only checks for an array)", async () => {
+    await newRepo("bytes")
+    const c = buildCommit({ branch: "v", files: { "a.txt": "abc" } })
+    const body = pushBody({ branch: "v", commits: [c] })
+    const withContent = (content: unknown) => ({ ...body, blobs: body.blobs.map((b) => ({ ...b, content })) })
+    for (const bad of [[97, 98, 356], [97, 98, -1], [97, 98, 99.5], [97, 98, "c"], [97, 98, null]]) {
+      await rejects("bytes", withContent(bad), /must be byte values 0-255/)
+    }
+    const notAnArray = await api(server.url, token).post("/sam/bytes/push", withContent("abc"))
+    expect(notAnArray.status).toBe(400)
+    expect(isErrorBody(notAnArray.body)).toBe(true)
+    expect((await api(server.url, token).get("/sam/bytes/branches/v")).status).toBe(404)
+    expect((await api(server.url, token).post("/sam/bytes/push", withContent([97, 98, 99]))).body.success).toBe(true)
+  })
 })
 
 describe("objects", () => {
@@ -230,6 +245,9 @@ describe("objects", () => {
     // The JSON download the Oak client uses: content as numbers.
     const json = await a.post("/sam/chunky/chunks/download", { hashes: [Blake3.hash(small)], chunk_batch_protocol: "bounded_v1" })
     expect(json.body.chunks).toEqual([{ hash: Blake3.hash(small), download_url: null, content: Array.from(small) }])
+    const large = await a.post("/sam/chunky/chunks/download", { hashes: [refs[1]!.hash, refs[0]!.hash] })
+    expect(large.body.chunks.map((x: { hash: string }) => x.hash)).toEqual([refs[1]!.hash, refs[0]!.hash])
+    expect(Buffer.from(large.body.chunks[1].content).equals(Buffer.from(big.subarray(0, refs[0]!.size)))).toBe(true)
 
     // Raw file bytes at a commit, streamed.
     const raw = await fetch(`${server.url}/api/sam/chunky/raw/${c.commit.hash}/big.bin`, { headers: { authorization: `Bearer ${token}` } })

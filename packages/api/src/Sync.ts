@@ -38,10 +38,20 @@ export type CommitData = typeof CommitData.Type
 export const ChunkRefData = Schema.Struct({ hash: Schema.String, offset: Schema.Number, size: Schema.Number })
 export type ChunkRefData = typeof ChunkRefData.Type
 
-/** `content` is the bytes as a JSON array of numbers (serde's `Vec<u8>`); empty when the blob travels as chunks. */
+/**
+ * Bytes as a JSON array of numbers (serde's `Vec<u8>`), checked here only for being an array: a
+ * 12 MiB blob is 12 million elements, and a per-element schema check costs seconds each way. The
+ * server checks every value when it reads the bytes (PushPreparation).
+ */
+export const ByteArray = Schema.declare(
+  (u: unknown): u is ReadonlyArray<number> => Array.isArray(u),
+  { expected: "an array of byte values 0-255" }
+)
+
+/** `content` is the bytes; empty when the blob travels as chunks. */
 export const BlobData = Schema.Struct({
   hash: Schema.String,
-  content: Schema.Array(Schema.Number),
+  content: ByteArray,
   size: Schema.Number,
   chunks: Schema.optionalKey(Schema.Array(ChunkRefData))
 })
@@ -138,7 +148,7 @@ export const ChunkDownloadResponse = Schema.Struct({
   chunks: Schema.Array(Schema.Struct({
     hash: Schema.String,
     download_url: Schema.NullOr(Schema.String),
-    content: Schema.optionalKey(Schema.Array(Schema.Number))
+    content: Schema.optionalKey(ByteArray)
   })),
   /** A length-framed binary download of many chunks at once (see the server's chunk routes). */
   batch_url: Schema.optionalKey(Schema.String),
