@@ -363,4 +363,39 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(close.stdout + close.stderr).not.toMatch(/couldn't sync/i)
     expect(await branchOnServer(branch)).toMatchObject({ status: "closed", close_reason: "superseded", description: "Compatibility suite branch" })
   })
+
+  it("merge lands a branch on main; a clone then has main's files, and pull follows later merges (parent sync over raw)", async () => {
+    ok(await oak(["switch", "-c", "merge-me"], w1), "oak switch -c")
+    fs.writeFileSync(path.join(w1, "src/merged.txt"), "lands on main\n")
+    ok(await oak(["commit"], w1), "oak commit")
+    ok(await oak(["desc", "Land the compat files"], w1), "oak desc")
+    const merged = jsonOf(ok(await oak(["merge", "--json"], w1), "oak merge"))
+    expect(merged).toMatchObject({ merged: true, branch: "merge-me", parent: "main", message: "Land the compat files" })
+    const main1 = merged.commit_hash as string
+    expect(main1).toMatch(/^[0-9a-f]{64}$/)
+    expect((await api(server.url, key).get(`/${OWNER}/${REPO}`)).body.head).toBe(main1)
+    expect((await branchOnServer("main")).head).toBe(main1)
+    expect((await branchOnServer("merge-me")).status).not.toBe("open")
+    await expectServerHas(main1, w1)
+
+    const w3 = path.join(root, "w3")
+    const clone = ok(await oak(["clone", "-r", server.url, `${OWNER}/${REPO}`, "w3"], root), "oak clone")
+    expect(clone.stdout).toMatch(/Cloned '.*' with [1-9]\d* commit\(s\)/)
+    expectSameTree(w3, w1)
+
+    // merge left w1 on a fresh personal branch from main.
+    fs.writeFileSync(path.join(w1, "README.md"), "# compat, after the first merge\n")
+    fs.rmSync(path.join(w1, "many/f003.txt"))
+    ok(await oak(["commit"], w1), "oak commit")
+    ok(await oak(["desc", "Second landing"], w1), "oak desc")
+    const second = jsonOf(ok(await oak(["merge", "--json"], w1), "oak merge"))
+    expect(second.merged).toBe(true)
+    expect((await branchOnServer("main")).head).toBe(second.commit_hash)
+
+    const pull = ok(await oak(["pull", "--json"], w3), "oak pull")
+    // Parent sync: main's head through commits/info, the one changed file (README.md) through GET raw/{commit}/{path}.
+    expect(pull.stdout + pull.stderr).toContain("downloaded 1 new file(s)")
+    expect(jsonOf(pull).head_after).toBe(second.commit_hash)
+    expectSameTree(w3, w1)
+  }, 180_000)
 })
