@@ -31,6 +31,7 @@ export const MergePayload = Schema.Struct({
 })
 
 /** The 200 body; the Oak client reads every field. */
+export type MergeSuccess = typeof MergeSuccess.Type
 export const MergeSuccess = Schema.Struct({
   message: Schema.String,
   commit_hash: Schema.String,

@@ -6,7 +6,8 @@
  * - `POST /{owner}/{name}/commits/{hash}/revert`: a commit undoing another (RevertPlanner).
  */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
-import { Effect } from "effect"
+import { EntityRuntime } from "@grove/bus"
+import { Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -14,7 +15,9 @@ import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import type { LandingRefused } from "../content/Landing.ts"
+import * as MergeCommand from "../content/MergeCommand.ts"
 import type { MergeError } from "../content/MergeCommand.ts"
+import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import { planMerge } from "../content/MergePlanner.ts"
 import { planRevert } from "../content/RevertPlanner.ts"
 import { planSync } from "../content/SyncPlanner.ts"
@@ -36,9 +39,31 @@ const landingFailure = (error: MergeError | CommandPending | CommandUnavailable)
   }
 }
 
+const decodeStoredError = Schema.decodeUnknownOption(MergeCommand.MergeError)
+
+/**
+ * A retried write with an Idempotency-Key whose command already ran answers what it answered then.
+ * Planning again would see the state the first attempt left (an already merged branch) and answer
+ * differently, so the stored reply is checked before planning.
+ */
+const storedReply = (runtime: EntityRuntime.EntityRuntime["Service"], id: string | undefined) =>
+  Effect.gen(function*() {
+    if (id === undefined) return Option.none()
+    const found = yield* dbUnavailable(runtime.operation(id))
+    if (Option.isNone(found)) return Option.none()
+    const reply = found.value.reply
+    if (reply._tag === "Success") return Option.some(reply.value)
+    if (reply._tag === "Failure") {
+      const error = decodeStoredError(reply.error)
+      if (Option.isSome(error)) return yield* Effect.fail(mergeApiError(error.value))
+    }
+    return yield* Effect.fail(new ApiErrors.ServiceUnavailable({ error: "the earlier attempt of this write failed; retry with a new key", code: "unavailable", retryable: true }))
+  })
+
 export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer
   const gateway = yield* RepositoryGateway
+  const runtime = yield* EntityRuntime.EntityRuntime
   const repositories = yield* Repositories
   const context = yield* Effect.context<Branches | ContentObjects | History | SqlClient.SqlClient>()
   const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | SqlClient.SqlClient>) =>
@@ -53,6 +78,9 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const force = query.force === "1" || query.force === "true"
       const actor = yield* actorName
+      const id = yield* commandId
+      const replay = yield* storedReply(runtime, id)
+      if (Option.isSome(replay)) return replay.value as MergeCommand.MergeSuccess
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), {
         branch: params.branch,
@@ -64,7 +92,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         stagedId: planned.stagedId,
         gateOverridden: planned.gateOverridden,
         actor
-      }, yield* commandId).pipe(
+      }, id).pipe(
         // The repository's head changes: this node's next read sees it at once.
         Effect.ensuring(forget(repo)),
         Effect.catch(landingFailure)
@@ -74,6 +102,9 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       const actor = yield* actorName
+      const id = yield* commandId
+      const replay = yield* storedReply(runtime, id)
+      if (Option.isSome(replay)) return replay.value as typeof SyncRevert.SyncSuccess.Type
       const planned = yield* plan(planSync(repo, params.branch, actor))
       if (planned.kind === "up_to_date") return { branch: params.branch, synced: false, head: planned.head }
       return yield* gateway.sync(repositoryKey(repo.owner, repo.name), {
@@ -83,12 +114,15 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         mergeParent: planned.parentHead,
         stagedId: planned.commit.stagedId,
         actor
-      }, yield* commandId).pipe(Effect.catch(landingFailure))
+      }, id).pipe(Effect.catch(landingFailure))
     }),
     revert: Effect.fn("Merges.revert")(function*({ params }) {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       const actor = yield* actorName
+      const id = yield* commandId
+      const replay = yield* storedReply(runtime, id)
+      if (Option.isSome(replay)) return replay.value as typeof SyncRevert.RevertSuccess.Type
       const planned = yield* plan(planRevert(repo, params.hash, actor))
       // Reverting on main changes main, which only mergers may do.
       if (planned.branch === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
@@ -100,7 +134,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         message: planned.message,
         stagedId: planned.commit.stagedId,
         actor
-      }, yield* commandId).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
+      }, id).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
     })
   })
 }))
