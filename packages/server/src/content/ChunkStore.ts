@@ -170,3 +170,42 @@ export class ChunkStore extends Context.Service<ChunkStore, {
     })
   }))
 }
+
+/** Bytes of chunks read per round trip when streaming many: the largest chunk's size (FastCDC's maximum). */
+export const READ_GROUP_BYTES = 4 * 1024 * 1024
+
+/**
+ * The chunks of `hashes` in request order, read a group of at most READ_GROUP_BYTES at a time (small
+ * ones in one query per group), so memory stays bounded whatever the total. Hashes without a size in
+ * `sizes` (not stored) are skipped.
+ */
+export const readInOrder = (
+  store: ChunkStore["Service"],
+  orgId: string,
+  hashes: ReadonlyArray<string>,
+  sizes: ReadonlyMap<string, number>
+): Stream.Stream<{ readonly hash: string; readonly data: Uint8Array }, ChunkReadError> => {
+  const groups: Array<Array<string>> = [[]]
+  let bytes = 0
+  for (const hash of hashes) {
+    const size = sizes.get(hash)
+    if (size === undefined) continue
+    if (bytes + size > READ_GROUP_BYTES && groups.at(-1)!.length > 0) {
+      groups.push([])
+      bytes = 0
+    }
+    groups.at(-1)!.push(hash)
+    bytes += size
+  }
+  return Stream.fromIterable(groups).pipe(
+    Stream.mapEffect((group) =>
+      store.readMany(orgId, group).pipe(Effect.map((found) =>
+        group.flatMap((hash) => {
+          const data = found.get(hash)
+          return data === undefined ? [] : [{ hash, data }]
+        })
+      ))
+    ),
+    Stream.flatMap((found) => Stream.fromIterable(found))
+  )
+}

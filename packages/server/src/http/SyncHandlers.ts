@@ -5,14 +5,15 @@
  */
 import { ApiErrors, type ApiSync, CurrentCaller, GroveApi } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { branchKey } from "../content/BranchCommands.ts"
 import { BranchGateway } from "../content/BranchGateway.ts"
 import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
-import { ChunkStore } from "../content/ChunkStore.ts"
+import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
@@ -64,13 +65,21 @@ const toBlobData = (b: { hash: string; size: number; chunks: ReadonlyArray<ApiSy
   chunks: b.chunks
 })
 
-/** The bytes as a plain array of numbers for JSON; filling a presized array is ~10x faster than Array.from on a typed array. */
-export const byteValues = (bytes: Uint8Array): Array<number> => {
-  const values: Array<number> = []
-  values.length = bytes.length
-  for (let i = 0; i < bytes.length; i++) values[i] = bytes[i]!
-  return values
+const DIGITS = Array.from({ length: 256 }, (_, v) => Buffer.from(String(v), "latin1"))
+
+/** `b0,b1,…` in ASCII: the inside of serde's `Vec<u8>` JSON, written straight into bytes (~100 MB/s). */
+export const byteListJson = (bytes: Uint8Array): Uint8Array => {
+  const out = Buffer.allocUnsafe(bytes.length * 4)
+  let o = 0
+  for (let i = 0; i < bytes.length; i++) {
+    if (i > 0) out[o++] = 44
+    const digits = DIGITS[bytes[i]!]!
+    for (let k = 0; k < digits.length; k++) out[o++] = digits[k]!
+  }
+  return out.subarray(0, o)
 }
+
+const ascii = (text: string): Uint8Array => Buffer.from(text, "latin1")
 
 const conflict = (error: string, code: string) => Effect.fail(new ApiErrors.Conflict({ error, code }))
 
@@ -249,12 +258,22 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const repo = yield* readable(params.owner, params.name)
       yield* checkHashList(payload.hashes, 10_000)
       const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
-      const found = yield* contentFailure(chunkStore.readMany(repo.orgId, payload.hashes.filter((h) => allowed.has(h))))
-      const chunks = payload.hashes.flatMap((hash) => {
-        const bytes = found.get(hash)
-        return bytes === undefined ? [] : [{ hash, download_url: null, content: byteValues(bytes) }]
-      })
-      return { chunks }
+      const wanted = payload.hashes.filter((h) => allowed.has(h))
+      const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, wanted))
+      // The shape of ChunkDownloadResponse, streamed a chunk at a time: inline content is ~3.6 JSON bytes per byte, so one
+      // JSON string of a large download would pass V8's string limit (~512 MiB) and hold every byte as a JS number.
+      const entries = readInOrder(chunkStore, repo.orgId, wanted, sizes).pipe(
+        Stream.zipWithIndex,
+        Stream.flatMap(([chunk, i]) =>
+          Stream.make(
+            ascii(`${i === 0 ? "" : ","}{"hash":"${chunk.hash}","download_url":null,"content":[`),
+            byteListJson(chunk.data),
+            ascii("]}")
+          )
+        )
+      )
+      const body = Stream.make(ascii(`{"chunks":[`)).pipe(Stream.concat(entries), Stream.concat(Stream.make(ascii("]}"))))
+      return HttpServerResponse.stream(body, { contentType: "application/json" })
     }),
 
     chunksUploaded: Effect.fnUntraced(function*({ params, payload }) {
