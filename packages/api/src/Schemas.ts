@@ -17,6 +17,8 @@ export const Whoami = Schema.Struct({
   kind: Schema.Literals(["user", "service_account"]),
   /** The user name, or the service account's name. */
   name: Schema.String,
+  /** The same name under the field the sync protocol's clients read (`{username, display_name?}`). */
+  username: Schema.String,
   is_admin: Schema.Boolean,
   organization: Schema.optionalKey(Schema.String),
   token: Schema.Struct({

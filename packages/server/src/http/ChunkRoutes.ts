@@ -11,7 +11,7 @@ import { ApiErrors } from "@grove/api"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { ChunkStore, INLINE_MAX } from "../content/ChunkStore.ts"
+import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { dbUnavailable } from "./Failures.ts"
@@ -100,30 +100,10 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   yield* checkHashList(parsed.hashes, MAX_FETCH)
   const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   const wanted = parsed.hashes.filter((h) => allowed.has(h))
-  // Read in groups of at most one largest chunk's worth of bytes, framed as they go: memory stays bounded whatever the
-  // response size, and small chunks cost one query per group.
+  // Read in bounded groups (one query for many small chunks), framed as they go: memory stays bounded whatever the response size.
   const sizes = yield* dbUnavailable(chunks.sizes(repo.orgId, wanted))
-  const groups: Array<Array<string>> = [[]]
-  let bytes = 0
-  for (const hash of wanted) {
-    const size = sizes.get(hash) ?? 0
-    if (bytes + size > GROUP_BYTES && groups.at(-1)!.length > 0) {
-      groups.push([])
-      bytes = 0
-    }
-    groups.at(-1)!.push(hash)
-    bytes += size
-  }
-  const frames = Stream.fromIterable(groups).pipe(
-    Stream.mapEffect((hashes) =>
-      chunks.readMany(repo.orgId, hashes).pipe(
-        Effect.map((found) => Frames.encodeFrames(hashes.flatMap((hash) => {
-          const data = found.get(hash)
-          return data === undefined ? [] : [{ hash, data }]
-        })))
-      )
-    ),
-    Stream.flatMap((pieces) => Stream.fromIterable(pieces))
+  const frames = readInOrder(chunks, repo.orgId, wanted, sizes).pipe(
+    Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))
   )
   return HttpServerResponse.stream(frames, {
     contentType: "application/octet-stream",

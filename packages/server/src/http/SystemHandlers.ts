@@ -28,6 +28,7 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
       return {
         kind: "user" as const,
         name: principal.username,
+        username: principal.username,
         is_admin: principal.siteAdmin,
         token: {
           kind: limits.kind === "session" ? "session" as const : limits.kind === "personal" ? "personal" as const : "service" as const,
