@@ -22,6 +22,25 @@ export const FileChangeData = Schema.Struct({
 })
 export type FileChangeData = typeof FileChangeData.Type
 
+/** A file change in the wire shape: optional fields only when set, as the Oak client writes them. */
+export const toFileChangeData = (change: {
+  readonly path: string
+  readonly change_type: string
+  readonly old_blob_hash: string | null
+  readonly new_blob_hash: string | null
+  readonly old_path?: string | null | undefined
+  readonly old_mode?: string | null | undefined
+  readonly new_mode?: string | null | undefined
+}): FileChangeData => ({
+  path: change.path,
+  change_type: change.change_type,
+  old_blob_hash: change.old_blob_hash,
+  new_blob_hash: change.new_blob_hash,
+  ...(change.old_path == null ? {} : { old_path: change.old_path }),
+  ...(change.old_mode == null ? {} : { old_mode: change.old_mode }),
+  ...(change.new_mode == null ? {} : { new_mode: change.new_mode })
+})
+
 export const CommitData = Schema.Struct({
   hash: Schema.String,
   branch_name: Schema.String,

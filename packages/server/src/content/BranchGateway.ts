@@ -3,21 +3,14 @@
  * owner of the repository's partition, in embedded and cluster mode alike.
  */
 import type { ApiSync } from "@grove/api"
-import { EntityRuntime, type Messages } from "@grove/bus"
+import { EntityRuntime } from "@grove/bus"
 import { Context, Duration, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { CommandPending, CommandUnavailable } from "../entities/RepositoryGateway.ts"
+import { type CommandPending, type CommandUnavailable, toGatewayError } from "../entities/RepositoryGateway.ts"
 import * as Commands from "./BranchCommands.ts"
 
 type Failure = Commands.BranchError | CommandPending | CommandUnavailable
 type Reply<A> = Effect.Effect<A, Failure>
-
-const toGatewayError = (e: Commands.BranchError | Messages.CommandTimeout | Messages.CommandFailed): Failure =>
-  e._tag === "CommandTimeout"
-    ? new CommandPending({ operationId: e.operationId })
-    : e._tag === "CommandFailed"
-    ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
-    : e
 
 export class BranchGateway extends Context.Service<BranchGateway, {
   readonly push: (entityId: string, payload: typeof Commands.PushPayload.Type, commandId?: string) => Reply<ApiSync.PushResponse>

@@ -4,6 +4,7 @@
  * the unpublished commit row, the staged object lists) so the command only has
  * to publish it with a compare-and-set.
  */
+import { ApiSync } from "@grove/api"
 import * as Snapshots from "@grove/core/merge/Snapshots"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as Blake3 from "@grove/core/objects/Blake3"
@@ -83,15 +84,7 @@ export const writeCommit = Effect.fnUntraced(function*(
     author: options.author,
     ...(options.message === null ? {} : { message: options.message }),
     timestamp: Timestamp.formatTimestamp(timestamp),
-    files: files.map((f) => ({
-      path: f.path,
-      change_type: f.change_type,
-      old_blob_hash: f.old_blob_hash,
-      new_blob_hash: f.new_blob_hash,
-      ...(f.old_path == null ? {} : { old_path: f.old_path }),
-      ...(f.old_mode == null ? {} : { old_mode: f.old_mode }),
-      ...(f.new_mode == null ? {} : { new_mode: f.new_mode })
-    }))
+    files: files.map(ApiSync.toFileChangeData)
   }])
   const stagedId = yield* objects.stagePush(repo.id, { trees: trees.map((t) => t.hash), blobs: [] })
   const computed: ComputedCommit = { hash, manifestHash: built.root, stagedId }

@@ -4,7 +4,7 @@
  * through, and the reading of operations that outlived their request.
  */
 import { ApiErrors } from "@grove/api"
-import { EntityRuntime, type Messages } from "@grove/bus"
+import { EntityRuntime } from "@grove/bus"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { ServerConfig } from "../Config.ts"
 import * as BranchCommands from "../content/BranchCommands.ts"
@@ -14,25 +14,9 @@ import { branchErrorResponse } from "../http/BranchErrors.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
-import { CommandPending, CommandUnavailable, RepositoryGateway } from "./RepositoryGateway.ts"
+import { RepositoryGateway, toGatewayError } from "./RepositoryGateway.ts"
 
 const Handlers = EntityRuntime.EntityRuntime.register(Commands.RepositoryEntity, Commands.handlers)
-
-type SendFailure = Commands.RepositoryError | Messages.CommandTimeout | Messages.CommandFailed
-
-const toGatewayError = (e: SendFailure): Commands.RepositoryError | CommandPending | CommandUnavailable =>
-  e._tag === "CommandTimeout"
-    ? new CommandPending({ operationId: e.operationId })
-    : e._tag === "CommandFailed"
-    ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
-    : e
-
-const toMergeGatewayError = <E extends MergeCommand.MergeError>(e: E | Messages.CommandTimeout | Messages.CommandFailed): E | CommandPending | CommandUnavailable =>
-  e._tag === "CommandTimeout"
-    ? new CommandPending({ operationId: e.operationId })
-    : e._tag === "CommandFailed"
-    ? new CommandUnavailable({ message: `the write could not be carried out: ${e.message}` })
-    : e
 
 const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
   const runtime = yield* EntityRuntime.EntityRuntime
@@ -47,11 +31,11 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
     setVisibility: (id, payload, commandId) =>
       runtime.send(entity, id, "SetVisibility", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     merge: (id, payload, commandId) =>
-      runtime.send(entity, id, "Merge", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
+      runtime.send(entity, id, "Merge", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     sync: (id, payload, commandId) =>
-      runtime.send(entity, id, "Sync", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
+      runtime.send(entity, id, "Sync", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     revert: (id, payload, commandId) =>
-      runtime.send(entity, id, "Revert", payload, options(commandId)).pipe(Effect.mapError(toMergeGatewayError)),
+      runtime.send(entity, id, "Revert", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
     transfer: (id, payload, commandId) =>
       runtime.send(entity, id, "Transfer", payload, options(commandId)).pipe(Effect.mapError(toGatewayError))
   })

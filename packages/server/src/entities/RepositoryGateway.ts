@@ -3,6 +3,7 @@
  * the partition owner of `owner/name`, in embedded and cluster mode alike.
  */
 import type { ApiSchemas } from "@grove/api"
+import type { Messages } from "@grove/bus"
 import { Context, Data, type Effect } from "effect"
 import type * as MergeCommand from "../content/MergeCommand.ts"
 import type * as SyncRevert from "../content/SyncRevertCommands.ts"
@@ -12,6 +13,14 @@ import type * as Commands from "./RepositoryCommands.ts"
 export class CommandPending extends Data.TaggedError("CommandPending")<{ readonly operationId: string }> {}
 /** The bus or database could not take the command now; nothing was applied. */
 export class CommandUnavailable extends Data.TaggedError("CommandUnavailable")<{ readonly message: string }> {}
+
+/** A command's typed error passes through; a timeout becomes a pending operation; a failed send, unavailability. */
+export const toGatewayError = <E>(e: E | Messages.CommandTimeout | Messages.CommandFailed): E | CommandPending | CommandUnavailable => {
+  const tagged = e as { readonly _tag?: unknown }
+  if (tagged._tag === "CommandTimeout") return new CommandPending({ operationId: (e as Messages.CommandTimeout).operationId })
+  if (tagged._tag === "CommandFailed") return new CommandUnavailable({ message: `the write could not be carried out: ${(e as Messages.CommandFailed).message}` })
+  return e as E
+}
 
 type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | CommandPending | CommandUnavailable>
 type Landing<A> = Effect.Effect<A, SyncRevert.LandError | CommandPending | CommandUnavailable>

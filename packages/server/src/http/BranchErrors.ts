@@ -3,8 +3,8 @@
  * the API's answer, used for replies that arrive in time and for operations
  * read back later.
  */
-import { ApiErrors } from "@grove/api"
 import type { BranchError } from "../content/BranchCommands.ts"
+import { apiErrorOf, type StatusApiError } from "./Failures.ts"
 
 export interface BranchErrorResponse {
   readonly status: 400 | 403 | 404 | 409 | 413
@@ -43,20 +43,9 @@ export const branchErrorResponse = (error: BranchError): BranchErrorResponse => 
   }
 }
 
-export type BranchApiError = ApiErrors.BadRequest | ApiErrors.Forbidden | ApiErrors.NotFound | ApiErrors.Conflict | ApiErrors.PayloadTooLarge
+export type BranchApiError = StatusApiError
 
 export const branchApiError = (error: BranchError): BranchApiError => {
   const { status, body } = branchErrorResponse(error)
-  switch (status) {
-    case 400:
-      return new ApiErrors.BadRequest(body)
-    case 403:
-      return new ApiErrors.Forbidden(body)
-    case 404:
-      return new ApiErrors.NotFound(body)
-    case 409:
-      return new ApiErrors.Conflict(body)
-    case 413:
-      return new ApiErrors.PayloadTooLarge(body)
-  }
+  return apiErrorOf(status, body)
 }

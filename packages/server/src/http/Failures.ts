@@ -17,3 +17,32 @@ export const dbUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>
 
 export const requireValid = (check: Names.NameCheck): Effect.Effect<void, ApiErrors.BadRequest> =>
   check.ok ? Effect.void : Effect.fail(new ApiErrors.BadRequest({ error: check.reason, code: "invalid_input" }))
+
+export type StatusApiError =
+  | ApiErrors.BadRequest
+  | ApiErrors.Forbidden
+  | ApiErrors.NotFound
+  | ApiErrors.Conflict
+  | ApiErrors.PreconditionFailed
+  | ApiErrors.PayloadTooLarge
+
+/** The API error class of a status a domain error maps to (400 for anything unlisted). */
+export const apiErrorOf = (
+  status: number,
+  body: { readonly error: string; readonly code: string; readonly retryable?: boolean; readonly conflict_paths?: ReadonlyArray<string> }
+): StatusApiError => {
+  switch (status) {
+    case 403:
+      return new ApiErrors.Forbidden(body)
+    case 404:
+      return new ApiErrors.NotFound(body)
+    case 409:
+      return new ApiErrors.Conflict(body)
+    case 412:
+      return new ApiErrors.PreconditionFailed(body)
+    case 413:
+      return new ApiErrors.PayloadTooLarge(body)
+    default:
+      return new ApiErrors.BadRequest(body)
+  }
+}

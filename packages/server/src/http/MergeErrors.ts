@@ -2,10 +2,10 @@
  * Merge answers (spec: merge responses): 409 `main_moved` / `branch_moved` (retryable, nothing
  * merged), 409 with `conflict_paths`, 400 for a branch already merged or closed, 404 for a missing one.
  */
-import { ApiErrors } from "@grove/api"
 import type { MergeError } from "../content/MergeCommand.ts"
 import type { LandingRefused } from "../content/Landing.ts"
 import { branchErrorResponse } from "./BranchErrors.ts"
+import { apiErrorOf } from "./Failures.ts"
 
 export interface MergeErrorResponse {
   readonly status: number
@@ -33,14 +33,5 @@ export const mergeErrorResponse = (error: MergeError | LandingRefused): MergeErr
 
 export const mergeApiError = (error: MergeError | LandingRefused) => {
   const { status, body } = mergeErrorResponse(error)
-  switch (status) {
-    case 404:
-      return new ApiErrors.NotFound(body)
-    case 412:
-      return new ApiErrors.PreconditionFailed(body)
-    case 409:
-      return new ApiErrors.Conflict(body)
-    default:
-      return new ApiErrors.BadRequest(body)
-  }
+  return apiErrorOf(status, body)
 }
