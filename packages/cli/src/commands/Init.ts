@@ -110,7 +110,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   const state = withBranch(initialState(user, current), tracked)
   yield* saveState(workspace, state)
   const snapshot = yield* commitSnapshot(workspace, answer.head)
-  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs)
+  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head)
   yield* out.result(
     {
       repository: repository.full_name,

@@ -6,7 +6,7 @@ import { Merge } from "@grove/core"
 import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { commitSnapshot, commitWorkingTree } from "../local/Commit.ts"
+import { baseSnapshot, commitWorkingTree } from "../local/Commit.ts"
 import { io } from "../local/Io.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
@@ -42,11 +42,17 @@ export const commit = Effect.fn("Local.commit")(function*() {
 const workingChanges = Effect.fn("Local.workingChanges")(function*() {
   const { state, workspace } = yield* openWorkspace()
   const branch = currentBranch(state)
-  const scanned = yield* scan(workspace.root, yield* readIndex(workspace.root))
-  yield* writeIndex(workspace.root, scanned.files)
+  const index = yield* readIndex(workspace.root)
+  const scanned = yield* scan(workspace.root, index)
   const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
-  const head = yield* commitSnapshot(workspace, base)
-  return { state, workspace, branch, head, scanned, changes: Merge.TreeDiff.diffSnapshots(head, scanned.snapshot) }
+  const head = yield* baseSnapshot(workspace, index, base)
+  const changes = Merge.TreeDiff.diffSnapshots(head, scanned.snapshot)
+  // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
+  // otherwise the refreshed one saves re-hashing.
+  if (changes.length === 0) {
+    if (!scanned.unchanged || index.base !== base) yield* writeIndex(workspace.root, scanned.files, base)
+  } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null)
+  return { state, workspace, branch, head, scanned, changes }
 })
 
 export const status = Effect.fn("Local.status")(function*() {

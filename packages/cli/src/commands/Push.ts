@@ -30,13 +30,17 @@ export const branchRecord = (branch: BranchState): ApiSync.BranchData => ({
   created_at: branch.created_at
 })
 
-/** The repository of the checkout, created on the server when missing (the first push of `grove init`). */
+/**
+ * The repository of the checkout, created on the server when missing (the first push of `grove init`).
+ * `whoami` is asked only when the answer matters: no owner yet, or the repository must be created.
+ */
 export const ensureRepository = Effect.fn("Push.ensureRepository")(function*(workspace: Workspace) {
   let current = workspace
   let repository = repositoryOf(workspace)
-  const probe = yield* connectRepo(workspace.config.remote, "-", "-")
-  const user = yield* whoami(probe.connection)
+  let user: string | undefined
   if (repository === undefined) {
+    const probe = yield* connectRepo(workspace.config.remote, "-", "-")
+    user = yield* whoami(probe.connection)
     // `grove init` without --owner: the repository belongs to the user who pushes it first.
     current = yield* writeConfig(workspace.root, { ...workspace.config, owner: user, name: workspace.config.name ?? "repo" })
     repository = repositoryOf(current)!
@@ -49,6 +53,7 @@ export const ensureRepository = Effect.fn("Push.ensureRepository")(function*(wor
   )
   let created = false
   if (!existing) {
+    user ??= yield* whoami(remote.connection)
     yield* write(
       client.repos.create({
         payload: { name: repository.name, ...(repository.owner === user ? {} : { organization_slug: repository.owner }) }
@@ -59,6 +64,22 @@ export const ensureRepository = Effect.fn("Push.ensureRepository")(function*(wor
   }
   return { workspace: current, remote, created }
 })
+
+/**
+ * The repository once the branch has been on the server (it has a remote head): it exists, so no
+ * request is needed to find out. Otherwise `ensureRepository`.
+ */
+const repositoryFor = Effect.fn("Push.repositoryFor")(function*(workspace: Workspace, branch: BranchState) {
+  const repository = repositoryOf(workspace)
+  if (branch.remote_head === null || repository === undefined) return yield* ensureRepository(workspace)
+  const remote = yield* connectRepo(workspace.config.remote, repository.owner, repository.name)
+  return { workspace, remote, created: false }
+})
+
+/** Nothing to send: no local commit and no pending branch metadata, on a branch the server has. */
+export const nothingToPush = (branch: BranchState): boolean =>
+  branch.unpushed.length === 0 && branch.remote_head !== null && branch.head === branch.remote_head &&
+  branch.description_pending !== true && branch.close_pending !== true
 
 /** Sends the branch record alone (`commits: []`): the description, and open -> closed. */
 export const pushMetadata = Effect.fn("Push.metadata")(function*(remote: RemoteRepo, branch: BranchState) {
@@ -115,9 +136,13 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     return yield* failure("pushes to main are refused: main changes only by merge. Run grove switch -c to work on a branch", "main_refused")
   }
   const committed = yield* commitWorkingTree(opened, start)
-  const { created, remote, workspace } = yield* ensureRepository(opened)
   let state = committed.state
   const branch = currentBranch(state)
+  if (nothingToPush(branch)) {
+    // The server has this head already: no request at all (`NoopPush.ts` answers this before loading the client).
+    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: false } satisfies PushOutcome
+  }
+  const { created, remote, workspace } = yield* repositoryFor(opened, branch)
   if (branch.unpushed.length === 0) {
     if (branch.description_pending === true || branch.close_pending === true) yield* pushMetadata(remote, branch)
     state = withBranch(state, { ...branch, description_pending: false, close_pending: false })

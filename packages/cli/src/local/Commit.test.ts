@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Objects } from "@grove/core"
+import { Merge, Objects } from "@grove/core"
 import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
@@ -7,7 +7,9 @@ import { tempDir } from "../../test/support.ts"
 import { commitSnapshot, commitWorkingTree } from "./Commit.ts"
 import { blobPath } from "./Objects.ts"
 import { currentBranch, initialState, newBranch } from "./State.ts"
-import { saveState, writeConfig } from "./Workspace.ts"
+import { EMPTY_INDEX } from "./TreeStatus.ts"
+import { scan } from "./WorkingTree.ts"
+import { openAt, saveState, writeConfig } from "./Workspace.ts"
 
 const setup = Effect.gen(function*() {
   const root = yield* tempDir("commit")
@@ -50,6 +52,24 @@ describe("Commit", () => {
 
       const nothing = yield* commitWorkingTree(workspace, second.state)
       expect(nothing.commit).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.effect("the index holds the head: no tree is read, only changed directories are rebuilt, same manifest as a full build", () =>
+    Effect.gen(function*() {
+      const { root, state, workspace } = yield* setup
+      for (const dir of ["x", "y/z", "w"]) yield* write(root, `${dir}/f.txt`, dir)
+      const first = yield* commitWorkingTree(workspace, state)
+      // The head's trees are not needed any more: the index records the head's files and directory hashes.
+      yield* Effect.promise(() => fs.rm(path.join(root, ".grove/objects/trees"), { recursive: true }))
+      const fresh = openAt(root, workspace.config) // no trees cached in memory either
+      expect((yield* commitWorkingTree(fresh, first.state)).commit).toBeUndefined()
+      yield* write(root, "y/z/f.txt", "changed")
+      const second = yield* commitWorkingTree(openAt(root, workspace.config), first.state)
+      const manifest = Merge.Snapshots.buildTrees((yield* scan(root, EMPTY_INDEX)).snapshot)
+      expect(manifest.ok && manifest.root).toBe(second.commit!.manifest_hash)
+      expect(second.changes.map((c) => c.path)).toEqual(["y/z/f.txt"])
+      const stored = yield* fresh.objects.readCommit(second.commit!.hash)
+      expect(stored?.new_trees).toHaveLength(3) // y/z, y and the root
     }).pipe(Effect.scoped))
 
   it.effect("a merge in progress: markers block the commit; resolved, it gets both parents", () =>

@@ -12,6 +12,11 @@ import { failure } from "../Failures.ts"
 import { io } from "./Io.ts"
 import type { RepoState } from "./State.ts"
 import { currentBranch, withBranch } from "./State.ts"
+import type { CliFailure } from "../Failures.ts"
+import type { WorkIndex } from "./TreeStatus.ts"
+import type { Previous } from "./TreeBuild.ts"
+import { buildTreesFrom } from "./TreeBuild.ts"
+import { indexSnapshot } from "./TreeStatus.ts"
 import type { Snapshot } from "./WorkingTree.ts"
 import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
 import type { Workspace } from "./Workspace.ts"
@@ -29,6 +34,10 @@ export const commitSnapshot = Effect.fn("Commit.snapshot")(function*(workspace: 
   return yield* workspace.objects.snapshot(stored.commit.manifest_hash)
 })
 
+/** The files of `hash`, from the index when it holds exactly that commit (no tree is read then). */
+export const baseSnapshot = (workspace: Workspace, index: WorkIndex, hash: string | null): Effect.Effect<Snapshot, CliFailure> =>
+  hash !== null && index.base === hash ? Effect.succeed(indexSnapshot(index)) : commitSnapshot(workspace, hash)
+
 /** A core file change in the wire shape: optional fields only when set. */
 export const toWireChange = (change: FileChange): ApiSync.FileChangeData => ({
   path: change.path,
@@ -45,13 +54,16 @@ export const nowNanos = (): bigint => BigInt(Date.now()) * 1_000_000n + (process
 
 const CONFLICT_MARKER = /^(<<<<<<<|>>>>>>>) /m
 
-/** Stores a snapshot's trees; answers the root and the trees that were new here. */
-export const storeTrees = Effect.fn("Commit.storeTrees")(function*(workspace: Workspace, snapshot: Snapshot) {
-  const built = Merge.Snapshots.buildTrees(snapshot)
+/**
+ * Stores a snapshot's trees; answers the root, the trees that were new here and every directory's
+ * tree hash. With `previous` (the parent's files and directory hashes) only changed directories are rebuilt.
+ */
+export const storeTrees = Effect.fn("Commit.storeTrees")(function*(workspace: Workspace, snapshot: Snapshot, previous?: Previous) {
+  const built = buildTreesFrom(snapshot, previous)
   if (!built.ok) return yield* failure(`cannot commit: ${built.reason}`, "invalid_tree")
   const created: Array<string> = []
   for (const [hash, entries] of built.trees) if (yield* workspace.objects.writeTree(hash, entries)) created.push(hash)
-  return { root: built.root, created }
+  return { root: built.root, created, dirs: built.dirs }
 })
 
 export interface CommitResult {
@@ -69,16 +81,22 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   const { objects, root } = workspace
   const branch = currentBranch(state)
   const merge = state.merge?.branch === branch.name ? state.merge : undefined
-  const scanned = yield* scan(root, yield* readIndex(root))
+  const index = yield* readIndex(root)
+  const scanned = yield* scan(root, index)
   if (scanned.invalid.length > 0) {
     const list = scanned.invalid.slice(0, 5).map((i) => `${i.path}: ${i.reason}`).join("; ")
     return yield* failure(`cannot commit ${scanned.invalid.length} path(s): ${list}`, "invalid_path")
   }
   const parent = merge?.parent ?? branch.head
-  const before = yield* commitSnapshot(workspace, parent)
+  if (merge === undefined && parent !== null && index.base === parent && scanned.unchanged) {
+    // The tree is the parent's, file for file: nothing to diff, nothing to rewrite.
+    return { state, commit: undefined, changes: [] } satisfies CommitResult
+  }
+  const before = yield* baseSnapshot(workspace, index, parent)
   const changes = Merge.TreeDiff.diffSnapshots(before, scanned.snapshot)
+  const parentDirs = index.base === parent ? index.dirs : undefined
   if (changes.length === 0 && merge === undefined) {
-    yield* writeIndex(root, scanned.files)
+    yield* writeIndex(root, scanned.files, parent, parentDirs)
     return { state, commit: undefined, changes } satisfies CommitResult
   }
   if (merge !== undefined) {
@@ -92,7 +110,8 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
       return yield* failure(`resolve the conflicts first; markers remain in: ${marked.join(", ")}`, "unresolved_conflicts", { conflict_paths: marked })
     }
   }
-  const { created, root: manifest } = yield* storeTrees(workspace, scanned.snapshot)
+  const previous = parentDirs !== undefined && parentDirs.size > 0 ? { snapshot: before, dirs: parentDirs } : undefined
+  const { created, dirs, root: manifest } = yield* storeTrees(workspace, scanned.snapshot, previous)
   // Keep a copy of every blob this commit introduces: that copy, not the file, is what gets pushed.
   const known = new Set([...before.values()].map((f) => f.hash))
   const toKeep = new Map<string, string>()
@@ -136,6 +155,6 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
     merge: undefined
   }
   yield* saveState(workspace, next)
-  yield* writeIndex(root, scanned.files)
+  yield* writeIndex(root, scanned.files, commit.hash, dirs)
   return { state: next, commit, changes } satisfies CommitResult
 })

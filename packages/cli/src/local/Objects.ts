@@ -9,12 +9,13 @@
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { io, isMissing, readTextIfExists, writeAtomic, writeJsonAtomic } from "./Io.ts"
+import { errorMessage, io, isMissing, writeAtomic, writeJsonAtomic } from "./Io.ts"
 
 type TreeEntry = Objects.Tree.TreeEntry
 type Hash = string
@@ -51,6 +52,23 @@ export interface ObjectStore {
   readonly dropBlob: (hash: Hash) => Effect.Effect<void, CliFailure>
 }
 
+/**
+ * A small object file's text, or undefined when missing. Synchronous: trees and commits are a few
+ * hundred bytes, and a promise read per object costs a thread-pool round trip each.
+ */
+const readSmall = (what: string, file: string): Effect.Effect<string | undefined, CliFailure> =>
+  Effect.try({
+    try: () => {
+      try {
+        return fsSync.readFileSync(file, "utf8")
+      } catch (error) {
+        if (isMissing(error)) return undefined
+        throw error
+      }
+    },
+    catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
+  })
+
 export const openObjects = (root: string): ObjectStore => {
   const trees = new Map<Hash, ReadonlyArray<TreeEntry>>()
   const readTree = (hash: Hash) =>
@@ -58,7 +76,7 @@ export const openObjects = (root: string): ObjectStore => {
       const cached = trees.get(hash)
       if (cached !== undefined) return cached
       if (hash === Objects.Blake3.EMPTY_HASH) return []
-      const text = yield* io(`cannot read tree ${hash}`, () => readTextIfExists(treePath(root, hash)))
+      const text = yield* readSmall(`cannot read tree ${hash}`, treePath(root, hash))
       if (text === undefined) return undefined
       const entries = Objects.Tree.decodeTree(text)
       if (entries === undefined) return yield* failure(`tree ${hash} in the object store is damaged`, "bad_object")
@@ -66,8 +84,7 @@ export const openObjects = (root: string): ObjectStore => {
       return entries
     })
   const hasTree = (hash: Hash) =>
-    trees.has(hash) ? Effect.succeed(true) : io("cannot read the object store", () =>
-      fs.access(treePath(root, hash)).then(() => true, () => false))
+    trees.has(hash) ? Effect.succeed(true) : Effect.sync(() => fsSync.existsSync(treePath(root, hash)))
   return {
     root,
     readTree,
@@ -83,7 +100,7 @@ export const openObjects = (root: string): ObjectStore => {
       }),
     readCommit: (hash) =>
       Effect.gen(function*() {
-        const text = yield* io(`cannot read commit ${hash}`, () => readTextIfExists(commitPath(root, hash)))
+        const text = yield* readSmall(`cannot read commit ${hash}`, commitPath(root, hash))
         return text === undefined ? undefined : JSON.parse(text) as StoredCommit
       }),
     writeCommit: (stored) => io(`cannot write commit ${stored.commit.hash}`, () => writeJsonAtomic(commitPath(root, stored.commit.hash), stored)),
@@ -124,7 +141,7 @@ export const openObjects = (root: string): ObjectStore => {
         if (await fs.access(target).then(() => true, () => false)) return
         await writeAtomic(target, bytes)
       }),
-    hasBlob: (hash) => io("cannot read the object store", () => fs.access(blobPath(root, hash)).then(() => true, () => false)),
+    hasBlob: (hash) => Effect.sync(() => fsSync.existsSync(blobPath(root, hash))),
     dropBlob: (hash) =>
       io(`cannot remove blob ${hash}`, () =>
         fs.rm(blobPath(root, hash)).catch((error) => {

@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
+import { EMPTY_INDEX } from "./TreeStatus.ts"
 import { applySnapshot, readIndex, scan, writeIndex } from "./WorkingTree.ts"
 
 const write = (root: string, file: string, text: string, mode = 0o644) =>
@@ -40,7 +41,7 @@ describe("WorkingTree", () => {
       const first = yield* scan(root, yield* readIndex(root))
       // Files written before the index count as clean only when older than the index itself.
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
-      yield* writeIndex(root, first.files)
+      yield* writeIndex(root, first.files, null)
       const second = yield* scan(root, yield* readIndex(root))
       expect(second.hashed).toBe(0)
       yield* write(root, "two.txt", "22")
@@ -79,7 +80,7 @@ describe("WorkingTree", () => {
       const sources: Record<string, string> = { [fresh]: path.join(store, "blob"), [Objects.Blake3.hash("keep.txt")]: path.join(store, "linkblob") }
       const result = yield* applySnapshot(root, from, target, (h) => sources[h], scanned.files)
       expect(result.removed).toBe(2)
-      const after = yield* scan(root, { writtenAt: 0, files: new Map() })
+      const after = yield* scan(root, EMPTY_INDEX)
       expect(Object.fromEntries(after.snapshot)).toEqual(Object.fromEntries(target))
       expect(yield* Effect.promise(() => fs.readlink(path.join(root, "link")))).toBe("keep.txt")
       expect(yield* Effect.promise(() => fs.access(path.join(root, "old")).then(() => true, () => false))).toBe(false)

@@ -8,61 +8,45 @@
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import type { Dirent, Stats } from "node:fs"
+import type { Stats } from "node:fs"
 import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { io, isMissing, readTextIfExists, writeJsonAtomic } from "./Io.ts"
+import { errorMessage, io, isMissing, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
+import type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
+import { indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
+
+export type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
+export { indexPath } from "./TreeStatus.ts"
 
 type Hash = string
 type BlobMode = Objects.Tree.BlobMode
 export type Snapshot = Objects.FileChanges.Snapshot
 
-export interface IndexEntry {
-  readonly hash: Hash
-  readonly mode: BlobMode
-  readonly size: number
-  readonly mtimeMs: number
-  readonly ino: number
-}
-
-export interface WorkIndex {
-  /** When the index was written: an entry modified at or after this may have changed unseen ("racily clean"). */
-  readonly writtenAt: number
-  readonly files: ReadonlyMap<string, IndexEntry>
-}
-
-const IGNORED_DIRS = new Set([".grove", ".git"])
-
-export const indexPath = (root: string): string => path.join(root, ".grove", "index.json")
-
-type IndexRow = readonly [hash: Hash, mode: BlobMode, size: number, mtimeMs: number, ino: number]
-
 export const readIndex = (root: string): Effect.Effect<WorkIndex, CliFailure> =>
-  io("cannot read the working-tree index", async () => {
-    const text = await readTextIfExists(indexPath(root))
-    if (text === undefined) return { writtenAt: 0, files: new Map() }
-    try {
-      const parsed = JSON.parse(text) as { written_at: number; files: Record<string, IndexRow> }
-      const files = new Map<string, IndexEntry>()
-      for (const [file, [hash, mode, size, mtimeMs, ino]] of Object.entries(parsed.files)) {
-        files.set(file, { hash, mode, size, mtimeMs, ino })
-      }
-      return { writtenAt: parsed.written_at, files }
-    } catch {
-      return { writtenAt: 0, files: new Map() } // a broken index only costs re-hashing
-    }
+  Effect.try({
+    try: () => readIndexSync(root),
+    catch: (error) => failure(`cannot read the working-tree index: ${errorMessage(error)}`, "local_io")
   })
 
-export const writeIndex = (root: string, files: ReadonlyMap<string, IndexEntry>): Effect.Effect<void, CliFailure> =>
-  io("cannot write the working-tree index", () => {
-    const rows: Record<string, IndexRow> = {}
-    for (const [file, e] of files) rows[file] = [e.hash, e.mode, e.size, e.mtimeMs, e.ino]
-    return writeJsonAtomic(indexPath(root), { written_at: Date.now(), files: rows })
-  })
+const NO_DIRS: ReadonlyMap<string, Hash> = new Map()
+
+/**
+ * Writes the index. `base` is the commit whose files are exactly `files` (hash and mode), or null
+ * when the caller does not know that: only a known base lets a later command skip reading that
+ * commit's trees. `dirs` are that commit's directory tree hashes, when known.
+ */
+export const writeIndex = (
+  root: string,
+  files: ReadonlyMap<string, IndexEntry>,
+  base: Hash | null,
+  dirs: ReadonlyMap<string, Hash> = NO_DIRS
+): Effect.Effect<void, CliFailure> =>
+  io("cannot write the working-tree index", () => writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now())))
 
 /** Runs `task` over `items`, at most `limit` at a time. */
 export const mapLimit = async <A, B>(items: ReadonlyArray<A>, limit: number, task: (item: A) => Promise<B>): Promise<Array<B>> => {
@@ -78,41 +62,6 @@ export const mapLimit = async <A, B>(items: ReadonlyArray<A>, limit: number, tas
   return results
 }
 
-interface Found {
-  readonly path: string
-  readonly symlink: boolean
-}
-
-/**
- * Every file under `root`. Synchronous on purpose: a walk is thousands of tiny system calls, and the
- * promise API sends each through the thread pool (5,000 files: ~300 ms async, ~20 ms sync).
- */
-const walk = (root: string): Array<Found> => {
-  const found: Array<Found> = []
-  const pending = [""]
-  for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
-    let entries: Array<Dirent>
-    try {
-      entries = fsSync.readdirSync(path.join(root, relative), { withFileTypes: true })
-    } catch (error) {
-      if (isMissing(error)) continue // removed while walking
-      throw error
-    }
-    for (const entry of entries) {
-      const file = relative === "" ? entry.name : `${relative}/${entry.name}`
-      if (entry.isDirectory()) {
-        if (!IGNORED_DIRS.has(entry.name)) pending.push(file)
-      } else if (entry.isFile()) found.push({ path: file, symlink: false })
-      else if (entry.isSymbolicLink()) found.push({ path: file, symlink: true })
-      // Sockets, FIFOs and devices are not content.
-    }
-  }
-  return found
-}
-
-const modeOf = (stats: Stats, symlink: boolean): BlobMode =>
-  symlink ? "symlink" : (stats.mode & 0o111) !== 0 ? "executable" : "regular"
-
 export interface ScanResult {
   readonly snapshot: Snapshot
   /** The index to keep: every file with its hash and stat. */
@@ -121,6 +70,8 @@ export interface ScanResult {
   readonly hashed: number
   /** Paths that cannot be stored (invalid names), with the reason. */
   readonly invalid: ReadonlyArray<{ readonly path: string; readonly reason: string }>
+  /** The tree holds exactly the index's files with the same hashes and modes (its snapshot is the index's). */
+  readonly unchanged: boolean
 }
 
 /** Every file of the working tree; files whose stat matches the index keep their hash. */
@@ -131,9 +82,12 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
     const files = new Map<string, IndexEntry>()
     const invalid: Array<{ path: string; reason: string }> = []
     const changed: Array<{ file: string; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
+    let sameModes = true
     // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
     for (const { path: file, symlink } of found) {
-      const check = Objects.Path.checkPath(file)
+      const known = index.files.get(file)
+      // A path in the index was valid when it got there.
+      const check = known === undefined ? Objects.Path.checkPath(file) : { ok: true as const }
       if (!check.ok) {
         invalid.push({ path: file, reason: check.reason })
         continue
@@ -147,11 +101,8 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
         throw error
       }
       const mode = modeOf(stats, symlink)
-      const known = index.files.get(file)
-      if (
-        known !== undefined && known.size === stats.size && known.mtimeMs === stats.mtimeMs && known.ino === stats.ino &&
-        (known.mode === "symlink") === symlink && stats.mtimeMs < index.writtenAt
-      ) {
+      if (statMatches(known, stats, symlink, index.writtenAt)) {
+        if (known.mode !== mode) sameModes = false
         snapshot.set(file, { hash: known.hash, mode })
         files.set(file, { hash: known.hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
       } else changed.push({ file, absolute, symlink, stats, mode })
@@ -161,7 +112,8 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
       snapshot.set(file, { hash, mode })
       files.set(file, { hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
     })
-    return { snapshot, files, hashed: changed.length, invalid }
+    const unchanged = changed.length === 0 && invalid.length === 0 && sameModes && files.size === index.files.size
+    return { snapshot, files, hashed: changed.length, invalid, unchanged }
   })
 
 const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>

@@ -76,7 +76,9 @@ export const materialize = (
   from: Snapshot,
   to: Snapshot,
   index: ReadonlyMap<string, IndexEntry>,
-  refs: ReadonlyArray<IncomingBlob>
+  refs: ReadonlyArray<IncomingBlob>,
+  /** The commit `to` is, when the tree and `index` hold exactly `from`: the new index then holds exactly it. */
+  toCommit: string | null = null
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
@@ -110,6 +112,6 @@ export const materialize = (
       index,
       (file) => file.startsWith(downloadDir)
     ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
-    yield* writeIndex(root, result.files)
+    yield* writeIndex(root, result.files, toCommit)
     return { written: result.written, removed: result.removed, downloadedBlobs: downloaded.size }
   })

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tempDir } from "../test/support.ts"
+import { initialState, newBranch } from "./local/State.ts"
+import type { BranchState, RepoState } from "./local/State.ts"
+import { readIndex, scan, writeIndex } from "./local/WorkingTree.ts"
+import { noopPush } from "./NoopPush.ts"
+
+const HEAD = "a".repeat(64)
+
+const writeJson = (file: string, value: unknown) => {
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  fs.writeFileSync(file, JSON.stringify(value))
+}
+
+/** A pushed, clean checkout: branch at HEAD on the server, index based on HEAD, files older than the index. */
+const checkout = (branch: Partial<BranchState> = {}, extra: Partial<RepoState> = {}) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("noop")
+    writeJson(path.join(root, ".grove/config.json"), { remote: "http://127.0.0.1:9", owner: "o", name: "n" })
+    const state: RepoState = { ...initialState("u", newBranch("u-abcdef", { remote_head: HEAD, head: HEAD, ...branch })), ...extra }
+    writeJson(path.join(root, ".grove/state.json"), state)
+    const past = Date.now() / 1000 - 3600
+    for (const file of ["a.txt", "sub/b.txt"]) {
+      fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
+      fs.writeFileSync(path.join(root, file), file)
+      fs.utimesSync(path.join(root, file), past, past)
+    }
+    const scanned = yield* scan(root, yield* readIndex(root))
+    yield* writeIndex(root, scanned.files, HEAD)
+    const ask = (args: ReadonlyArray<string> = ["push"], cwd = path.join(root, "sub")) => noopPush({ args, env: {}, cwd, home: "/nonexistent-home" })
+    return { root, ask }
+  })
+
+describe("NoopPush", () => {
+  it.effect("answers a clean, pushed checkout from any directory inside it, as text or JSON", () =>
+    Effect.gen(function*() {
+      const { ask } = yield* checkout()
+      expect(ask()).toBe("Already up to date (u-abcdef).")
+      expect(JSON.parse(ask(["push", "--json"])!)).toEqual({
+        branch: "u-abcdef",
+        head: HEAD,
+        pushed_commits: 0,
+        uploaded_chunks: 0,
+        uploaded_bytes: 0,
+        created_repository: false
+      })
+    }).pipe(Effect.scoped))
+
+  it.effect("leaves every other case to the full command", () =>
+    Effect.gen(function*() {
+      const cases: Array<[string, Partial<BranchState>, Partial<RepoState>]> = [
+        ["unpushed commits", { unpushed: [HEAD] }, {}],
+        ["description pending", { description_pending: true }, {}],
+        ["close pending", { close_pending: true }, {}],
+        ["never pushed", { remote_head: null }, {}],
+        ["head moved", { head: "b".repeat(64) }, {}],
+        ["merge in progress", {}, { merge: { branch: "u-abcdef", parent: HEAD, merge_parent: HEAD, conflicts: [] } }],
+        ["on main", { name: "main" }, { branch: "main", branches: {} }]
+      ]
+      for (const [label, branch, extra] of cases) {
+        const fixed = extra.branches === undefined ? extra : { ...extra, branches: { main: newBranch("main", { remote_head: HEAD, head: HEAD }) } }
+        const { ask } = yield* checkout(branch, fixed)
+        expect({ label, answer: ask() }).toEqual({ label, answer: undefined })
+      }
+      const { ask, root } = yield* checkout()
+      expect(ask(["push", "--remote", "http://x"])).toBeUndefined()
+      expect(ask(["pull"])).toBeUndefined()
+      expect(noopPush({ args: ["push"], env: { GROVE_REMOTE: "ftp://nope" }, cwd: root, home: "/x" })).toBeUndefined()
+      expect(ask(["push"], path.dirname(root))).toBeUndefined() // not in a checkout
+      fs.writeFileSync(path.join(root, "sub/new.txt"), "new")
+      expect(ask()).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.effect("an index based on another commit, or none, is not trusted", () =>
+    Effect.gen(function*() {
+      const { ask, root } = yield* checkout()
+      const scanned = yield* scan(root, yield* readIndex(root))
+      yield* writeIndex(root, scanned.files, "c".repeat(64))
+      expect(ask()).toBeUndefined()
+      yield* writeIndex(root, scanned.files, null)
+      expect(ask()).toBeUndefined()
+      fs.rmSync(path.join(root, ".grove/index.json"))
+      expect(ask()).toBeUndefined()
+    }).pipe(Effect.scoped))
+})

@@ -1,0 +1,98 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tempDir } from "../../test/support.ts"
+import { indexPath, parseIndex, readIndexSync, treeUnchanged } from "./TreeStatus.ts"
+import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
+
+const HOUR = 3600
+
+/** Writes a file whose mtime is an hour ago: older than any index written now, so never racily clean. */
+const writeOld = (root: string, file: string, text: string, mode = 0o644) => {
+  const absolute = path.join(root, file)
+  fs.mkdirSync(path.dirname(absolute), { recursive: true })
+  fs.writeFileSync(absolute, text, { mode })
+  const past = Date.now() / 1000 - HOUR
+  fs.utimesSync(absolute, past, past)
+}
+
+/** A tree with an index written after it, based on commit "c1". */
+const indexed = Effect.gen(function*() {
+  const root = yield* tempDir("status")
+  writeOld(root, "a.txt", "alpha")
+  writeOld(root, "dir/b.txt", "beta")
+  writeOld(root, "run.sh", "#!/bin/sh\n", 0o755)
+  fs.symlinkSync("a.txt", path.join(root, "link"))
+  const past = Date.now() / 1000 - HOUR
+  fs.lutimesSync(path.join(root, "link"), past, past)
+  writeOld(root, ".grove/state.json", "{}")
+  const scanned = yield* scan(root, yield* readIndex(root))
+  yield* writeIndex(root, scanned.files, "c1", new Map([["", "r"], ["dir", "d"]]))
+  return root
+})
+
+describe("TreeStatus", () => {
+  it.effect("an untouched tree matches its index; the index keeps its base and directory hashes", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      expect(index.base).toBe("c1")
+      expect(Object.fromEntries(index.dirs)).toEqual({ "": "r", dir: "d" })
+      expect(index.files.size).toBe(4)
+      expect(treeUnchanged(root, index)).toBe(true)
+      const rescanned = yield* scan(root, index)
+      expect(rescanned).toMatchObject({ hashed: 0, unchanged: true })
+    }).pipe(Effect.scoped))
+
+  it.effect("notices a changed, added, removed, chmod-ed or retyped file", () =>
+    Effect.gen(function*() {
+      const cases: Array<[string, (root: string) => void]> = [
+        ["same-size rewrite", (root) => fs.writeFileSync(path.join(root, "a.txt"), "ALPHA")],
+        ["added", (root) => fs.writeFileSync(path.join(root, "dir/new.txt"), "new")],
+        ["removed", (root) => fs.rmSync(path.join(root, "dir/b.txt"))],
+        ["chmod +x", (root) => fs.chmodSync(path.join(root, "a.txt"), 0o755)],
+        ["chmod -x", (root) => fs.chmodSync(path.join(root, "run.sh"), 0o644)],
+        ["link -> file", (root) => {
+          fs.rmSync(path.join(root, "link"))
+          fs.writeFileSync(path.join(root, "link"), "a.txt")
+        }]
+      ]
+      for (const [label, change] of cases) {
+        const root = yield* indexed
+        change(root)
+        const index = readIndexSync(root)
+        expect({ label, unchanged: treeUnchanged(root, index) }).toEqual({ label, unchanged: false })
+        expect({ label, unchanged: (yield* scan(root, index)).unchanged }).toEqual({ label, unchanged: false })
+      }
+    }).pipe(Effect.scoped))
+
+  it.effect("a file modified no earlier than the index was written is not trusted (racily clean)", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const future = Date.now() / 1000 + HOUR
+      fs.utimesSync(path.join(root, "a.txt"), future, future)
+      const scanned = yield* scan(root, readIndexSync(root))
+      // Its stat now matches a fresh index entry, but that entry is younger than the index file.
+      yield* writeIndex(root, scanned.files, "c1")
+      const index = readIndexSync(root)
+      expect(treeUnchanged(root, index)).toBe(false)
+      expect((yield* scan(root, index)).hashed).toBe(1)
+    }).pipe(Effect.scoped))
+
+  it.effect("the racy rule uses the index file's own mtime when it is earlier than the recorded time", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const text = fs.readFileSync(indexPath(root), "utf8")
+      const fromFile = parseIndex(text, 1000)
+      expect(fromFile.writtenAt).toBe(1000)
+      expect(treeUnchanged(root, fromFile)).toBe(false) // every file is "newer" than a 1970 index
+    }).pipe(Effect.scoped))
+
+  it("reads the first index layout and treats a broken one as empty", () => {
+    const legacy = parseIndex(JSON.stringify({ written_at: 5, files: { "a.txt": ["h", "regular", 1, 2, 3] } }), 10)
+    expect(legacy).toMatchObject({ writtenAt: 5, base: null })
+    expect(legacy.files.get("a.txt")).toEqual({ hash: "h", mode: "regular", size: 1, mtimeMs: 2, ino: 3 })
+    expect(parseIndex("{not json", 10).files.size).toBe(0)
+  })
+})
