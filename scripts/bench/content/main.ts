@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { startGitHttp } from "./gitHttp.ts"
-import { cleanupAll, onCleanup, run, sampleRss, startGuarded } from "./procs.ts"
+import { cleanupAll, cpuOf, onCleanup, rssOf, run, sampleRss, startGuarded } from "./procs.ts"
 import { type Exchange, startProxy } from "./proxy.ts"
 import { compareTree, ensureTree, FULL_SPEC, MIB, SMALL_SPEC } from "./tree.ts"
 import { fmtBytes, fmtMs, median, phases, printReport, type Row } from "./report.ts"
@@ -43,7 +43,8 @@ const main = async () => {
 
   // ---- git over smart HTTP -------------------------------------------------
   const gitConfig = path.join(tmp, "gitconfig")
-  fs.writeFileSync(gitConfig, "[user]\n\tname = bench\n\temail = bench@example.com\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n")
+  fs.writeFileSync(gitConfig, "[user]\n\tname = bench\n\temail = bench@example.com\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n[gc]\n\tauto = 0\n")
+  // No background auto-gc: `git commit` would otherwise start a detached repack that races the first push.
   const gitEnv: NodeJS.ProcessEnv = { ...process.env, GIT_CONFIG_GLOBAL: gitConfig, GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0" }
   const projectRoot = path.join(tmp, "git-root")
   fs.mkdirSync(projectRoot)
@@ -59,9 +60,11 @@ const main = async () => {
   const added = await git(["add", "-A"], { env: srcEnv })
   const committed = await git(["commit", "-q", "-m", "tree"], { env: srcEnv })
   log(`git add ${fmtMs(added.ms)}, git commit ${fmtMs(committed.ms)} (not timed as push)`)
+  const loadAtStart = os.loadavg()[0]!
 
   const gitPush: Array<number> = []
   const gitPushBytes: Array<number> = []
+  const gitPushCpu: Array<number> = []
   const gitPushOnce = async (i: number) => {
     const bare = path.join(projectRoot, `r${i}.git`)
     await git(["init", "-q", "--bare", bare])
@@ -70,10 +73,12 @@ const main = async () => {
     const pushed = await git(["push", "-q", `${gitProxy.url}/r${i}.git`, "main:main"], { env: srcEnv })
     gitPush.push(pushed.ms)
     gitPushBytes.push(sum(since(), (x) => x.requestBytes))
-    log(`git push #${i}: ${fmtMs(pushed.ms)}, ${fmtBytes(gitPushBytes.at(-1)!)} sent`)
+    gitPushCpu.push(pushed.cpuMs)
+    log(`git push #${i}: ${fmtMs(pushed.ms)} (CPU of git client + http-backend ${fmtMs(pushed.cpuMs)}), ${fmtBytes(gitPushBytes.at(-1)!)} sent`)
   }
   const gitClone: Array<number> = []
   const gitCloneBytes: Array<number> = []
+  const gitCloneCpu: Array<number> = []
   const gitWork = path.join(tmp, "git-work")
   const gitCloneOnce = async (i: number) => {
     const dest = i === 1 ? gitWork : path.join(tmp, `git-clone-${i}`)
@@ -81,7 +86,8 @@ const main = async () => {
     const cloned = await git(["clone", "-q", `${gitProxy.url}/r1.git`, dest])
     gitClone.push(cloned.ms)
     gitCloneBytes.push(sum(since(), (x) => x.responseBytes))
-    log(`git clone #${i}: ${fmtMs(cloned.ms)}, ${fmtBytes(gitCloneBytes.at(-1)!)} received`)
+    gitCloneCpu.push(cloned.cpuMs)
+    log(`git clone #${i}: ${fmtMs(cloned.ms)} (CPU of git client + http-backend ${fmtMs(cloned.cpuMs)}), ${fmtBytes(gitCloneBytes.at(-1)!)} received`)
     if (i === 1) {
       const problems = compareTree(dest, manifest.entries)
       if (problems.length > 0) throw new Error(`git clone differs from the tree:\n${problems.join("\n")}`)
@@ -94,14 +100,16 @@ const main = async () => {
   onCleanup(server.stop)
   const groveProxy = await startProxy(server.match[1]!)
   onCleanup(groveProxy.close)
-  log(`grove server pid ${server.pid} at ${server.match[1]}, proxy ${groveProxy.url}`)
+  const rssAtStart = rssOf(server.pid)
+  log(`grove server pid ${server.pid} at ${server.match[1]}, RSS ${fmtBytes(rssAtStart)}, proxy ${groveProxy.url}`)
   const createUser = async (name: string) => {
     const made = await run(process.execPath, [SERVER_BIN, "user", "create", name, "--data-dir", dataDir])
     return made.stdout.trim().split("\n").at(-1)!
   }
   const grove = async (args: ReadonlyArray<string>, key: string, cwd: string) => {
+    const serverBefore = cpuOf(server.pid)
     const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url } })
-    return { ...ran, json: JSON.parse(ran.stdout) as Record<string, unknown> }
+    return { ...ran, serverCpuMs: cpuOf(server.pid) - serverBefore, json: JSON.parse(ran.stdout) as Record<string, unknown> }
   }
   const startup = await run(process.execPath, [CLI_BIN, "--help"])
   const startupMs = median([startup.ms, (await run(process.execPath, [CLI_BIN, "--help"])).ms])
@@ -110,6 +118,7 @@ const main = async () => {
   await run("cp", ["-a", `${tree.dir}/.`, checkout])
   const grovePush: Array<number> = []
   const grovePushBytes: Array<number> = []
+  const grovePushCpu: Array<{ client: number; server: number }> = []
   const pushPhases: Array<string> = []
   let key = ""
   let branch = ""
@@ -123,6 +132,7 @@ const main = async () => {
     const pushed = await grove(["push", "--json"], key, checkout)
     const exchanges = since()
     grovePush.push(pushed.ms)
+    grovePushCpu.push({ client: pushed.cpuMs, server: pushed.serverCpuMs })
     grovePushBytes.push(sum(exchanges, (x) => x.requestBytes))
     log(`grove commit #${i}: ${fmtMs(commit.ms)} (not timed as push); grove push #${i}: ${fmtMs(pushed.ms)}, ${fmtBytes(grovePushBytes.at(-1)!)} sent; ${JSON.stringify(pushed.json)}`)
     pushPhases.push(phases(`grove push #${i}`, pushed, exchanges, `bench${i}/tree`))
@@ -130,6 +140,8 @@ const main = async () => {
   const groveClone: Array<number> = []
   const groveCloneBytes: Array<number> = []
   const rssGrowth: Array<number> = []
+  const rssBeforeClone: Array<number> = []
+  const groveCloneCpu: Array<{ client: number; server: number }> = []
   const clonePhases: Array<string> = []
   const groveCloneOnce = async (i: number) => {
     const dest = path.join(tmp, `grove-clone-${i}`)
@@ -139,8 +151,10 @@ const main = async () => {
     const rss = stopSampling()
     const exchanges = since()
     groveClone.push(cloned.ms)
+    groveCloneCpu.push({ client: cloned.cpuMs, server: cloned.serverCpuMs })
     groveCloneBytes.push(sum(exchanges, (x) => x.responseBytes))
     rssGrowth.push(rss.peak - rss.first)
+    rssBeforeClone.push(rss.first)
     log(`grove clone #${i}: ${fmtMs(cloned.ms)}, ${fmtBytes(groveCloneBytes.at(-1)!)} received, server RSS ${fmtBytes(rss.first)} -> peak ${fmtBytes(rss.peak)}`)
     clonePhases.push(phases(`grove clone #${i}`, cloned, exchanges, "bench1/tree"))
     const problems = compareTree(dest, manifest.entries)
@@ -168,6 +182,18 @@ const main = async () => {
     await groveCloneOnce(i)
   }
   log(`first round took ${fmtMs(roundMs)}`)
+
+  // The same push from a packed repository (after `git repack`, not timed): git reuses the packed deltas.
+  const repacked = await git(["repack", "-a", "-d", "-q"], { env: srcEnv })
+  const gitPackedPush: Array<number> = []
+  for (let i = 1; i <= gitPush.length; i++) {
+    const bare = path.join(projectRoot, `p${i}.git`)
+    await git(["init", "-q", "--bare", bare])
+    await git(["config", "http.receivepack", "true"], { cwd: bare })
+    const pushed = await git(["push", "-q", `${gitProxy.url}/p${i}.git`, "main:main"], { env: srcEnv })
+    gitPackedPush.push(pushed.ms)
+  }
+  log(`git repack ${fmtMs(repacked.ms)}; git push from the packed repository: ${gitPackedPush.map(fmtMs).join(", ")}`)
 
   // ---- small changes (git in its first clone, grove in its last checkout) -----
   const groveWork = async (label: string, edit: () => void, commitFirst: boolean) => {
@@ -220,7 +246,8 @@ const main = async () => {
 
   // ---- report ----------------------------------------------------------------
   const rows: Array<Row> = [
-    { op: `push (full tree, median of ${grovePush.length})`, git: median(gitPush), grove: median(grovePush), ratioTarget: 1.0, note: `sent: git ${fmtBytes(median(gitPushBytes))}, grove ${fmtBytes(median(grovePushBytes))}` },
+    { op: `push (full tree, fresh repo, median of ${grovePush.length})`, git: median(gitPush), grove: median(grovePush), ratioTarget: 1.0, note: `sent: git ${fmtBytes(median(gitPushBytes))}, grove ${fmtBytes(median(grovePushBytes))}` },
+    { op: `  same, git pushing from a packed repo`, git: median(gitPackedPush), grove: median(grovePush), ratioTarget: 1.0, note: "" },
     { op: `clone (--branch, median of ${groveClone.length})`, git: median(gitClone), grove: median(groveClone), ratioTarget: 1.0, note: `received: git ${fmtBytes(median(gitCloneBytes))}, grove ${fmtBytes(median(groveCloneBytes))}` },
     { op: `no-op push (median of ${SMALL_RUNS})`, git: median(noop.git), grove: median(noop.grove), limitMs: 100, note: "" },
     { op: `one-file change push (median of ${SMALL_RUNS})`, git: median(oneFile.git), grove: median(oneFile.grove), limitMs: 300, note: `sent: git ${fmtBytes(oneFile.gitBytes)}, grove ${fmtBytes(oneFile.groveBytes)}; grove commit before it ${fmtMs(median(oneFile.commit))}` },
@@ -238,6 +265,11 @@ const main = async () => {
     notes: [
       `grove CLI start-up alone (grove --help): ${fmtMs(startupMs)}`,
       `git add ${fmtMs(added.ms)} + git commit ${fmtMs(committed.ms)} are excluded from git push; grove commit is excluded from grove push`,
+      `CPU (medians): git push ${fmtMs(median(gitPushCpu))} and git clone ${fmtMs(median(gitCloneCpu))} (git client + http-backend together); ` +
+        `grove push client ${fmtMs(median(grovePushCpu.map((c) => c.client)))} + server ${fmtMs(median(grovePushCpu.map((c) => c.server)))}, ` +
+        `grove clone client ${fmtMs(median(groveCloneCpu.map((c) => c.client)))} + server ${fmtMs(median(groveCloneCpu.map((c) => c.server)))}`,
+      `server RSS: ${fmtBytes(rssAtStart)} right after start, ${rssBeforeClone.map(fmtBytes).join(" / ")} before the clones`,
+      `load average (1 min): ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0]!.toFixed(2)} at the end (the machine is shared: other work skews timings)`,
       `both tools go through the same counting proxy on 127.0.0.1; total run ${fmtMs(performance.now() - began)}`
     ],
     details: [...pushPhases.slice(0, 1), ...clonePhases.slice(0, 1), noop.detail, oneFile.detail, groveInsert.detail]

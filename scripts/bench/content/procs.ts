@@ -37,6 +37,10 @@ export interface Ran {
   /** Wall time from spawn to exit. */
   readonly ms: number
   readonly started: number
+  /** CPU of the command and everything it started (read when it has been reaped). */
+  readonly cpuMs: number
+  /** CPU the server used meanwhile, when the caller measured it. */
+  readonly serverCpuMs?: number
 }
 
 export const run = (
@@ -46,6 +50,7 @@ export const run = (
 ): Promise<Ran> =>
   new Promise((resolve, reject) => {
     const started = performance.now()
+    const cpuBefore = reapedChildrenCpu()
     const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"] })
     running.add(child)
     let stdout = ""
@@ -56,7 +61,7 @@ export const run = (
     child.on("close", (code) => {
       const ms = performance.now() - started
       running.delete(child)
-      const result = { code: code ?? -1, stdout, stderr, ms, started }
+      const result = { code: code ?? -1, stdout, stderr, ms, started, cpuMs: reapedChildrenCpu() - cpuBefore }
       if (options.check !== false && result.code !== 0) {
         reject(new Error(`${command} ${args.join(" ")} exited with ${result.code}\n${stderr}${stdout}`))
       } else resolve(result)
@@ -139,4 +144,19 @@ export const sampleRss = (pid: number, ms = 50) => {
     } catch { /* process gone */ }
     return { first, peak }
   }
+}
+
+const TICK_MS = 10 // USER_HZ is 100 on Linux
+const statFields = (pid: number | "self") => fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(")").at(-1)!.trim().split(" ").map(Number)
+
+/** CPU time (user + system, ms) used so far by `pid`. */
+export const cpuOf = (pid: number): number => {
+  const f = statFields(pid)
+  return (f[11]! + f[12]!) * TICK_MS
+}
+
+/** CPU time (ms) of the children this process has reaped (the commands `run` started, and their own children). */
+export const reapedChildrenCpu = (): number => {
+  const f = statFields("self")
+  return (f[13]! + f[14]!) * TICK_MS
 }

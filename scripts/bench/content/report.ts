@@ -49,7 +49,8 @@ const route = (exchange: Exchange, repo: string) => {
  * after the last answer.
  */
 export const phases = (label: string, ran: Ran, exchanges: ReadonlyArray<Exchange>, repo: string): string => {
-  const lines = [`${label}: ${fmtMs(ran.ms)} total, ${exchanges.length} HTTP call(s)`]
+  const cpu = `client CPU ${fmtMs(ran.cpuMs)}${ran.serverCpuMs === undefined ? "" : `, server CPU ${fmtMs(ran.serverCpuMs)}`}`
+  const lines = [`${label}: ${fmtMs(ran.ms)} total (${cpu}), ${exchanges.length} HTTP call(s)`]
   if (exchanges.length === 0) {
     lines.push("  no HTTP calls (all local)")
     return lines.join("\n")
