@@ -51,6 +51,8 @@ export interface ObjectStoreShape {
     body: Stream.Stream<Uint8Array, E, R>
   ) => Effect.Effect<PutResult, ObjectStoreError | E, R>
   readonly get: (key: ObjectKey) => Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound>
+  /** `length` bytes from `offset` (a chunk inside a pack); fails when the object is shorter. */
+  readonly getRange: (key: ObjectKey, offset: number, length: number) => Effect.Effect<Uint8Array, ObjectStoreError | ObjectNotFound>
   readonly has: (key: ObjectKey) => Effect.Effect<boolean, ObjectStoreError>
   readonly size: (key: ObjectKey) => Effect.Effect<number, ObjectStoreError | ObjectNotFound>
   /** Removes the object; succeeds when it is already absent. */

@@ -124,6 +124,29 @@ export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: Object
       )
     }))
 
+  const getRange = Effect.fn("ObjectStoreLocal.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
+    const key = yield* validateKey("get", rawKey)
+    return yield* Effect.tryPromise({
+      try: async () => {
+        const handle = await fs.open(objectPath(key), "r")
+        try {
+          const buffer = new Uint8Array(length)
+          let filled = 0
+          while (filled < length) {
+            const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled)
+            if (bytesRead === 0) throw new Error(`object ends before byte ${offset + length}`)
+            filled += bytesRead
+          }
+          return buffer
+        } finally {
+          await handle.close()
+        }
+      },
+      catch: (cause) =>
+        errnoCode(cause) === "ENOENT" ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash }) : backendError("get", key, cause)
+    })
+  })
+
   const has = Effect.fn("ObjectStoreLocal.has")(function*(rawKey: ObjectKey) {
     const key = yield* validateKey("has", rawKey)
     return (yield* stat("has", key)) !== undefined
@@ -141,7 +164,7 @@ export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: Object
     yield* attempt("delete", key, () => fs.rm(objectPath(key), { force: true }))
   })
 
-  return ObjectStore.of({ put, get, has, size, delete: remove })
+  return ObjectStore.of({ put, get, getRange, has, size, delete: remove })
 })
 
 /** Makes a new directory entry durable. */

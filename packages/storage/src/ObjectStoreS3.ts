@@ -204,6 +204,22 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
       return { size: stored ?? size, created: false }
     }).pipe(Effect.withSpan("ObjectStoreS3.put"))
 
+  const getRange = Effect.fn("ObjectStoreS3.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
+    const key = yield* validateKey("get", rawKey)
+    if (length === 0) return new Uint8Array(0)
+    const response = yield* Effect.tryPromise({
+      try: () => client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key), Range: `bytes=${offset}-${offset + length - 1}` })),
+      catch: (cause) =>
+        statusOf(cause) === 404 ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash }) : backendError("get", key, cause)
+    })
+    const bytes = yield* Effect.tryPromise({
+      try: async () => (response.Body === undefined ? new Uint8Array(0) : await response.Body.transformToByteArray()),
+      catch: (cause) => backendError("get", key, cause)
+    })
+    if (bytes.length !== length) return yield* backendError("get", key, new Error(`range returned ${bytes.length} bytes, not ${length}`))
+    return bytes
+  })
+
   const get = (rawKey: ObjectKey): Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound> =>
     Stream.unwrap(Effect.gen(function*() {
       const key = yield* validateKey("get", rawKey)
@@ -246,7 +262,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
       client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }))
   })
 
-  return ObjectStore.of({ put, get, has, size, delete: remove })
+  return ObjectStore.of({ put, get, getRange, has, size, delete: remove })
 })
 
 export const layer = (options: ObjectStoreS3Options): Layer.Layer<ObjectStore> => Layer.effect(ObjectStore, make(options))

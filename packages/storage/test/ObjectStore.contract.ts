@@ -134,6 +134,21 @@ export const objectStoreContract = <R, E>(
         }
       }))
 
+    it.effect("reads a byte range of an object, and fails past its end or for a missing one", () =>
+      Effect.gen(function*() {
+        const store = yield* ObjectStore
+        const bytes = randomBytes(300_000)
+        const key = keyFor(bytes)
+        yield* store.put(key, chunked(bytes, 64 * 1024))
+        assert.isTrue(Buffer.from(yield* store.getRange(key, 0, 10)).equals(bytes.subarray(0, 10)))
+        assert.isTrue(Buffer.from(yield* store.getRange(key, 123_456, 100_000)).equals(bytes.subarray(123_456, 223_456)))
+        assert.strictEqual((yield* store.getRange(key, 5, 0)).length, 0)
+        const past = yield* Effect.flip(store.getRange(key, 299_990, 100))
+        assert.strictEqual(past._tag, "ObjectStoreError")
+        const missing = yield* Effect.flip(store.getRange(randomKey(), 0, 1))
+        assert.strictEqual(missing._tag, "ObjectNotFound")
+      }))
+
     it.effect("put is idempotent: an existing object is kept and the new body is not read", () =>
       Effect.gen(function*() {
         const store = yield* ObjectStore

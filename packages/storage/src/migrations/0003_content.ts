@@ -8,15 +8,15 @@ import { SqlClient } from "effect/sql"
 
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  // A row exists once a chunk's bytes are stored and verified: small chunks inline in `data` (one row write instead of a
-  // file, an fsync and a directory sync each; a clone reads hundreds per query), larger ones in the ObjectStore under
-  // the organization's namespace (`data` null).
+  // A row exists once a chunk's bytes are stored and verified, in the ObjectStore under the organization's namespace:
+  // an object of its own (`pack` null), or at `pack_offset` in a pack object holding small chunks that arrived together.
   // `referenced` turns true when a published commit first reaches the chunk: only then does it count against the quota.
   yield* sql`CREATE TABLE chunks (
     org_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
     hash text NOT NULL,
     size bigint NOT NULL,
-    data bytea,
+    pack text,
+    pack_offset bigint,
     referenced boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (org_id, hash)
