@@ -71,6 +71,27 @@ const readSmall = (what: string, file: string): Effect.Effect<string | undefined
 
 export const openObjects = (root: string): ObjectStore => {
   const trees = new Map<Hash, ReadonlyArray<TreeEntry>>()
+  const madeDirs = new Set<string>()
+  /** Writes a small object through a temp file renamed into place, synchronously (a clone stores thousands of trees). */
+  const writeSmall = (what: string, file: string, text: string): Effect.Effect<void, CliFailure> =>
+    Effect.try({
+      try: () => {
+        const dir = path.dirname(file)
+        if (!madeDirs.has(dir)) {
+          fsSync.mkdirSync(dir, { recursive: true })
+          madeDirs.add(dir)
+        }
+        const temp = `${file}.${process.pid}.tmp`
+        try {
+          fsSync.writeFileSync(temp, text)
+          fsSync.renameSync(temp, file)
+        } catch (error) {
+          fsSync.rmSync(temp, { force: true })
+          throw error
+        }
+      },
+      catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
+    })
   const readTree = (hash: Hash) =>
     Effect.gen(function*() {
       const cached = trees.get(hash)
@@ -94,7 +115,7 @@ export const openObjects = (root: string): ObjectStore => {
         if (yield* hasTree(hash)) return false
         const text = Objects.Tree.encodeTree(entries)
         if (Objects.Blake3.hash(text) !== hash) return yield* failure(`tree ${hash} does not hash to its name`, "bad_object")
-        yield* io(`cannot write tree ${hash}`, () => writeAtomic(treePath(root, hash), text))
+        yield* writeSmall(`cannot write tree ${hash}`, treePath(root, hash), text)
         trees.set(hash, entries)
         return true
       }),

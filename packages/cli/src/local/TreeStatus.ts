@@ -73,6 +73,17 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
   }
 }
 
+/**
+ * The last index read, by file identity, until this process writes one: the no-op push check and
+ * the push that follows parse it once.
+ */
+let lastRead: { readonly key: string; readonly index: WorkIndex } | undefined
+
+/** Called on every index write. */
+export const forgetIndexRead = (): void => {
+  lastRead = undefined
+}
+
 /** The index of the checkout at `root`; empty when there is none. */
 export const readIndexSync = (root: string): WorkIndex => {
   let fd: number
@@ -83,8 +94,13 @@ export const readIndexSync = (root: string): WorkIndex => {
     throw error
   }
   try {
-    const { mtimeMs } = fs.fstatSync(fd)
-    return parseIndex(fs.readFileSync(fd, "utf8"), mtimeMs)
+    const stats = fs.fstatSync(fd)
+    // Written only by rename of a new file: a new inode or mtime means new content.
+    const key = `${indexPath(root)}\0${stats.ino}\0${stats.mtimeMs}\0${stats.size}`
+    if (lastRead?.key === key) return lastRead.index
+    const index = parseIndex(fs.readFileSync(fd, "utf8"), stats.mtimeMs)
+    lastRead = { key, index }
+    return index
   } finally {
     fs.closeSync(fd)
   }
@@ -159,7 +175,7 @@ export const treeUnchanged = (root: string, index: WorkIndex): boolean => {
     seen++
     const known = index.files.get(file)
     if (known === undefined) return false
-    const stats = fs.lstatSync(path.join(root, file), { throwIfNoEntry: false })
+    const stats = fs.lstatSync(`${root}/${file}`, { throwIfNoEntry: false })
     return stats !== undefined && statMatches(known, stats, symlink, index.writtenAt) && known.mode === modeOf(stats, symlink)
   })
   return same && seen === index.files.size

@@ -15,10 +15,10 @@ import * as path from "node:path"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { errorMessage, io, isMissing, writeAtomic } from "./Io.ts"
+import { errorMessage, io, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
 import type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
-import { indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
+import { forgetIndexRead, indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
 
 export type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
 export { indexPath } from "./TreeStatus.ts"
@@ -46,7 +46,10 @@ export const writeIndex = (
   base: Hash | null,
   dirs: ReadonlyMap<string, Hash> = NO_DIRS
 ): Effect.Effect<void, CliFailure> =>
-  io("cannot write the working-tree index", () => writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now())))
+  io("cannot write the working-tree index", () => {
+    forgetIndexRead()
+    return writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now()))
+  })
 
 /** Runs `task` over `items`, at most `limit` at a time. */
 export const mapLimit = async <A, B>(items: ReadonlyArray<A>, limit: number, task: (item: A) => Promise<B>): Promise<Array<B>> => {
@@ -92,19 +95,14 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
         invalid.push({ path: file, reason: check.reason })
         continue
       }
-      const absolute = path.join(root, file)
-      let stats: Stats
-      try {
-        stats = fsSync.lstatSync(absolute)
-      } catch (error) {
-        if (isMissing(error)) continue
-        throw error
-      }
+      const absolute = `${root}/${file}`
+      const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
+      if (stats === undefined) continue // removed while scanning
       const mode = modeOf(stats, symlink)
       if (statMatches(known, stats, symlink, index.writtenAt)) {
         if (known.mode !== mode) sameModes = false
         snapshot.set(file, { hash: known.hash, mode })
-        files.set(file, { hash: known.hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+        files.set(file, known.mode === mode ? known : { ...known, mode }) // same stat: the same entry
       } else changed.push({ file, absolute, symlink, stats, mode })
     }
     await mapLimit(changed, 16, async ({ file, absolute, symlink, stats, mode }) => {
@@ -172,25 +170,36 @@ export const applySnapshot = (
       files.delete(file)
       dirs.add(path.posix.dirname(file))
     }
-    // A file written where a directory used to be (or the reverse) needs the old one gone first.
-    await mapLimit(toWrite, 8, async ([file, entry]) => {
+    // Synchronously, one file after another: each step is one small system call, and through the
+    // thread pool they cost more in wake-ups than in work (a 5,000-file clone: ~150,000 futex calls).
+    const madeDirs = new Set<string>()
+    const prefix = path.join(tmp, `w-${randomBytes(6).toString("hex")}-`)
+    let n = 0
+    for (const [file, entry] of toWrite) {
       const target = path.join(root, file)
       const bytes = source(entry.hash) ?? aside.get(entry.hash)!
-      await fs.mkdir(path.dirname(target), { recursive: true })
-      const temp = path.join(tmp, `w-${randomBytes(6).toString("hex")}`)
-      if (entry.mode === "symlink") {
-        await fs.symlink(await fs.readFile(bytes, "utf8"), temp)
-      } else {
-        if (uses.get(entry.hash) === 1 && movable(bytes)) await fs.rename(bytes, temp)
-        else await fs.copyFile(bytes, temp)
-        await fs.chmod(temp, entry.mode === "executable" ? 0o755 : 0o644)
+      const dir = path.dirname(target)
+      if (!madeDirs.has(dir)) {
+        fsSync.mkdirSync(dir, { recursive: true })
+        madeDirs.add(dir)
       }
-      const existing = await fs.lstat(target).catch(() => undefined)
-      if (existing?.isDirectory() === true) await fs.rm(target, { recursive: true, force: true })
-      await fs.rename(temp, target)
-      const stats = await fs.lstat(target)
+      const temp = `${prefix}${n++}`
+      if (entry.mode === "symlink") {
+        fsSync.symlinkSync(fsSync.readFileSync(bytes, "utf8"), temp)
+      } else {
+        if (uses.get(entry.hash) === 1 && movable(bytes)) fsSync.renameSync(bytes, temp)
+        else fsSync.copyFileSync(bytes, temp)
+        fsSync.chmodSync(temp, entry.mode === "executable" ? 0o755 : 0o644)
+      }
+      // A file written where a directory used to be (or the reverse) needs the old one gone first.
+      if (fsSync.lstatSync(target, { throwIfNoEntry: false })?.isDirectory() === true) {
+        fsSync.rmSync(target, { recursive: true, force: true })
+        madeDirs.clear() // directories under it are gone too
+      }
+      fsSync.renameSync(temp, target)
+      const stats = fsSync.lstatSync(target)
       files.set(file, { hash: entry.hash, mode: entry.mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
-    })
+    }
     for (const copy of aside.values()) await fs.rm(copy, { force: true })
     // Prune directories that removals left empty, deepest first, never the root.
     const sorted = [...dirs].sort((a, b) => b.length - a.length)
