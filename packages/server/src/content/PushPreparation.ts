@@ -179,6 +179,8 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   const registrations: Array<BlobInfo> = []
   const pushedBlobs = new Set<string>()
   const inlineChunks: Array<{ hash: string; data: Uint8Array }> = []
+  // One lookup for every chunk the pushed blobs map to (a push may carry 20,000 blobs).
+  const have = yield* chunkStore.sizes(repo.orgId, body.blobs.flatMap((b) => (b.chunks ?? []).map((c) => c.hash)))
   for (const b of body.blobs) {
     if (!Blake3.isHash(b.hash)) return yield* reject("a blob hash must be 64 lowercase hex characters", "invalid_blob")
     const sizeCheck = Chunks.checkSize(b.size, `size of blob ${b.hash}`)
@@ -189,7 +191,6 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
       if (b.content.length > 0) return yield* reject(`blob ${b.hash} carries both content and chunks`, "invalid_blob")
       const mapping = Chunks.checkChunkMapping(b, chunks)
       if (!mapping.ok) return yield* reject(`blob ${b.hash}: ${mapping.reason}`, "invalid_blob")
-      const have = yield* chunkStore.sizes(repo.orgId, chunks.map((c) => c.hash))
       for (const c of chunks) {
         const size = have.get(c.hash)
         if (size === undefined) return yield* reject(`chunk ${c.hash} of blob ${b.hash} was not uploaded`, "missing_chunk")
