@@ -4,12 +4,23 @@
  * right exit code. Writes answered with 202 `OperationPending` are polled.
  */
 import { ApiErrors, GroveApi } from "@grove/api"
-import { Duration, Effect, Option, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
+
+/**
+ * The `Idempotency-Key` header of the requests made while it is set (`Effect.provideService`): a
+ * retried merge, sync or revert with the same key replays the first answer instead of acting twice.
+ */
+export const IdempotencyKey = Context.Reference<string | undefined>("grove/cli/IdempotencyKey", {
+  defaultValue: () => undefined
+})
+
+const withIdempotencyKey = (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.map(IdempotencyKey, (key) => key === undefined ? request : HttpClientRequest.setHeader(request, "idempotency-key", key))
 
 /**
  * `Authentication` and `RequestValidation` are server-side middleware that are not
@@ -19,7 +30,11 @@ import { CliFailure, ExitCode } from "./Failures.ts"
 export const makeClient = (remote: string, token: string | undefined) =>
   HttpApiClient.make(GroveApi, {
     baseUrl: remote,
-    transformClient: token === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
+    transformClient: (client) =>
+      HttpClient.mapRequestEffect(
+        token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(token)),
+        withIdempotencyKey
+      )
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
 export type GroveClient = Effect.Success<ReturnType<typeof makeClient>>

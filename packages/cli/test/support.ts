@@ -1,8 +1,13 @@
-/** Helpers for the CLI's unit tests: temporary directories, captured output, a port nobody listens on. */
+/**
+ * Helpers for the CLI's unit tests: temporary directories, captured output, a port nobody listens on,
+ * and a stand-in server with scripted answers.
+ */
 import { Effect, Layer, Option } from "effect"
 import type { Console } from "effect"
 import * as fs from "node:fs/promises"
+import * as http from "node:http"
 import * as net from "node:net"
+import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { CliEnv } from "../src/CliEnv.ts"
@@ -66,3 +71,34 @@ export const envLayer = (options: { readonly home: string; readonly cwd: string;
   CredentialStore.layer.pipe(
     Layer.provideMerge(CliEnv.layerWith({ home: options.home, cwd: options.cwd, env: options.env ?? {} }))
   )
+
+/** A canned answer of `scriptedServer`, or "drop": the connection is closed without one. */
+export type ScriptedAnswer = { readonly status: number; readonly body: unknown } | "drop"
+
+/** Answers requests in order from `answers` (the last one repeats) and records each request's Idempotency-Key. */
+export const scriptedServer = (answers: ReadonlyArray<ScriptedAnswer>) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ url: string; keys: Array<string | undefined>; server: http.Server }>((resolve) => {
+        const keys: Array<string | undefined> = []
+        const server = http.createServer((request, response) => {
+          const answer = answers[Math.min(keys.length, answers.length - 1)]!
+          keys.push(request.headers["idempotency-key"] as string | undefined)
+          if (answer === "drop") return request.socket.destroy()
+          response.writeHead(answer.status, { "content-type": "application/json" })
+          response.end(JSON.stringify(answer.body))
+        })
+        server.listen(0, "127.0.0.1", () => {
+          resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, keys, server })
+        })
+      })
+    ),
+    ({ server }) =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections()
+          server.close(() => resolve())
+        })
+      )
+  )
+
