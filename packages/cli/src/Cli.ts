@@ -196,6 +196,32 @@ const pull = Command.make("pull", {}, () =>
     Command.withDescription("Fetch the branch and merge its parent in; conflicts get markers (exit code 5)")
   )
 
+const merge = Command.make("merge", {
+  branch: Argument.String("branch").pipe(Argument.withDescription("The branch to merge (default: the current one)"), Argument.optional),
+  force: Flag.Boolean("force").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Merge even when CI on the branch is running or failing (recorded in the audit log)")
+  ),
+  wait: Flag.Finite("wait").pipe(
+    Flag.withOptionalValue("30"),
+    Flag.withMetavar("MINUTES"),
+    Flag.withDescription("While CI holds the merge back, retry until it lands (default 30 minutes)"),
+    Flag.optional
+  )
+}, (input) =>
+  action(() => Effect.flatMap(load(() => import("./commands/Merge.ts")), (m) => m.merge(input)))).pipe(
+    Command.withDescription(
+      "Push, then squash-merge the branch onto main and move to a new branch from the new main (conflicts: exit 5)"
+    )
+  )
+
+const revert = Command.make("revert", {
+  hash: Argument.String("hash").pipe(Argument.withDescription("The commit to undo (full hash; on main: a squash commit)"))
+}, (input) =>
+  action(() => Effect.flatMap(load(() => import("./commands/Revert.ts")), (m) => m.revert(input)))).pipe(
+    Command.withDescription("Land a commit that undoes a commit on its branch (conflicts: exit 5)")
+  )
+
 const status = Command.make("status", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.status()))).pipe(
   Command.withDescription("Show the branch and what changed since the last commit")
 )
@@ -231,6 +257,8 @@ export const grove = Command.make("grove").pipe(
     commit,
     push,
     pull,
+    merge,
+    revert,
     status,
     log,
     diff,

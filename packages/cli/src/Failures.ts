@@ -12,7 +12,7 @@ export const ExitCode = {
   error: 1,
   /** Bad flags or arguments. */
   usage: 2,
-  /** Conflicts: a pull left conflict markers, or a merge conflicts with main. */
+  /** Conflicts: a pull left conflict markers, a merge conflicts with main, or a revert with later changes. */
   conflict: 5,
   /** Cannot connect, 401, or no credential. */
   auth: 6

@@ -6,9 +6,10 @@ import { Objects } from "@grove/core"
 import { Effect, Option } from "effect"
 import { failure, usage } from "../Failures.ts"
 import { commitSnapshot, commitWorkingTree } from "../local/Commit.ts"
-import type { BranchState } from "../local/State.ts"
+import type { BranchState, RepoState } from "../local/State.ts"
 import { currentBranch, newBranch, withBranch } from "../local/State.ts"
 import { readIndex } from "../local/WorkingTree.ts"
+import type { Workspace } from "../local/Workspace.ts"
 import { openWorkspace, repositoryOf, saveState } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import { fetchBranch, materialize } from "../sync/Fetch.ts"
@@ -21,16 +22,19 @@ const checkName = (name: string) => {
   return check.ok ? Effect.void : Effect.fail(usage(`invalid branch name ${JSON.stringify(name)}: ${check.reason}`))
 }
 
-export const switchBranch = Effect.fn("Branch.switch")(function*(options: {
+export interface SwitchOptions {
   readonly name: Option.Option<string>
   readonly create: boolean
-}) {
-  const out = yield* Output
-  const opened = yield* openWorkspace()
-  const workspace = opened.workspace
-  if (opened.state.merge !== undefined) return yield* failure("a merge is in progress: finish it with grove commit first", "merge_in_progress")
+}
+
+/**
+ * Moves the checkout to another branch (an existing one, or a new one from main's newest head) and
+ * saves the state; used by `grove switch` and by `grove merge` after the branch has landed.
+ */
+export const switchCheckout = Effect.fn("Branch.switchCheckout")(function*(workspace: Workspace, start: RepoState, options: SwitchOptions) {
+  if (start.merge !== undefined) return yield* failure("a merge is in progress: finish it with grove commit first", "merge_in_progress")
   // Nothing is lost by switching: the working tree is checkpointed on the branch being left.
-  let state = (yield* commitWorkingTree(workspace, opened.state)).state
+  let state = (yield* commitWorkingTree(workspace, start)).state
   const from = currentBranch(state)
   const wanted = Option.getOrUndefined(options.name)
   if (wanted !== undefined) yield* checkName(wanted)
@@ -78,6 +82,13 @@ export const switchBranch = Effect.fn("Branch.switch")(function*(options: {
   )
   state = { ...withBranch(state, target), branch: target.name }
   yield* saveState(workspace, state)
+  return { state, from, target, applied }
+})
+
+export const switchBranch = Effect.fn("Branch.switch")(function*(options: SwitchOptions) {
+  const out = yield* Output
+  const opened = yield* openWorkspace()
+  const { applied, from, target } = yield* switchCheckout(opened.workspace, opened.state, options)
   yield* out.result(
     { branch: target.name, previous: from.name, head: target.head, parent_branch: target.parent_branch, written: applied.written, removed: applied.removed },
     () => `Switched to ${target.name}${target.parent_branch === null ? "" : ` (from ${target.parent_branch})`}.`

@@ -91,9 +91,17 @@ const integrate = Effect.fn("Pull.integrate")(function*(
   return { state: next, conflicts: [], commit: committed.commit?.hash } satisfies Integration
 })
 
-export const pull = Effect.fn("Pull.run")(function*() {
+export interface PullOutcome {
+  readonly state: RepoState
+  readonly events: ReadonlyArray<string>
+}
+
+/**
+ * Fetches the current branch and merges its parent in, saving the state. Conflicts are written with
+ * markers and fail with exit code 5 (`code: "conflicts"`); used by `grove pull` and `grove revert`.
+ */
+export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { readonly workspace: Workspace; readonly state: RepoState }) {
   const out = yield* Output
-  const opened = yield* openWorkspace()
   const workspace = opened.workspace
   if (opened.state.merge !== undefined && opened.state.merge.conflicts.length > 0) {
     return yield* failure(
@@ -193,6 +201,13 @@ export const pull = Effect.fn("Pull.run")(function*() {
       details: { conflict_paths: conflicts.map((c) => c.path), conflicts, branch: current.name }
     })
   }
+  return { state, events } satisfies PullOutcome
+})
+
+export const pull = Effect.fn("Pull.run")(function*() {
+  const out = yield* Output
+  const { events, state } = yield* pullCheckout(yield* openWorkspace())
+  const current = currentBranch(state)
   yield* out.result(
     { branch: current.name, head: current.head, remote_head: current.remote_head, unpushed: current.unpushed.length, events },
     () => events.length === 0 ? `Already up to date (${current.name}).` : events.map((e) => `${e[0]!.toUpperCase()}${e.slice(1)}.`).join("\n")
