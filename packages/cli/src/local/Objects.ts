@@ -163,10 +163,11 @@ export const openObjects = (root: string): ObjectStore => {
         await writeAtomic(target, bytes)
       }),
     hasBlob: (hash) => Effect.sync(() => fsSync.existsSync(blobPath(root, hash))),
+    // Synchronous: a first push drops thousands of kept blobs, and a promise per unlink costs a thread-pool round trip each.
     dropBlob: (hash) =>
-      io(`cannot remove blob ${hash}`, () =>
-        fs.rm(blobPath(root, hash)).catch((error) => {
-          if (!isMissing(error)) throw error
-        }))
+      Effect.try({
+        try: () => fsSync.rmSync(blobPath(root, hash), { force: true }),
+        catch: (error) => failure(`cannot remove blob ${hash}: ${errorMessage(error)}`, "local_io")
+      })
   }
 }

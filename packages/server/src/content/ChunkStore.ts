@@ -20,6 +20,10 @@ export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRej
   reason: Schema.String
 }) {}
 
+/** Reading several chunks of a pack: neighbours closer than SPAN_GAP are read together, up to SPAN_MAX per read. */
+const SPAN_GAP = 64 * 1024
+const SPAN_MAX = 4 * 1024 * 1024
+
 /** Chunks up to this size that arrive together go into one pack object; larger ones are objects of their own. */
 export const INLINE_MAX = 1024 * 1024
 const MAX_PLAIN = 64 * 1024 * 1024
@@ -139,10 +143,37 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         found.push(...(yield* sql<Location>`SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
           WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 500)})`))
       }
-      yield* Effect.forEach(found, (row) => fetch(orgId, row).pipe(Effect.map((bytes) => out.set(row.hash, bytes))), {
-        concurrency: 8,
-        discard: true
-      })
+      // Chunks of one pack that lie close together are read as one range and sliced: a clone reads
+      // thousands of small chunks, mostly in the order they were packed.
+      const spans: Array<{ pack: string; start: number; end: number; rows: Array<Location> }> = []
+      const byPack = new Map<string, Array<Location>>()
+      for (const row of found) {
+        if (row.pack === null) spans.push({ pack: "", start: 0, end: 0, rows: [row] })
+        else byPack.set(row.pack, [...(byPack.get(row.pack) ?? []), row])
+      }
+      for (const [pack, rows] of byPack) {
+        rows.sort((a, b) => Number(a.pack_offset) - Number(b.pack_offset))
+        for (const row of rows) {
+          const start = Number(row.pack_offset)
+          const end = start + Number(row.size)
+          const last = spans.at(-1)
+          if (last !== undefined && last.pack === pack && start >= last.end && start - last.end <= SPAN_GAP && end - last.start <= SPAN_MAX) {
+            last.end = end
+            last.rows.push(row)
+          } else spans.push({ pack, start, end, rows: [row] })
+        }
+      }
+      yield* Effect.forEach(spans, (span) =>
+        span.pack === ""
+          ? fetch(orgId, span.rows[0]!).pipe(Effect.map((bytes) => void out.set(span.rows[0]!.hash, bytes)))
+          : store.getRange({ namespace: namespaceOf(orgId), hash: span.pack }, span.start, span.end - span.start).pipe(
+            Effect.map((bytes) => {
+              for (const row of span.rows) {
+                const at = Number(row.pack_offset) - span.start
+                out.set(row.hash, bytes.subarray(at, at + Number(row.size)))
+              }
+            })
+          ), { concurrency: 4, discard: true })
       return out
     })
 
