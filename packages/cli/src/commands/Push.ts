@@ -177,7 +177,8 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
       for (const file of stored?.commit.files ?? []) if (file.new_blob_hash != null) stillNeeded.add(file.new_blob_hash)
     }
   }
-  for (const blob of blobs) if (!stillNeeded.has(blob.hash)) yield* workspace.objects.dropBlob(blob.hash)
+  if (stillNeeded.size === 0) yield* workspace.objects.dropAllBlobs
+  else for (const blob of blobs) if (!stillNeeded.has(blob.hash)) yield* workspace.objects.dropBlob(blob.hash)
   return {
     state,
     pushed: commits.length,

@@ -50,6 +50,8 @@ export interface ObjectStore {
   readonly keepBlobBytes: (hash: Hash, bytes: Uint8Array) => Effect.Effect<void, CliFailure>
   readonly hasBlob: (hash: Hash) => Effect.Effect<boolean, CliFailure>
   readonly dropBlob: (hash: Hash) => Effect.Effect<void, CliFailure>
+  /** Drops every kept blob (no branch has unpushed commits that need one). */
+  readonly dropAllBlobs: Effect.Effect<void, CliFailure>
 }
 
 /**
@@ -163,6 +165,10 @@ export const openObjects = (root: string): ObjectStore => {
         await writeAtomic(target, bytes)
       }),
     hasBlob: (hash) => Effect.sync(() => fsSync.existsSync(blobPath(root, hash))),
+    dropAllBlobs: Effect.try({
+      try: () => fsSync.rmSync(path.join(objectsDir(root), "blobs"), { recursive: true, force: true }),
+      catch: (error) => failure(`cannot remove kept blobs: ${errorMessage(error)}`, "local_io")
+    }),
     // Synchronous: a first push drops thousands of kept blobs, and a promise per unlink costs a thread-pool round trip each.
     dropBlob: (hash) =>
       Effect.try({

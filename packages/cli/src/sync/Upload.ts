@@ -128,8 +128,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       await (await remote.binary("chunks/batch", { method: "POST", body, contentType: "application/octet-stream" })).arrayBuffer()
       progress.add(body.length)
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
-  for (const page of pages(needed, Objects.Chunks.MAX_BATCH_ENTRIES)) {
-    yield* call(client.sync.chunksUploaded({ params, payload: { hashes: page.map((c) => ({ hash: c.hash, size: c.size })) } }))
-  }
+  // No chunks/uploaded confirmation: a batch answers 200 only once every chunk in it is verified and stored
+  // (the confirmation is for uploads to presigned URLs, which this server does not hand out).
   return { blobs, uploadedChunks: needed.length, uploadedBytes: total } satisfies UploadResult
 }) as (remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) => Effect.Effect<UploadResult, CliFailure>
