@@ -10,7 +10,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -27,13 +27,6 @@ afterAll(async () => {
   removeTempDirs()
 })
 
-const at = (options: GroveOptions, cwd: string): GroveOptions => ({ ...options, cwd })
-
-const ok = async (args: ReadonlyArray<string>, options: GroveOptions) => {
-  const run = await grove(args, options)
-  expect(run.code, `grove ${args.join(" ")}\n${run.stdout}\n${run.stderr}`).toBe(0)
-  return run
-}
 
 /** Every file under `root` (not .grove) with its kind, mode bits and content hash or link target. */
 const listing = (root: string): Record<string, string> => {

@@ -8,6 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { CLI_BIN } from "../support/GroveServer.ts"
+import { expect } from "@effect/vitest"
 
 export interface GroveRun {
   readonly code: number
@@ -100,6 +101,16 @@ export const grove = (args: ReadonlyArray<string>, options: GroveOptions): Promi
 
 /** stdout as the one JSON document `--json` promises (fails the test if it is anything else). */
 export const json = (run: GroveRun): any => JSON.parse(run.stdout)
+
+/** The same options, run in `cwd`. */
+export const at = (options: GroveOptions, cwd: string): GroveOptions => ({ ...options, cwd })
+
+/** Runs grove and expects exit 0, showing its output when it is not. */
+export const ok = async (args: ReadonlyArray<string>, options: GroveOptions) => {
+  const run = await grove(args, options)
+  expect(run.code, `grove ${args.join(" ")}\n${run.stdout}\n${run.stderr}`).toBe(0)
+  return run
+}
 
 /** Posts the sign-in form of `{site}/cli-auth` as a browser does. */
 export const postSignIn = (site: string, fields: { username: string; password: string; callback?: string; state?: string }) =>

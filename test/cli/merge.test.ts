@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -35,13 +35,6 @@ afterAll(async () => {
   removeTempDirs()
 })
 
-const at = (options: GroveOptions, cwd: string): GroveOptions => ({ ...options, cwd })
-
-const ok = async (args: ReadonlyArray<string>, options: GroveOptions) => {
-  const run = await grove(args, options)
-  expect(run.code, `grove ${args.join(" ")}\n${run.stdout}\n${run.stderr}`).toBe(0)
-  return run
-}
 
 const api = async (pathname: string, init: RequestInit = {}) => {
   const response = await fetch(`${server.url}/api${pathname}`, {
