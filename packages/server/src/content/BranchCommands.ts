@@ -201,7 +201,11 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
   const chainStarts = rows.filter((c) => c.parent_hash === null || !pushed.has(c.parent_hash))
   const accepted = payload.force || serverHead === null || pushed.has(serverHead) ||
     chainStarts.some((c) => c.parent_hash === serverHead)
-  if (!accepted) return { success: false, new_head: serverHead, message: CONFLICT_MESSAGE }
+  if (!accepted) {
+    // Nothing is published: the objects the push staged stay unreferenced, its staging row goes.
+    if (payload.stagedId !== null) yield* sql`DELETE FROM staged_pushes WHERE id = ${payload.stagedId}`
+    return { success: false, new_head: serverHead, message: CONFLICT_MESSAGE }
+  }
 
   // Parents outside the push must be published (checked again here: the edge's check ran before this command).
   const external = [...new Set(rows.flatMap((c) => [c.parent_hash, c.merge_parent_hash]).filter((h): h is string => h !== null && !pushed.has(h)))]

@@ -208,7 +208,9 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
     }),
 
     blobsCheck: Effect.fnUntraced(function*({ params, payload }) {
-      const repo = yield* readable(params.owner, params.name)
+      // Presence is organization-wide (dedup), so only writers, who are about to upload, may ask.
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       yield* checkHashList(payload.hashes, 10_000)
       const have = yield* dbUnavailable(objects.blobSizes(repo.orgId, payload.hashes))
       return { missing: payload.hashes.filter((h) => !have.has(h)) }
