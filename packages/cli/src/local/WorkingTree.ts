@@ -183,6 +183,15 @@ export const applySnapshot = (
         fsSync.mkdirSync(dir, { recursive: true })
         madeDirs.add(dir)
       }
+      const existing = fsSync.lstatSync(target, { throwIfNoEntry: false })
+      if (existing === undefined && entry.mode !== "symlink" && uses.get(entry.hash) === 1 && movable(bytes)) {
+        // Nothing to replace (a clone, a new file): the downloaded file itself moves into place, already complete.
+        if (entry.mode === "executable") fsSync.chmodSync(bytes, 0o755)
+        fsSync.renameSync(bytes, target)
+        const stats = fsSync.lstatSync(target)
+        files.set(file, { hash: entry.hash, mode: entry.mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+        continue
+      }
       const temp = `${prefix}${n++}`
       if (entry.mode === "symlink") {
         fsSync.symlinkSync(fsSync.readFileSync(bytes, "utf8"), temp)
@@ -192,7 +201,7 @@ export const applySnapshot = (
         fsSync.chmodSync(temp, entry.mode === "executable" ? 0o755 : 0o644)
       }
       // A file written where a directory used to be (or the reverse) needs the old one gone first.
-      if (fsSync.lstatSync(target, { throwIfNoEntry: false })?.isDirectory() === true) {
+      if (existing?.isDirectory() === true) {
         fsSync.rmSync(target, { recursive: true, force: true })
         madeDirs.clear() // directories under it are gone too
       }
