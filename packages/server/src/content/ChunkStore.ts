@@ -22,7 +22,7 @@ export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRej
 
 /** Reading several chunks of a pack: neighbours closer than SPAN_GAP are read together, up to SPAN_MAX per read. */
 const SPAN_GAP = 64 * 1024
-const SPAN_MAX = 4 * 1024 * 1024
+const SPAN_MAX = 1024 * 1024
 
 /** Chunks up to this size that arrive together go into one pack object; larger ones are objects of their own. */
 export const INLINE_MAX = 1024 * 1024
@@ -218,8 +218,8 @@ export class ChunkStore extends Context.Service<ChunkStore, {
   }))
 }
 
-/** Bytes of chunks read per round trip when streaming many: the largest chunk's size (FastCDC's maximum). */
-export const READ_GROUP_BYTES = 4 * 1024 * 1024
+/** Bytes of chunks read per round trip when streaming many (a chunk larger than this is read alone). */
+export const READ_GROUP_BYTES = 2 * 1024 * 1024
 
 /**
  * The chunks of `hashes` in request order, read a group of at most READ_GROUP_BYTES at a time (small
