@@ -34,8 +34,8 @@ const TYPES: Record<string, string> = {
 }
 
 /**
- * A type from the extension. HTML and SVG are served as text so a repository's file can never run script
- * in the server's origin.
+ * A type from the extension. HTML, SVG and anything unknown are served as application/octet-stream
+ * (with nosniff and a sandbox policy) so a repository's file can never run script in the server's origin.
  */
 export const contentTypeOf = (path: string): string => {
   const dot = path.lastIndexOf(".")
