@@ -100,23 +100,31 @@ const updateBranch = Effect.fnUntraced(function*(current: BranchRecord, changes:
   return rows[0]!
 })
 
+/** The object lists a push left in `staged_pushes` for its command (taken: the row goes with this transaction). */
+export const takeStaged = Effect.fnUntraced(function*(repoId: string, stagedId: string | null) {
+  const sql = yield* SqlClient.SqlClient
+  if (stagedId === null) return { trees: [], blobs: [] }
+  const rows = yield* sql<{ body: unknown }>`DELETE FROM staged_pushes WHERE id = ${stagedId} AND repo_id = ${repoId} RETURNING body`
+  const body = rows[0]?.body
+  if (body === undefined) return { trees: [], blobs: [] }
+  return (typeof body === "string" ? JSON.parse(body) : body) as { trees: ReadonlyArray<string>; blobs: ReadonlyArray<string> }
+})
+
 /**
  * What the newly published commits reach: repository rows for access and size, organization rows for the quota.
  * The quota is checked on the chunks that become referenced for the first time in the organization.
  */
-export const account = Effect.fnUntraced(function*(repo: RepositoryRecord, stagedId: string | null) {
+export const account = Effect.fnUntraced(function*(
+  repo: RepositoryRecord,
+  body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }
+) {
   const sql = yield* SqlClient.SqlClient
-  if (stagedId === null) return
-  const staged = yield* sql<{ body: unknown }>`DELETE FROM staged_pushes WHERE id = ${stagedId} AND repo_id = ${repo.id} RETURNING body`
-  const row = staged[0]
-  if (row === undefined) return
-  const body = (typeof row.body === "string" ? JSON.parse(row.body) : row.body) as { trees: Array<string>; blobs: Array<string> }
   if (body.trees.length > 0) {
-    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${body.trees}::text[]) ON CONFLICT DO NOTHING`
+    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${[...body.trees]}::text[]) ON CONFLICT DO NOTHING`
   }
   if (body.blobs.length === 0) return
   const added = yield* sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
-    SELECT ${repo.id}, unnest(${body.blobs}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`
+    SELECT ${repo.id}, unnest(${[...body.blobs]}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`
   if (added.length === 0) return
   const addedHashes = added.map((r) => r.blob_hash)
   yield* sql`UPDATE repositories SET
@@ -217,7 +225,7 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
     if (missing !== undefined) return yield* new ParentUnpublished({ commit: missing })
   }
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ANY(${[...pushed]}::text[]) AND NOT published`
-  yield* account(repo, payload.stagedId)
+  yield* account(repo, yield* takeStaged(repo.id, payload.stagedId))
 
   const tip = payload.tip!
   const firstPush = current === undefined || current.pushedAt === null

@@ -51,11 +51,11 @@ const setup = (name: string, mainHead: string | null, branchHead: string) =>
         sql.insert({ repo_id: repoId, hash, branch_name: "main", manifest_hash: h("e"), author: "t", timestamp: created, files: "[]" })
       }`
     }
-    const stage = () =>
-      sql<{ id: string }>`INSERT INTO staged_pushes ${sql.insert({ id: randomUUID(), repo_id: repoId, body: JSON.stringify({ trees: [], blobs: [] }) })} RETURNING id`
-        .pipe(Effect.map((rows) => rows[0]!.id))
     const heads = sql<{ name: string; head: string | null; status: string }>`SELECT name, head, status FROM branches WHERE repo_id = ${repoId} ORDER BY name`
-    return { repoId, stage, heads, key: `${name}/r` }
+    const reached = sql<{ tree_hash: string }>`SELECT tree_hash FROM repo_trees WHERE repo_id = ${repoId}`.pipe(
+      Effect.map((rows) => rows.map((r) => r.tree_hash))
+    )
+    return { repoId, heads, reached, key: `${name}/r` }
   })
 
 const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) =>
@@ -71,27 +71,30 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       const repo = yield* setup("o1", h("a"), h("b"))
       const before = yield* repo.heads
       const base = { branch: "b", commit: h("c"), manifest: h("e"), message: "m", gateOverridden: false, actor: "t" }
-      const stale = yield* run(merge({ ...base, expectedMainHead: h("9"), expectedBranchHead: h("b"), stagedId: yield* repo.stage() }, context(repo.key)))
+      const stale = yield* run(merge({ ...base, expectedMainHead: h("9"), expectedBranchHead: h("b"), newTrees: [h("e")] }, context(repo.key)))
       expect(stale._tag === "Failure" && stale.failure._tag).toBe("MainMoved")
-      const moved = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("8"), stagedId: yield* repo.stage() }, context(repo.key)))
+      const moved = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("8"), newTrees: [h("e")] }, context(repo.key)))
       expect(moved._tag === "Failure" && moved.failure._tag).toBe("BranchMoved")
       expect(yield* repo.heads).toEqual(before)
-      const landed = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b"), stagedId: yield* repo.stage() }, context(repo.key)))
+      expect(yield* repo.reached).toEqual([])
+      const landed = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b"), newTrees: [h("e")] }, context(repo.key)))
       expect(landed._tag).toBe("Success")
       expect(yield* repo.heads).toEqual([{ name: "b", head: h("b"), status: "merged" }, { name: "main", head: h("c"), status: "open" }])
       expect(events.at(-1)).toMatchObject({ type: "merge", branch: "b", commit: h("c") })
+      // The squash commit's new trees are now reached by the repository (access and size accounting).
+      expect(yield* repo.reached).toEqual([h("e")])
     }))
 
   it.effect("sync and revert: branch_moved when the branch got commits meanwhile; nothing changes", () =>
     Effect.gen(function*() {
       const repo = yield* setup("o2", h("a"), h("b"))
       const before = yield* repo.heads
-      const synced = yield* run(sync({ branch: "b", expectedBranchHead: h("7"), commit: h("c"), mergeParent: h("a"), stagedId: yield* repo.stage(), actor: "t" }, context(repo.key)))
+      const synced = yield* run(sync({ branch: "b", expectedBranchHead: h("7"), commit: h("c"), mergeParent: h("a"), newTrees: [h("e")], actor: "t" }, context(repo.key)))
       expect(synced._tag === "Failure" && synced.failure._tag).toBe("BranchMoved")
-      const reverted = yield* run(revert({ branch: "main", expectedHead: h("7"), commit: h("d"), reverted: h("a"), message: "Revert", stagedId: yield* repo.stage(), actor: "t" }, context(repo.key)))
+      const reverted = yield* run(revert({ branch: "main", expectedHead: h("7"), commit: h("d"), reverted: h("a"), message: "Revert", newTrees: [h("e")], actor: "t" }, context(repo.key)))
       expect(reverted._tag === "Failure" && reverted.failure._tag).toBe("BranchMoved")
       expect(yield* repo.heads).toEqual(before)
-      const ok = yield* run(sync({ branch: "b", expectedBranchHead: h("b"), commit: h("c"), mergeParent: h("a"), stagedId: yield* repo.stage(), actor: "t" }, context(repo.key)))
+      const ok = yield* run(sync({ branch: "b", expectedBranchHead: h("b"), commit: h("c"), mergeParent: h("a"), newTrees: [h("e")], actor: "t" }, context(repo.key)))
       expect(ok._tag).toBe("Success")
       expect((yield* repo.heads).find((b) => b.name === "b")?.head).toBe(h("c"))
       expect(events.at(-1)).toMatchObject({ type: "push", branch: "b", commit: h("c") })

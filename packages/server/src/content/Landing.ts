@@ -1,8 +1,8 @@
 /**
  * What merges, syncs and reverts share before their entity command: whole
- * snapshots of published manifests, and writing a computed commit (its trees,
- * the unpublished commit row, the staged object lists) so the command only has
- * to publish it with a compare-and-set.
+ * snapshots of published manifests, and writing a computed commit (its new
+ * trees and the unpublished commit row) so the command only has to publish it
+ * with a compare-and-set.
  */
 import { ApiSync } from "@grove/api"
 import * as Snapshots from "@grove/core/merge/Snapshots"
@@ -38,7 +38,8 @@ export const snapshotOf = (cache: TreeCache, manifest: string) =>
 export interface ComputedCommit {
   readonly hash: string
   readonly manifestHash: string
-  readonly stagedId: string
+  /** Trees of the commit the repository's published commits do not reach yet (the changed directories). */
+  readonly newTrees: ReadonlyArray<string>
 }
 
 /**
@@ -73,7 +74,9 @@ export const writeCommit = Effect.fnUntraced(function*(
     timestamp
   }
   const hash = Commit.hashCommit(fields)
-  const trees = [...built.trees].map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
+  // Unchanged directories are already stored and reached: only the changed ones are written and accounted.
+  const known = yield* objects.repoTrees(repo.id, [...built.trees.keys()])
+  const trees = [...built.trees].filter(([h]) => !known.has(h)).map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
   yield* objects.storeTrees(repo.orgId, trees)
   yield* objects.stageCommits(repo.id, [{
     hash,
@@ -86,7 +89,6 @@ export const writeCommit = Effect.fnUntraced(function*(
     timestamp: Timestamp.formatTimestamp(timestamp),
     files: files.map(ApiSync.toFileChangeData)
   }])
-  const stagedId = yield* objects.stagePush(repo.id, { trees: trees.map((t) => t.hash), blobs: [] })
-  const computed: ComputedCommit = { hash, manifestHash: built.root, stagedId }
+  const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
   return computed
 })

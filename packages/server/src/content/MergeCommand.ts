@@ -24,7 +24,8 @@ export const MergePayload = Schema.Struct({
   commit: Schema.String,
   manifest: Schema.String,
   message: Schema.String,
-  stagedId: Schema.String,
+  /** The squash commit's trees the repository does not reach yet (only changed directories: small). */
+  newTrees: Schema.Array(Schema.String),
   /** The CI gate was closed and force=1 opened it. */
   gateOverridden: Schema.Boolean,
   actor: Schema.String
@@ -58,7 +59,7 @@ export const merge = Effect.fn("Repository.merge")(function*(payload: typeof Mer
   if (branch.head !== payload.expectedBranchHead) return yield* new BranchMoved({ branch: payload.branch })
 
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ${payload.commit}`
-  yield* account(repo, payload.stagedId)
+  yield* account(repo, { trees: payload.newTrees, blobs: [] })
   if (main === undefined) {
     yield* sql`INSERT INTO branches ${
       sql.insert({ repo_id: repo.id, name: "main", status: "open", head: payload.commit, created_by: payload.actor, created_at: new Date().toISOString().replace("Z", "+00:00"), pushed_at: new Date() })

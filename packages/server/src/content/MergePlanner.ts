@@ -27,7 +27,7 @@ export interface PlannedMerge {
   readonly commitHash: string
   readonly manifestHash: string
   readonly message: string
-  readonly stagedId: string
+  readonly newTrees: ReadonlyArray<string>
   /** The CI gate was closed and `force` opened it (recorded in the audit log). */
   readonly gateOverridden: boolean
 }
@@ -107,7 +107,7 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
     commitHash: commit.hash,
     manifestHash: commit.manifestHash,
     message,
-    stagedId: commit.stagedId,
+    newTrees: commit.newTrees,
     gateOverridden: !gate.open
   }
   return planned

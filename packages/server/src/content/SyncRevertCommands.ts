@@ -19,7 +19,7 @@ export const SyncPayload = Schema.Struct({
   expectedBranchHead: Schema.String,
   commit: Schema.String,
   mergeParent: Schema.String,
-  stagedId: Schema.String,
+  newTrees: Schema.Array(Schema.String),
   actor: Schema.String
 })
 export const SyncSuccess = Schema.Struct({
@@ -36,7 +36,7 @@ export const RevertPayload = Schema.Struct({
   commit: Schema.String,
   reverted: Schema.String,
   message: Schema.String,
-  stagedId: Schema.String,
+  newTrees: Schema.Array(Schema.String),
   actor: Schema.String
 })
 export const RevertSuccess = Schema.Struct({
@@ -53,7 +53,7 @@ const land = Effect.fnUntraced(function*(
   branchName: string,
   expected: string,
   commit: string,
-  stagedId: string,
+  newTrees: ReadonlyArray<string>,
   actor: string
 ) {
   const sql = yield* SqlClient.SqlClient
@@ -66,7 +66,7 @@ const land = Effect.fnUntraced(function*(
   }
   if (branch.head !== expected) return yield* new BranchMoved({ branch: branchName })
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ${commit}`
-  yield* account(repo, stagedId)
+  yield* account(repo, { trees: newTrees, blobs: [] })
   const moved = yield* sql`UPDATE branches SET head = ${commit}, updated_at = now(), version = version + 1
     WHERE repo_id = ${repo.id} AND name = ${branchName} AND version = ${branch.version} RETURNING name`
   if (moved.length === 0) return yield* new BranchMoved({ branch: branchName })
@@ -86,12 +86,12 @@ const land = Effect.fnUntraced(function*(
 })
 
 export const sync = Effect.fn("Repository.sync")(function*(payload: typeof SyncPayload.Type, { entityId }: Entity.CommandContext) {
-  yield* land(entityId, payload.branch, payload.expectedBranchHead, payload.commit, payload.stagedId, payload.actor)
+  yield* land(entityId, payload.branch, payload.expectedBranchHead, payload.commit, payload.newTrees, payload.actor)
   return { branch: payload.branch, synced: true, head: payload.commit, commit_hash: payload.commit, merge_parent_hash: payload.mergeParent }
 })
 
 export const revert = Effect.fn("Repository.revert")(function*(payload: typeof RevertPayload.Type, { entityId }: Entity.CommandContext) {
-  const repo = yield* land(entityId, payload.branch, payload.expectedHead, payload.commit, payload.stagedId, payload.actor)
+  const repo = yield* land(entityId, payload.branch, payload.expectedHead, payload.commit, payload.newTrees, payload.actor)
   yield* audit(repo.orgId, payload.actor, "commit.revert", `${repo.owner}/${repo.name}`, {
     branch: payload.branch,
     reverted: payload.reverted,

@@ -7,7 +7,7 @@
  */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
-import { Effect, Option, Schema } from "effect"
+import { Context, Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -71,15 +71,20 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
     )
   const forget = (repo: { owner: string; name: string }) => Effect.sync(() => repositories.invalidate(repo.owner, repo.name))
+  const objects = Context.get(context, ContentObjects)
+  /** The authorized repository, the actor, the command id, and the stored answer of an earlier attempt with the same key. */
+  const begin = (params: { readonly owner: string; readonly name: string }, action: "write" | "merge") =>
+    Effect.gen(function*() {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, action))
+      const id = yield* commandId
+      return { caller, repo, actor: yield* actorName, id, replay: yield* storedReply(runtime, id) }
+    })
 
   return handlers.handleAll({
     merge: Effect.fn("Merges.merge")(function*({ params, query }) {
-      const caller = yield* CurrentCaller
-      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
+      const { repo, actor, id, replay } = yield* begin(params, "merge")
       const force = query.force === "1" || query.force === "true"
-      const actor = yield* actorName
-      const id = yield* commandId
-      const replay = yield* storedReply(runtime, id)
       if (Option.isSome(replay)) return replay.value as MergeCommand.MergeSuccess
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), {
@@ -89,7 +94,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         commit: planned.commitHash,
         manifest: planned.manifestHash,
         message: planned.message,
-        stagedId: planned.stagedId,
+        newTrees: planned.newTrees,
         gateOverridden: planned.gateOverridden,
         actor
       }, id).pipe(
@@ -99,11 +104,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       )
     }),
     sync: Effect.fn("Merges.sync")(function*({ params }) {
-      const caller = yield* CurrentCaller
-      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
-      const actor = yield* actorName
-      const id = yield* commandId
-      const replay = yield* storedReply(runtime, id)
+      const { repo, actor, id, replay } = yield* begin(params, "write")
       if (Option.isSome(replay)) return replay.value as typeof SyncRevert.SyncSuccess.Type
       const planned = yield* plan(planSync(repo, params.branch, actor))
       if (planned.kind === "up_to_date") return { branch: params.branch, synced: false, head: planned.head }
@@ -112,27 +113,24 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         expectedBranchHead: planned.branchHead,
         commit: planned.commit.hash,
         mergeParent: planned.parentHead,
-        stagedId: planned.commit.stagedId,
+        newTrees: planned.commit.newTrees,
         actor
       }, id).pipe(Effect.catch(landingFailure))
     }),
     revert: Effect.fn("Merges.revert")(function*({ params }) {
-      const caller = yield* CurrentCaller
-      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
-      const actor = yield* actorName
-      const id = yield* commandId
-      const replay = yield* storedReply(runtime, id)
+      const { caller, repo, actor, id, replay } = yield* begin(params, "write")
       if (Option.isSome(replay)) return replay.value as typeof SyncRevert.RevertSuccess.Type
+      // Reverting on main changes main, which only mergers may do: checked before any planning work is written.
+      const target = (yield* dbUnavailable(objects.loadCommits(repo.id, [params.hash]))).get(params.hash)
+      if (target?.branch_name === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const planned = yield* plan(planRevert(repo, params.hash, actor))
-      // Reverting on main changes main, which only mergers may do.
-      if (planned.branch === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       return yield* gateway.revert(repositoryKey(repo.owner, repo.name), {
         branch: planned.branch,
         expectedHead: planned.head,
         commit: planned.commit.hash,
         reverted: planned.reverted,
         message: planned.message,
-        stagedId: planned.commit.stagedId,
+        newTrees: planned.commit.newTrees,
         actor
       }, id).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
     })
