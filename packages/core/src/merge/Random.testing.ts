@@ -1,5 +1,7 @@
 import { hash } from "../objects/Blake3.ts"
 import type { BlobMode } from "../objects/Tree.ts"
+import type { Snapshot } from "../objects/FileChanges.ts"
+import { buildTrees } from "./Snapshots.ts"
 
 /** A seeded PRNG (mulberry32) for the property tests of this folder: same seed, same cases. */
 export interface Random {
@@ -73,4 +75,15 @@ export const mutate = (rnd: Random, before: ReadonlyMap<string, { hash: string; 
     for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) after.delete(path.slice(0, i))
   }
   return after
+}
+
+/** A snapshot from `{path: [hash, mode?]}`. */
+export const snap = (files: Record<string, readonly [string, BlobMode?]>): Snapshot =>
+  new Map(Object.entries(files).map(([path, [h, mode]]) => [path, { hash: h, mode: mode ?? "regular" }]))
+
+/** buildTrees that throws on a failure (the tests build valid snapshots). */
+export const build = (snapshot: Snapshot) => {
+  const result = buildTrees(snapshot)
+  if (!result.ok) throw new Error(result.reason)
+  return result
 }

@@ -1,23 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { EMPTY_HASH, hash } from "../objects/Blake3.ts"
 import { flattenTree } from "../objects/FileChanges.ts"
-import type { Snapshot } from "../objects/FileChanges.ts"
 import { hashTree } from "../objects/Tree.ts"
-import type { BlobMode } from "../objects/Tree.ts"
-import { randomFiles, seeded } from "./Random.testing.ts"
+import { build, randomFiles, seeded, snap } from "./Random.testing.ts"
 import { buildTrees } from "./Snapshots.ts"
 
 const A = hash("a")
 const B = hash("b")
 
-const snap = (files: Record<string, readonly [string, BlobMode?]>): Snapshot =>
-  new Map(Object.entries(files).map(([path, [h, mode]]) => [path, { hash: h, mode: mode ?? "regular" }]))
 
-const build = (snapshot: Snapshot) => {
-  const result = buildTrees(snapshot)
-  if (!result.ok) throw new Error(result.reason)
-  return result
-}
 
 describe("Snapshots.buildTrees", () => {
   it("builds the empty tree for the empty snapshot", () => {

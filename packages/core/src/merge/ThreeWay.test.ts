@@ -1,9 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { hash } from "../objects/Blake3.ts"
-import type { Snapshot } from "../objects/FileChanges.ts"
 import { checkPathSet } from "../objects/Path.ts"
-import type { BlobMode } from "../objects/Tree.ts"
-import { mutate, randomSnapshot, seeded } from "./Random.testing.ts"
+import { mutate, randomSnapshot, seeded, snap } from "./Random.testing.ts"
 import { mergeSnapshots } from "./ThreeWay.ts"
 import type { Conflict } from "./ThreeWay.ts"
 
@@ -11,8 +9,6 @@ const A = hash("a")
 const B = hash("b")
 const C = hash("c")
 
-const snap = (files: Record<string, readonly [string, BlobMode?]>): Snapshot =>
-  new Map(Object.entries(files).map(([path, [h, mode]]) => [path, { hash: h, mode: mode ?? "regular" }]))
 
 const swapKind = (c: Conflict): Conflict => ({
   path: c.path,

@@ -3,22 +3,14 @@ import { hash } from "../objects/Blake3.ts"
 import { checkFileChangesAgree } from "../objects/FileChanges.ts"
 import type { FileChange, Snapshot } from "../objects/FileChanges.ts"
 import type { BlobMode, TreeEntry } from "../objects/Tree.ts"
-import { mutate, randomSnapshot, seeded } from "./Random.testing.ts"
-import { buildTrees } from "./Snapshots.ts"
+import { build, mutate, randomSnapshot, seeded, snap } from "./Random.testing.ts"
 import { diffSnapshots, diffTrees } from "./TreeDiff.ts"
 
 const A = hash("a")
 const B = hash("b")
 const C = hash("c")
 
-const snap = (files: Record<string, readonly [string, BlobMode?]>): Snapshot =>
-  new Map(Object.entries(files).map(([path, [h, mode]]) => [path, { hash: h, mode: mode ?? "regular" }]))
 
-const build = (snapshot: Snapshot) => {
-  const result = buildTrees(snapshot)
-  if (!result.ok) throw new Error(result.reason)
-  return result
-}
 
 const summary = (changes: ReadonlyArray<FileChange>): Array<string> =>
   changes.map((c) => `${c.change_type} ${c.old_path == null ? "" : `${c.old_path} -> `}${c.path}`)
