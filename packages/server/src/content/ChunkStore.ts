@@ -75,7 +75,6 @@ export class ChunkStore extends Context.Service<ChunkStore, {
   /** Sizes of the chunks the organization has. */
   readonly sizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, SqlError>
   readonly read: (orgId: string, hash: string) => Stream.Stream<Uint8Array, ChunkReadError>
-  readonly readBytes: (orgId: string, hash: string) => Effect.Effect<Uint8Array, ChunkReadError>
   /** The bytes of several chunks (inline ones in one query); hashes the organization lacks are absent. */
   readonly readMany: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, Uint8Array>, ChunkReadError>
 }>()("grove/server/content/ChunkStore") {
@@ -206,13 +205,6 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       }),
       sizes,
       read,
-      readBytes: (orgId, hash) =>
-        Stream.runCollect(read(orgId, hash)).pipe(
-          Effect.map((parts) => {
-            const list = Array.from(parts)
-            return list.length === 1 ? list[0]! : new Uint8Array(Buffer.concat(list))
-          })
-        ),
       readMany
     })
   }))

@@ -86,7 +86,3 @@ export const readBody = (maxBytes: number) =>
     if (failure !== undefined) return yield* failure
     return parts.length === 1 ? parts[0]! : new Uint8Array(Buffer.concat(parts))
   })
-
-/** Bytes as JSON numbers are for small bodies only; this answers binary. */
-export const octetStream = (body: Stream.Stream<Uint8Array, unknown>, headers: Record<string, string> = {}) =>
-  HttpServerResponse.stream(body, { contentType: "application/octet-stream", headers })
