@@ -6,18 +6,26 @@
  * and records the offset. After the commit it replies to the requesting node
  * and then commits the bus offset. A fenced worker stops: the partition stays
  * idle here until the bus hands it out again.
+ *
+ * No record stalls the partition (see `CommandFailures`): what can pass is
+ * retried with backoff (a lost database forever, the node reporting the
+ * stall); a command that fails the same way every time is settled as failed
+ * and answered; a record that cannot be decoded or settled goes to the
+ * dead-letter topic. Either way the worker moves on to the next record.
  */
-import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, Option, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
-import { SqlError } from "effect/sql/SqlError"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
+import * as CommandFailures from "./CommandFailures.ts"
 import { type CommandContext, commandOf, decodeJson, encodeJson, type Entity } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
-import { CommandMessage, type ReplyMessage, type StoredReply } from "./Messages.ts"
+import { CommandMessage, type DeadLetter, type ReplyMessage, type StoredReply } from "./Messages.ts"
 import { Outbox } from "./Outbox.ts"
 import * as Outboxes from "./Outbox.ts"
 import type { OutboxRelay } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
+import type { PartitionHealth } from "./PartitionHealth.ts"
+import * as Topics from "./Topics.ts"
 
 /** A registered entity type, with handlers typed loosely for dispatch. */
 export interface Registered {
@@ -30,12 +38,10 @@ export interface Registered {
 export interface ProcessorOptions {
   readonly bus: BusShape
   readonly relay: OutboxRelay
+  readonly health: PartitionHealth
   /** The registration of an entity type; waits a while for it to be registered, `None` after that. */
   readonly lookup: (entityType: string) => Effect.Effect<Option.Option<Registered>>
 }
-
-/** Transient database trouble: retry, backing off up to five seconds. */
-const retrySql = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
 
 const decodeCommand = Schema.decodeUnknownEffect(CommandMessage)
 
@@ -46,15 +52,60 @@ interface Outcome {
   readonly events: number
 }
 
+/** A record's value is kept in its dead letter up to this much JSON. */
+const DEAD_LETTER_VALUE_LIMIT = 64 * 1024
+
 export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
   Effect.gen(function*() {
-    const { bus, relay } = options
+    const { bus, relay, health } = options
     const sql = yield* SqlClient.SqlClient
     const { topic, partition } = claim
-    const epoch = yield* PartitionFence.claim(topic, partition, bus.nodeId).pipe(
-      Effect.tapError((error) => Effect.logWarning("could not claim the partition; retrying", error)),
-      Effect.retry(retrySql)
-    )
+
+    /** The database answers at all (so a failing command is the command's fault, not the connection's). */
+    const databaseAnswers = sql`SELECT 1`.pipe(Effect.as(true), Effect.catchCause(() => Effect.succeed(false)))
+
+    /**
+     * Runs `attempt` until it succeeds, is fenced or interrupted, or fails in a
+     * way that is no use retrying (`Poison`, with the reason). A lost database
+     * is waited for as long as it takes, and reported as a stall meanwhile.
+     */
+    const persist = <A, R>(what: string, attempt: Effect.Effect<A, unknown, R>) =>
+      Effect.gen(function*() {
+        for (let tries = 0, counted = 0;; tries++) {
+          const exit = yield* Effect.exit(attempt)
+          if (Exit.isSuccess(exit)) {
+            if (tries > 0) health.recovered(partition)
+            return { _tag: "Done", value: exit.value } as const
+          }
+          const verdict = CommandFailures.classify(exit.cause)
+          switch (verdict._tag) {
+            case "Interrupted":
+              return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+            case "Fenced":
+              return yield* verdict.fenced
+            case "Poison":
+              if (tries > 0) health.recovered(partition)
+              return { _tag: "Poison", message: verdict.message } as const
+            case "Transient": {
+              health.stalled(partition, verdict.message)
+              // A connection error while the database answers others is this command's own doing.
+              if (!verdict.connection || (yield* databaseAnswers)) counted++
+              if (counted >= CommandFailures.maxAttempts) {
+                health.recovered(partition)
+                return { _tag: "Poison", message: `${verdict.message} (${counted} attempts)` } as const
+              }
+              // One line per run of failures and then every 20th: an outage must not flood the log.
+              if (tries % 20 === 0) yield* Effect.logWarning(`${what} failed; retrying`, { error: verdict.message, tries })
+              yield* Effect.sleep(CommandFailures.backoff(tries))
+            }
+          }
+        }
+      })
+
+    /** Claims the partition, retrying until the database lets it (or another node was faster). */
+    const claimed = yield* persist("claiming the partition", PartitionFence.claim(topic, partition, bus.nodeId))
+    if (claimed._tag === "Poison") return yield* Effect.die(new Error(`could not claim the partition: ${claimed.message}`))
+    const epoch = claimed.value
     yield* Effect.logDebug("claimed", { epoch })
     relay.own(partition)
 
@@ -82,32 +133,32 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
           Effect.catch((error) => Effect.succeed(defect(`could not encode the reply: ${error.message}`)))
         )
       }
-      if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
+      const verdict = CommandFailures.classify(exit.cause)
+      // Transient trouble (or an interruption) fails the whole transaction, to be tried again.
+      if (verdict._tag !== "Poison") return yield* Effect.failCause(exit.cause)
       const failure = Cause.findErrorOption(exit.cause)
-      if (Option.isNone(failure)) return defect(Cause.pretty(exit.cause))
-      if (failure.value instanceof SqlError) {
-        // Transient: the whole command is retried. Otherwise a bug in the handler.
-        if (failure.value.isRetryable) return yield* failure.value
-        return defect(`database error in the handler: ${failure.value.message}`)
-      }
-      if (schemas.error === undefined) return defect(`unexpected failure: ${Cause.pretty(exit.cause)}`)
-      return yield* encodeJson(schemas.error, failure.value).pipe(
+      const declared = Option.isSome(failure) && schemas.error !== undefined &&
+        (failure.value as { _tag?: unknown })._tag !== "SqlError"
+      if (!declared) return defect(`the command failed: ${verdict.message}`)
+      return yield* encodeJson(schemas.error!, failure.value).pipe(
         Effect.map((error): StoredReply => ({ _tag: "Failure", error })),
         Effect.catch((error) => Effect.succeed(defect(`could not encode the error: ${error.message}`)))
       )
+    })
+
+    const entryOf = (message: CommandMessage): Inbox.InboxEntry => ({
+      commandId: message.commandId,
+      entityType: message.entityType,
+      entityId: message.entityId,
+      command: message.command,
+      partition
     })
 
     /** The command's transaction. */
     const transact = (record: BusRecord, message: CommandMessage, registered: Registered) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* PartitionFence.check(topic, partition, epoch, record.offset)
-        const entry = {
-          commandId: message.commandId,
-          entityType: message.entityType,
-          entityId: message.entityId,
-          command: message.command,
-          partition
-        }
+        const entry = entryOf(message)
         const previous = yield* Inbox.begin(entry)
         if (Option.isSome(previous)) return { reply: previous.value, events: 0 } satisfies Outcome
         let events = 0
@@ -118,6 +169,46 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         return { reply, events } satisfies Outcome
       }))
 
+    /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
+    const deadLetter = (record: BusRecord, reason: string) =>
+      Effect.gen(function*() {
+        const json = JSON.stringify(record.value) ?? ""
+        const letter: DeadLetter = {
+          type: "grove.dead-letter",
+          v: 1,
+          topic,
+          partition,
+          offset: String(record.offset),
+          key: record.key,
+          reason,
+          headers: record.headers,
+          ...(json.length <= DEAD_LETTER_VALUE_LIMIT ? { record: record.value } : {})
+        }
+        yield* Effect.logError("dead-lettered a command record", { offset: String(record.offset), reason })
+        yield* persist("dead-lettering a record", bus.publish([{ topic: Topics.deadLetters, key: record.key, value: letter }]))
+      })
+
+    /**
+     * A command that cannot be carried out: its failure is stored as its reply
+     * (in a transaction of its own, its fields escaped) so its operation
+     * settles; if even that fails, the record is dead-lettered.
+     */
+    const settle = (record: BusRecord, message: CommandMessage, reason: string) =>
+      Effect.gen(function*() {
+        yield* Effect.logError("a command failed; settled as failed", { commandId: Inbox.storable(message.commandId), reason })
+        const failed = defect(`the command could not be carried out: ${reason}`)
+        const stored = yield* persist(
+          "settling a failed command",
+          sql.withTransaction(Effect.andThen(
+            PartitionFence.check(topic, partition, epoch, record.offset),
+            Inbox.settle(entryOf(message), failed)
+          ))
+        )
+        if (stored._tag === "Done") return { reply: stored.value, events: 0 } satisfies Outcome
+        yield* deadLetter(record, `${reason}; settling it failed too: ${stored.message}`)
+        return { reply: failed, events: 0 } satisfies Outcome
+      })
+
     const answer = (record: BusRecord, commandId: string, reply: StoredReply) =>
       Effect.gen(function*() {
         const deadline = Number(record.headers[Headers.deadline] ?? Number.POSITIVE_INFINITY)
@@ -125,29 +216,25 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         if ((yield* Clock.currentTimeMillis) > deadline) return
         const value: ReplyMessage = { type: "grove.reply", v: 1, commandId, reply }
         yield* bus.reply(record, value)
-      }).pipe(Effect.catch((error) => Effect.logWarning("could not send a reply", error)))
+      }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not send a reply", Cause.squash(cause))))
 
     const handle = (record: BusRecord) =>
       Effect.gen(function*() {
         const decoded = yield* Effect.result(decodeCommand(record.value))
         if (decoded._tag === "Failure") {
-          yield* Effect.logWarning("skipped a record that is not a command", { offset: record.offset })
+          yield* deadLetter(record, `not a command: ${decoded.failure.message}`)
           return yield* claim.commit(record.offset)
         }
         const message = decoded.success
         const registered = yield* options.lookup(message.entityType)
         if (Option.isNone(registered)) {
           // Not stored: another node (or a later start) may know the entity type.
-          yield* Effect.logError("no handlers for entity type", { entityType: message.entityType })
+          yield* Effect.logError("no handlers for entity type", { entityType: Inbox.storable(message.entityType) })
           yield* answer(record, message.commandId, defect(`unknown entity type ${message.entityType}`))
           return yield* claim.commit(record.offset)
         }
-        const outcome = yield* transact(record, message, registered.value).pipe(
-          Effect.tapError((error) =>
-            error._tag === "SqlError" ? Effect.logWarning("command transaction failed; retrying", error) : Effect.void
-          ),
-          Effect.retry({ schedule: retrySql, while: (error) => error._tag === "SqlError" })
-        )
+        const attempted = yield* persist("a command transaction", transact(record, message, registered.value))
+        const outcome = attempted._tag === "Done" ? attempted.value : yield* settle(record, message, attempted.message)
         if (outcome.events > 0) relay.wake()
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
@@ -158,10 +245,16 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
     yield* Stream.runForEach(claim.records, handle)
   }).pipe(
     Effect.catchTag("Fenced", (fenced) =>
-      Effect.logWarning("fenced: another node claimed a newer epoch; dropping the partition", { epoch: fenced.epoch })),
-    // SQL errors are retried forever above; anything else is a bug: log it, leave the partition idle.
-    Effect.orDie,
-    Effect.catchDefect((defect) => Effect.logError("the partition worker died", defect)),
+      Effect.logWarning("fenced: another node claimed a newer epoch; dropping the partition", { epoch: fenced.epoch }).pipe(
+        Effect.andThen(Effect.sync(() => options.health.released(claim.partition)))
+      )),
+    Effect.onInterrupt(() => Effect.sync(() => options.health.released(claim.partition))),
+    Effect.catchCause((cause) => {
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+      // Every record is settled one way or another above, so this is a bug: report it, the node is not ready.
+      options.health.died(claim.partition, String(Cause.squash(cause)))
+      return Effect.logError("the partition worker died", cause)
+    }),
     Effect.ensuring(Effect.sync(() => options.relay.disown(claim.partition))),
     Effect.annotateLogs({ topic: claim.topic, partition: claim.partition, generation: claim.generation })
   )

@@ -24,8 +24,9 @@ import type { Registered } from "./CommandProcessor.ts"
 import { commandOf, decodeJson, encodeJson } from "./Entity.ts"
 import type { CommandName, Entity, Failure, Handlers, Payload, Success } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
-import { CommandFailed, CommandTimeout, ReplyMessage, type StoredReply } from "./Messages.ts"
+import { CommandFailed, CommandIdReused, CommandTimeout, ReplyMessage, type StoredReply } from "./Messages.ts"
 import * as OutboxRelay from "./OutboxRelay.ts"
+import * as PartitionHealth from "./PartitionHealth.ts"
 import * as Topics from "./Topics.ts"
 
 export interface SendOptions {
@@ -33,9 +34,20 @@ export interface SendOptions {
   readonly commandId?: string | undefined
   /** How long to wait for the reply; defaults to the runtime's `timeout`. */
   readonly timeout?: Duration.Input | undefined
+  /** Who sends the command (recorded; `Inbox.Operation.owner`). */
+  readonly owner?: string | undefined
+  /**
+   * What the request was (a hash). A `commandId` already recorded with another
+   * owner or fingerprint fails with `CommandIdReused` instead of replaying.
+   */
+  readonly fingerprint?: string | undefined
 }
 
-export type SendError<E extends Entity, C extends CommandName<E>> = Failure<E, C> | CommandTimeout | CommandFailed
+export type SendError<E extends Entity, C extends CommandName<E>> =
+  | Failure<E, C>
+  | CommandTimeout
+  | CommandFailed
+  | CommandIdReused
 
 export interface EntityRuntimeShape {
   readonly nodeId: string
@@ -62,9 +74,14 @@ export interface EntityRuntimeShape {
     command: C,
     payload: Payload<E, C>,
     options?: SendOptions
-  ) => Effect.Effect<Effect.Effect<Success<E, C>, SendError<E, C>>, CommandFailed>
-  /** The stored outcome of a command (by its id, the operation id), or `None` while it is pending. */
+  ) => Effect.Effect<Effect.Effect<Success<E, C>, SendError<E, C>>, CommandFailed | CommandIdReused>
+  /**
+   * What is known of a command (by its id, the operation id): `None` if it was
+   * never sent; its `reply` is `undefined` while it is in flight.
+   */
   readonly operation: (operationId: string) => Effect.Effect<Option.Option<Inbox.Operation>, SqlError>
+  /** What this node's partition workers report: stalls and dead workers. */
+  readonly health: () => PartitionHealth.HealthReport
   readonly register: <E extends Entity>(entity: E, handlers: Handlers<E>) => Effect.Effect<void>
   readonly unregister: (entity: Entity) => Effect.Effect<void>
 }
@@ -81,6 +98,12 @@ export interface EntityRuntimeOptions {
   /** Inbox rows (and published outbox rows) are kept this long; at least the commands topic's retention. */
   readonly retention?: Duration.Input | undefined
   readonly relay?: OutboxRelay.OutboxRelayOptions | undefined
+  /**
+   * The bus keeps no messages across a restart (the embedded, in-process bus):
+   * at start, commands still in flight in the inbox are settled as failed,
+   * since they are gone and were never applied. Only for a single node.
+   */
+  readonly settleInFlightOnStart?: boolean | undefined
 }
 
 export const defaultGroup = "grove.entities"
@@ -93,7 +116,7 @@ export const decodeReply = <E extends Entity, C extends CommandName<E>>(
   reply: StoredReply
 ): Effect.Effect<Success<E, C>, Failure<E, C> | CommandFailed> => {
   const schemas = commandOf(entity, command)
-  const failed = (message: string) => Effect.fail(new CommandFailed({ operationId, message }))
+  const failed = (message: string) => Effect.fail(new CommandFailed({ operationId, message, settled: true }))
   if (schemas === undefined) return failed(`${entity.name} has no command ${command}`)
   switch (reply._tag) {
     case "Success":
@@ -156,24 +179,57 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   const submit: EntityRuntimeShape["submit"] = (entity, entityId, command, payload, sendOptions) =>
     Effect.gen(function*() {
       const commandId = sendOptions?.commandId ?? randomUUID()
-      const failed = (message: string) => new CommandFailed({ operationId: commandId, message })
+      const failed = (message: string, settled: boolean) => new CommandFailed({ operationId: commandId, message, settled })
       const schemas = commandOf(entity, command)
-      if (schemas === undefined) return yield* failed(`${entity.name} has no command ${command}`)
+      if (schemas === undefined) return yield* failed(`${entity.name} has no command ${command}`, false)
       const encoded = yield* encodeJson(schemas.payload, payload).pipe(
-        Effect.mapError((error) => failed(`could not encode the payload: ${error.message}`))
+        Effect.mapError((error) => failed(`could not encode the payload: ${error.message}`, false))
       )
+      const key = entity.partitionKey(entityId)
+      const request: Inbox.CommandRequest = {
+        commandId,
+        entityType: entity.name,
+        entityId,
+        command,
+        partition: bus.partitionFor(Topics.commands, key),
+        owner: sendOptions?.owner,
+        fingerprint: sendOptions?.fingerprint
+      }
+      const earlier = yield* Inbox.register(request).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.mapError((error) => failed(`could not record the command: ${error.message}`, false))
+      )
+      if (Option.isSome(earlier)) {
+        const before = earlier.value
+        const same = before.owner === request.owner && before.fingerprint === request.fingerprint &&
+          before.entityType === entity.name && before.entityId === entityId && before.command === command
+        if (!same) {
+          return yield* new CommandIdReused({ operationId: commandId })
+        }
+        // Handled before: its answer, without the bus. In flight: sent again below (the inbox handles it once).
+        if (before.reply !== undefined) return decodeReply(entity, command, commandId, before.reply)
+      }
       const pending = yield* bus.request({
         topic: Topics.commands,
-        key: entity.partitionKey(entityId),
+        key,
         value: { type: "grove.command", v: 1, commandId, entityType: entity.name, entityId, command, payload: encoded },
         headers: { "command-id": commandId }
       }, sendOptions?.timeout ?? defaultTimeout).pipe(
-        Effect.mapError((error) => failed(`could not send the command: ${error.message}`))
+        Effect.tapError(() =>
+          // Whether or not the bus took it, it is now settled as failed: it never applies (the inbox replays this).
+          Option.isSome(earlier)
+            ? Effect.void
+            : Inbox.settle(request, { _tag: "Defect", message: "the command could not be sent" }).pipe(
+              Effect.provideService(SqlClient.SqlClient, sql),
+              Effect.ignore
+            )
+        ),
+        Effect.mapError((error) => failed(`could not send the command: ${error.message}`, false))
       )
       return pending.await.pipe(
         Effect.catchTag("RequestTimeout", () => Effect.fail(new CommandTimeout({ operationId: commandId }))),
         Effect.flatMap((record) => decodeReplyMessage(record.value)),
-        Effect.catchTag("SchemaError", (error) => Effect.fail(failed(`could not decode the reply: ${error.message}`))),
+        Effect.catchTag("SchemaError", (error) => Effect.fail(failed(`could not decode the reply: ${error.message}`, false))),
         Effect.flatMap((message) => decodeReply(entity, command, commandId, message.reply))
       )
     })
@@ -184,12 +240,20 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   const operation: EntityRuntimeShape["operation"] = (operationId) =>
     Inbox.read(operationId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
 
+  const health = PartitionHealth.make()
   if (options.host ?? true) {
+    if (options.settleInFlightOnStart === true) {
+      const settled = yield* Inbox.settleInFlight({
+        _tag: "Defect",
+        message: "the server stopped before this write was carried out; nothing was applied"
+      }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
+      if (settled > 0) yield* Effect.logWarning(`settled ${settled} writes lost in a restart as failed`)
+    }
     const relay = yield* OutboxRelay.make(options.relay)
     yield* bus.consume(
       options.group ?? defaultGroup,
       Topics.commands,
-      CommandProcessor.worker({ bus, relay, lookup })
+      CommandProcessor.worker({ bus, relay, lookup, health })
     )
     const retention = options.retention ?? Duration.days(7)
     yield* Effect.forkScoped(
@@ -200,7 +264,15 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     )
   }
 
-  return { nodeId: bus.nodeId, send, submit, operation, register, unregister } satisfies EntityRuntimeShape
+  return {
+    nodeId: bus.nodeId,
+    send,
+    submit,
+    operation,
+    health: health.report,
+    register,
+    unregister
+  } satisfies EntityRuntimeShape
 })
 
 export class EntityRuntime extends Context.Service<EntityRuntime, EntityRuntimeShape>()("grove/bus/EntityRuntime") {

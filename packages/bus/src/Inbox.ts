@@ -1,8 +1,10 @@
 /**
- * The command inbox: one row per command id, written in the command's
- * transaction together with its reply, so a redelivered or retried command
- * gets the stored reply instead of acting twice, and a caller whose request
- * timed out can read the outcome later.
+ * The command inbox: one row per command id. The sender records the command
+ * when it sends it (who sent it, and the fingerprint of the request an
+ * idempotency key was first used for); the partition owner stores the reply
+ * in the command's own transaction, so a redelivered or retried command gets
+ * the stored reply instead of acting twice, and a caller whose request timed
+ * out can read the outcome later. A row without a reply is a command in flight.
  */
 import { Duration, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -16,22 +18,86 @@ export interface InboxEntry {
   readonly partition: number
 }
 
+/** A command as its sender records it. */
+export interface CommandRequest extends InboxEntry {
+  /** Who sent it: only they may read its outcome. */
+  readonly owner?: string | undefined
+  /** What the request was; the same command id with another fingerprint is refused. */
+  readonly fingerprint?: string | undefined
+}
+
+/** What is known of a command id: who sent it, for what, and its reply once it was handled. */
+export interface Operation extends Omit<InboxEntry, "partition"> {
+  readonly owner: string | undefined
+  readonly fingerprint: string | undefined
+  /** `undefined` while the command is in flight. */
+  readonly reply: StoredReply | undefined
+}
+
 const decodeReply = Schema.decodeUnknownEffect(StoredReply)
 
 /**
- * Records the command as being handled in this transaction. `None` if it is
- * new; otherwise the reply stored when it was handled before.
+ * PostgreSQL text holds neither NUL nor unpaired surrogates; what a command
+ * carries is recorded with those escaped, so even a malformed command can be
+ * settled.
+ */
+export const storable = (text: string): string => text.replaceAll("\u0000", "\\u0000").toWellFormed()
+
+interface Row {
+  readonly entityType: string
+  readonly entityId: string
+  readonly command: string
+  readonly owner: string | null
+  readonly fingerprint: string | null
+  readonly reply: unknown
+}
+
+const toOperation = (commandId: string, row: Row) =>
+  Effect.gen(function*() {
+    const reply = row.reply === null ? undefined : yield* decodeReply(row.reply).pipe(Effect.orDie)
+    return {
+      commandId,
+      entityType: row.entityType,
+      entityId: row.entityId,
+      command: row.command,
+      owner: row.owner ?? undefined,
+      fingerprint: row.fingerprint ?? undefined,
+      reply
+    } satisfies Operation
+  })
+
+/**
+ * The sender records a command before putting it on the bus. `None` if the
+ * id is new; otherwise what is known of the earlier command with this id.
+ */
+export const register = Effect.fnUntraced(function*(request: CommandRequest) {
+  const sql = yield* SqlClient.SqlClient
+  const inserted = yield* sql`
+    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, owner, fingerprint)
+    VALUES (${request.commandId}, ${request.entityType}, ${request.entityId}, ${request.command}, ${request.partition},
+      ${request.owner ?? null}, ${request.fingerprint ?? null})
+    ON CONFLICT (command_id) DO NOTHING
+    RETURNING command_id`
+  if (inserted.length > 0) return Option.none<Operation>()
+  return yield* read(request.commandId)
+})
+
+/**
+ * In the command's transaction: takes the command's row (recording it if its
+ * sender did not). `None` if the command is to be handled now; otherwise the
+ * reply stored when it was handled before.
  */
 export const begin = Effect.fnUntraced(function*(entry: InboxEntry) {
   const sql = yield* SqlClient.SqlClient
-  const inserted = yield* sql`
+  // DO UPDATE (to itself) locks an existing row and returns it, in one statement.
+  const rows = yield* sql<{ readonly reply: unknown }>`
     INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition)
     VALUES (${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition})
-    ON CONFLICT (command_id) DO NOTHING
-    RETURNING command_id`
-  if (inserted.length > 0) return Option.none()
-  const rows = yield* sql<{ readonly reply: unknown }>`SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}`
-  return Option.some(yield* decodeReply(rows[0]?.reply).pipe(Effect.orDie))
+    ON CONFLICT (command_id) DO UPDATE SET command_id = excluded.command_id
+    RETURNING reply`
+  const reply = rows[0]?.reply ?? null
+  if (reply === null) return Option.none<StoredReply>()
+  return Option.some(yield* decodeReply(reply).pipe(Effect.orDie))
 })
 
 /** Stores the reply of a command begun in this transaction. */
@@ -41,24 +107,43 @@ export const complete = Effect.fnUntraced(function*(commandId: string, reply: St
     WHERE command_id = ${commandId}`
 })
 
-export interface Operation extends Omit<InboxEntry, "partition"> {
-  readonly reply: StoredReply
-}
+/**
+ * Settles a command that cannot be handled with `reply`, unless it already
+ * has one: its fields are stored escaped, so this works for the command whose
+ * own fields made `begin` fail. Returns the reply the command now has.
+ */
+export const settle = Effect.fnUntraced(function*(entry: InboxEntry, reply: StoredReply) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly reply: unknown }>`
+    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, reply, completed_at)
+    VALUES (${storable(entry.commandId)}, ${storable(entry.entityType)}, ${storable(entry.entityId)},
+      ${storable(entry.command)}, ${entry.partition}, ${JSON.stringify(reply)}::jsonb, now())
+    ON CONFLICT (command_id) DO UPDATE SET reply = COALESCE(command_inbox.reply, excluded.reply),
+      completed_at = COALESCE(command_inbox.completed_at, excluded.completed_at)
+    RETURNING reply`
+  return yield* decodeReply(rows[0]?.reply).pipe(Effect.orDie)
+})
 
-/** The stored outcome of a command, or `None` while it has not been handled (or is unknown). */
+/**
+ * Settles every command still in flight with `reply`: for a bus that keeps
+ * no messages across a restart, those commands are gone and were never
+ * applied (their effect and their reply commit together). Returns how many.
+ */
+export const settleInFlight = Effect.fnUntraced(function*(reply: StoredReply) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql`UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
+    WHERE reply IS NULL RETURNING command_id`
+  return rows.length
+})
+
+/** What is known of a command id: `None` if it was never sent (or is forgotten). */
 export const read = Effect.fnUntraced(function*(commandId: string) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{
-    readonly entityType: string
-    readonly entityId: string
-    readonly command: string
-    readonly reply: unknown
-  }>`SELECT entity_type AS "entityType", entity_id AS "entityId", command, reply
-     FROM command_inbox WHERE command_id = ${commandId} AND reply IS NOT NULL`
+  const rows = yield* sql<Row>`SELECT entity_type AS "entityType", entity_id AS "entityId", command, owner, fingerprint, reply
+     FROM command_inbox WHERE command_id = ${commandId}`
   const row = rows[0]
   if (row === undefined) return Option.none<Operation>()
-  const reply = yield* decodeReply(row.reply).pipe(Effect.orDie)
-  return Option.some<Operation>({ commandId, entityType: row.entityType, entityId: row.entityId, command: row.command, reply })
+  return Option.some(yield* toOperation(commandId, row))
 })
 
 /** Forgets commands older than `age`; keep it longer than the commands topic's retention. */

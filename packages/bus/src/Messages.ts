@@ -48,10 +48,35 @@ export class CommandTimeout extends Schema.TaggedError<CommandTimeout>()("Comman
 }) {}
 
 /**
- * The command could not be carried out: its handler died, its payload or
- * reply could not be encoded, or the bus failed to take it.
+ * The command could not be carried out. `settled`: it was handled and failed
+ * (its handler died, its payload or reply could not be encoded or stored),
+ * and that outcome is stored, so a retry under the same id answers the same;
+ * nothing was applied. Otherwise it never reached its partition (the bus or
+ * the database could not take it) and may be sent again.
  */
 export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", {
   operationId: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  settled: Schema.Boolean
 }) {}
+
+/** The command id (an idempotency key) was used before for another request, or by another sender. */
+export class CommandIdReused extends Schema.TaggedError<CommandIdReused>()("CommandIdReused", {
+  operationId: Schema.String
+}) {}
+
+/** A record of the commands topic that could not be decoded or recorded, set aside with the reason. */
+export const DeadLetter = Schema.Struct({
+  type: Schema.Literal("grove.dead-letter"),
+  v: Schema.Literal(1),
+  topic: Schema.String,
+  partition: Schema.Number,
+  /** The record's offset, as a decimal string. */
+  offset: Schema.String,
+  key: Schema.String,
+  reason: Schema.String,
+  /** The record's value, when it is small enough to keep (64 KiB of JSON). */
+  record: Schema.optionalKey(Schema.Unknown),
+  headers: Schema.Record(Schema.String, Schema.String)
+})
+export type DeadLetter = typeof DeadLetter.Type

@@ -6,7 +6,7 @@
  * consumers deduplicate by the event's `id`, and since every publisher goes in
  * id order, first occurrences stay in order.
  */
-import { Duration, Effect, Queue } from "effect"
+import { Cause, Duration, Effect, Queue } from "effect"
 import { SqlClient } from "effect/sql"
 import { Bus } from "./Bus.ts"
 
@@ -59,8 +59,13 @@ export const make = Effect.fnUntraced(function*(options: OutboxRelayOptions = {}
   })
 
   const loop = Effect.gen(function*() {
+    // Whatever fails (a lost database surfaces as a defect too), the relay keeps going.
     const published = yield* relayBatch.pipe(
-      Effect.catch((error) => Effect.logWarning("outbox relay failed; retrying", error).pipe(Effect.as(0)))
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.failCause(cause)
+          : Effect.logWarning("outbox relay failed; retrying", { error: String(Cause.squash(cause)) }).pipe(Effect.as(0))
+      )
     )
     if (published < batchSize) yield* Queue.take(signal).pipe(Effect.timeoutOption(pollInterval))
   }).pipe(Effect.forever)

@@ -22,6 +22,7 @@ export const all: ReadonlyArray<TopicSpec> = Schema.decodeUnknownSync(TopicsFile
 export const commands = "grove.commands"
 export const replies = "grove.replies"
 export const events = "grove.events"
+export const deadLetters = "grove.dead-letters"
 
 /** The declaration of a topic by name, if declared. */
 export const find = (topics: ReadonlyArray<TopicSpec>, name: string): TopicSpec | undefined =>

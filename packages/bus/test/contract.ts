@@ -14,7 +14,7 @@ import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import { Bus } from "../src/Bus.ts"
 import { EntityRuntime } from "../src/EntityRuntime.ts"
-import type { CommandFailed, CommandTimeout } from "../src/Messages.ts"
+import type { CommandFailed, CommandIdReused, CommandTimeout, DeadLetter } from "../src/Messages.ts"
 import { partitionFor } from "../src/murmur2.ts"
 import * as PartitionFence from "../src/PartitionFence.ts"
 import * as Topics from "../src/Topics.ts"
@@ -129,15 +129,15 @@ const outcomeOf = (operationId: string, within: Duration.Input) =>
     yield* waitUntil(
       `operation ${operationId}`,
       Effect.map(runtime.operation(operationId), (operation) => {
-        found = operation
-        return Option.isSome(operation)
+        found = Option.flatMap(operation, (known) => Option.map(Option.fromNullishOr(known.reply), (reply) => ({ reply })))
+        return Option.isSome(found)
       }),
       within
     )
     return Option.getOrThrow(found) as { readonly reply: { readonly _tag: string } }
   })
 
-type ApplyError = CommandTimeout | CommandFailed
+type ApplyError = CommandTimeout | CommandFailed | CommandIdReused
 
 export const contract = (name: string, services: Layer.Layer<ContractServices, unknown>) =>
   layer(services, { excludeTestServices: true, timeout: "60 seconds" })(name, (it) => {
@@ -285,6 +285,93 @@ export const contract = (name: string, services: Layer.Layer<ContractServices, u
         assert.strictEqual((yield* applications([commandId])).get(commandId), 1)
         const owner = (yield* owners).get(first.partition)!
         assert.isTrue(owner.epoch > intruder)
+      }), { timeout: 120_000 })
+
+    it.effect("settles poisoned commands as failed and goes on: the good ones around them apply in order", () =>
+      Effect.gen(function*() {
+        const cluster = yield* Cluster
+        const runtime = yield* EntityRuntime
+        const bus = yield* Bus
+        const sql = yield* SqlClient.SqlClient
+        yield* cluster.start(`poison-a-${run}`)
+        const prefix = `poison-${run}`
+        const partition = 11
+        const good = idOn(prefix, partition)
+        const options = (name: string) => ({ commandId: `${prefix}-${name}`, timeout: "30 seconds" }) as const
+        yield* runtime.send(TestEntity, good, "Apply", { seq: 0 }, options("warm"))
+        const startedAt = yield* Clock.currentTimeMillis
+        const first = yield* runtime.submit(TestEntity, good, "Apply", { seq: 1 }, options("first"))
+        // A command whose entity id PostgreSQL cannot store (a NUL), as a faulty sender would put it on the bus.
+        const nulId = idOn(`${prefix}\u0000`, partition)
+        yield* bus.publish([{
+          topic: Topics.commands,
+          key: nulId,
+          value: {
+            type: "grove.command",
+            v: 1,
+            commandId: `${prefix}-nul`,
+            entityType: TestEntity.name,
+            entityId: nulId,
+            command: "Apply",
+            payload: { seq: 2 }
+          }
+        }])
+        // A command whose reply cannot be stored.
+        const unstorable = yield* runtime.submit(TestEntity, good, "Unstorable", { seq: 3 }, options("unstorable"))
+        // A record that is no command at all.
+        yield* bus.publish([{ topic: Topics.commands, key: good, value: { type: "not-a-command", v: 1, run } }])
+        const last = yield* runtime.submit(TestEntity, good, "Apply", { seq: 4 }, options("last"))
+        const [one, three, four] = yield* Effect.all([first, Effect.flip(unstorable), last])
+        const answeredAt = yield* Clock.currentTimeMillis
+        assert.strictEqual(one.seq, 1)
+        assert.strictEqual(four.seq, 4)
+        assert.strictEqual(three._tag, "CommandFailed")
+        assert.isTrue((three as CommandFailed).settled)
+        // Settled outcomes: read back as failed, so nobody polls forever.
+        const nul = yield* outcomeOf(`${prefix}-nul`, "30 seconds")
+        assert.strictEqual(nul.reply._tag, "Defect")
+        assert.strictEqual((yield* outcomeOf(`${prefix}-unstorable`, "5 seconds")).reply._tag, "Defect")
+        // The good ones applied once each, in order; the unstorable one's write was rolled back.
+        const rows = yield* sql<{ readonly seq: number }>`SELECT seq FROM bus_test_applied WHERE entity_id = ${good} ORDER BY id`
+        assert.deepStrictEqual(rows.map((row) => row.seq), [0, 1, 4])
+        // The record that is no command went to the dead-letter topic, with the reason.
+        const letters = yield* Queue.unbounded<DeadLetter>()
+        yield* bus.consume(`contract-dead-letters-${run}`, Topics.deadLetters, (claim) =>
+          claim.records.pipe(Stream.runForEach((record) => {
+            const letter = record.value as DeadLetter
+            return (letter.record as { readonly run?: unknown } | undefined)?.run === run
+              ? Queue.offer(letters, letter)
+              : Effect.void
+          })))
+        const letter = yield* Queue.take(letters).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+        assert.strictEqual(letter.topic, Topics.commands)
+        assert.strictEqual(letter.partition, partition)
+        assert.strictEqual(letter.key, good)
+        assert.match(letter.reason, /not a command/)
+        yield* Effect.sleep(500)
+        assert.strictEqual(yield* Queue.size(letters), 0, "one dead letter, not more")
+        yield* Effect.log(`poison: 3 poisoned records between good ones answered in ${answeredAt - startedAt} ms; 1 dead letter`)
+      }), { timeout: 120_000 })
+
+    it.effect("refuses a command id already used for another request, and tells unknown ids from pending ones", () =>
+      Effect.gen(function*() {
+        const cluster = yield* Cluster
+        const runtime = yield* EntityRuntime
+        yield* cluster.start(`reuse-a-${run}`)
+        const id = `reuse-${run}`
+        const options = { commandId: `${id}-key`, owner: "alice", fingerprint: "POST /a", timeout: "30 seconds" } as const
+        const first = yield* runtime.send(TestEntity, id, "Apply", { seq: 1 }, options)
+        // The same request again replays; another fingerprint or another owner is refused.
+        assert.deepStrictEqual(yield* runtime.send(TestEntity, id, "Apply", { seq: 1 }, options), first)
+        const other = yield* runtime.send(TestEntity, id, "Apply", { seq: 2 }, { ...options, fingerprint: "POST /b" }).pipe(Effect.flip)
+        assert.strictEqual(other._tag, "CommandIdReused")
+        const stranger = yield* runtime.send(TestEntity, id, "Apply", { seq: 1 }, { ...options, owner: "mallory" }).pipe(Effect.flip)
+        assert.strictEqual(stranger._tag, "CommandIdReused")
+        assert.strictEqual((yield* applications([options.commandId])).get(options.commandId), 1)
+        const known = yield* runtime.operation(options.commandId)
+        assert.isTrue(Option.isSome(known))
+        assert.strictEqual(Option.getOrThrow(known).owner, "alice")
+        assert.isTrue(Option.isNone(yield* runtime.operation(`${id}-never-sent`)))
       }), { timeout: 120_000 })
 
     it.effect("replays the stored reply of a command id seen before", () =>

@@ -24,7 +24,9 @@ export const TestEntity = Entity.make("ContractTest", {
   /** Writes a row, then fails: the row must be rolled back and the error stored. */
   Reject: { payload: Schema.Struct({ reason: Schema.String }), success: Schema.Void, error: TestRejected },
   Crash: { payload: Schema.Struct({}), success: Schema.Void },
-  Emit: { payload: Schema.Struct({ count: Schema.Int }), success: Schema.Array(Schema.String) }
+  Emit: { payload: Schema.Struct({ count: Schema.Int }), success: Schema.Array(Schema.String) },
+  /** Applies, then answers text PostgreSQL cannot store as the reply: the command fails the same way every time. */
+  Unstorable: { payload: Schema.Struct({ seq: Schema.Int }), success: Schema.String }
 })
 
 export const createTables = Effect.gen(function*() {
@@ -57,6 +59,7 @@ export const handlers: Entity.Handlers<typeof TestEntity> = {
   Reject: (payload, context) =>
     record(context, -1).pipe(Effect.andThen(Effect.fail(new TestRejected({ reason: payload.reason })))),
   Crash: () => Effect.die(new Error("the handler crashed")),
+  Unstorable: (payload, context) => Effect.as(record(context, payload.seq), "nul \u0000 in the reply"),
   Emit: (payload, context) =>
     Effect.gen(function*() {
       const outbox = yield* Outbox

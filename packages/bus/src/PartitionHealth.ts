@@ -1,0 +1,53 @@
+/**
+ * What the partition workers of one node report about themselves: which
+ * partitions are stuck retrying (the database or the bus cannot be reached)
+ * and since when, and which lost their worker for good. A node with a
+ * partition stuck for long, or one without a worker, is not ready.
+ */
+export interface Stall {
+  readonly partition: number
+  /** Epoch milliseconds of the first failed attempt in this run of failures. */
+  readonly since: number
+  readonly error: string
+}
+
+export interface HealthReport {
+  readonly stalled: ReadonlyArray<Stall>
+  /** Partitions whose worker ended on a defect: nothing on this node handles them until the next rebalance. */
+  readonly dead: ReadonlyArray<{ readonly partition: number; readonly error: string }>
+}
+
+export interface PartitionHealth {
+  readonly stalled: (partition: number, error: string) => void
+  readonly recovered: (partition: number) => void
+  readonly died: (partition: number, error: string) => void
+  /** The partition is no longer this node's (revoked or fenced). */
+  readonly released: (partition: number) => void
+  readonly report: () => HealthReport
+}
+
+export const make = (now: () => number = Date.now): PartitionHealth => {
+  const stalls = new Map<number, Stall>()
+  const dead = new Map<number, string>()
+  return {
+    stalled: (partition, error) => {
+      const current = stalls.get(partition)
+      stalls.set(partition, { partition, since: current?.since ?? now(), error })
+    },
+    recovered: (partition) => {
+      stalls.delete(partition)
+    },
+    died: (partition, error) => {
+      stalls.delete(partition)
+      dead.set(partition, error)
+    },
+    released: (partition) => {
+      stalls.delete(partition)
+      dead.delete(partition)
+    },
+    report: () => ({
+      stalled: [...stalls.values()].sort((a, b) => a.partition - b.partition),
+      dead: [...dead].map(([partition, error]) => ({ partition, error })).sort((a, b) => a.partition - b.partition)
+    })
+  }
+}
