@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { checkRepoName, checkSlug, checkText, parseFullName } from "./Names.ts"
+import { checkBranchName, checkHash, checkRepoName, checkSlug, checkSlugFormat, checkText, parseFullName } from "./Names.ts"
 
 describe("Names", () => {
   it("accepts ordinary slugs and rejects the rest", () => {
@@ -7,6 +7,30 @@ describe("Names", () => {
     for (const bad of ["", "Alice", "-a", "a-", "a--b", "a.b", "a/b", "a b", "a\u0000", "orgs", "repos", "a".repeat(40), ".."]) {
       expect(checkSlug(bad).ok, bad).toBe(false)
     }
+  })
+
+  it("tells a slug's shape from a slug that may be created: reserved slugs have the shape", () => {
+    for (const reserved of ["orgs", "repos", "api"]) {
+      expect(checkSlugFormat(reserved).ok, reserved).toBe(true)
+      expect(checkSlug(reserved).ok, reserved).toBe(false)
+    }
+    for (const bad of ["", "Alice", "a--b", "a\u0000", "a".repeat(40)]) expect(checkSlugFormat(bad).ok, bad).toBe(false)
+  })
+
+  it("accepts branch names with slashes, spaces and Unicode, and refuses control characters and overlong names", () => {
+    for (const good of ["main", "feature/x y", " lead", "é", "😀", "a".repeat(255)]) expect(checkBranchName(good).ok, good).toBe(true)
+    for (
+      const bad of ["", "a\u0000", "a\nb", "a\tb", "a\u0001", "a\u007f", "a\u009f", "a\ud800", "a".repeat(256)]
+    ) {
+      expect(checkBranchName(bad).ok, JSON.stringify(bad)).toBe(false)
+    }
+    expect(checkBranchName("a\u0000")).toEqual({ ok: false, reason: "branch name must not contain newline, tab or NUL" })
+    expect(checkBranchName("a\u0001")).toEqual({ ok: false, reason: "branch name must not contain control characters" })
+  })
+
+  it("checks hashes: 64 lowercase hex characters", () => {
+    expect(checkHash("0".repeat(64)).ok).toBe(true)
+    for (const bad of ["", "0".repeat(63), "A".repeat(64), "0".repeat(65), 42]) expect(checkHash(bad).ok, String(bad)).toBe(false)
   })
 
   it("accepts repository names and rejects traversal, separators, whitespace and control characters", () => {

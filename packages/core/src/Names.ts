@@ -22,24 +22,38 @@ const fail = (reason: string): NameCheck => ({ ok: false, reason })
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,37}[a-z0-9])?$/
 
-/** User names and organization slugs share one namespace (a user's personal organization is named after them). */
-export const checkSlug = (value: string, what = "slug"): NameCheck => {
+export const MAX_SLUG = 39
+
+/**
+ * The shape of a slug: what an existing user name or organization slug can look like. Reserved
+ * slugs have this shape too (they can only never be created), so a path naming one is simply not found.
+ */
+export const checkSlugFormat = (value: string, what = "slug"): NameCheck => {
   if (value.length === 0) return fail(`${what} must not be empty`)
-  if (value.length > 39) return fail(`${what} must be at most 39 characters`)
+  if (value.length > MAX_SLUG) return fail(`${what} must be at most ${MAX_SLUG} characters`)
   if (hasControlCharacters(value)) return fail(`${what} must not contain control characters`)
   if (!SLUG.test(value)) {
     return fail(`${what} may contain only lowercase letters, digits and inner hyphens, starting and ending with a letter or digit`)
   }
   if (value.includes("--")) return fail(`${what} must not contain consecutive hyphens`)
+  return ok
+}
+
+/** User names and organization slugs share one namespace (a user's personal organization is named after them). */
+export const checkSlug = (value: string, what = "slug"): NameCheck => {
+  const format = checkSlugFormat(value, what)
+  if (!format.ok) return format
   if (RESERVED_SLUGS.has(value)) return fail(`${what} '${value}' is reserved`)
   return ok
 }
 
 const REPO_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/
 
+export const MAX_REPO_NAME = 100
+
 export const checkRepoName = (value: string): NameCheck => {
   if (value.length === 0) return fail("repository name must not be empty")
-  if (value.length > 100) return fail("repository name must be at most 100 characters")
+  if (value.length > MAX_REPO_NAME) return fail(`repository name must be at most ${MAX_REPO_NAME} characters`)
   if (hasControlCharacters(value)) return fail("repository name must not contain control characters")
   if (/\s/u.test(value)) return fail("repository name must not contain whitespace")
   if (value.includes("/") || value.includes("\\")) return fail("repository name must not contain '/' or '\\'")
@@ -49,6 +63,31 @@ export const checkRepoName = (value: string): NameCheck => {
   if (!REPO_NAME.test(value)) return fail("repository name may contain only letters, digits, '.', '_' and '-'")
   return ok
 }
+
+/** In UTF-16 code units, as JavaScript counts (a name of astral characters holds fewer characters). */
+export const MAX_BRANCH_NAME = 255
+
+/**
+ * Branch names, however the branch is made (the create endpoint, a push): the sync protocol's rule
+ * (non-empty, no newline, tab or NUL: they would break the commit hash) and, beyond it, no other
+ * control character, valid Unicode and a bounded length. `/`, spaces and other Unicode are fine:
+ * branch names travel percent-encoded in paths. The create endpoint also refuses names that start
+ * or end with whitespace; a push may bring such a name, so paths accept it.
+ */
+export const checkBranchName = (value: string): NameCheck => {
+  if (value.length === 0) return fail("branch name must not be empty")
+  if (value.length > MAX_BRANCH_NAME) return fail(`branch name must be at most ${MAX_BRANCH_NAME} characters`)
+  if (/[\n\t\0]/.test(value)) return fail("branch name must not contain newline, tab or NUL")
+  if (hasControlCharacters(value)) return fail("branch name must not contain control characters")
+  if (!value.isWellFormed()) return fail("branch name must be valid Unicode")
+  return ok
+}
+
+/** A BLAKE3-256 digest as the sync protocol writes it (see objects/Blake3). */
+export const HASH_PATTERN = /^[0-9a-f]{64}$/
+
+export const checkHash = (value: unknown, what = "hash"): NameCheck =>
+  typeof value === "string" && HASH_PATTERN.test(value) ? ok : fail(`${what} must be 64 lowercase hex characters`)
 
 /** Free text shown to people (key names, display names, descriptions): no control characters, bounded length. */
 export const checkText = (value: string, what: string, min: number, max: number): NameCheck => {

@@ -2,7 +2,7 @@
  * `grove switch`, `grove desc` and `grove close`: which branch the checkout
  * works on, and the branch record (description, open -> closed) on the server.
  */
-import { Objects } from "@grove/core"
+import { Names } from "@grove/core"
 import { Effect, Option } from "effect"
 import { failure, usage } from "../Failures.ts"
 import { commitSnapshot, commitWorkingTree } from "../local/Commit.ts"
@@ -18,7 +18,8 @@ import { personalBranchName, remoteOf } from "../sync/Session.ts"
 import { pushMetadata } from "./Push.ts"
 
 const checkName = (name: string) => {
-  const check = Objects.Commit.checkBranchName(name)
+  // The server's rule for every branch name, so a branch made here can be pushed and named in a path.
+  const check = Names.checkBranchName(name)
   return check.ok ? Effect.void : Effect.fail(usage(`invalid branch name ${JSON.stringify(name)}: ${check.reason}`))
 }
 

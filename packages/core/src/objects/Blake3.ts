@@ -9,17 +9,14 @@
  */
 import { Effect, Schema, Stream } from "effect"
 import { createBLAKE3 } from "hash-wasm"
-import type { NameCheck } from "../Names.ts"
+import { checkHash, HASH_PATTERN } from "../Names.ts"
 
 /** A BLAKE3-256 digest in canonical form. Uppercase, other lengths and separators are never valid. */
 export type Hash = string
 
-export const HASH_PATTERN = /^[0-9a-f]{64}$/
+export { checkHash, HASH_PATTERN }
 
 export const isHash = (value: unknown): value is Hash => typeof value === "string" && HASH_PATTERN.test(value)
-
-export const checkHash = (value: unknown, what = "hash"): NameCheck =>
-  isHash(value) ? { ok: true } : { ok: false, reason: `${what} must be 64 lowercase hex characters` }
 
 /** For JSON boundaries: decoding fails on anything but 64 lowercase hex characters. */
 export const HashSchema = Schema.String.pipe(

@@ -7,6 +7,7 @@
  */
 import type { ApiSync } from "@grove/api"
 import * as FastCdc from "@grove/core/chunking/FastCdc"
+import * as Names from "@grove/core/Names"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Chunks from "@grove/core/objects/Chunks"
@@ -76,7 +77,9 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   const chunkStore = yield* ChunkStore
   const branchName = pushBranchName(body)
   if (branchName === undefined) return yield* reject("a push names its branch (branch.name) or carries commits")
-  const nameCheck = Commit.checkBranchName(branchName)
+  // The rule for every branch name, stricter than the commit hash's (no control character, bounded), so
+  // whatever a push creates can be named in a path.
+  const nameCheck = Names.checkBranchName(branchName)
   if (!nameCheck.ok) return yield* reject(nameCheck.reason, "invalid_branch")
   if (body.commits.length > MAX_PUSH_COMMITS) return yield* reject(`at most ${MAX_PUSH_COMMITS} commits per push`, "too_large")
   if ((body.trees?.length ?? 0) > MAX_PUSH_TREES) return yield* reject(`at most ${MAX_PUSH_TREES} trees per push`, "too_large")

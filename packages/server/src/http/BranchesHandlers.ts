@@ -4,7 +4,6 @@
  */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Names } from "@grove/core"
-import * as Commit from "@grove/core/objects/Commit"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -17,14 +16,10 @@ import { actorName, commandId } from "./CallerContext.ts"
 import { branchCommandFailure } from "./ContentFailures.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
 
-const MAX_BRANCH_NAME = 255
-
-/** Branch names: the protocol's rules (no newline, tab, NUL), no other control characters, bounded length. */
+/** New branch names: the rule for every branch name (core Names), and no leading or trailing whitespace. */
 export const checkNewBranchName = (name: string): Names.NameCheck => {
-  const protocol = Commit.checkBranchName(name)
-  if (!protocol.ok) return protocol
-  if (Names.hasControlCharacters(name)) return { ok: false, reason: "branch name must not contain control characters" }
-  if (name.length > MAX_BRANCH_NAME) return { ok: false, reason: `branch name must be at most ${MAX_BRANCH_NAME} characters` }
+  const check = Names.checkBranchName(name)
+  if (!check.ok) return check
   if (name.trim() !== name) return { ok: false, reason: "branch name must not start or end with whitespace" }
   return { ok: true }
 }
