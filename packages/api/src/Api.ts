@@ -15,8 +15,10 @@ export class GroveApi extends HttpApi.make("grove")
   .add(ContentGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
-  .middleware(RequestValidation)
+  // A middleware added later wraps the ones before it: path parameters are checked first,
+  // before the token is looked up, so a malformed path never reaches the database.
   .middleware(Authentication)
+  .middleware(RequestValidation)
   .prefix("/api")
   .annotateMerge(OpenApi.annotations({
     title: "Grove",

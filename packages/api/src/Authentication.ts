@@ -25,7 +25,10 @@ export class Authentication extends HttpApiMiddleware.Service<Authentication, {
   error: [Unauthorized, BadRequest, ServiceUnavailable]
 }) {}
 
-/** Turns request decoding failures into the spec's 400 body. */
+/**
+ * Checks the path parameters before anything else runs (the token lookup included), and turns
+ * request decoding failures into the spec's 400 body.
+ */
 export class RequestValidation extends HttpApiMiddleware.Service<RequestValidation>()("grove/api/RequestValidation", {
   error: BadRequest
 }) {}

@@ -5,15 +5,16 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound, OperationPending, ServiceUnavailable, Unauthorized } from "./Errors.ts"
+import * as P from "./Params.ts"
 import * as S from "./Schemas.ts"
 
-const Owner = { owner: Schema.String, name: Schema.String }
+const Owner = P.OwnerRepo
 
 export class SystemGroup extends HttpApiGroup.make("system").add(
   HttpApiEndpoint.get("version", "/version", { success: S.Version }),
   HttpApiEndpoint.get("whoami", "/whoami", { success: S.Whoami, error: [Unauthorized, Forbidden] }),
   HttpApiEndpoint.get("operation", "/operations/:id", {
-    params: { id: Schema.String },
+    params: { id: P.OperationId },
     success: S.Operation,
     error: [Unauthorized, NotFound]
   })
@@ -27,7 +28,7 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
     error: [BadRequest, Unauthorized, Forbidden, NotFound]
   }),
   HttpApiEndpoint.delete("revoke", "/api-keys/:id", {
-    params: { id: Schema.String },
+    params: { id: P.KeyId },
     success: HttpApiSchema.NoContent,
     error: [Unauthorized, Forbidden, NotFound]
   })
@@ -41,7 +42,7 @@ export class OrgsGroup extends HttpApiGroup.make("orgs").add(
     error: [BadRequest, Unauthorized, Forbidden, Conflict]
   }),
   HttpApiEndpoint.get("get", "/orgs/:slug", {
-    params: { slug: Schema.String },
+    params: { slug: P.Slug },
     success: S.Organization,
     error: [Unauthorized, Forbidden, NotFound]
   })

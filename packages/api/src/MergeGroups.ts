@@ -15,6 +15,7 @@ import {
   ServiceUnavailable,
   Unauthorized
 } from "./Errors.ts"
+import * as P from "./Params.ts"
 
 export const MergeResult = Schema.Struct({
   /** The squash commit's message: the branch description (or its name). */
@@ -51,18 +52,18 @@ const LandErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Pay
 
 export class MergesGroup extends HttpApiGroup.make("merges").add(
   HttpApiEndpoint.post("merge", "/:owner/:name/branches/:branch/merge", {
-    params: { owner: Schema.String, name: Schema.String, branch: Schema.String },
+    params: P.OwnerRepoBranch,
     query: { force: Schema.optionalKey(Schema.String) },
     success: MergeResult,
     error: [...LandErrors, PreconditionFailed]
   }),
   HttpApiEndpoint.post("sync", "/:owner/:name/branches/:branch/sync", {
-    params: { owner: Schema.String, name: Schema.String, branch: Schema.String },
+    params: P.OwnerRepoBranch,
     success: SyncResult,
     error: LandErrors
   }),
   HttpApiEndpoint.post("revert", "/:owner/:name/commits/:hash/revert", {
-    params: { owner: Schema.String, name: Schema.String, hash: Schema.String },
+    params: { ...P.OwnerRepo, hash: P.Hash },
     success: RevertResult,
     error: LandErrors
   })

@@ -16,11 +16,12 @@ import {
   ServiceUnavailable,
   Unauthorized
 } from "./Errors.ts"
+import * as P from "./Params.ts"
 import { OrgStorage } from "./Sync.ts"
 import * as S from "./Sync.ts"
 
-const Owner = { owner: Schema.String, name: Schema.String }
-const OwnerBranch = { ...Owner, branch: Schema.String }
+const Owner = P.OwnerRepo
+const OwnerBranch = P.OwnerRepoBranch
 const ReadErrors = [BadRequest, Unauthorized, Forbidden, NotFound, ServiceUnavailable] as const
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable] as const
 
@@ -115,12 +116,12 @@ export class BranchesGroup extends HttpApiGroup.make("branches").add(
 export class ContentGroup extends HttpApiGroup.make("content").add(
   /** The root listing (`tree/{commit}`) and subdirectories (`tree/{commit}/{path}`): the wildcard also matches nothing. */
   HttpApiEndpoint.get("tree", "/:owner/:name/tree/:commit/*", {
-    params: { ...Owner, commit: Schema.String, "*": Schema.optionalKey(Schema.String) },
+    params: { ...Owner, commit: P.CommitRef, "*": Schema.optionalKey(P.RepoPath) },
     success: S.TreeListing,
     error: ReadErrors
   }),
   HttpApiEndpoint.get("orgStorage", "/orgs/:slug/storage", {
-    params: { slug: Schema.String },
+    params: { slug: P.Slug },
     success: OrgStorage,
     error: ReadErrors
   })

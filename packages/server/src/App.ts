@@ -3,7 +3,7 @@
  * errors for everything else. Infrastructure (database, bus, entity runtime)
  * is provided by `main.ts` according to the mode.
  */
-import { GroveApi } from "@grove/api"
+import { ApiParams, GroveApi } from "@grove/api"
 import { Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -61,4 +61,9 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
 
 export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
 
-export const HttpAppLive = HttpRouter.serve(Routes, { disableLogger: true, disableListenLog: true })
+export const HttpAppLive = HttpRouter.serve(Routes, {
+  disableLogger: true,
+  disableListenLog: true,
+  // The router's default (100) would make branch names of 101-255 characters unreachable.
+  routerConfig: { maxParamLength: ApiParams.MAX_SEGMENT }
+})

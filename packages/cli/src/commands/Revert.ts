@@ -3,9 +3,10 @@
  * commit that undoes it (`POST .../commits/{hash}/revert`; on main it undoes a
  * squash). When that branch is the checkout's, the checkout then pulls it.
  */
+import { Objects } from "@grove/core"
 import { Effect } from "effect"
 import type { CliFailure } from "../Failures.ts"
-import { CliFailure as Failure, ExitCode, failure } from "../Failures.ts"
+import { CliFailure as Failure, ExitCode, failure, usage } from "../Failures.ts"
 import { currentBranch } from "../local/State.ts"
 import { openWorkspace } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
@@ -30,6 +31,10 @@ const explain = (hash: string, error: CliFailure): CliFailure => {
 
 export const revert = Effect.fn("Revert.run")(function*(options: { readonly hash: string }) {
   const out = yield* Output
+  // The API takes full hashes only (a path parameter of any other shape is refused before it is sent).
+  if (!Objects.Blake3.checkHash(options.hash).ok) {
+    return yield* usage(`'${options.hash.slice(0, 100)}' is not a commit hash: give the full hash (64 hex characters), as grove log shows it`)
+  }
   const opened = yield* openWorkspace()
   const remote = yield* remoteOf(opened.workspace)
   const { call, client } = remote.connection

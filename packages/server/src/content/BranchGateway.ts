@@ -4,32 +4,32 @@
  */
 import type { ApiSync } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { type CommandPending, type CommandUnavailable, toGatewayError } from "../entities/RepositoryGateway.ts"
+import { type GatewayFailure, sendOptions, toGatewayError, type WriteRequest } from "../entities/RepositoryGateway.ts"
 import * as Commands from "./BranchCommands.ts"
 
-type Failure = Commands.BranchError | CommandPending | CommandUnavailable
+type Failure = Commands.BranchError | GatewayFailure
 type Reply<A> = Effect.Effect<A, Failure>
 
 export class BranchGateway extends Context.Service<BranchGateway, {
-  readonly push: (entityId: string, payload: typeof Commands.PushPayload.Type, commandId?: string) => Reply<ApiSync.PushResponse>
-  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, commandId?: string) => Reply<ApiSync.Branch>
-  readonly close: (entityId: string, payload: typeof Commands.ClosePayload.Type, commandId?: string) => Reply<ApiSync.Branch>
-  readonly reopen: (entityId: string, payload: typeof Commands.ReopenPayload.Type, commandId?: string) => Reply<ApiSync.Branch>
+  readonly push: (entityId: string, payload: typeof Commands.PushPayload.Type, request?: WriteRequest) => Reply<ApiSync.PushResponse>
+  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, request?: WriteRequest) => Reply<ApiSync.Branch>
+  readonly close: (entityId: string, payload: typeof Commands.ClosePayload.Type, request?: WriteRequest) => Reply<ApiSync.Branch>
+  readonly reopen: (entityId: string, payload: typeof Commands.ReopenPayload.Type, request?: WriteRequest) => Reply<ApiSync.Branch>
 }>()("grove/server/content/BranchGateway") {
   static readonly layer = Layer.effect(BranchGateway, Effect.gen(function*() {
     const runtime = yield* EntityRuntime.EntityRuntime
     const config = yield* ServerConfig
     const entity = Commands.BranchEntity
-    const options = (commandId: string | undefined) => ({ commandId, timeout: Duration.millis(config.commandTimeoutMs) })
+    const options = (request: WriteRequest | undefined) => sendOptions(request, config.commandTimeoutMs)
     return BranchGateway.of({
-      push: (id, payload, commandId) => runtime.send(entity, id, "Push", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
-      create: (id, payload, commandId) =>
-        runtime.send(entity, id, "Create", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
-      close: (id, payload, commandId) => runtime.send(entity, id, "Close", payload, options(commandId)).pipe(Effect.mapError(toGatewayError)),
-      reopen: (id, payload, commandId) =>
-        runtime.send(entity, id, "Reopen", payload, options(commandId)).pipe(Effect.mapError(toGatewayError))
+      push: (id, payload, request) => runtime.send(entity, id, "Push", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
+      create: (id, payload, request) =>
+        runtime.send(entity, id, "Create", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
+      close: (id, payload, request) => runtime.send(entity, id, "Close", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
+      reopen: (id, payload, request) =>
+        runtime.send(entity, id, "Reopen", payload, options(request)).pipe(Effect.mapError(toGatewayError))
     })
   }))
 

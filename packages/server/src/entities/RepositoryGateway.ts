@@ -4,7 +4,7 @@
  */
 import type { ApiSchemas } from "@grove/api"
 import type { Messages } from "@grove/bus"
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, Duration, type Effect } from "effect"
 import type * as MergeCommand from "../content/MergeCommand.ts"
 import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import type * as Commands from "./RepositoryCommands.ts"
@@ -13,25 +13,63 @@ import type * as Commands from "./RepositoryCommands.ts"
 export class CommandPending extends Data.TaggedError("CommandPending")<{ readonly operationId: string }> {}
 /** The bus or database could not take the command now; nothing was applied. */
 export class CommandUnavailable extends Data.TaggedError("CommandUnavailable")<{ readonly message: string }> {}
+/** The command was handled and failed (settled: a retry with the same key answers the same); nothing was applied. */
+export class CommandNotApplied extends Data.TaggedError("CommandNotApplied")<{ readonly operationId: string }> {}
+/** The Idempotency-Key was first used for another request. */
+export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{ readonly operationId: string }> {}
 
-/** A command's typed error passes through; a timeout becomes a pending operation; a failed send, unavailability. */
-export const toGatewayError = <E>(e: E | Messages.CommandTimeout | Messages.CommandFailed): E | CommandPending | CommandUnavailable => {
-  const tagged = e as { readonly _tag?: unknown }
-  if (tagged._tag === "CommandTimeout") return new CommandPending({ operationId: (e as Messages.CommandTimeout).operationId })
-  if (tagged._tag === "CommandFailed") return new CommandUnavailable({ message: `the write could not be carried out: ${(e as Messages.CommandFailed).message}` })
-  return e as E
+/** How a command failed on its way, besides its own typed errors. */
+export type GatewayFailure = CommandPending | CommandUnavailable | CommandNotApplied | IdempotencyKeyReused
+
+/** Who sends a write and what it was: see `CallerContext.writeRequest`. */
+export interface WriteRequest {
+  /** The command id an Idempotency-Key makes; a new one otherwise. */
+  readonly commandId?: string | undefined
+  /** The caller (`CallerContext.principalKey`): only they may read the operation. */
+  readonly owner: string
+  /** With an Idempotency-Key: the request it is bound to. */
+  readonly fingerprint?: string | undefined
 }
 
-type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | CommandPending | CommandUnavailable>
-type Landing<A> = Effect.Effect<A, SyncRevert.LandError | CommandPending | CommandUnavailable>
-type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | CommandPending | CommandUnavailable>
+/** The entity runtime's send options for a write request. */
+export const sendOptions = (request: WriteRequest | undefined, timeoutMs: number) => ({
+  commandId: request?.commandId,
+  owner: request?.owner,
+  fingerprint: request?.fingerprint,
+  timeout: Duration.millis(timeoutMs)
+})
+
+type SendFailure = Messages.CommandTimeout | Messages.CommandFailed | Messages.CommandIdReused
+
+/** A command's typed error passes through; the runtime's failures become the gateway's. */
+export const toGatewayError = <E>(e: E | SendFailure): E | GatewayFailure => {
+  const tagged = e as { readonly _tag?: unknown }
+  switch (tagged._tag) {
+    case "CommandTimeout":
+      return new CommandPending({ operationId: (e as Messages.CommandTimeout).operationId })
+    case "CommandIdReused":
+      return new IdempotencyKeyReused({ operationId: (e as Messages.CommandIdReused).operationId })
+    case "CommandFailed": {
+      const failed = e as Messages.CommandFailed
+      return failed.settled
+        ? new CommandNotApplied({ operationId: failed.operationId })
+        : new CommandUnavailable({ message: `the write could not be carried out: ${failed.message}` })
+    }
+    default:
+      return e as E
+  }
+}
+
+type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | GatewayFailure>
+type Landing<A> = Effect.Effect<A, SyncRevert.LandError | GatewayFailure>
+type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | GatewayFailure>
 
 export class RepositoryGateway extends Context.Service<RepositoryGateway, {
-  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, commandId?: string) => Reply
-  readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, commandId?: string) => Reply
-  readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, commandId?: string) => Reply
-  readonly merge: (entityId: string, payload: typeof MergeCommand.MergePayload.Type, commandId?: string) => MergeReply
-  readonly sync: (entityId: string, payload: typeof SyncRevert.SyncPayload.Type, commandId?: string) => Landing<typeof SyncRevert.SyncSuccess.Type>
-  readonly revert: (entityId: string, payload: typeof SyncRevert.RevertPayload.Type, commandId?: string) => Landing<typeof SyncRevert.RevertSuccess.Type>
-  readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, commandId?: string) => Reply
+  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, request?: WriteRequest) => Reply
+  readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, request?: WriteRequest) => Reply
+  readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, request?: WriteRequest) => Reply
+  readonly merge: (entityId: string, payload: typeof MergeCommand.MergePayload.Type, request?: WriteRequest) => MergeReply
+  readonly sync: (entityId: string, payload: typeof SyncRevert.SyncPayload.Type, request?: WriteRequest) => Landing<typeof SyncRevert.SyncSuccess.Type>
+  readonly revert: (entityId: string, payload: typeof SyncRevert.RevertPayload.Type, request?: WriteRequest) => Landing<typeof SyncRevert.RevertSuccess.Type>
+  readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, request?: WriteRequest) => Reply
 }>()("grove/server/entities/RepositoryGateway") {}

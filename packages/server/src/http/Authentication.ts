@@ -1,13 +1,15 @@
 /**
  * The server side of the Authentication middleware: no Authorization header
  * means anonymous; a bearer token must be valid (401 otherwise, never a silent
- * fallback to anonymous). Also the 400 body for requests that fail decoding.
+ * fallback to anonymous). Also the RequestValidation middleware: path
+ * parameters checked first, and the 400 body for requests that fail decoding.
  */
 import { ApiErrors, Authentication, type Caller, CurrentCaller, RequestValidation } from "@grove/api"
-import { Effect, Layer } from "effect"
-import { HttpServerRequest } from "effect/http"
-import { HttpApiMiddleware } from "effect/http-api"
+import { Effect, Layer, Schema, type Types } from "effect"
+import { type HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpApiError } from "effect/http-api"
 import { Identity } from "../identity/Identity.ts"
+import { checkRouteParams, invalidParams } from "./PathParams.ts"
 
 const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
 
@@ -40,11 +42,28 @@ export const AuthenticationLive = Layer.effect(Authentication, Effect.gen(functi
   )
 }))
 
-/** Schema decoding failures become `400 { error, code: "invalid_request" }` naming what was wrong. */
-export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(RequestValidation, (error) =>
-  Effect.fail(
-    new ApiErrors.BadRequest({
-      error: `invalid request ${error.kind.toLowerCase()}: ${String(error.cause.message ?? error.cause).slice(0, 500)}`,
-      code: "invalid_request"
-    })
-  ))
+/**
+ * Runs outermost: path parameters are checked (`400 { error, code: "invalid_input" }`) before the
+ * token lookup and the handler. Other decoding failures (query, headers, body) become
+ * `400 { error, code: "invalid_request" }` naming what was wrong.
+ */
+export const RequestValidationLive = Layer.succeed(RequestValidation, (httpEffect, { endpoint }) => {
+  const checked = endpoint.params === undefined ? httpEffect : Effect.andThen(checkRouteParams(endpoint.params), httpEffect)
+  // Like layerSchemaErrorTransform: only the schema failures are answered here, every other
+  // failure passes through untouched (the widening cast says so to the middleware's types).
+  return (Effect.catch(checked, (error: unknown) =>
+    !HttpApiError.HttpApiSchemaError.is(error)
+      ? Effect.fail(error)
+      : error.kind === "Params" && Schema.isSchemaError(error.cause)
+      ? Effect.fail(invalidParams(error.cause))
+      : Effect.fail(
+        new ApiErrors.BadRequest({
+          error: `invalid request ${error.kind.toLowerCase()}: ${String(error.cause.message ?? error.cause).slice(0, 500)}`,
+          code: "invalid_request"
+        })
+      ))) as Effect.Effect<
+        HttpServerResponse.HttpServerResponse,
+        ApiErrors.BadRequest | Types.unhandled,
+        HttpRouter.Provided
+      >
+})

@@ -12,7 +12,7 @@ import { BranchGateway } from "../content/BranchGateway.ts"
 import { toApiBranch } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
-import { actorName, commandId } from "./CallerContext.ts"
+import { actorName, commandRequest } from "./CallerContext.ts"
 import { branchCommandFailure } from "./ContentFailures.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
 
@@ -57,7 +57,7 @@ export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effec
         description: payload.description ?? null,
         parentBranch: parent,
         actor: yield* actorName
-      }, yield* commandId).pipe(Effect.catch(branchCommandFailure))
+      }, yield* commandRequest).pipe(Effect.catch(branchCommandFailure))
     }),
     get: Effect.fnUntraced(function*({ params, query }) {
       const repo = yield* repository(params.owner, params.name, "read")
@@ -76,13 +76,13 @@ export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effec
       return yield* gateway.close(branchKey(repositoryKey(repo.owner, repo.name), params.branch), {
         reason: null,
         actor: yield* actorName
-      }, yield* commandId).pipe(Effect.catch(branchCommandFailure))
+      }, yield* commandRequest).pipe(Effect.catch(branchCommandFailure))
     }),
     reopen: Effect.fn("Branches.reopen")(function*({ params }) {
       const repo = yield* repository(params.owner, params.name, "write")
       return yield* gateway.reopen(branchKey(repositoryKey(repo.owner, repo.name), params.branch), {
         actor: yield* actorName
-      }, yield* commandId).pipe(Effect.catch(branchCommandFailure))
+      }, yield* commandRequest).pipe(Effect.catch(branchCommandFailure))
     }),
     rename: Effect.fnUntraced(function*({ params }) {
       yield* repository(params.owner, params.name, "write")

@@ -7,7 +7,7 @@
  *   streamed, for every chunk the caller may read, in request order (Grove's binary download).
  * Every received chunk is re-hashed before it is stored.
  */
-import { ApiErrors } from "@grove/api"
+import { ApiErrors, ApiParams } from "@grove/api"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -15,6 +15,7 @@ import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { dbUnavailable } from "./Failures.ts"
+import { routeParams } from "./PathParams.ts"
 import { answer, readBody, routeRepository } from "./RawRoutes.ts"
 import { checkHashList } from "./SyncHandlers.ts"
 
@@ -24,11 +25,14 @@ const MAX_FETCH = 10_000
 /** Bytes of small chunks stored or read per database round trip: the largest chunk's size. */
 const GROUP_BYTES = 4 * 1024 * 1024
 
+const chunkParams = routeParams({ hash: ApiParams.Hash })
+
 const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(Effect.gen(function*() {
-  const { repo, params } = yield* routeRepository("write")
+  const { hash } = yield* chunkParams
+  const { repo } = yield* routeRepository("write")
   const chunks = yield* ChunkStore
   const body = yield* readBody(MAX_UPLOAD)
-  yield* contentFailure(chunks.put(repo.orgId, params.hash ?? "", body))
+  yield* contentFailure(chunks.put(repo.orgId, hash, body))
   return HttpServerResponse.empty({ status: 200 })
 })))
 

@@ -2,7 +2,8 @@
 import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
 import type { BranchError } from "../content/BranchCommands.ts"
-import type { CommandPending, CommandUnavailable } from "../entities/RepositoryGateway.ts"
+import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import { type GatewayApiError, gatewayApiError, isGatewayFailure } from "./Failures.ts"
 import { type BranchApiError, branchApiError } from "./BranchErrors.ts"
 
 const unavailable = (what: string) =>
@@ -35,16 +36,6 @@ export const contentFailure = <A, E extends Tagged, R>(effect: Effect.Effect<A, 
   >
 
 export const branchCommandFailure = (
-  error: BranchError | CommandPending | CommandUnavailable
-): Effect.Effect<never, BranchApiError | ApiErrors.OperationPending | ApiErrors.ServiceUnavailable> => {
-  switch (error._tag) {
-    case "CommandPending":
-      return Effect.fail(
-        new ApiErrors.OperationPending({ error: "the write is still in progress; poll the operation", code: "pending", operation_id: error.operationId })
-      )
-    case "CommandUnavailable":
-      return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
-    default:
-      return Effect.fail(branchApiError(error))
-  }
-}
+  error: BranchError | GatewayFailure
+): Effect.Effect<never, BranchApiError | GatewayApiError> =>
+  Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : branchApiError(error))

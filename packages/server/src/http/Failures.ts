@@ -3,6 +3,7 @@ import { ApiErrors } from "@grove/api"
 import type { Names } from "@grove/core"
 import { Effect } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
+import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
 
 /** A database failure is the server's problem, never the caller's: 503, retryable. */
 export const dbUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>
@@ -46,3 +47,34 @@ export const apiErrorOf = (
       return new ApiErrors.BadRequest(body)
   }
 }
+
+export type GatewayApiError = ApiErrors.OperationPending | ApiErrors.ServiceUnavailable | ApiErrors.Conflict
+
+/** How a write fared on its way to its entity, as the API answers it. */
+export const gatewayApiError = (error: GatewayFailure): GatewayApiError => {
+  switch (error._tag) {
+    case "CommandPending":
+      return new ApiErrors.OperationPending({
+        error: "the write is still in progress; poll the operation",
+        code: "pending",
+        operation_id: error.operationId
+      })
+    case "CommandUnavailable":
+      return new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true })
+    case "CommandNotApplied":
+      // Settled: the same key answers the same; the failure is logged where it happened, its reason is not echoed.
+      return new ApiErrors.ServiceUnavailable({
+        error: `the write failed and was not applied (operation ${error.operationId}); retry with a new Idempotency-Key`,
+        code: "write_failed"
+      })
+    case "IdempotencyKeyReused":
+      return new ApiErrors.Conflict({
+        error: "this Idempotency-Key was used for another request; use a new key for a new request",
+        code: "idempotency_key_reused"
+      })
+  }
+}
+
+const gatewayTags: ReadonlySet<string> = new Set(["CommandPending", "CommandUnavailable", "CommandNotApplied", "IdempotencyKeyReused"])
+
+export const isGatewayFailure = (error: { readonly _tag: string }): error is GatewayFailure => gatewayTags.has(error._tag)

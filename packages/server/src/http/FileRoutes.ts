@@ -2,13 +2,14 @@
  * `GET /api/{owner}/{name}/raw/{commit}/{path}`: a file's bytes at a commit
  * (or at a branch's head), streamed chunk by chunk from the object store.
  */
-import { ApiErrors } from "@grove/api"
-import { Effect, Layer, Stream } from "effect"
+import { ApiErrors, ApiParams } from "@grove/api"
+import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { dbUnavailable } from "./Failures.ts"
+import { routeParams } from "./PathParams.ts"
 import { answer, routeRepository } from "./RawRoutes.ts"
 
 const TYPES: Record<string, string> = {
@@ -44,15 +45,18 @@ export const contentTypeOf = (path: string): string => {
   return TYPES[path.slice(dot + 1).toLowerCase()] ?? "application/octet-stream"
 }
 
+const rawParams = routeParams({ commit: ApiParams.CommitRef, "*": Schema.optionalKey(ApiParams.RepoPath) })
+
 const raw = HttpRouter.add("GET", "/api/:owner/:name/raw/:commit/*", answer(Effect.gen(function*() {
-  const { repo, params } = yield* routeRepository("read")
+  const params = yield* rawParams
+  const { repo } = yield* routeRepository("read")
   const paths = yield* CommitPaths
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
   const path = params["*"] ?? ""
   const segments = pathSegments(path)
   if (!segments.ok) return yield* new ApiErrors.BadRequest({ error: segments.reason, code: "invalid_path" })
-  const ref = params.commit ?? ""
+  const ref = params.commit
   const commit = yield* dbUnavailable(paths.resolveCommit(repo.id, ref))
   if (commit === undefined) return yield* new ApiErrors.NotFound({ error: `commit '${ref.slice(0, 100)}' not found`, code: "commit_not_found" })
   const target = yield* dbUnavailable(paths.resolvePath(repo.orgId, commit.manifest_hash, segments.segments))

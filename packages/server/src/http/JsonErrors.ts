@@ -1,9 +1,11 @@
 /**
  * Whatever goes wrong, the caller gets `{ error, code? }` JSON with the right
- * status: unknown routes (404), bodies that cannot be read (400/413), and
- * defects (500, logged with their cause, never echoed).
+ * status: unknown routes (404), bodies that cannot be read (400/413), a path
+ * segment longer than any parameter (400), and defects (500, logged with their
+ * cause, never echoed).
  */
-import { Effect } from "effect"
+import { ApiParams } from "@grove/api"
+import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, type HttpServerResponse } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
 
@@ -30,6 +32,14 @@ export const jsonError = (status: number, headers?: HttpServerResponse.HttpServe
 const fillEmpty = (response: HttpServerResponse.HttpServerResponse) =>
   response.status >= 400 && response.body._tag === "Empty" ? jsonError(response.status) : response
 
+/** The router found no route because a path segment is longer than any parameter can be: the caller's mistake. */
+const segmentTooLong = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.some((reason) => {
+    if (!Cause.isFailReason(reason) || !HttpServerError.isHttpServerError(reason.error)) return false
+    const inner = reason.error.reason
+    return inner._tag === "RouteNotFound" && inner.description?.startsWith("path parameter is longer than") === true
+  })
+
 // The router's types insist a global middleware leaves errors it was not configured for
 // unhandled; this one deliberately answers every failure, hence the widening cast.
 export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
@@ -37,6 +47,12 @@ export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
     Effect.map(fillEmpty),
     Effect.catchCause((cause) =>
       Effect.gen(function*() {
+        if (segmentTooLong(cause)) {
+          return Response.jsonUnsafe({
+            error: `invalid path: a path segment must be at most ${ApiParams.MAX_SEGMENT} characters`,
+            code: "invalid_input"
+          }, { status: 400 })
+        }
         const [response] = yield* HttpServerError.causeResponse(cause)
         if (response.status >= 500 && response.status !== 503) yield* Effect.logError("request failed", cause)
         return fillEmpty(response)

@@ -5,8 +5,8 @@
  * - `POST /{owner}/{name}/branches/{branch}/sync`: the parent merged into the branch (SyncPlanner);
  * - `POST /{owner}/{name}/commits/{hash}/revert`: a commit undoing another (RevertPlanner).
  */
-import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
-import { EntityRuntime } from "@grove/bus"
+import { CurrentCaller, GroveApi } from "@grove/api"
+import type { Inbox } from "@grove/bus"
 import { Context, Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
@@ -21,23 +21,15 @@ import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import { planMerge } from "../content/MergePlanner.ts"
 import { planRevert } from "../content/RevertPlanner.ts"
 import { planSync } from "../content/SyncPlanner.ts"
-import { type CommandPending, type CommandUnavailable, RepositoryGateway } from "../entities/RepositoryGateway.ts"
+import { CommandNotApplied, CommandPending, type GatewayFailure, RepositoryGateway } from "../entities/RepositoryGateway.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
-import { actorName, commandId } from "./CallerContext.ts"
-import { dbUnavailable } from "./Failures.ts"
+import { actorName, writeRequest } from "./CallerContext.ts"
+import { dbUnavailable, gatewayApiError, isGatewayFailure } from "./Failures.ts"
 import { mergeApiError } from "./MergeErrors.ts"
 
-const landingFailure = (error: MergeError | CommandPending | CommandUnavailable) => {
-  switch (error._tag) {
-    case "CommandPending":
-      return Effect.fail(new ApiErrors.OperationPending({ error: "the write is still in progress; poll the operation", code: "pending", operation_id: error.operationId }))
-    case "CommandUnavailable":
-      return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
-    default:
-      return Effect.fail(mergeApiError(error))
-  }
-}
+const landingFailure = (error: MergeError | GatewayFailure) =>
+  Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : mergeApiError(error))
 
 const decodeStoredError = Schema.decodeUnknownOption(MergeCommand.MergeError)
 
@@ -46,24 +38,22 @@ const decodeStoredError = Schema.decodeUnknownOption(MergeCommand.MergeError)
  * Planning again would see the state the first attempt left (an already merged branch) and answer
  * differently, so the stored reply is checked before planning.
  */
-const storedReply = (runtime: EntityRuntime.EntityRuntime["Service"], id: string | undefined) =>
+const storedReply = (previous: Option.Option<Inbox.Operation>) =>
   Effect.gen(function*() {
-    if (id === undefined) return Option.none()
-    const found = yield* dbUnavailable(runtime.operation(id))
-    if (Option.isNone(found)) return Option.none()
-    const reply = found.value.reply
+    if (Option.isNone(previous)) return Option.none()
+    const { commandId: operationId, reply } = previous.value
+    if (reply === undefined) return yield* Effect.fail(gatewayApiError(new CommandPending({ operationId })))
     if (reply._tag === "Success") return Option.some(reply.value)
     if (reply._tag === "Failure") {
       const error = decodeStoredError(reply.error)
       if (Option.isSome(error)) return yield* Effect.fail(mergeApiError(error.value))
     }
-    return yield* Effect.fail(new ApiErrors.ServiceUnavailable({ error: "the earlier attempt of this write failed; retry with a new key", code: "unavailable", retryable: true }))
+    return yield* Effect.fail(gatewayApiError(new CommandNotApplied({ operationId })))
   })
 
 export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer
   const gateway = yield* RepositoryGateway
-  const runtime = yield* EntityRuntime.EntityRuntime
   const repositories = yield* Repositories
   const context = yield* Effect.context<Branches | ContentObjects | History | SqlClient.SqlClient>()
   const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | SqlClient.SqlClient>) =>
@@ -77,8 +67,8 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
     Effect.gen(function*() {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, action))
-      const id = yield* commandId
-      return { caller, repo, actor: yield* actorName, id, replay: yield* storedReply(runtime, id) }
+      const write = yield* writeRequest
+      return { caller, repo, actor: yield* actorName, id: write.request, replay: yield* storedReply(write.previous) }
     })
 
   return handlers.handleAll({

@@ -3,7 +3,7 @@
  * streamed responses): the caller and the repository behind a request, and
  * API errors as JSON responses.
  */
-import { ApiErrors, type Caller } from "@grove/api"
+import { ApiErrors, ApiParams, type Caller } from "@grove/api"
 import type { Access } from "@grove/core"
 import { Effect, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -11,6 +11,7 @@ import { Authorizer } from "../access/Authorizer.ts"
 import { Identity } from "../identity/Identity.ts"
 import { callerOf } from "./Authentication.ts"
 import { dbUnavailable } from "./Failures.ts"
+import { routeParams } from "./PathParams.ts"
 
 type AnyApiError =
   | ApiErrors.BadRequest
@@ -52,9 +53,15 @@ export const requestCaller = Effect.gen(function*() {
   return yield* callerOf(identity, request.headers["authorization"])
 })
 
-/** The route's `owner` and `name`, authorized for `action`. */
+const ownerRepo = routeParams(ApiParams.OwnerRepo)
+
+/**
+ * The route's `owner` and `name`, authorized for `action`. Both are checked before the token
+ * lookup; a route with other parameters checks them (with `routeParams`) before calling this.
+ */
 export const routeRepository = (action: Access.Action, caller?: Caller) =>
   Effect.gen(function*() {
+    yield* ownerRepo
     const params = yield* HttpRouter.params
     const who = caller ?? (yield* requestCaller)
     const authorizer = yield* Authorizer

@@ -8,31 +8,15 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import type { RepositoryError } from "../entities/RepositoryCommands.ts"
-import { type CommandPending, type CommandUnavailable, RepositoryGateway } from "../entities/RepositoryGateway.ts"
+import { type GatewayFailure, RepositoryGateway } from "../entities/RepositoryGateway.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
-import { actorName, commandId } from "./CallerContext.ts"
-import { dbUnavailable, requireValid } from "./Failures.ts"
+import { actorName, commandRequest } from "./CallerContext.ts"
+import { dbUnavailable, gatewayApiError, isGatewayFailure, requireValid } from "./Failures.ts"
 import { repositoryApiError } from "./RepositoryErrors.ts"
 
-type CommandFailure = ApiErrors.Conflict | ApiErrors.NotFound | ApiErrors.OperationPending | ApiErrors.ServiceUnavailable
-
-const commandFailure = (error: RepositoryError | CommandPending | CommandUnavailable): Effect.Effect<never, CommandFailure> => {
-  switch (error._tag) {
-    case "CommandPending":
-      return Effect.fail(
-        new ApiErrors.OperationPending({
-          error: "the write is still in progress; poll the operation",
-          code: "pending",
-          operation_id: error.operationId
-        })
-      )
-    case "CommandUnavailable":
-      return Effect.fail(new ApiErrors.ServiceUnavailable({ error: error.message, code: "unavailable", retryable: true }))
-    default:
-      return Effect.fail(repositoryApiError(error))
-  }
-}
+const commandFailure = (error: RepositoryError | GatewayFailure) =>
+  Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : repositoryApiError(error))
 
 export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(function*(handlers) {
   const repositories = yield* Repositories
@@ -61,7 +45,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
       }
       yield* requireValid(Names.checkSlug(slug, "organization slug"))
       const org = yield* dbUnavailable(authorizer.organization(caller, slug, "write"))
-      const id = yield* commandId
+      const id = yield* commandRequest
       return yield* gateway.create(repositoryKey(org.slug, payload.name), {
         orgId: org.id,
         owner: org.slug,
@@ -78,7 +62,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     delete: Effect.fn(function*({ params }) {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
-      yield* gateway.remove(repositoryKey(repo.owner, repo.name), { actor: yield* actorName }, yield* commandId).pipe(
+      yield* gateway.remove(repositoryKey(repo.owner, repo.name), { actor: yield* actorName }, yield* commandRequest).pipe(
         Effect.ensuring(forget(repo.owner, repo.name)),
         Effect.catch(commandFailure)
       )
@@ -89,7 +73,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
       return yield* gateway.setVisibility(
         repositoryKey(repo.owner, repo.name),
         { isPublic: payload.is_public, actor: yield* actorName },
-        yield* commandId
+        yield* commandRequest
       ).pipe(Effect.ensuring(forget(repo.owner, repo.name)), Effect.catch(commandFailure))
     }),
     transfer: Effect.fn(function*({ params, payload }) {
@@ -101,7 +85,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
       return yield* gateway.transfer(
         repositoryKey(repo.owner, repo.name),
         { toOrgId: target.id, toOwner: target.slug, actor: yield* actorName },
-        yield* commandId
+        yield* commandRequest
       ).pipe(
         Effect.ensuring(Effect.andThen(forget(repo.owner, repo.name), forget(target.slug, repo.name))),
         Effect.catch(commandFailure)

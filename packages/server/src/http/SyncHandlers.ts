@@ -19,7 +19,7 @@ import { History } from "../content/History.ts"
 import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { branchCommandFailure, contentFailure } from "./ContentFailures.ts"
-import { actorName, commandId } from "./CallerContext.ts"
+import { actorName, commandRequest } from "./CallerContext.ts"
 import { dbUnavailable } from "./Failures.ts"
 
 /**
@@ -123,7 +123,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
         force: payload.force ?? false,
         branch: payload.branch ?? null,
         actor: yield* actorName
-      }, yield* commandId).pipe(Effect.catch(branchCommandFailure))
+      }, yield* commandRequest).pipe(Effect.catch(branchCommandFailure))
     }),
 
     pull: Effect.fn("Sync.pull")(function*({ params, query }) {

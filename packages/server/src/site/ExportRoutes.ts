@@ -6,8 +6,8 @@
  * Private repositories answer anonymous git requests 401 with a Basic challenge so git asks for
  * credentials (the password is a Grove token); callers who may not see them get 404.
  */
-import { ApiErrors, type Caller } from "@grove/api"
-import { Context, Effect, Layer, Stream } from "effect"
+import { ApiErrors, ApiParams, type Caller } from "@grove/api"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as path from "node:path"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -23,6 +23,7 @@ import { PackCache } from "../export/PackCache.ts"
 import { ZIP_CONTENT_TYPE, zipSnapshot } from "../export/Zip.ts"
 import { callerOf } from "../http/Authentication.ts"
 import { dbUnavailable } from "../http/Failures.ts"
+import { invalidParams, routeParams } from "../http/PathParams.ts"
 import { answer, errorResponse, readBody } from "../http/RawRoutes.ts"
 import { Identity } from "../identity/Identity.ts"
 
@@ -89,21 +90,33 @@ const packOf = (repo: { id: string; orgId: string }, head: string) =>
     )
   )
 
-/** `{name}.git` in the route: the repository name without the suffix. */
-const gitName = (segment: string | undefined) =>
-  segment !== undefined && segment.endsWith(".git") && segment.length > 4
-    ? Effect.succeed(segment.slice(0, -4))
-    : Effect.fail(new ApiErrors.NotFound({ error: "not found", code: "not_found" }))
+const decodeRepoName = Schema.decodeUnknownEffect(Schema.Struct({ name: ApiParams.RepoName }))
+
+/**
+ * `{owner}/{name}.git` in the route: the owner and the repository name without the suffix, both
+ * checked before any lookup (a segment without `.git` is no git route: 404).
+ */
+const gitParams = routeParams({ owner: ApiParams.Slug, repo: Schema.String }).pipe(
+  Effect.flatMap(({ owner, repo }) =>
+    repo.endsWith(".git") && repo.length > 4
+      ? decodeRepoName({ name: repo.slice(0, -4) }).pipe(
+        Effect.mapError(invalidParams),
+        Effect.map(({ name }) => ({ owner, name }))
+      )
+      : Effect.fail(new ApiErrors.NotFound({ error: "not found", code: "not_found" }))
+  )
+)
+
+const downloadParams = routeParams(ApiParams.OwnerRepo)
 
 const infoRefs = HttpRouter.add("GET", "/:owner/:repo/info/refs", gitResponse(Effect.gen(function*() {
-  const params = yield* HttpRouter.params
+  const { owner, name } = yield* gitParams
   const request = yield* HttpServerRequest.HttpServerRequest
-  const name = yield* gitName(params.repo)
   const service = new URL(request.url, "http://x").searchParams.get("service")
   if (service !== "git-upload-pack") {
     return yield* new ApiErrors.Forbidden({ error: "only git-upload-pack (clone and fetch) is served; push with grove", code: "forbidden" })
   }
-  const { repo, head } = yield* mainOf(yield* gitCaller, params.owner ?? "", name, true)
+  const { repo, head } = yield* mainOf(yield* gitCaller, owner, name, true)
   const headSha = head === null ? null : (yield* packOf(repo, head)).meta.headSha
   return HttpServerResponse.uint8Array(advertiseRefs(headSha), {
     contentType: ADVERTISEMENT_CONTENT_TYPE,
@@ -112,9 +125,8 @@ const infoRefs = HttpRouter.add("GET", "/:owner/:repo/info/refs", gitResponse(Ef
 })))
 
 const gitUploadPack = HttpRouter.add("POST", "/:owner/:repo/git-upload-pack", gitResponse(Effect.gen(function*() {
-  const params = yield* HttpRouter.params
-  const name = yield* gitName(params.repo)
-  const { repo, head } = yield* mainOf(yield* gitCaller, params.owner ?? "", name, true)
+  const { owner, name } = yield* gitParams
+  const { repo, head } = yield* mainOf(yield* gitCaller, owner, name, true)
   const body = yield* readBody(8 * 1024 * 1024)
   const pack = head === null ? undefined : yield* packOf(repo, head)
   const stream = yield* uploadPack(body, pack?.meta.headSha ?? null, pack === undefined ? { stream: Stream.empty } : { path: pack.path }).pipe(
@@ -124,11 +136,11 @@ const gitUploadPack = HttpRouter.add("POST", "/:owner/:repo/git-upload-pack", gi
 })))
 
 const download = HttpRouter.add("GET", "/:owner/:name/download", answer(Effect.gen(function*() {
-  const params = yield* HttpRouter.params
+  const params = yield* downloadParams
   const request = yield* HttpServerRequest.HttpServerRequest
   const identity = yield* Identity
   const caller = yield* callerOf(identity, request.headers["authorization"])
-  const { repo, head } = yield* mainOf(caller, params.owner ?? "", params.name ?? "", false)
+  const { repo, head } = yield* mainOf(caller, params.owner, params.name, false)
   if (head === null) return yield* new ApiErrors.NotFound({ error: "main has no commits yet", code: "empty_repository" })
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
