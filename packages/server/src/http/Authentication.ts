@@ -1,7 +1,9 @@
 /**
  * The server side of the Authentication middleware: no Authorization header
  * means anonymous; a bearer token must be valid (401 otherwise, never a silent
- * fallback to anonymous). Also the RequestValidation middleware: path
+ * fallback to anonymous); a token that cannot be checked because the database
+ * is unreachable is 503, retryable (never 401: clients take a 401 as "your
+ * credentials are wrong" and stop). Also the RequestValidation middleware: path
  * parameters checked first, and the 400 body for requests that fail decoding.
  */
 import { ApiErrors, Authentication, type Caller, CurrentCaller, RequestValidation } from "@grove/api"
@@ -25,8 +27,12 @@ export const callerOf = (identity: Identity["Service"], header: string | undefin
       Effect.catchTags({
         InvalidToken: () =>
           Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),
-        SqlError: () =>
-          Effect.fail(new ApiErrors.Unauthorized({ error: "could not check the token right now; try again", code: "auth_unavailable", retryable: true }))
+        SqlError: (error) =>
+          Effect.logWarning("database unavailable: could not check a token", error.reason._tag).pipe(
+            Effect.andThen(Effect.fail(
+              new ApiErrors.ServiceUnavailable({ error: "could not check the token right now; try again", code: "auth_unavailable", retryable: true })
+            ))
+          )
       })
     )
   })

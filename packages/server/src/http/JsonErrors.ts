@@ -1,8 +1,9 @@
 /**
  * Whatever goes wrong, the caller gets `{ error, code? }` JSON with the right
  * status: unknown routes (404), bodies that cannot be read (400/413), a path
- * segment longer than any parameter (400), and defects (500, logged with their
- * cause, never echoed).
+ * segment longer than any parameter (400), an unreachable dependency that no
+ * handler mapped (503, retryable), and defects (500, logged with their cause,
+ * never echoed).
  */
 import { ApiParams } from "@grove/api"
 import { Cause, Effect } from "effect"
@@ -32,6 +33,24 @@ export const jsonError = (status: number, headers?: HttpServerResponse.HttpServe
 const fillEmpty = (response: HttpServerResponse.HttpServerResponse) =>
   response.status >= 400 && response.body._tag === "Empty" ? jsonError(response.status) : response
 
+/** Failures of the object store or the bus: the server's trouble, worth a retry. */
+const DEPENDENCY_FAILURES = new Set(["ObjectStoreError", "BusError"])
+
+/**
+ * A dependency that could not be reached, in a failure or a defect no handler mapped: a database
+ * error its driver calls retryable (connection lost, timeouts, serialization), or a failure of the
+ * object store or the bus. A database error that no retry can fix (bad SQL, a constraint) stays a 500.
+ */
+const dependencyFailure = (cause: Cause.Cause<unknown>): { readonly _tag: string } | undefined => {
+  for (const reason of cause.reasons) {
+    const value: unknown = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
+    if (typeof value !== "object" || value === null) continue
+    const { _tag, isRetryable } = value as { readonly _tag?: unknown; readonly isRetryable?: unknown }
+    if ((_tag === "SqlError" && isRetryable === true) || DEPENDENCY_FAILURES.has(String(_tag))) return value as { readonly _tag: string }
+  }
+  return undefined
+}
+
 /** The router found no route because a path segment is longer than any parameter can be: the caller's mistake. */
 const segmentTooLong = (cause: Cause.Cause<unknown>): boolean =>
   cause.reasons.some((reason) => {
@@ -47,6 +66,11 @@ export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
     Effect.map(fillEmpty),
     Effect.catchCause((cause) =>
       Effect.gen(function*() {
+        const dependency = dependencyFailure(cause)
+        if (dependency !== undefined) {
+          yield* Effect.logWarning(`dependency unavailable (${dependency._tag}): answered 503`)
+          return jsonError(503)
+        }
         if (segmentTooLong(cause)) {
           return Response.jsonUnsafe({
             error: `invalid path: a path segment must be at most ${ApiParams.MAX_SEGMENT} characters`,
