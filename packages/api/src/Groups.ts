@@ -12,6 +12,8 @@ const Owner = P.OwnerRepo
 
 export class SystemGroup extends HttpApiGroup.make("system").add(
   HttpApiEndpoint.get("version", "/version", { success: S.Version }),
+  /** Readiness of this node: 503 while it cannot serve (database unreachable, a partition stuck or without a worker). */
+  HttpApiEndpoint.get("health", "/health", { success: S.Health, error: [ServiceUnavailable] }),
   HttpApiEndpoint.get("whoami", "/whoami", { success: S.Whoami, error: [Unauthorized, Forbidden] }),
   HttpApiEndpoint.get("operation", "/operations/:id", {
     params: { id: P.OperationId },

@@ -11,6 +11,15 @@ export const Version = Schema.Struct({
   node_id: Schema.String
 })
 
+/** A node that can serve: its database answers and no command partition it owns is stuck. */
+export const Health = Schema.Struct({
+  status: Schema.Literal("ok"),
+  mode: Schema.Literals(["embedded", "cluster"]),
+  node_id: Schema.String,
+  /** Partitions retrying right now (not yet long enough to make the node unready). */
+  stalled_partitions: Schema.Array(Schema.Number)
+})
+
 export const TokenKind = Schema.Literals(["session", "personal", "service"])
 
 export const Whoami = Schema.Struct({

@@ -1,6 +1,8 @@
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Access } from "@grove/core"
+import { EntityRuntime } from "@grove/bus"
 import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { ServerConfig } from "../Config.ts"
@@ -9,13 +11,29 @@ import { Repositories } from "../repos/Repositories.ts"
 import { SERVER_VERSION } from "../Version.ts"
 import { dbUnavailable } from "./Failures.ts"
 
+/** A partition retrying this long (the database or the bus is away) makes the node unready. */
+const STUCK_AFTER_MS = 5_000
+
 export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn(function*(handlers) {
   const config = yield* ServerConfig
   const authorizer = yield* Authorizer
   const operations = yield* Operations
   const repositories = yield* Repositories
+  const runtime = yield* EntityRuntime.EntityRuntime
+  const sql = yield* SqlClient.SqlClient
   return handlers.handleAll({
     version: () => Effect.succeed({ version: SERVER_VERSION, mode: config.mode, node_id: config.nodeId }),
+    health: Effect.fnUntraced(function*() {
+      const notReady = (why: string) => new ApiErrors.ServiceUnavailable({ error: `not ready: ${why}`, code: "not_ready", retryable: true })
+      const database = yield* sql`SELECT 1`.pipe(Effect.timeout("2 seconds"), Effect.as(true), Effect.catchCause(() => Effect.succeed(false)))
+      if (!database) return yield* notReady("the database does not answer")
+      const { stalled, dead } = runtime.health()
+      if (dead.length > 0) return yield* notReady(`no worker for partitions ${dead.map((d) => d.partition).join(", ")}`)
+      const now = Date.now()
+      const stuck = stalled.filter((stall) => now - stall.since >= STUCK_AFTER_MS)
+      if (stuck.length > 0) return yield* notReady(`partitions ${stuck.map((s) => s.partition).join(", ")} are stuck retrying`)
+      return { status: "ok" as const, mode: config.mode, node_id: config.nodeId, stalled_partitions: stalled.map((s) => s.partition) }
+    }),
     whoami: Effect.fnUntraced(function*() {
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "read")
