@@ -7,8 +7,10 @@
 import { DbPostgres, Migrations } from "@grove/storage"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { execFile } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
+import { promisify } from "node:util"
 import { inject } from "vitest"
 import { startPostgres } from "../../../scripts/infra/postgres.ts"
 import { spawnServer } from "../../../scripts/infra/process.ts"
@@ -96,4 +98,19 @@ describe("KafkaBus.ensureTopics", () => {
       assert.strictEqual(error._tag, "BusError")
       assert.include(error.message, "has 3 partitions, 4 are declared")
     }), 60_000)
+})
+
+describe("dead letters", () => {
+  it("are JSON an operator reads with kcat: the poisoned record of the contract run, with its reason", async () => {
+    const { stdout } = await promisify(execFile)(
+      "kcat",
+      ["-C", "-b", bootstrap, "-t", `${prefix}grove.dead-letters`, "-o", "beginning", "-e", "-q"],
+      { timeout: 60_000 }
+    )
+    const letters = stdout.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line))
+    const poisoned = letters.filter((letter) => letter.type === "grove.dead-letter" && letter.record?.type === "not-a-command")
+    assert.strictEqual(poisoned.length, 1)
+    assert.strictEqual(poisoned[0].topic, "grove.commands")
+    assert.match(poisoned[0].reason, /not a command/)
+  }, 90_000)
 })
