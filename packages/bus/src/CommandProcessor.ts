@@ -13,7 +13,7 @@
  * and answered; a record that cannot be decoded or settled goes to the
  * dead-letter topic. Either way the worker moves on to the next record.
  */
-import { Cause, Clock, Effect, Exit, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
@@ -185,7 +185,13 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
           ...(json.length <= DEAD_LETTER_VALUE_LIMIT ? { record: record.value } : {})
         }
         yield* Effect.logError("dead-lettered a command record", { offset: String(record.offset), reason })
-        yield* persist("dead-lettering a record", bus.publish([{ topic: Topics.deadLetters, key: record.key, value: letter }]))
+        // The bus is this worker's own source: while it cannot take the letter, nothing else moves here either.
+        yield* bus.publish([{ topic: Topics.deadLetters, key: record.key, value: letter }]).pipe(
+          Effect.tapError((error) => Effect.sync(() => health.stalled(partition, error.message))),
+          Effect.retry({ schedule: Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")]) }),
+          Effect.orDie, // the schedule never ends
+          Effect.ensuring(Effect.sync(() => health.recovered(partition)))
+        )
       })
 
     /**
