@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as path from "node:path"
-import { ConfigError, parseConfig } from "./Config.ts"
+import { ConfigError, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, parseConfig } from "./Config.ts"
 
 describe("Config", () => {
   it("defaults to embedded mode on 127.0.0.1:8080 with ./.grove-data", () => {
@@ -26,6 +26,19 @@ describe("Config", () => {
     })
     expect(config.kafkaBrokers).toEqual(["127.0.0.1:9092", "127.0.0.1:9093"])
     expect(config.kafkaPrefix).toBe("staging.")
+  })
+
+  it("takes the Kafka session timeout from a flag or the environment, 3 s by default, 1 s to 30 min", () => {
+    expect(DEFAULT_KAFKA_SESSION_TIMEOUT_MS).toBe(3000)
+    expect(parseConfig([], {}).kafkaSessionTimeoutMs).toBe(3000)
+    expect(parseConfig([], { GROVE_KAFKA_SESSION_TIMEOUT_MS: "6000" }).kafkaSessionTimeoutMs).toBe(6000)
+    expect(parseConfig(["--kafka-session-timeout-ms", "1000"], { GROVE_KAFKA_SESSION_TIMEOUT_MS: "6000" }).kafkaSessionTimeoutMs)
+      .toBe(1000)
+    expect(parseConfig(["--kafka-session-timeout-ms=1800000"], {}).kafkaSessionTimeoutMs).toBe(1_800_000)
+    for (const bad of ["999", "1800001", "0", "-3000", "2500.5", "3s", "", "NaN"]) {
+      expect(() => parseConfig(["--kafka-session-timeout-ms", bad], {}), bad).toThrow(/GROVE_KAFKA_SESSION_TIMEOUT_MS must be/)
+    }
+    expect(() => parseConfig([], { GROVE_KAFKA_SESSION_TIMEOUT_MS: "10 s" })).toThrow(ConfigError)
   })
 
   it("rejects unknown flags, missing values and bad values", () => {

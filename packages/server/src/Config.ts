@@ -20,6 +20,11 @@ export interface ServerConfigShape {
   readonly kafkaBrokers: ReadonlyArray<string>
   /** Prepended to every Kafka topic and consumer group, so deployments can share a broker. */
   readonly kafkaPrefix: string
+  /**
+   * The Kafka consumer groups' session timeout: a node that stops heartbeating (killed, frozen,
+   * cut off) loses its partitions after this long, which bounds how soon another node takes them.
+   */
+  readonly kafkaSessionTimeoutMs: number
   readonly databaseUrl: string | undefined
   readonly s3: {
     readonly endpoint: string | undefined
@@ -47,6 +52,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--node-id": "GROVE_NODE_ID",
   "--kafka-brokers": "GROVE_KAFKA_BROKERS",
   "--kafka-prefix": "GROVE_KAFKA_PREFIX",
+  "--kafka-session-timeout-ms": "GROVE_KAFKA_SESSION_TIMEOUT_MS",
   "--database-url": "GROVE_DATABASE_URL",
   "--s3-endpoint": "GROVE_S3_ENDPOINT",
   "--s3-region": "GROVE_S3_REGION",
@@ -58,6 +64,22 @@ const FLAG_TO_ENV: Record<string, string> = {
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
+
+/**
+ * The default Kafka session timeout, for `npm run cluster` and the test suites alike (neither
+ * sets it). With it a killed node's partitions move 2-4 s after the kill, plus the claim: the
+ * broker expires the member one session timeout after its last heartbeat, the survivor hears of
+ * the rebalance at its next heartbeat (every third of the timeout, see `KafkaBus`), rejoins and
+ * claims them. A live node is taken for dead only when it misses three heartbeats in a row, i.e.
+ * its event loop or network stalls for 3 s. Kafka's client default is 45 s; a stock broker
+ * accepts 6 s to 30 min (`group.min.session.timeout.ms` / `group.max.session.timeout.ms`),
+ * scripts/infra/kafka's broker down to 1 s. Against a stock broker, set 6000 or more, or lower
+ * its minimum.
+ */
+export const DEFAULT_KAFKA_SESSION_TIMEOUT_MS = 3000
+
+/** Below 1 s a busy node would lose its partitions to a garbage collection; 30 min is a stock broker's maximum. */
+const KAFKA_SESSION_TIMEOUT_RANGE = { min: 1000, max: 1_800_000 } as const
 
 /** Reads `--flag value` / `--flag=value` pairs over the environment. Unknown flags are an error. */
 export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): ServerConfigShape => {
@@ -88,6 +110,15 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   if (!/^[A-Za-z0-9._-]{0,100}$/.test(kafkaPrefix)) {
     throw new ConfigError("GROVE_KAFKA_PREFIX may contain only letters, digits, '.', '_' and '-' (at most 100)")
   }
+  const sessionTimeout = Number(values.GROVE_KAFKA_SESSION_TIMEOUT_MS ?? String(DEFAULT_KAFKA_SESSION_TIMEOUT_MS))
+  if (
+    !Number.isSafeInteger(sessionTimeout) || sessionTimeout < KAFKA_SESSION_TIMEOUT_RANGE.min ||
+    sessionTimeout > KAFKA_SESSION_TIMEOUT_RANGE.max
+  ) {
+    throw new ConfigError(
+      `GROVE_KAFKA_SESSION_TIMEOUT_MS must be a whole number of milliseconds from ${KAFKA_SESSION_TIMEOUT_RANGE.min} to ${KAFKA_SESSION_TIMEOUT_RANGE.max}`
+    )
+  }
   const brokers = (values.GROVE_KAFKA_BROKERS ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
   if (mode === "cluster") {
     if (brokers.length === 0) throw new ConfigError("cluster mode needs GROVE_KAFKA_BROKERS")
@@ -104,6 +135,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     nodeId: values.GROVE_NODE_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     kafkaBrokers: brokers,
     kafkaPrefix,
+    kafkaSessionTimeoutMs: sessionTimeout,
     databaseUrl: values.GROVE_DATABASE_URL,
     s3: {
       endpoint: values.GROVE_S3_ENDPOINT,

@@ -17,11 +17,16 @@ export const databaseLayer = (config: ServerConfigShape) => {
   return Migrations.layer.pipe(Layer.provideMerge(db), Layer.orDie)
 }
 
-/** The bus of the mode. */
+/** The bus of the mode. Kafka's heartbeat interval is KafkaBus's default: a third of the session timeout. */
 export const busLayer = (config: ServerConfigShape) =>
   config.mode === "embedded"
     ? MemoryBus.layerEmbedded({ nodeId: config.nodeId })
-    : KafkaBus.layer({ nodeId: config.nodeId, bootstrap: config.kafkaBrokers, prefix: config.kafkaPrefix })
+    : KafkaBus.layer({
+      nodeId: config.nodeId,
+      bootstrap: config.kafkaBrokers,
+      prefix: config.kafkaPrefix,
+      sessionTimeout: Duration.millis(config.kafkaSessionTimeoutMs)
+    })
 
 /** Where content bytes live: files in the data directory, or an S3 bucket. */
 export const objectStoreLayer = (config: ServerConfigShape) =>

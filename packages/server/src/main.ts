@@ -23,6 +23,9 @@ Options (each also read from the environment variable in brackets):
   --node-id ID                  [GROVE_NODE_ID]       default host-pid-random
   --kafka-brokers H:P,...       [GROVE_KAFKA_BROKERS] cluster mode
   --kafka-prefix PREFIX         [GROVE_KAFKA_PREFIX]  prepended to topic and group names (share a broker)
+  --kafka-session-timeout-ms MS [GROVE_KAFKA_SESSION_TIMEOUT_MS] default 3000 (1000 to 1800000);
+                                a dead node's partitions move this long after its last heartbeat
+                                (a stock broker's group.min.session.timeout.ms is 6000)
   --database-url URL            [GROVE_DATABASE_URL]  cluster mode (postgres://...)
   --s3-endpoint URL             [GROVE_S3_ENDPOINT]   cluster mode
   --s3-region, --s3-bucket, --s3-access-key-id, --s3-secret-access-key
