@@ -28,8 +28,15 @@ export interface PostgresOptions {
   readonly dataDir?: string | undefined
   /** Default `grove`. */
   readonly database?: string | undefined
-  /** Keep fsync and full-page writes on; by default they are off, which is fine for tests only. */
+  /**
+   * Leave `fsync`, `synchronous_commit` and `full_page_writes` at PostgreSQL's defaults (on), so
+   * a committed transaction survives a crash of PostgreSQL or of the machine. By default they are
+   * off: faster, and fine for tests, whose data is thrown away, but a crash loses the last
+   * commits (acknowledged writes) and may corrupt the cluster.
+   */
   readonly durable?: boolean | undefined
+  /** Also write the server's output to this file (truncated at start). */
+  readonly logFile?: string | undefined
 }
 
 export interface PostgresServer {
@@ -196,6 +203,7 @@ export const startPostgres = (
         command: path.join(bin, "postgres"),
         args: serverArgs(pgdata, port, durable),
         cwd: dataDir,
+        logFile: options.logFile,
         ...owner,
         // SIGINT is PostgreSQL's "fast" shutdown: it does not wait for clients to disconnect.
         stopSignal: "SIGINT",

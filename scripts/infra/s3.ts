@@ -42,6 +42,8 @@ export interface S3Options {
   readonly dataDir?: string | undefined
   /** Default `grove`. */
   readonly bucket?: string | undefined
+  /** Also write the server's output to this file (truncated at start). */
+  readonly logFile?: string | undefined
 }
 
 export interface S3Server {
@@ -181,6 +183,7 @@ export const startS3 = (options: S3Options = {}): Effect.Effect<S3Server, S3Serv
           MINIO_UPDATE: "off",
           MINIO_SITE_REGION: REGION
         },
+        logFile: options.logFile,
         // If this process dies abruptly, the guard still removes a temp data dir.
         ...(temporary ? { removeAfterExit: dataDir } : {})
       })
