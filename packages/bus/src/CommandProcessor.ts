@@ -106,6 +106,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
     const claimed = yield* persist("claiming the partition", PartitionFence.claim(topic, partition, bus.nodeId))
     if (claimed._tag === "Poison") return yield* Effect.die(new Error(`could not claim the partition: ${claimed.message}`))
     const epoch = claimed.value
+    health.claimed(partition)
     yield* Effect.logDebug("claimed", { epoch })
     relay.own(partition)
 
@@ -257,9 +258,12 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
     Effect.onInterrupt(() => Effect.sync(() => options.health.released(claim.partition))),
     Effect.catchCause((cause) => {
       if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
-      // Every record is settled one way or another above, so this is a bug: report it, the node is not ready.
+      // Every record is settled one way or another above, so this is a bug: report it (the node is not
+      // ready) and die, so `PartitionWorkers` starts the partition again from its committed offset.
       options.health.died(claim.partition, String(Cause.squash(cause)))
-      return Effect.logError("the partition worker died", cause)
+      return Effect.logError("the partition worker died; it is started again", cause).pipe(
+        Effect.andThen(Effect.failCause(cause))
+      )
     }),
     Effect.ensuring(Effect.sync(() => options.relay.disown(claim.partition))),
     Effect.annotateLogs({ topic: claim.topic, partition: claim.partition, generation: claim.generation })

@@ -13,7 +13,7 @@ export interface Stall {
 
 export interface HealthReport {
   readonly stalled: ReadonlyArray<Stall>
-  /** Partitions whose worker ended on a defect: nothing on this node handles them until the next rebalance. */
+  /** Partitions whose worker died (a bug): restarted after a pause, and left down after repeated deaths. */
   readonly dead: ReadonlyArray<{ readonly partition: number; readonly error: string }>
 }
 
@@ -21,6 +21,8 @@ export interface PartitionHealth {
   readonly stalled: (partition: number, error: string) => void
   readonly recovered: (partition: number) => void
   readonly died: (partition: number, error: string) => void
+  /** A worker (again) holds the partition. */
+  readonly claimed: (partition: number) => void
   /** The partition is no longer this node's (revoked or fenced). */
   readonly released: (partition: number) => void
   readonly report: () => HealthReport
@@ -40,6 +42,10 @@ export const make = (now: () => number = Date.now): PartitionHealth => {
     died: (partition, error) => {
       stalls.delete(partition)
       dead.set(partition, error)
+    },
+    claimed: (partition) => {
+      stalls.delete(partition)
+      dead.delete(partition)
     },
     released: (partition) => {
       stalls.delete(partition)

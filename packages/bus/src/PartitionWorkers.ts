@@ -2,8 +2,14 @@
  * One fiber per owned partition, kept in line with the group's assignment.
  * Shared by both buses: each tells it which partitions this node owns in
  * which generation, and it starts and interrupts the workers.
+ *
+ * A worker that dies (a defect: a bug, since the command processor settles
+ * every record one way or another) is started again from the group's committed
+ * offset after a pause, as a rebalance would: the partition is given back to
+ * this node rather than left idle while the node lives. After `maxRestarts`
+ * deaths in a row it stays down (the node reports it; see `PartitionHealth`).
  */
-import { Effect, Fiber, Latch } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Latch } from "effect"
 import type { Scope } from "effect"
 
 interface Worker {
@@ -30,13 +36,24 @@ export interface PartitionWorkers {
  * can route records to the partition as soon as `sync` is done) and returns
  * the worker, which runs in its own fiber.
  */
+export interface RestartOptions {
+  /** Deaths in a row after which a partition's worker stays down. Default 5. */
+  readonly maxRestarts?: number | undefined
+  /** The pause before the first restart; doubled for each death in a row. Default 1 second. */
+  readonly pause?: Duration.Input | undefined
+}
+
 export const make = (
-  prepare: (partition: number, generation: number) => Effect.Effect<Effect.Effect<void>>
+  prepare: (partition: number, generation: number) => Effect.Effect<Effect.Effect<void>>,
+  restart: RestartOptions = {}
 ): Effect.Effect<PartitionWorkers, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const workers = new Map<number, Worker>()
     const endedAt = new Map<number, number>()
+    const deaths = new Map<number, number>()
+    const maxRestarts = restart.maxRestarts ?? 5
+    const pause = Duration.toMillis(Duration.fromInputUnsafe(restart.pause ?? Duration.seconds(1)))
 
     const revoke = (partitions: Iterable<number>) =>
       Effect.suspend(() => {
@@ -52,31 +69,54 @@ export const make = (
         return Fiber.interruptAll(fibers)
       })
 
-    const start = Effect.fnUntraced(function*(partition: number, generation: number) {
-      const worker = yield* prepare(partition, generation)
-      // The worker waits until it is registered, so its `onExit` always finds it.
-      const registered = Latch.makeUnsafe(false)
-      const fiber: Fiber.Fiber<void> = yield* registered.await.pipe(
-        Effect.andThen(worker),
-        Effect.onExit(() =>
-          Effect.sync(() => {
-            if (workers.get(partition)?.fiber === fiber) {
-              workers.delete(partition)
-              endedAt.set(partition, generation)
-            }
-          })
-        ),
-        Effect.forkIn(scope)
-      )
-      workers.set(partition, { generation, fiber })
-      registered.openUnsafe()
-    })
-
-    const sync = (owned: ReadonlyArray<number>, generation: number) =>
+    const start = (partition: number, generation: number): Effect.Effect<void> =>
       Effect.gen(function*() {
-        const keep = new Set(owned)
+        const worker = yield* prepare(partition, generation)
+        // The worker waits until it is registered, so its `onExit` always finds it.
+        const registered = Latch.makeUnsafe(false)
+        const fiber: Fiber.Fiber<void> = yield* registered.await.pipe(
+          Effect.andThen(worker),
+          Effect.onExit((exit) =>
+            Effect.suspend(() => {
+              if (workers.get(partition)?.fiber !== fiber) return Effect.void
+              workers.delete(partition)
+              const died = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+              const count = died ? (deaths.get(partition) ?? 0) + 1 : 0
+              deaths.set(partition, count)
+              if (!died || count > maxRestarts) {
+                endedAt.set(partition, generation)
+                return Effect.void
+              }
+              // Started again unless the partition moved (or was started again) in the meantime.
+              return Effect.sleep(pause * 2 ** (count - 1)).pipe(
+                Effect.andThen(Effect.suspend(() =>
+                  workers.has(partition) || endedAt.has(partition) || !owned.has(partition) || current !== generation
+                    ? Effect.void
+                    : start(partition, generation)
+                )),
+                Effect.forkIn(scope),
+                Effect.asVoid
+              )
+            })
+          ),
+          Effect.forkIn(scope)
+        )
+        workers.set(partition, { generation, fiber })
+        registered.openUnsafe()
+      })
+
+    /** What the node owns, as of the last `sync`. */
+    let owned = new Set<number>()
+    let current = -1
+
+    const sync = (assigned: ReadonlyArray<number>, generation: number) =>
+      Effect.gen(function*() {
+        if (generation !== current) deaths.clear()
+        owned = new Set(assigned)
+        current = generation
+        const keep = owned
         yield* revoke([...workers.keys()].filter((partition) => !keep.has(partition)))
-        for (const partition of owned) {
+        for (const partition of assigned) {
           if (workers.has(partition)) continue
           const ended = endedAt.get(partition)
           if (ended !== undefined && ended >= generation) continue
