@@ -43,7 +43,11 @@ export const objectStoreLayer = (config: ServerConfigShape) =>
 /** Database, object store, bus and the entity runtime on them. */
 export const infrastructureLayer = (config: ServerConfigShape) => {
   const db = databaseLayer(config)
-  const runtime = EntityRuntime.EntityRuntime.layer({ timeout: Duration.millis(config.commandTimeoutMs) }).pipe(
+  const runtime = EntityRuntime.EntityRuntime.layer({
+    timeout: Duration.millis(config.commandTimeoutMs),
+    // The in-process bus loses what it held when the process ends: writes still in flight then are settled as failed.
+    settleInFlightOnStart: config.mode === "embedded"
+  }).pipe(
     Layer.provide(busLayer(config)),
     Layer.provide(db),
     Layer.orDie
