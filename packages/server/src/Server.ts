@@ -4,8 +4,8 @@
  * the entity runtime and the infrastructure of the mode.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { ByteSize, Console, Effect, Layer, References } from "effect"
-import { HttpIncomingMessage, HttpServer } from "effect/http"
+import { Console, Effect, Layer, References } from "effect"
+import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { createServer } from "node:http"
 import * as AdminSocket from "./admin/AdminSocket.ts"
@@ -60,10 +60,10 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
   // No trace exporter is configured, so spans would only cost time on every request.
   const NoTracing = Layer.succeed(References.TracerEnabled, false)
-  // JSON bodies (a push carries small blobs inline as number arrays, about 4 bytes per byte); binary routes set their own limits.
-  const BodyLimit = Layer.succeed(HttpIncomingMessage.MaxBodySize, ByteSize.mebibytes(256))
+  // Body limits: none here. Each request's route sets its own (http/BodyLimits.ts); a value provided
+  // here would be captured by the API's handlers and override the route's.
   return Layer.mergeAll(Http, Admin).pipe(
-    Layer.provide(Layer.merge(NoTracing, BodyLimit)),
+    Layer.provide(NoTracing),
     Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),

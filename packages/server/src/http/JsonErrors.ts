@@ -6,9 +6,11 @@
  * never echoed).
  */
 import { ApiParams } from "@grove/api"
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerError, type HttpServerResponse } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
+import { BodyLimitsLive } from "./BodyLimits.ts"
+import { MethodsLive } from "./Methods.ts"
 
 const messages: Record<number, readonly [string, string]> = {
   400: ["bad request", "invalid_request"],
@@ -30,8 +32,11 @@ export const jsonError = (status: number, headers?: HttpServerResponse.HttpServe
   return headers === undefined ? response : Response.setHeaders(response, headers)
 }
 
+/** An error without a body, or with a plain-text one (the framework's 415), becomes the JSON error of its status. */
 const fillEmpty = (response: HttpServerResponse.HttpServerResponse) =>
-  response.status >= 400 && response.body._tag === "Empty" ? jsonError(response.status) : response
+  response.status >= 400 && (response.body._tag === "Empty" || (response.status === 415 && String(response.body.contentType).startsWith("text/")))
+    ? jsonError(response.status)
+    : response
 
 /** Failures of the object store or the bus: the server's trouble, worth a retry. */
 const DEPENDENCY_FAILURES = new Set(["ObjectStoreError", "BusError"])
@@ -61,7 +66,7 @@ const segmentTooLong = (cause: Cause.Cause<unknown>): boolean =>
 
 // The router's types insist a global middleware leaves errors it was not configured for
 // unhandled; this one deliberately answers every failure, hence the widening cast.
-export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
+const jsonErrors = HttpRouter.middleware((httpEffect) =>
   (httpEffect as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
     Effect.map(fillEmpty),
     Effect.catchCause((cause) =>
@@ -83,3 +88,9 @@ export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
       })
     )
   ) as typeof httpEffect, { global: true })
+
+/**
+ * The edge's global middleware: JSON errors for every failure, and, before routing, each route's
+ * body limit (413, 415; `BodyLimits`) and unsupported methods (405; `Methods`).
+ */
+export const JsonErrorsLive = Layer.mergeAll(jsonErrors, BodyLimitsLive, MethodsLive)

@@ -1,0 +1,110 @@
+/**
+ * Bounded input before any work: every route has its own body limit, checked by a global
+ * middleware before routing (so before the token is looked up or anything is parsed).
+ *
+ * - A declared `Content-Length` past the route's limit answers 413 `{ error, code: "payload_too_large" }`
+ *   at once, without reading the body (`Connection: close`).
+ * - A body without a length (chunked) is read with the route's limit as `MaxBodySize`: the read
+ *   stops past it and the request answers the same 413, so memory never holds more than the limit.
+ * - A body on a JSON route that is not `application/json` answers 415 `{ error, code: "unsupported_media_type" }`.
+ *
+ * Small JSON routes get 1 MiB (10,000 hashes, the most any hash list may carry, fit in 0.7 MiB).
+ * The push keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
+ * byte); the binary routes keep theirs and check them again while streaming.
+ */
+import { ByteSize, Effect } from "effect"
+import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
+import { HttpServerResponse as Response } from "effect/http"
+
+const KiB = 1024
+const MiB = 1024 * KiB
+
+/** Every JSON route that is not named below. */
+export const DEFAULT_LIMIT = 1 * MiB
+/** `POST /api/{owner}/{name}/push`: as before this limit existed. */
+export const PUSH_LIMIT = 256 * MiB
+/** One chunk or one batch of chunks (`ChunkRoutes`). */
+export const CHUNK_UPLOAD_LIMIT = 64 * MiB
+
+const SEGMENT = "[^/]+"
+
+interface Rule {
+  readonly method: string
+  readonly pattern: RegExp
+  readonly limit: number
+  /** The body is not JSON (binary frames, a form, git's protocol): no 415 check here. */
+  readonly raw?: boolean
+}
+
+const route = (method: string, path: string, limit: number, raw = false): Rule => ({
+  method,
+  pattern: new RegExp(`^${path.split("/").map((part) => part.startsWith(":") ? SEGMENT : part).join("/")}$`),
+  limit,
+  raw
+})
+
+const RULES: ReadonlyArray<Rule> = [
+  route("POST", "/api/:owner/:name/push", PUSH_LIMIT),
+  route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, true),
+  route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, true),
+  route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, true),
+  route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, true),
+  route("POST", "/cli-auth", 16 * KiB, true)
+]
+
+export interface BodyLimit {
+  readonly limit: number
+  /** Whether the route reads a JSON body (the API's routes), so other media types answer 415. */
+  readonly json: boolean
+}
+
+/** The body limit of a request's route. */
+export const bodyLimit = (method: string, pathname: string): BodyLimit => {
+  for (const rule of RULES) {
+    if (rule.method === method && rule.pattern.test(pathname)) return { limit: rule.limit, json: rule.raw !== true }
+  }
+  return { limit: DEFAULT_LIMIT, json: pathname === "/api" || pathname.startsWith("/api/") }
+}
+
+export const payloadTooLarge = (limit: number) =>
+  Response.jsonUnsafe({ error: `the request body must be at most ${limit} bytes`, code: "payload_too_large" }, {
+    status: 413,
+    headers: { connection: "close" }
+  })
+
+export const unsupportedMediaType = (contentType: string) =>
+  Response.jsonUnsafe({
+    error: `unsupported content type '${contentType.slice(0, 100)}': send application/json`,
+    code: "unsupported_media_type"
+  }, { status: 415, headers: { "accept": "application/json" } })
+
+const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const length = request.headers["content-length"]
+  if (length !== undefined) return length.trim() !== "0"
+  return request.headers["transfer-encoding"] !== undefined
+}
+
+/** `application/json`, with or without parameters (`; charset=utf-8`): what the API decodes. */
+const isJson = (contentType: string): boolean => {
+  const type = contentType.split(";")[0]!.trim().toLowerCase()
+  return type === "application/json"
+}
+
+const pathnameOf = (url: string): string => {
+  const query = url.indexOf("?")
+  return query === -1 ? url : url.slice(0, query)
+}
+
+// Like JsonErrorsLive: a global middleware answers for every route, hence the widening cast.
+export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const { limit, json } = bodyLimit(request.method, pathnameOf(request.url))
+    const declared = request.headers["content-length"]
+    if (declared !== undefined && Number(declared) > limit) return payloadTooLarge(limit)
+    if (json && hasBody(request)) {
+      const contentType = request.headers["content-type"]
+      if (contentType !== undefined && !isJson(contentType)) return unsupportedMediaType(contentType)
+    }
+    return yield* Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
+  }) as unknown as typeof httpEffect, { global: true })

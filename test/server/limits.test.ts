@@ -1,0 +1,164 @@
+/**
+ * Bounded input at the edge (issue 9, item 2): each route's body limit is enforced before any
+ * work (413 JSON from Content-Length, or while a chunked body streams), unsupported media types
+ * and methods answer 415 and 405 JSON, and refusing a 100 MB anonymous body costs the server
+ * (a separate process) almost no memory.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api, isErrorBody } from "../support/http.ts"
+
+let server: GroveServer
+let alice: string
+
+beforeAll(async () => {
+  server = await startServer()
+  alice = await server.createUser("alice")
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+})
+
+const MiB = 1024 * 1024
+
+interface Sent {
+  readonly status: number
+  readonly body: any
+  readonly headers: http.IncomingHttpHeaders
+  /** Bytes written before the server answered (or closed the connection). */
+  readonly written: number
+}
+
+/**
+ * POSTs `size` bytes of JSON-looking filler, with a Content-Length or chunked, and resolves with
+ * the server's answer as soon as it arrives (the rest of the body is then abandoned).
+ */
+const sendLarge = (path: string, size: number, options: { chunked?: boolean; token?: string; contentType?: string } = {}) =>
+  new Promise<Sent>((resolve, reject) => {
+    const url = new URL(path, server.url)
+    const headers: http.OutgoingHttpHeaders = { "content-type": options.contentType ?? "application/json" }
+    if (options.chunked !== true) headers["content-length"] = String(size)
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
+    const request = http.request(url, { method: "POST", headers, agent: false })
+    let written = 0
+    let answered = false
+    const piece = Buffer.alloc(64 * 1024, "[")
+    request.on("response", (response) => {
+      answered = true
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (d: string) => (text += d))
+      response.on("end", () => {
+        request.destroy()
+        let body: unknown = text
+        try {
+          body = JSON.parse(text)
+        } catch {
+          // keep the text
+        }
+        resolve({ status: response.statusCode ?? 0, body, headers: response.headers, written })
+      })
+    })
+    // The server may close the connection while the body is still being sent: only its answer counts.
+    request.on("error", (error) => {
+      if (!answered) setTimeout(() => (answered ? undefined : reject(error)), 2_000)
+    })
+    const pump = () => {
+      while (!answered && written < size && !request.destroyed) {
+        const part = piece.subarray(0, Math.min(piece.length, size - written))
+        written += part.length
+        if (!request.write(part)) return void request.once("drain", pump)
+      }
+      if (!answered && written >= size && !request.destroyed) request.end()
+    }
+    pump()
+  })
+
+/** A request fetch() will not send (TRACE), over node:http. */
+const request = (method: string, path: string) =>
+  new Promise<{ status: number; body: any; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+    const req = http.request(new URL(path, server.url), { method, agent: false }, (response) => {
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (d: string) => (text += d))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text), headers: response.headers }))
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
+/** The server process's resident set, from /proc (Linux). */
+const rssBytes = (pid: number): number => {
+  const match = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+  if (match === null) throw new Error("no VmRSS")
+  return Number(match[1]) * 1024
+}
+
+describe("body limits", () => {
+  it("refuses an anonymous 100 MB POST /api/repos from its Content-Length with 413 JSON, without reading it", async () => {
+    const pid = server.process.pid!
+    // Warm up the paths the refusal takes, so the measurement sees only what the body costs.
+    for (let i = 0; i < 3; i++) await sendLarge("/api/repos", 2 * MiB)
+    const before = rssBytes(pid)
+    const sent = await sendLarge("/api/repos", 100 * 1000 * 1000)
+    const after = rssBytes(pid)
+    expect(sent.status).toBe(413)
+    expect(sent.body).toEqual({ error: "the request body must be at most 1048576 bytes", code: "payload_too_large" })
+    expect(sent.written).toBeLessThan(100 * 1000 * 1000)
+    const growth = after - before
+    console.log(`server RSS ${(before / MiB).toFixed(1)} MiB -> ${(after / MiB).toFixed(1)} MiB (growth ${(growth / MiB).toFixed(2)} MiB) refusing a 100 MB body`)
+    expect(growth).toBeLessThan(8 * MiB)
+  })
+
+  it("stops reading a chunked body past the route's limit: 413 JSON, with or without a token", async () => {
+    const anonymous = await sendLarge("/api/repos", 3 * MiB, { chunked: true })
+    expect(anonymous.status).toBe(413)
+    expect(anonymous.body.code).toBe("payload_too_large")
+    const signedIn = await sendLarge("/api/orgs", 3 * MiB, { chunked: true, token: alice })
+    expect(signedIn.status).toBe(413)
+    expect(signedIn.body.code).toBe("payload_too_large")
+  })
+
+  it("keeps small bodies working and the push route's large limit", async () => {
+    const created = await api(server.url, alice).post("/repos", { name: "limits", description: "x".repeat(1000) })
+    expect(created.status).toBe(201)
+    // 2 MiB is past the small routes' limit but well within the push's: it reaches the handler (a 400 for junk).
+    const push = await sendLarge("/api/alice/limits/push", 2 * MiB, { token: alice })
+    expect(push.status).toBe(400)
+    expect(push.body.code).not.toBe("payload_too_large")
+  })
+
+  it("refuses a sign-in form past 16 KiB before reading it", async () => {
+    const sent = await sendLarge("/cli-auth", 64 * 1024, { contentType: "application/x-www-form-urlencoded" })
+    expect(sent.status).toBe(413)
+    expect(sent.body.code).toBe("payload_too_large")
+  })
+})
+
+describe("media types and methods", () => {
+  it("answers 415 JSON for a body that is not application/json", async () => {
+    for (const contentType of ["text/plain", "application/xml", "application/x-www-form-urlencoded"]) {
+      const reply = await api(server.url, alice).raw("POST", "/repos", "name=x", { "content-type": contentType })
+      expect(reply.status).toBe(415)
+      expect(reply.body.code).toBe("unsupported_media_type")
+      expect(isErrorBody(reply.body)).toBe(true)
+    }
+  })
+
+  it("answers 405 JSON with Allow for TRACE and for methods a path does not support", async () => {
+    const trace = await request("TRACE", "/api/version")
+    expect(trace.status).toBe(405)
+    expect(trace.body).toMatchObject({ code: "method_not_allowed" })
+    expect(trace.headers.allow).toBe("GET, HEAD")
+    expect((await request("TRACE", "/")).status).toBe(405)
+    const put = await api(server.url, alice).raw("PUT", "/repos")
+    expect(put.status).toBe(405)
+    expect(put.headers.get("allow")).toBe("GET, HEAD, POST")
+    expect(isErrorBody(put.body)).toBe(true)
+    // Unknown paths stay 404.
+    expect((await api(server.url).raw("PUT", "/no/such/route/here")).status).toBe(404)
+  })
+})
