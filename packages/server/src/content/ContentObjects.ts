@@ -17,6 +17,23 @@ export interface BlobInfo {
   readonly chunks: ReadonlyArray<{ readonly hash: string; readonly offset: number; readonly size: number }>
 }
 
+/**
+ * What dedup may count as present for one caller writing to one repository: objects a repository the
+ * caller (within its key's repository limit) can read reaches, and objects this caller uploaded to
+ * such a repository. Anything else is missing and must be uploaded again (its bytes are still stored once).
+ */
+export interface DedupScope {
+  readonly orgId: string
+  /** The repository written to: uploads are recorded against it. */
+  readonly repoId: string
+  /** `user:<id>` or `service_account:<id>`. */
+  readonly principal: string
+  /** Ids of the organization's repositories the caller can read (the written one among them). */
+  readonly readable: ReadonlyArray<string>
+}
+
+export type ObjectKind = "chunk" | "blob" | "tree"
+
 export interface CommitRow {
   readonly hash: string
   readonly branch_name: string
@@ -83,6 +100,12 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   readonly repoTrees: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
   /** Of `hashes`, the blobs the repository's published commits reach. */
   readonly repoBlobs: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
+  /** The organization's repositories, to decide which of them a caller can read. */
+  readonly orgRepositories: (orgId: string) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly isPublic: boolean }>, SqlError>
+  /** Of `hashes`, the stored objects of `kind` that count as present for the scope's caller (see DedupScope). */
+  readonly present: (kind: ObjectKind, scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
+  /** Records that the scope's caller uploaded these objects (verified bytes, or verified trees and blob mappings) to its repository. */
+  readonly recordUploads: (scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
 }>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -197,6 +220,38 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const rows = yield* inBatches([...new Set(hashes)], (slice) =>
           sql<{ blob_hash: string }>`SELECT blob_hash FROM repo_blobs WHERE repo_id = ${repoId} AND blob_hash = ANY(${slice})`)
         return new Set(rows.map((r) => r.blob_hash))
+      }),
+      orgRepositories: (orgId) =>
+        sql<{ id: string; is_public: boolean }>`SELECT id::text AS id, is_public FROM repositories WHERE org_id = ${orgId}`.pipe(
+          Effect.map((rows) => rows.map((r) => ({ id: r.id, isPublic: r.is_public === true })))
+        ),
+      present: Effect.fnUntraced(function*(kind, scope, hashes) {
+        if (scope.readable.length === 0) return new Set<string>()
+        const readable = [...scope.readable]
+        const rows = yield* inBatches([...new Set(hashes)], (slice) => {
+          const reached = kind === "chunk"
+            ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc JOIN repo_blobs rb ON rb.blob_hash = bc.blob_hash
+                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${readable}::uuid[])`
+            : kind === "blob"
+            ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${readable}::uuid[]) AND blob_hash = ANY(${slice})`
+            : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${readable}::uuid[]) AND tree_hash = ANY(${slice})`
+          const stored = kind === "chunk"
+            ? sql`SELECT 1 FROM chunks o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
+            : kind === "blob"
+            ? sql`SELECT 1 FROM blobs o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
+            : sql`SELECT 1 FROM trees o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
+          return sql<{ hash: string }>`${reached}
+            UNION SELECT u.hash FROM object_uploads u WHERE u.repo_id = ANY(${readable}::uuid[]) AND u.principal = ${scope.principal}
+              AND u.hash = ANY(${slice}) AND EXISTS (${stored})`
+        })
+        return new Set(rows.map((r) => r.hash))
+      }),
+      recordUploads: Effect.fnUntraced(function*(scope, hashes) {
+        const unique = [...new Set(hashes)]
+        for (let i = 0; i < unique.length; i += 1000) {
+          const slice = unique.slice(i, i + 1000).map((hash) => ({ repo_id: scope.repoId, principal: scope.principal, hash }))
+          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ON CONFLICT DO NOTHING`
+        }
       })
     })
   }))

@@ -16,7 +16,7 @@ import * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema, Stream } from "effect"
 import { ChunkStore } from "./ChunkStore.ts"
-import { type BlobInfo, ContentObjects } from "./ContentObjects.ts"
+import { type BlobInfo, ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { makeTreeCache } from "./TreeCache.ts"
 
 /** The push breaks a rule of the protocol; nothing was published. */
@@ -71,10 +71,18 @@ export const pushBranchName = (body: ApiSync.PushRequest): string | undefined =>
 
 export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   repo: { readonly id: string; readonly orgId: string },
-  body: ApiSync.PushRequest
+  body: ApiSync.PushRequest,
+  /** What counts as already there for this caller: objects it cannot read must be in the push (or uploaded by it). */
+  scope: DedupScope
 ) {
   const objects = yield* ContentObjects
   const chunkStore = yield* ChunkStore
+  /** Sizes of the stored chunks that count as present for this caller. */
+  const presentChunkSizes = Effect.fnUntraced(function*(hashes: ReadonlyArray<string>) {
+    const stored = yield* chunkStore.sizes(repo.orgId, hashes)
+    const visible = yield* objects.present("chunk", scope, [...stored.keys()])
+    return new Map([...stored].filter(([h]) => visible.has(h)))
+  })
   const branchName = pushBranchName(body)
   if (branchName === undefined) return yield* reject("a push names its branch (branch.name) or carries commits")
   // The rule for every branch name, stricter than the commit hash's (no control character, bounded), so
@@ -151,7 +159,10 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     for (const h of candidates) visited.add(h)
     const known = yield* objects.repoTrees(repo.id, candidates)
     const todo = candidates.filter((h) => !known.has(h))
-    yield* cache.load(todo)
+    // A tree the push does not carry counts only if the caller can read it already: dedup never grants access.
+    const unpushed = todo.filter((h) => cache.get(h) === undefined)
+    const visible = yield* objects.present("tree", scope, unpushed)
+    yield* cache.load(unpushed.filter((h) => visible.has(h)))
     const next: Array<string> = []
     for (const h of todo) {
       const entries = cache.get(h)
@@ -183,7 +194,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   const pushedBlobs = new Set<string>()
   const inlineChunks: Array<{ hash: string; data: Uint8Array }> = []
   // One lookup for every chunk the pushed blobs map to (a push may carry 20,000 blobs).
-  const have = yield* chunkStore.sizes(repo.orgId, body.blobs.flatMap((b) => (b.chunks ?? []).map((c) => c.hash)))
+  const have = yield* presentChunkSizes(body.blobs.flatMap((b) => (b.chunks ?? []).map((c) => c.hash)))
   for (const b of body.blobs) {
     if (!Blake3.isHash(b.hash)) return yield* reject("a blob hash must be 64 lowercase hex characters", "invalid_blob")
     const sizeCheck = Chunks.checkSize(b.size, `size of blob ${b.hash}`)
@@ -231,9 +242,10 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 
   // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
   const unresolved = [...blobRefs].filter((h) => !pushedBlobs.has(h))
-  const stored = yield* objects.blobSizes(repo.orgId, unresolved)
-  const implicit = unresolved.filter((h) => !stored.has(h))
-  const chunkSizes = yield* chunkStore.sizes(repo.orgId, implicit)
+  const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
+  const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()])
+  const implicit = unresolved.filter((h) => !visibleBlobs.has(h))
+  const chunkSizes = yield* presentChunkSizes(implicit)
   for (const h of implicit) {
     const size = chunkSizes.get(h)
     if (size === undefined || size >= FastCdc.CHUNKING_THRESHOLD) {
@@ -245,6 +257,13 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   yield* objects.storeTrees(repo.orgId, pushedTrees)
   yield* objects.registerBlobs(repo.orgId, registrations)
   yield* objects.stageCommits(repo.id, body.commits)
+  // What this push carried (or proved it could read) counts as present for this caller from now on:
+  // an object-only push followed by the commit push, or a retried push, need not send it again.
+  yield* objects.recordUploads(scope, [
+    ...pushedTrees.map((t) => t.hash),
+    ...registrations.map((b) => b.hash),
+    ...inlineChunks.map((c) => c.hash)
+  ])
   const prepared: PreparedPush = {
     branchName,
     commits: body.commits.map((c) => c.hash),

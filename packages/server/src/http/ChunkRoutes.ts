@@ -13,6 +13,7 @@ import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
+import { dedupScope } from "../content/DedupScope.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
@@ -29,16 +30,22 @@ const chunkParams = routeParams({ hash: ApiParams.Hash })
 
 const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(Effect.gen(function*() {
   const { hash } = yield* chunkParams
-  const { repo } = yield* routeRepository("write")
+  const { caller, repo } = yield* routeRepository("write")
   const chunks = yield* ChunkStore
+  const objects = yield* ContentObjects
   const body = yield* readBody(MAX_UPLOAD)
   yield* contentFailure(chunks.put(repo.orgId, hash, body))
+  // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
+  const scope = yield* dbUnavailable(dedupScope(caller, repo))
+  yield* dbUnavailable(objects.recordUploads(scope, [hash]))
   return HttpServerResponse.empty({ status: 200 })
 })))
 
 const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
-  const { repo } = yield* routeRepository("write")
+  const { caller, repo } = yield* routeRepository("write")
   const chunks = yield* ChunkStore
+  const objects = yield* ContentObjects
+  const scope = yield* dbUnavailable(dedupScope(caller, repo))
   const request = yield* HttpServerRequest.HttpServerRequest
   const declared = Number(request.headers["content-length"] ?? NaN)
   if (Number.isFinite(declared) && declared > MAX_UPLOAD) {
@@ -63,7 +70,10 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     const pending = group
     group = []
     groupBytes = 0
-    return pending.length === 0 ? Effect.void : contentFailure(chunks.putMany(repo.orgId, pending))
+    return pending.length === 0 ? Effect.void : contentFailure(chunks.putMany(repo.orgId, pending)).pipe(
+      // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
+      Effect.andThen(dbUnavailable(objects.recordUploads(scope, pending.map((c) => c.hash))))
+    )
   })
   for (;;) {
     const next = yield* Effect.tryPromise({
@@ -80,6 +90,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     }
     if (next.value.data.length > INLINE_MAX) {
       yield* contentFailure(chunks.put(repo.orgId, next.value.hash, next.value.data))
+      yield* dbUnavailable(objects.recordUploads(scope, [next.value.hash]))
       continue
     }
     group.push(next.value)

@@ -15,6 +15,7 @@ import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
+import { dedupScope } from "../content/DedupScope.ts"
 import { History } from "../content/History.ts"
 import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
@@ -112,7 +113,8 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
           code: "main_protected"
         })
       }
-      const prepared = yield* contentFailure(preparePush(repo, payload).pipe(services, withChunks))
+      const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
+      const prepared = yield* contentFailure(preparePush(repo, payload, scope).pipe(services, withChunks))
       const stagedId = prepared.commits.length === 0
         ? null
         : yield* dbUnavailable(objects.stagePush(repo.id, { trees: prepared.newTrees, blobs: prepared.newBlobs }))
@@ -208,11 +210,13 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
     }),
 
     blobsCheck: Effect.fnUntraced(function*({ params, payload }) {
-      // Presence is organization-wide (dedup), so only writers, who are about to upload, may ask.
+      // Only writers, who are about to upload, may ask; and a blob counts as present only when the caller can
+      // read it already or uploaded it: dedup never grants access.
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       yield* checkHashList(payload.hashes, 10_000)
-      const have = yield* dbUnavailable(objects.blobSizes(repo.orgId, payload.hashes))
+      const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
+      const have = yield* dbUnavailable(objects.present("blob", scope, payload.hashes))
       return { missing: payload.hashes.filter((h) => !have.has(h)) }
     }),
 
@@ -240,7 +244,10 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       if (sizes !== null && sizes.length !== payload.hashes.length) {
         return yield* new ApiErrors.BadRequest({ error: "sizes must list one size per hash", code: "invalid_input" })
       }
-      const missing = yield* dbUnavailable(chunkStore.missing(repo.orgId, payload.hashes))
+      // Stored chunks the caller cannot read count as missing: it uploads them (they are still stored once).
+      const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
+      const present = yield* dbUnavailable(objects.present("chunk", scope, payload.hashes))
+      const missing = payload.hashes.filter((h) => !present.has(h))
       if (sizes !== null && missing.length > 0) {
         const wanted = new Set(missing)
         const needed = payload.hashes.reduce((sum, h, i) => sum + (wanted.has(h) ? sizes[i] ?? 0 : 0), 0)
@@ -282,7 +289,11 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       yield* checkHashList(payload.hashes.map((e) => e.hash), 256)
-      const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, payload.hashes.map((e) => e.hash)))
+      // Confirms only what the caller may count as present, or it would tell the size of a chunk it cannot read.
+      const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
+      const present = yield* dbUnavailable(objects.present("chunk", scope, payload.hashes.map((e) => e.hash)))
+      const stored = yield* dbUnavailable(chunkStore.sizes(repo.orgId, [...present]))
+      const sizes = new Map([...stored].filter(([h]) => present.has(h)))
       for (const entry of payload.hashes) {
         if (sizes.get(entry.hash) !== entry.size) {
           return yield* new ApiErrors.BadRequest({ error: `chunk ${entry.hash} of ${entry.size} bytes was not received`, code: "missing_chunk" })

@@ -10,11 +10,13 @@ import identityRepositories from "./0002_identity_repositories.ts"
 import content from "./0003_content.ts"
 import ciRuns from "./0004_ci_runs.ts"
 import commandRequests from "./0005_command_requests.ts"
+import objectUploads from "./0006_object_uploads.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
   "0002_identity_repositories": identityRepositories,
   "0003_content": content,
   "0004_ci_runs": ciRuns,
-  "0005_command_requests": commandRequests
+  "0005_command_requests": commandRequests,
+  "0006_object_uploads": objectUploads
 }
