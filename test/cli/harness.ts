@@ -112,14 +112,21 @@ export const ok = async (args: ReadonlyArray<string>, options: GroveOptions) => 
   return run
 }
 
-/** Posts the sign-in form of `{site}/cli-auth` as a browser does. */
-export const postSignIn = (site: string, fields: { username: string; password: string; callback?: string; state?: string }) =>
-  fetch(`${site}/cli-auth`, {
+/**
+ * Posts the sign-in form of `{site}/cli-auth` as a browser does: it loads the page first for the
+ * CSRF cookie and the token of its hidden field, then posts with both and the site's Origin.
+ */
+export const postSignIn = async (site: string, fields: { username: string; password: string; callback?: string; state?: string }) => {
+  const page = await fetch(`${site}/cli-auth`)
+  const cookie = (page.headers.get("set-cookie") ?? "").split(";")[0]!
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? ""
+  return fetch(`${site}/cli-auth`, {
     method: "POST",
     redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ callback: "", state: "", ...fields }).toString()
+    headers: { "content-type": "application/x-www-form-urlencoded", cookie, origin: site },
+    body: new URLSearchParams({ callback: "", state: "", csrf, ...fields }).toString()
   })
+}
 
 /** The one-time code the sign-in page shows for a headless login. */
 export const oneTimeCode = async (site: string, username: string, password: string): Promise<string> => {

@@ -78,7 +78,7 @@ describe("grove login --headless", () => {
 })
 
 describe("grove login (browser)", () => {
-  it("receives the session on its loopback callback after the sign-in form redirects there", async () => {
+  it("receives a one-time code (never the token) on its loopback callback and exchanges it for the session", async () => {
     const home = tempDir("home")
     const login = spawnGrove(["login", "--json", "--remote", server.url], { home })
     const [address] = await login.waitForStderr(/http:\/\/\S+\/cli-auth\?\S+/)
@@ -103,6 +103,10 @@ describe("grove login (browser)", () => {
     expect(signIn.status).toBe(303)
     const location = signIn.headers.get("location")!
     expect(location.startsWith(`${callback}?`)).toBe(true)
+    // The browser keeps this address in its history: no session token in it.
+    expect(location).not.toContain("grove_")
+    expect(new URL(location).searchParams.get("token")).toBeNull()
+    expect(new URL(location).searchParams.get("code")).toMatch(/^[0-9A-Z]{5}-[0-9A-Z]{5}$/)
     const landing = await fetch(location)
     expect(landing.status).toBe(200)
     expect(await landing.text()).toContain("You can close this tab")
@@ -113,6 +117,13 @@ describe("grove login (browser)", () => {
 
     const status = await grove(["auth", "status", "--json", "--remote", server.url], { home })
     expect(json(status)).toMatchObject({ credential: { source: "session" }, whoami: { name: "alice" } })
+    // The code was used up by the client.
+    const again = await fetch(`${server.url}/api/cli-auth/exchange`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ code: new URL(location).searchParams.get("code") })
+    })
+    expect(again.status).toBe(404)
   })
 })
 

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
@@ -13,13 +14,45 @@ import { api } from "../support/http.ts"
 
 let server: GroveServer
 
-const postForm = (fields: Record<string, string>) =>
-  fetch(`${server.url}/cli-auth`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams(fields).toString()
+/** The sign-in form's CSRF pair: the cookie the page sets and the token its hidden field repeats. */
+const formToken = async () => {
+  const page = await fetch(`${server.url}/cli-auth`)
+  const cookie = page.headers.get("set-cookie")!.split(";")[0]!
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!
+  return { cookie, csrf }
+}
+
+/**
+ * Posts the sign-in form as a browser does after loading the page: with the page's CSRF cookie and
+ * token and the server's own Origin, from `address` (any 127.x address reaches the server).
+ */
+const postForm = async (
+  fields: Record<string, string>,
+  options: { address?: string; origin?: string | null; csrf?: "none" | "no-cookie" | "mismatch" } = {}
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> => {
+  const { cookie, csrf } = await formToken()
+  const body = new URLSearchParams({
+    ...fields,
+    ...(options.csrf === "none" ? {} : { csrf: options.csrf === "mismatch" ? (await formToken()).csrf : csrf })
+  }).toString()
+  const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded" }
+  if (options.csrf !== "no-cookie") headers["cookie"] = cookie
+  const origin = options.origin === undefined ? server.url : options.origin
+  if (origin !== null) headers["origin"] = origin
+  const url = new URL(`${server.url}/cli-auth`)
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers, localAddress: options.address ?? "127.0.0.1" },
+      (response) => {
+        let text = ""
+        response.on("data", (d: Buffer) => (text += d.toString()))
+        response.on("end", () => resolve({ status: response.statusCode!, headers: response.headers, text }))
+      }
+    )
+    request.on("error", reject)
+    request.end(body)
   })
+}
 
 beforeAll(async () => {
   server = await startServer()
@@ -47,29 +80,36 @@ describe("sign-in page", () => {
     expect(await injected.text()).not.toContain("<script>")
   })
 
-  it("redirects to the loopback callback with token, username and state", async () => {
+  it("redirects to the loopback callback with a one-time code and the state, never the token", async () => {
     const wrong = await postForm({ username: "carol", password: "nope", callback: "http://127.0.0.1:5555/cb", state: "state-123456" })
     expect(wrong.status).toBe(401)
-    expect(wrong.headers.get("location")).toBeNull()
+    expect(wrong.headers.location).toBeUndefined()
     const ok = await postForm({ username: "carol", password: "carol-password-1", callback: "http://127.0.0.1:5555/cb", state: "state-123456" })
     expect(ok.status).toBe(303)
-    const location = new URL(ok.headers.get("location")!)
+    const location = new URL(ok.headers.location!)
     expect(location.origin + location.pathname).toBe("http://127.0.0.1:5555/cb")
     expect(location.searchParams.get("state")).toBe("state-123456")
-    expect(location.searchParams.get("username")).toBe("carol")
-    const token = location.searchParams.get("token")!
-    const me = await api(server.url, token).get("/whoami")
+    // The address lands in the browser's history: it carries no session token.
+    expect(location.searchParams.get("token")).toBeNull()
+    expect(location.toString()).not.toContain("grove_")
+    const code = location.searchParams.get("code")!
+    const anon = api(server.url)
+    const exchanged = await anon.post("/cli-auth/exchange", { code })
+    expect(exchanged.status).toBe(200)
+    expect(exchanged.body.username).toBe("carol")
+    const me = await api(server.url, exchanged.body.token).get("/whoami")
     expect(me.status).toBe(200)
     expect(me.body).toMatchObject({ name: "carol", token: { kind: "session" } })
     const expires = Date.parse(me.body.token.expires_at) - Date.now()
     expect(expires).toBeGreaterThan(89 * 24 * 3600 * 1000)
     expect(expires).toBeLessThanOrEqual(90 * 24 * 3600 * 1000)
+    expect((await anon.post("/cli-auth/exchange", { code })).status).toBe(404)
   })
 
   it("gives a one-time code for headless sign-in, usable once", async () => {
     const page = await postForm({ username: "carol", password: "carol-password-1", callback: "", state: "" })
     expect(page.status).toBe(200)
-    const code = /id="code">([0-9A-Z-]+)</.exec(await page.text())![1]!
+    const code = /id="code">([0-9A-Z-]+)</.exec(page.text)![1]!
     const anon = api(server.url)
     const exchanged = await anon.post("/cli-auth/exchange", { code: code.toLowerCase() })
     expect(exchanged.status).toBe(200)
@@ -81,12 +121,62 @@ describe("sign-in page", () => {
     expect((await anon.post("/cli-auth/exchange", { code: "AAAAA-AAAAA" })).status).toBe(404)
   })
 
-  it("slows down password guessing", async () => {
+  it("slows down password guessing per user name and address, and the owner still signs in from theirs", async () => {
     await server.createUser("dave", { password: "dave-password-1" })
-    for (let i = 0; i < 10; i++) {
-      expect((await postForm({ username: "dave", password: `guess-${i}`, callback: "", state: "" })).status).toBe(401)
+    const attacker = { address: "127.0.0.2" }
+    let refused: Awaited<ReturnType<typeof postForm>> | undefined
+    for (let i = 0; i < 10 && refused === undefined; i++) {
+      const guess = await postForm({ username: "dave", password: `guess-${i}`, callback: "", state: "" }, attacker)
+      if (guess.status === 429) refused = guess
+      else expect(guess.status).toBe(401)
     }
-    expect((await postForm({ username: "dave", password: "dave-password-1", callback: "", state: "" })).status).toBe(429)
+    // A few free failures, then a delay that grows with every further failure.
+    expect(refused?.status).toBe(429)
+    expect(Number(refused!.headers["retry-after"])).toBeGreaterThanOrEqual(1)
+    expect((await postForm({ username: "dave", password: "dave-password-1", callback: "", state: "" }, attacker)).status).toBe(429)
+    // The owner, from another address, is not locked out.
+    const owner = await postForm({ username: "dave", password: "dave-password-1", callback: "", state: "" }, { address: "127.0.0.3" })
+    expect(owner.status).toBe(200)
+    expect(owner.text).toContain("id=\"code\"")
+    // Other names from the attacker's address are still answered.
+    expect((await postForm({ username: "carol", password: "nope", callback: "", state: "" }, attacker)).status).toBe(401)
+  })
+
+  it("refuses a form without this page's CSRF token or from another origin (login CSRF)", async () => {
+    const fields = { username: "carol", password: "carol-password-1", callback: "", state: "" }
+    const address = { address: "127.0.0.4" }
+    for (const csrf of ["none", "no-cookie", "mismatch"] as const) {
+      const forged = await postForm(fields, { ...address, csrf })
+      expect(forged.status, csrf).toBe(403)
+      expect(forged.text).not.toContain("id=\"code\"")
+    }
+    for (const origin of ["https://evil.example", "null"]) {
+      expect((await postForm(fields, { ...address, origin })).status, origin).toBe(403)
+    }
+    expect((await postForm(fields, { ...address, origin: null })).status).toBe(200)
+    expect((await postForm(fields, address)).status).toBe(200)
+    // The token lives in an HttpOnly, SameSite=Strict cookie.
+    const page = await fetch(`${server.url}/cli-auth`)
+    expect(page.headers.get("set-cookie")).toMatch(/^grove_signin=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict/)
+  })
+
+  it("every HTML page sends a CSP, X-Frame-Options: DENY and nosniff; JSON sends nosniff", async () => {
+    for (const address of ["/", "/cli-auth", "/cli-auth?callback=http%3A%2F%2Fevil.example%3A1%2F&state=abcdefgh12"]) {
+      const r = await fetch(`${server.url}${address}`)
+      expect(r.headers.get("content-type"), address).toContain("text/html")
+      expect(r.headers.get("content-security-policy"), address).toContain("default-src 'none'")
+      expect(r.headers.get("content-security-policy"), address).toContain("frame-ancestors 'none'")
+      expect(r.headers.get("x-frame-options"), address).toBe("DENY")
+      expect(r.headers.get("x-content-type-options"), address).toBe("nosniff")
+    }
+    const signIn = await postForm({ username: "carol", password: "nope", callback: "", state: "" }, { address: "127.0.0.5" })
+    expect(signIn.headers["content-security-policy"]).toContain("default-src 'none'")
+    expect(signIn.headers["x-content-type-options"]).toBe("nosniff")
+    for (const address of ["/api/whoami", "/api/openapi.json", "/api/no-such-thing", "/no-such-page"]) {
+      const r = await fetch(`${server.url}${address}`)
+      expect(r.headers.get("content-type"), address).toContain("application/json")
+      expect(r.headers.get("x-content-type-options"), address).toBe("nosniff")
+    }
   })
 })
 

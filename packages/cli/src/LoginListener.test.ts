@@ -26,12 +26,12 @@ describe("LoginListener", () => {
       expect(listener.callbackUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/)
       const waiting = yield* Effect.forkChild(listener.result)
 
-      const page = yield* get(`${listener.callbackUrl}?token=grove_tok&username=${encodeURIComponent("<alice>")}&state=${state}`)
+      const page = yield* get(`${listener.callbackUrl}?code=ABCDE-FGHJK&state=${state}`)
       expect(page.status).toBe(200)
       expect(page.body).toContain("You can close this tab")
-      expect(page.body).toContain("&lt;alice&gt;")
       expect(page.headers.get("referrer-policy")).toBe("no-referrer")
-      expect(yield* Fiber.join(waiting)).toEqual({ token: "grove_tok", username: "<alice>" })
+      expect(page.headers.get("x-frame-options")).toBe("DENY")
+      expect(yield* Fiber.join(waiting)).toEqual({ code: "ABCDE-FGHJK" })
     }))
 
   it.live("rejects a callback with another state and keeps waiting for the right one", () =>
@@ -40,19 +40,19 @@ describe("LoginListener", () => {
       const listener = yield* listen(state)
       const waiting = yield* Effect.forkChild(listener.result)
 
-      const forged = yield* get(`${listener.callbackUrl}?token=grove_evil&username=mallory&state=${newState()}`)
+      const forged = yield* get(`${listener.callbackUrl}?code=EVILX-EVILX&state=${newState()}`)
       expect(forged.status).toBe(400)
       expect(forged.body).toContain("does not belong")
-      const noState = yield* get(`${listener.callbackUrl}?token=grove_evil&username=mallory`)
+      const noState = yield* get(`${listener.callbackUrl}?code=EVILX-EVILX`)
       expect(noState.status).toBe(400)
-      const noToken = yield* get(`${listener.callbackUrl}?username=alice&state=${state}`)
-      expect(noToken.status).toBe(400)
+      const noCode = yield* get(`${listener.callbackUrl}?token=grove_tok&state=${state}`)
+      expect(noCode.status).toBe(400)
       const elsewhere = yield* get(listener.callbackUrl.replace("/callback", "/other"))
       expect(elsewhere.status).toBe(404)
       expect(waiting.pollUnsafe()).toBeUndefined()
 
-      yield* get(`${listener.callbackUrl}?token=grove_good&username=alice&state=${state}`)
-      expect(yield* Fiber.join(waiting)).toEqual({ token: "grove_good", username: "alice" })
+      yield* get(`${listener.callbackUrl}?code=GOODX-GOODX&state=${state}`)
+      expect(yield* Fiber.join(waiting)).toEqual({ code: "GOODX-GOODX" })
     }))
 
   it.live("stops listening when its scope closes", () =>

@@ -32,6 +32,7 @@ import { Repositories } from "./repos/Repositories.ts"
 import { CliAuthPageRoutes } from "./site/CliAuthPage.ts"
 import { ExportRoutes, GitPacks } from "./site/ExportRoutes.ts"
 import { HomePage } from "./site/HomePage.ts"
+import { SecurityHeadersLive } from "./site/SecurityHeaders.ts"
 import { SignInThrottle } from "./site/SignInThrottle.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
@@ -59,7 +60,7 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
 
-export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
+export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive, SecurityHeadersLive)
 
 export const HttpAppLive = HttpRouter.serve(Routes, {
   disableLogger: true,

@@ -51,10 +51,10 @@ describe("grove login (browser)", () => {
       expect(state).toMatch(/^[A-Za-z0-9_-]{32}$/)
 
       // The browser, redirected by the sign-in page.
-      const page = yield* Effect.promise(() => fetch(`${callback}?token=grove_t&username=alice&state=${state}`).then((r) => r.text()))
+      const page = yield* Effect.promise(() => fetch(`${callback}?code=ABCDE-FGHJK&state=${state}`).then((r) => r.text()))
       expect(page).toContain("You can close this tab")
 
-      // The session is confirmed with whoami before it is kept: this server is not there.
+      // The code is exchanged for the session before anything is kept: this server is not there.
       const failure = failureOf(yield* Fiber.join(fiber))
       expect(failure).toMatchObject({ exitCode: 6, code: "network" })
       expect(yield* stored).toEqual(Option.none())

@@ -1,10 +1,12 @@
 /**
  * `grove login` and `grove logout`.
  *
- * Browser login: a loopback listener gets the session token from the sign-in
- * page's redirect. Headless login: the sign-in page shows a one-time code that
- * is exchanged at `POST /api/cli-auth/exchange`. Either way the session is
- * confirmed with `GET /api/whoami` before it is stored.
+ * Browser login: a loopback listener gets a one-time code from the sign-in
+ * page's redirect (never the token: that address stays in the browser's
+ * history). Headless login: the sign-in page shows the one-time code for the
+ * user to paste. Either way the code is exchanged at
+ * `POST /api/cli-auth/exchange` and the session confirmed with
+ * `GET /api/whoami` before it is stored.
  */
 import { ApiErrors } from "@grove/api"
 import { Clock, Duration, Effect, Option } from "effect"
@@ -54,6 +56,27 @@ const openBrowser = (url: string) =>
     })
   })
 
+/** Exchanges a one-time code of the sign-in page for a login session. */
+const exchangeCode = (remote: string, code: string, retry: string) =>
+  Effect.gen(function*() {
+    const client = yield* makeClient(remote, undefined)
+    const context = { remote, credential: Option.none() }
+    const exchanged = yield* client.cliAuth.exchange({ payload: { code } }).pipe(
+      Effect.catch((error) =>
+        Effect.flatMap(
+          error instanceof ApiErrors.NotFound
+            ? Effect.succeed(authFailure(
+              `the one-time code is wrong, already used or expired; run ${retry} again`,
+              error.code ?? "invalid_code"
+            ))
+            : toFailure(error, context),
+          Effect.fail
+        )
+      )
+    )
+    return { token: exchanged.token, expiresAt: exchanged.expires_at as string | undefined }
+  })
+
 const browserLogin = (remote: string, timeout: Duration.Input) =>
   Effect.scoped(Effect.gen(function*() {
     const out = yield* Output
@@ -73,7 +96,7 @@ const browserLogin = (remote: string, timeout: Duration.Input) =>
           ))
       })
     )
-    return { token: callback.token, expiresAt: undefined as string | undefined }
+    return yield* exchangeCode(remote, callback.code, "grove login")
   }))
 
 const headlessLogin = (remote: string) =>
@@ -84,22 +107,7 @@ const headlessLogin = (remote: string) =>
     const line = yield* interaction.readLine("Then paste the one-time code here: ")
     const code = Option.getOrElse(line, () => "").trim()
     if (code === "") return yield* authFailure("no one-time code given", "no_code")
-    const client = yield* makeClient(remote, undefined)
-    const context = { remote, credential: Option.none() }
-    const exchanged = yield* client.cliAuth.exchange({ payload: { code } }).pipe(
-      Effect.catch((error) =>
-        Effect.flatMap(
-          error instanceof ApiErrors.NotFound
-            ? Effect.succeed(authFailure(
-              "the one-time code is wrong, already used or expired; run grove login --headless again",
-              error.code ?? "invalid_code"
-            ))
-            : toFailure(error, context),
-          Effect.fail
-        )
-      )
-    )
-    return { token: exchanged.token, expiresAt: exchanged.expires_at as string | undefined }
+    return yield* exchangeCode(remote, code, "grove login --headless")
   })
 
 export const login = Effect.fn("Login.login")(function*(remote: string, options: {

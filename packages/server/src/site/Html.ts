@@ -1,4 +1,6 @@
 /** Minimal, escaped HTML for the few server-rendered pages. */
+import { PAGE_CSP } from "./SecurityHeaders.ts"
+
 export const escapeHtml = (value: string): string =>
   value.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
@@ -25,10 +27,11 @@ ${body}
 </html>
 `
 
-/** Pages that show secrets or forms: never cached, never framed, no scripts. */
+/** Pages that show secrets or forms: never cached, never framed, no scripts, no referrer. */
 export const pageHeaders = {
   "cache-control": "no-store",
   "x-frame-options": "DENY",
-  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http://127.0.0.1:* http://localhost:*",
+  "x-content-type-options": "nosniff",
+  "content-security-policy": PAGE_CSP,
   "referrer-policy": "no-referrer"
 }
