@@ -72,7 +72,7 @@ export const classify = (cause: Cause.Cause<unknown>): Verdict => {
   return { _tag: "Poison", message: first === undefined ? "the command failed" : describe(first) }
 }
 
-/** Attempts at a command while the database answers, before it is settled as failed. */
+/** Attempts at a command failing with transient errors other than a lost connection, before it is settled as failed. */
 export const maxAttempts = 10
 
 /** The wait before retry `attempt` (0-based): doubling from 50 ms, at most 1 s, so a recovered database is used within a second. */

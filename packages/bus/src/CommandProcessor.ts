@@ -61,13 +61,11 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
     const sql = yield* SqlClient.SqlClient
     const { topic, partition } = claim
 
-    /** The database answers at all (so a failing command is the command's fault, not the connection's). */
-    const databaseAnswers = sql`SELECT 1`.pipe(Effect.as(true), Effect.catchCause(() => Effect.succeed(false)))
-
     /**
      * Runs `attempt` until it succeeds, is fenced or interrupted, or fails in a
      * way that is no use retrying (`Poison`, with the reason). A lost database
-     * is waited for as long as it takes, and reported as a stall meanwhile.
+     * is waited for as long as it takes, and reported as a stall meanwhile; other
+     * transient errors are tried `maxAttempts` times.
      */
     const persist = <A, R>(what: string, attempt: Effect.Effect<A, unknown, R>) =>
       Effect.gen(function*() {
@@ -88,8 +86,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
               return { _tag: "Poison", message: verdict.message } as const
             case "Transient": {
               health.stalled(partition, verdict.message)
-              // A connection error while the database answers others is this command's own doing.
-              if (!verdict.connection || (yield* databaseAnswers)) counted++
+              // A lost connection is never the command's doing (after a database restart the pool may hand
+              // out several dead connections in a row): waited out, however long. Only other transient
+              // errors (serialization, deadlock, timeouts) count towards settling the command as failed.
+              if (!verdict.connection) counted++
               if (counted >= CommandFailures.maxAttempts) {
                 health.recovered(partition)
                 return { _tag: "Poison", message: `${verdict.message} (${counted} attempts)` } as const

@@ -216,13 +216,11 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         headers: { "command-id": commandId }
       }, sendOptions?.timeout ?? defaultTimeout).pipe(
         Effect.tapError(() =>
-          // Whether or not the bus took it, it is now settled as failed: it never applies (the inbox replays this).
+          // The caller is told to retry: its record goes, so a retry under the same id is sent afresh. Should
+          // the bus have taken it after all, the inbox still applies it once.
           Option.isSome(earlier)
             ? Effect.void
-            : Inbox.settle(request, { _tag: "Defect", message: "the command could not be sent" }).pipe(
-              Effect.provideService(SqlClient.SqlClient, sql),
-              Effect.ignore
-            )
+            : Inbox.forget(commandId).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.ignore)
         ),
         Effect.mapError((error) => failed(`could not send the command: ${error.message}`, false))
       )

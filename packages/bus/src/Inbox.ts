@@ -124,6 +124,12 @@ export const settle = Effect.fnUntraced(function*(entry: InboxEntry, reply: Stor
   return yield* decodeReply(rows[0]?.reply).pipe(Effect.orDie)
 })
 
+/** Forgets a command recorded by its sender that never reached the bus (and so has no reply). */
+export const forget = Effect.fnUntraced(function*(commandId: string) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DELETE FROM command_inbox WHERE command_id = ${commandId} AND reply IS NULL`
+})
+
 /**
  * Settles every command still in flight with `reply`: for a bus that keeps
  * no messages across a restart, those commands are gone and were never

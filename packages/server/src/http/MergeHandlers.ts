@@ -21,7 +21,7 @@ import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import { planMerge } from "../content/MergePlanner.ts"
 import { planRevert } from "../content/RevertPlanner.ts"
 import { planSync } from "../content/SyncPlanner.ts"
-import { CommandNotApplied, CommandPending, type GatewayFailure, RepositoryGateway } from "../entities/RepositoryGateway.ts"
+import { CommandNotApplied, type GatewayFailure, RepositoryGateway } from "../entities/RepositoryGateway.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { actorName, writeRequest } from "./CallerContext.ts"
@@ -42,7 +42,9 @@ const storedReply = (previous: Option.Option<Inbox.Operation>) =>
   Effect.gen(function*() {
     if (Option.isNone(previous)) return Option.none()
     const { commandId: operationId, reply } = previous.value
-    if (reply === undefined) return yield* Effect.fail(gatewayApiError(new CommandPending({ operationId })))
+    // Still in flight (its node died, say): planned and sent again under the same id, the retry waits for
+    // the first attempt's outcome, which the inbox applies once.
+    if (reply === undefined) return Option.none()
     if (reply._tag === "Success") return Option.some(reply.value)
     if (reply._tag === "Failure") {
       const error = decodeStoredError(reply.error)
