@@ -4,6 +4,9 @@
  * blobs and chunks endpoints, and the binary chunk routes.
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
+import * as Commit from "@grove/core/objects/Commit"
+import * as Timestamp from "@grove/core/objects/Timestamp"
+import * as Tree from "@grove/core/objects/Tree"
 import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { batchBody, buildCommit, chunkRefs, decodeBatch, inlineBlobs, pushBody } from "../support/content.ts"
@@ -289,5 +292,119 @@ describe("objects", () => {
     const caps = await api(server.url).get("/capabilities")
     expect(caps.status).toBe(200)
     expect(caps.body).toMatchObject({ push_protocol: "legacy", chunk_batch_protocol: "bounded_v1" })
+  })
+})
+
+describe("names and fields no checkout can use safely (issue 9, item 3)", () => {
+  /** A push of one commit whose root tree holds one file named `name`, built by hand (the test builders refuse such names). */
+  const pushNaming = (name: string, nested?: string) => {
+    const bytes = new TextEncoder().encode("evil\n")
+    const blobHash = Blake3.hash(bytes)
+    const leaf: Array<Tree.TreeEntry> = [{ name: nested ?? name, kind: "blob", hash: blobHash, mode: "regular" }]
+    const trees = [{ hash: Tree.hashTree(leaf), entries: leaf }]
+    let root = trees[0]!
+    if (nested !== undefined) {
+      const top: Array<Tree.TreeEntry> = [{ name, kind: "tree", hash: root.hash, mode: "tree" }]
+      root = { hash: Tree.hashTree(top), entries: top }
+      trees.push(root)
+    }
+    const fields = {
+      branch_name: "names",
+      parent_hash: null,
+      merge_parent_hash: null,
+      manifest_hash: root.hash,
+      author: "tester",
+      message: null,
+      timestamp: 1_790_000_000_000_000_000n
+    }
+    const path = nested === undefined ? name : `${name}/${nested}`
+    return {
+      expected_head: null,
+      branch: { name: "names", description: null, parent_branch: "main", status: "open", created_at: "2026-11-22T10:00:00+00:00" },
+      commits: [{
+        hash: Commit.hashCommit(fields),
+        branch_name: "names",
+        parent_hash: null,
+        manifest_hash: root.hash,
+        author: "tester",
+        timestamp: Timestamp.formatTimestamp(fields.timestamp),
+        files: [{ path, change_type: "added", old_blob_hash: null, new_blob_hash: blobHash, new_mode: "regular" }]
+      }],
+      blobs: [{ hash: blobHash, content: Array.from(bytes), size: bytes.length }],
+      trees
+    }
+  }
+
+  const refused = async (path: string, body: unknown, code: string) => {
+    const reply = await api(server.url, token).post(path, body)
+    expect(reply.status, JSON.stringify(reply.body)).toBe(400)
+    expect(isErrorBody(reply.body), JSON.stringify(reply.body)).toBe(true)
+    expect(reply.body.code, JSON.stringify(reply.body)).toBe(code)
+    return reply
+  }
+
+  it("refuses tree entry names with backslashes, .git in any spelling, dot names and names over 255 bytes", async () => {
+    const a = await newRepo("names")
+    for (
+      const name of [
+        "..\\..\\evil.bat",
+        "C:\\Windows\\x.txt",
+        "a\\b",
+        ".GIT",
+        ".Git",
+        "git~1",
+        ".git.",
+        ".g\u200Cit",
+        "x".repeat(256),
+        "x".repeat(5000),
+        "é".repeat(128)
+      ]
+    ) {
+      await refused("/sam/names/push", pushNaming(name), "invalid_tree")
+    }
+    // `.git` as a directory holding `config`, and `..` (the wire rule refused it already).
+    await refused("/sam/names/push", pushNaming(".git", "config"), "invalid_tree")
+    await refused("/sam/names/push", pushNaming("..", "x"), "invalid_tree")
+    expect((await a.get("/sam/names/branches/names")).status).toBe(404)
+    // 255 bytes and look-alikes git allows are fine.
+    const fine = await a.post("/sam/names/push", pushNaming("x".repeat(255)))
+    expect(fine.body, JSON.stringify(fine.body)).toMatchObject({ success: true })
+  })
+
+  it("refuses in a push the branch names POST /branches refuses: one rule", async () => {
+    const a = await newRepo("branchnames")
+    for (const name of ["a".repeat(256), "main ", " lead", "trail\u00a0", "HEAD", "head", "refs/heads/x", "refs/x"]) {
+      const c = buildCommit({ branch: name, files: { "a.txt": "a" } })
+      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [c] }), "invalid_branch")
+      // Metadata-only pushes too.
+      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [] }), "invalid_branch")
+      const created = await a.post("/sam/branchnames/branches", { name })
+      expect(created.status, `POST /branches ${JSON.stringify(name)}`).toBe(400)
+      expect(isErrorBody(created.body)).toBe(true)
+    }
+    for (const name of ["feature/x y", "a".repeat(255), "headless", "refs", "my/refs/x"]) {
+      const c = buildCommit({ branch: name, files: { "a.txt": "a" } })
+      const pushed = await a.post("/sam/branchnames/push", pushBody({ branch: name, commits: [c] }))
+      expect(pushed.body, name).toMatchObject({ success: true })
+    }
+  })
+
+  it("refuses an expected_head that is not 64 lowercase hex, and a depth that is not a plain integer", async () => {
+    const a = await newRepo("fields")
+    const c = buildCommit({ branch: "f", files: { "a.txt": "a" } })
+    for (const expected of ["A".repeat(64), "a".repeat(63), "a".repeat(65), "", "main", ` ${"a".repeat(63)}`]) {
+      await refused("/sam/fields/push", pushBody({ branch: "f", commits: [c], expectedHead: expected }), "invalid_hash")
+    }
+    expect((await a.get("/sam/fields/branches/f")).status).toBe(404)
+    expect((await a.post("/sam/fields/push", pushBody({ branch: "f", commits: [c] }))).body.success).toBe(true)
+
+    for (const depth of ["1e3", "0x10", "%20", "-1", "1.5", "+1", "1%20", "Infinity"]) {
+      const reply = await a.get(`/sam/fields/pull?branch_name=f&depth=${depth}`)
+      expect(reply.status, depth).toBe(400)
+      expect(isErrorBody(reply.body), depth).toBe(true)
+    }
+    for (const depth of ["", "0", "1", "1000"]) {
+      expect((await a.get(`/sam/fields/pull?branch_name=f&depth=${depth}`)).status, depth).toBe(200)
+    }
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { checkBranchName, checkHash, checkRepoName, checkSlug, checkSlugFormat, checkText, parseFullName } from "./Names.ts"
+import { checkBranchName, checkHash, checkNewBranchName, checkRepoName, checkSlug, checkSlugFormat, checkText, parseFullName } from "./Names.ts"
 
 describe("Names", () => {
   it("accepts ordinary slugs and rejects the rest", () => {
@@ -27,6 +27,32 @@ describe("Names", () => {
     expect(checkBranchName("a\u0000")).toEqual({ ok: false, reason: "branch name must not contain newline, tab or NUL" })
     expect(checkBranchName("a\u0001")).toEqual({ ok: false, reason: "branch name must not contain control characters" })
   })
+
+  // One rule for a branch a request creates (POST /branches and push), issue 9 item 3.
+  const newBranchCases: ReadonlyArray<readonly [string, boolean]> = [
+    ["feature/x y", true],
+    ["a".repeat(255), true],
+    ["headless", true],
+    ["refs", true],
+    ["my/refs/x", true],
+    ["é😀", true],
+    ["a".repeat(256), false],
+    ["main ", false],
+    [" lead", false],
+    ["trail\u00a0", false],
+    ["HEAD", false],
+    ["head", false],
+    ["Head", false],
+    ["refs/heads/x", false],
+    ["refs/", false],
+    ["", false],
+    ["a\nb", false]
+  ]
+  for (const [name, accepted] of newBranchCases) {
+    it(`checkNewBranchName ${accepted ? "accepts" : "refuses"} ${JSON.stringify(name.length > 40 ? `${name.slice(0, 10)}… (${name.length})` : name)}`, () => {
+      expect(checkNewBranchName(name).ok).toBe(accepted)
+    })
+  }
 
   it("checks hashes: 64 lowercase hex characters", () => {
     expect(checkHash("0".repeat(64)).ok).toBe(true)

@@ -83,6 +83,22 @@ export const checkBranchName = (value: string): NameCheck => {
   return ok
 }
 
+/**
+ * The rule for a branch name a request creates, whether by `POST /branches` or by a push (one rule for
+ * both): checkBranchName, and no leading or trailing whitespace, not `HEAD` (in any case: git's name for
+ * the current branch, and one file with `head` on a case-insensitive file system), not under `refs/`
+ * (a full ref name, ambiguous as a short one). checkBranchName alone stays the rule for naming an existing
+ * branch in a path, so branches made before this rule can still be reached.
+ */
+export const checkNewBranchName = (value: string): NameCheck => {
+  const check = checkBranchName(value)
+  if (!check.ok) return check
+  if (value.trim() !== value) return fail("branch name must not start or end with whitespace")
+  if (value.toUpperCase() === "HEAD") return fail("branch name must not be 'HEAD'")
+  if (value.startsWith("refs/")) return fail("branch name must not start with 'refs/'")
+  return ok
+}
+
 /** A BLAKE3-256 digest as the sync protocol writes it (see objects/Blake3). */
 export const HASH_PATTERN = /^[0-9a-f]{64}$/
 

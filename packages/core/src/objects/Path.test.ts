@@ -12,6 +12,12 @@ describe("Path", () => {
     }
   })
 
+  it("rejects paths no checkout can write safely: .git in any case, backslashes, over-long names", () => {
+    for (const bad of [".git/config", "a/.GIT/hooks/x", "git~1/config", "..\\..\\evil.bat", "C:\\Windows\\x.txt", `d/${"n".repeat(256)}`]) {
+      expect(checkPath(bad).ok, JSON.stringify(bad)).toBe(false)
+    }
+  })
+
   it("rejects duplicates and a path that is both a file and a directory", () => {
     expect(checkPathSet(["a/b", "a/c", "b", "ab/c"]).ok).toBe(true)
     expect(checkPathSet(["x", "x"])).toEqual({ ok: false, reason: "duplicate path 'x'" })

@@ -1,6 +1,18 @@
 import { describe, expect, it } from "@effect/vitest"
 import { hash } from "./Blake3.ts"
-import { checkEntryMode, checkEntryName, checkTree, checkTreeEntries, compareNames, decodeTree, encodeTree, hashTree } from "./Tree.ts"
+import {
+  checkEntryMode,
+  checkEntryName,
+  checkTree,
+  checkTreeEntries,
+  checkWireEntryName,
+  compareNames,
+  decodeTree,
+  encodeTree,
+  hashTree,
+  isDotGit,
+  MAX_ENTRY_NAME_BYTES
+} from "./Tree.ts"
 import type { TreeEntry } from "./Tree.ts"
 
 const EMPTY = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
@@ -34,12 +46,88 @@ describe("Tree", () => {
   })
 
   it("accepts ordinary entry names and rejects empty, dot names, slashes and control characters", () => {
-    for (const good of ["a", "README.md", ".gitignore", "...", "a b", "\\back", "naïve", "\u{1F600}", "a".repeat(255)]) {
+    for (const good of ["a", "README.md", ".gitignore", "...", "a b", "naïve", "\u{1F600}", "a".repeat(255)]) {
       expect(checkEntryName(good).ok, good).toBe(true)
     }
     for (const bad of ["", ".", "..", "a/b", "/", "a\tb", "a\nb", "a\0b", "a\rb", "a\u001bb", "a\u007f", "a\u0085", "\uD800"]) {
       expect(checkEntryName(bad).ok, JSON.stringify(bad)).toBe(false)
     }
+  })
+
+  // What no checkout can write safely (issue 9, item 3): git fsck's hasDot, hasDotdot, hasDotgit
+  // (is_hfs_dotgit, is_ntfs_dotgit), fullPathname, emptyName; backslashes; names past 255 bytes.
+  const unsafe: ReadonlyArray<readonly [string, string]> = [
+    ["", "empty"],
+    [".", "dot"],
+    ["..", "dot-dot"],
+    ["a/b", "slash"],
+    ["a\0b", "NUL"],
+    ["..\\..\\evil.bat", "climbing with backslashes"],
+    ["C:\\Windows\\x.txt", "drive path with backslashes"],
+    ["a\\b", "backslash"],
+    ["\\", "a lone backslash"],
+    [".git", ".git"],
+    [".GIT", ".git upper case"],
+    [".Git", ".git mixed case"],
+    ["git~1", "NTFS short name"],
+    ["GIT~1", "NTFS short name, upper case"],
+    [".git.", "NTFS trailing dot"],
+    [".git ", "NTFS trailing space"],
+    [".git . .", "NTFS trailing dots and spaces"],
+    ["git~1.", "NTFS short name, trailing dot"],
+    [".git::$INDEX_ALLOCATION", "NTFS alternate data stream"],
+    [".g\u200Cit", "HFS+ ignorable inside"],
+    ["\uFEFF.git", "HFS+ ignorable before"],
+    [".GI\u200DT\u206A", "HFS+ ignorables, upper case"],
+    ["a".repeat(256), "256 bytes"],
+    ["é".repeat(128), "256 bytes of two-byte characters"],
+    ["\u{1F600}".repeat(64) + "a", "257 bytes of four-byte characters"],
+    ["x".repeat(5000), "5,000 characters"]
+  ]
+  for (const [name, why] of unsafe) {
+    it(`refuses an entry name no checkout can write safely: ${why}`, () => {
+      expect(checkEntryName(name).ok).toBe(false)
+      const entries = [blob(name)]
+      expect(checkTree({ hash: hashTree(entries), entries }).ok).toBe(false)
+    })
+  }
+
+  const safe: ReadonlyArray<readonly [string, string]> = [
+    [".gitignore", "a dot file starting with .git"],
+    [".github", ".github"],
+    [".git-blame-ignore-revs", "another .git dot file"],
+    ["git", "git without the dot"],
+    ["git~2", "not git's short name"],
+    ["x.git", ".git as a suffix"],
+    ["...", "three dots"],
+    ["a".repeat(MAX_ENTRY_NAME_BYTES), "255 bytes"],
+    ["é".repeat(127) + "a", "255 bytes of mixed widths"],
+    ["C:", "a colon"]
+  ]
+  for (const [name, why] of safe) {
+    it(`accepts a name checkouts can write: ${why}`, () => {
+      expect(checkEntryName(name)).toEqual({ ok: true })
+    })
+  }
+
+  it("isDotGit follows git's HFS+ and NTFS rules", () => {
+    expect([".git", ".GiT", "git~1", ".git  ..", ".git:x", "\u200C.git"].every(isDotGit)).toBe(true)
+    expect([".gitx", ".git x", "git~1x", "git", ".gi"].some(isDotGit)).toBe(false)
+  })
+
+  it("refuses a symlinked .gitmodules, as git fsck does, and allows a regular one", () => {
+    for (const name of [".gitmodules", ".GITMODULES", "gitmod~1", ".gitmodules .", "gi7eba~4"]) {
+      expect(checkTreeEntries([blob(name, "symlink")]).ok, name).toBe(false)
+    }
+    expect(checkTreeEntries([blob(".gitmodules")]).ok).toBe(true)
+  })
+
+  it("still reads stored trees by the wire rule only, so objects stored earlier stay readable", () => {
+    expect(checkWireEntryName("a\\b").ok).toBe(true)
+    expect(checkWireEntryName(".GIT").ok).toBe(true)
+    const h = "a".repeat(64)
+    expect(decodeTree(`blob\ta\\b\t${h}\tregular`)).toEqual([{ name: "a\\b", kind: "blob", hash: h, mode: "regular" }])
+    expect(decodeTree(`blob\t..\t${h}\tregular`)).toBeUndefined()
   })
 
   it("pairs kinds with modes", () => {

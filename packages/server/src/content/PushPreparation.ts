@@ -83,11 +83,16 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     const visible = yield* objects.present("chunk", scope, [...stored.keys()])
     return new Map([...stored].filter(([h]) => visible.has(h)))
   })
+  const expected = body.expected_head ?? null
+  if (expected !== null && !Blake3.isHash(expected)) {
+    return yield* reject("expected_head must be null or a commit hash: 64 lowercase hex characters", "invalid_hash")
+  }
   const branchName = pushBranchName(body)
   if (branchName === undefined) return yield* reject("a push names its branch (branch.name) or carries commits")
-  // The rule for every branch name, stricter than the commit hash's (no control character, bounded), so
-  // whatever a push creates can be named in a path.
-  const nameCheck = Names.checkBranchName(branchName)
+  // The rule for a branch name a request creates, the same as POST /branches': stricter than the commit
+  // hash's (no control character, bounded, no surrounding whitespace, not HEAD or refs/...), so whatever a
+  // push creates can be named in a path and in git.
+  const nameCheck = Names.checkNewBranchName(branchName)
   if (!nameCheck.ok) return yield* reject(nameCheck.reason, "invalid_branch")
   if (body.commits.length > MAX_PUSH_COMMITS) return yield* reject(`at most ${MAX_PUSH_COMMITS} commits per push`, "too_large")
   if ((body.trees?.length ?? 0) > MAX_PUSH_TREES) return yield* reject(`at most ${MAX_PUSH_TREES} trees per push`, "too_large")

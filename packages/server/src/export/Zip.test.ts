@@ -6,7 +6,7 @@ import { MemorySnapshotSource } from "./MemorySnapshotSource.ts"
 import type { MemoryNode } from "./MemorySnapshotSource.ts"
 import { bigFile, makeTestHistory } from "./TestSnapshot.ts"
 import { run, tempDir, writeStream } from "./TestTools.ts"
-import { zipSnapshot } from "./Zip.ts"
+import { isSafeZipPath, zipSnapshot } from "./Zip.ts"
 
 const sha = (file: string) => Effect.promise(async () => (await import("node:crypto")).createHash("sha256").update(await fs.promises.readFile(file)).digest("hex"))
 
@@ -87,6 +87,44 @@ describe("zipSnapshot", () => {
       const listing = yield* run("unzip", ["-Z1", zip])
       assert.strictEqual(listing.trim().split("\n").length, 70_000)
     }).pipe(Effect.scoped))
+
+  it.live("never writes an absolute, climbing, backslashed or .git name, whatever the store holds", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const source = new MemorySnapshotSource()
+      // Names the tree rule refuses today, as a store may still hold them from before.
+      const root = source.addTree({
+        "..\\..\\evil.bat": { file: "evil" },
+        "C:\\Windows\\x.txt": { file: "evil" },
+        "\\abs.txt": { file: "evil" },
+        "..": { dir: { "up.txt": { file: "evil" } } },
+        "/etc": { dir: { "passwd": { file: "evil" } } },
+        ".git": { dir: { config: { file: "[core]\n\thooksPath = /tmp\n" } } },
+        ".GIT": { file: "evil" },
+        "git~1": { dir: { config: { file: "evil" } } },
+        [`${"n".repeat(256)}`]: { file: "evil" },
+        src: { dir: { "a.txt": { file: "kept" }, ".git": { dir: { HEAD: { file: "evil" } } }, "x\\y": { file: "evil" } } },
+        "README.md": { file: "kept" },
+        ".gitignore": { file: "kept" }
+      })
+      const zip = path.join(dir, "names.zip")
+      yield* writeStream(zipSnapshot(source, root), zip)
+      yield* run("unzip", ["-tq", zip])
+      const listing = (yield* run("unzip", ["-Z1", zip])).trim().split("\n").sort()
+      assert.deepStrictEqual(listing, [".gitignore", "README.md", "src/a.txt"])
+      // Nothing outside the extraction directory, nothing named .git inside it.
+      const out = path.join(dir, "out")
+      yield* run("unzip", ["-q", zip, "-d", out])
+      assert.deepStrictEqual((yield* Effect.promise(() => fs.promises.readdir(dir))).sort(), ["names.zip", "out"])
+      assert.deepStrictEqual((yield* Effect.promise(() => fs.promises.readdir(out, { recursive: true }))).map(String).sort(), [".gitignore", "README.md", "src", "src/a.txt"])
+    }).pipe(Effect.scoped))
+
+  it("isSafeZipPath refuses absolute, climbing, backslashed, drive and .git paths", () => {
+    for (const good of ["a", "src/a.txt", "empty/", ".gitignore", "a b/c"]) assert.isTrue(isSafeZipPath(good), good)
+    for (const bad of ["", "/etc/passwd", "../x", "a/../../x", "..\\..\\evil.bat", "C:\\Windows\\x.txt", "a\\b", ".git/config", "x/.GIT/config", "a//b", "./a", "git~1/config"]) {
+      assert.isFalse(isSafeZipPath(bad), bad)
+    }
+  })
 
   it.live("fails with the source's error when an object is missing", () =>
     Effect.gen(function*() {

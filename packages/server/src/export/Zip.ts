@@ -4,11 +4,16 @@
  * small record per entry, follows at the end. Zip64 records appear when an entry, an offset or the
  * entry count passes the classic limits. Output is deterministic: entries in name order and one
  * fixed timestamp (the commit time).
+ *
+ * Defence in depth: whatever the store holds (trees stored before the stricter name rule, or a bad
+ * row), an entry whose name a checkout cannot write safely (`..`, a backslash as in `..\\evil.bat` or
+ * `C:\\x`, `.git` in any spelling, `/`, control characters, over 255 bytes) is left out with
+ * everything under it, so the archive never holds an absolute or climbing name.
  */
 import * as zlib from "node:zlib"
 import { Effect, Stream } from "effect"
 import { parseTimestamp } from "@grove/core/objects/Timestamp"
-import { sortEntries } from "@grove/core/objects/Tree"
+import { checkEntryName, sortEntries } from "@grove/core/objects/Tree"
 import type { TreeEntry } from "@grove/core/objects/Tree"
 import { checkedSize, coalesce, deflate, DEFLATE_LEVEL, deflateSmall, readSmall, SMALL_BLOB, withFirstChunk, worthDeflating } from "./ByteStreams.ts"
 import type { ExportError } from "./ExportError.ts"
@@ -77,6 +82,8 @@ class Writer {
 
   /** Starts an entry at the current offset; its CRC and sizes are filled in as its data passes. */
   begin(path: string, method: number, mode: number, size: number): { record: CentralRecord; header: Uint8Array } {
+    // Names come from checked segments; this is the last line, should a caller ever pass something else.
+    if (!isSafeZipPath(path)) throw new Error(`refusing to write the zip entry ${JSON.stringify(path.slice(0, 200))}`)
     const name = utf8.encode(path)
     const zip64 = this.forceZip64 || size >= ZIP64_ENTRY_SIZE
     const attributes = ((mode << 16) | (mode === MODE_DIRECTORY ? MSDOS_DIRECTORY : 0)) >>> 0
@@ -199,6 +206,12 @@ const concatBytes = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
+/** A relative path of safe names (a directory's ends with `/`): never absolute, never climbing, no backslash or drive. */
+export const isSafeZipPath = (path: string): boolean => {
+  const segments = (path.endsWith("/") ? path.slice(0, -1) : path).split("/")
+  return segments.every((segment) => checkEntryName(segment).ok)
+}
+
 const fileMode = (entry: TreeEntry): number =>
   entry.mode === "executable" ? MODE_EXECUTABLE : entry.mode === "symlink" ? MODE_SYMLINK : MODE_REGULAR
 
@@ -251,7 +264,7 @@ const walk = <E>(source: SnapshotSource<E>, w: Writer, tree: string, prefix: str
     Effect.map(source.readTree(tree), (entries) =>
       entries.length === 0 && prefix !== ""
         ? emptyDirectory(w, prefix)
-        : Stream.fromIterable(sortEntries(entries)).pipe(
+        : Stream.fromIterable(sortEntries(entries.filter((entry) => checkEntryName(entry.name).ok))).pipe(
           Stream.flatMap((entry) =>
             entry.kind === "tree"
               ? walk(source, w, entry.hash, `${prefix}${entry.name}/`)

@@ -16,13 +16,8 @@ import { actorName, commandRequest } from "./CallerContext.ts"
 import { branchCommandFailure } from "./ContentFailures.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
 
-/** New branch names: the rule for every branch name (core Names), and no leading or trailing whitespace. */
-export const checkNewBranchName = (name: string): Names.NameCheck => {
-  const check = Names.checkBranchName(name)
-  if (!check.ok) return check
-  if (name.trim() !== name) return { ok: false, reason: "branch name must not start or end with whitespace" }
-  return { ok: true }
-}
+/** New branch names: one rule with pushes (core Names.checkNewBranchName). */
+export const checkNewBranchName = Names.checkNewBranchName
 
 const STATUSES = new Set(["open", "closed", "merged"])
 

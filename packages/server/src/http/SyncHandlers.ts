@@ -132,7 +132,8 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const repo = yield* readable(params.owner, params.name)
       const target = query.branch_name ?? MAIN_BRANCH
       const force = query.force === "true" || query.force === "1"
-      const depth = query.depth === undefined || query.depth === "" ? 0 : Number(query.depth)
+      // Decimal digits only: Number() would also take "1e3", "0x10" and " " (as 0).
+      const depth = query.depth === undefined || query.depth === "" ? 0 : /^[0-9]{1,15}$/.test(query.depth) ? Number(query.depth) : NaN
       if (!Number.isSafeInteger(depth) || depth < 0) {
         return yield* new ApiErrors.BadRequest({ error: "depth must be a non-negative integer", code: "invalid_input" })
       }
