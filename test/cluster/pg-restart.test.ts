@@ -36,7 +36,8 @@ let key: string
 
 const startPg = async () => {
   pgScope = Effect.runSync(Scope.make())
-  pg = await Effect.runPromise(Scope.provide(startPostgres({ dataDir: pgDir, port: pgPort }), pgScope))
+  // Durable settings (as `npm run cluster` uses): an immediate stop must lose no acknowledged write.
+  pg = await Effect.runPromise(Scope.provide(startPostgres({ dataDir: pgDir, port: pgPort, durable: true }), pgScope))
 }
 const stopPg = () => Effect.runPromise(Scope.close(pgScope, Exit.void))
 /** A broker of this suite's own (on its data dir and ports), so restarting it disturbs no other suite. */
@@ -108,7 +109,7 @@ const startLoad = (names: ReadonlyArray<string>, tag: string) => {
       if (reply.status === 201) acknowledged.push({ repo, branch })
       else expect([202, 503], JSON.stringify(reply.body)).toContain(reply.status)
       if (reply.status === 503) {
-        expect(reply.body.retryable).toBe(true)
+        expect(reply.body.retryable, JSON.stringify(reply.body)).toBe(true)
         await new Promise((r) => setTimeout(r, 100))
       }
     }
@@ -173,6 +174,20 @@ describe("infrastructure restarted under load (cluster)", () => {
     const times = await recovery(names, Date.now(), "after-pg", 30_000)
     await load.stop()
     console.log(`PostgreSQL restart: every partition served again (${summary(times)}); load answers ${JSON.stringify([...load.statuses])}`)
+    expect(Math.max(...times)).toBeLessThan(5000)
+    await checkAfter(load.acknowledged)
+  }, 300_000)
+
+  it("PostgreSQL stopped immediately (SIGQUIT): the same, and no acknowledged write is lost", async () => {
+    const load = startLoad(names, "pgquit")
+    await new Promise((r) => setTimeout(r, 1500))
+    process.kill(pg.pid, "SIGQUIT")
+    await stopPg()
+    await new Promise((r) => setTimeout(r, 3000))
+    await startPg()
+    const times = await recovery(names, Date.now(), "after-pgquit", 30_000)
+    await load.stop()
+    console.log(`PostgreSQL SIGQUIT: every partition served again (${summary(times)}); load answers ${JSON.stringify([...load.statuses])}`)
     expect(Math.max(...times)).toBeLessThan(5000)
     await checkAfter(load.acknowledged)
   }, 300_000)

@@ -1,7 +1,8 @@
 /**
  * The poison-command policy: how a failed attempt at a command's transaction
  * is treated. Only what can pass is retried: a lost connection, a
- * serialization failure, a deadlock, a lock or statement timeout. Anything
+ * serialization failure, a deadlock, a lock or statement timeout, a database
+ * shutting down or starting up. Anything
  * else (a constraint the command breaks, text PostgreSQL cannot store, a
  * defect) fails the same way every time, so the command is settled as failed
  * and the partition moves on. A stale owner (fenced) stops.
@@ -46,6 +47,25 @@ const culprits = (cause: Cause.Cause<unknown>): ReadonlyArray<unknown> => {
   return found
 }
 
+/**
+ * SQLSTATE classes of a database that is away, not of a statement that is wrong: connection exceptions
+ * (08), an administrator's or a crash's shutdown and a server starting up (57P01-57P03), insufficient
+ * resources (53), system errors (58). The driver reports most of these as `UnknownError`.
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|53|58|57P0[1-3])/
+
+/** Whether a database error says the database cannot be used right now (as opposed to this statement failing). */
+export const isDatabaseUnavailable = (error: unknown): boolean => {
+  if (!isSqlError(error)) return false
+  if (error.reason._tag === "ConnectionError") return true
+  const code = ((error.reason as { readonly cause?: unknown }).cause as { readonly code?: unknown } | undefined)?.code
+  return typeof code === "string" && UNAVAILABLE_SQLSTATE.test(code)
+}
+
+/** Whether a database error may pass if tried again: the database is away, or a conflict with another transaction. */
+export const isTransientSqlError = (error: unknown): boolean =>
+  isSqlError(error) && (error.isRetryable || isDatabaseUnavailable(error))
+
 const describe = (value: unknown): string => {
   if (isSqlError(value)) {
     // The driver's own message (e.g. PostgreSQL's) says more than the wrapper's.
@@ -64,9 +84,9 @@ export const classify = (cause: Cause.Cause<unknown>): Verdict => {
   const fenced = values.find((value): value is Fenced => value instanceof Fenced)
   if (fenced !== undefined) return { _tag: "Fenced", fenced }
   const sql = values.filter(isSqlError)
-  const transient = sql.find((error) => error.isRetryable)
+  const transient = sql.find(isTransientSqlError)
   if (transient !== undefined) {
-    return { _tag: "Transient", connection: transient.reason._tag === "ConnectionError", message: describe(transient) }
+    return { _tag: "Transient", connection: isDatabaseUnavailable(transient), message: describe(transient) }
   }
   const first = sql[0] ?? values[0]
   return { _tag: "Poison", message: first === undefined ? "the command failed" : describe(first) }

@@ -6,6 +6,7 @@
  * never echoed).
  */
 import { ApiParams } from "@grove/api"
+import { CommandFailures } from "@grove/bus"
 import { Cause, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerError, type HttpServerResponse } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
@@ -43,15 +44,15 @@ const DEPENDENCY_FAILURES = new Set(["ObjectStoreError", "BusError"])
 
 /**
  * A dependency that could not be reached, in a failure or a defect no handler mapped: a database
- * error its driver calls retryable (connection lost, timeouts, serialization), or a failure of the
+ * error that may pass (connection lost, the database shutting down or starting, timeouts, serialization), or a failure of the
  * object store or the bus. A database error that no retry can fix (bad SQL, a constraint) stays a 500.
  */
 const dependencyFailure = (cause: Cause.Cause<unknown>): { readonly _tag: string } | undefined => {
   for (const reason of cause.reasons) {
     const value: unknown = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
     if (typeof value !== "object" || value === null) continue
-    const { _tag, isRetryable } = value as { readonly _tag?: unknown; readonly isRetryable?: unknown }
-    if ((_tag === "SqlError" && isRetryable === true) || DEPENDENCY_FAILURES.has(String(_tag))) return value as { readonly _tag: string }
+    const { _tag } = value as { readonly _tag?: unknown }
+    if (CommandFailures.isTransientSqlError(value) || DEPENDENCY_FAILURES.has(String(_tag))) return value as { readonly _tag: string }
   }
   return undefined
 }
