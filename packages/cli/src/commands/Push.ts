@@ -7,6 +7,8 @@
 import type { ApiSync } from "@grove/api"
 import { Effect, Schema } from "effect"
 import * as fs from "node:fs/promises"
+import { crashPoint } from "../CrashPoints.ts"
+import type { CliFailure } from "../Failures.ts"
 import { failure } from "../Failures.ts"
 import { commitWorkingTree } from "../local/Commit.ts"
 import { io } from "../local/Io.ts"
@@ -91,17 +93,68 @@ export const pushMetadata = Effect.fn("Push.metadata")(function*(remote: RemoteR
   return answer
 })
 
+type TreeEntry = ApiSync.TreeData["entries"][number]
+
+/**
+ * The trees a push of `commits` must carry: every tree of each commit that is not, at the same
+ * path, a tree of one of its parents. A parent is either in the same push (its trees are sent too)
+ * or published on the server (which then holds all of its trees), so whatever is left out the
+ * server has. This walks only the directories that changed, and it does not trust the local
+ * bookkeeping of which trees were "new" at commit time: that says nothing about what the server
+ * has (a commit interrupted after its trees were written, or a tree first written for another
+ * branch, is recorded as introducing none). A parent whose trees are not here counts as empty,
+ * which only sends more.
+ */
+export const treesToSend = Effect.fn("Push.treesToSend")(function*(
+  workspace: Workspace,
+  commits: ReadonlyArray<ApiSync.CommitData>
+) {
+  const out = new Map<string, ReadonlyArray<TreeEntry>>()
+  const manifests = new Map(commits.map((c) => [c.hash, c.manifest_hash]))
+  const manifestOf = (hash: string) =>
+    Effect.gen(function*() {
+      const known = manifests.get(hash)
+      if (known !== undefined) return known
+      return (yield* workspace.objects.readCommit(hash))?.commit.manifest_hash
+    })
+  const walk = (hash: string, bases: ReadonlyArray<string>): Effect.Effect<void, CliFailure> =>
+    Effect.gen(function*() {
+      if (bases.includes(hash) || out.has(hash)) return
+      const entries = yield* workspace.objects.readTree(hash)
+      if (entries === undefined) return yield* failure(`tree ${hash} is missing from .grove/objects`, "missing_object")
+      out.set(hash, entries)
+      const baseEntries: Array<ReadonlyArray<TreeEntry>> = []
+      for (const base of bases) {
+        const read = yield* workspace.objects.readTree(base)
+        if (read !== undefined) baseEntries.push(read)
+      }
+      for (const entry of entries) {
+        if (entry.kind !== "tree") continue
+        const childBases = baseEntries.flatMap((b) => b.filter((e) => e.kind === "tree" && e.name === entry.name).map((e) => e.hash))
+        yield* walk(entry.hash, childBases)
+      }
+    })
+  for (const commit of commits) {
+    const bases: Array<string> = []
+    for (const parent of [commit.parent_hash, commit.merge_parent_hash]) {
+      if (parent == null) continue
+      const manifest = yield* manifestOf(parent)
+      if (manifest !== undefined) bases.push(manifest)
+    }
+    yield* walk(commit.manifest_hash, bases)
+  }
+  return [...out].map(([hash, entries]): ApiSync.TreeData => ({ hash, entries }))
+})
+
 /** The commits, trees and kept blobs a push of `branch` sends. */
 const outgoing = Effect.fn("Push.outgoing")(function*(workspace: Workspace, branch: BranchState) {
   const commits: Array<ApiSync.CommitData> = []
-  const trees = new Set<string>()
   const blobs: Array<OutgoingBlob> = []
   const seen = new Set<string>()
   for (const hash of branch.unpushed) {
     const stored = yield* workspace.objects.readCommit(hash)
     if (stored === undefined) return yield* failure(`local commit ${hash} is missing from .grove/objects`, "missing_object")
     commits.push(stored.commit)
-    for (const tree of stored.new_trees ?? []) trees.add(tree)
     for (const change of stored.commit.files) {
       const blob = change.new_blob_hash
       if (blob == null || seen.has(blob) || !(yield* workspace.objects.hasBlob(blob))) continue
@@ -111,13 +164,8 @@ const outgoing = Effect.fn("Push.outgoing")(function*(workspace: Workspace, bran
       blobs.push({ hash: blob, size, file })
     }
   }
-  const treeData: Array<ApiSync.TreeData> = []
-  for (const hash of trees) {
-    const entries = yield* workspace.objects.readTree(hash)
-    if (entries === undefined) return yield* failure(`tree ${hash} is missing from .grove/objects`, "missing_object")
-    treeData.push({ hash, entries })
-  }
-  return { commits, trees: treeData, blobs }
+  const trees = yield* treesToSend(workspace, commits)
+  return { commits, trees, blobs }
 })
 
 export interface PushOutcome {
@@ -143,22 +191,39 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: false } satisfies PushOutcome
   }
   const { created, remote, workspace } = yield* repositoryFor(opened, branch)
+  yield* crashPoint("push:repository")
   if (branch.unpushed.length === 0) {
     if (branch.description_pending === true || branch.close_pending === true) yield* pushMetadata(remote, branch)
     state = withBranch(state, { ...branch, description_pending: false, close_pending: false })
     yield* saveState(workspace, state)
     return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: created } satisfies PushOutcome
   }
-  const { blobs, commits, trees } = yield* outgoing(workspace, branch)
+  const { blobs, commits: allCommits, trees } = yield* outgoing(workspace, branch)
   const uploaded = yield* uploadBlobs(remote, blobs)
-  const answer = yield* remote.connection.call(remote.connection.client.sync.push({
-    params: { owner: remote.owner, name: remote.name },
-    payload: { expected_head: branch.remote_head, force: false, branch: branchRecord(branch), commits, blobs: [...uploaded.blobs], trees }
-  })).pipe(Effect.mapError((error) =>
-    error.details?.["status"] === 400 && /main/i.test(error.message)
-      ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
-      : error
-  ))
+  yield* crashPoint("push:uploaded")
+  const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>) =>
+    remote.connection.call(remote.connection.client.sync.push({
+      params: { owner: remote.owner, name: remote.name },
+      payload: { expected_head: expected, force: false, branch: branchRecord(branch), commits: [...commits], blobs: [...uploaded.blobs], trees }
+    })).pipe(Effect.mapError((error) =>
+      error.details?.["status"] === 400 && /main/i.test(error.message)
+        ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
+        : error
+    ))
+  let commits: ReadonlyArray<ApiSync.CommitData> = allCommits
+  let answer = yield* send(branch.remote_head, commits)
+  if (!answer.success && answer.new_head !== null) {
+    // An earlier push was stopped after the server took it and before this checkout recorded it:
+    // the server's head is one of our own unpushed commits. Send only what follows it.
+    const landed = commits.findIndex((c) => c.hash === answer.new_head)
+    if (landed >= 0) {
+      commits = commits.slice(landed + 1)
+      answer = commits.length === 0
+        ? { ...answer, success: true }
+        : yield* send(answer.new_head, commits)
+    }
+  }
+  yield* crashPoint("push:sent")
   if (!answer.success) {
     return yield* failure(
       `the push was refused: remote head has changed; run grove pull (server: ${answer.message})`,
@@ -166,7 +231,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
       { new_head: answer.new_head, server_message: answer.message }
     )
   }
-  const tip = commits[commits.length - 1]!.hash
+  const tip = allCommits[allCommits.length - 1]!.hash
   state = withBranch(state, { ...branch, remote_head: tip, unpushed: [], description_pending: false, close_pending: false })
   yield* saveState(workspace, state)
   // The server has the pushed blobs now; keep only what other branches still need.
@@ -181,7 +246,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
   else for (const blob of blobs) if (!stillNeeded.has(blob.hash)) yield* workspace.objects.dropBlob(blob.hash)
   return {
     state,
-    pushed: commits.length,
+    pushed: allCommits.length,
     head: tip,
     uploadedBytes: uploaded.uploadedBytes,
     uploadedChunks: uploaded.uploadedChunks,

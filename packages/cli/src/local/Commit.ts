@@ -8,6 +8,7 @@ import { Merge, Objects } from "@grove/core"
 import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { crashPoint } from "../CrashPoints.ts"
 import { failure } from "../Failures.ts"
 import { io } from "./Io.ts"
 import type { RepoState } from "./State.ts"
@@ -112,6 +113,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   }
   const previous = parentDirs !== undefined && parentDirs.size > 0 ? { snapshot: before, dirs: parentDirs } : undefined
   const { created, dirs, root: manifest } = yield* storeTrees(workspace, scanned.snapshot, previous)
+  yield* crashPoint("commit:trees")
   // Keep a copy of every blob this commit introduces: that copy, not the file, is what gets pushed.
   const known = new Set([...before.values()].map((f) => f.hash))
   const toKeep = new Map<string, string>()
@@ -130,6 +132,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
         return yield* failure(`${file} changed while it was being committed; run grove commit again`, "changed_during_commit")
       }
     }), { concurrency: 16, discard: true })
+  yield* crashPoint("commit:blobs")
   const fields = {
     branch_name: branch.name,
     parent_hash: parent,
@@ -155,6 +158,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
     merge: undefined
   }
   yield* saveState(workspace, next)
+  yield* crashPoint("commit:saved")
   yield* writeIndex(root, scanned.files, commit.hash, dirs)
   return { state: next, commit, changes } satisfies CommitResult
 })
