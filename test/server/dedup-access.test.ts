@@ -9,7 +9,7 @@
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { buildCommit, pushBody } from "../support/content.ts"
+import { batchBody, buildCommit, chunkRefs, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api, isErrorBody } from "../support/http.ts"
 
@@ -114,6 +114,39 @@ describe("a key limited to alice/pub cannot reach alice/priv's objects through d
     expect(push.status, JSON.stringify(push.body)).toBe(400)
     expect(push.body).toMatchObject({ code: "missing_blob" })
     expect((await anonymousRaw(c.commit.hash, "draft.txt")).status).toBe(404)
+  })
+})
+
+describe("chunk-level dedup (files of 10 MiB or more)", () => {
+  it("counts priv's chunks as present for alice's user key, and as missing for a key limited to pub", async () => {
+    const big = new Uint8Array(11 * 1024 * 1024)
+    for (let i = 0; i < big.length; i++) big[i] = (i * 2246822519) >>> 25
+    const refs = chunkRefs(big)
+    expect(refs.length).toBeGreaterThan(1)
+    const hashes = refs.map((r) => r.hash)
+    const blobs = [{ hash: Blake3.hash(big), content: [], size: big.length, chunks: refs.map(({ hash, offset, size }) => ({ hash, offset, size })) }]
+    const a = api(server.url, alice)
+    const upload = await fetch(`${server.url}/api/alice/priv/chunks/batch`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice}`, "content-type": "application/octet-stream" },
+      body: batchBody(refs)
+    })
+    expect(upload.status).toBe(200)
+    const c = buildCommit({ branch: "big", files: { "big.bin": big } })
+    expect((await a.post("/alice/priv/push", pushBody({ branch: "big", commits: [c], blobs }))).body.success).toBe(true)
+
+    const k = api(server.url, await keyFor({ name: "pub-big", repo: "alice/pub" }))
+    expect((await k.post("/alice/pub/chunks/check", { hashes })).body.missing.map((m: { hash: string }) => m.hash)).toEqual(hashes)
+    const leak = buildCommit({ branch: "big-leak", files: { "big.bin": big } })
+    const refused = await k.post("/alice/pub/push", pushBody({ branch: "big-leak", commits: [leak], blobs }))
+    expect(refused.status, JSON.stringify(refused.body)).toBe(400)
+    expect(refused.body).toMatchObject({ code: "missing_chunk" })
+    expect((await anonymousRaw(leak.commit.hash, "big.bin")).status).toBe(404)
+
+    // Alice's own key reads priv: nothing to upload, and the push to pub is accepted.
+    expect((await a.post("/alice/pub/chunks/check", { hashes })).body).toEqual({ missing: [] })
+    const shared = buildCommit({ branch: "big-shared", files: { "big.bin": big } })
+    expect((await a.post("/alice/pub/push", pushBody({ branch: "big-shared", commits: [shared], blobs }))).body.success).toBe(true)
   })
 })
 
