@@ -89,13 +89,20 @@ export const register = Effect.fnUntraced(function*(request: CommandRequest) {
  */
 export const begin = Effect.fnUntraced(function*(entry: InboxEntry) {
   const sql = yield* SqlClient.SqlClient
-  // DO UPDATE (to itself) locks an existing row and returns it, in one statement.
-  const rows = yield* sql<{ readonly reply: unknown }>`
-    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition)
-    VALUES (${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition})
-    ON CONFLICT (command_id) DO UPDATE SET command_id = excluded.command_id
-    RETURNING reply`
-  const reply = rows[0]?.reply ?? null
+  // Commands of one partition are handled one at a time, under the partition's fence row lock: a plain read
+  // of the row its sender recorded is enough (no second write of it).
+  const replyOf = sql<{ readonly reply: unknown }>`SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}`
+  let found = yield* replyOf
+  if (found.length === 0) {
+    const inserted = yield* sql`
+      INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition)
+      VALUES (${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition})
+      ON CONFLICT (command_id) DO NOTHING
+      RETURNING command_id`
+    if (inserted.length > 0) return Option.none<StoredReply>()
+    found = yield* replyOf // its sender recorded it just now
+  }
+  const reply = found[0]?.reply ?? null
   if (reply === null) return Option.none<StoredReply>()
   return Option.some(yield* decodeReply(reply).pipe(Effect.orDie))
 })
