@@ -60,7 +60,9 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
 
-export const Routes = Layer.mergeAll(ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive, SecurityHeadersLive)
+// Global middleware added first wraps the rest: the security headers go on every response, even one
+// another global middleware answers without routing (405, 413, 415, an early 401).
+export const Routes = Layer.mergeAll(SecurityHeadersLive, ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
 
 export const HttpAppLive = HttpRouter.serve(Routes, {
   disableLogger: true,
