@@ -1,48 +1,16 @@
 #!/usr/bin/env node
-// The Grove command-line client. Node 24 runs the TypeScript sources directly; when
-// `npm install` has bundled them into ../dist (packages/cli/scripts/bundle.ts) and the
-// bundle is newer than every source, the bundle runs instead (a third of the start-up).
-// The compile cache keeps start-up fast after the first run.
-import * as fs from "node:fs"
-import { enableCompileCache } from "node:module"
-import { homedir } from "node:os"
-
-enableCompileCache?.()
-
-const packages = new URL("../../", import.meta.url)
-const dist = new URL("../dist/", import.meta.url)
-
-/** The newest mtime of a directory tree (directories count: a removed file changes its directory). */
-const newest = (dir) => {
-  let latest = fs.statSync(dir).mtimeMs
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    latest = Math.max(latest, fs.statSync(`${entry.parentPath}/${entry.name}`).mtimeMs)
-  }
-  return latest
+// The `grove` command. This file only checks the Node version, in syntax any Node parses (no
+// static import, no top-level await), so an older Node prints what it needs instead of a
+// SyntaxError from the code that follows; ./start.js is the client.
+var version = process.versions.node.split(".").map(Number)
+if (version[0] < 24 || (version[0] === 24 && version[1] < 6)) {
+  process.stderr.write(
+    "grove needs Node 24.6 or newer; this is " + version[0] + ".x (" + process.version + ", " + process.execPath + ").\n" +
+      "Put a newer Node first on the PATH: a Grove checkout has one after npm install, in node_modules/.bin.\n"
+  )
+  process.exit(1)
 }
-
-const bundleIsFresh = () => {
-  if (process.env.GROVE_NO_BUNDLE === "1") return false
-  try {
-    const built = Math.min(fs.statSync(new URL("grove.mjs", dist)).mtimeMs, fs.statSync(new URL("noop-push.mjs", dist)).mtimeMs)
-    return ["cli/src", "api/src", "core/src"].every((dir) => newest(new URL(dir, packages)) < built)
-  } catch {
-    return false
-  }
-}
-
-/** `grove push` with nothing to push needs no client: answered from the checkout alone. */
-const answerNoopPush = async (args, fresh) => {
-  if (!args.includes("push")) return undefined
-  const { noopPush } = await import(fresh ? "../dist/noop-push.mjs" : "../src/NoopPush.ts")
-  try {
-    return noopPush({ args, env: process.env, cwd: process.cwd(), home: homedir() })
-  } catch {
-    return undefined // any doubt: the full command decides
-  }
-}
-
-const fresh = bundleIsFresh()
-const answer = await answerNoopPush(process.argv.slice(2), fresh)
-if (answer === undefined) await import(fresh ? "../dist/grove.mjs" : "../src/main.ts")
-else process.stdout.write(`${answer}\n`)
+import("./start.js").catch(function(error) {
+  process.stderr.write((error && error.stack ? error.stack : String(error)) + "\n")
+  process.exitCode = 1
+})

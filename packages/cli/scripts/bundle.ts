@@ -1,9 +1,9 @@
 /**
  * Builds `packages/cli/dist/` (gitignored): the `grove` client as one ES module
  * per entry (commands in chunks of their own), so a run loads a few files instead of hundreds of TypeScript sources
- * (start-up ~185 ms -> ~100 ms). Run by the root `postinstall`; `bin/grove.js`
+ * (start-up ~185 ms -> ~100 ms). Run by the root `postinstall`; `bin/start.js`
  * uses the bundle only while it is newer than every source it was built from
- * (`bundleIsFresh` in bin/grove.js), so edited sources never run stale.
+ * (`bundleIsFresh` in bin/start.js), so edited sources never run stale.
  *
  *   node packages/cli/scripts/bundle.ts
  */
