@@ -186,6 +186,7 @@ describe("admin commands", () => {
     expect(key).toMatch(/^grove_/)
     const set = await run(SERVER_BIN, ["user", "passwd", "erin", "--data-dir", server.dataDir], { input: "erin-password-1\n" })
     expect(set.code).toBe(0)
+    expect(set.stdout).toContain(`Through the server using the data directory ${path.resolve(server.dataDir)}.`)
     expect((await postForm({ username: "erin", password: "erin-password-1", callback: "", state: "" })).status).toBe(200)
     const short = await run(SERVER_BIN, ["user", "passwd", "erin", "--data-dir", server.dataDir], { input: "short\n" })
     expect(short.code).toBe(1)
@@ -201,6 +202,7 @@ describe("admin commands", () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-offline-"))
     const created = await run(SERVER_BIN, ["user", "create", "frank", "--admin", "--data-dir", dataDir])
     expect(created.code).toBe(0)
+    expect(created.stdout).toMatch(new RegExp(`^No server is using the data directory ${path.resolve(dataDir)}: opened it directly\\.\n`))
     const key = created.stdout.trim().split("\n").pop()!
     expect(key).toMatch(/^grove_/)
     const offline = await startServer({ dataDir })

@@ -127,9 +127,18 @@ const repoDelete = Command.make("delete", {
   Command.withDescription("Delete a repository and all its history")
 )
 
+const repoVisibility = Command.make("visibility", {
+  visibility: Argument.Literals("visibility", ["public", "private"]).pipe(
+    Argument.withDescription("public: anyone can read it (zip, git clone); private: only those with access")
+  ),
+  repo: repoArgument.pipe(Argument.withDescription("The repository, as owner/name (default: this checkout's)"), Argument.optional)
+}, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.visibility(remote, input)))).pipe(
+  Command.withDescription("Make a repository public or private")
+)
+
 const repo = Command.make("repo").pipe(
   Command.withDescription("Manage repositories"),
-  Command.withSubcommands([repoList, repoCreate, repoShow, repoDelete])
+  Command.withSubcommands([repoList, repoCreate, repoShow, repoDelete, repoVisibility])
 )
 
 // ---- Content commands. In a checkout they talk to the server the checkout is bound to. ----

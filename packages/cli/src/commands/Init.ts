@@ -35,10 +35,22 @@ export const init = Effect.fn("Init.run")(function*(remote: string, options: {
   const name = Option.getOrElse(options.name, () => path.basename(root))
   const nameCheck = Names.checkRepoName(name)
   if (!nameCheck.ok) return yield* usage(`invalid repository name ${JSON.stringify(name)}: ${nameCheck.reason} (use --name)`)
+  if (Option.isSome(options.owner)) {
+    const ownerCheck = Names.checkSlug(options.owner.value, "owner")
+    if (!ownerCheck.ok) return yield* usage(`invalid --owner ${JSON.stringify(options.owner.value)}: ${ownerCheck.reason}`)
+  }
+  // The server must answer (a mistyped --remote is found now, not at the first push).
+  const connection = yield* connect(remote)
+  yield* connection.call(connection.client.system.version())
   // The author of local commits: the signed-in user when the server can say, else the local account.
-  const user = yield* connect(remote).pipe(
-    Effect.flatMap(whoami),
-    Effect.orElseSucceed(() => Option.getOrElse(options.owner, () => env["USER"] ?? "anonymous"))
+  const signedIn = yield* whoami(connection).pipe(Effect.option)
+  const user = Option.getOrElse(signedIn, () => Option.getOrElse(options.owner, () => env["USER"] ?? "anonymous"))
+  const owner = Option.getOrElse(options.owner, () => user)
+  // Whether the repository is there already: true, false, or null when this caller cannot tell.
+  const existing = yield* connection.call(connection.client.repos.get({ params: { owner, name } })).pipe(
+    Effect.map((): boolean | null => true),
+    Effect.catchIf((error) => error.details?.["status"] === 404, () => Effect.succeed<boolean | null>(Option.isSome(signedIn) ? false : null)),
+    Effect.orElseSucceed((): boolean | null => null)
   )
   const branch = newBranch(personalBranchName(user))
   const workspace = yield* writeConfig(root, {
@@ -47,10 +59,25 @@ export const init = Effect.fn("Init.run")(function*(remote: string, options: {
     name
   })
   yield* saveState(workspace, initialState(user, branch))
+  const fullName = `${owner}/${name}`
+  const repositoryLine = existing === true
+    ? `${fullName} on ${remote} (it exists already: to work on its files, grove clone ${fullName} instead)`
+    : existing === false
+    ? `${fullName} on ${remote} (it does not exist yet: the first grove push creates it, private)`
+    : `${fullName} on ${remote} (cannot tell whether it exists${Option.isNone(signedIn) ? ": not signed in (grove login)" : ""}; the first grove push creates it when missing)`
   yield* out.result(
-    { path: root, remote, owner: workspace.config.owner ?? null, name, branch: branch.name, parent_branch: "main", user },
-    () =>
-      `Initialized a grove checkout in ${root}\nRepository: ${workspace.config.owner ?? user}/${name} on ${remote} (created by the first grove push)\nBranch:     ${branch.name} (from main)`
+    {
+      path: root,
+      remote,
+      owner: workspace.config.owner ?? null,
+      name,
+      branch: branch.name,
+      parent_branch: "main",
+      user,
+      repository: fullName,
+      repository_exists: existing
+    },
+    () => `Initialized a grove checkout in ${root}\nRepository: ${repositoryLine}\nBranch:     ${branch.name} (from main)`
   )
 })
 

@@ -1,5 +1,5 @@
 /**
- * `grove repo list|create|show|delete`. Names are checked with the same rules
+ * `grove repo list|create|show|delete|visibility`. Names are checked with the same rules
  * as the server (`@grove/core` Names) so a bad argument is a usage error (2)
  * before anything is sent.
  */
@@ -9,7 +9,9 @@ import { Effect, Option, Schema } from "effect"
 import { connect } from "../Client.ts"
 import { failure, usage } from "../Failures.ts"
 import { Interaction } from "../Interaction.ts"
+import { openWorkspace } from "../local/Workspace.ts"
 import { Output, table } from "../Output.ts"
+import { remoteOf } from "../sync/Session.ts"
 
 type Repository = ApiSchemas.Repository
 
@@ -100,4 +102,32 @@ export const remove = Effect.fn("Repo.delete")(function*(remote: string, options
   const { client, write } = yield* connect(remote)
   yield* write(client.repos.delete({ params }), Schema.Unknown)
   yield* out.result({ deleted: fullName }, () => `Deleted repository ${fullName}.`)
+})
+
+/**
+ * `grove repo visibility <public|private> [owner/name]`: without a repository, the checkout's
+ * (on the server the checkout is bound to).
+ */
+export const visibility = Effect.fn("Repo.visibility")(function*(remote: string, options: {
+  readonly visibility: "public" | "private"
+  readonly repo: Option.Option<string>
+}) {
+  const out = yield* Output
+  const named = options.repo
+  const target = Option.isSome(named)
+    ? yield* Effect.gen(function*() {
+      const params = yield* parseFullName(named.value)
+      const { client, write } = yield* connect(remote)
+      return { params, client, write }
+    })
+    : yield* Effect.gen(function*() {
+      const { workspace } = yield* openWorkspace()
+      const bound = yield* remoteOf(workspace)
+      return { params: { owner: bound.owner, name: bound.name }, client: bound.connection.client, write: bound.connection.write }
+    })
+  const repo = yield* target.write(
+    target.client.repos.setVisibility({ params: target.params, payload: { is_public: options.visibility === "public" } }),
+    ApiSchemas.Repository
+  )
+  yield* out.result(repo, () => `${repo.full_name} is now ${repo.visibility}.`)
 })

@@ -4,6 +4,7 @@
  * directory); otherwise it opens the database itself.
  */
 import { Effect, Layer } from "effect"
+import * as path from "node:path"
 import * as readline from "node:readline"
 import { ConfigError, parseConfig, type ServerConfigShape } from "../Config.ts"
 import { Identity } from "../identity/Identity.ts"
@@ -96,6 +97,16 @@ export const runUserCommand = async (argv: ReadonlyArray<string>): Promise<numbe
   if (result.status !== 200) {
     process.stderr.write(`grove-server: ${body.error ?? "failed"}\n`)
     return 1
+  }
+  if (config.mode === "embedded") {
+    // The user lands in this directory's database: say which, so that a server started with
+    // another --data-dir (or from another folder) is not a mystery.
+    const dir = path.resolve(config.dataDir)
+    process.stdout.write(
+      viaSocket === undefined
+        ? `No server is using the data directory ${dir}: opened it directly.\n`
+        : `Through the server using the data directory ${dir}.\n`
+    )
   }
   if (sub === "create") {
     process.stdout.write(`Created user ${body.username}${body.is_admin ? " (admin)" : ""} with personal organization ${body.username}.\n`)
