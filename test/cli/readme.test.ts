@@ -92,7 +92,8 @@ describe("the README, as a new user runs it", () => {
       ["repo", "visibility", "secret"],
       ["repo", "visibility", "public", "not-a-repo"],
       ["revert", "abc"],
-      ["revert", "not hex at all"]
+      ["revert", "not hex at all"],
+      ["clone", "alice/my-project", "x", "--branch", ""]
     ]) {
       const run = await grove(args, at(alice, work))
       expect(run.code, `${args.join(" ")}: ${run.stderr}`).toBe(2)
@@ -102,5 +103,19 @@ describe("the README, as a new user runs it", () => {
     const unknown = await grove(["revert", "1234567"], at(alice, work))
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toContain("no commit in this checkout starts with 1234567")
+    for (const args of [
+      ["switch", "-c", "HEAD"],
+      ["switch", "-c", "refs/heads/x"],
+      ["switch", "-c", "trailing "],
+      ["switch", ""],
+      ["merge", ""],
+      ["log", "--limit", "0"],
+      ["log", "--limit", "-1"]
+    ]) {
+      const run = await grove(args, at(alice, work))
+      expect(run.code, `${args.join(" ")}: ${run.stderr}`).toBe(2)
+    }
+    // Nothing was created by the refused switches.
+    expect(json(await ok(["status", "--json"], at(alice, work))).branch).toMatch(/^alice-[0-9a-f]{6}$/)
   }, 60_000)
 })

@@ -17,9 +17,13 @@ import type { PullAnswer } from "../sync/Fetch.ts"
 import { personalBranchName, remoteOf } from "../sync/Session.ts"
 import { pushMetadata } from "./Push.ts"
 
-const checkName = (name: string) => {
-  // The server's rule for every branch name, so a branch made here can be pushed and named in a path.
-  const check = Names.checkBranchName(name)
+/**
+ * The server's rules, so a branch made here can be pushed and named in a path: a new branch follows
+ * `POST /branches`' rule (no surrounding whitespace, not HEAD, not refs/...), an existing one the
+ * rule for every branch name. Bad input is a usage error (2) before anything is touched.
+ */
+export const checkName = (name: string, create = false) => {
+  const check = create ? Names.checkNewBranchName(name) : Names.checkBranchName(name)
   return check.ok ? Effect.void : Effect.fail(usage(`invalid branch name ${JSON.stringify(name)}: ${check.reason}`))
 }
 
@@ -38,7 +42,7 @@ export const switchCheckout = Effect.fn("Branch.switchCheckout")(function*(works
   let state = (yield* commitWorkingTree(workspace, start)).state
   const from = currentBranch(state)
   const wanted = Option.getOrUndefined(options.name)
-  if (wanted !== undefined) yield* checkName(wanted)
+  if (wanted !== undefined) yield* checkName(wanted, options.create)
   const remote = repositoryOf(workspace) === undefined ? undefined : yield* remoteOf(workspace)
   let target: BranchState
   let blobs: PullAnswer["blobs"] = []
@@ -88,6 +92,7 @@ export const switchCheckout = Effect.fn("Branch.switchCheckout")(function*(works
 
 export const switchBranch = Effect.fn("Branch.switch")(function*(options: SwitchOptions) {
   const out = yield* Output
+  if (Option.isSome(options.name)) yield* checkName(options.name.value, options.create)
   const opened = yield* openWorkspace()
   const { applied, from, target } = yield* switchCheckout(opened.workspace, opened.state, options)
   yield* out.result(

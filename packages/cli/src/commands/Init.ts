@@ -21,6 +21,7 @@ import { Output } from "../Output.ts"
 import { fetchBranch, materialize } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
+import { checkName } from "./Branch.ts"
 
 export const init = Effect.fn("Init.run")(function*(remote: string, options: {
   readonly owner: Option.Option<string>
@@ -90,6 +91,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   const { cwd } = yield* CliEnv
   const parsed = Names.parseFullName(options.repo)
   if (parsed === undefined) return yield* usage(`expected a repository as owner/name, got ${JSON.stringify(options.repo)}`)
+  if (Option.isSome(options.branch)) yield* checkName(options.branch.value)
   const root = path.resolve(cwd, Option.getOrElse(options.dest, () => parsed.name))
   const entries = yield* io(`cannot read ${root}`, () => fs.readdir(root).catch((): Array<string> => []))
   if (entries.length > 0) return yield* failure(`${root} exists and is not empty`, "destination_exists")

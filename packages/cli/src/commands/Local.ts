@@ -12,6 +12,7 @@ import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
 import { readIndex, scan, writeIndex } from "../local/WorkingTree.ts"
 import { openWorkspace, repositoryOf } from "../local/Workspace.ts"
+import { usage } from "../Failures.ts"
 import { Output } from "../Output.ts"
 import { fetchBlobBytes } from "../sync/Download.ts"
 import { remoteOf } from "../sync/Session.ts"
@@ -92,6 +93,7 @@ export const status = Effect.fn("Local.status")(function*() {
 
 export const log = Effect.fn("Local.log")(function*(options: { readonly limit: number | undefined }) {
   const out = yield* Output
+  if (options.limit !== undefined && options.limit < 1) return yield* usage(`--limit must be at least 1, got ${options.limit}`)
   const { state, workspace } = yield* openWorkspace()
   const branch = currentBranch(state)
   const unpushed = new Set(branch.unpushed)

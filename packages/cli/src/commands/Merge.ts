@@ -13,7 +13,7 @@ import { openWorkspace, saveState } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import { conflictPaths, landing, pathList, statusOf } from "../sync/Land.ts"
 import { remoteOf } from "../sync/Session.ts"
-import { switchCheckout } from "./Branch.ts"
+import { checkName, switchCheckout } from "./Branch.ts"
 import { nothingToPush, publish } from "./Push.ts"
 
 export interface MergeOptions {
@@ -103,6 +103,7 @@ export const landMerge = <A, R>(
 
 export const merge = Effect.fn("Merge.run")(function*(options: MergeOptions) {
   const out = yield* Output
+  if (Option.isSome(options.branch)) yield* checkName(options.branch.value)
   let opened = yield* openWorkspace()
   const current = currentBranch(opened.state)
   const name = Option.getOrElse(options.branch, () => current.name)
