@@ -15,8 +15,8 @@ import { api } from "../support/http.ts"
 let server: GroveServer
 
 /** The sign-in form's CSRF pair: the cookie the page sets and the token its hidden field repeats. */
-const formToken = async () => {
-  const page = await fetch(`${server.url}/cli-auth`)
+const formToken = async (site: GroveServer = server) => {
+  const page = await fetch(`${site.url}/cli-auth`)
   const cookie = page.headers.get("set-cookie")!.split(";")[0]!
   const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!
   return { cookie, csrf }
@@ -28,18 +28,20 @@ const formToken = async () => {
  */
 const postForm = async (
   fields: Record<string, string>,
-  options: { address?: string; origin?: string | null; csrf?: "none" | "no-cookie" | "mismatch" } = {}
+  options: { address?: string; origin?: string | null; csrf?: "none" | "no-cookie" | "mismatch"; forwardedFor?: string; site?: GroveServer } = {}
 ): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> => {
-  const { cookie, csrf } = await formToken()
+  const site = options.site ?? server
+  const { cookie, csrf } = await formToken(site)
   const body = new URLSearchParams({
     ...fields,
-    ...(options.csrf === "none" ? {} : { csrf: options.csrf === "mismatch" ? (await formToken()).csrf : csrf })
+    ...(options.csrf === "none" ? {} : { csrf: options.csrf === "mismatch" ? (await formToken(site)).csrf : csrf })
   }).toString()
   const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded" }
   if (options.csrf !== "no-cookie") headers["cookie"] = cookie
-  const origin = options.origin === undefined ? server.url : options.origin
+  const origin = options.origin === undefined ? site.url : options.origin
   if (origin !== null) headers["origin"] = origin
-  const url = new URL(`${server.url}/cli-auth`)
+  if (options.forwardedFor !== undefined) headers["x-forwarded-for"] = options.forwardedFor
+  const url = new URL(`${site.url}/cli-auth`)
   return new Promise((resolve, reject) => {
     const request = http.request(
       { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers, localAddress: options.address ?? "127.0.0.1" },
@@ -141,6 +143,30 @@ describe("sign-in page", () => {
     // Other names from the attacker's address are still answered.
     expect((await postForm({ username: "carol", password: "nope", callback: "", state: "" }, attacker)).status).toBe(401)
   })
+
+  it("counts the address a trusted proxy names (--trusted-proxies), and ignores X-Forwarded-For from anyone else", async () => {
+    // Not trusted here: a forged header does not give each guess a fresh address.
+    await server.createUser("gina", { password: "gina-password-1" })
+    const statuses: Array<number> = []
+    for (let i = 0; i < 5; i++) {
+      statuses.push((await postForm({ username: "gina", password: `guess-${i}`, callback: "", state: "" }, { address: "127.0.0.7", forwardedFor: `203.0.113.${i + 1}` })).status)
+    }
+    expect(statuses).toContain(429)
+
+    const proxied = await startServer({ args: ["--trusted-proxies", "127.0.0.0/8"] })
+    try {
+      await proxied.createUser("hank", { password: "hank-password-1" })
+      const viaProxy = (forwardedFor: string, password: string) =>
+        postForm({ username: "hank", password, callback: "", state: "" }, { site: proxied, forwardedFor })
+      let refused = false
+      for (let i = 0; i < 10 && !refused; i++) refused = (await viaProxy("203.0.113.66", `guess-${i}`)).status === 429
+      expect(refused).toBe(true)
+      // The same proxy, another client: the owner signs in.
+      expect((await viaProxy("198.51.100.7", "hank-password-1")).status).toBe(200)
+    } finally {
+      await proxied.stop()
+    }
+  }, 120_000)
 
   it("refuses a form without this page's CSRF token or from another origin (login CSRF)", async () => {
     const fields = { username: "carol", password: "carol-password-1", callback: "", state: "" }

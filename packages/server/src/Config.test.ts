@@ -16,6 +16,12 @@ describe("Config", () => {
     expect(parseConfig(["--port", "9001", "--data-dir=/tmp/y"], env)).toMatchObject({ port: 9001, dataDir: "/tmp/y" })
   })
 
+  it("reads trusted proxies as CIDR networks and refuses anything else", () => {
+    expect(parseConfig([], {}).trustedProxies).toEqual([])
+    expect(parseConfig(["--trusted-proxies", "10.0.0.0/8, fd00::/8"], {}).trustedProxies).toEqual(["10.0.0.0/8", "fd00::/8"])
+    expect(() => parseConfig([], { GROVE_TRUSTED_PROXIES: "10.0.0.1" })).toThrow(/GROVE_TRUSTED_PROXIES/)
+  })
+
   it("needs Kafka, PostgreSQL and S3 addresses in cluster mode", () => {
     expect(() => parseConfig(["--mode", "cluster"], {})).toThrow(ConfigError)
     const config = parseConfig(["--mode", "cluster"], {

@@ -2,7 +2,8 @@
  * Server configuration from flags and environment (flags win). Every setting
  * is documented in the README's configuration table.
  */
-import { Context } from "effect"
+import { Context, Result } from "effect"
+import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import * as path from "node:path"
@@ -37,6 +38,11 @@ export interface ServerConfigShape {
   readonly commandTimeoutMs: number
   /** When set, every organization's storage quota in bytes (applied at start); otherwise each keeps its own (default 10 GiB). */
   readonly orgQuotaBytes: number | undefined
+  /**
+   * Proxies (CIDR networks) whose `X-Forwarded-For` names the client, for the sign-in throttle;
+   * from any other peer the header is ignored. Empty or absent: the transport peer is the client.
+   */
+  readonly trustedProxies?: ReadonlyArray<string> | undefined
 }
 
 export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
@@ -60,7 +66,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--s3-access-key-id": "GROVE_S3_ACCESS_KEY_ID",
   "--s3-secret-access-key": "GROVE_S3_SECRET_ACCESS_KEY",
   "--command-timeout-ms": "GROVE_COMMAND_TIMEOUT_MS",
-  "--org-quota-bytes": "GROVE_ORG_QUOTA_BYTES"
+  "--org-quota-bytes": "GROVE_ORG_QUOTA_BYTES",
+  "--trusted-proxies": "GROVE_TRUSTED_PROXIES"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -125,6 +132,12 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     if (values.GROVE_DATABASE_URL === undefined) throw new ConfigError("cluster mode needs GROVE_DATABASE_URL")
     if (values.GROVE_S3_ENDPOINT === undefined) throw new ConfigError("cluster mode needs GROVE_S3_ENDPOINT")
   }
+  const trustedProxies = (values.GROVE_TRUSTED_PROXIES ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+  for (const network of trustedProxies) {
+    if (Result.isFailure(IpNetwork.fromString(network))) {
+      throw new ConfigError(`GROVE_TRUSTED_PROXIES must be comma-separated networks such as 10.0.0.0/8, not ${JSON.stringify(network)}`)
+    }
+  }
   const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
   return {
     mode,
@@ -145,6 +158,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       secretAccessKey: values.GROVE_S3_SECRET_ACCESS_KEY
     },
     commandTimeoutMs: timeout,
-    orgQuotaBytes: quota
+    orgQuotaBytes: quota,
+    trustedProxies
   }
 }

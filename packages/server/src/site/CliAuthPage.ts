@@ -12,7 +12,8 @@
  * throttled per user name and client address (`SignInThrottle`).
  */
 import { Effect, Layer, Option } from "effect"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { IpNetwork } from "effect/net"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { Identity } from "../identity/Identity.ts"
@@ -96,55 +97,69 @@ const show = HttpRouter.add("GET", "/cli-auth", (request) =>
     return html(form({ callback, state, csrf }), 200, { "set-cookie": csrfCookie(csrf, config.siteUrl) })
   }))
 
-const submit = HttpRouter.add("POST", "/cli-auth", (request) =>
+const handleSubmit = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const identity = yield* Identity
+  const throttle = yield* SignInThrottle
+  const config = yield* ServerConfig
+  const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
+  if (text.length > 16_384) return html(page("Sign in", "<h1>Request too large</h1>"), 413)
+  const fields = new URLSearchParams(text)
+  const username = (fields.get("username") ?? "").trim()
+  const password = fields.get("password") ?? ""
+  const callback = fields.get("callback") ?? ""
+  const state = fields.get("state") ?? ""
+  const csrf = fields.get("csrf") ?? ""
+  const cookie = request.cookies[CSRF_COOKIE] ?? ""
+  if (!sameOrigin(request, config.siteUrl) || !CSRF_TOKEN.test(csrf) || !sameSecret(csrf, cookie)) {
+    return html(
+      page("Sign in", "<h1>Sign-in not accepted</h1><p class=\"error\">This form did not come from this server's sign-in page, or it expired. Open the sign-in address again.</p>"),
+      403
+    )
+  }
+  const target = callback === "" ? undefined : checkCallback(callback)
+  if (callback !== "" && (target === undefined || !STATE.test(state))) {
+    return html(page("Sign in", "<h1>Invalid sign-in request</h1><p class=\"error\">Run <code>grove login</code> again.</p>"), 400)
+  }
+  const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+  const verdict = yield* throttle.check(username, address)
+  if (!verdict.allowed) {
+    return html(
+      form({ callback, state, csrf, username, error: `Too many failed attempts. Wait ${verdict.retryAfterSeconds} seconds and try again.` }),
+      429,
+      { "retry-after": String(verdict.retryAfterSeconds) }
+    )
+  }
+  const user = yield* identity.checkPassword(username, password).pipe(Effect.orElseSucceed(() => Option.none()))
+  if (Option.isNone(user)) {
+    yield* throttle.failed(username, address)
+    return html(form({ callback, state, csrf, username, error: "Wrong user name or password." }), 401)
+  }
+  yield* throttle.succeeded(username, address)
+  const code = yield* identity.issueCliCode(user.value.id).pipe(Effect.orDie)
+  if (target === undefined) {
+    return html(page(
+      "One-time code",
+      `<h1>Your one-time code</h1><p>Paste it into <code>grove login --headless</code>. It works once, for 10 minutes.</p><p class="code" id="code">${escapeHtml(code)}</p>`
+    ))
+  }
+  target.searchParams.set("code", code)
+  target.searchParams.set("state", state)
+  return HttpServerResponse.redirect(target.toString(), { status: 303, headers: pageHeaders })
+})
+
+/**
+ * Behind trusted proxies (`--trusted-proxies`) the client address the throttle counts is the one
+ * they name in `X-Forwarded-For`; from any other peer that header is ignored, so it cannot be forged.
+ */
+const submit = HttpRouter.add(
+  "POST",
+  "/cli-auth",
   Effect.gen(function*() {
-    const identity = yield* Identity
-    const throttle = yield* SignInThrottle
     const config = yield* ServerConfig
-    const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
-    if (text.length > 16_384) return html(page("Sign in", "<h1>Request too large</h1>"), 413)
-    const fields = new URLSearchParams(text)
-    const username = (fields.get("username") ?? "").trim()
-    const password = fields.get("password") ?? ""
-    const callback = fields.get("callback") ?? ""
-    const state = fields.get("state") ?? ""
-    const csrf = fields.get("csrf") ?? ""
-    const cookie = request.cookies[CSRF_COOKIE] ?? ""
-    if (!sameOrigin(request, config.siteUrl) || !CSRF_TOKEN.test(csrf) || !sameSecret(csrf, cookie)) {
-      return html(
-        page("Sign in", "<h1>Sign-in not accepted</h1><p class=\"error\">This form did not come from this server's sign-in page, or it expired. Open the sign-in address again.</p>"),
-        403
-      )
-    }
-    const target = callback === "" ? undefined : checkCallback(callback)
-    if (callback !== "" && (target === undefined || !STATE.test(state))) {
-      return html(page("Sign in", "<h1>Invalid sign-in request</h1><p class=\"error\">Run <code>grove login</code> again.</p>"), 400)
-    }
-    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-    const verdict = yield* throttle.check(username, address)
-    if (!verdict.allowed) {
-      return html(
-        form({ callback, state, csrf, username, error: `Too many failed attempts. Wait ${verdict.retryAfterSeconds} seconds and try again.` }),
-        429,
-        { "retry-after": String(verdict.retryAfterSeconds) }
-      )
-    }
-    const user = yield* identity.checkPassword(username, password).pipe(Effect.orElseSucceed(() => Option.none()))
-    if (Option.isNone(user)) {
-      yield* throttle.failed(username, address)
-      return html(form({ callback, state, csrf, username, error: "Wrong user name or password." }), 401)
-    }
-    yield* throttle.succeeded(username, address)
-    const code = yield* identity.issueCliCode(user.value.id).pipe(Effect.orDie)
-    if (target === undefined) {
-      return html(page(
-        "One-time code",
-        `<h1>Your one-time code</h1><p>Paste it into <code>grove login --headless</code>. It works once, for 10 minutes.</p><p class="code" id="code">${escapeHtml(code)}</p>`
-      ))
-    }
-    target.searchParams.set("code", code)
-    target.searchParams.set("state", state)
-    return HttpServerResponse.redirect(target.toString(), { status: 303, headers: pageHeaders })
-  }))
+    const proxies = (config.trustedProxies ?? []).map((network) => IpNetwork.fromStringUnsafe(network))
+    return yield* (proxies.length === 0 ? handleSubmit : HttpMiddleware.xForwardedHeaders({ trustedProxies: proxies })(handleSubmit))
+  })
+)
 
 export const CliAuthPageRoutes = Layer.mergeAll(show, submit)
