@@ -5,7 +5,7 @@
  * trees the server has.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
@@ -40,7 +40,7 @@ const listing = (root: string): Record<string, string> => {
   return out
 }
 
-const write = (root: string, files: Record<string, string>) => {
+const write = (root: string, files: Record<string, string | Buffer>) => {
   for (const [name, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(root, name)), { recursive: true })
     fs.writeFileSync(path.join(root, name), text)
@@ -66,6 +66,8 @@ describe("grove push, interrupted", () => {
     const crash = { ...alice, cwd: work, env: { ...alice.env, GROVE_TEST_CRASH_AT: phase } }
 
     write(work, { "README.md": "# Crash\n", "src/deep/leaf.txt": "one\n", "src/other.txt": "other\n" })
+    // Around the upload, a file large enough to travel as FastCDC chunks too.
+    if (phase.startsWith("push:")) write(work, { "data/big.bin": randomBytes(11 * 1024 * 1024) })
     const killed = await grove(["push"], crash)
     expect(killed.code, killed.stdout + killed.stderr).not.toBe(0)
     await ok(["push"], at(alice, work))
