@@ -3,6 +3,9 @@
 # Idempotent and quick when everything is present; run by `npm test` (pretest).
 set -euo pipefail
 
+# Schemathesis (pinned, in .venv/schemathesis) for test/server/fuzz.test.ts, once python3-venv is there.
+trap 'if [ $? -eq 0 ]; then bash "$(dirname "$0")/schemathesis.sh" || exit 1; fi' EXIT
+
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v minisign >/dev/null 2>&1 || need+=(minisign)
@@ -12,6 +15,7 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 # The JDK, not just the JRE: test/infra/kafka.test.ts compiles a one-file Java check of the partitioner.
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

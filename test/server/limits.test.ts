@@ -114,7 +114,8 @@ describe("body limits", () => {
   })
 
   it("stops reading a chunked body past the route's limit: 413 JSON, with or without a token", async () => {
-    const anonymous = await sendLarge("/api/repos", 3 * MiB, { chunked: true })
+    // (An anonymous POST /api/repos is refused 401 before its body: it needs a token.)
+    const anonymous = await sendLarge("/api/alice/limits/commits/info", 3 * MiB, { chunked: true })
     expect(anonymous.status).toBe(413)
     expect(anonymous.body.code).toBe("payload_too_large")
     const signedIn = await sendLarge("/api/orgs", 3 * MiB, { chunked: true, token: alice })
@@ -135,6 +136,52 @@ describe("body limits", () => {
     const sent = await sendLarge("/cli-auth", 64 * 1024, { contentType: "application/x-www-form-urlencoded" })
     expect(sent.status).toBe(413)
     expect(sent.body.code).toBe("payload_too_large")
+  })
+})
+
+describe("what /api/openapi.json promises", () => {
+  it("declares the bearer scheme, per-operation security and 413/415; refuses undeclared body properties", async () => {
+    const doc = (await api(server.url).get("/openapi.json")).body
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
+    expect(doc.paths["/api/repos"].post.security).toEqual([{ bearer: [] }])
+    expect(doc.paths["/api/repos"].get.security).toEqual([{ bearer: [] }, {}])
+    expect(Object.keys(doc.paths["/api/repos"].post.responses)).toEqual(expect.arrayContaining(["413", "415"]))
+    const a = api(server.url, alice)
+    const extra = await a.post("/repos", { name: "extra-prop", surprise: true })
+    expect(extra.status).toBe(400)
+    expect(extra.body.error).toContain("surprise")
+    const badName = await a.post("/orgs", { slug: "api-keys", name: "Reserved" })
+    expect(badName.status).toBe(400)
+    // Without a token, an operation that needs one answers 401 before its body is looked at.
+    expect((await api(server.url).post("/repos", { name: "" })).status).toBe(401)
+  })
+})
+
+describe("pagination", () => {
+  it("pages every list with limit (at most 200) and a cursor, the next one in X-Next-Cursor and Link", async () => {
+    const a = api(server.url, alice)
+    for (const name of ["page-a", "page-b", "page-c", "page-d", "page-e"]) expect((await a.post("/repos", { name })).status).toBe(201)
+    const all = await a.get("/repos")
+    // Without limit, a client sees the whole list as before (up to the maximum page).
+    const names = all.body.map((r: { name: string }) => r.name)
+    expect(names).toEqual(expect.arrayContaining(["page-a", "page-e"]))
+    expect(all.headers.get("x-next-cursor")).toBeNull()
+    const seen: Array<string> = []
+    let next: string | null = "/repos?limit=2"
+    while (next !== null) {
+      const page = await a.get(next)
+      expect(page.status).toBe(200)
+      expect(page.body.length).toBeLessThanOrEqual(2)
+      seen.push(...page.body.map((r: { name: string }) => r.name))
+      const cursor = page.headers.get("x-next-cursor")
+      if (cursor !== null) expect(page.headers.get("link")).toContain(`cursor=${cursor}`)
+      next = cursor === null ? null : `/repos?limit=2&cursor=${cursor}`
+    }
+    expect(seen).toEqual(names)
+    for (const bad of ["/repos?limit=0", "/repos?limit=201", "/repos?limit=x", "/repos?cursor=%2F%2F", "/repos?cursor=bm9wZQ"]) {
+      expect((await a.get(bad)).status, bad).toBe(400)
+    }
+    for (const list of ["/api-keys?limit=1", "/orgs?limit=1", "/alice/page-a/branches?limit=1"]) expect((await a.get(list)).status, list).toBe(200)
   })
 })
 

@@ -2,6 +2,7 @@ import { HttpApi, OpenApi } from "effect/http-api"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
+import { truthfulDocument } from "./OpenApiDocument.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
 export class GroveApi extends HttpApi.make("grove")
@@ -20,8 +21,12 @@ export class GroveApi extends HttpApi.make("grove")
   .middleware(Authentication)
   .middleware(RequestValidation)
   .prefix("/api")
+  // A body with a property the schema does not declare is refused (400), as the document's
+  // `additionalProperties: false` says; the sync protocol's group opts out (see SyncGroup).
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(OpenApi.annotations({
     title: "Grove",
-    description: "Self-hosted repository hosting. Errors are JSON: { error, code?, retryable? }."
+    description: "Self-hosted repository hosting. Errors are JSON: { error, code?, retryable? }.",
+    transform: truthfulDocument
   }))
 {}

@@ -5,6 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound, OperationPending, ServiceUnavailable, Unauthorized } from "./Errors.ts"
+import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
 import * as S from "./Schemas.ts"
 
@@ -23,7 +24,7 @@ export class SystemGroup extends HttpApiGroup.make("system").add(
 ) {}
 
 export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
-  HttpApiEndpoint.get("list", "/api-keys", { success: Schema.Array(S.ApiKey), error: [Unauthorized, Forbidden] }),
+  HttpApiEndpoint.get("list", "/api-keys", { query: F.Page, success: Schema.Array(S.ApiKey), error: [BadRequest, Unauthorized, Forbidden] }),
   HttpApiEndpoint.post("create", "/api-keys", {
     payload: S.CreateApiKey,
     success: S.CreatedApiKey.pipe(HttpApiSchema.status(201)),
@@ -37,7 +38,7 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
 ) {}
 
 export class OrgsGroup extends HttpApiGroup.make("orgs").add(
-  HttpApiEndpoint.get("list", "/orgs", { success: Schema.Array(S.Organization), error: [Unauthorized, Forbidden] }),
+  HttpApiEndpoint.get("list", "/orgs", { query: F.Page, success: Schema.Array(S.Organization), error: [BadRequest, Unauthorized, Forbidden] }),
   HttpApiEndpoint.post("create", "/orgs", {
     payload: S.CreateOrganization,
     success: S.Organization.pipe(HttpApiSchema.status(201)),
@@ -54,7 +55,7 @@ const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Op
 
 export class ReposGroup extends HttpApiGroup.make("repos").add(
   HttpApiEndpoint.get("list", "/repos", {
-    query: { sort: Schema.optionalKey(S.RepoSort) },
+    query: { sort: Schema.optionalKey(S.RepoSort), ...F.Page },
     success: Schema.Array(S.Repository),
     error: [BadRequest, Unauthorized]
   }),

@@ -12,7 +12,7 @@
 import * as Names from "@grove/core/Names"
 import { Schema } from "effect"
 
-interface Kind {
+export interface Kind {
   /** The rule; its reason is the error message. */
   readonly check: (value: string) => Names.NameCheck
   readonly description: string
@@ -23,7 +23,8 @@ interface Kind {
   readonly exact: boolean
 }
 
-const make = (kind: Kind) => {
+/** A string schema enforcing `kind.check` (its reason is the error), documented by `kind`'s JSON Schema. */
+export const make = (kind: Kind) => {
   const fragment = { pattern: kind.pattern, minLength: kind.minLength, maxLength: kind.maxLength }
   return Schema.String.check(Schema.makeFilter((value: string) => {
     const result = kind.check(value)

@@ -4,6 +4,8 @@
  * so the error message can say exactly what is wrong.
  */
 import { Schema } from "effect"
+import * as F from "./Fields.ts"
+import * as P from "./Params.ts"
 
 export const Version = Schema.Struct({
   version: Schema.String,
@@ -53,9 +55,9 @@ export type ApiKey = typeof ApiKey.Type
 export const CreatedApiKey = Schema.Struct({ ...ApiKey.fields, key: Schema.String })
 
 export const CreateApiKey = Schema.Struct({
-  name: Schema.String,
+  name: F.Text("name", 100),
   scope: Schema.optionalKey(Schema.Literals(["full", "read"])),
-  repo: Schema.optionalKey(Schema.String)
+  repo: Schema.optionalKey(F.FullName)
 })
 
 export const Role = Schema.Literals(["member", "admin", "owner"])
@@ -71,9 +73,9 @@ export const Organization = Schema.Struct({
 export type Organization = typeof Organization.Type
 
 export const CreateOrganization = Schema.Struct({
-  slug: Schema.String,
-  name: Schema.String,
-  description: Schema.optionalKey(Schema.String)
+  slug: F.NewSlug,
+  name: F.Text("organization name", 100),
+  description: Schema.optionalKey(F.Multiline("description", 2000))
 })
 
 export const Repository = Schema.Struct({
@@ -93,16 +95,16 @@ export const Repository = Schema.Struct({
 export type Repository = typeof Repository.Type
 
 export const CreateRepository = Schema.Struct({
-  name: Schema.String,
+  name: P.RepoName,
   /** The Oak client sends null for "none". */
-  description: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  description: Schema.optionalKey(Schema.NullOr(F.Multiline("description", 2000))),
   is_public: Schema.optionalKey(Schema.Boolean),
-  organization_slug: Schema.optionalKey(Schema.String)
+  organization_slug: Schema.optionalKey(F.NewSlug)
 })
 
 export const SetVisibility = Schema.Struct({ is_public: Schema.Boolean })
 
-export const Transfer = Schema.Struct({ to_organization: Schema.String })
+export const Transfer = Schema.Struct({ to_organization: F.NewSlug })
 
 export const RepositorySize = Schema.Struct({
   full_name: Schema.String,

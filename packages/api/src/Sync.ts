@@ -7,6 +7,8 @@
  * the server with `@grove/core`, so errors can say exactly what is wrong.
  */
 import { Schema } from "effect"
+import * as F from "./Fields.ts"
+import * as P from "./Params.ts"
 
 /** A field the Oak client may send as null, omit, or set. */
 const Maybe = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
@@ -135,10 +137,22 @@ export const PullResponse = Schema.Struct({
 })
 export type PullResponse = typeof PullResponse.Type
 
-export const Hashes = Schema.Struct({ hashes: Schema.Array(Schema.String) })
+/** Distinct hashes, at most `max` of them (the server says which one is wrong). */
+export const HashList = (max: number) =>
+  Schema.Array(P.Hash).check(
+    Schema.isMaxLength(max),
+    Schema.makeFilter((hashes: ReadonlyArray<string>) => new Set(hashes).size === hashes.length ? undefined : "hashes must be distinct", {
+      expected: "distinct hashes",
+      toJsonSchema: () => ({ uniqueItems: true })
+    })
+  )
+
+/** `blobs/check` (at most 10,000) and `blobs/info` (at most 250,000). */
+export const Hashes = Schema.Struct({ hashes: HashList(10_000) })
+export const BlobInfoRequest = Schema.Struct({ hashes: HashList(250_000) })
 
 export const CommitInfoRequest = Schema.Struct({
-  hashes: Schema.Array(Schema.String),
+  hashes: HashList(256),
   metadata_only: Schema.optionalKey(Schema.Boolean)
 })
 export const CommitInfoResponse = Schema.Struct({ commits: Schema.Array(CommitData), trees: Schema.Array(TreeData) })
@@ -150,18 +164,22 @@ export const BlobInfoResponse = Schema.Struct({
   restricted: Schema.optionalKey(Schema.Array(Schema.String))
 })
 
+/** The only chunk batch protocol (see Capabilities). */
+const ChunkBatchProtocol = Maybe(Schema.Literal("bounded_v1"))
+
 export const ChunkCheckRequest = Schema.Struct({
-  hashes: Schema.Array(Schema.String),
-  sizes: Maybe(Schema.Array(Schema.Number)),
-  chunk_batch_protocol: Maybe(Schema.String)
+  hashes: HashList(10_000),
+  /** One size per hash, when given. */
+  sizes: Maybe(Schema.Array(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)))),
+  chunk_batch_protocol: ChunkBatchProtocol
 })
 export const ChunkCheckResponse = Schema.Struct({
   missing: Schema.Array(Schema.Struct({ hash: Schema.String, upload_url: Schema.NullOr(Schema.String) }))
 })
 
 export const ChunkDownloadRequest = Schema.Struct({
-  hashes: Schema.Array(Schema.String),
-  chunk_batch_protocol: Maybe(Schema.String)
+  hashes: HashList(10_000),
+  chunk_batch_protocol: ChunkBatchProtocol
 })
 export const ChunkDownloadResponse = Schema.Struct({
   chunks: Schema.Array(Schema.Struct({
@@ -175,7 +193,7 @@ export const ChunkDownloadResponse = Schema.Struct({
 })
 
 export const ChunkUploadedRequest = Schema.Struct({
-  hashes: Schema.Array(Schema.Struct({ hash: Schema.String, size: Schema.Number }))
+  hashes: Schema.Array(Schema.Struct({ hash: P.Hash, size: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) })).check(Schema.isMaxLength(256))
 })
 export const Confirmation = Schema.Struct({ ok: Schema.Boolean })
 
@@ -203,9 +221,9 @@ export type Branch = typeof Branch.Type
 export const BranchList = Schema.Struct({ branches: Schema.Array(Branch) })
 
 export const CreateBranch = Schema.Struct({
-  name: Schema.String,
-  description: Schema.optionalKey(Schema.String),
-  parent_branch: Schema.optionalKey(Schema.String)
+  name: F.NewBranchName,
+  description: Schema.optionalKey(F.Multiline("description", 10_000)),
+  parent_branch: Schema.optionalKey(F.NewBranchName)
 })
 
 export const TreeListingEntry = Schema.Struct({

@@ -5,7 +5,7 @@
  * in the server, outside this contract, because their bodies are streams.
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import {
   BadRequest,
   Conflict,
@@ -16,6 +16,7 @@ import {
   ServiceUnavailable,
   Unauthorized
 } from "./Errors.ts"
+import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
 import { OrgStorage } from "./Sync.ts"
 import * as S from "./Sync.ts"
@@ -25,6 +26,10 @@ const OwnerBranch = P.OwnerRepoBranch
 const ReadErrors = [BadRequest, Unauthorized, Forbidden, NotFound, ServiceUnavailable] as const
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable] as const
 
+/**
+ * The sync protocol's bodies follow the public Oak client, which may send fields this version does
+ * not know: they are ignored, and the document does not claim `additionalProperties: false` for them.
+ */
 export class SyncGroup extends HttpApiGroup.make("sync").add(
   HttpApiEndpoint.get("capabilities", "/capabilities", { success: S.Capabilities }),
   HttpApiEndpoint.post("push", "/:owner/:name/push", {
@@ -53,7 +58,7 @@ export class SyncGroup extends HttpApiGroup.make("sync").add(
   }),
   HttpApiEndpoint.post("blobsInfo", "/:owner/:name/blobs/info", {
     params: Owner,
-    payload: S.Hashes,
+    payload: S.BlobInfoRequest,
     success: S.BlobInfoResponse,
     error: ReadErrors
   }),
@@ -75,12 +80,12 @@ export class SyncGroup extends HttpApiGroup.make("sync").add(
     success: S.Confirmation,
     error: ReadErrors
   })
-) {}
+).annotate(HttpApi.PayloadParseOptions, {}) {}
 
 export class BranchesGroup extends HttpApiGroup.make("branches").add(
   HttpApiEndpoint.get("list", "/:owner/:name/branches", {
     params: Owner,
-    query: { status: Schema.optionalKey(Schema.String) },
+    query: { status: Schema.optionalKey(Schema.Literals(["open", "closed", "merged"])), ...F.Page },
     success: S.BranchList,
     error: ReadErrors
   }),

@@ -22,7 +22,9 @@ import { MergeHandlers } from "./http/MergeHandlers.ts"
 import { SyncHandlers } from "./http/SyncHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
 import { CliAuthHandlers } from "./http/CliAuthHandlers.ts"
+import { BodyLimitsLive } from "./http/BodyLimits.ts"
 import { JsonErrorsLive } from "./http/JsonErrors.ts"
+import { MethodsLive } from "./http/Methods.ts"
 import { OrgsHandlers } from "./http/OrgsHandlers.ts"
 import { ReposHandlers } from "./http/ReposHandlers.ts"
 import { SystemHandlers } from "./http/SystemHandlers.ts"
@@ -62,7 +64,20 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
 
 // Global middleware added first wraps the rest: the security headers go on every response, even one
 // another global middleware answers without routing (405, 413, 415, an early 401).
-export const Routes = Layer.mergeAll(SecurityHeadersLive, ApiRoutes, ChunkRoutes, FileRoutes, ExportRoutes, CliAuthPageRoutes, HomePage, JsonErrorsLive)
+// Then JSON errors, then, before routing, each route's body limit (413, 415) and unsupported
+// methods and missing tokens (405, 401).
+export const Routes = Layer.mergeAll(
+  SecurityHeadersLive,
+  ApiRoutes,
+  ChunkRoutes,
+  FileRoutes,
+  ExportRoutes,
+  CliAuthPageRoutes,
+  HomePage,
+  JsonErrorsLive,
+  BodyLimitsLive,
+  MethodsLive
+)
 
 export const HttpAppLive = HttpRouter.serve(Routes, {
   disableLogger: true,

@@ -5,6 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type ApiKeyRecord, Identity } from "../identity/Identity.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
+import { paginate } from "./Pagination.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
   id: k.id,
@@ -28,11 +29,12 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
   const identity = yield* Identity
   const authorizer = yield* Authorizer
   return handlers.handleAll({
-    list: Effect.fn(function*() {
+    list: Effect.fn(function*({ query }) {
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "read")
       const { userId } = yield* currentUser
-      return (yield* dbUnavailable(identity.listApiKeys(userId))).map(toApi)
+      const keys = (yield* dbUnavailable(identity.listApiKeys(userId))).map(toApi)
+      return yield* paginate(keys, { key: (k) => [k.created_at, k.id], descending: [false, false] }, query)
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

@@ -8,7 +8,7 @@
  *   stops past it and the request answers the same 413, so memory never holds more than the limit.
  * - A body on a JSON route that is not `application/json` answers 415 `{ error, code: "unsupported_media_type" }`.
  *
- * Small JSON routes get 1 MiB (10,000 hashes, the most any hash list may carry, fit in 0.7 MiB).
+ * Small JSON routes get 1 MiB (10,000 hashes, the most a hash list but `blobs/info`'s may carry, fit in 0.7 MiB).
  * The push keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
  * byte); the binary routes keep theirs and check them again while streaming.
  */
@@ -45,6 +45,8 @@ const route = (method: string, path: string, limit: number, raw = false): Rule =
 
 const RULES: ReadonlyArray<Rule> = [
   route("POST", "/api/:owner/:name/push", PUSH_LIMIT),
+  // Up to 250,000 hashes (67 bytes each in JSON).
+  route("POST", "/api/:owner/:name/blobs/info", 20 * MiB),
   route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, true),
   route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, true),
   route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, true),
@@ -69,14 +71,14 @@ export const bodyLimit = (method: string, pathname: string): BodyLimit => {
 export const payloadTooLarge = (limit: number) =>
   Response.jsonUnsafe({ error: `the request body must be at most ${limit} bytes`, code: "payload_too_large" }, {
     status: 413,
-    headers: { connection: "close" }
+    headers: { connection: "close", "x-content-type-options": "nosniff" }
   })
 
 export const unsupportedMediaType = (contentType: string) =>
   Response.jsonUnsafe({
     error: `unsupported content type '${contentType.slice(0, 100)}': send application/json`,
     code: "unsupported_media_type"
-  }, { status: 415, headers: { "accept": "application/json" } })
+  }, { status: 415, headers: { "accept": "application/json", "x-content-type-options": "nosniff" } })
 
 const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
   const length = request.headers["content-length"]

@@ -7,11 +7,9 @@
  */
 import { ApiParams } from "@grove/api"
 import { CommandFailures } from "@grove/bus"
-import { Cause, Effect, Layer } from "effect"
+import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, type HttpServerResponse } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
-import { BodyLimitsLive } from "./BodyLimits.ts"
-import { MethodsLive } from "./Methods.ts"
 
 const messages: Record<number, readonly [string, string]> = {
   400: ["bad request", "invalid_request"],
@@ -67,7 +65,7 @@ const segmentTooLong = (cause: Cause.Cause<unknown>): boolean =>
 
 // The router's types insist a global middleware leaves errors it was not configured for
 // unhandled; this one deliberately answers every failure, hence the widening cast.
-const jsonErrors = HttpRouter.middleware((httpEffect) =>
+export const JsonErrorsLive = HttpRouter.middleware((httpEffect) =>
   (httpEffect as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
     Effect.map(fillEmpty),
     Effect.catchCause((cause) =>
@@ -89,9 +87,3 @@ const jsonErrors = HttpRouter.middleware((httpEffect) =>
       })
     )
   ) as typeof httpEffect, { global: true })
-
-/**
- * The edge's global middleware: JSON errors for every failure, and, before routing, each route's
- * body limit (413, 415; `BodyLimits`) and unsupported methods (405; `Methods`).
- */
-export const JsonErrorsLive = Layer.mergeAll(jsonErrors, BodyLimitsLive, MethodsLive)

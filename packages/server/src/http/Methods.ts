@@ -1,9 +1,14 @@
 /**
- * A method a path does not support answers 405 `{ error, code: "method_not_allowed" }` with an
- * `Allow` header naming the methods it does (RFC 9110), before routing; `TRACE` answers 405
- * everywhere. Paths no route knows stay 404.
+ * Checks made before routing, from the API's route table:
+ * - A method a path does not support answers 405 `{ error, code: "method_not_allowed" }` with an
+ *   `Allow` header naming the methods it does (RFC 9110); `TRACE` answers 405 everywhere. The most
+ *   specific routes of a path decide (`/api/orgs/{slug}` over `/api/{owner}/{name}`: the first
+ *   segments of the API's own paths are reserved slugs, so they never name a repository). Paths no
+ *   route knows stay 404.
+ * - An operation the OpenAPI document says needs a token (`TOKEN_REQUIRED`) answers 401 without an
+ *   `Authorization` header, before its body is read or checked.
  */
-import { GroveApi } from "@grove/api"
+import { GroveApi, TOKEN_REQUIRED } from "@grove/api"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
@@ -11,41 +16,72 @@ import { HttpServerResponse as Response } from "effect/http"
 interface Route {
   readonly method: string
   readonly pattern: RegExp
+  /** Per segment: 2 static, 1 parameter, 0 the trailing wildcard; compared left to right. */
+  readonly rank: ReadonlyArray<number>
+  readonly operationId?: string
 }
 
-const toPattern = (path: string): RegExp => {
-  const parts = path.split("/").map((part) =>
+const route = (method: string, path: string, operationId?: string): Route => {
+  const segments = path.split("/").slice(1)
+  const parts = segments.map((part) =>
     part === "*" ? "(?:/.*)?" : `/${part.startsWith(":") ? "[^/]+" : part.replace(/[.]/g, "\\.")}`
   )
-  return new RegExp(`^${parts.slice(1).join("")}$`)
+  const rank = segments.map((part) => part === "*" ? 0 : part.startsWith(":") ? 1 : 2)
+  return { method, pattern: new RegExp(`^${parts.join("")}$`), rank, ...(operationId === undefined ? {} : { operationId }) }
 }
 
-const apiRoutes: ReadonlyArray<Route> = Object.values(GroveApi.groups).flatMap((group) =>
-  Object.values(group.endpoints).map((endpoint) => ({ method: endpoint.method, pattern: toPattern(endpoint.path) }))
-)
+const compareRank = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const difference = (a[i] ?? -1) - (b[i] ?? -1)
+    if (difference !== 0) return difference
+  }
+  return 0
+}
 
 /** The JSON API's routes and the binary routes beside it (`ChunkRoutes`, `FileRoutes`). */
 const ROUTES: ReadonlyArray<Route> = [
-  ...apiRoutes,
-  { method: "GET", pattern: toPattern("/api/openapi.json") },
-  { method: "PUT", pattern: toPattern("/api/:owner/:name/chunks/:hash") },
-  { method: "POST", pattern: toPattern("/api/:owner/:name/chunks/batch") },
-  { method: "POST", pattern: toPattern("/api/:owner/:name/chunks/fetch") },
-  { method: "GET", pattern: toPattern("/api/:owner/:name/raw/:commit/*") }
+  ...Object.values(GroveApi.groups).flatMap((group) =>
+    Object.values(group.endpoints).map((endpoint) =>
+      route(endpoint.method, endpoint.path, `${group.identifier}.${endpoint.identifier}`)
+    )
+  ),
+  route("GET", "/api/openapi.json"),
+  route("PUT", "/api/:owner/:name/chunks/:hash"),
+  route("POST", "/api/:owner/:name/chunks/batch"),
+  route("POST", "/api/:owner/:name/chunks/fetch"),
+  route("GET", "/api/:owner/:name/raw/:commit/*")
 ]
+
+/** The most specific routes matching a path (all with the same rank); empty for a path no route knows. */
+const routesOf = (pathname: string): ReadonlyArray<Route> => {
+  let best: Array<Route> = []
+  for (const candidate of ROUTES) {
+    if (!candidate.pattern.test(pathname)) continue
+    const order = best.length === 0 ? 1 : compareRank(candidate.rank, best[0]!.rank)
+    if (order > 0) best = [candidate]
+    else if (order === 0) best.push(candidate)
+  }
+  return best
+}
 
 /** The methods the API answers on a path, in a stable order; empty for a path no route knows. */
 export const allowedMethods = (pathname: string): ReadonlyArray<string> => {
-  const methods = new Set<string>()
-  for (const route of ROUTES) if (route.pattern.test(pathname)) methods.add(route.method)
+  const methods = new Set(routesOf(pathname).map((r) => r.method))
   if (methods.has("GET")) methods.add("HEAD")
   return ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].filter((method) => methods.has(method))
 }
 
+// These answers are made before any other middleware runs, so they carry JSON's nosniff themselves.
+const unauthenticated = () =>
+  Response.jsonUnsafe({ error: "sign in required", code: "unauthenticated" }, {
+    status: 401,
+    headers: { "x-content-type-options": "nosniff" }
+  })
+
 export const methodNotAllowed = (method: string, allow: ReadonlyArray<string>) =>
   Response.jsonUnsafe({ error: `method ${method.slice(0, 20)} is not allowed here`, code: "method_not_allowed" }, {
     status: 405,
-    headers: allow.length === 0 ? {} : { allow: allow.join(", ") }
+    headers: allow.length === 0 ? { "x-content-type-options": "nosniff" } : { allow: allow.join(", "), "x-content-type-options": "nosniff" }
   })
 
 // Like JsonErrorsLive: a global middleware answers for every route, hence the widening cast.
@@ -58,6 +94,11 @@ export const MethodsLive = HttpRouter.middleware((httpEffect) =>
     if (pathname.startsWith("/api/")) {
       const allow = allowedMethods(pathname)
       if (allow.length > 0 && !allow.includes(request.method)) return methodNotAllowed(request.method, allow)
+      const authorization = request.headers["authorization"]
+      if (authorization === undefined || authorization === "") {
+        const target = routesOf(pathname).find((r) => r.method === request.method)
+        if (target?.operationId !== undefined && TOKEN_REQUIRED.has(target.operationId)) return unauthenticated()
+      }
     }
     return yield* httpEffect
   }) as unknown as typeof httpEffect, { global: true })

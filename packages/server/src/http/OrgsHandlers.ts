@@ -5,6 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type Organization, Organizations } from "../orgs/Organizations.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
+import { paginate } from "./Pagination.ts"
 
 const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
   slug: o.slug,
@@ -27,11 +28,12 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
   const organizations = yield* Organizations
   const authorizer = yield* Authorizer
   return handlers.handleAll({
-    list: Effect.fn(function*() {
+    list: Effect.fn(function*({ query }) {
       const caller = yield* notRepoLimited
       yield* authorizer.account(caller, "read")
       if (caller.principal.kind !== "user") return []
-      return (yield* dbUnavailable(organizations.listForUser(caller.principal.userId))).map(toApi)
+      const orgs = (yield* dbUnavailable(organizations.listForUser(caller.principal.userId))).map(toApi)
+      return yield* paginate(orgs, { key: (o) => [o.slug], descending: [false] }, query)
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* notRepoLimited

@@ -14,6 +14,7 @@ import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
 import { actorName, commandRequest } from "./CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure, requireValid } from "./Failures.ts"
 import { repositoryApiError } from "./RepositoryErrors.ts"
+import { paginate } from "./Pagination.ts"
 
 const commandFailure = (error: RepositoryError | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : repositoryApiError(error))
@@ -27,8 +28,15 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
   return handlers.handleAll({
     list: Effect.fnUntraced(function*({ query }) {
       const caller = yield* CurrentCaller
-      const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, query.sort ?? "name"))
-      return rows.map(toApiRepository)
+      const sort = query.sort ?? "name"
+      const rows = (yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, sort))).map(toApiRepository)
+      return yield* paginate(
+        rows,
+        sort === "name"
+          ? { key: (r) => [r.owner, r.name.toLowerCase(), r.id], descending: [false, false, false] }
+          : { key: (r) => [sort === "updated" ? r.updated_at : r.created_at, r.id], descending: [true, false] },
+        query
+      )
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

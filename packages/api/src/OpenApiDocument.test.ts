@@ -1,0 +1,79 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Schema } from "effect"
+import { OpenApi } from "effect/http-api"
+import { GroveApi } from "./Api.ts"
+import * as F from "./Fields.ts"
+import * as S from "./Schemas.ts"
+import { CreateBranch, Hashes } from "./Sync.ts"
+
+const doc = OpenApi.fromApi(GroveApi) as Record<string, any>
+const METHODS = ["get", "post", "put", "patch", "delete"]
+const operations = Object.values<Record<string, any>>(doc.paths).flatMap((item) =>
+  METHODS.flatMap((method) => item[method] === undefined ? [] : [item[method] as Record<string, any>])
+)
+const operation = (id: string) => operations.find((op) => op.operationId === id)!
+
+/** The JSON Schema of an operation's body property. */
+const bodyProperty = (id: string, name: string) =>
+  operation(id).requestBody.content["application/json"].schema.properties[name] as Record<string, any>
+
+describe("the OpenAPI document", () => {
+  it("declares the bearer scheme and each operation's security: token required, optional, or none", () => {
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
+    for (const op of operations) expect(op.security, op.operationId).not.toEqual([])
+    expect(operation("system.whoami").security).toEqual([{ bearer: [] }])
+    expect(operation("repos.create").security).toEqual([{ bearer: [] }])
+    expect(operation("repos.get").security).toEqual([{ bearer: [] }, {}])
+    expect(operation("system.version").security).toEqual([{ bearer: [] }, {}])
+    expect(operation("cliAuth.exchange").security).toEqual([{}])
+  })
+
+  it("declares 413 and 415 on every operation with a body", () => {
+    const withBody = operations.filter((op) => op.requestBody !== undefined)
+    expect(withBody.length).toBeGreaterThan(10)
+    for (const op of withBody) expect(Object.keys(op.responses), op.operationId).toEqual(expect.arrayContaining(["413", "415"]))
+  })
+
+  it("carries name, hash and enum rules in the body schemas", () => {
+    expect(bodyProperty("repos.create", "name")).toMatchObject({ maxLength: 100, pattern: expect.any(String) })
+    expect(bodyProperty("orgs.create", "slug").pattern).toContain("api-keys")
+    expect(bodyProperty("apiKeys.create", "name")).toMatchObject({ minLength: 1, maxLength: 100 })
+    expect(bodyProperty("apiKeys.create", "scope").enum).toEqual(["full", "read"])
+    expect(bodyProperty("sync.blobsCheck", "hashes")).toMatchObject({ maxItems: 10_000, uniqueItems: true, items: { pattern: "^[0-9a-f]{64}$" } })
+    const status = operation("branches.list").parameters.find((p: { name: string }) => p.name === "status")
+    expect(status.schema.enum).toEqual(["open", "closed", "merged"])
+  })
+
+  it("says additionalProperties: false only where extra properties are refused", () => {
+    expect(operation("repos.create").requestBody.content["application/json"].schema.additionalProperties).toBe(false)
+    // The sync protocol's bodies follow the Oak client and ignore what they do not know.
+    expect(JSON.stringify(operation("sync.push").requestBody)).not.toContain("additionalProperties")
+  })
+
+  it("refuses in the schemas what the patterns refuse", () => {
+    const refuses = (schema: Schema.Codec<any, any>, value: unknown) => Schema.decodeUnknownExit(schema)(value)._tag === "Failure"
+    expect(refuses(F.NewSlug, "api-keys")).toBe(true)
+    expect(refuses(F.NewSlug, "acme")).toBe(false)
+    expect(refuses(F.FullName, "alice/repo")).toBe(false)
+    expect(refuses(F.FullName, "orgs/repo")).toBe(true)
+    expect(refuses(F.FullName, "alice/x.git")).toBe(true)
+    expect(refuses(F.Text("name", 100), " ")).toBe(true)
+    expect(refuses(F.NewBranchName, "HEAD")).toBe(true)
+    expect(refuses(F.NewBranchName, "feature/x y")).toBe(false)
+    expect(refuses(S.CreateRepository, { name: "ok" })).toBe(false)
+    expect(refuses(CreateBranch, { name: " lead" })).toBe(true)
+    expect(refuses(Hashes, { hashes: ["a".repeat(64), "a".repeat(64)] })).toBe(true)
+    // Each pattern agrees with its check on these.
+    const patterns: ReadonlyArray<[Schema.Codec<any, any>, ReadonlyArray<string>]> = [
+      [F.NewSlug, ["api-keys", "acme", "a--b", "-a", "a".repeat(40)]],
+      [F.FullName, ["alice/repo", "orgs/repo", "alice/.x", "alice/x.GIT", "a/b/c", "Alice/x"]],
+      [F.Text("name", 100), [" ", "\u00a0", "ok", "a\u0001", "\ufeff"]],
+      [F.NewBranchName, ["HEAD", "head", "refs/x", " x", "x ", "ok/branch", "a\u0085"]]
+    ]
+    for (const [schema, values] of patterns) {
+      const json = Schema.toJsonSchemaDocument(schema).schema as { pattern: string }
+      const pattern = new RegExp(json.pattern, "u")
+      for (const value of values) expect(pattern.test(value), `${json.pattern} on ${JSON.stringify(value)}`).toBe(!refuses(schema, value))
+    }
+  })
+})
