@@ -34,8 +34,8 @@ const banner = Effect.gen(function*() {
         "No users yet. Create the first one (prints its API key) and set a password for browser sign-in:",
         `  npx grove-server user create <name> --admin${config.mode === "embedded" ? ` --data-dir ${config.dataDir}` : ""}`,
         `  npx grove-server user passwd <name>${config.mode === "embedded" ? ` --data-dir ${config.dataDir}` : ""}`,
-        "Then sign in with the client:",
-        `  npx grove login --remote ${config.siteUrl}`,
+        "Then sign in with the client (`npm install -g ./packages/cli` puts grove on the PATH; see the README):",
+        `  grove login --remote ${config.siteUrl}`,
         ""
       ].join("\n")
     )
