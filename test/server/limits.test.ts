@@ -77,6 +77,23 @@ const sendLarge = (path: string, size: number, options: { chunked?: boolean; tok
     pump()
   })
 
+/** POSTs `body` as JSON in several chunks, without a Content-Length. */
+const sendChunked = (path: string, body: string, token?: string) =>
+  new Promise<{ status: number; body: any }>((resolve, reject) => {
+    const headers: http.OutgoingHttpHeaders = { "content-type": "application/json" }
+    if (token !== undefined) headers.authorization = `Bearer ${token}`
+    const req = http.request(new URL(path, server.url), { method: "POST", headers, agent: false }, (response) => {
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (d: string) => (text += d))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) }))
+    })
+    req.on("error", reject)
+    const middle = Math.floor(body.length / 2)
+    req.write(body.slice(0, middle))
+    setTimeout(() => req.end(body.slice(middle)), 20)
+  })
+
 /** A request fetch() will not send (TRACE), over node:http. */
 const request = (method: string, path: string) =>
   new Promise<{ status: number; body: any; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
@@ -114,13 +131,33 @@ describe("body limits", () => {
   })
 
   it("stops reading a chunked body past the route's limit: 413 JSON, with or without a token", async () => {
-    // (An anonymous POST /api/repos is refused 401 before its body: it needs a token.)
     const anonymous = await sendLarge("/api/alice/limits/commits/info", 3 * MiB, { chunked: true })
     expect(anonymous.status).toBe(413)
     expect(anonymous.body.code).toBe("payload_too_large")
     const signedIn = await sendLarge("/api/orgs", 3 * MiB, { chunked: true, token: alice })
     expect(signedIn.status).toBe(413)
     expect(signedIn.body.code).toBe("payload_too_large")
+  })
+
+  it("checks a chunked body against a small route's limit before the token: 413 for an invalid, a valid and no token", async () => {
+    // An invalid token would be refused 401 by the token lookup: the limit is checked before it.
+    const invalid = await sendLarge("/api/orgs", 3 * MiB, { chunked: true, token: "grove_not-a-real-token" })
+    expect(invalid.status).toBe(413)
+    expect(invalid.body).toEqual({ error: "the request body must be at most 1048576 bytes", code: "payload_too_large" })
+    expect(invalid.headers["x-content-type-options"]).toBe("nosniff")
+    const invalidRead = await sendLarge("/api/alice/limits/commits/info", 3 * MiB, { chunked: true, token: "grove_not-a-real-token" })
+    expect(invalidRead.status).toBe(413)
+    const valid = await sendLarge("/api/orgs", 3 * MiB, { chunked: true, token: alice })
+    expect(valid.status).toBe(413)
+    expect(valid.body.code).toBe("payload_too_large")
+    const anonymous = await sendLarge("/api/orgs", 3 * MiB, { chunked: true })
+    expect(anonymous.status).toBe(413)
+    expect(anonymous.body.code).toBe("payload_too_large")
+    // Within the limit, a chunked body read before the token reaches the handler whole.
+    const small = await sendChunked("/api/orgs", JSON.stringify({ slug: "chunked-org", name: "Chunked" }), alice)
+    expect(small.status, JSON.stringify(small.body)).toBe(201)
+    expect(small.body.slug).toBe("chunked-org")
+    expect((await sendChunked("/api/orgs", JSON.stringify({ slug: "chunked-org-2", name: "x" }), "grove_not-a-real-token")).status).toBe(401)
   })
 
   it("keeps small bodies working and the push route's large limit", async () => {

@@ -4,16 +4,20 @@
  *
  * - A declared `Content-Length` past the route's limit answers 413 `{ error, code: "payload_too_large" }`
  *   at once, without reading the body (`Connection: close`).
- * - A body without a length (chunked) is read with the route's limit as `MaxBodySize`: the read
- *   stops past it and the request answers the same 413, so memory never holds more than the limit.
+ * - A body without a length (chunked) on a small route (at most 1 MiB: every JSON route but the push
+ *   and `blobs/info`, and the sign-in form) is read here, before the token is looked up or anything
+ *   touches the database, with the route's limit: the read stops past it and the request answers
+ *   the same 413, so memory never holds more than the limit. The handler then reads the bytes read
+ *   here. Larger routes read a chunked body with the route's limit as `MaxBodySize` where they
+ *   read it (after authentication: buffering 256 MiB for anyone who asks would be the attack).
  * - A body on a JSON route that is not `application/json` answers 415 `{ error, code: "unsupported_media_type" }`.
  *
  * Small JSON routes get 1 MiB (10,000 hashes, the most a hash list but `blobs/info`'s may carry, fit in 0.7 MiB).
  * The push keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
  * byte); the binary routes keep theirs and check them again while streaming.
  */
-import { ByteSize, Effect } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
+import { ByteSize, Effect, Result, Stream } from "effect"
+import { HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
 
 const KiB = 1024
@@ -97,6 +101,43 @@ const pathnameOf = (url: string): string => {
   return query === -1 ? url : url.slice(0, query)
 }
 
+/** Routes whose chunked bodies are read before any other work. */
+export const PREREAD_LIMIT = DEFAULT_LIMIT
+
+const tooLarge = (error: unknown): boolean =>
+  HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" &&
+  error.reason.reason === "BodyTooLarge"
+
+/**
+ * `request` with its body already read into `read` (whose body effects are cached): the body
+ * accessors answer from there, also on a copy the router makes with `modify`.
+ */
+const withReadBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  read: HttpServerRequest.HttpServerRequest,
+  bytes: ArrayBuffer
+): HttpServerRequest.HttpServerRequest =>
+  new Proxy(request, {
+    get(target, property) {
+      switch (property) {
+        case "arrayBuffer":
+        case "text":
+        case "json":
+        case "urlParamsBody":
+          return Reflect.get(read, property, read)
+        case "stream":
+          return Stream.succeed(new Uint8Array(bytes))
+        case "modify":
+          return (options: Parameters<HttpServerRequest.HttpServerRequest["modify"]>[0]) =>
+            withReadBody(target.modify(options), read, bytes)
+        default: {
+          const value: unknown = Reflect.get(target, property, target)
+          return typeof value === "function" ? value.bind(target) : value
+        }
+      }
+    }
+  })
+
 // Like JsonErrorsLive: a global middleware answers for every route, hence the widening cast.
 export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
   Effect.gen(function*() {
@@ -108,5 +149,17 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
       const contentType = request.headers["content-type"]
       if (contentType !== undefined && !isJson(contentType)) return unsupportedMediaType(contentType)
     }
-    return yield* Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
+    const bounded = Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
+    if (declared !== undefined || limit > PREREAD_LIMIT || request.headers["transfer-encoding"] === undefined) {
+      return yield* bounded
+    }
+    // Chunked: read it now (at most the limit), before the token or the database are touched.
+    const read = yield* Effect.result(
+      Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
+    )
+    if (Result.isFailure(read)) {
+      if (tooLarge(read.failure)) return payloadTooLarge(limit)
+      return yield* Effect.fail(read.failure)
+    }
+    return yield* Effect.provideService(bounded, HttpServerRequest.HttpServerRequest, withReadBody(request, request, read.success))
   }) as unknown as typeof httpEffect, { global: true })
