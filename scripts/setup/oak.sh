@@ -26,5 +26,10 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is missing: install Rust (https://rustup.rs), then run this script again" >&2
   exit 1
 fi
-cargo install oakvcs-cli --version "$version" --locked
+# The crate's lock file pins exact versions; when the registry here lacks one of them (webpki-roots 1.0.11 in
+# November 2026), build with the newest compatible versions instead.
+if ! cargo install oakvcs-cli --version "$version" --locked; then
+  echo "oak.sh: the locked dependency versions cannot all be had here; building with the newest compatible ones" >&2
+  cargo install oakvcs-cli --version "$version"
+fi
 echo "installed oak $version: $cargo_bin/oak"
