@@ -16,6 +16,9 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
+# Headless Chromium for test/server/signin.browser.test.ts (driven by playwright-core; no browser download),
+# with the fonts its Recommends would bring, so screenshots have text.
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -27,11 +27,15 @@ ${body}
 </html>
 `
 
-/** Pages that show secrets or forms: never cached, never framed, no scripts, no referrer. */
+/**
+ * Pages that show secrets or forms: never cached, never framed, no scripts, and no referrer to
+ * other sites. `same-origin` rather than `no-referrer`: under `no-referrer` a browser sends
+ * `Origin: null` with the sign-in form's POST, which the form's Origin check must refuse.
+ */
 export const pageHeaders = {
   "cache-control": "no-store",
   "x-frame-options": "DENY",
   "x-content-type-options": "nosniff",
   "content-security-policy": PAGE_CSP,
-  "referrer-policy": "no-referrer"
+  "referrer-policy": "same-origin"
 }
