@@ -225,6 +225,128 @@ describe("pagination", () => {
   })
 })
 
+/**
+ * Follows X-Next-Cursor (checking Link names the same cursor) from `path` with `limit`, and answers
+ * every item seen, page by page.
+ */
+const pageThrough = async (token: string, path: string, limit: number, items: (body: any) => Array<any> = (b) => b) => {
+  const a = api(server.url, token)
+  const pages: Array<Array<any>> = []
+  const separator = path.includes("?") ? "&" : "?"
+  let next: string | null = `${path}${separator}limit=${limit}`
+  while (next !== null) {
+    const page = await a.get(next)
+    expect(page.status, next).toBe(200)
+    const got = items(page.body)
+    expect(got.length).toBeLessThanOrEqual(limit)
+    pages.push(got)
+    const cursor = page.headers.get("x-next-cursor")
+    if (cursor !== null) {
+      expect(got.length).toBe(limit)
+      expect(page.headers.get("link")).toContain(`cursor=${cursor}`)
+      expect(page.headers.get("link")).toContain(`limit=${limit}`)
+    }
+    next = cursor === null ? null : `${path}${separator}limit=${limit}&cursor=${cursor}`
+    expect(pages.length).toBeLessThan(100)
+  }
+  return { pages, all: pages.flat() }
+}
+
+const cursorOf = (key: unknown) => Buffer.from(JSON.stringify(key)).toString("base64url")
+
+const nonIncreasing = (values: Array<string>) => values.every((v, i) => i === 0 || Date.parse(values[i - 1]!) >= Date.parse(v))
+
+describe("paging through lists longer than a page (keyset in SQL)", () => {
+  let bob: string
+  beforeAll(async () => {
+    bob = await server.createUser("pager")
+  })
+
+  it("api-keys: every key once, oldest first", async () => {
+    const b = api(server.url, bob)
+    for (let i = 0; i < 7; i++) expect((await b.post("/api-keys", { name: `key-${i}` })).status).toBe(201)
+    const whole = (await b.get("/api-keys")).body as Array<{ id: string; created_at: string }>
+    expect(whole.length).toBeGreaterThanOrEqual(7)
+    for (const limit of [1, 2, 3]) {
+      const { all, pages } = await pageThrough(bob, "/api-keys", limit)
+      expect(all.map((k) => k.id)).toEqual(whole.map((k) => k.id))
+      expect(new Set(all.map((k) => k.id)).size).toBe(all.length)
+      expect(pages.length).toBe(Math.ceil(whole.length / limit))
+    }
+    expect(whole.every((k, i) => i === 0 || Date.parse(whole[i - 1]!.created_at) <= Date.parse(k.created_at))).toBe(true)
+    // A cursor that is not one of this list's keys is refused before it reaches the database.
+    for (const bad of [["2026-02-30 00:00:00+00", whole[0]!.id], ["2026-01-01 00:00:00+00", "not-a-uuid"], [whole[0]!.created_at], ["x", "y", "z"]]) {
+      const reply = await b.get(`/api-keys?cursor=${cursorOf(bad)}`)
+      expect(reply.status, JSON.stringify(bad)).toBe(400)
+      expect(reply.body.code).toBe("invalid_cursor")
+    }
+  })
+
+  it("orgs: every organization once, by slug", async () => {
+    const b = api(server.url, bob)
+    for (const slug of ["pgorgd", "pgorgb", "pgorgf", "pgorga", "pgorge", "pgorgc"]) {
+      expect((await b.post("/orgs", { slug, name: slug })).status).toBe(201)
+    }
+    const whole = ((await b.get("/orgs")).body as Array<{ slug: string }>).map((o) => o.slug)
+    expect(whole).toEqual([...whole].sort())
+    expect(whole).toEqual(expect.arrayContaining(["pgorga", "pgorgf", "pager"]))
+    for (const limit of [1, 2, 4]) {
+      const { all } = await pageThrough(bob, "/orgs", limit)
+      expect(all.map((o) => o.slug)).toEqual(whole)
+    }
+  })
+
+  it("repos: every repository once, in each sort's order", async () => {
+    const b = api(server.url, bob)
+    for (const name of ["Zeta", "alpha", "Mid", "beta", "omega", "Gamma", "delta"]) {
+      expect((await b.post("/repos", { name })).status).toBe(201)
+    }
+    expect((await b.post("/repos", { name: "in-org", organization_slug: "pgorgc" })).status).toBe(201)
+    // A later write may move a repository up the updated order.
+    expect((await b.patch("/pager/alpha/visibility", { is_public: true })).status).toBe(200)
+    for (const sort of [undefined, "name", "updated", "created"] as const) {
+      const path = sort === undefined ? "/repos" : `/repos?sort=${sort}`
+      const whole = (await b.get(path)).body as Array<{ id: string; owner: string; name: string; created_at: string; updated_at: string }>
+      expect(whole.length).toBeGreaterThanOrEqual(8)
+      if (sort === undefined || sort === "name") {
+        const keys = whole.map((r) => [r.owner, r.name.toLowerCase()] as const)
+        expect(keys).toEqual([...keys].sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0)))
+      } else {
+        expect(nonIncreasing(whole.map((r) => sort === "updated" ? r.updated_at : r.created_at))).toBe(true)
+      }
+      for (const limit of [1, 3]) {
+        const { all } = await pageThrough(bob, path, limit)
+        expect(all.map((r) => r.id), `${path} limit ${limit}`).toEqual(whole.map((r) => r.id))
+      }
+    }
+    // A cursor of one sort is not one of another's.
+    const first = await b.get("/repos?sort=name&limit=1")
+    expect((await b.get(`/repos?sort=created&cursor=${first.headers.get("x-next-cursor")}`)).status).toBe(400)
+  })
+
+  it("branches: every branch once, main first then the most recently updated, also with a status", async () => {
+    const b = api(server.url, bob)
+    expect((await b.post("/repos", { name: "many-branches" })).status).toBe(201)
+    for (const name of ["b1", "b2", "b3", "b4", "b5", "b6", "b7"]) {
+      expect((await b.post("/pager/many-branches/branches", { name })).status).toBe(201)
+    }
+    for (const status of [undefined, "open"] as const) {
+      const path = status === undefined ? "/pager/many-branches/branches" : `/pager/many-branches/branches?status=${status}`
+      const whole = (await b.get(path)).body.branches as Array<{ name: string; updated_at: string }>
+      expect(whole.length).toBe(8)
+      expect(whole[0]!.name).toBe("main")
+      expect(nonIncreasing(whole.slice(1).map((x) => x.updated_at))).toBe(true)
+      expect(whole.slice(1).map((x) => x.name).sort()).toEqual(["b1", "b2", "b3", "b4", "b5", "b6", "b7"])
+      for (const limit of [1, 3]) {
+        const { all } = await pageThrough(bob, path, limit, (body) => body.branches)
+        expect(all.map((x) => x.name), `${path} limit ${limit}`).toEqual(whole.map((x) => x.name))
+      }
+    }
+    expect((await b.get("/pager/many-branches/branches?status=closed&limit=1")).body.branches).toEqual([])
+    expect((await b.get(`/pager/many-branches/branches?cursor=${cursorOf([true, "2026-01-01 00:00:00", "x\u0000"])}`)).status).toBe(400)
+  })
+})
+
 describe("media types and methods", () => {
   it("answers 415 JSON for a body that is not application/json", async () => {
     for (const contentType of ["text/plain", "application/xml", "application/x-www-form-urlencoded"]) {

@@ -2,6 +2,8 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import * as Keyset from "../db/Keyset.ts"
+import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { branchColumns, type BranchRecord } from "./BranchRecord.ts"
 
 export interface BranchReader {
@@ -11,6 +13,15 @@ export interface BranchReader {
 
 export class Branches extends Context.Service<Branches, {
   readonly list: (repoId: string) => Effect.Effect<ReadonlyArray<BranchRecord>, SqlError>
+  /**
+   * One page of the branches (of one status, or all): main first, then the most recently updated,
+   * then by name; at most `page.limit + 1` rows after `page.after`.
+   */
+  readonly listPage: (
+    repoId: string,
+    status: BranchRecord["status"] | undefined,
+    page: PageRequest
+  ) => Effect.Effect<ReadonlyArray<Keyed<BranchRecord>>, SqlError>
   readonly get: (repoId: string, name: string) => Effect.Effect<BranchRecord | undefined, SqlError>
   /** Records that `reader` read the branch now, and answers who else has read it, most recent first. */
   readonly recordRead: (repoId: string, name: string, reader: string) => Effect.Effect<ReadonlyArray<BranchReader>, SqlError>
@@ -21,6 +32,17 @@ export class Branches extends Context.Service<Branches, {
       list: (repoId) =>
         sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches WHERE repo_id = ${repoId}
           ORDER BY name = 'main' DESC, updated_at DESC, name`,
+      listPage: (repoId, status, page) => {
+        const key: ReadonlyArray<KeyColumn> = [
+          { expr: sql`(name = 'main')`, descending: true, cast: "boolean" },
+          { expr: sql`updated_at`, descending: true, cast: "timestamptz", read: sql`updated_at::text` },
+          { expr: sql`name` }
+        ]
+        return sql<BranchRecord>`SELECT ${branchColumns(sql)} ${Keyset.selectKeys(sql, key)} FROM branches
+          WHERE repo_id = ${repoId} ${status === undefined ? sql`` : sql`AND status = ${status}`}
+            AND ${Keyset.after(sql, key, page.after)}
+          ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) => Keyset.keyed(rows, key)))
+      },
       get: (repoId, name) =>
         sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches WHERE repo_id = ${repoId} AND name = ${name}`.pipe(
           Effect.map((rows) => rows[0])

@@ -5,7 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type ApiKeyRecord, Identity } from "../identity/Identity.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
-import { paginate } from "./Pagination.ts"
+import { pageRequest, pageResponse } from "./Pagination.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
   id: k.id,
@@ -33,8 +33,9 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "read")
       const { userId } = yield* currentUser
-      const keys = (yield* dbUnavailable(identity.listApiKeys(userId))).map(toApi)
-      return yield* paginate(keys, { key: (k) => [k.created_at, k.id], descending: [false, false] }, query)
+      const page = yield* pageRequest(query, ["timestamp", "uuid"])
+      const rows = yield* dbUnavailable(identity.listApiKeys(userId, page))
+      return (yield* pageResponse(rows, page)).map(toApi)
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

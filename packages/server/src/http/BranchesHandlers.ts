@@ -15,7 +15,7 @@ import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { actorName, commandRequest } from "./CallerContext.ts"
 import { branchCommandFailure } from "./ContentFailures.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
-import { paginate } from "./Pagination.ts"
+import { pageRequest, pageResponse } from "./Pagination.ts"
 
 /** New branch names: one rule with pushes (core Names.checkNewBranchName). */
 export const checkNewBranchName = Names.checkNewBranchName
@@ -40,15 +40,10 @@ export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effec
       if (query.status !== undefined && !STATUSES.has(query.status)) {
         return yield* new ApiErrors.BadRequest({ error: "status must be open, closed or merged", code: "invalid_input" })
       }
-      const rows = yield* dbUnavailable(branches.list(repo.id))
-      const listed = rows.filter((b) => query.status === undefined || b.status === query.status).map(toApiBranch)
+      const page = yield* pageRequest(query, ["boolean", "timestamp", "text"])
+      const rows = yield* dbUnavailable(branches.listPage(repo.id, query.status, page))
       // main first, then the most recently updated.
-      return {
-        branches: yield* paginate(listed, {
-          key: (b) => [b.name === "main", b.updated_at, b.name],
-          descending: [true, true, false]
-        }, query)
-      }
+      return { branches: (yield* pageResponse(rows, page)).map(toApiBranch) }
     }),
     create: Effect.fn("Branches.create")(function*({ params, payload }) {
       const repo = yield* repository(params.owner, params.name, "write")

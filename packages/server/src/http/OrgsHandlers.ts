@@ -5,7 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type Organization, Organizations } from "../orgs/Organizations.ts"
 import { dbUnavailable, requireValid } from "./Failures.ts"
-import { paginate } from "./Pagination.ts"
+import { pageRequest, pageResponse } from "./Pagination.ts"
 
 const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
   slug: o.slug,
@@ -32,8 +32,9 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
       const caller = yield* notRepoLimited
       yield* authorizer.account(caller, "read")
       if (caller.principal.kind !== "user") return []
-      const orgs = (yield* dbUnavailable(organizations.listForUser(caller.principal.userId))).map(toApi)
-      return yield* paginate(orgs, { key: (o) => [o.slug], descending: [false] }, query)
+      const page = yield* pageRequest(query, ["text", "uuid"])
+      const rows = yield* dbUnavailable(organizations.listForUser(caller.principal.userId, page))
+      return (yield* pageResponse(rows, page)).map(toApi)
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* notRepoLimited

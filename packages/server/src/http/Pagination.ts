@@ -3,47 +3,59 @@
  * shape (an array, or `{ branches }`), so clients that do not page keep working; a page that is
  * not the last answers `X-Next-Cursor: <cursor>` and `Link: <…?cursor=…>; rel="next"`.
  *
- * A cursor is the sort key of the last item it returned (base64url JSON), not a position: an item
- * added or removed between two requests neither repeats nor skips the others. Each list is sorted
- * here by its key (ties broken by a unique field), so the order of a page and of the cursor agree.
+ * The database does the paging (`db/Keyset.ts`): each list is ordered by its sort key plus a unique
+ * column and a page is `WHERE (key, id) > cursor ... LIMIT limit + 1`. A cursor is the key of the
+ * last row a page returned (base64url JSON), not a position: a row added or removed between two
+ * requests neither repeats nor skips the others. Here the query's `limit` and `cursor` become a
+ * `PageRequest` (a cursor is checked part by part before it reaches SQL), and the rows the query
+ * answered become the page and the next cursor.
  */
 import { ApiErrors, ApiFields } from "@grove/api"
 import { Effect } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { Keyed, KeyPart, PageRequest } from "../db/Keyset.ts"
 
-type Part = string | number | boolean
+/** What each part of a list's key holds, so a cursor that is not one of its keys never reaches SQL. */
+export type CursorPart = "text" | "timestamp" | "uuid" | "boolean"
 
-export interface Order<A> {
-  /** The item's sort key, unique within the list. */
-  readonly key: (item: A) => ReadonlyArray<Part>
-  /** One per key part. */
-  readonly descending: ReadonlyArray<boolean>
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+// timestamptz::text: 2026-11-24 16:12:06.123456+00 (an offset may carry minutes, ISO's T and Z are accepted too).
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?(?:Z|[+-](\d{2})(?::?(\d{2}))?)?$/
+
+const isTimestamp = (value: string): boolean => {
+  const match = TIMESTAMP.exec(value)
+  if (match === null) return false
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  const date = new Date(Date.UTC(year, month - 1, day))
+  return year >= 1 && date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day &&
+    hour < 24 && minute < 60 && second < 60 && Number(match[7] ?? 0) <= 15 && Number(match[8] ?? 0) < 60
 }
 
-const comparePart = (a: Part, b: Part): number => (a < b ? -1 : a > b ? 1 : 0)
-
-/** Over the parts both keys have: a shorter cursor key names the position before all items it prefixes. */
-const compareKeys = (order: Order<unknown>, a: ReadonlyArray<Part>, b: ReadonlyArray<Part>): number => {
-  for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const difference = comparePart(a[i]!, b[i]!)
-    if (difference !== 0) return order.descending[i] === true ? -difference : difference
+const partFits = (kind: CursorPart, value: unknown): boolean => {
+  switch (kind) {
+    case "boolean":
+      return typeof value === "boolean"
+    case "uuid":
+      return typeof value === "string" && UUID.test(value)
+    case "timestamp":
+      return typeof value === "string" && isTimestamp(value)
+    case "text":
+      return typeof value === "string" && value.length <= 1000 && !value.includes("\u0000")
   }
-  return 0
 }
 
-const encodeCursor = (key: ReadonlyArray<Part>): string => Buffer.from(JSON.stringify(key)).toString("base64url")
+const encodeCursor = (key: ReadonlyArray<KeyPart>): string => Buffer.from(JSON.stringify(key)).toString("base64url")
 
 const invalidCursor = () =>
   new ApiErrors.BadRequest({ error: "cursor is not one this list answered with; start again without it", code: "invalid_cursor" })
 
-const decodeCursor = (cursor: string, length: number) =>
+const decodeCursor = (cursor: string, shape: ReadonlyArray<CursorPart>) =>
   Effect.try({
     try: () => JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown,
     catch: invalidCursor
   }).pipe(Effect.flatMap((value) =>
-    Array.isArray(value) && value.length >= 1 && value.length <= length &&
-      value.every((part) => typeof part === "string" || typeof part === "number" || typeof part === "boolean")
-      ? Effect.succeed(value as ReadonlyArray<Part>)
+    Array.isArray(value) && value.length === shape.length && shape.every((kind, i) => partFits(kind, value[i]))
+      ? Effect.succeed(value as ReadonlyArray<KeyPart>)
       : Effect.fail(invalidCursor())
   ))
 
@@ -54,28 +66,27 @@ export interface PageQuery {
   readonly cursor?: string | undefined
 }
 
-/**
- * One page of `items` (sorted here by `order`), and the next page's cursor in the response
- * headers when there are more.
- */
-export const paginate = <A>(items: ReadonlyArray<A>, order: Order<A>, query: PageQuery) =>
+/** The page a query asks for: its limit, and the key its cursor names (checked against the list's key `shape`). */
+export const pageRequest = (query: PageQuery, shape: ReadonlyArray<CursorPart>) =>
   Effect.gen(function*() {
     const limit = query.limit === undefined ? ApiFields.MAX_PAGE : Math.min(Number(query.limit), ApiFields.MAX_PAGE)
-    const keyed = items.map((item) => ({ item, key: order.key(item) }))
-    keyed.sort((a, b) => compareKeys(order as Order<unknown>, a.key, b.key))
-    let start = 0
-    if (query.cursor !== undefined) {
-      const after = yield* decodeCursor(query.cursor, order.descending.length)
-      start = keyed.findIndex((entry) => compareKeys(order as Order<unknown>, entry.key, after) > 0)
-      if (start === -1) start = keyed.length
-    }
-    const page = keyed.slice(start, start + limit)
-    if (start + limit < keyed.length && page.length > 0) {
-      const next = encodeCursor(page[page.length - 1]!.key)
+    const after = query.cursor === undefined ? undefined : yield* decodeCursor(query.cursor, shape)
+    return { limit, after } satisfies PageRequest
+  })
+
+/**
+ * The page out of the rows a keyset query answered (at most `limit + 1`: the extra one says there
+ * is a next page), and the next page's cursor in the response headers when there is one.
+ */
+export const pageResponse = <A>(rows: ReadonlyArray<Keyed<A>>, page: PageRequest) =>
+  Effect.gen(function*() {
+    const items = rows.slice(0, page.limit)
+    if (rows.length > page.limit && items.length > 0) {
+      const next = encodeCursor(items[items.length - 1]!.key)
       const request = yield* HttpServerRequest.HttpServerRequest
       const url = new URL(request.url, "http://grove")
       url.searchParams.set("cursor", next)
-      url.searchParams.set("limit", String(limit))
+      url.searchParams.set("limit", String(page.limit))
       yield* HttpEffect.appendPreResponseHandler((_request, response) =>
         Effect.succeed(HttpServerResponse.setHeaders(response, {
           "x-next-cursor": next,
@@ -83,5 +94,5 @@ export const paginate = <A>(items: ReadonlyArray<A>, order: Order<A>, query: Pag
         }))
       )
     }
-    return page.map((entry) => entry.item)
+    return items.map((entry) => entry.row)
   })

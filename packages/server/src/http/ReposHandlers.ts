@@ -14,7 +14,7 @@ import { repositoryKey, toApiRepository } from "../repos/RepositoryRecord.ts"
 import { actorName, commandRequest } from "./CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure, requireValid } from "./Failures.ts"
 import { repositoryApiError } from "./RepositoryErrors.ts"
-import { paginate } from "./Pagination.ts"
+import { pageRequest, pageResponse } from "./Pagination.ts"
 
 const commandFailure = (error: RepositoryError | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : repositoryApiError(error))
@@ -29,14 +29,9 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     list: Effect.fnUntraced(function*({ query }) {
       const caller = yield* CurrentCaller
       const sort = query.sort ?? "name"
-      const rows = (yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, sort))).map(toApiRepository)
-      return yield* paginate(
-        rows,
-        sort === "name"
-          ? { key: (r) => [r.owner, r.name.toLowerCase(), r.id], descending: [false, false, false] }
-          : { key: (r) => [sort === "updated" ? r.updated_at : r.created_at, r.id], descending: [true, false] },
-        query
-      )
+      const page = yield* pageRequest(query, sort === "name" ? ["text", "text", "uuid"] : ["timestamp", "uuid"])
+      const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, sort, page))
+      return (yield* pageResponse(rows, page)).map(toApiRepository)
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

@@ -11,6 +11,8 @@ import { randomUUID } from "node:crypto"
 import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
+import * as Keyset from "../db/Keyset.ts"
+import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 
 export const SESSION_LIFETIME_MS = 90 * 24 * 60 * 60 * 1000
 const CODE_LIFETIME_MS = 10 * 60 * 1000
@@ -79,7 +81,8 @@ export class Identity extends Context.Service<Identity, {
     readonly scope: "full" | "read"
     readonly repoId?: string | undefined
   }) => Effect.Effect<{ readonly token: string; readonly record: ApiKeyRecord }, SqlError>
-  readonly listApiKeys: (userId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError>
+  /** One page of the user's live personal keys, oldest first: at most `page.limit + 1` rows after `page.after`. */
+  readonly listApiKeys: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiKeyRecord>>, SqlError>
   readonly revokeApiKey: (userId: string, keyId: string) => Effect.Effect<void, KeyNotFound | SqlError>
   readonly issueCliCode: (userId: string) => Effect.Effect<string, SqlError>
   readonly exchangeCliCode: (code: string) => Effect.Effect<IssuedToken & { readonly username: string }, CodeNotValid | SqlError>
@@ -120,7 +123,12 @@ export class Identity extends Context.Service<Identity, {
       return { id, token, createdAt: rows[0]!.createdAt }
     })
 
-    const keyRecords = (userId: string, keyId?: string) =>
+    const keyColumns: ReadonlyArray<KeyColumn> = [
+      { expr: sql`t.created_at`, cast: "timestamptz", read: sql`t.created_at::text` },
+      { expr: sql`t.id`, cast: "uuid" }
+    ]
+    /** The user's live personal keys, oldest first: one (`keyId`), or one page. */
+    const keyRecords = (userId: string, only: { readonly keyId: string } | { readonly page: PageRequest }) =>
       sql<{
         id: string
         name: string
@@ -130,15 +138,15 @@ export class Identity extends Context.Service<Identity, {
         createdAt: Date
         lastUsedAt: Date | null
       }>`SELECT t.id, t.name, t.scope, t.prefix, t.created_at AS "createdAt", t.last_used_at AS "lastUsedAt",
-          CASE WHEN r.id IS NULL THEN NULL ELSE o.slug || '/' || r.name END AS repo
+          CASE WHEN r.id IS NULL THEN NULL ELSE o.slug || '/' || r.name END AS repo ${Keyset.selectKeys(sql, keyColumns)}
         FROM tokens t
         LEFT JOIN repositories r ON r.id = t.repo_id
         LEFT JOIN organizations o ON o.id = r.org_id
         WHERE t.user_id = ${userId} AND t.kind = 'personal' AND t.revoked_at IS NULL
-          ${keyId === undefined ? sql`` : sql`AND t.id = ${keyId}`}
-        ORDER BY t.created_at, t.id`.pipe(
+          AND ${"keyId" in only ? sql`t.id = ${only.keyId}` : Keyset.after(sql, keyColumns, only.page.after)}
+        ${Keyset.orderBy(sql, keyColumns)} ${"page" in only ? Keyset.limitPlusOne(sql, only.page) : sql``}`.pipe(
         Effect.map((rows) =>
-          rows.map((r): ApiKeyRecord => ({
+          Keyset.keyed(rows, keyColumns).map(({ key, row: r }) => ({ key, row: {
             id: r.id,
             name: r.name,
             scope: r.scope,
@@ -146,7 +154,7 @@ export class Identity extends Context.Service<Identity, {
             prefix: r.prefix,
             createdAt: r.createdAt,
             lastUsedAt: r.lastUsedAt ?? undefined
-          }))
+          } satisfies ApiKeyRecord }))
         )
       )
 
@@ -253,10 +261,10 @@ export class Identity extends Context.Service<Identity, {
       }),
       createApiKey: Effect.fn("Identity.createApiKey")(function*(userId, input) {
         const issued = yield* issue({ kind: "personal", userId, name: input.name, scope: input.scope, repoId: input.repoId })
-        const records = yield* keyRecords(userId, issued.id)
-        return { token: issued.token, record: records[0]! }
+        const records = yield* keyRecords(userId, { keyId: issued.id })
+        return { token: issued.token, record: records[0]!.row }
       }),
-      listApiKeys: (userId) => keyRecords(userId),
+      listApiKeys: (userId, page) => keyRecords(userId, { page }),
       revokeApiKey: Effect.fn("Identity.revokeApiKey")(function*(userId: string, keyId: string) {
         if (!/^[0-9a-f-]{36}$/.test(keyId)) return yield* new KeyNotFound({ id: keyId })
         const rows = yield* sql`UPDATE tokens SET revoked_at = now()

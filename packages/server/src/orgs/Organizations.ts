@@ -7,6 +7,8 @@ import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
+import * as Keyset from "../db/Keyset.ts"
+import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import { NameTaken } from "../identity/IdentityErrors.ts"
 
@@ -29,7 +31,8 @@ export interface OrganizationWithRole extends Organization {
 export class Organizations extends Context.Service<Organizations, {
   readonly findBySlug: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
   readonly roleOf: (orgId: string, principal: Access.Principal) => Effect.Effect<Access.Role | undefined, SqlError>
-  readonly listForUser: (userId: string) => Effect.Effect<ReadonlyArray<OrganizationWithRole>, SqlError>
+  /** One page of the user's organizations by slug: at most `page.limit + 1` rows after `page.after`. */
+  readonly listForUser: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<OrganizationWithRole>>, SqlError>
   readonly create: (userId: string, actor: string, input: {
     readonly slug: string
     readonly name: string
@@ -58,9 +61,12 @@ export class Organizations extends Context.Service<Organizations, {
             .pipe(Effect.map((rows) => rows[0]?.role))
         )
       },
-      listForUser: (userId) =>
-        sql<OrganizationWithRole>`SELECT ${columns}, m.role FROM organizations o
-          JOIN memberships m ON m.org_id = o.id WHERE m.user_id = ${userId} ORDER BY o.slug`,
+      listForUser: (userId, page) => {
+        const key: ReadonlyArray<KeyColumn> = [{ expr: sql`o.slug` }, { expr: sql`o.id`, cast: "uuid" }]
+        return sql<OrganizationWithRole>`SELECT ${columns}, m.role ${Keyset.selectKeys(sql, key)} FROM organizations o
+          JOIN memberships m ON m.org_id = o.id WHERE m.user_id = ${userId} AND ${Keyset.after(sql, key, page.after)}
+          ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) => Keyset.keyed(rows, key)))
+      },
       create: Effect.fn("Organizations.create")(function*(userId, actor, input) {
         const id = randomUUID()
         return yield* sql.withTransaction(Effect.gen(function*() {

@@ -7,6 +7,8 @@ import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { TtlCache } from "../cache/TtlCache.ts"
+import * as Keyset from "../db/Keyset.ts"
+import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
 
 /** Reads by name are reused this long; writes through this node invalidate at once. */
@@ -19,12 +21,16 @@ export class Repositories extends Context.Service<Repositories, {
   /** Forgets cached reads of `owner/name` (after a write to it). */
   readonly invalidate: (owner: string, name: string) => void
   readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
-  /** Every repository the principal can read: public ones, and all in organizations they belong to. */
+  /**
+   * One page of the repositories the principal can read (public ones, and all in organizations
+   * they belong to), in `sort`'s order: at most `page.limit + 1` rows after `page.after`.
+   */
   readonly listReadable: (
     principal: Access.Principal,
     limits: Access.TokenLimits,
-    sort: RepositorySort
-  ) => Effect.Effect<ReadonlyArray<RepositoryRecord>, SqlError>
+    sort: RepositorySort,
+    page: PageRequest
+  ) => Effect.Effect<ReadonlyArray<Keyed<RepositoryRecord>>, SqlError>
   /** Storage accounted to the repository (maintained by pushes). */
   readonly usage: (id: string) => Effect.Effect<Option.Option<{ readonly sizeBytes: number; readonly objects: number }>, SqlError>
 }>()("grove/server/repos/Repositories") {
@@ -32,12 +38,15 @@ export class Repositories extends Context.Service<Repositories, {
     const sql = yield* SqlClient.SqlClient
     const columns = repositoryColumns(sql)
     const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS)
-    const order = (sort: RepositorySort) =>
+    const keys = (sort: RepositorySort): ReadonlyArray<KeyColumn> =>
       sort === "name"
-        ? sql`ORDER BY o.slug, lower(r.name)`
-        : sort === "updated"
-        ? sql`ORDER BY r.updated_at DESC, r.id`
-        : sql`ORDER BY r.created_at DESC, r.id`
+        ? [{ expr: sql`o.slug` }, { expr: sql`lower(r.name)` }, { expr: sql`r.id`, cast: "uuid" }]
+        : [
+          sort === "updated"
+            ? { expr: sql`r.updated_at`, descending: true, cast: "timestamptz", read: sql`r.updated_at::text` }
+            : { expr: sql`r.created_at`, descending: true, cast: "timestamptz", read: sql`r.created_at::text` },
+          { expr: sql`r.id`, cast: "uuid" }
+        ]
     return Repositories.of({
       findByFullName: (owner, name) =>
         byName.get(
@@ -56,7 +65,7 @@ export class Repositories extends Context.Service<Repositories, {
             Option.map(Option.fromNullishOr(rows[0]), (r) => ({ sizeBytes: Number(r.sizeBytes), objects: Number(r.objects) }))
           )
         ),
-      listReadable: (principal, limits, sort) => {
+      listReadable: (principal, limits, sort, page) => {
         const repoLimit = limits.kind === "personal" ? limits.repoId : undefined
         const filter = repoLimit !== undefined
           ? sql`r.id = ${repoLimit}`
@@ -65,8 +74,11 @@ export class Repositories extends Context.Service<Repositories, {
           : principal.kind === "user"
           ? sql`(r.is_public OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = r.org_id AND m.user_id = ${principal.userId}))`
           : sql`r.is_public`
-        return sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
-          WHERE ${filter} ${order(sort)}`
+        const key = keys(sort)
+        return sql<RepositoryRecord>`SELECT ${columns} ${Keyset.selectKeys(sql, key)}
+          FROM repositories r JOIN organizations o ON o.id = r.org_id
+          WHERE ${filter} AND ${Keyset.after(sql, key, page.after)}
+          ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) => Keyset.keyed(rows, key)))
       }
     })
   }))
