@@ -54,7 +54,7 @@ const decodeCursor = (cursor: string, shape: ReadonlyArray<CursorPart>) =>
     try: () => JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown,
     catch: invalidCursor
   }).pipe(Effect.flatMap((value) =>
-    Array.isArray(value) && value.length === shape.length && shape.every((kind, i) => partFits(kind, value[i]))
+    Array.isArray(value) && (value.length === 0 || value.length === shape.length && shape.every((kind, i) => partFits(kind, value[i])))
       ? Effect.succeed(value as ReadonlyArray<KeyPart>)
       : Effect.fail(invalidCursor())
   ))
@@ -66,11 +66,15 @@ export interface PageQuery {
   readonly cursor?: string | undefined
 }
 
-/** The page a query asks for: its limit, and the key its cursor names (checked against the list's key `shape`). */
+/**
+ * The page a query asks for: its limit, and the key its cursor names (checked against the list's
+ * key `shape`). The empty key (`W10`, `[]`) names the start of every list.
+ */
 export const pageRequest = (query: PageQuery, shape: ReadonlyArray<CursorPart>) =>
   Effect.gen(function*() {
     const limit = query.limit === undefined ? ApiFields.MAX_PAGE : Math.min(Number(query.limit), ApiFields.MAX_PAGE)
-    const after = query.cursor === undefined ? undefined : yield* decodeCursor(query.cursor, shape)
+    const key = query.cursor === undefined ? undefined : yield* decodeCursor(query.cursor, shape)
+    const after = key === undefined || key.length === 0 ? undefined : key
     return { limit, after } satisfies PageRequest
   })
 
