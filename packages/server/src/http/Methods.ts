@@ -6,7 +6,8 @@
  *   segments of the API's own paths are reserved slugs, so they never name a repository). Paths no
  *   route knows stay 404.
  * - An operation the OpenAPI document says needs a token (`TOKEN_REQUIRED`) answers 401 without an
- *   `Authorization` header, before its body is read or checked.
+ *   `Authorization` header, before its body is checked (a chunked body on a small route has been read by
+ *   then, up to the route's limit: `BodyLimits.ts` wraps this middleware).
  */
 import { GroveApi, TOKEN_REQUIRED } from "@grove/api"
 import { Effect } from "effect"
