@@ -256,23 +256,31 @@ const classMatches = (token: Extract<CharToken, { t: "class" }>, c: number): boo
   return inside !== token.negated
 }
 
-/** Greedy star with backtracking to the last star only: O(pattern x name), whatever the pattern. */
-const tokensMatch = (tokens: ReadonlyArray<CharToken>, name: ReadonlyArray<number>): boolean => {
+/**
+ * Greedy star with backtracking to the last star only, O(program x subject) whatever the pattern: on a
+ * mismatch, the last star takes one more item and matching resumes after it. `isStar` tells the program's
+ * stars; `matches(item, s)` compares a program item with the subject's item `s`.
+ */
+const greedyMatch = <T>(
+  program: ReadonlyArray<T>,
+  count: number,
+  isStar: (item: T) => boolean,
+  matches: (item: T, s: number) => boolean
+): boolean => {
   let p = 0
   let s = 0
   let starP = -1
   let starS = 0
-  while (s < name.length) {
-    const token = tokens[p]
-    if (token !== undefined) {
-      if (token.t === "star") {
+  while (s < count) {
+    const item = program[p]
+    if (item !== undefined) {
+      if (isStar(item)) {
         starP = p
         starS = s
         p++
         continue
       }
-      const c = name[s]!
-      if (token.t === "any" || (token.t === "lit" && token.c === c) || (token.t === "class" && classMatches(token, c))) {
+      if (matches(item, s)) {
         p++
         s++
         continue
@@ -283,9 +291,16 @@ const tokensMatch = (tokens: ReadonlyArray<CharToken>, name: ReadonlyArray<numbe
     starS++
     s = starS
   }
-  while (tokens[p]?.t === "star") p++
-  return p === tokens.length
+  while (p < program.length && isStar(program[p]!)) p++
+  return p === program.length
 }
+
+/** Characters of one name against `*`, `?` and classes. */
+const tokensMatch = (tokens: ReadonlyArray<CharToken>, name: ReadonlyArray<number>): boolean =>
+  greedyMatch(tokens, name.length, (token) => token.t === "star", (token, s) => {
+    const c = name[s]!
+    return token.t === "any" || (token.t === "lit" && token.c === c) || (token.t === "class" && classMatches(token, c))
+  })
 
 const segmentMatches = (segment: Segment, path: PreparedPath, index: number): boolean => {
   switch (segment.kind) {
@@ -300,37 +315,10 @@ const segmentMatches = (segment: Segment, path: PreparedPath, index: number): bo
   }
 }
 
-/** The same greedy algorithm one level up: segments are the characters and `**` is the star. */
-export const matchPrepared = (glob: Glob, path: PreparedPath): boolean => {
-  const program = glob.segments
-  const count = path.names.length
-  let p = 0
-  let s = 0
-  let starP = -1
-  let starS = 0
-  while (s < count) {
-    const segment = program[p]
-    if (segment !== undefined) {
-      if (segment.kind === "doubleStar") {
-        starP = p
-        starS = s
-        p++
-        continue
-      }
-      if (segmentMatches(segment, path, s)) {
-        p++
-        s++
-        continue
-      }
-    }
-    if (starP === -1) return false
-    p = starP + 1
-    starS++
-    s = starS
-  }
-  while (program[p]?.kind === "doubleStar") p++
-  return p === program.length
-}
+/** The same algorithm one level up: segments are the items and `**` is the star. */
+export const matchPrepared = (glob: Glob, path: PreparedPath): boolean =>
+  greedyMatch(glob.segments, path.names.length, (segment) => segment.kind === "doubleStar", (segment, s) =>
+    segmentMatches(segment, path, s))
 
 /** Does the glob cover this file path (the file itself or a directory above it)? */
 export const matches = (glob: Glob, path: string): boolean => matchPrepared(glob, preparePath(path))
