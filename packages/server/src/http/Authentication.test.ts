@@ -7,14 +7,15 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Authentication, CurrentCaller, RequestValidation } from "@grove/api"
+import { ApiErrors, Authentication, CurrentCaller, RequestValidation } from "@grove/api"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
 import * as net from "node:net"
 import { Identity } from "../identity/Identity.ts"
+import { InvalidToken, TokenExpired } from "../identity/IdentityErrors.ts"
 import * as Secrets from "../identity/Secrets.ts"
-import { AuthenticationLive, RequestValidationLive } from "./Authentication.ts"
+import { AuthenticationLive, callerOf, RequestValidationLive } from "./Authentication.ts"
 import { JsonErrorsLive } from "./JsonErrors.ts"
 import { answer, requestCaller } from "./RawRoutes.ts"
 
@@ -109,5 +110,22 @@ describe("authentication while the database is unreachable", () => {
     } finally {
       await dispose()
     }
+  })
+})
+
+describe("callerOf", () => {
+  const failingWith = (error: InvalidToken | TokenExpired) =>
+    callerOf({ authenticate: () => Effect.fail(error) } as unknown as Identity["Service"], `Bearer ${Secrets.newToken()}`).pipe(
+      Effect.flip,
+      Effect.runPromise
+    )
+
+  it("answers an expired token with 401 token_expired, and any other bad token with 401 invalid_token", async () => {
+    const expired = await failingWith(new TokenExpired())
+    expect(expired).toBeInstanceOf(ApiErrors.Unauthorized)
+    expect(expired).toMatchObject({ code: "token_expired" })
+    const invalid = await failingWith(new InvalidToken())
+    expect(invalid).toBeInstanceOf(ApiErrors.Unauthorized)
+    expect(invalid).toMatchObject({ code: "invalid_token" })
   })
 })

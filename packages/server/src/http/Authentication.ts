@@ -27,6 +27,7 @@ export const callerOf = (identity: Identity["Service"], header: string | undefin
       Effect.catchTags({
         InvalidToken: () =>
           Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),
+        TokenExpired: () => Effect.fail(new ApiErrors.Unauthorized({ error: "the token has expired", code: "token_expired" })),
         SqlError: (error) =>
           Effect.logWarning("database unavailable: could not check a token", error.reason._tag).pipe(
             Effect.andThen(Effect.fail(

@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, UserNotFound } from "./IdentityErrors.ts"
+import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, TokenExpired, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
@@ -16,8 +16,12 @@ import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 
 export const SESSION_LIFETIME_MS = 90 * 24 * 60 * 60 * 1000
 const CODE_LIFETIME_MS = 10 * 60 * 1000
-/** last_used_at is refreshed at most this often, so reads stay reads. */
-const LAST_USED_GRANULARITY_MS = 10 * 60 * 1000
+/**
+ * last_used_at is refreshed at most this often per token, so a request does not cost a database
+ * write: only when the stored (or this node's last written) value is older than this, in the
+ * background, and a failed write never fails the request.
+ */
+export const LAST_USED_GRANULARITY_MS = 60 * 1000
 /**
  * How long a token lookup is reused. A revocation on this node takes effect at
  * once; on other nodes within this time.
@@ -42,6 +46,8 @@ export interface ApiKeyRecord {
   readonly prefix: string
   readonly createdAt: Date
   readonly lastUsedAt: Date | undefined
+  /** Beyond the spec: when the key stops working; undefined: never. */
+  readonly expiresAt: Date | undefined
 }
 
 export interface IssuedToken {
@@ -74,12 +80,13 @@ export class Identity extends Context.Service<Identity, {
   }) => Effect.Effect<{ readonly user: User; readonly apiKey: string }, NameTaken | InvalidInput | SqlError>
   readonly setPassword: (username: string, password: string) => Effect.Effect<void, UserNotFound | InvalidInput | SqlError>
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
-  readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | SqlError>
+  readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | TokenExpired | SqlError>
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
   readonly createApiKey: (userId: string, input: {
     readonly name: string
     readonly scope: "full" | "read"
     readonly repoId?: string | undefined
+    readonly expiresAt?: Date | undefined
   }) => Effect.Effect<{ readonly token: string; readonly record: ApiKeyRecord }, SqlError>
   /** One page of the user's live personal keys, oldest first: at most `page.limit + 1` rows after `page.after`. */
   readonly listApiKeys: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiKeyRecord>>, SqlError>
@@ -137,7 +144,9 @@ export class Identity extends Context.Service<Identity, {
         prefix: string
         createdAt: Date
         lastUsedAt: Date | null
+        expiresAt: Date | null
       }>`SELECT t.id, t.name, t.scope, t.prefix, t.created_at AS "createdAt", t.last_used_at AS "lastUsedAt",
+          t.expires_at AS "expiresAt",
           CASE WHEN r.id IS NULL THEN NULL ELSE o.slug || '/' || r.name END AS repo ${Keyset.selectKeys(sql, keyColumns)}
         FROM tokens t
         LEFT JOIN repositories r ON r.id = t.repo_id
@@ -153,7 +162,8 @@ export class Identity extends Context.Service<Identity, {
             repo: r.repo ?? undefined,
             prefix: r.prefix,
             createdAt: r.createdAt,
-            lastUsedAt: r.lastUsedAt ?? undefined
+            lastUsedAt: r.lastUsedAt ?? undefined,
+            expiresAt: r.expiresAt ?? undefined
           } satisfies ApiKeyRecord }))
         )
       )
@@ -217,14 +227,23 @@ export class Identity extends Context.Service<Identity, {
       )
       if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
       const now = Date.now()
-      if (row.revokedAt !== null || (row.expiresAt !== null && row.expiresAt.getTime() <= now)) {
-        return yield* new InvalidToken()
-      }
+      if (row.revokedAt !== null) return yield* new InvalidToken()
+      // Only the holder of the secret learns that it expired (the hash matched above).
+      if (row.expiresAt !== null && row.expiresAt.getTime() <= now) return yield* new TokenExpired()
+      // Recording the last use must not add a database write to every request: at most once per
+      // LAST_USED_GRANULARITY_MS per token (this node remembers its own writes, the cached row may be
+      // older, and the UPDATE's condition keeps other nodes from writing within the minute too), in a
+      // detached fiber, so the request neither waits for it nor fails with it.
       const lastUsed = Math.max(touched.get(row.id) ?? 0, row.lastUsedAt?.getTime() ?? 0)
-      if (now - lastUsed > LAST_USED_GRANULARITY_MS) {
+      if (now - lastUsed >= LAST_USED_GRANULARITY_MS) {
         touched.set(row.id, now)
         if (touched.size > 100_000) touched.clear()
-        yield* sql`UPDATE tokens SET last_used_at = now() WHERE id = ${row.id}`
+        yield* Effect.forkDetach(
+          sql`UPDATE tokens SET last_used_at = now() WHERE id = ${row.id}
+            AND (last_used_at IS NULL OR last_used_at <= now() - ${`${LAST_USED_GRANULARITY_MS} milliseconds`}::interval)`.pipe(
+            Effect.ignoreCause({ log: true, message: "could not record a token's last use" })
+          )
+        )
       }
       const caller: Caller = {
         principal: { kind: "user", userId: row.userId, username: row.username, siteAdmin: row.isAdmin },
@@ -260,7 +279,14 @@ export class Identity extends Context.Service<Identity, {
         return { id: issued.id, token: issued.token, expiresAt }
       }),
       createApiKey: Effect.fn("Identity.createApiKey")(function*(userId, input) {
-        const issued = yield* issue({ kind: "personal", userId, name: input.name, scope: input.scope, repoId: input.repoId })
+        const issued = yield* issue({
+          kind: "personal",
+          userId,
+          name: input.name,
+          scope: input.scope,
+          repoId: input.repoId,
+          expiresAt: input.expiresAt
+        })
         const records = yield* keyRecords(userId, { keyId: issued.id })
         return { token: issued.token, record: records[0]!.row }
       }),
