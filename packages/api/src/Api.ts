@@ -1,4 +1,5 @@
 import { HttpApi, OpenApi } from "effect/http-api"
+import { AuditGroup } from "./AuditGroups.ts"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
@@ -14,6 +15,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(BranchesGroup)
   .add(MergesGroup)
   .add(ContentGroup)
+  .add(AuditGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   // A middleware added later wraps the ones before it: path parameters are checked first,

@@ -25,7 +25,8 @@ export const TOKEN_REQUIRED: ReadonlySet<string> = new Set([
   "apiKeys.revoke",
   "orgs.list",
   "orgs.create",
-  "repos.create"
+  "repos.create",
+  "audit.list"
 ])
 
 /** Operations that use no token at all: the one-time code is the credential. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type Action, decide, type Principal, type Resource, type TokenLimits } from "./Access.ts"
+import { type Action, decide, holdsRole, type Principal, type Resource, type TokenLimits } from "./Access.ts"
 
 const anonymous: Principal = { kind: "anonymous" }
 const alice: Principal = { kind: "user", userId: "u-alice", username: "alice", siteAdmin: false }
@@ -81,5 +81,18 @@ describe("Access.decide", () => {
     const d = decide(alice, readKey, privateRepo("owner"), "write")
     expect(d).toMatchObject({ _tag: "Deny", status: 403, missingScope: "write" })
     expect(d._tag === "Deny" && d.reason).toContain("'write'")
+  })
+})
+
+describe("Access.holdsRole", () => {
+  it("ranks member < admin < owner; an instance admin counts as owner; no role holds nothing", () => {
+    expect(holdsRole(alice, "member", "admin")).toBe(false)
+    expect(holdsRole(alice, "admin", "admin")).toBe(true)
+    expect(holdsRole(alice, "owner", "admin")).toBe(true)
+    expect(holdsRole(alice, "admin", "owner")).toBe(false)
+    expect(holdsRole(alice, undefined, "member")).toBe(false)
+    expect(holdsRole(root, undefined, "owner")).toBe(true)
+    expect(holdsRole(bot, undefined, "member")).toBe(false)
+    expect(holdsRole(anonymous, undefined, "member")).toBe(false)
   })
 })

@@ -75,6 +75,12 @@ export const tokenScopes = (limits: TokenLimits): ReadonlySet<Scope> => {
 const effectiveRole = (principal: Principal, callerRole: Role | undefined): Role | undefined =>
   principal.kind === "user" && principal.siteAdmin ? "owner" : callerRole
 
+/** Whether the caller holds at least `need` in an organization (an instance admin counts as its owner). */
+export const holdsRole = (principal: Principal, callerRole: Role | undefined, need: Role): boolean => {
+  const role = effectiveRole(principal, callerRole)
+  return role !== undefined && roleRank[role] >= roleRank[need]
+}
+
 export const decide = (principal: Principal, limits: TokenLimits, resource: Resource, action: Action): Decision => {
   const need = requirement[action]
   const scopes = tokenScopes(limits)

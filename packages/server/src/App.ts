@@ -8,6 +8,8 @@ import { Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "./access/Authorizer.ts"
+import { AuditHandlers } from "./audit/AuditHandlers.ts"
+import { AuditLog } from "./audit/AuditLog.ts"
 import { Branches } from "./content/Branches.ts"
 import { ChunkStore } from "./content/ChunkStore.ts"
 import { CommitPaths } from "./content/CommitPaths.ts"
@@ -43,7 +45,7 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 )
 
 /** Domain services over the database (reads, identity, access, content). */
-export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer).pipe(
+export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer, AuditLog.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer))
 )
 
@@ -57,7 +59,8 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     SyncHandlers,
     BranchesHandlers,
     ContentHandlers,
-    MergeHandlers
+    MergeHandlers,
+    AuditHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
