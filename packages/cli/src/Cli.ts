@@ -141,6 +141,18 @@ const repo = Command.make("repo").pipe(
   Command.withSubcommands([repoList, repoCreate, repoShow, repoDelete, repoVisibility])
 )
 
+const auditCommand = Command.make("audit", {
+  org: Flag.String("org").pipe(
+    Flag.withMetavar("ORG"),
+    Flag.withDescription("The organization (default: your personal organization)"),
+    Flag.optional
+  ),
+  action: Flag.String("action").pipe(Flag.withMetavar("A"), Flag.withDescription("Only entries of this action, e.g. repo.delete"), Flag.optional),
+  actor: Flag.String("actor").pipe(Flag.withMetavar("NAME"), Flag.withDescription("Only entries by this user or service:<name>"), Flag.optional)
+}, (input) => action((remote) => Effect.flatMap(load(() => import("./commands/Audit.ts")), (m) => m.audit(remote, input)))).pipe(
+  Command.withDescription("Show an organization's audit log, newest first (owners and admins)")
+)
+
 // ---- Content commands. In a checkout they talk to the server the checkout is bound to. ----
 
 const init = Command.make("init", {
@@ -259,6 +271,7 @@ export const grove = Command.make("grove").pipe(
     logout,
     auth,
     repo,
+    auditCommand,
     init,
     clone,
     switchCommand,
