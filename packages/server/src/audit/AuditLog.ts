@@ -69,7 +69,7 @@ export class AuditLog extends Context.Service<AuditLog, {
           ...(filter.action === undefined ? [] : [sql`a.action = ${filter.action}`]),
           ...(filter.actor === undefined ? [] : [sql`a.actor = ${filter.actor}`]),
           ...(filter.since === undefined ? [] : [sql`a.created_at >= CAST(${filter.since} AS timestamptz)`]),
-          page.after === undefined ? sql`true` : sql`a.id < CAST(${String(page.after[0])} AS bigint)`
+          Keyset.after(sql, key, page.after)
         ]
         return sql<{ id: string; actor: string; action: string; target: string; details: unknown; createdAt: Date }>`
           SELECT a.id::text AS id, a.actor, a.action, a.target, a.details, a.created_at AS "createdAt"
