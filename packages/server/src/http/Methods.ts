@@ -65,9 +65,9 @@ const routesOf = (pathname: string): ReadonlyArray<Route> => {
   return best
 }
 
-/** The methods the API answers on a path, in a stable order; empty for a path no route knows. */
-export const allowedMethods = (pathname: string): ReadonlyArray<string> => {
-  const methods = new Set(routesOf(pathname).map((r) => r.method))
+/** The methods of a path's routes (`routesOf`), in a stable order; empty for a path no route knows. */
+const allowedMethods = (routes: ReadonlyArray<Route>): ReadonlyArray<string> => {
+  const methods = new Set(routes.map((r) => r.method))
   if (methods.has("GET")) methods.add("HEAD")
   return ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].filter((method) => methods.has(method))
 }
@@ -91,13 +91,15 @@ export const MethodsLive = HttpRouter.middleware((httpEffect) =>
     const request = yield* HttpServerRequest.HttpServerRequest
     const query = request.url.indexOf("?")
     const pathname = query === -1 ? request.url : request.url.slice(0, query)
-    if (request.method === "TRACE") return methodNotAllowed(request.method, allowedMethods(pathname))
+    if (request.method === "TRACE") return methodNotAllowed(request.method, allowedMethods(routesOf(pathname)))
     if (pathname.startsWith("/api/")) {
-      const allow = allowedMethods(pathname)
+      // One scan of the route table per request: the Allow list and the token check share it.
+      const routes = routesOf(pathname)
+      const allow = allowedMethods(routes)
       if (allow.length > 0 && !allow.includes(request.method)) return methodNotAllowed(request.method, allow)
       const authorization = request.headers["authorization"]
       if (authorization === undefined || authorization === "") {
-        const target = routesOf(pathname).find((r) => r.method === request.method)
+        const target = routes.find((r) => r.method === request.method)
         if (target?.operationId !== undefined && TOKEN_REQUIRED.has(target.operationId)) return unauthenticated()
       }
     }
