@@ -31,6 +31,11 @@ export interface PartitionHealth {
 export const make = (now: () => number = Date.now): PartitionHealth => {
   const stalls = new Map<number, Stall>()
   const dead = new Map<number, string>()
+  /** Claimed afresh or gone from this node: nothing to report for the partition either way. */
+  const forget = (partition: number) => {
+    stalls.delete(partition)
+    dead.delete(partition)
+  }
   return {
     stalled: (partition, error) => {
       const current = stalls.get(partition)
@@ -43,14 +48,8 @@ export const make = (now: () => number = Date.now): PartitionHealth => {
       stalls.delete(partition)
       dead.set(partition, error)
     },
-    claimed: (partition) => {
-      stalls.delete(partition)
-      dead.delete(partition)
-    },
-    released: (partition) => {
-      stalls.delete(partition)
-      dead.delete(partition)
-    },
+    claimed: forget,
+    released: forget,
     report: () => ({
       stalled: [...stalls.values()].sort((a, b) => a.partition - b.partition),
       dead: [...dead].map(([partition, error]) => ({ partition, error })).sort((a, b) => a.partition - b.partition)

@@ -6,7 +6,7 @@ import type { ApiSync } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { type GatewayFailure, sendOptions, toGatewayError, type WriteRequest } from "../entities/RepositoryGateway.ts"
+import { type GatewayFailure, sender, type WriteRequest } from "../entities/RepositoryGateway.ts"
 import * as Commands from "./BranchCommands.ts"
 
 type Failure = Commands.BranchError | GatewayFailure
@@ -19,18 +19,9 @@ export class BranchGateway extends Context.Service<BranchGateway, {
   readonly reopen: (entityId: string, payload: typeof Commands.ReopenPayload.Type, request?: WriteRequest) => Reply<ApiSync.Branch>
 }>()("grove/server/content/BranchGateway") {
   static readonly layer = Layer.effect(BranchGateway, Effect.gen(function*() {
-    const runtime = yield* EntityRuntime.EntityRuntime
     const config = yield* ServerConfig
-    const entity = Commands.BranchEntity
-    const options = (request: WriteRequest | undefined) => sendOptions(request, config.commandTimeoutMs)
-    return BranchGateway.of({
-      push: (id, payload, request) => runtime.send(entity, id, "Push", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-      create: (id, payload, request) =>
-        runtime.send(entity, id, "Create", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-      close: (id, payload, request) => runtime.send(entity, id, "Close", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-      reopen: (id, payload, request) =>
-        runtime.send(entity, id, "Reopen", payload, options(request)).pipe(Effect.mapError(toGatewayError))
-    })
+    const send = sender(yield* EntityRuntime.EntityRuntime, Commands.BranchEntity, config.commandTimeoutMs)
+    return BranchGateway.of({ push: send("Push"), create: send("Create"), close: send("Close"), reopen: send("Reopen") })
   }))
 
   /** Registers the handlers with the runtime and provides the gateway. */

@@ -15,30 +15,21 @@ import { principalKey } from "../http/CallerContext.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
-import { RepositoryGateway, sendOptions, toGatewayError, type WriteRequest } from "./RepositoryGateway.ts"
+import { RepositoryGateway, sender } from "./RepositoryGateway.ts"
 
 const Handlers = EntityRuntime.EntityRuntime.register(Commands.RepositoryEntity, Commands.handlers)
 
 const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
-  const runtime = yield* EntityRuntime.EntityRuntime
   const config = yield* ServerConfig
-  const options = (request: WriteRequest | undefined) => sendOptions(request, config.commandTimeoutMs)
-  const entity = Commands.RepositoryEntity
+  const send = sender(yield* EntityRuntime.EntityRuntime, Commands.RepositoryEntity, config.commandTimeoutMs)
   return RepositoryGateway.of({
-    create: (id, payload, request) =>
-      runtime.send(entity, id, "Create", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    remove: (id, payload, request) =>
-      runtime.send(entity, id, "Delete", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    setVisibility: (id, payload, request) =>
-      runtime.send(entity, id, "SetVisibility", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    merge: (id, payload, request) =>
-      runtime.send(entity, id, "Merge", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    sync: (id, payload, request) =>
-      runtime.send(entity, id, "Sync", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    revert: (id, payload, request) =>
-      runtime.send(entity, id, "Revert", payload, options(request)).pipe(Effect.mapError(toGatewayError)),
-    transfer: (id, payload, request) =>
-      runtime.send(entity, id, "Transfer", payload, options(request)).pipe(Effect.mapError(toGatewayError))
+    create: send("Create"),
+    remove: send("Delete"),
+    setVisibility: send("SetVisibility"),
+    merge: send("Merge"),
+    sync: send("Sync"),
+    revert: send("Revert"),
+    transfer: send("Transfer")
   })
 }))
 

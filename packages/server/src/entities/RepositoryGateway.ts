@@ -3,8 +3,8 @@
  * the partition owner of `owner/name`, in embedded and cluster mode alike.
  */
 import type { ApiSchemas } from "@grove/api"
-import type { Messages } from "@grove/bus"
-import { Context, Data, Duration, type Effect } from "effect"
+import type { Entity, EntityRuntime, Messages } from "@grove/bus"
+import { Context, Data, Duration, Effect } from "effect"
 import type * as MergeCommand from "../content/MergeCommand.ts"
 import type * as SyncRevert from "../content/SyncRevertCommands.ts"
 import type * as Commands from "./RepositoryCommands.ts"
@@ -32,12 +32,23 @@ export interface WriteRequest {
 }
 
 /** The entity runtime's send options for a write request. */
-export const sendOptions = (request: WriteRequest | undefined, timeoutMs: number) => ({
+const sendOptions = (request: WriteRequest | undefined, timeoutMs: number) => ({
   commandId: request?.commandId,
   owner: request?.owner,
   fingerprint: request?.fingerprint,
   timeout: Duration.millis(timeoutMs)
 })
+
+/**
+ * The one way a gateway sends a command: `sender(runtime, entity, timeoutMs)("Create")` is a function of
+ * `(entityId, payload, request?)` answering the command's success, its typed error or a `GatewayFailure`.
+ */
+export const sender = <E extends Entity.Entity>(runtime: EntityRuntime.EntityRuntimeShape, entity: E, timeoutMs: number) =>
+<C extends Entity.CommandName<E>>(command: C) =>
+(entityId: string, payload: Entity.Payload<E, C>, request?: WriteRequest) =>
+  runtime.send(entity, entityId, command, payload, sendOptions(request, timeoutMs)).pipe(
+    Effect.mapError((error) => toGatewayError<Entity.Failure<E, C>>(error))
+  )
 
 type SendFailure = Messages.CommandTimeout | Messages.CommandFailed | Messages.CommandIdReused
 

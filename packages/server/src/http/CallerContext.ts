@@ -8,8 +8,8 @@ import { EntityRuntime } from "@grove/bus"
 import { Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { createHash } from "node:crypto"
-import type { WriteRequest } from "../entities/RepositoryGateway.ts"
-import { dbUnavailable } from "./Failures.ts"
+import { IdempotencyKeyReused, type WriteRequest } from "../entities/RepositoryGateway.ts"
+import { dbUnavailable, gatewayApiError } from "./Failures.ts"
 
 /** Who a caller is, as operations record it: only they may read an operation or reuse its key. */
 export const principalKey = (caller: Caller): string => {
@@ -28,12 +28,6 @@ const fingerprintOf = Effect.gen(function*() {
   const body = yield* request.arrayBuffer.pipe(Effect.orElseSucceed(() => new ArrayBuffer(0)))
   return createHash("sha256").update(`${request.method} ${request.url}\n`).update(new Uint8Array(body)).digest("hex")
 })
-
-export const idempotencyKeyReused = () =>
-  new ApiErrors.Conflict({
-    error: "this Idempotency-Key was used for another request; use a new key for a new request",
-    code: "idempotency_key_reused"
-  })
 
 /**
  * The write request of this HTTP request. With an `Idempotency-Key`, a retried
@@ -56,7 +50,7 @@ export const writeRequest = Effect.gen(function*() {
   const runtime = yield* EntityRuntime.EntityRuntime
   const previous = yield* dbUnavailable(runtime.operation(commandId))
   if (Option.isSome(previous) && (previous.value.owner !== owner || previous.value.fingerprint !== fingerprint)) {
-    return yield* idempotencyKeyReused()
+    return yield* gatewayApiError(new IdempotencyKeyReused({ operationId: commandId }))
   }
   return { request: { commandId, owner, fingerprint } satisfies WriteRequest, previous }
 })
