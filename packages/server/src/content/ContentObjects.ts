@@ -34,6 +34,9 @@ export interface DedupScope {
 
 export type ObjectKind = "chunk" | "blob" | "tree"
 
+/** The organization's store of each kind: an upload counts only while its object is still stored. */
+const STORED_TABLE: Record<ObjectKind, string> = { chunk: "chunks", blob: "blobs", tree: "trees" }
+
 export interface CommitRow {
   readonly hash: string
   readonly branch_name: string
@@ -235,14 +238,10 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             : kind === "blob"
             ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${readable}::uuid[]) AND blob_hash = ANY(${slice})`
             : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${readable}::uuid[]) AND tree_hash = ANY(${slice})`
-          const stored = kind === "chunk"
-            ? sql`SELECT 1 FROM chunks o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
-            : kind === "blob"
-            ? sql`SELECT 1 FROM blobs o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
-            : sql`SELECT 1 FROM trees o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash`
           return sql<{ hash: string }>`${reached}
             UNION SELECT u.hash FROM object_uploads u WHERE u.repo_id = ANY(${readable}::uuid[]) AND u.principal = ${scope.principal}
-              AND u.hash = ANY(${slice}) AND EXISTS (${stored})`
+              AND u.hash = ANY(${slice})
+              AND EXISTS (SELECT 1 FROM ${sql.literal(STORED_TABLE[kind])} o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash)`
         })
         return new Set(rows.map((r) => r.hash))
       }),
