@@ -293,8 +293,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       // Confirms only what the caller may count as present, or it would tell the size of a chunk it cannot read.
       const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
       const present = yield* dbUnavailable(objects.present("chunk", scope, payload.hashes.map((e) => e.hash)))
-      const stored = yield* dbUnavailable(chunkStore.sizes(repo.orgId, [...present]))
-      const sizes = new Map([...stored].filter(([h]) => present.has(h)))
+      const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, [...present]))
       for (const entry of payload.hashes) {
         if (sizes.get(entry.hash) !== entry.size) {
           return yield* new ApiErrors.BadRequest({ error: `chunk ${entry.hash} of ${entry.size} bytes was not received`, code: "missing_chunk" })
