@@ -6,11 +6,11 @@
  * conflicting concurrent edit (push refused, pull writes markers, exit 5).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, listing, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -19,7 +19,7 @@ let aliceKey: string
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   aliceKey = await server.createUser("alice")
-  alice = { home: tempDir("alice"), env: { SERVICE_API_KEY: aliceKey, GROVE_REMOTE: server.url } }
+  alice = userOf(server, "alice", aliceKey)
 }, 120_000)
 
 afterAll(async () => {
@@ -27,26 +27,6 @@ afterAll(async () => {
   removeTempDirs()
 })
 
-
-/** Every file under `root` (not .grove) with its kind, mode bits and content hash or link target. */
-const listing = (root: string): Record<string, string> => {
-  const out: Record<string, string> = {}
-  const visit = (dir: string) => {
-    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
-      const rel = dir === "" ? entry.name : `${dir}/${entry.name}`
-      if (rel === ".grove") continue
-      const abs = path.join(root, rel)
-      if (entry.isDirectory()) visit(rel)
-      else if (entry.isSymbolicLink()) out[rel] = `link:${fs.readlinkSync(abs)}`
-      else {
-        const mode = (fs.statSync(abs).mode & 0o111) !== 0 ? "x" : "-"
-        out[rel] = `${mode}:${createHash("sha256").update(fs.readFileSync(abs)).digest("hex")}`
-      }
-    }
-  }
-  visit("")
-  return out
-}
 
 const api = async (pathname: string, init: RequestInit = {}) => {
   const response = await fetch(`${server.url}/api${pathname}`, {

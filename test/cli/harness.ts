@@ -4,10 +4,11 @@
  * opener is found) and only the environment the test gives it.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { CLI_BIN } from "../support/GroveServer.ts"
+import { CLI_BIN, type GroveServer } from "../support/GroveServer.ts"
 import { expect } from "@effect/vitest"
 
 export interface GroveRun {
@@ -101,6 +102,32 @@ export const grove = (args: ReadonlyArray<string>, options: GroveOptions): Promi
 
 /** stdout as the one JSON document `--json` promises (fails the test if it is anything else). */
 export const json = (run: GroveRun): any => JSON.parse(run.stdout)
+
+/** A user of `server` with their own HOME, signed in by `key` (SERVICE_API_KEY). */
+export const userOf = (server: GroveServer, name: string, key: string): GroveOptions => ({
+  home: tempDir(name),
+  env: { SERVICE_API_KEY: key, GROVE_REMOTE: server.url }
+})
+
+/** Every file under `root` (not .grove) with its kind, mode bits and content hash or link target. */
+export const listing = (root: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const visit = (dir: string) => {
+    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const rel = dir === "" ? entry.name : `${dir}/${entry.name}`
+      if (rel === ".grove") continue
+      const abs = path.join(root, rel)
+      if (entry.isDirectory()) visit(rel)
+      else if (entry.isSymbolicLink()) out[rel] = `link:${fs.readlinkSync(abs)}`
+      else {
+        const mode = (fs.statSync(abs).mode & 0o111) !== 0 ? "x" : "-"
+        out[rel] = `${mode}:${createHash("sha256").update(fs.readFileSync(abs)).digest("hex")}`
+      }
+    }
+  }
+  visit("")
+  return out
+}
 
 /** The same options, run in `cwd`. */
 export const at = (options: GroveOptions, cwd: string): GroveOptions => ({ ...options, cwd })

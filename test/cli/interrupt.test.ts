@@ -5,40 +5,24 @@
  * trees the server has.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, listing, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
-  const key = await server.createUser("alice")
-  alice = { home: tempDir("alice"), env: { SERVICE_API_KEY: key, GROVE_REMOTE: server.url } }
+  alice = userOf(server, "alice", await server.createUser("alice"))
 }, 120_000)
 
 afterAll(async () => {
   await server?.stop()
   removeTempDirs()
 })
-
-/** Every file under `root` (not .grove) with its content hash. */
-const listing = (root: string): Record<string, string> => {
-  const out: Record<string, string> = {}
-  const visit = (dir: string) => {
-    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
-      const rel = dir === "" ? entry.name : `${dir}/${entry.name}`
-      if (rel === ".grove") continue
-      if (entry.isDirectory()) visit(rel)
-      else out[rel] = createHash("sha256").update(fs.readFileSync(path.join(root, rel))).digest("hex")
-    }
-  }
-  visit("")
-  return out
-}
 
 const write = (root: string, files: Record<string, string | Buffer>) => {
   for (const [name, text] of Object.entries(files)) {

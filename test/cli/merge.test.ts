@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -27,7 +27,7 @@ let aliceKey: string
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   aliceKey = await server.createUser("alice")
-  alice = { home: tempDir("alice"), env: { SERVICE_API_KEY: aliceKey, GROVE_REMOTE: server.url } }
+  alice = userOf(server, "alice", aliceKey)
 }, 120_000)
 
 afterAll(async () => {

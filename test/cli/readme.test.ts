@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -17,7 +17,7 @@ let alice: GroveOptions
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   // GROVE_REMOTE stands for the default server address (http://127.0.0.1:8080) of the README.
-  alice = { home: tempDir("alice"), env: { SERVICE_API_KEY: await server.createUser("alice"), GROVE_REMOTE: server.url } }
+  alice = userOf(server, "alice", await server.createUser("alice"))
 }, 120_000)
 
 afterAll(async () => {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as net from "node:net"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, removeTempDirs, tempDir } from "./harness.ts"
+import { grove, type GroveOptions, json, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -14,8 +14,8 @@ let bob: GroveOptions
 
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
-  alice = { home: tempDir("alice"), env: { SERVICE_API_KEY: await server.createUser("alice"), GROVE_REMOTE: server.url } }
-  bob = { home: tempDir("bob"), env: { SERVICE_API_KEY: await server.createUser("bob"), GROVE_REMOTE: server.url } }
+  alice = userOf(server, "alice", await server.createUser("alice"))
+  bob = userOf(server, "bob", await server.createUser("bob"))
 }, 120_000)
 
 afterAll(async () => {
