@@ -33,7 +33,7 @@ interface Entry {
 beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-audit-"))
   server = await startServer({ dataDir })
-  for (const user of ["ada", "bob", "eve"]) tokens[user] = await server.createUser(user)
+  for (const user of ["ada", "bob", "cy", "eve"]) tokens[user] = await server.createUser(user)
   expect((await as("ada").post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
   for (const name of ["shown", "moved", "gone", "gated"]) {
     expect((await as("ada").post("/repos", { name, organization_slug: "acme" })).status).toBe(201)
@@ -41,11 +41,13 @@ beforeAll(async () => {
   const c = buildCommit({ branch: "ci", files: { "app.txt": "v1\n" } })
   expect((await as("ada").post("/acme/gated/push", pushBody({ branch: "ci", commits: [c], description: "Gated" }))).body.success).toBe(true)
 
-  // Outside the API: bob becomes a plain member, and CI fails on the branch head.
+  // Outside the API: bob becomes a plain member, cy an admin, and CI fails on the branch head.
   await server.stop()
   const db = await PGlite.create(path.join(dataDir, "db"))
   await db.query(`INSERT INTO memberships (org_id, user_id, role)
     SELECT o.id, u.id, 'member' FROM organizations o, users u WHERE o.slug = 'acme' AND u.username = 'bob'`)
+  await db.query(`INSERT INTO memberships (org_id, user_id, role)
+    SELECT o.id, u.id, 'admin' FROM organizations o, users u WHERE o.slug = 'acme' AND u.username = 'cy'`)
   await db.query(`INSERT INTO ci_runs (id, repo_id, workflow_name, workflow_path, event, branch, commit_hash, triggered_by, status, conclusion, queued_at)
     SELECT '00000000-0000-4000-8000-000000000001', r.id, 'test', '.oak/workflows/test.yml', 'push', 'ci', $1, 'ada', 'completed', 'failure', now()
     FROM repositories r WHERE r.name = 'gated'`, [c.commit.hash])
@@ -153,6 +155,10 @@ describe("GET /orgs/{slug}/audit", () => {
     expect(member.status).toBe(403)
     expect(member.body.code).toBe("forbidden")
     expect((await as("bob").get("/orgs/acme")).status).toBe(200)
+    // An admin who is not an owner reads it, the same entries as the owner.
+    const admin = await as("cy").get("/orgs/acme/audit")
+    expect(admin.status, JSON.stringify(admin.body)).toBe(200)
+    expect(admin.body.map((e: Entry) => e.id)).toEqual((await audit()).map((e) => e.id))
     const outsider = await as("eve").get("/orgs/acme/audit")
     expect(outsider.status).toBe(404)
     expect(outsider.body.code).toBe("not_found")
