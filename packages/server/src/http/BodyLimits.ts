@@ -96,7 +96,8 @@ const isJson = (contentType: string): boolean => {
   return type === "application/json"
 }
 
-const pathnameOf = (url: string): string => {
+/** A request URL without its query. */
+export const pathnameOf = (url: string): string => {
   const query = url.indexOf("?")
   return query === -1 ? url : url.slice(0, query)
 }

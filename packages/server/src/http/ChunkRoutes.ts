@@ -15,12 +15,14 @@ import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { contentFailure } from "./ContentFailures.ts"
+import { CHUNK_UPLOAD_LIMIT } from "./BodyLimits.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
 import { answer, readBody, routeRepository } from "./RawRoutes.ts"
 import { checkHashList } from "./SyncHandlers.ts"
 
-const MAX_UPLOAD = 64 * 1024 * 1024
+/** One chunk or one batch: the limit the edge (`BodyLimits`) already applies to these routes. */
+const MAX_UPLOAD = CHUNK_UPLOAD_LIMIT
 const MAX_BATCH_ENTRIES = 256
 const MAX_FETCH = 10_000
 /** Bytes of small chunks stored or read per database round trip: the largest chunk's size. */

@@ -13,6 +13,7 @@ import { GroveApi, TOKEN_REQUIRED } from "@grove/api"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
+import { pathnameOf } from "./BodyLimits.ts"
 
 interface Route {
   readonly method: string
@@ -89,8 +90,7 @@ export const methodNotAllowed = (method: string, allow: ReadonlyArray<string>) =
 export const MethodsLive = HttpRouter.middleware((httpEffect) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const query = request.url.indexOf("?")
-    const pathname = query === -1 ? request.url : request.url.slice(0, query)
+    const pathname = pathnameOf(request.url)
     if (request.method === "TRACE") return methodNotAllowed(request.method, allowedMethods(routesOf(pathname)))
     if (pathname.startsWith("/api/")) {
       // One scan of the route table per request: the Allow list and the token check share it.
