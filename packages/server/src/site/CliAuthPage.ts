@@ -14,9 +14,10 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { IpNetwork } from "effect/net"
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { Identity } from "../identity/Identity.ts"
+import * as Secrets from "../identity/Secrets.ts"
 import { escapeHtml, page, pageHeaders } from "./Html.ts"
 import { SignInThrottle } from "./SignInThrottle.ts"
 
@@ -38,8 +39,8 @@ const STATE = /^[A-Za-z0-9_-]{8,128}$/
 export const CSRF_COOKIE = "grove_signin"
 const CSRF_TOKEN = /^[A-Za-z0-9_-]{43}$/
 
-const sameSecret = (a: string, b: string): boolean =>
-  timingSafeEqual(createHash("sha256").update(a).digest(), createHash("sha256").update(b).digest())
+/** Compared through their hashes (`Secrets`), in constant time whatever their lengths. */
+const sameSecret = (a: string, b: string): boolean => Secrets.constantTimeEqualHex(Secrets.hashToken(a), Secrets.hashToken(b))
 
 const form = (params: { callback: string; state: string; csrf: string; error?: string; username?: string }) =>
   page(
