@@ -154,14 +154,15 @@ const handleSubmit = Effect.gen(function*() {
  * Behind trusted proxies (`--trusted-proxies`) the client address the throttle counts is the one
  * they name in `X-Forwarded-For`; from any other peer that header is ignored, so it cannot be forged.
  */
-const submit = HttpRouter.add(
-  "POST",
-  "/cli-auth",
-  Effect.gen(function*() {
-    const config = yield* ServerConfig
-    const proxies = (config.trustedProxies ?? []).map((network) => IpNetwork.fromStringUnsafe(network))
-    return yield* (proxies.length === 0 ? handleSubmit : HttpMiddleware.xForwardedHeaders({ trustedProxies: proxies })(handleSubmit))
-  })
-)
+const submit = Layer.unwrap(Effect.gen(function*() {
+  // Parsed once, when the route is built: the configuration does not change while the server runs.
+  const config = yield* ServerConfig
+  const proxies = (config.trustedProxies ?? []).map((network) => IpNetwork.fromStringUnsafe(network))
+  return HttpRouter.add(
+    "POST",
+    "/cli-auth",
+    proxies.length === 0 ? handleSubmit : HttpMiddleware.xForwardedHeaders({ trustedProxies: proxies })(handleSubmit)
+  )
+}))
 
 export const CliAuthPageRoutes = Layer.mergeAll(show, submit)
