@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type ApiKeyRecord, Identity } from "../identity/Identity.ts"
-import { dbUnavailable, requireValid } from "./Failures.ts"
+import { dbUnavailable } from "./Failures.ts"
 import { pageRequest, pageResponse } from "./Pagination.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
@@ -42,7 +42,6 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "write")
       const { userId } = yield* currentUser
-      yield* requireValid(Names.checkText(payload.name, "name", 1, 100))
       let repoId: string | undefined
       if (payload.repo !== undefined) {
         const full = Names.parseFullName(payload.repo)

@@ -3,7 +3,6 @@
  * reopen are Branch entity commands (`owner/name:branch`).
  */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
-import { Names } from "@grove/core"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -14,13 +13,8 @@ import { Branches } from "../content/Branches.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { actorName, commandRequest } from "./CallerContext.ts"
 import { branchCommandFailure } from "./ContentFailures.ts"
-import { dbUnavailable, requireValid } from "./Failures.ts"
+import { dbUnavailable } from "./Failures.ts"
 import { pageRequest, pageResponse } from "./Pagination.ts"
-
-/** New branch names: one rule with pushes (core Names.checkNewBranchName). */
-export const checkNewBranchName = Names.checkNewBranchName
-
-const STATUSES = new Set(["open", "closed", "merged"])
 
 export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer
@@ -37,9 +31,6 @@ export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effec
   return handlers.handleAll({
     list: Effect.fnUntraced(function*({ params, query }) {
       const repo = yield* repository(params.owner, params.name, "read")
-      if (query.status !== undefined && !STATUSES.has(query.status)) {
-        return yield* new ApiErrors.BadRequest({ error: "status must be open, closed or merged", code: "invalid_input" })
-      }
       const page = yield* pageRequest(query, ["boolean", "timestamp", "text"])
       const rows = yield* dbUnavailable(branches.listPage(repo.id, query.status, page))
       // main first, then the most recently updated.
@@ -47,10 +38,8 @@ export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effec
     }),
     create: Effect.fn("Branches.create")(function*({ params, payload }) {
       const repo = yield* repository(params.owner, params.name, "write")
-      yield* requireValid(checkNewBranchName(payload.name))
-      if (payload.description !== undefined) yield* requireValid(Names.checkMultilineText(payload.description, "description", 10_000))
+      // The name, the parent and the description were checked by the payload's schema (ApiFields).
       const parent = payload.parent_branch ?? "main"
-      yield* requireValid(checkNewBranchName(parent))
       return yield* gateway.create(branchKey(repositoryKey(repo.owner, repo.name), payload.name), {
         description: payload.description ?? null,
         parentBranch: parent,

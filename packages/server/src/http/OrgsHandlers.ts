@@ -1,10 +1,9 @@
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
-import { Names } from "@grove/core"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { type Organization, Organizations } from "../orgs/Organizations.ts"
-import { dbUnavailable, requireValid } from "./Failures.ts"
+import { dbUnavailable } from "./Failures.ts"
 import { pageRequest, pageResponse } from "./Pagination.ts"
 
 const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
@@ -42,9 +41,6 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
       if (caller.principal.kind !== "user") {
         return yield* new ApiErrors.Forbidden({ error: "only users can create organizations", code: "forbidden" })
       }
-      yield* requireValid(Names.checkSlug(payload.slug, "organization slug"))
-      yield* requireValid(Names.checkText(payload.name, "organization name", 1, 100))
-      if (payload.description !== undefined) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
       const created = yield* dbUnavailable(
         organizations.create(caller.principal.userId, caller.principal.username, payload)
       ).pipe(

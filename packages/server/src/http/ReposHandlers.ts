@@ -35,8 +35,6 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller
-      yield* requireValid(Names.checkRepoName(payload.name))
-      if (payload.description != null) yield* requireValid(Names.checkMultilineText(payload.description, "description", 2000))
       let slug = payload.organization_slug
       if (slug === undefined) {
         if (caller.principal.kind !== "user") {
@@ -82,7 +80,6 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     transfer: Effect.fn(function*({ params, payload }) {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
-      yield* requireValid(Names.checkSlug(payload.to_organization, "to_organization"))
       // Moving a repository in needs the right to create repositories in the target organization.
       const target = yield* dbUnavailable(authorizer.organization(caller, payload.to_organization, "write"))
       return yield* gateway.transfer(
