@@ -103,7 +103,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
 
-const FetchRequest = Schema.Struct({ hashes: Schema.Array(Schema.String) })
+const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({ hashes: Schema.Array(Schema.String) }))
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
   const { repo } = yield* routeRepository("read")
@@ -111,7 +111,7 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   const objects = yield* ContentObjects
   const body = yield* readBody(2 * 1024 * 1024)
   const parsed = yield* Effect.try({
-    try: () => Schema.decodeUnknownSync(FetchRequest)(JSON.parse(new TextDecoder().decode(body))),
+    try: () => decodeFetchRequest(JSON.parse(new TextDecoder().decode(body))),
     catch: () => new ApiErrors.BadRequest({ error: "the body must be JSON {\"hashes\": [...]}", code: "invalid_request" })
   })
   yield* checkHashList(parsed.hashes, MAX_FETCH)
