@@ -40,11 +40,15 @@ export type Resource =
 
 export type Action = "read" | "write" | "merge" | "admin" | "release"
 
-/** What each action needs: the token scope and, on organizations and repositories, the caller's role. */
+/**
+ * What each action needs: the token scope and, on organizations and repositories, the caller's role.
+ * Members read and push branches; merging onto `main` and changing a repository's settings
+ * (visibility, transfer, delete, webhooks, secrets, site) need an admin or owner.
+ */
 const requirement: Record<Action, { readonly scope: Scope; readonly role: Role }> = {
   read: { scope: "read", role: "member" },
   write: { scope: "write", role: "member" },
-  merge: { scope: "merge", role: "member" },
+  merge: { scope: "merge", role: "admin" },
   admin: { scope: "admin", role: "admin" },
   release: { scope: "release", role: "owner" }
 }

@@ -10,6 +10,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "./access/Authorizer.ts"
 import { AuditHandlers } from "./audit/AuditHandlers.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { AccessCaches } from "./cache/AccessCaches.ts"
 import { Branches } from "./content/Branches.ts"
 import { ChunkStore } from "./content/ChunkStore.ts"
 import { CommitPaths } from "./content/CommitPaths.ts"
@@ -46,7 +47,8 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 
 /** Domain services over the database (reads, identity, access, content). */
 export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer, AuditLog.layer).pipe(
-  Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer))
+  Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
+  Layer.provideMerge(AccessCaches.layer)
 )
 
 const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.json" }).pipe(

@@ -15,6 +15,7 @@ import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
+import { OrganizationEntityLive } from "./orgs/OrganizationEntity.ts"
 
 const banner = Effect.gen(function*() {
   // Requiring the HTTP server orders this after it is listening.
@@ -64,7 +65,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   // here would be captured by the API's handlers and override the route's.
   return Layer.mergeAll(Http, Admin).pipe(
     Layer.provide(NoTracing),
-    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live)),
+    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

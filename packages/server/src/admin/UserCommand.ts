@@ -7,6 +7,7 @@ import { Effect, Layer } from "effect"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { ConfigError, parseConfig, type ServerConfigShape } from "../Config.ts"
+import { AccessCaches } from "../cache/AccessCaches.ts"
 import { Identity } from "../identity/Identity.ts"
 import { databaseLayer } from "../Infrastructure.ts"
 import * as AdminSocket from "./AdminSocket.ts"
@@ -44,7 +45,7 @@ const runDirect = (config: ServerConfigShape, request: Request): Promise<{ statu
     ? createUser(request.body)
     : Effect.as(setPassword(request.body), { ok: true })
   const lock = config.mode === "embedded" ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
-  const layer = Identity.layer.pipe(Layer.provide(databaseLayer(config)), Layer.provide(lock))
+  const layer = Identity.layer.pipe(Layer.provide([databaseLayer(config), AccessCaches.layer]), Layer.provide(lock))
   return Effect.runPromise(
     program.pipe(
       Effect.map((body) => ({ status: 200, body })),

@@ -12,6 +12,7 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
 import * as net from "node:net"
+import { AccessCaches } from "../cache/AccessCaches.ts"
 import { Identity } from "../identity/Identity.ts"
 import { InvalidToken, TokenExpired } from "../identity/IdentityErrors.ts"
 import * as Secrets from "../identity/Secrets.ts"
@@ -40,7 +41,7 @@ const RawProbe = HttpRouter.add(
 
 const app = (port: number) => {
   const database = PgClient.layer({ url: Redacted.make(`postgres://grove:grove@127.0.0.1:${port}/grove`), connectTimeout: "2 seconds" })
-  const identity = Identity.layer.pipe(Layer.provide(database))
+  const identity = Identity.layer.pipe(Layer.provide([database, AccessCaches.layer]))
   const api = HttpApiBuilder.layer(ProbeApi).pipe(
     Layer.provide(ProbeHandlers),
     Layer.provide([AuthenticationLive, RequestValidationLive]),

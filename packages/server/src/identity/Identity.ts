@@ -10,6 +10,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, TokenExpired, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
+import { AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
@@ -97,6 +98,8 @@ export class Identity extends Context.Service<Identity, {
   static readonly layer = Layer.effect(Identity, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const tokens = new TtlCache<string, TokenRow | undefined>(TOKEN_CACHE_TTL_MS)
+    const accessCaches = yield* AccessCaches
+    accessCaches.register(tokens)
     const touched = new Map<string, number>()
 
     const checkPasswordInput = (password: string) =>
@@ -297,7 +300,7 @@ export class Identity extends Context.Service<Identity, {
           WHERE id = ${keyId} AND user_id = ${userId} AND kind = 'personal' AND revoked_at IS NULL RETURNING id`
         if (rows.length === 0) return yield* new KeyNotFound({ id: keyId })
         // Revocation is rare and must bite at once here: forget every cached token.
-        tokens.invalidateAll()
+        accessCaches.invalidateAll()
       }),
       issueCliCode: Effect.fn("Identity.issueCliCode")(function*(userId: string) {
         const code = Secrets.newOneTimeCode()

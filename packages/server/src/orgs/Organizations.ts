@@ -9,6 +9,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
+import { AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import { NameTaken } from "../identity/IdentityErrors.ts"
 
@@ -43,6 +44,9 @@ export class Organizations extends Context.Service<Organizations, {
     const sql = yield* SqlClient.SqlClient
     const bySlug = new TtlCache<string, Option.Option<Organization>>(CACHE_TTL_MS)
     const roles = new TtlCache<string, Access.Role | undefined>(CACHE_TTL_MS)
+    const accessCaches = yield* AccessCaches
+    accessCaches.register(bySlug)
+    accessCaches.register(roles)
     const columns = sql`o.id, o.slug, o.name, o.description, o.personal_user_id IS NOT NULL AS personal,
       o.created_at AS "createdAt"`
     return Organizations.of({

@@ -6,6 +6,7 @@ import type { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
@@ -38,6 +39,8 @@ export class Repositories extends Context.Service<Repositories, {
     const sql = yield* SqlClient.SqlClient
     const columns = repositoryColumns(sql)
     const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS)
+    const accessCaches = yield* AccessCaches
+    accessCaches.register(byName)
     const keys = (sort: RepositorySort): ReadonlyArray<KeyColumn> =>
       sort === "name"
         ? [{ expr: sql`o.slug` }, { expr: sql`lower(r.name)` }, { expr: sql`r.id`, cast: "uuid" }]

@@ -1,0 +1,21 @@
+/**
+ * The Organization entity (key: the organization's slug): every change to an organization, its
+ * members, groups and service accounts is one of its commands, run one at a time by the owner of
+ * the slug's partition, each in one transaction with its audit row and outbox event.
+ */
+import { Entity, EntityRuntime } from "@grove/bus"
+import * as ServiceAccountCommands from "../service-accounts/ServiceAccountCommands.ts"
+import * as OrganizationCommands from "./OrganizationCommands.ts"
+
+export const OrganizationEntity = Entity.make("Organization", {
+  ...OrganizationCommands.commands,
+  ...ServiceAccountCommands.commands
+})
+
+export const handlers: Entity.Handlers<typeof OrganizationEntity> = {
+  ...OrganizationCommands.handlers,
+  ...ServiceAccountCommands.handlers
+}
+
+/** Registers the handlers with the entity runtime (both modes). */
+export const OrganizationEntityLive = EntityRuntime.EntityRuntime.register(OrganizationEntity, handlers)
