@@ -106,6 +106,15 @@ export interface BusShape {
   readonly request: (record: OutgoingRecord, timeout: Duration.Input) => Effect.Effect<PendingReply, BusError>
   /** Sends `value` back to the node that made `request`. */
   readonly reply: (request: BusRecord, value: BusMessage) => Effect.Effect<void, BusError>
+  /**
+   * Reads every record published to `topic` from now on, on this node alone (no group shares them
+   * out, nothing is committed), until the scope closes: for node-local reactions to events, such as
+   * clearing caches. Returns once records published after it returns will be seen.
+   */
+  readonly tail: <R>(
+    topic: string,
+    onRecord: (record: BusRecord) => Effect.Effect<void, never, R>
+  ) => Effect.Effect<void, BusError, Scope.Scope | R>
 }
 
 export class Bus extends Context.Service<Bus, BusShape>()("grove/bus/Bus") {}

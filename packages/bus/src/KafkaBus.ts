@@ -16,6 +16,7 @@ import { Data, Duration, Effect, Layer, Schedule } from "effect"
 import { Bus, BusError, type BusShape, Headers, type OutgoingRecord, type PartitionClaim } from "./Bus.ts"
 import * as KafkaPartitions from "./KafkaPartitions.ts"
 import * as KafkaReplies from "./KafkaReplies.ts"
+import * as KafkaTail from "./KafkaTail.ts"
 import { partitionFor } from "./murmur2.ts"
 import * as Replies from "./Replies.ts"
 import * as Topics from "./Topics.ts"
@@ -204,7 +205,12 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       }])
     })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply })
+  const tail: BusShape["tail"] = (topic, onRecord) =>
+    partitionsOf(topic) === undefined
+      ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
+      : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord })
+
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail })
 })
 
 export const layer = (options: KafkaBusOptions): Layer.Layer<Bus, BusError> => Layer.effect(Bus, make(options))

@@ -49,6 +49,8 @@ export interface MemoryBrokerShape {
     value: unknown,
     headers: Readonly<Record<string, string>>
   ) => Effect.Effect<void, BusError>
+  /** The offset the next record appended to a partition will get. */
+  readonly end: (topic: string, partition: number) => bigint
   /** The records of a partition from `from` on; waits until there is at least one. */
   readonly read: (topic: string, partition: number, from: bigint) => Effect.Effect<ReadonlyArray<BusRecord>>
   readonly join: (group: string, topic: string, member: MemoryMember) => Effect.Effect<void, BusError>
@@ -269,6 +271,10 @@ const make: Effect.Effect<MemoryBrokerShape> = Effect.gen(function*() {
   return {
     ensureTopics,
     append,
+    end: (name, partition) => {
+      const log = topics.get(name)?.logs[partition]
+      return log === undefined ? 0n : log.base + BigInt(log.records.length)
+    },
     read,
     join,
     leave,

@@ -131,7 +131,24 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
       })
     })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply })
+  const tail: BusShape["tail"] = (topic, onRecord) =>
+    Effect.gen(function*() {
+      const partitions = yield* partitionsOf(topic)
+      for (let partition = 0; partition < partitions; partition++) {
+        let next = broker.end(topic, partition)
+        yield* Effect.forkScoped(
+          Effect.suspend(() => broker.read(topic, partition, next)).pipe(
+            Effect.flatMap((records) => {
+              next = records[records.length - 1]!.offset + 1n
+              return Effect.forEach(records, onRecord, { discard: true })
+            }),
+            Effect.forever
+          )
+        )
+      }
+    })
+
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail })
 })
 
 /** A node on the process's shared `MemoryBroker`. */

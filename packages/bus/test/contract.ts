@@ -464,4 +464,25 @@ export const contract = (name: string, services: Layer.Layer<ContractServices, u
           "30 seconds"
         )
       }), { timeout: 120_000 })
+
+    it.effect("tails a topic from its end: every record published afterwards, none from before", () =>
+      Effect.gen(function*() {
+        const bus = yield* Bus
+        const before = `tail-before-${run}`
+        yield* bus.publish([{ topic: Topics.events, key: before, value: { type: "test.tail", v: 1, tag: before } }])
+        const seen = yield* Queue.unbounded<string>()
+        const tags = Array.from({ length: 8 }, (_, i) => `tail-${run}-${i}`)
+        yield* bus.tail(Topics.events, (record) => {
+          const tag = (record.value as { readonly tag?: unknown }).tag
+          return typeof tag === "string" && tag.startsWith("tail-") ? Queue.offer(seen, tag).pipe(Effect.asVoid) : Effect.void
+        })
+        // Keys spread over partitions, so every partition is read.
+        yield* bus.publish(tags.map((tag) => ({ topic: Topics.events, key: tag, value: { type: "test.tail", v: 1, tag } })))
+        const got = new Set<string>()
+        while (got.size < tags.length) got.add(yield* Queue.take(seen).pipe(Effect.timeout("30 seconds"), Effect.orDie))
+        assert.deepStrictEqual([...got].sort(), [...tags].sort())
+        assert.isFalse(got.has(before))
+        const undeclared = yield* bus.tail("no.such.topic", () => Effect.void).pipe(Effect.exit)
+        assert.isTrue(Exit.isFailure(undeclared))
+      }), { timeout: 120_000 })
   })

@@ -43,14 +43,16 @@ export const objectStoreLayer = (config: ServerConfigShape) =>
 /** Database, object store, bus and the entity runtime on them. */
 export const infrastructureLayer = (config: ServerConfigShape) => {
   const db = databaseLayer(config)
+  // One bus (layers are shared by reference): the runtime's, and this node's reader of events.
+  const bus = busLayer(config).pipe(Layer.orDie)
   const runtime = EntityRuntime.EntityRuntime.layer({
     timeout: Duration.millis(config.commandTimeoutMs),
     // The in-process bus loses what it held when the process ends: writes still in flight then are settled as failed.
     settleInFlightOnStart: config.mode === "embedded"
   }).pipe(
-    Layer.provide(busLayer(config)),
+    Layer.provide(bus),
     Layer.provide(db),
     Layer.orDie
   )
-  return Layer.mergeAll(db, runtime, objectStoreLayer(config))
+  return Layer.mergeAll(db, runtime, bus, objectStoreLayer(config))
 }

@@ -11,6 +11,7 @@ import { createServer } from "node:http"
 import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
+import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
@@ -63,7 +64,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const NoTracing = Layer.succeed(References.TracerEnabled, false)
   // Body limits: none here. Each request's route sets its own (http/BodyLimits.ts); a value provided
   // here would be captured by the API's handlers and override the route's.
-  return Layer.mergeAll(Http, Admin).pipe(
+  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive).pipe(
     Layer.provide(NoTracing),
     Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive)),
     Layer.provideMerge(DomainLive),
