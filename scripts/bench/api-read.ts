@@ -6,41 +6,16 @@
  *
  *   npm run bench:api-read [-- --duration 10 --connections 64]
  */
-import autocannon from "autocannon"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { startServer } from "../../test/support/GroveServer.ts"
+import { line, load as loadOnce, numberArg } from "./load.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? Number(process.argv[i + 1]) : fallback
-}
-const duration = arg("duration", 10)
-const connections = arg("connections", 64)
-
-interface Result {
-  readonly rps: number
-  readonly p50: number
-  readonly p99: number
-  readonly non2xx: number
-  readonly errors: number
-}
-
-const load = (url: string, headers: Record<string, string>): Promise<Result> =>
-  new Promise((resolve, reject) => {
-    autocannon({ url, connections, duration, headers, pipelining: 1 }, (error, result) => {
-      if (error) return reject(error)
-      resolve({
-        rps: result.requests.average,
-        p50: result.latency.p50,
-        p99: result.latency.p99,
-        non2xx: result.non2xx,
-        errors: result.errors
-      })
-    })
-  })
+const duration = numberArg("duration", 10)
+const connections = numberArg("connections", 64)
+const load = (url: string, headers: Record<string, string>) => loadOnce(url, headers, { connections, duration })
 
 const rssOf = (pid: number): number => {
   const status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
@@ -86,8 +61,6 @@ const main = async () => {
     const grove = await load(target, headers)
     const loadedRss = rssOf(server.process.pid!)
 
-    const line = (name: string, r: Result) =>
-      `${name.padEnd(22)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   non-2xx ${r.non2xx}  errors ${r.errors}`
     console.log(`GET /api/{owner}/{name}, personal key, ${connections} connections, ${duration} s, embedded mode`)
     console.log(line("bare node:http", baseline))
     console.log(line("grove", grove))
