@@ -2,9 +2,9 @@ import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
-import { type Organization, Organizations } from "../orgs/Organizations.ts"
-import { dbUnavailable } from "./Failures.ts"
-import { pageRequest, pageResponse } from "./Pagination.ts"
+import { type Organization, Organizations } from "./Organizations.ts"
+import { dbUnavailable } from "../http/Failures.ts"
+import { pageRequest, pageResponse } from "../http/Pagination.ts"
 
 const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
   slug: o.slug,
