@@ -1,8 +1,9 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AuditGroup } from "./AuditGroups.ts"
 import { Authentication, RequestValidation } from "./Authentication.ts"
-import { ApiKeysGroup, CliAuthGroup, OrgsGroup, ReposGroup, SystemGroup } from "./Groups.ts"
+import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
+import { OrgsGroup } from "./OrgGroups.ts"
 import { truthfulDocument } from "./OpenApiDocument.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 

@@ -21,7 +21,9 @@ export class Forbidden extends Schema.Error<Forbidden>("grove/Forbidden")({
 export class NotFound extends Schema.Error<NotFound>("grove/NotFound")(body, { httpApiStatus: 404 }) {}
 export class Conflict extends Schema.Error<Conflict>("grove/Conflict")({
   ...body,
-  conflict_paths: Schema.optionalKey(Schema.Array(Schema.String))
+  conflict_paths: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** What still holds the resource, e.g. an organization's repositories (`org_not_empty`). */
+  repositories: Schema.optionalKey(Schema.Array(Schema.String))
 }, { httpApiStatus: 409 }) {}
 export class PreconditionFailed extends Schema.Error<PreconditionFailed>("grove/PreconditionFailed")(body, {
   httpApiStatus: 412

@@ -37,20 +37,6 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
   })
 ) {}
 
-export class OrgsGroup extends HttpApiGroup.make("orgs").add(
-  HttpApiEndpoint.get("list", "/orgs", { query: F.Page, success: Schema.Array(S.Organization), error: [BadRequest, Unauthorized, Forbidden] }),
-  HttpApiEndpoint.post("create", "/orgs", {
-    payload: S.CreateOrganization,
-    success: S.Organization.pipe(HttpApiSchema.status(201)),
-    error: [BadRequest, Unauthorized, Forbidden, Conflict]
-  }),
-  HttpApiEndpoint.get("get", "/orgs/:slug", {
-    params: { slug: P.Slug },
-    success: S.Organization,
-    error: [Unauthorized, Forbidden, NotFound]
-  })
-) {}
-
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, OperationPending, ServiceUnavailable] as const
 
 export class ReposGroup extends HttpApiGroup.make("repos").add(

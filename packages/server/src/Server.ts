@@ -16,7 +16,7 @@ import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
-import { OrganizationEntityLive } from "./orgs/OrganizationEntity.ts"
+import { OrganizationEntityLive } from "./orgs/OrganizationLive.ts"
 
 const banner = Effect.gen(function*() {
   // Requiring the HTTP server orders this after it is listening.
@@ -49,10 +49,11 @@ export const serverLayer = (config: ServerConfigShape) => {
   const embedded = config.mode === "embedded"
   const Lock = embedded ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
   const Infra = infrastructureLayer(config).pipe(Layer.provide(Lock))
-  // An operator-wide quota replaces each organization's own (and is the default for new ones); applied before the banner.
+  // An operator-wide quota replaces each organization's (but one an instance admin set for it alone) and is the
+  // default for new ones; applied before the banner.
   const quota = config.orgQuotaBytes === undefined ? Effect.void : Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    yield* sql`UPDATE organizations SET quota_bytes = ${config.orgQuotaBytes!}`
+    yield* sql`UPDATE organizations SET quota_bytes = ${config.orgQuotaBytes!} WHERE NOT quota_custom`
     yield* sql.unsafe(`ALTER TABLE organizations ALTER COLUMN quota_bytes SET DEFAULT ${config.orgQuotaBytes!}`)
   }).pipe(Effect.orDie)
   const Banner = Layer.effectDiscard(Effect.andThen(quota, banner))

@@ -13,6 +13,7 @@ import { mergeErrorResponse } from "../http/MergeErrors.ts"
 import { branchErrorResponse } from "../http/BranchErrors.ts"
 import { principalKey } from "../http/CallerContext.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
+import { OrganizationError, organizationErrorResponse } from "../orgs/OrganizationErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
 import { RepositoryGateway, sender } from "./RepositoryGateway.ts"
@@ -33,11 +34,21 @@ const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
   })
 }))
 
-const successStatus: Record<string, number> = { Create: 201, Delete: 204, SetVisibility: 200, Transfer: 200 }
+/** The status of a command's success, where it is not 200 (the Repository and Organization entities agree on names). */
+const successStatus: Record<string, number> = {
+  Create: 201,
+  Delete: 204,
+  AddMember: 201,
+  RemoveMember: 204,
+  CreateGroup: 201,
+  DeleteGroup: 204,
+  RemoveGroupMember: 204
+}
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
 const decodeBranchError = Schema.decodeUnknownOption(BranchCommands.BranchError)
 const decodeMergeError = Schema.decodeUnknownOption(MergeCommand.MergeError)
+const decodeOrganizationError = Schema.decodeUnknownOption(OrganizationError)
 
 /** A stored command error as the API would have answered it live. */
 const storedErrorResponse = (error: unknown): { status: number; body: unknown } | undefined => {
@@ -47,6 +58,8 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(branchError)) return branchErrorResponse(branchError.value)
   const mergeError = decodeMergeError(error)
   if (Option.isSome(mergeError)) return mergeErrorResponse(mergeError.value)
+  const organizationError = decodeOrganizationError(error)
+  if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
   return undefined
 }
 

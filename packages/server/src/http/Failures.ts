@@ -30,7 +30,13 @@ export type StatusApiError =
 /** The API error class of a status a domain error maps to (400 for anything unlisted). */
 export const apiErrorOf = (
   status: number,
-  body: { readonly error: string; readonly code: string; readonly retryable?: boolean; readonly conflict_paths?: ReadonlyArray<string> }
+  body: {
+    readonly error: string
+    readonly code: string
+    readonly retryable?: boolean
+    readonly conflict_paths?: ReadonlyArray<string>
+    readonly repositories?: ReadonlyArray<string>
+  }
 ): StatusApiError => {
   switch (status) {
     case 403:

@@ -1,7 +1,8 @@
 /**
  * The Organization entity (key: the organization's slug): every change to an organization, its
- * members, groups, service accounts and (on a personal organization) personal keys is one of its commands, run one at a time by the owner of
- * the slug's partition, each in one transaction with its audit row and outbox event.
+ * members, groups, service accounts and (on a personal organization) personal keys is one of its
+ * commands, run one at a time by the owner of the slug's partition, each in one transaction with
+ * its audit row and outbox event.
  */
 import { Entity, EntityRuntime } from "@grove/bus"
 import * as ApiKeyCommands from "../identity/ApiKeyCommands.ts"
@@ -21,4 +22,4 @@ export const handlers: Entity.Handlers<typeof OrganizationEntity> = {
 }
 
 /** Registers the handlers with the entity runtime (both modes). */
-export const OrganizationEntityLive = EntityRuntime.EntityRuntime.register(OrganizationEntity, handlers)
+export const OrganizationEntityHandlers = EntityRuntime.EntityRuntime.register(OrganizationEntity, handlers)

@@ -1,17 +1,16 @@
 /**
- * Organizations and memberships: reads, and creation (one transaction with the
- * creator's owner membership and an audit row).
+ * Organizations, their members and groups: the read side (changes are Organization entity
+ * commands, `OrganizationCommands.ts`).
  */
+import type { ApiOrgs } from "@grove/api"
 import type { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { randomUUID } from "node:crypto"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
-import { NameTaken } from "../identity/IdentityErrors.ts"
 
 /** Organization and role reads are reused this long; changes through this node invalidate at once. */
 const CACHE_TTL_MS = 2_000
@@ -34,11 +33,10 @@ export class Organizations extends Context.Service<Organizations, {
   readonly roleOf: (orgId: string, principal: Access.Principal) => Effect.Effect<Access.Role | undefined, SqlError>
   /** One page of the user's organizations by slug: at most `page.limit + 1` rows after `page.after`. */
   readonly listForUser: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<OrganizationWithRole>>, SqlError>
-  readonly create: (userId: string, actor: string, input: {
-    readonly slug: string
-    readonly name: string
-    readonly description?: string | undefined
-  }) => Effect.Effect<OrganizationWithRole, NameTaken | SqlError>
+  /** One page of the organization's members by user name. */
+  readonly listMembers: (orgId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiOrgs.Member>>, SqlError>
+  /** One page of the organization's groups by slug, each with its members' names. */
+  readonly listGroups: (orgId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiOrgs.Group>>, SqlError>
 }>()("grove/server/orgs/Organizations") {
   static readonly layer = Layer.effect(Organizations, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -71,21 +69,38 @@ export class Organizations extends Context.Service<Organizations, {
           JOIN memberships m ON m.org_id = o.id WHERE m.user_id = ${userId} AND ${Keyset.after(sql, key, page.after)}
           ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) => Keyset.keyed(rows, key)))
       },
-      create: Effect.fn("Organizations.create")(function*(userId, actor, input) {
-        const id = randomUUID()
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          const rows = yield* sql<Organization>`INSERT INTO organizations ${
-            sql.insert({ id, slug: input.slug, name: input.name, description: input.description ?? null })
-          } RETURNING id, slug, name, description, false AS personal, created_at AS "createdAt"`
-          yield* sql`INSERT INTO memberships ${sql.insert({ org_id: id, user_id: userId, role: "owner" })}`
-          yield* sql`INSERT INTO audit_log ${sql.insert({ org_id: id, actor, action: "org.create", target: input.slug })}`
-          return { ...rows[0]!, role: "owner" as const }
-        })).pipe(
-          Effect.tap(() => Effect.sync(() => bySlug.invalidate(input.slug))),
-          Effect.catchTag("SqlError", (error): Effect.Effect<never, NameTaken | SqlError> =>
-            error.reason._tag === "UniqueViolation" ? Effect.fail(new NameTaken({ name: input.slug })) : Effect.fail(error))
-        )
-      })
+      listMembers: (orgId, page) => {
+        const key: ReadonlyArray<KeyColumn> = [{ expr: sql`u.username` }]
+        return sql<{ username: string; role: Access.Role; createdAt: Date }>`SELECT u.username, m.role, m.created_at AS "createdAt"
+          ${Keyset.selectKeys(sql, key)} FROM memberships m JOIN users u ON u.id = m.user_id
+          WHERE m.org_id = ${orgId} AND ${Keyset.after(sql, key, page.after)} ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`
+          .pipe(Effect.map((rows) =>
+            Keyset.keyed(rows, key).map(({ key, row }) => ({
+              key,
+              row: { username: row.username, role: row.role, created_at: row.createdAt.toISOString() }
+            }))
+          ))
+      },
+      listGroups: (orgId, page) => {
+        const key: ReadonlyArray<KeyColumn> = [{ expr: sql`g.slug` }]
+        return sql<{ slug: string; description: string | null; createdAt: Date; members: ReadonlyArray<string> | null }>`
+          SELECT g.slug, g.description, g.created_at AS "createdAt",
+            (SELECT array_agg(u.username ORDER BY u.username) FROM group_members gm JOIN users u ON u.id = gm.user_id
+              WHERE gm.group_id = g.id) AS members
+          ${Keyset.selectKeys(sql, key)} FROM org_groups g
+          WHERE g.org_id = ${orgId} AND ${Keyset.after(sql, key, page.after)} ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`
+          .pipe(Effect.map((rows) =>
+            Keyset.keyed(rows, key).map(({ key, row }) => ({
+              key,
+              row: {
+                slug: row.slug,
+                ...(row.description === null ? {} : { description: row.description }),
+                members: row.members ?? [],
+                created_at: row.createdAt.toISOString()
+              }
+            }))
+          ))
+      }
     })
   }))
 }

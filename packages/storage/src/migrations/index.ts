@@ -11,6 +11,7 @@ import content from "./0003_content.ts"
 import ciRuns from "./0004_ci_runs.ts"
 import commandRequests from "./0005_command_requests.ts"
 import objectUploads from "./0006_object_uploads.ts"
+import orgGroups from "./0007_org_groups.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -18,5 +19,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0003_content": content,
   "0004_ci_runs": ciRuns,
   "0005_command_requests": commandRequests,
-  "0006_object_uploads": objectUploads
+  "0006_object_uploads": objectUploads,
+  "0007_org_groups": orgGroups
 }

@@ -1,0 +1,33 @@
+/**
+ * How the HTTP edge sends Organization commands: through the entity runtime to the owner of the
+ * slug's partition, in embedded and cluster mode alike.
+ */
+import { EntityRuntime } from "@grove/bus"
+import { Context, Effect, Layer } from "effect"
+import { ServerConfig } from "../Config.ts"
+import { sender } from "../entities/RepositoryGateway.ts"
+import { OrganizationEntity } from "./OrganizationEntity.ts"
+
+const make = Effect.gen(function*() {
+  const config = yield* ServerConfig
+  const send = sender(yield* EntityRuntime.EntityRuntime, OrganizationEntity, config.commandTimeoutMs)
+  return {
+    create: send("Create"),
+    update: send("Update"),
+    remove: send("Delete"),
+    addMember: send("AddMember"),
+    setRole: send("SetRole"),
+    removeMember: send("RemoveMember"),
+    createGroup: send("CreateGroup"),
+    deleteGroup: send("DeleteGroup"),
+    addGroupMember: send("AddGroupMember"),
+    removeGroupMember: send("RemoveGroupMember"),
+    setQuota: send("SetQuota")
+  }
+})
+
+export class OrganizationGateway extends Context.Service<OrganizationGateway, Effect.Success<typeof make>>()(
+  "grove/server/orgs/OrganizationGateway"
+) {
+  static readonly layer = Layer.effect(OrganizationGateway, make)
+}
