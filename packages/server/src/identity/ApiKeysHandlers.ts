@@ -3,9 +3,9 @@ import { Names } from "@grove/core"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
-import { type ApiKeyRecord, Identity } from "../identity/Identity.ts"
-import { dbUnavailable } from "./Failures.ts"
-import { pageRequest, pageResponse } from "./Pagination.ts"
+import { type ApiKeyRecord, Identity } from "./Identity.ts"
+import { dbUnavailable } from "../http/Failures.ts"
+import { pageRequest, pageResponse } from "../http/Pagination.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
   id: k.id,
