@@ -4,6 +4,7 @@ import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
 import { OrgsGroup } from "./OrgGroups.ts"
+import { ServiceAccountsGroup } from "./ServiceAccountGroups.ts"
 import { truthfulDocument } from "./OpenApiDocument.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
@@ -17,6 +18,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(MergesGroup)
   .add(ContentGroup)
   .add(AuditGroup)
+  .add(ServiceAccountsGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   // A middleware added later wraps the ones before it: path parameters are checked first,

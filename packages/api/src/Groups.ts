@@ -28,12 +28,12 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
   HttpApiEndpoint.post("create", "/api-keys", {
     payload: S.CreateApiKey,
     success: S.CreatedApiKey.pipe(HttpApiSchema.status(201)),
-    error: [BadRequest, Unauthorized, Forbidden, NotFound]
+    error: [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, OperationPending, ServiceUnavailable]
   }),
   HttpApiEndpoint.delete("revoke", "/api-keys/:id", {
     params: { id: P.KeyId },
     success: HttpApiSchema.NoContent,
-    error: [Unauthorized, Forbidden, NotFound]
+    error: [Unauthorized, Forbidden, NotFound, Conflict, OperationPending, ServiceUnavailable]
   })
 ) {}
 

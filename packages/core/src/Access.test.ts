@@ -4,7 +4,7 @@ import { type Action, decide, holdsRole, type Principal, type Resource, type Tok
 const anonymous: Principal = { kind: "anonymous" }
 const alice: Principal = { kind: "user", userId: "u-alice", username: "alice", siteAdmin: false }
 const root: Principal = { kind: "user", userId: "u-root", username: "root", siteAdmin: true }
-const bot: Principal = { kind: "service_account", accountId: "sa-1", orgId: "org-acme", name: "bot" }
+const bot: Principal = { kind: "service_account", accountId: "sa-1", orgId: "org-acme", orgSlug: "acme", name: "bot" }
 
 const none: TokenLimits = { kind: "none" }
 const session: TokenLimits = { kind: "session" }

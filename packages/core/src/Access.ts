@@ -18,13 +18,14 @@ const roleRank: Record<Role, number> = { member: 1, admin: 2, owner: 3 }
 export type Principal =
   | { readonly kind: "anonymous" }
   | { readonly kind: "user"; readonly userId: string; readonly username: string; readonly siteAdmin: boolean }
-  | { readonly kind: "service_account"; readonly accountId: string; readonly orgId: string; readonly name: string }
+  | { readonly kind: "service_account"; readonly accountId: string; readonly orgId: string; readonly orgSlug: string; readonly name: string }
 
 export type TokenLimits =
   | { readonly kind: "none" }
   | { readonly kind: "session" }
   | { readonly kind: "personal"; readonly scope: "full" | "read"; readonly repoId?: string | undefined }
-  | { readonly kind: "service"; readonly scopes: ReadonlyArray<Scope> }
+  /** A service-account key: its scopes, and the user who created it (their role caps the key's). */
+  | { readonly kind: "service"; readonly scopes: ReadonlyArray<Scope>; readonly creatorId?: string | undefined }
 
 export type Resource =
   /** The caller's own account: whoami, personal keys. */
@@ -84,6 +85,18 @@ export const holdsRole = (principal: Principal, callerRole: Role | undefined, ne
   const role = effectiveRole(principal, callerRole)
   return role !== undefined && roleRank[role] >= roleRank[need]
 }
+
+/** Parses a key's `scopes` ("read,write"): every scope known, none twice, at least one; else undefined. */
+export const parseScopes = (text: string): ReadonlyArray<Scope> | undefined => {
+  const parts = text.split(",").map((part) => part.trim())
+  if (parts.length === 0 || parts.some((part) => !(SCOPES as ReadonlyArray<string>).includes(part))) return undefined
+  const unique = SCOPES.filter((scope) => parts.includes(scope))
+  return unique.length === 0 ? undefined : unique
+}
+
+/** The scopes a holder of `role` may hand to a key: `release` only from an owner. */
+export const grantableScopes = (role: Role | undefined): ReadonlyArray<Scope> =>
+  role === undefined ? [] : role === "owner" ? SCOPES : SCOPES.filter((scope) => scope !== "release")
 
 export const decide = (principal: Principal, limits: TokenLimits, resource: Resource, action: Action): Decision => {
   const need = requirement[action]

@@ -34,6 +34,8 @@ import { SystemHandlers } from "./http/SystemHandlers.ts"
 import { Identity } from "./identity/Identity.ts"
 import { Organizations } from "./orgs/Organizations.ts"
 import { Repositories } from "./repos/Repositories.ts"
+import { ServiceAccounts } from "./service-accounts/ServiceAccounts.ts"
+import { ServiceAccountsHandlers } from "./service-accounts/ServiceAccountsHandlers.ts"
 import { CliAuthPageRoutes } from "./site/CliAuthPage.ts"
 import { ExportRoutes, GitPacks } from "./site/ExportRoutes.ts"
 import { HomePage } from "./site/HomePage.ts"
@@ -46,7 +48,7 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 )
 
 /** Domain services over the database (reads, identity, access, content). */
-export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer, AuditLog.layer).pipe(
+export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer, AuditLog.layer, ServiceAccounts.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
   Layer.provideMerge(AccessCaches.layer)
 )
@@ -62,7 +64,8 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     BranchesHandlers,
     ContentHandlers,
     MergeHandlers,
-    AuditHandlers
+    AuditHandlers,
+    ServiceAccountsHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )

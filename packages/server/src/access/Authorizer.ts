@@ -48,6 +48,15 @@ export class Authorizer extends Context.Service<Authorizer, {
   static readonly layer = Layer.effect(Authorizer, Effect.gen(function*() {
     const repositories = yield* Repositories
     const organizations = yield* Organizations
+    /** The caller's role in an organization: a user's membership; a service-account key's, in its own organization only. */
+    const roleFor = (caller: Caller, orgId: string): Effect.Effect<Access.Role | undefined, SqlError> => {
+      const { principal, limits } = caller
+      if (principal.kind === "user") return organizations.roleOf(orgId, principal)
+      if (principal.kind === "service_account" && principal.orgId === orgId && limits.kind === "service" && limits.creatorId !== undefined) {
+        return organizations.creatorRole(orgId, limits.creatorId)
+      }
+      return Effect.succeed(undefined)
+    }
     return Authorizer.of({
       repository: Effect.fnUntraced(function*(caller, owner, name, action) {
         const found = yield* repositories.findByFullName(owner, name)
@@ -56,7 +65,7 @@ export class Authorizer extends Context.Service<Authorizer, {
           return yield* new ApiErrors.NotFound({ error: `repository ${owner}/${name} not found`, code: "not_found" })
         }
         const repo = found.value
-        const callerRole = yield* organizations.roleOf(repo.orgId, caller.principal)
+        const callerRole = yield* roleFor(caller, repo.orgId)
         const decision = Access.decide(caller.principal, caller.limits, {
           kind: "repository",
           repoId: repo.id,
@@ -72,7 +81,7 @@ export class Authorizer extends Context.Service<Authorizer, {
         if (Option.isNone(found)) {
           return yield* new ApiErrors.NotFound({ error: `organization ${slug} not found`, code: "not_found" })
         }
-        const callerRole = yield* organizations.roleOf(found.value.id, caller.principal)
+        const callerRole = yield* roleFor(caller, found.value.id)
         const decision = Access.decide(caller.principal, caller.limits, {
           kind: "organization",
           orgId: found.value.id,

@@ -22,7 +22,7 @@ describe("readableRepositories: what dedup may count as present for a caller", (
 
   it("names uploaders by principal", () => {
     expect(principalKey(alice)).toBe("user:u1")
-    expect(principalKey({ kind: "service_account", accountId: "s1", orgId: "o", name: "ci" })).toBe("service_account:s1")
+    expect(principalKey({ kind: "service_account", accountId: "s1", orgId: "o", orgSlug: "o", name: "ci" })).toBe("service_account:s1")
     expect(principalKey({ kind: "anonymous" })).toBeUndefined()
   })
 })

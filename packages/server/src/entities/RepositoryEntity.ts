@@ -14,6 +14,7 @@ import { branchErrorResponse } from "../http/BranchErrors.ts"
 import { principalKey } from "../http/CallerContext.ts"
 import { repositoryErrorResponse } from "../http/RepositoryErrors.ts"
 import { OrganizationError, organizationErrorResponse } from "../orgs/OrganizationErrors.ts"
+import { ServiceAccountError, serviceAccountErrorResponse } from "../service-accounts/ServiceAccountErrors.ts"
 import { Operations } from "./Operations.ts"
 import * as Commands from "./RepositoryCommands.ts"
 import { RepositoryGateway, sender } from "./RepositoryGateway.ts"
@@ -42,13 +43,20 @@ const successStatus: Record<string, number> = {
   RemoveMember: 204,
   CreateGroup: 201,
   DeleteGroup: 204,
-  RemoveGroupMember: 204
+  RemoveGroupMember: 204,
+  CreateServiceAccount: 201,
+  DeleteServiceAccount: 204,
+  CreateServiceAccountKey: 201,
+  RevokeServiceAccountKey: 204,
+  CreatePersonalKey: 201,
+  RevokePersonalKey: 204
 }
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
 const decodeBranchError = Schema.decodeUnknownOption(BranchCommands.BranchError)
 const decodeMergeError = Schema.decodeUnknownOption(MergeCommand.MergeError)
 const decodeOrganizationError = Schema.decodeUnknownOption(OrganizationError)
+const decodeServiceAccountError = Schema.decodeUnknownOption(ServiceAccountError)
 
 /** A stored command error as the API would have answered it live. */
 const storedErrorResponse = (error: unknown): { status: number; body: unknown } | undefined => {
@@ -60,6 +68,8 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(mergeError)) return mergeErrorResponse(mergeError.value)
   const organizationError = decodeOrganizationError(error)
   if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
+  const serviceAccountError = decodeServiceAccountError(error)
+  if (Option.isSome(serviceAccountError)) return serviceAccountErrorResponse(serviceAccountError.value)
   return undefined
 }
 

@@ -36,8 +36,19 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
     }),
     whoami: Effect.fnUntraced(function*() {
       const caller = yield* CurrentCaller
-      yield* authorizer.account(caller, "read")
       const { principal, limits } = caller
+      // Any key of a service account may ask who it is, whatever its scopes.
+      if (principal.kind === "service_account") {
+        return {
+          kind: "service_account" as const,
+          name: principal.name,
+          username: `service:${principal.name}`,
+          is_admin: false,
+          organization: principal.orgSlug,
+          token: { kind: "service" as const, scopes: [...Access.tokenScopes(limits)] }
+        }
+      }
+      yield* authorizer.account(caller, "read")
       if (principal.kind !== "user") {
         return yield* new ApiErrors.Unauthorized({ error: "sign in required", code: "unauthenticated" })
       }

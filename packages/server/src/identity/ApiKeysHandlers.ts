@@ -1,11 +1,24 @@
+/**
+ * Personal API keys (`/api-keys`). Creation and revocation are commands to the Organization entity
+ * of the caller's personal organization (audit row, outbox event); the secret is made here, shown
+ * once, and only its hash travels.
+ */
 import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Names } from "@grove/core"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import { randomUUID } from "node:crypto"
 import { Authorizer } from "../access/Authorizer.ts"
-import { type ApiKeyRecord, Identity } from "./Identity.ts"
-import { dbUnavailable } from "../http/Failures.ts"
+import { AccessCaches } from "../cache/AccessCaches.ts"
+import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import { commandRequest } from "../http/CallerContext.ts"
+import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
+import { actorOf } from "../orgs/OrgsHandlers.ts"
+import { ServiceAccountGateway } from "../service-accounts/ServiceAccountGateway.ts"
+import { type ServiceAccountError, serviceAccountApiError } from "../service-accounts/ServiceAccountErrors.ts"
+import { type ApiKeyRecord, Identity } from "./Identity.ts"
+import * as Secrets from "./Secrets.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
   id: k.id,
@@ -23,12 +36,17 @@ const currentUser = Effect.gen(function*() {
   if (caller.principal.kind !== "user") {
     return yield* new ApiErrors.Forbidden({ error: "only users have personal API keys", code: "forbidden" })
   }
-  return { caller, userId: caller.principal.userId }
+  return { caller, userId: caller.principal.userId, username: caller.principal.username }
 })
+
+const commandFailure = (error: ServiceAccountError | GatewayFailure) =>
+  Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : serviceAccountApiError(error))
 
 export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.fn(function*(handlers) {
   const identity = yield* Identity
   const authorizer = yield* Authorizer
+  const gateway = yield* ServiceAccountGateway
+  const caches = yield* AccessCaches
   return handlers.handleAll({
     list: Effect.fn(function*({ query }) {
       const caller = yield* CurrentCaller
@@ -41,7 +59,7 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "write")
-      const { userId } = yield* currentUser
+      const { userId, username } = yield* currentUser
       let repoId: string | undefined
       if (payload.repo !== undefined) {
         const full = Names.parseFullName(payload.repo)
@@ -57,17 +75,38 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
       if (expiresAt !== undefined && expiresAt.getTime() <= Date.now()) {
         return yield* new ApiErrors.BadRequest({ error: "expires_at must be in the future", code: "invalid_input" })
       }
-      const created = yield* dbUnavailable(
-        identity.createApiKey(userId, { name: payload.name, scope: payload.scope ?? "full", repoId, expiresAt })
-      )
-      return { ...toApi(created.record), key: created.token }
+      const token = Secrets.newToken()
+      const created = yield* gateway.createPersonalKey(username, {
+        userId,
+        keyId: randomUUID(),
+        name: payload.name,
+        scope: payload.scope ?? "full",
+        repoId: repoId ?? null,
+        expiresAt: expiresAt?.toISOString() ?? null,
+        secretHash: Secrets.hashToken(token),
+        prefix: Secrets.tokenPrefix(token),
+        ...(yield* actorOf(caller))
+      }, yield* commandRequest).pipe(Effect.catch(commandFailure))
+      const record = yield* dbUnavailable(identity.apiKey(userId, created.id))
+      if (record === undefined) return yield* new ApiErrors.NotFound({ error: "API key not found", code: "not_found" })
+      // A replayed request (same Idempotency-Key) finds the key made the first time, whose secret was shown then.
+      const replayed = record.prefix !== Secrets.tokenPrefix(token)
+      if (replayed) {
+        return yield* new ApiErrors.Conflict({
+          error: "this key was created by the first request with this Idempotency-Key; its secret was shown once",
+          code: "already_created"
+        })
+      }
+      return { ...toApi(record), key: token }
     }),
     revoke: Effect.fn(function*({ params }) {
       const caller = yield* CurrentCaller
       yield* authorizer.account(caller, "write")
-      const { userId } = yield* currentUser
-      yield* dbUnavailable(identity.revokeApiKey(userId, params.id)).pipe(
-        Effect.catchTag("KeyNotFound", () => Effect.fail(new ApiErrors.NotFound({ error: "API key not found", code: "not_found" })))
+      const { userId, username } = yield* currentUser
+      yield* gateway.revokePersonalKey(username, { userId, keyId: params.id, ...(yield* actorOf(caller)) }, yield* commandRequest).pipe(
+        // Revocation must bite at once on this node (other nodes: the events topic).
+        Effect.ensuring(Effect.sync(() => caches.invalidateAll())),
+        Effect.catch(commandFailure)
       )
     })
   })

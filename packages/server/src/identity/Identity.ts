@@ -1,14 +1,16 @@
 /**
- * Users, their personal organizations, login sessions, personal API keys and
- * the one-time codes of the headless sign-in. Every write is one transaction.
+ * Users, their personal organizations, login sessions, token authentication (sessions, personal
+ * and service-account keys) and the one-time codes of the headless sign-in. Every write is one
+ * transaction; personal keys are created and revoked by Organization entity commands
+ * (`ApiKeyCommands.ts`).
  */
 import type { Caller } from "@grove/api"
-import { Names } from "@grove/core"
+import { Access, Names } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { CodeNotValid, InvalidInput, InvalidToken, KeyNotFound, NameTaken, TokenExpired, UserNotFound } from "./IdentityErrors.ts"
+import { CodeNotValid, InvalidInput, InvalidToken, NameTaken, TokenExpired, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
@@ -57,6 +59,22 @@ export interface IssuedToken {
   readonly expiresAt: Date | undefined
 }
 
+/** A service account's key, with its account and organization. */
+interface ServiceKeyRow {
+  readonly id: string
+  readonly kind: "service"
+  readonly secretHash: string
+  readonly scopes: string
+  readonly creatorId: string | null
+  readonly revokedAt: Date | null
+  readonly lastUsedAt: Date | null
+  readonly accountId: string
+  readonly accountName: string
+  readonly disabled: boolean
+  readonly orgId: string
+  readonly orgSlug: string
+}
+
 interface TokenRow {
   readonly id: string
   readonly kind: "session" | "personal"
@@ -83,21 +101,16 @@ export class Identity extends Context.Service<Identity, {
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
   readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | TokenExpired | SqlError>
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
-  readonly createApiKey: (userId: string, input: {
-    readonly name: string
-    readonly scope: "full" | "read"
-    readonly repoId?: string | undefined
-    readonly expiresAt?: Date | undefined
-  }) => Effect.Effect<{ readonly token: string; readonly record: ApiKeyRecord }, SqlError>
+  /** One of the user's live personal keys. */
+  readonly apiKey: (userId: string, keyId: string) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
   /** One page of the user's live personal keys, oldest first: at most `page.limit + 1` rows after `page.after`. */
   readonly listApiKeys: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiKeyRecord>>, SqlError>
-  readonly revokeApiKey: (userId: string, keyId: string) => Effect.Effect<void, KeyNotFound | SqlError>
   readonly issueCliCode: (userId: string) => Effect.Effect<string, SqlError>
   readonly exchangeCliCode: (code: string) => Effect.Effect<IssuedToken & { readonly username: string }, CodeNotValid | SqlError>
 }>()("grove/server/identity/Identity") {
   static readonly layer = Layer.effect(Identity, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const tokens = new TtlCache<string, TokenRow | undefined>(TOKEN_CACHE_TTL_MS)
+    const tokens = new TtlCache<string, TokenRow | ServiceKeyRow | undefined>(TOKEN_CACHE_TTL_MS)
     const accessCaches = yield* AccessCaches
     accessCaches.register(tokens)
     const touched = new Map<string, number>()
@@ -216,6 +229,13 @@ export class Identity extends Context.Service<Identity, {
       createdAt: row.createdAt
     })
 
+    const serviceKey = (hash: string) =>
+      sql<ServiceKeyRow>`SELECT k.id, 'service' AS kind, k.secret_hash AS "secretHash", k.scopes, k.created_by AS "creatorId",
+          k.revoked_at AS "revokedAt", k.last_used_at AS "lastUsedAt", a.id AS "accountId", a.name AS "accountName", a.disabled,
+          o.id AS "orgId", o.slug AS "orgSlug"
+        FROM service_account_keys k JOIN service_accounts a ON a.id = k.account_id JOIN organizations o ON o.id = a.org_id
+        WHERE k.secret_hash = ${hash}`.pipe(Effect.map((rows) => rows[0]))
+
     // Runs on every request: untraced, because a traced function captures a stack trace per call.
     const authenticate = Effect.fnUntraced(function*(token: string) {
       if (!Secrets.looksLikeToken(token)) return yield* new InvalidToken()
@@ -226,13 +246,19 @@ export class Identity extends Context.Service<Identity, {
           SELECT t.id, t.kind, t.secret_hash AS "secretHash", t.scope, t.repo_id AS "repoId", t.expires_at AS "expiresAt",
             t.revoked_at AS "revokedAt", t.last_used_at AS "lastUsedAt", u.id AS "userId", u.username, u.is_admin AS "isAdmin"
           FROM tokens t JOIN users u ON u.id = t.user_id
-          WHERE t.secret_hash = ${hash}`).pipe(Effect.map((rows) => rows[0]))
+          WHERE t.secret_hash = ${hash}`).pipe(
+          Effect.flatMap((rows): Effect.Effect<TokenRow | ServiceKeyRow | undefined, SqlError> =>
+            rows[0] !== undefined ? Effect.succeed(rows[0]) : serviceKey(hash)
+          )
+        )
       )
       if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
       const now = Date.now()
       if (row.revokedAt !== null) return yield* new InvalidToken()
+      // A disabled account's keys all stop; enabling it restores them.
+      if (row.kind === "service" && row.disabled) return yield* new InvalidToken()
       // Only the holder of the secret learns that it expired (the hash matched above).
-      if (row.expiresAt !== null && row.expiresAt.getTime() <= now) return yield* new TokenExpired()
+      if (row.kind !== "service" && row.expiresAt !== null && row.expiresAt.getTime() <= now) return yield* new TokenExpired()
       // Recording the last use must not add a database write to every request: at most once per
       // LAST_USED_GRANULARITY_MS per token (this node remembers its own writes, the cached row may be
       // older, and the UPDATE's condition keeps other nodes from writing within the minute too), in a
@@ -241,12 +267,21 @@ export class Identity extends Context.Service<Identity, {
       if (now - lastUsed >= LAST_USED_GRANULARITY_MS) {
         touched.set(row.id, now)
         if (touched.size > 100_000) touched.clear()
+        const table = row.kind === "service" ? sql`service_account_keys` : sql`tokens`
         yield* Effect.forkDetach(
-          sql`UPDATE tokens SET last_used_at = now() WHERE id = ${row.id}
+          sql`UPDATE ${table} SET last_used_at = now() WHERE id = ${row.id}
             AND (last_used_at IS NULL OR last_used_at <= now() - ${`${LAST_USED_GRANULARITY_MS} milliseconds`}::interval)`.pipe(
             Effect.ignoreCause({ log: true, message: "could not record a token's last use" })
           )
         )
+      }
+      if (row.kind === "service") {
+        const service: Caller = {
+          principal: { kind: "service_account", accountId: row.accountId, orgId: row.orgId, orgSlug: row.orgSlug, name: row.accountName },
+          limits: { kind: "service", scopes: Access.parseScopes(row.scopes) ?? [], creatorId: row.creatorId ?? undefined },
+          tokenId: row.id
+        }
+        return service
       }
       const caller: Caller = {
         principal: { kind: "user", userId: row.userId, username: row.username, siteAdmin: row.isAdmin },
@@ -281,27 +316,8 @@ export class Identity extends Context.Service<Identity, {
         const issued = yield* issue({ kind: "session", userId, expiresAt })
         return { id: issued.id, token: issued.token, expiresAt }
       }),
-      createApiKey: Effect.fn("Identity.createApiKey")(function*(userId, input) {
-        const issued = yield* issue({
-          kind: "personal",
-          userId,
-          name: input.name,
-          scope: input.scope,
-          repoId: input.repoId,
-          expiresAt: input.expiresAt
-        })
-        const records = yield* keyRecords(userId, { keyId: issued.id })
-        return { token: issued.token, record: records[0]!.row }
-      }),
+      apiKey: (userId, keyId) => Effect.map(keyRecords(userId, { keyId }), (rows) => rows[0]?.row),
       listApiKeys: (userId, page) => keyRecords(userId, { page }),
-      revokeApiKey: Effect.fn("Identity.revokeApiKey")(function*(userId: string, keyId: string) {
-        if (!/^[0-9a-f-]{36}$/.test(keyId)) return yield* new KeyNotFound({ id: keyId })
-        const rows = yield* sql`UPDATE tokens SET revoked_at = now()
-          WHERE id = ${keyId} AND user_id = ${userId} AND kind = 'personal' AND revoked_at IS NULL RETURNING id`
-        if (rows.length === 0) return yield* new KeyNotFound({ id: keyId })
-        // Revocation is rare and must bite at once here: forget every cached token.
-        accessCaches.invalidateAll()
-      }),
       issueCliCode: Effect.fn("Identity.issueCliCode")(function*(userId: string) {
         const code = Secrets.newOneTimeCode()
         yield* sql`INSERT INTO cli_auth_codes ${

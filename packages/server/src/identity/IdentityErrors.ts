@@ -7,5 +7,4 @@ export class UserNotFound extends Data.TaggedError("UserNotFound")<{ readonly us
 export class InvalidToken extends Data.TaggedError("InvalidToken")<{}> {}
 /** A token that matched but whose expiry has passed: only its holder can learn that (401 token_expired). */
 export class TokenExpired extends Data.TaggedError("TokenExpired")<{}> {}
-export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly id: string }> {}
 export class CodeNotValid extends Data.TaggedError("CodeNotValid")<{}> {}

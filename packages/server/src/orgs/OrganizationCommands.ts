@@ -32,7 +32,7 @@ import {
 } from "./OrganizationErrors.ts"
 
 /** Who sends the command: their name (audit rows) and, for owner changes, who they are. */
-const Actor = {
+export const Actor = {
   actor: Schema.String,
   actorUserId: Schema.NullOr(Schema.String),
   actorSiteAdmin: Schema.Boolean
@@ -57,9 +57,9 @@ export const DeleteGroupPayload = Schema.Struct({ group: Schema.String, ...Actor
 export const GroupMemberPayload = Schema.Struct({ group: Schema.String, username: Schema.String, ...Actor })
 export const SetQuotaPayload = Schema.Struct({ quotaBytes: Schema.Number, ...Actor })
 
-const Done = Schema.Struct({ slug: Schema.String })
+export const Done = Schema.Struct({ slug: Schema.String })
 
-type ActorFields = { readonly actor: string; readonly actorUserId: string | null; readonly actorSiteAdmin: boolean }
+export type ActorFields = { readonly actor: string; readonly actorUserId: string | null; readonly actorSiteAdmin: boolean }
 
 interface OrgRow {
   readonly id: string
@@ -84,7 +84,7 @@ const toApiOrganization = (row: OrgRow, role?: ApiSchemas.Organization["role"]):
 })
 
 /** The organization of the command's key, locked for the transaction. */
-const lockOrg = Effect.fnUntraced(function*(slug: string) {
+export const lockOrg = Effect.fnUntraced(function*(slug: string) {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<OrgRow>`SELECT ${orgColumns(sql)} FROM organizations WHERE slug = ${slug} FOR UPDATE`
   const row = rows[0]
@@ -168,7 +168,7 @@ const toApiGroup = Effect.fnUntraced(function*(row: GroupRow) {
 })
 
 /** What every command records: the audit row and the event, in the command's transaction. */
-const record = Effect.fnUntraced(function*(
+export const record = Effect.fnUntraced(function*(
   org: OrgRow,
   payload: ActorFields,
   change: { readonly action: string; readonly event: string; readonly target?: string; readonly details?: Record<string, unknown> }

@@ -1,6 +1,7 @@
-/** The Organization entity's handlers and the gateway to it, for the server's wiring. */
+/** The Organization entity's handlers and the gateways to it, for the server's wiring. */
 import { Layer } from "effect"
 import { OrganizationEntityHandlers } from "./OrganizationEntity.ts"
+import { ServiceAccountGateway } from "../service-accounts/ServiceAccountGateway.ts"
 import { OrganizationGateway } from "./OrganizationGateway.ts"
 
-export const OrganizationEntityLive = Layer.merge(OrganizationEntityHandlers, OrganizationGateway.layer)
+export const OrganizationEntityLive = Layer.mergeAll(OrganizationEntityHandlers, OrganizationGateway.layer, ServiceAccountGateway.layer)

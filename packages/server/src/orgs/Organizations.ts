@@ -31,6 +31,11 @@ export interface OrganizationWithRole extends Organization {
 export class Organizations extends Context.Service<Organizations, {
   readonly findBySlug: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
   readonly roleOf: (orgId: string, principal: Access.Principal) => Effect.Effect<Access.Role | undefined, SqlError>
+  /**
+   * The role a service-account key holds in its organization: its creator's, as it is now (an
+   * instance admin counts as owner; a creator who left holds none). A key never does more than its creator can.
+   */
+  readonly creatorRole: (orgId: string, creatorId: string) => Effect.Effect<Access.Role | undefined, SqlError>
   /** One page of the user's organizations by slug: at most `page.limit + 1` rows after `page.after`. */
   readonly listForUser: (userId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<OrganizationWithRole>>, SqlError>
   /** One page of the organization's members by user name. */
@@ -63,6 +68,13 @@ export class Organizations extends Context.Service<Organizations, {
             .pipe(Effect.map((rows) => rows[0]?.role))
         )
       },
+      creatorRole: (orgId, creatorId) =>
+        roles.get(
+          `creator:${orgId}:${creatorId}`,
+          sql<{ role: Access.Role | null; isAdmin: boolean }>`SELECT m.role, u.is_admin AS "isAdmin" FROM users u
+            LEFT JOIN memberships m ON m.org_id = ${orgId} AND m.user_id = u.id WHERE u.id = ${creatorId}`
+            .pipe(Effect.map((rows) => rows[0] === undefined ? undefined : rows[0].isAdmin ? "owner" : rows[0].role ?? undefined))
+        ),
       listForUser: (userId, page) => {
         const key: ReadonlyArray<KeyColumn> = [{ expr: sql`o.slug` }, { expr: sql`o.id`, cast: "uuid" }]
         return sql<OrganizationWithRole>`SELECT ${columns}, m.role ${Keyset.selectKeys(sql, key)} FROM organizations o

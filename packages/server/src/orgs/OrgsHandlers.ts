@@ -37,11 +37,12 @@ const commandFailure = (error: OrganizationError | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : organizationApiError(error))
 
 /** What every command carries about its sender. */
-const actorOf = Effect.fnUntraced(function*(caller: Caller) {
-  const principal = caller.principal
+export const actorOf = Effect.fnUntraced(function*(caller: Caller) {
+  const { principal, limits } = caller
   return {
     actor: yield* actorName,
-    actorUserId: principal.kind === "user" ? principal.userId : null,
+    // A service-account key acts with its creator's standing (checked again by commands that need an owner).
+    actorUserId: principal.kind === "user" ? principal.userId : limits.kind === "service" ? limits.creatorId ?? null : null,
     actorSiteAdmin: principal.kind === "user" && principal.siteAdmin
   }
 })

@@ -76,6 +76,10 @@ export class Repositories extends Context.Service<Repositories, {
           ? sql`true`
           : principal.kind === "user"
           ? sql`(r.is_public OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = r.org_id AND m.user_id = ${principal.userId}))`
+          : principal.kind === "service_account" && limits.kind === "service" && limits.creatorId !== undefined
+          // A service-account key: its own organization's, as far as its creator may still see them.
+          ? sql`(r.is_public OR (r.org_id = ${principal.orgId} AND EXISTS (SELECT 1 FROM users u WHERE u.id = ${limits.creatorId}
+              AND (u.is_admin OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = r.org_id AND m.user_id = u.id)))))`
           : sql`r.is_public`
         const key = keys(sort)
         return sql<RepositoryRecord>`SELECT ${columns} ${Keyset.selectKeys(sql, key)}

@@ -12,6 +12,7 @@ import ciRuns from "./0004_ci_runs.ts"
 import commandRequests from "./0005_command_requests.ts"
 import objectUploads from "./0006_object_uploads.ts"
 import orgGroups from "./0007_org_groups.ts"
+import serviceAccounts from "./0008_service_accounts.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -20,5 +21,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0004_ci_runs": ciRuns,
   "0005_command_requests": commandRequests,
   "0006_object_uploads": objectUploads,
-  "0007_org_groups": orgGroups
+  "0007_org_groups": orgGroups,
+  "0008_service_accounts": serviceAccounts
 }
