@@ -4,6 +4,7 @@ import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
 import { OrgsGroup } from "./OrgGroups.ts"
+import { PathPermissionsGroup } from "./PathPermissionGroups.ts"
 import { ServiceAccountsGroup } from "./ServiceAccountGroups.ts"
 import { truthfulDocument } from "./OpenApiDocument.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
@@ -19,6 +20,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(ContentGroup)
   .add(AuditGroup)
   .add(ServiceAccountsGroup)
+  .add(PathPermissionsGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   // A middleware added later wraps the ones before it: path parameters are checked first,

@@ -33,6 +33,8 @@ import { ReposHandlers } from "./http/ReposHandlers.ts"
 import { SystemHandlers } from "./http/SystemHandlers.ts"
 import { Identity } from "./identity/Identity.ts"
 import { Organizations } from "./orgs/Organizations.ts"
+import { PathPermissions } from "./path-permissions/PathPermissions.ts"
+import { PathPermissionsHandlers } from "./path-permissions/PathPermissionsHandlers.ts"
 import { Repositories } from "./repos/Repositories.ts"
 import { ServiceAccounts } from "./service-accounts/ServiceAccounts.ts"
 import { ServiceAccountsHandlers } from "./service-accounts/ServiceAccountsHandlers.ts"
@@ -48,7 +50,8 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 )
 
 /** Domain services over the database (reads, identity, access, content). */
-export const DomainLive = Layer.mergeAll(Authorizer.layer, ContentLive, GitPacks.layer, AuditLog.layer, ServiceAccounts.layer).pipe(
+export const DomainLive = Layer.mergeAll(Authorizer.layer, PathPermissions.layer, GitPacks.layer, AuditLog.layer, ServiceAccounts.layer).pipe(
+  Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
   Layer.provideMerge(AccessCaches.layer)
 )
@@ -65,7 +68,8 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     ContentHandlers,
     MergeHandlers,
     AuditHandlers,
-    ServiceAccountsHandlers
+    ServiceAccountsHandlers,
+    PathPermissionsHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )

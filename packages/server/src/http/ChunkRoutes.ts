@@ -13,6 +13,7 @@ import { Effect, Layer, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
+import { callerPolicy, withheldChunksAtHeads } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "./BodyLimits.ts"
@@ -106,7 +107,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
 const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({ hashes: Schema.Array(Schema.String) }))
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
-  const { repo } = yield* routeRepository("read")
+  const { repo, caller } = yield* routeRepository("read")
   const chunks = yield* ChunkStore
   const objects = yield* ContentObjects
   const body = yield* readBody(2 * 1024 * 1024)
@@ -116,7 +117,9 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   })
   yield* checkHashList(parsed.hashes, MAX_FETCH)
   const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
-  const wanted = parsed.hashes.filter((h) => allowed.has(h))
+  // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
+  const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
+  const wanted = parsed.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
   // Read in bounded groups (one query for many small chunks), framed as they go: memory stays bounded whatever the response size.
   const sizes = yield* dbUnavailable(chunks.sizes(repo.orgId, wanted))
   const frames = readInOrder(chunks, repo.orgId, wanted, sizes).pipe(

@@ -8,6 +8,7 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
+import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
 import { answer, routeRepository } from "./RawRoutes.ts"
@@ -49,7 +50,7 @@ const rawParams = routeParams({ commit: ApiParams.CommitRef, "*": Schema.optiona
 
 const raw = HttpRouter.add("GET", "/api/:owner/:name/raw/:commit/*", answer(Effect.gen(function*() {
   const params = yield* rawParams
-  const { repo } = yield* routeRepository("read")
+  const { repo, caller } = yield* routeRepository("read")
   const paths = yield* CommitPaths
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
@@ -60,7 +61,9 @@ const raw = HttpRouter.add("GET", "/api/:owner/:name/raw/:commit/*", answer(Effe
   const commit = yield* dbUnavailable(paths.resolveCommit(repo.id, ref))
   if (commit === undefined) return yield* new ApiErrors.NotFound({ error: `commit '${ref.slice(0, 100)}' not found`, code: "commit_not_found" })
   const target = yield* dbUnavailable(paths.resolvePath(repo.orgId, commit.manifest_hash, segments.segments))
-  if (target === undefined || target.kind !== "blob") {
+  // A file the caller may not read (path permissions) answers as if it were not there.
+  const policy = yield* callerPolicy(caller, repo)
+  if (target === undefined || target.kind !== "blob" || !policy.canRead(segments.segments.join("/"))) {
     return yield* new ApiErrors.NotFound({ error: `no file at '${path.slice(0, 200)}'`, code: "path_not_found" })
   }
   const info = (yield* dbUnavailable(objects.blobInfo(repo.orgId, [target.hash]))).get(target.hash)

@@ -15,6 +15,7 @@ import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
+import { callerPolicy, withheldAtHeads, withheldChunksAtHeads, withheldIn } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { History } from "../content/History.ts"
 import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
@@ -192,12 +193,16 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
         }
       }
       const reach = yield* dbUnavailable(history.reachable(repo.orgId, commits.map((c) => c.manifest_hash), true))
+      // Trees are sent whole; blobs at paths the caller may not read are withheld and named.
+      const policy = yield* callerPolicy(yield* CurrentCaller, repo)
+      const withheld = yield* withheldIn(policy, repo.orgId, commits.map((c) => c.manifest_hash))
       return {
         ...base,
         head,
         commits: commits.map(toCommitData),
-        blobs: reach.blobs.map(toBlobData),
-        trees: [...reach.trees]
+        blobs: reach.blobs.filter((b) => !withheld.has(b.hash)).map(toBlobData),
+        trees: [...reach.trees],
+        ...(withheld.size === 0 ? {} : { restricted_blobs: [...withheld].sort() })
       }
     }),
 
@@ -220,18 +225,25 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
       const have = yield* dbUnavailable(objects.present("blob", scope, payload.hashes))
-      return { missing: payload.hashes.filter((h) => !have.has(h)) }
+      // Nor does it tell of content withheld from the caller by path permissions.
+      const withheld = yield* withheldAtHeads(yield* callerPolicy(caller, repo), repo)
+      return { missing: payload.hashes.filter((h) => !have.has(h) || withheld.has(h)) }
     }),
 
     blobsInfo: Effect.fnUntraced(function*({ params, payload }) {
       const repo = yield* readable(params.owner, params.name)
       // Only blobs this repository's published commits reach: dedup must not open other repositories' content.
       const inRepo = yield* dbUnavailable(objects.repoBlobs(repo.id, payload.hashes))
-      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, [...inRepo]))
-      return { blobs: payload.hashes.flatMap((h) => {
-        const b = info.get(h)
-        return b === undefined ? [] : [toBlobData(b)]
-      }) }
+      const withheld = yield* withheldAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
+      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, [...inRepo].filter((h) => !withheld.has(h))))
+      const restricted = payload.hashes.filter((h) => withheld.has(h))
+      return {
+        blobs: payload.hashes.flatMap((h) => {
+          const b = info.get(h)
+          return b === undefined ? [] : [toBlobData(b)]
+        }),
+        ...(restricted.length === 0 ? {} : { restricted })
+      }
     }),
 
     chunksCheck: Effect.fnUntraced(function*({ params, payload }) {
@@ -244,7 +256,8 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       // Stored chunks the caller cannot read count as missing: it uploads them (they are still stored once).
       const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
       const present = yield* dbUnavailable(objects.present("chunk", scope, payload.hashes))
-      const missing = payload.hashes.filter((h) => !present.has(h))
+      const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
+      const missing = payload.hashes.filter((h) => !present.has(h) || withheld.has(h))
       if (sizes !== null && missing.length > 0) {
         const wanted = new Set(missing)
         const needed = payload.hashes.reduce((sum, h, i) => sum + (wanted.has(h) ? sizes[i] ?? 0 : 0), 0)
@@ -263,7 +276,9 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
     chunksDownload: Effect.fnUntraced(function*({ params, payload }) {
       const repo = yield* readable(params.owner, params.name)
       const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
-      const wanted = payload.hashes.filter((h) => allowed.has(h))
+      const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
+      const wanted = payload.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
+      const restricted = payload.hashes.filter((h) => withheld.has(h))
       const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, wanted))
       // The shape of ChunkDownloadResponse, streamed a chunk at a time: inline content is ~3.6 JSON bytes per byte, so one
       // JSON string of a large download would pass V8's string limit (~512 MiB) and hold every byte as a JS number.
@@ -277,7 +292,8 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
           )
         )
       )
-      const body = Stream.make(ascii(`{"chunks":[`)).pipe(Stream.concat(entries), Stream.concat(Stream.make(ascii("]}"))))
+      const trailer = restricted.length === 0 ? "]}" : `],"restricted":${JSON.stringify(restricted)}}`
+      const body = Stream.make(ascii(`{"chunks":[`)).pipe(Stream.concat(entries), Stream.concat(Stream.make(ascii(trailer))))
       return HttpServerResponse.stream(body, { contentType: "application/json" })
     }),
 

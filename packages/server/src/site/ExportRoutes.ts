@@ -26,6 +26,9 @@ import { dbUnavailable } from "../http/Failures.ts"
 import { invalidParams, routeParams } from "../http/PathParams.ts"
 import { answer, errorResponse, readBody } from "../http/RawRoutes.ts"
 import { Identity } from "../identity/Identity.ts"
+import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
+import { filteredRoot, filteredSnapshot } from "../path-permissions/FilteredSnapshot.ts"
+import type { Policy } from "../path-permissions/PathPermissions.ts"
 
 const MAIN = "main"
 
@@ -43,7 +46,7 @@ const gitCaller = Effect.gen(function*() {
 
 const challenge = new ApiErrors.Unauthorized({ error: "sign in: use a Grove token as the password", code: "unauthenticated" })
 
-/** The repository and main's head; anonymous callers of anything not public get the 401 challenge. */
+/** The repository, main's head and the caller's path policy; anonymous callers of anything not public get the 401 challenge. */
 const mainOf = (caller: Caller, owner: string, name: string, anonymousChallenge: boolean) =>
   Effect.gen(function*() {
     const authorizer = yield* Authorizer
@@ -54,7 +57,7 @@ const mainOf = (caller: Caller, owner: string, name: string, anonymousChallenge:
       )
     )
     const main = yield* dbUnavailable(branches.get(repo.id, MAIN))
-    return { repo, head: main?.head ?? null }
+    return { repo, head: main?.head ?? null, policy: yield* callerPolicy(caller, repo) }
   })
 
 const gitResponse = <E extends ApiErrors.Unauthorized | ApiErrors.NotFound | ApiErrors.BadRequest | ApiErrors.ServiceUnavailable | ApiErrors.Forbidden, R>(
@@ -67,17 +70,22 @@ const gitResponse = <E extends ApiErrors.Unauthorized | ApiErrors.NotFound | Api
         : errorResponse(error)
     ))
 
-/** The cached pack of main at `head`, built on first use. */
-const packOf = (repo: { id: string; orgId: string }, head: string) =>
+/**
+ * The cached pack of main at `head`, built on first use. A caller who may not read some paths gets a
+ * pack without those files, cached apart under the caller's view of the repository.
+ */
+const packOf = (repo: { id: string; orgId: string }, head: string, policy: Policy) =>
   Effect.gen(function*() {
     const cache = yield* GitPacks
     const objects = yield* ContentObjects
     const chunks = yield* ChunkStore
     const history = yield* History
-    const source = storedSnapshot(repo.orgId, objects, chunks)
-    const built = yield* cache.getOrBuild(head, (tmp) =>
+    const stored = storedSnapshot(repo.orgId, objects, chunks)
+    const source = policy.open ? stored : filteredSnapshot(stored, policy.canRead)
+    const built = yield* cache.getOrBuild(policy.open ? head : `${head}-${policy.viewKey}`, (tmp) =>
       Effect.gen(function*() {
-        const commits = yield* mainHistory(history, repo.id, head)
+        const chain = yield* mainHistory(history, repo.id, head)
+        const commits = policy.open ? chain : chain.map((c) => ({ ...c, manifest_hash: filteredRoot(c.manifest_hash) }))
         const result = yield* buildPack(source, commits, tmp)
         return { headSha: result.headSha, objectCount: result.objectCount }
       }))
@@ -116,8 +124,8 @@ const infoRefs = HttpRouter.add("GET", "/:owner/:repo/info/refs", gitResponse(Ef
   if (service !== "git-upload-pack") {
     return yield* new ApiErrors.Forbidden({ error: "only git-upload-pack (clone and fetch) is served; push with grove", code: "forbidden" })
   }
-  const { repo, head } = yield* mainOf(yield* gitCaller, owner, name, true)
-  const headSha = head === null ? null : (yield* packOf(repo, head)).meta.headSha
+  const { repo, head, policy } = yield* mainOf(yield* gitCaller, owner, name, true)
+  const headSha = head === null ? null : (yield* packOf(repo, head, policy)).meta.headSha
   return HttpServerResponse.uint8Array(advertiseRefs(headSha), {
     contentType: ADVERTISEMENT_CONTENT_TYPE,
     headers: { "cache-control": "no-cache" }
@@ -126,9 +134,9 @@ const infoRefs = HttpRouter.add("GET", "/:owner/:repo/info/refs", gitResponse(Ef
 
 const gitUploadPack = HttpRouter.add("POST", "/:owner/:repo/git-upload-pack", gitResponse(Effect.gen(function*() {
   const { owner, name } = yield* gitParams
-  const { repo, head } = yield* mainOf(yield* gitCaller, owner, name, true)
+  const { repo, head, policy } = yield* mainOf(yield* gitCaller, owner, name, true)
   const body = yield* readBody(8 * 1024 * 1024)
-  const pack = head === null ? undefined : yield* packOf(repo, head)
+  const pack = head === null ? undefined : yield* packOf(repo, head, policy)
   const stream = yield* uploadPack(body, pack?.meta.headSha ?? null, pack === undefined ? { stream: Stream.empty } : { path: pack.path }).pipe(
     Effect.catchTag("UploadPackRequestError", (e) => Effect.fail(new ApiErrors.BadRequest({ error: e.message, code: "invalid_request" })))
   )
@@ -140,20 +148,23 @@ const download = HttpRouter.add("GET", "/:owner/:name/download", answer(Effect.g
   const request = yield* HttpServerRequest.HttpServerRequest
   const identity = yield* Identity
   const caller = yield* callerOf(identity, request.headers["authorization"])
-  const { repo, head } = yield* mainOf(caller, params.owner, params.name, false)
+  const { repo, head, policy } = yield* mainOf(caller, params.owner, params.name, false)
   if (head === null) return yield* new ApiErrors.NotFound({ error: "main has no commits yet", code: "empty_repository" })
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
   const commit = (yield* dbUnavailable(objects.loadCommits(repo.id, [head]))).get(head)
   if (commit === undefined) return yield* new ApiErrors.NotFound({ error: "main has no commits yet", code: "empty_repository" })
-  const zip = zipSnapshot(storedSnapshot(repo.orgId, objects, chunks), commit.manifest_hash, { modified: commit.timestamp }).pipe(
+  const stored = storedSnapshot(repo.orgId, objects, chunks)
+  const zip = (policy.open
+    ? zipSnapshot(stored, commit.manifest_hash, { modified: commit.timestamp })
+    : zipSnapshot(filteredSnapshot(stored, policy.canRead), filteredRoot(commit.manifest_hash), { modified: commit.timestamp })).pipe(
     Stream.tapError((e) => Effect.logError("zip export failed mid-stream", e))
   )
   return HttpServerResponse.stream(zip, {
     contentType: ZIP_CONTENT_TYPE,
     headers: {
       "content-disposition": `attachment; filename="${repo.name}-main.zip"`,
-      etag: `"${head}"`
+      etag: policy.open ? `"${head}"` : `"${head}-${policy.viewKey}"`
     }
   })
 })))
