@@ -43,14 +43,14 @@ export class ReposGroup extends HttpApiGroup.make("repos").add(
   HttpApiEndpoint.get("list", "/repos", {
     query: { sort: Schema.optionalKey(S.RepoSort), ...F.Page },
     success: Schema.Array(S.Repository),
-    error: [BadRequest, Unauthorized]
+    error: [BadRequest, Unauthorized, Forbidden]
   }),
   HttpApiEndpoint.post("create", "/repos", {
     payload: S.CreateRepository,
     success: S.Repository.pipe(HttpApiSchema.status(201)),
     error: WriteErrors
   }),
-  HttpApiEndpoint.get("get", "/:owner/:name", { params: Owner, success: S.Repository, error: [Unauthorized, NotFound] }),
+  HttpApiEndpoint.get("get", "/:owner/:name", { params: Owner, success: S.Repository, error: [Unauthorized, Forbidden, NotFound] }),
   HttpApiEndpoint.delete("delete", "/:owner/:name", {
     params: Owner,
     success: HttpApiSchema.NoContent,
@@ -71,7 +71,7 @@ export class ReposGroup extends HttpApiGroup.make("repos").add(
   HttpApiEndpoint.get("size", "/:owner/:name/size", {
     params: Owner,
     success: S.RepositorySize,
-    error: [Unauthorized, NotFound]
+    error: [Unauthorized, Forbidden, NotFound]
   })
 ) {}
 

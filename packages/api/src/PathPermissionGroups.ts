@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
-import { NotFound, ServiceUnavailable, Unauthorized } from "./Errors.ts"
+import { Forbidden, NotFound, ServiceUnavailable, Unauthorized } from "./Errors.ts"
 import * as P from "./Params.ts"
 
 export const PermissionsEntry = Schema.Struct({
@@ -43,6 +43,6 @@ export class PathPermissionsGroup extends HttpApiGroup.make("pathPermissions").a
   HttpApiEndpoint.get("show", "/:owner/:name/path-permissions", {
     params: Owner,
     success: PathPermissionsView,
-    error: [Unauthorized, NotFound, ServiceUnavailable]
+    error: [Unauthorized, Forbidden, NotFound, ServiceUnavailable]
   })
 ) {}

@@ -28,6 +28,8 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
   return handlers.handleAll({
     list: Effect.fnUntraced(function*({ query }) {
       const caller = yield* CurrentCaller
+      // Listing is a read: a key without the `read` scope may not (anonymous callers list public repositories).
+      if (caller.principal.kind !== "anonymous") yield* authorizer.account(caller, "read")
       const sort = query.sort ?? "name"
       const page = yield* pageRequest(query, sort === "name" ? ["text", "text", "uuid"] : ["timestamp", "uuid"])
       const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, sort, page))
