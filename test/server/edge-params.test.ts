@@ -67,6 +67,12 @@ const validValue = (route: Route, param: string): string => {
       return route.path.includes("/api-keys/") ? keyId : OPERATION
     case "*":
       return "src"
+    case "username":
+      return "alice"
+    case "group":
+      return "ops"
+    case "key_id":
+      return keyId
     default:
       throw new Error(`no valid value for the path parameter '${param}' of ${route.method} ${route.path}: add one here`)
   }
@@ -164,7 +170,7 @@ describe("path parameters at the edge", () => {
     const { routes, schemas } = await contractRoutes()
     // Guards the derivation itself: the contract has these many routes with path parameters today.
     expect(routes.length).toBeGreaterThanOrEqual(25)
-    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "hash", "id", "name", "owner", "slug"])
+    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "group", "hash", "id", "key_id", "name", "owner", "slug", "username"])
     for (const [name, schema] of routes.flatMap((r) => Object.entries(r.schemas!))) {
       expect(schema.type, name).toBe("string")
       expect(schema.pattern, name).toBeTypeOf("string")

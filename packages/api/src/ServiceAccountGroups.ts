@@ -38,10 +38,20 @@ export const ServiceAccountKey = Schema.Struct({
 })
 export type ServiceAccountKey = typeof ServiceAccountKey.Type
 
+const SCOPE = "(?:read|write|merge|admin|release)"
+const SCOPES = new RegExp(`^${SCOPE}(?:,${SCOPE})*$`)
+
 export const CreateServiceAccountKey = Schema.Struct({
   name: F.Text("name", 100),
   /** Comma-separated list of read, write, merge, admin, release (at least one). */
-  scopes: Schema.String.check(Schema.isMaxLength(200))
+  scopes: P.make({
+    check: (value) => SCOPES.test(value) ? { ok: true } : { ok: false, reason: "scopes must be a comma-separated list of read, write, merge, admin, release (at least one)" },
+    description: "Comma-separated scopes: read, write, merge, admin, release (at least one).",
+    pattern: SCOPES.source,
+    minLength: 4,
+    maxLength: 200,
+    exact: false
+  })
 })
 
 export const CreatedServiceAccountKey = Schema.Struct({ ...ServiceAccountKey.fields, key: Schema.String })
