@@ -3,54 +3,18 @@
  * into an exit code. Command bodies are imported on first use: the HTTP client
  * and the API schemas cost more start-up time than parsing and `--help`.
  */
-import { Console, Data, Effect, FileSystem, Layer, Option, Path, Stdio, Terminal } from "effect"
+import { Console, Effect, FileSystem, Layer, Option, Path, Stdio, Terminal } from "effect"
 import { Argument, CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ChildProcessSpawner } from "effect/process"
-import { CliEnv } from "./CliEnv.ts"
-import type { CredentialStore } from "./Credentials.ts"
-import type { CliFailure } from "./Failures.ts"
-import { ExitCode, usage } from "./Failures.ts"
-import type { Interaction } from "./Interaction.ts"
-import { Output } from "./Output.ts"
-import { chooseRemote, DEFAULT_REMOTE } from "./Remote.ts"
+import { org, perms, sa } from "./AccessCommands.ts"
+import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported } from "./CommandAction.ts"
+import { ExitCode } from "./Failures.ts"
+import type { Output } from "./Output.ts"
 
 export const VERSION = "0.1.0"
 
-export const JsonFlag = GlobalFlag.Setting("json")({
-  flag: Flag.Boolean("json").pipe(
-    Flag.withDefault(false),
-    Flag.withDescription("Print exactly one JSON document on stdout: the result, or { error, code } on failure")
-  )
-})
+export { JsonFlag, RemoteFlag }
 
-export const RemoteFlag = GlobalFlag.Setting("remote")({
-  flag: Flag.String("remote").pipe(
-    Flag.withMetavar("URL"),
-    Flag.withDescription(`The server (default: $GROVE_REMOTE, else ${DEFAULT_REMOTE})`),
-    Flag.optional
-  )
-})
-
-/** A failure that has been printed already; only its exit code is left to deliver. */
-class Reported extends Data.TaggedError("Reported")<{ readonly exitCode: ExitCode }> {}
-
-type CommandServices = Output | CliEnv | CredentialStore | Interaction
-
-/** Runs a command body with the chosen server and `Output`, printing its failure. */
-const action = (body: (remote: string) => Effect.Effect<void, CliFailure, CommandServices>) =>
-  Effect.gen(function*() {
-    const output = Output.make(yield* JsonFlag)
-    const remoteFlag = yield* RemoteFlag
-    const { env } = yield* CliEnv
-    const chosen = chooseRemote(Option.getOrUndefined(remoteFlag), env)
-    yield* ("error" in chosen ? Effect.fail(usage(chosen.error)) : body(chosen.remote)).pipe(
-      Effect.provideService(Output, output),
-      Effect.catchTag("CliFailure", (failure) =>
-        Effect.andThen(output.failure(failure), Effect.fail(new Reported({ exitCode: failure.exitCode }))))
-    )
-  })
-
-const load = <M>(module: () => Promise<M>) => Effect.promise(module)
 const loginModule = () => load(() => import("./commands/Login.ts"))
 const repoModule = () => load(() => import("./commands/Repo.ts"))
 const initModule = () => load(() => import("./commands/Init.ts"))
@@ -271,6 +235,9 @@ export const grove = Command.make("grove").pipe(
     logout,
     auth,
     repo,
+    org,
+    sa,
+    perms,
     auditCommand,
     init,
     clone,
