@@ -1,10 +1,11 @@
 /**
- * `grove org`, `grove sa` and `grove perms` end to end against the real server with the real
+ * `grove org`, `grove sa` and `grove perms` (show, propose) end to end against the real server with the real
  * binary: organizations and members, service accounts and their keys (a key used through
  * `SERVICE_API_KEY`, stopped by `sa disable`), the parse of a permissions file, and the exit codes
  * (1 when the server says no, 2 for a bad argument).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -84,5 +85,15 @@ describe("grove org, sa and perms", () => {
     expect(shown.stdout).toContain("line 2: ")
     expect(json(await ok(["perms", "show", "acme/app", "--json"], olga))).toMatchObject({ enforced: true, principals: ["@olga", "@ghost"] })
     expect((await grove(["perms", "show", "nope"], olga)).code).toBe(2)
+
+    const file = `${tempDir("perms")}/PERMISSIONS`
+    fs.writeFileSync(file, "/docs/ *\n")
+    const proposal = json(await ok(["perms", "propose", "acme/app", file, "--description", "Open docs", "--json"], olga))
+    expect(proposal.branch).toMatch(/^permissions-/)
+    expect((await api(server.url, olgaKey).get(`/acme/app/raw/${proposal.branch}/.oak/PERMISSIONS`)).body).toBe("/docs/ *\n")
+    expect((await ok(["perms", "propose", "acme/app", "--delete"], olga)).stdout).toContain("Proposed on branch permissions-")
+    expect((await grove(["perms", "propose", "acme/app"], olga)).code).toBe(2)
+    const denied = await grove(["perms", "propose", "acme/app", "--delete", "--json"], mia)
+    expect(denied.code).toBe(1)
   })
 })

@@ -212,3 +212,58 @@ describe("path permissions", () => {
     expect((await as("nina").get("/acme/app/raw/main/secret/key.txt")).status).toBe(200)
   })
 })
+
+describe("path-permission proposals", () => {
+  it("an admin proposes a file: a branch off main carrying exactly that change, listed with its description", async () => {
+    const proposed = "/secret/ @acme/ops @nina\n*.pem @mia\n"
+    const created = await as("adam").post("/acme/app/path-permissions/propose", { content: proposed, description: "Let nina read secrets" })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const { branch, commit } = created.body as { branch: string; commit: string }
+    const listed = (await as("nina").get("/acme/app/branches")).body as { branches: Array<{ name: string; description: string | null; head: string }> }
+    const entry = listed.branches.find((b) => b.name === branch)
+    expect(entry).toMatchObject({ description: "Let nina read secrets", head: commit })
+    // Only the file changed: the branch's tree is main's with the new file.
+    expect((await as("adam").get(`/acme/app/raw/${branch}/.oak/PERMISSIONS`)).body).toBe(proposed)
+    expect((await as("adam").get(`/acme/app/raw/${branch}/README.md`)).body).toBe(FILES["README.md"])
+    const pulled = await as("adam").get(`/acme/app/pull?branch_name=${branch}`)
+    expect(pulled.body.commits.at(-1)).toMatchObject({ hash: commit, message: "Let nina read secrets" })
+    expect(pulled.body.commits.at(-1).files).toEqual([expect.objectContaining({ path: ".oak/PERMISSIONS", change_type: "modified" })])
+    // Main is unchanged until the branch is merged; then the new file is enforced.
+    expect((await as("nina").get("/acme/app/raw/main/certs/server.pem")).status).toBe(404)
+    expect((await as("olga").post(`/acme/app/branches/${branch}/merge`)).status).toBe(200)
+    const shown = await as("nina").get("/acme/app/path-permissions")
+    expect(shown.body.entries.map((e: { pattern: string }) => e.pattern)).toEqual(["/secret/", "*.pem"])
+    expect((await as("zed").get("/acme/app/raw/main/secret/key.txt")).status).toBe(404)
+    expect((await as("nina").get("/acme/app/raw/main/public/info.txt")).status).toBe(200)
+  })
+
+  it("a member, a read key or a non-member may not propose (403, no branch); bodies other than content or delete are 400", async () => {
+    const before = ((await as("olga").get("/acme/app/branches")).body as { branches: Array<unknown> }).branches.length
+    expect((await as("mia").post("/acme/app/path-permissions/propose", { content: "* @mia\n" })).status).toBe(403)
+    expect((await as("zed").post("/acme/app/path-permissions/propose", { content: "* @zed\n" })).status).toBe(403)
+    const readKey = (await as("olga").post("/api-keys", { name: "ro", scope: "read" })).body.key as string
+    const byReadKey = await api(server.url, readKey).post("/acme/app/path-permissions/propose", { content: "* @olga\n" })
+    expect(byReadKey.status).toBe(403)
+    expect(byReadKey.body).toMatchObject({ code: "missing_scope", scope: "admin" })
+    for (const body of [{}, { delete: false }, { content: "x", delete: true }, { content: 5 }, { description: "only" }, { content: "x", extra: 1 }]) {
+      expect((await as("olga").post("/acme/app/path-permissions/propose", body)).status, JSON.stringify(body)).toBe(400)
+    }
+    expect(((await as("olga").get("/acme/app/branches")).body as { branches: Array<unknown> }).branches.length).toBe(before)
+  })
+
+  it("proposes a deletion; deleting a file main does not have is 409", async () => {
+    const removed = await as("olga").post("/acme/app/path-permissions/propose", { delete: true })
+    expect(removed.status, JSON.stringify(removed.body)).toBe(201)
+    expect((await as("olga").get(`/acme/app/raw/${removed.body.branch}/.oak/PERMISSIONS`)).status).toBe(404)
+    expect((await as("olga").post(`/acme/app/branches/${removed.body.branch}/merge`)).status).toBe(200)
+    expect((await as("zed").get("/acme/app/path-permissions")).body).toMatchObject({ enforced: false })
+    expect((await as("zed").get("/acme/app/raw/main/secret/key.txt")).status).toBe(200)
+    const again = await as("olga").post("/acme/app/path-permissions/propose", { delete: true })
+    expect([again.status, again.body.code]).toEqual([409, "no_permissions_file"])
+    // On an empty repository, the proposal is the branch's only file.
+    expect((await as("olga").post("/repos", { name: "empty", organization_slug: "acme" })).status).toBe(201)
+    const first = await as("olga").post("/acme/empty/path-permissions/propose", { content: "* @olga\n" })
+    expect(first.status, JSON.stringify(first.body)).toBe(201)
+    expect((await as("olga").get(`/acme/empty/raw/${first.body.branch}/.oak/PERMISSIONS`)).body).toBe("* @olga\n")
+  })
+})

@@ -1,10 +1,11 @@
 /**
  * Path permissions (`/{owner}/{name}/path-permissions`): the server's parse of `.oak/PERMISSIONS` on
- * `main`.
+ * `main`, and proposals of a new file (or of its deletion) as a branch.
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
-import { Forbidden, NotFound, ServiceUnavailable, Unauthorized } from "./Errors.ts"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { BadRequest, Conflict, Forbidden, NotFound, OperationPending, PayloadTooLarge, ServiceUnavailable, Unauthorized } from "./Errors.ts"
+import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
 
 export const PermissionsEntry = Schema.Struct({
@@ -37,6 +38,25 @@ export const PathPermissionsView = Schema.Struct({
 })
 export type PathPermissionsView = typeof PathPermissionsView.Type
 
+/** The new file's content (at most 64 KiB of UTF-8), or `delete: true`; an optional description for the branch. */
+export const ProposePermissions = Schema.Union([
+  Schema.Struct({
+    content: Schema.String.check(Schema.isMaxLength(64 * 1024)),
+    description: Schema.optionalKey(F.Multiline("description", 2000))
+  }),
+  Schema.Struct({
+    delete: Schema.Literal(true),
+    description: Schema.optionalKey(F.Multiline("description", 2000))
+  })
+])
+
+export const Proposal = Schema.Struct({
+  /** The new branch carrying the change, off main. */
+  branch: Schema.String,
+  /** Its head commit. */
+  commit: Schema.String
+})
+
 const Owner = P.OwnerRepo
 
 export class PathPermissionsGroup extends HttpApiGroup.make("pathPermissions").add(
@@ -44,5 +64,12 @@ export class PathPermissionsGroup extends HttpApiGroup.make("pathPermissions").a
     params: Owner,
     success: PathPermissionsView,
     error: [Unauthorized, Forbidden, NotFound, ServiceUnavailable]
+  }),
+  /** Admins and owners of the repository's organization (a key needs the admin scope); others 403, no branch. */
+  HttpApiEndpoint.post("propose", "/:owner/:name/path-permissions/propose", {
+    params: Owner,
+    payload: ProposePermissions,
+    success: Proposal.pipe(HttpApiSchema.status(201)),
+    error: [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable]
   })
 ) {}

@@ -119,7 +119,16 @@ const permsShow = Command.make("show", {
   Command.withDescription("Show the server's parse of .oak/PERMISSIONS on main: rules, warnings, enforcement")
 )
 
+const permsPropose = Command.make("propose", {
+  repo: Argument.String("repo").pipe(Argument.withDescription("The repository, as owner/name")),
+  file: Argument.String("file").pipe(Argument.withDescription("The new .oak/PERMISSIONS"), Argument.optional),
+  remove: Flag.Boolean("delete").pipe(Flag.withDefault(false), Flag.withDescription("Propose removing the file instead")),
+  description: Flag.String("description").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("The branch's description"), Flag.optional)
+}, (input) => action((remote) => Effect.flatMap(permsModule(), (m) => m.propose(remote, input)))).pipe(
+  Command.withDescription("Propose a new .oak/PERMISSIONS (or its removal) as a branch off main (admins and owners)")
+)
+
 export const perms = Command.make("perms").pipe(
   Command.withDescription("Path permissions (.oak/PERMISSIONS)"),
-  Command.withSubcommands([permsShow])
+  Command.withSubcommands([permsShow, permsPropose])
 )

@@ -1,11 +1,13 @@
 /**
- * Revocation across nodes: a key revoked through node A stops working on node B within one
- * second, although B had just authenticated it (and caches tokens for 2 s). Node B learns of the
+ * Access in cluster mode, on two nodes: the authorization matrix with its requests spread over both
+ * nodes; and revocation across nodes — a key revoked through node A stops working on node B within
+ * one second, although B had just authenticated it (and caches tokens for 2 s). Node B learns of the
  * revocation from the events topic (`AccessEventsFollower`). Prints p50/p99 over 100 revocations.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type ClusterInfra, startClusterInfra } from "../support/ClusterInfra.ts"
 import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
+import { buildWorld, CALLERS, ROWS, runMatrix } from "../support/AuthzMatrix.ts"
 import { api } from "../support/http.ts"
 
 let infra: ClusterInfra
@@ -48,7 +50,19 @@ const revocationDelay = async (on: GroveServer, revoke: () => Promise<number>, t
   }
 }
 
-describe("revocation across nodes", () => {
+describe("access on two nodes", () => {
+  it("answers the authorization matrix the same through either node", async () => {
+    const world = await buildWorld(nodeA.url, async (name) => {
+      const created = await run(SERVER_BIN, ["user", "create", name], { env: infra.env })
+      expect(created.code, created.stderr).toBe(0)
+      return created.stdout.trim().split("\n").pop()!
+    })
+    const { mismatches, cases } = await runMatrix([nodeA.url, nodeB.url], world)
+    console.log(`authorization matrix in cluster mode: ${ROWS.length} endpoints x ${CALLERS.length} callers = ${cases} cases over 2 nodes`)
+    expect(mismatches).toEqual([])
+  }, 600_000)
+
+
   it("a personal key revoked on node A answers 401 on node B within one second (p99 over 100)", async () => {
     const delays: Array<number> = []
     for (let i = 0; i < 100; i++) {
