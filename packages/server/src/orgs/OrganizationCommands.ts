@@ -13,6 +13,7 @@ import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { audit, emit } from "../entities/CommandSupport.ts"
+import { type Organization, toApiOrganization } from "./Organizations.ts"
 import {
   AlreadyInGroup,
   AlreadyMember,
@@ -61,27 +62,13 @@ export const Done = Schema.Struct({ slug: Schema.String })
 
 export type ActorFields = { readonly actor: string; readonly actorUserId: string | null; readonly actorSiteAdmin: boolean }
 
-interface OrgRow {
-  readonly id: string
-  readonly slug: string
-  readonly name: string
-  readonly description: string | null
-  readonly personal: boolean
-  readonly createdAt: Date
+interface OrgRow extends Organization {
   readonly version: number
 }
 
 const orgColumns = (sql: SqlClient.SqlClient) =>
   sql`id, slug, name, description, personal_user_id IS NOT NULL AS personal, created_at AS "createdAt", version`
 
-const toApiOrganization = (row: OrgRow, role?: ApiSchemas.Organization["role"]): ApiSchemas.Organization => ({
-  slug: row.slug,
-  name: row.name,
-  ...(row.description === null ? {} : { description: row.description }),
-  personal: row.personal,
-  ...(role === undefined ? {} : { role }),
-  created_at: row.createdAt.toISOString()
-})
 
 /** The organization of the command's key, locked for the transaction. */
 export const lockOrg = Effect.fnUntraced(function*(slug: string) {

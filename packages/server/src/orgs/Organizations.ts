@@ -2,7 +2,7 @@
  * Organizations, their members and groups: the read side (changes are Organization entity
  * commands, `OrganizationCommands.ts`).
  */
-import type { ApiOrgs } from "@grove/api"
+import type { ApiOrgs, ApiSchemas } from "@grove/api"
 import type { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
@@ -23,6 +23,16 @@ export interface Organization {
   readonly personal: boolean
   readonly createdAt: Date
 }
+
+/** The API's record of an organization, with the caller's role when known. */
+export const toApiOrganization = (o: Organization, role?: Access.Role | undefined): ApiSchemas.Organization => ({
+  slug: o.slug,
+  name: o.name,
+  ...(o.description === null ? {} : { description: o.description }),
+  personal: o.personal,
+  ...(role === undefined ? {} : { role }),
+  created_at: o.createdAt.toISOString()
+})
 
 export interface OrganizationWithRole extends Organization {
   readonly role: Access.Role

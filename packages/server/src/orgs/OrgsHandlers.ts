@@ -14,16 +14,9 @@ import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failur
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
 import { type OrganizationError, organizationApiError } from "./OrganizationErrors.ts"
 import { OrganizationGateway } from "./OrganizationGateway.ts"
-import { type Organization, Organizations } from "./Organizations.ts"
+import { type Organization, Organizations, toApiOrganization } from "./Organizations.ts"
 
-const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => ({
-  slug: o.slug,
-  name: o.name,
-  ...(o.description === null ? {} : { description: o.description }),
-  personal: o.personal,
-  ...(o.role === undefined ? {} : { role: o.role }),
-  created_at: o.createdAt.toISOString()
-})
+const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => toApiOrganization(o, o.role)
 
 const notRepoLimited = Effect.gen(function*() {
   const caller = yield* CurrentCaller

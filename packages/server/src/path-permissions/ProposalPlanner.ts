@@ -85,13 +85,8 @@ export const planProposal = Effect.fn("ProposalPlanner.planProposal")(function*(
       close_reason: null
     },
     commits: [{
+      ...fields,
       hash,
-      branch_name: input.branch,
-      parent_hash: head,
-      merge_parent_hash: null,
-      manifest_hash: built.root,
-      author: input.author,
-      message: input.description,
       timestamp: Timestamp.formatTimestamp(timestamp),
       files: TreeDiff.diffSnapshots(before, after).map(ApiSync.toFileChangeData)
     }],
