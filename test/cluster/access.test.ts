@@ -5,32 +5,23 @@
  * revocation from the events topic (`AccessEventsFollower`). Prints p50/p99 over 100 revocations.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { type ClusterInfra, startClusterInfra } from "../support/ClusterInfra.ts"
-import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
+import { createClusterUser, startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { buildWorld, CALLERS, ROWS, runMatrix } from "../support/AuthzMatrix.ts"
 import { api } from "../support/http.ts"
 
-let infra: ClusterInfra
+let cluster: TwoNodes
 let nodeA: GroveServer
 let nodeB: GroveServer
 let key: string
 
-const startNode = (name: string) =>
-  startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: "10000" }, args: ["--node-id", name] })
-
 beforeAll(async () => {
-  infra = await startClusterInfra()
-  const created = await run(SERVER_BIN, ["user", "create", "rita", "--admin"], { env: infra.env })
-  expect(created.code, created.stderr).toBe(0)
-  key = created.stdout.trim().split("\n").pop()!
-  nodeA = await startNode("node-a")
-  nodeB = await startNode("node-b")
+  cluster = await startTwoNodes("rita", 10000)
+  ;({ nodeA, nodeB, key } = cluster)
 }, 600_000)
 
 afterAll(async () => {
-  await nodeA?.stop()
-  await nodeB?.stop()
-  await infra?.close()
+  await cluster?.stop()
 })
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
@@ -52,11 +43,7 @@ const revocationDelay = async (on: GroveServer, revoke: () => Promise<number>, t
 
 describe("access on two nodes", () => {
   it("answers the authorization matrix the same through either node", async () => {
-    const world = await buildWorld(nodeA.url, async (name) => {
-      const created = await run(SERVER_BIN, ["user", "create", name], { env: infra.env })
-      expect(created.code, created.stderr).toBe(0)
-      return created.stdout.trim().split("\n").pop()!
-    })
+    const world = await buildWorld(nodeA.url, (name) => createClusterUser(cluster.infra, name))
     const { mismatches, cases } = await runMatrix([nodeA.url, nodeB.url], world)
     console.log(`authorization matrix in cluster mode: ${ROWS.length} endpoints x ${CALLERS.length} callers = ${cases} cases over 2 nodes`)
     expect(mismatches).toEqual([])

@@ -6,31 +6,22 @@
  * survivor serves the rest.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { type ClusterInfra, startClusterInfra } from "../support/ClusterInfra.ts"
-import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
+import { startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 
-let infra: ClusterInfra
+let cluster: TwoNodes
 let nodeA: GroveServer
 let nodeB: GroveServer
 let key: string
 
-const startNode = (name: string) =>
-  startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: "5000" }, args: ["--node-id", name] })
-
 beforeAll(async () => {
-  infra = await startClusterInfra()
-  const created = await run(SERVER_BIN, ["user", "create", "ann", "--admin"], { env: infra.env })
-  expect(created.code, created.stderr).toBe(0)
-  key = created.stdout.trim().split("\n").pop()!
-  nodeA = await startNode("node-a")
-  nodeB = await startNode("node-b")
+  cluster = await startTwoNodes("ann", 5000)
+  ;({ nodeA, nodeB, key } = cluster)
 }, 600_000)
 
 afterAll(async () => {
-  await nodeA?.stop()
-  await nodeB?.stop()
-  await infra?.close()
+  await cluster?.stop()
 })
 
 /** Polls an operation until it is done and returns it. */

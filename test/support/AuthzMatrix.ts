@@ -440,8 +440,12 @@ const check = (reply: Reply, what: string, status: number) => expect(reply.statu
  */
 export const buildWorld = async (url: string, createUser: (name: string) => Promise<string>): Promise<World> => {
   const users = ["olga", "adam", "mia", "zed", ...CALLERS.map((_, i) => `extra${i}`), ...CALLERS.map((_, i) => `role${i}`), ...CALLERS.map((_, i) => `gone${i}`)]
+  // Each user is a `grove-server user create` process: a few at a time.
   const keys = new Map<string, string>()
-  for (const user of users) keys.set(user, await createUser(user))
+  const queue = [...users]
+  await Promise.all(Array.from({ length: 6 }, async () => {
+    for (let user = queue.shift(); user !== undefined; user = queue.shift()) keys.set(user, await createUser(user))
+  }))
   const as = (user: string) => api(url, keys.get(user))
   const olga = as("olga")
   check(await olga.post("/orgs", { slug: "acme", name: "Acme" }), "org", 201)
