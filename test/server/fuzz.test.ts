@@ -99,5 +99,5 @@ describe("schemathesis, all checks", () => {
       expect(run.output).toMatch(/Test cases:/)
       expect(run.code, "schemathesis reported failures (see the output above)").toBe(0)
     }
-  }, 400_000)
+  }, 900_000)
 })
