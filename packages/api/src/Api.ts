@@ -1,5 +1,6 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AuditGroup } from "./AuditGroups.ts"
+import { CiGroup } from "./CiGroups.ts"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
@@ -21,6 +22,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(AuditGroup)
   .add(ServiceAccountsGroup)
   .add(PathPermissionsGroup)
+  .add(CiGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   // A middleware added later wraps the ones before it: path parameters are checked first,

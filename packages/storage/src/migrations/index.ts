@@ -13,6 +13,7 @@ import commandRequests from "./0005_command_requests.ts"
 import objectUploads from "./0006_object_uploads.ts"
 import orgGroups from "./0007_org_groups.ts"
 import serviceAccounts from "./0008_service_accounts.ts"
+import ci from "./0009_ci.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -22,5 +23,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0005_command_requests": commandRequests,
   "0006_object_uploads": objectUploads,
   "0007_org_groups": orgGroups,
-  "0008_service_accounts": serviceAccounts
+  "0008_service_accounts": serviceAccounts,
+  "0009_ci": ci
 }
