@@ -11,6 +11,11 @@ import { Authorizer } from "./access/Authorizer.ts"
 import { AuditHandlers } from "./audit/AuditHandlers.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
 import { AccessCaches } from "./cache/AccessCaches.ts"
+import { CiHandlers } from "./ci/CiHandlers.ts"
+import { CiLogRoutes } from "./ci/CiLogRoutes.ts"
+import { CiLogStore } from "./ci/CiLogStore.ts"
+import { CiRuns } from "./ci/CiRuns.ts"
+import { SecretBox } from "./ci/CiSecrets.ts"
 import { Branches } from "./content/Branches.ts"
 import { ChunkStore } from "./content/ChunkStore.ts"
 import { CommitPaths } from "./content/CommitPaths.ts"
@@ -50,7 +55,16 @@ export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe
 )
 
 /** Domain services over the database (reads, identity, access, content). */
-export const DomainLive = Layer.mergeAll(Authorizer.layer, PathPermissions.layer, GitPacks.layer, AuditLog.layer, ServiceAccounts.layer).pipe(
+export const DomainLive = Layer.mergeAll(
+  Authorizer.layer,
+  PathPermissions.layer,
+  GitPacks.layer,
+  AuditLog.layer,
+  ServiceAccounts.layer,
+  CiRuns.layer.pipe(Layer.provide(SecretBox.layer)),
+  SecretBox.layer,
+  CiLogStore.layer
+).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
   Layer.provideMerge(AccessCaches.layer)
@@ -69,7 +83,8 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     MergeHandlers,
     AuditHandlers,
     ServiceAccountsHandlers,
-    PathPermissionsHandlers
+    PathPermissionsHandlers,
+    CiHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )
@@ -83,6 +98,7 @@ export const Routes = Layer.mergeAll(
   ApiRoutes,
   ChunkRoutes,
   FileRoutes,
+  CiLogRoutes,
   ExportRoutes,
   CliAuthPageRoutes,
   HomePage,

@@ -28,10 +28,30 @@ describe("Config", () => {
       GROVE_KAFKA_BROKERS: "127.0.0.1:9092, 127.0.0.1:9093",
       GROVE_DATABASE_URL: "postgres://u:p@127.0.0.1:5432/grove",
       GROVE_S3_ENDPOINT: "http://127.0.0.1:9000",
-      GROVE_KAFKA_PREFIX: "staging."
+      GROVE_KAFKA_PREFIX: "staging.",
+      GROVE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64")
     })
     expect(config.kafkaBrokers).toEqual(["127.0.0.1:9092", "127.0.0.1:9093"])
     expect(config.kafkaPrefix).toBe("staging.")
+    expect(config.secretKey).toEqual(new Uint8Array(Buffer.alloc(32, 7)))
+  })
+
+  it("needs the same secret key on every cluster node, and only 32 bytes of it", () => {
+    const cluster = {
+      GROVE_KAFKA_BROKERS: "127.0.0.1:9092",
+      GROVE_DATABASE_URL: "postgres://u:p@127.0.0.1:5432/grove",
+      GROVE_S3_ENDPOINT: "http://127.0.0.1:9000"
+    }
+    expect(() => parseConfig(["--mode", "cluster"], cluster)).toThrow(/GROVE_SECRET_KEY/)
+    expect(parseConfig(["--mode", "cluster", "--secret-key-file", "/etc/grove/key"], cluster).secretKeyFile).toBe("/etc/grove/key")
+    expect(() => parseConfig([], { GROVE_SECRET_KEY: "c2hvcnQ=" })).toThrow(/32 bytes/)
+  })
+
+  it("reads the CI runner's settings, with defaults", () => {
+    expect(parseConfig([], {}).ci).toMatchObject({ concurrency: 2, queueLimit: 100, stepOutputLimitBytes: 1048576, runAsUser: "nobody" })
+    expect(parseConfig(["--ci-concurrency", "4"], {}).ci?.concurrency).toBe(4)
+    expect(() => parseConfig(["--ci-concurrency", "0"], {})).toThrow(/GROVE_CI_CONCURRENCY/)
+    expect(() => parseConfig(["--ci-user", "../root"], {})).toThrow(/GROVE_CI_USER/)
   })
 
   it("takes the Kafka session timeout from a flag or the environment, 3 s by default, 1 s to 30 min", () => {

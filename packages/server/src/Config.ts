@@ -5,7 +5,7 @@
 import { Context, Result } from "effect"
 import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
-import { hostname } from "node:os"
+import { hostname, tmpdir } from "node:os"
 import * as path from "node:path"
 
 export type Mode = "embedded" | "cluster"
@@ -43,6 +43,36 @@ export interface ServerConfigShape {
    * from any other peer the header is ignored. Empty or absent: the transport peer is the client.
    */
   readonly trustedProxies?: ReadonlyArray<string> | undefined
+  /**
+   * The server key (32 bytes) that encrypts CI secrets at rest: from `GROVE_SECRET_KEY` (base64) or
+   * the file `--secret-key-file` names; embedded mode generates `<data dir>/secret.key` when neither is set.
+   */
+  readonly secretKey?: Uint8Array | undefined
+  readonly secretKeyFile?: string | undefined
+  readonly ci?: CiConfig | undefined
+}
+
+export interface CiConfig {
+  /** Runs this node executes at once. */
+  readonly concurrency: number
+  /** Runs that may wait for a runner before manual starts and triggers answer 503. */
+  readonly queueLimit: number
+  /** Output kept per step; the rest is cut with a marker. */
+  readonly stepOutputLimitBytes: number
+  /** A job without `timeout-minutes` is stopped after this long. */
+  readonly defaultJobTimeoutMinutes: number
+  /** Where runs get their working directories. */
+  readonly workDir: string
+  /** When the server runs as root, steps run as this user (default `nobody`). */
+  readonly runAsUser: string
+}
+
+export const DEFAULT_CI: Omit<CiConfig, "workDir"> = {
+  concurrency: 2,
+  queueLimit: 100,
+  stepOutputLimitBytes: 1024 * 1024,
+  defaultJobTimeoutMinutes: 60,
+  runAsUser: "nobody"
 }
 
 export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
@@ -67,7 +97,14 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--s3-secret-access-key": "GROVE_S3_SECRET_ACCESS_KEY",
   "--command-timeout-ms": "GROVE_COMMAND_TIMEOUT_MS",
   "--org-quota-bytes": "GROVE_ORG_QUOTA_BYTES",
-  "--trusted-proxies": "GROVE_TRUSTED_PROXIES"
+  "--trusted-proxies": "GROVE_TRUSTED_PROXIES",
+  "--secret-key-file": "GROVE_SECRET_KEY_FILE",
+  "--ci-concurrency": "GROVE_CI_CONCURRENCY",
+  "--ci-queue-limit": "GROVE_CI_QUEUE_LIMIT",
+  "--ci-step-output-limit-bytes": "GROVE_CI_STEP_OUTPUT_LIMIT_BYTES",
+  "--ci-job-timeout-minutes": "GROVE_CI_JOB_TIMEOUT_MINUTES",
+  "--ci-work-dir": "GROVE_CI_WORK_DIR",
+  "--ci-user": "GROVE_CI_USER"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -138,6 +175,34 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       throw new ConfigError(`GROVE_TRUSTED_PROXIES must be comma-separated networks such as 10.0.0.0/8, not ${JSON.stringify(network)}`)
     }
   }
+  const positive = (name: string, fallback: number, integer = true) => {
+    const raw = values[name]
+    if (raw === undefined) return fallback
+    const value = Number(raw)
+    if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isSafeInteger(value))) {
+      throw new ConfigError(`${name} must be a positive ${integer ? "whole " : ""}number`)
+    }
+    return value
+  }
+  const ci: CiConfig = {
+    concurrency: positive("GROVE_CI_CONCURRENCY", DEFAULT_CI.concurrency),
+    queueLimit: positive("GROVE_CI_QUEUE_LIMIT", DEFAULT_CI.queueLimit),
+    stepOutputLimitBytes: positive("GROVE_CI_STEP_OUTPUT_LIMIT_BYTES", DEFAULT_CI.stepOutputLimitBytes),
+    defaultJobTimeoutMinutes: positive("GROVE_CI_JOB_TIMEOUT_MINUTES", DEFAULT_CI.defaultJobTimeoutMinutes, false),
+    workDir: path.resolve(values.GROVE_CI_WORK_DIR ?? path.join(tmpdir(), "grove-ci")),
+    runAsUser: values.GROVE_CI_USER ?? DEFAULT_CI.runAsUser
+  }
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(ci.runAsUser)) throw new ConfigError("GROVE_CI_USER must be a user name")
+  // Read from the environment only: a key on the command line would show in the process list.
+  const rawKey = env.GROVE_SECRET_KEY
+  let secretKey: Uint8Array | undefined
+  if (rawKey !== undefined) {
+    secretKey = Buffer.from(rawKey, "base64")
+    if (secretKey.length !== 32) throw new ConfigError("GROVE_SECRET_KEY must be 32 bytes in base64 (openssl rand -base64 32)")
+  }
+  if (mode === "cluster" && secretKey === undefined && values.GROVE_SECRET_KEY_FILE === undefined) {
+    throw new ConfigError("cluster mode needs GROVE_SECRET_KEY (or --secret-key-file): every node must encrypt CI secrets with the same key")
+  }
   const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
   return {
     mode,
@@ -159,6 +224,9 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     },
     commandTimeoutMs: timeout,
     orgQuotaBytes: quota,
-    trustedProxies
+    trustedProxies,
+    secretKey,
+    secretKeyFile: values.GROVE_SECRET_KEY_FILE,
+    ci
   }
 }

@@ -12,6 +12,9 @@ import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
 import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
+import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
+import { CiGateway } from "./ci/CiGateway.ts"
+import { CiTriggersLive } from "./ci/CiTriggers.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
@@ -65,9 +68,11 @@ export const serverLayer = (config: ServerConfigShape) => {
   const NoTracing = Layer.succeed(References.TracerEnabled, false)
   // Body limits: none here. Each request's route sets its own (http/BodyLimits.ts); a value provided
   // here would be captured by the API's handlers and override the route's.
-  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive).pipe(
+  // The CI runners and the automatic triggers start after the HTTP server and the entities.
+  const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
+  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci).pipe(
     Layer.provide(NoTracing),
-    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive)),
+    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

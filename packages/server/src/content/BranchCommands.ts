@@ -318,11 +318,12 @@ export const reopen = Effect.fn("Branch.reopen")(function*(_payload: typeof Reop
   return toApiBranch(yield* updateBranch(current, sql.update({ status: "open", close_reason: null })))
 })
 
-export const BranchEntity = Entity.make("Branch", {
+/** The branch's own commands; `entities/BranchEntity.ts` composes the Branch entity from these and CI's. */
+export const commands = {
   Push: { payload: PushPayload, success: ApiSync.PushResponse, error: BranchError },
   Create: { payload: CreatePayload, success: ApiSync.Branch, error: BranchError },
   Close: { payload: ClosePayload, success: ApiSync.Branch, error: BranchError },
   Reopen: { payload: ReopenPayload, success: ApiSync.Branch, error: BranchError }
-}, { partitionKey: (entityId) => splitBranchKey(entityId)[0] })
+} as const
 
-export const handlers: Entity.Handlers<typeof BranchEntity> = { Push: push, Create: create, Close: close, Reopen: reopen }
+export const handlers = { Push: push, Create: create, Close: close, Reopen: reopen }

@@ -7,7 +7,8 @@ import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
 import { type GatewayFailure, sender, type WriteRequest } from "../entities/RepositoryGateway.ts"
-import * as Commands from "./BranchCommands.ts"
+import { BranchEntity, handlers } from "../entities/BranchEntity.ts"
+import type * as Commands from "./BranchCommands.ts"
 
 type Failure = Commands.BranchError | GatewayFailure
 type Reply<A> = Effect.Effect<A, Failure>
@@ -20,10 +21,10 @@ export class BranchGateway extends Context.Service<BranchGateway, {
 }>()("grove/server/content/BranchGateway") {
   static readonly layer = Layer.effect(BranchGateway, Effect.gen(function*() {
     const config = yield* ServerConfig
-    const send = sender(yield* EntityRuntime.EntityRuntime, Commands.BranchEntity, config.commandTimeoutMs)
+    const send = sender(yield* EntityRuntime.EntityRuntime, BranchEntity, config.commandTimeoutMs)
     return BranchGateway.of({ push: send("Push"), create: send("Create"), close: send("Close"), reopen: send("Reopen") })
   }))
 
   /** Registers the handlers with the runtime and provides the gateway. */
-  static readonly live = Layer.merge(EntityRuntime.EntityRuntime.register(Commands.BranchEntity, Commands.handlers), BranchGateway.layer)
+  static readonly live = Layer.merge(EntityRuntime.EntityRuntime.register(BranchEntity, handlers), BranchGateway.layer)
 }

@@ -4,6 +4,7 @@
  * the inbox check; it changes rows with a compare-and-set on `version` and
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
+import * as CiSecretCommands from "../ci/CiSecretCommands.ts"
 import { ApiSchemas } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
@@ -162,7 +163,8 @@ export const RepositoryEntity = Entity.make("Repository", {
   Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
   SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
-  Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError }
+  Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError },
+  ...CiSecretCommands.commands
 })
 
 export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
@@ -172,5 +174,6 @@ export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
   Create: create,
   Delete: remove,
   SetVisibility: setVisibility,
-  Transfer: transfer
+  Transfer: transfer,
+  ...CiSecretCommands.handlers
 }

@@ -6,6 +6,7 @@
 import { ApiErrors } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
 import { Effect, Layer, Option, Schema } from "effect"
+import { storedCiErrorResponse } from "../ci/CiErrors.ts"
 import { ServerConfig } from "../Config.ts"
 import * as BranchCommands from "../content/BranchCommands.ts"
 import * as MergeCommand from "../content/MergeCommand.ts"
@@ -49,7 +50,8 @@ const successStatus: Record<string, number> = {
   CreateServiceAccountKey: 201,
   RevokeServiceAccountKey: 204,
   CreatePersonalKey: 201,
-  RevokePersonalKey: 204
+  RevokePersonalKey: 204,
+  DeleteCiSecret: 204
 }
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
@@ -70,7 +72,7 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
   const serviceAccountError = decodeServiceAccountError(error)
   if (Option.isSome(serviceAccountError)) return serviceAccountErrorResponse(serviceAccountError.value)
-  return undefined
+  return storedCiErrorResponse(error)
 }
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {

@@ -1,0 +1,78 @@
+/**
+ * This node's share of CI: a pool of `ci.concurrency` runners that claim queued runs (a `Start`
+ * command to the run's entity: of several nodes racing for a run, one wins the compare-and-set),
+ * woken by `ci.run.queued` events and a one-second poll; and a sweeper that fails runs whose
+ * runner stopped reporting (a killed node) within ~20 s, so no run stays `running` forever.
+ */
+import { Bus, Topics } from "@grove/bus"
+import { Cause, Effect, Layer, Queue } from "effect"
+import { ServerConfig, DEFAULT_CI } from "../Config.ts"
+import { CiGateway } from "./CiGateway.ts"
+import { runKey } from "./CiRecord.ts"
+import { CiRuns } from "./CiRuns.ts"
+import { executeRun, type RunnerContext } from "./Runner.ts"
+import { prepareRoot, runUser } from "./Workspace.ts"
+
+/** A running run whose runner has not reported for this long is taken for lost. */
+export const STALE_AFTER_MS = 15_000
+const SWEEP_EVERY = "5 seconds"
+
+export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
+  const config = yield* ServerConfig
+  const runs = yield* CiRuns
+  const gateway = yield* CiGateway
+  const bus = yield* Bus.Bus
+  const ci = config.ci ?? { ...DEFAULT_CI, workDir: `${config.dataDir}/ci` }
+  const user = yield* runUser(ci.runAsUser)
+  yield* prepareRoot(ci.workDir)
+  const context: RunnerContext = { node: config.nodeId, config: ci, user }
+  if (user !== undefined) yield* Effect.logInfo(`CI steps run as ${ci.runAsUser} (uid ${user.uid})`)
+  const services = yield* Effect.context<CiRuns | CiGateway | Exclude<Effect.Services<ReturnType<typeof executeRun>>, never>>()
+  const wake = yield* Queue.dropping<void>(1)
+  let active = 0
+
+  yield* bus.tail(Topics.events, (record) =>
+    (record.value as { type?: unknown } | null)?.type === "ci.run.queued" ? Queue.offer(wake, undefined).pipe(Effect.asVoid) : Effect.void
+  ).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
+
+  const claim = Effect.gen(function*() {
+    while (active < ci.concurrency) {
+      const candidates = yield* runs.queued(ci.concurrency - active + 4)
+      let claimed = 0
+      for (const candidate of candidates) {
+        if (active >= ci.concurrency) break
+        const started = yield* gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId }).pipe(
+          Effect.as(true),
+          Effect.orElseSucceed(() => false)
+        )
+        if (!started) continue
+        active++
+        claimed++
+        yield* executeRun(context, candidate.id, candidate.repoKey).pipe(
+          Effect.catchCause((cause) => Effect.logWarning(`CI run ${candidate.id} failed in its runner`, Cause.squash(cause))),
+          Effect.ensuring(Effect.sync(() => {
+            active--
+          }).pipe(Effect.andThen(Queue.offer(wake, undefined)))),
+          Effect.provideContext(services),
+          Effect.forkScoped
+        )
+      }
+      if (claimed === 0) return
+    }
+  })
+  yield* Effect.forever(Effect.gen(function*() {
+    yield* claim.pipe(Effect.catchCause((cause) => Effect.logWarning("CI dispatch failed; retrying", Cause.squash(cause))))
+    yield* Effect.raceFirst(Queue.take(wake), Effect.sleep("1 second"))
+  })).pipe(Effect.forkScoped)
+
+  yield* Effect.forever(Effect.gen(function*() {
+    yield* Effect.sleep(SWEEP_EVERY)
+    const lost = yield* runs.stale(STALE_AFTER_MS)
+    for (const run of lost) {
+      yield* gateway.failLost(runKey(run.repoKey, run.id), {
+        heartbeatAt: run.heartbeatAt.toISOString(),
+        reason: `the runner on node ${run.node} stopped reporting (last at ${run.heartbeatAt.toISOString()}); the run did not finish. Start it again.`
+      }).pipe(Effect.ignore)
+    }
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning("CI sweep failed", Cause.squash(cause))))).pipe(Effect.forkScoped)
+}))

@@ -1,0 +1,125 @@
+/**
+ * Queuing CI runs is a Branch entity command (`QueueCiRuns`), so it is serialized with the
+ * branch's pushes: the exact-head trigger starts runs only while the head is still the expected
+ * commit, and its idempotency key is checked and recorded in the same transaction. Runs of an
+ * invalid workflow file are recorded as failed at once, with the parser's error.
+ */
+import { Entity } from "@grove/bus"
+import { Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { emit, load as loadRepository } from "../entities/CommandSupport.ts"
+import { BranchNotFound, BranchRepositoryGone, loadBranch, splitBranchKey } from "../content/BranchCommands.ts"
+
+/** The branch's head is no longer the commit the trigger expected (412). */
+export class CiHeadMoved extends Schema.TaggedError<CiHeadMoved>()("CiHeadMoved", { branch: Schema.String, head: Schema.NullOr(Schema.String) }) {}
+/** The idempotency key was used for a different request (409). */
+export class CiTriggerKeyReused extends Schema.TaggedError<CiTriggerKeyReused>()("CiTriggerKeyReused", { key: Schema.String }) {}
+/** Too many runs wait for a runner (503, retryable). */
+export class CiQueueFull extends Schema.TaggedError<CiQueueFull>()("CiQueueFull", { queued: Schema.Number }) {}
+
+export const QueueError = Schema.Union([BranchRepositoryGone, BranchNotFound, CiHeadMoved, CiTriggerKeyReused, CiQueueFull])
+export type QueueError = typeof QueueError.Type
+
+export const PlannedRun = Schema.Struct({
+  workflowName: Schema.String,
+  workflowPath: Schema.String,
+  /** The parsed workflow (JSON) and its jobs' initial state (JSON); null for an invalid file. */
+  workflow: Schema.NullOr(Schema.String),
+  jobs: Schema.String,
+  /** The parser's error for an invalid file. */
+  error: Schema.NullOr(Schema.String)
+})
+export type PlannedRun = typeof PlannedRun.Type
+
+export const QueuePayload = Schema.Struct({
+  event: Schema.Literals(["push", "merge", "manual", "branch.created"]),
+  commit: Schema.String,
+  /** Start only while the branch's head is `commit` (the exact-head trigger). */
+  requireHead: Schema.Boolean,
+  trigger: Schema.NullOr(Schema.Struct({ key: Schema.String, fingerprint: Schema.String })),
+  /** Refuse when this many runs are already queued; null for automatic triggers, which always queue. */
+  queueLimit: Schema.NullOr(Schema.Number),
+  triggeredBy: Schema.String,
+  runs: Schema.Array(PlannedRun)
+})
+
+export const Queued = Schema.Struct({ run_ids: Schema.Array(Schema.Number), replayed: Schema.Boolean, commit: Schema.String })
+
+const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
+  const [repoKey, branchName] = splitBranchKey(entityId)
+  const repo = yield* loadRepository(repoKey)
+  if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: repoKey })
+  if (payload.trigger !== null) {
+    const seen = yield* sql<{ fingerprint: string; run_ids: unknown; commit_hash: string }>`SELECT fingerprint, run_ids, commit_hash
+      FROM ci_triggers WHERE repo_id = ${repo.id} AND idempotency_key = ${payload.trigger.key}`
+    if (seen[0] !== undefined) {
+      if (seen[0].fingerprint !== payload.trigger.fingerprint) return yield* new CiTriggerKeyReused({ key: payload.trigger.key })
+      const ids = typeof seen[0].run_ids === "string" ? JSON.parse(seen[0].run_ids) : seen[0].run_ids
+      return { run_ids: ids as ReadonlyArray<number>, replayed: true, commit: seen[0].commit_hash }
+    }
+  }
+  const branch = yield* loadBranch(repo.id, branchName)
+  if (branch === undefined) return yield* new BranchNotFound({ branch: branchName })
+  if (payload.requireHead && branch.head !== payload.commit) return yield* new CiHeadMoved({ branch: branchName, head: branch.head })
+  if (payload.queueLimit !== null) {
+    const [row] = yield* sql<{ queued: string }>`SELECT count(*)::text AS queued FROM ci_runs WHERE status = 'queued'`
+    const queued = Number(row?.queued ?? 0)
+    if (queued + payload.runs.length > payload.queueLimit) return yield* new CiQueueFull({ queued })
+  }
+  const ids: Array<number> = []
+  for (const run of payload.runs) {
+    const invalid = run.error !== null
+    const [row] = yield* sql<{ id: string }>`INSERT INTO ci_runs ${
+      sql.insert({
+        repo_id: repo.id,
+        workflow_name: run.workflowName,
+        workflow_path: run.workflowPath,
+        event: payload.event,
+        branch: branchName,
+        commit_hash: payload.commit,
+        triggered_by: payload.triggeredBy,
+        status: invalid ? "completed" : "queued",
+        conclusion: invalid ? "failure" : null,
+        error: run.error,
+        workflow: run.workflow,
+        jobs: run.jobs,
+        finished_at: invalid ? new Date() : null
+      })
+    } RETURNING id::int8::text AS id`
+    const id = Number(row!.id)
+    ids.push(id)
+    yield* emit(invalid ? "ci.run.completed" : "ci.run.queued", {
+      run_id: id,
+      repository_id: repo.id,
+      owner: repo.owner,
+      repo: repo.name,
+      workflow: run.workflowName,
+      event: payload.event,
+      branch: branchName,
+      commit: payload.commit,
+      status: invalid ? "completed" : "queued",
+      ...(invalid ? { conclusion: "failure" } : {}),
+      timestamp: new Date().toISOString()
+    })
+  }
+  if (payload.trigger !== null) {
+    yield* sql`INSERT INTO ci_triggers ${
+      sql.insert({
+        repo_id: repo.id,
+        idempotency_key: payload.trigger.key,
+        fingerprint: payload.trigger.fingerprint,
+        branch: branchName,
+        commit_hash: payload.commit,
+        run_ids: JSON.stringify(ids)
+      })
+    }`
+  }
+  return { run_ids: ids, replayed: false, commit: payload.commit }
+})
+
+export const commands = {
+  QueueCiRuns: { payload: QueuePayload, success: Queued, error: QueueError }
+} as const
+
+export const handlers = { QueueCiRuns: queue }

@@ -1,0 +1,189 @@
+/**
+ * The CiRun entity (key `owner/name#<run id>`, on its repository's partition): every change of a
+ * run's state is one of these commands, one transaction each, with a compare-and-set on the
+ * run's version, an outbox event (`ci.run.started`, `ci.run.completed`) and, where a person or
+ * a failure decided the outcome (cancel, lost runner), an audit row.
+ */
+import { Entity } from "@grove/bus"
+import { Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { audit, emit } from "../entities/CommandSupport.ts"
+import { ciRunColumns, type CiRunRecord, fromRow, runIdOf } from "./CiRecord.ts"
+
+export class CiRunNotFound extends Schema.TaggedError<CiRunNotFound>()("CiRunNotFound", { runId: Schema.Number }) {}
+/** The run is not in the state the command needs (another node started it; it already finished). */
+export class CiRunStateInvalid extends Schema.TaggedError<CiRunStateInvalid>()("CiRunStateInvalid", {
+  runId: Schema.Number,
+  status: Schema.String,
+  conclusion: Schema.NullOr(Schema.String)
+}) {}
+export const CiRunError = Schema.Union([CiRunNotFound, CiRunStateInvalid])
+export type CiRunError = typeof CiRunError.Type
+
+const ConclusionSchema = Schema.Literals(["success", "failure", "cancelled", "timed_out", "skipped"])
+
+export const StartPayload = Schema.Struct({ node: Schema.String })
+/** `jobs` is the JSON of the run's JobState array (see CiRecord). */
+export const ProgressPayload = Schema.Struct({ node: Schema.String, jobs: Schema.String })
+export const FinishPayload = Schema.Struct({
+  node: Schema.String,
+  jobs: Schema.String,
+  conclusion: ConclusionSchema,
+  error: Schema.NullOr(Schema.String)
+})
+export const CancelPayload = Schema.Struct({ actor: Schema.String })
+/** Sent by a sweeper: fails the run if its runner's last heartbeat is still the one the sweeper saw. */
+export const FailLostPayload = Schema.Struct({ heartbeatAt: Schema.String, reason: Schema.String })
+
+export const RunState = Schema.Struct({
+  id: Schema.Number,
+  status: Schema.Literals(["queued", "running", "completed"]),
+  conclusion: Schema.NullOr(ConclusionSchema)
+})
+export type RunState = typeof RunState.Type
+
+const state = (run: CiRunRecord): RunState => ({ id: run.id, status: run.status, conclusion: run.conclusion })
+
+const loadRun = Effect.fnUntraced(function*(entityId: string) {
+  const sql = yield* SqlClient.SqlClient
+  const runId = runIdOf(entityId)
+  const rows = yield* sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE id = ${runId} FOR UPDATE`
+  if (rows[0] === undefined) return yield* new CiRunNotFound({ runId })
+  return fromRow(rows[0])
+})
+
+/** Applies `changes` with a compare-and-set on the version the command read. */
+const updateRun = Effect.fnUntraced(function*(run: CiRunRecord, changes: Record<string, unknown>) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}, version = version + 1
+    WHERE id = ${run.id} AND version = ${run.version} RETURNING ${ciRunColumns(sql)}`
+  // The row is locked FOR UPDATE in this transaction: a lost compare-and-set is a bug; retry the command.
+  if (rows[0] === undefined) return yield* Effect.die(new Error(`CI run ${run.id} changed under its own command`))
+  return fromRow(rows[0])
+})
+
+const repositoryOf = Effect.fnUntraced(function*(repoId: string) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ orgId: string; owner: string; name: string }>`SELECT r.org_id AS "orgId", o.slug AS owner, r.name
+    FROM repositories r JOIN organizations o ON o.id = r.org_id WHERE r.id = ${repoId}`
+  return rows[0]
+})
+
+const emitRun = Effect.fnUntraced(function*(type: string, run: CiRunRecord, extra: Record<string, unknown> = {}) {
+  const repo = yield* repositoryOf(run.repoId)
+  yield* emit(type, {
+    run_id: run.id,
+    repository_id: run.repoId,
+    ...(repo === undefined ? {} : { owner: repo.owner, repo: repo.name }),
+    workflow: run.workflowName,
+    event: run.event,
+    branch: run.branch,
+    commit: run.commitHash,
+    status: run.status,
+    ...(run.conclusion === null ? {} : { conclusion: run.conclusion }),
+    timestamp: new Date().toISOString(),
+    ...extra
+  })
+  return repo
+})
+
+const start = Effect.fn("CiRun.start")(function*(payload: typeof StartPayload.Type, { entityId }: Entity.CommandContext) {
+  const run = yield* loadRun(entityId)
+  if (run.status !== "queued") return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  const now = new Date()
+  const started = yield* updateRun(run, { status: "running", started_at: now, runner_node: payload.node, heartbeat_at: now })
+  yield* emitRun("ci.run.started", started, { node: payload.node })
+  return state(started)
+})
+
+/** Records the jobs' progress; answers the run's state, so the runner learns of a cancel. */
+const progress = Effect.fn("CiRun.progress")(function*(payload: typeof ProgressPayload.Type, { entityId }: Entity.CommandContext) {
+  const run = yield* loadRun(entityId)
+  if (run.runnerNode !== payload.node || run.status === "queued") {
+    return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  }
+  const changes: Record<string, unknown> = { jobs: payload.jobs }
+  if (run.status === "running") changes.heartbeat_at = new Date()
+  return state(yield* updateRun(run, changes))
+})
+
+const finish = Effect.fn("CiRun.finish")(function*(payload: typeof FinishPayload.Type, { entityId }: Entity.CommandContext) {
+  const run = yield* loadRun(entityId)
+  if (run.runnerNode !== payload.node || run.status === "queued") {
+    return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  }
+  // Cancelled (or failed as lost) meanwhile: keep that conclusion, record what the steps did.
+  if (run.status === "completed") return state(yield* updateRun(run, { jobs: payload.jobs }))
+  const finished = yield* updateRun(run, {
+    jobs: payload.jobs,
+    status: "completed",
+    conclusion: payload.conclusion,
+    error: payload.error,
+    finished_at: new Date()
+  })
+  yield* emitRun("ci.run.completed", finished)
+  return state(finished)
+})
+
+/** Marks every unfinished job and step cancelled. */
+const cancelJobs = (run: CiRunRecord, conclusion: "cancelled" | "failure") =>
+  JSON.stringify(run.jobs.map((job) =>
+    job.status === "completed" ? job : {
+      ...job,
+      status: "completed",
+      conclusion,
+      steps: job.steps.map((step) => step.status === "completed" ? step : { ...step, status: "completed", conclusion })
+    }
+  ))
+
+const cancel = Effect.fn("CiRun.cancel")(function*(payload: typeof CancelPayload.Type, { entityId }: Entity.CommandContext) {
+  const run = yield* loadRun(entityId)
+  if (run.status === "completed") return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  const cancelled = yield* updateRun(run, {
+    status: "completed",
+    conclusion: "cancelled",
+    finished_at: new Date(),
+    ...(run.status === "queued" ? { jobs: cancelJobs(run, "cancelled") } : {})
+  })
+  const repo = yield* emitRun("ci.run.completed", cancelled, { actor: payload.actor })
+  if (repo !== undefined) {
+    yield* audit(repo.orgId, payload.actor, "ci.run.cancel", `${repo.owner}/${repo.name}`, { run_id: run.id, workflow: run.workflowName, was: run.status })
+  }
+  return state(cancelled)
+})
+
+const failLost = Effect.fn("CiRun.failLost")(function*(payload: typeof FailLostPayload.Type, { entityId }: Entity.CommandContext) {
+  const run = yield* loadRun(entityId)
+  // Its runner spoke again since the sweeper looked, or it finished: nothing to do.
+  if (run.status !== "running" || run.heartbeatAt === null || run.heartbeatAt.getTime() > new Date(payload.heartbeatAt).getTime()) {
+    return state(run)
+  }
+  const failed = yield* updateRun(run, {
+    status: "completed",
+    conclusion: "failure",
+    error: payload.reason,
+    finished_at: new Date(),
+    jobs: cancelJobs(run, "failure")
+  })
+  const repo = yield* emitRun("ci.run.completed", failed)
+  if (repo !== undefined) {
+    yield* audit(repo.orgId, "system", "ci.run.lost", `${repo.owner}/${repo.name}`, { run_id: run.id, node: run.runnerNode, reason: payload.reason })
+  }
+  return state(failed)
+})
+
+export const CiRunEntity = Entity.make("CiRun", {
+  Start: { payload: StartPayload, success: RunState, error: CiRunError },
+  Progress: { payload: ProgressPayload, success: RunState, error: CiRunError },
+  Finish: { payload: FinishPayload, success: RunState, error: CiRunError },
+  Cancel: { payload: CancelPayload, success: RunState, error: CiRunError },
+  FailLost: { payload: FailLostPayload, success: RunState, error: CiRunError }
+}, { partitionKey: (entityId) => entityId.slice(0, entityId.lastIndexOf("#")) })
+
+export const handlers: Entity.Handlers<typeof CiRunEntity> = {
+  Start: start,
+  Progress: progress,
+  Finish: finish,
+  Cancel: cancel,
+  FailLost: failLost
+}

@@ -1,0 +1,87 @@
+/** CI reads, straight from the database (reads never go through the entities). */
+import type { Workflow } from "@grove/core/ci/Workflow"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { ciRunColumns, type CiRunRecord, fromRow } from "./CiRecord.ts"
+import { SecretBox } from "./CiSecrets.ts"
+
+export interface RunnableRun extends CiRunRecord {
+  readonly workflow: Workflow
+  readonly orgId: string
+  readonly owner: string
+  readonly repoName: string
+}
+
+export class CiRuns extends Context.Service<CiRuns, {
+  /** The repository's runs, newest first. */
+  readonly list: (repoId: string, limit: number) => Effect.Effect<ReadonlyArray<CiRunRecord>, SqlError>
+  readonly get: (repoId: string, runId: number) => Effect.Effect<CiRunRecord | undefined, SqlError>
+  /** A run with what its runner needs: the workflow and the repository's names. */
+  readonly runnable: (runId: number) => Effect.Effect<RunnableRun | undefined, SqlError>
+  /** The oldest queued runs (ids), for runners with free slots. */
+  readonly queued: (limit: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string }>, SqlError>
+  /** Running runs whose runner has not spoken for `staleMs`. */
+  readonly stale: (staleMs: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string; readonly heartbeatAt: Date; readonly node: string }>, SqlError>
+  readonly secretNames: (repoId: string) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly updated_at: string; readonly updated_by: string }>, SqlError>
+  /** The repository's secrets, decrypted, for a run's environment. */
+  readonly secretValues: (repoId: string) => Effect.Effect<ReadonlyMap<string, string>, SqlError>
+}>()("grove/server/ci/CiRuns") {
+  static readonly layer = Layer.effect(CiRuns, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const box = yield* SecretBox
+    const repoKey = sql`o.slug || '/' || lower(r.name)`
+    return CiRuns.of({
+      list: (repoId, limit) =>
+        sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} ORDER BY id DESC LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map(fromRow))
+        ),
+      get: (repoId, runId) =>
+        sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} AND id = ${runId}`.pipe(
+          Effect.map((rows) => rows[0] === undefined ? undefined : fromRow(rows[0]))
+        ),
+      runnable: (runId) =>
+        sql<Record<string, unknown>>`SELECT c.*, r.org_id AS "orgId", o.slug AS owner, r.name AS "repoName"
+          FROM (SELECT ${ciRunColumns(sql)}, workflow FROM ci_runs WHERE id = ${runId}) c
+          JOIN repositories r ON r.id = c."repoId" JOIN organizations o ON o.id = r.org_id`.pipe(
+          Effect.map((rows) => {
+            const row = rows[0]
+            if (row === undefined || row.workflow === null) return undefined
+            const workflow = (typeof row.workflow === "string" ? JSON.parse(row.workflow) : row.workflow) as Workflow
+            return { ...fromRow(row), workflow, orgId: String(row.orgId), owner: String(row.owner), repoName: String(row.repoName) }
+          })
+        ),
+      queued: (limit) =>
+        sql<{ id: string; repo_key: string }>`SELECT c.id::int8::text AS id, ${repoKey} AS repo_key FROM ci_runs c
+          JOIN repositories r ON r.id = c.repo_id JOIN organizations o ON o.id = r.org_id
+          WHERE c.status = 'queued' ORDER BY c.id LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((row) => ({ id: Number(row.id), repoKey: row.repo_key })))
+        ),
+      stale: (staleMs) =>
+        sql<{ id: string; repo_key: string; heartbeat_at: Date | string; runner_node: string }>`SELECT c.id::int8::text AS id,
+            ${repoKey} AS repo_key, c.heartbeat_at, c.runner_node FROM ci_runs c
+          JOIN repositories r ON r.id = c.repo_id JOIN organizations o ON o.id = r.org_id
+          WHERE c.status = 'running' AND c.heartbeat_at < ${new Date(Date.now() - staleMs)}`.pipe(
+          Effect.map((rows) =>
+            rows.map((row) => ({ id: Number(row.id), repoKey: row.repo_key, heartbeatAt: new Date(row.heartbeat_at), node: row.runner_node }))
+          )
+        ),
+      secretNames: (repoId) =>
+        sql<{ name: string; updated_at: Date | string; updated_by: string }>`SELECT name, updated_at, updated_by FROM ci_secrets
+          WHERE repo_id = ${repoId} ORDER BY name`.pipe(
+          Effect.map((rows) => rows.map((r) => ({ name: r.name, updated_at: new Date(r.updated_at).toISOString(), updated_by: r.updated_by })))
+        ),
+      secretValues: (repoId) =>
+        sql<{ name: string; ciphertext: string }>`SELECT name, ciphertext FROM ci_secrets WHERE repo_id = ${repoId}`.pipe(
+          Effect.map((rows) => {
+            const out = new Map<string, string>()
+            for (const row of rows) {
+              const value = box.open(repoId, row.name, row.ciphertext)
+              if (value !== undefined) out.set(row.name, value)
+            }
+            return out
+          })
+        )
+    })
+  }))
+}

@@ -1,0 +1,258 @@
+/**
+ * Executes one run on this node: jobs in `needs` order (independent jobs at once), each in a
+ * fresh checkout of the run's commit, each step in a pseudo-terminal (StepProcess) with the
+ * workflow's environment and the repository's secrets. Output is masked, capped per step and
+ * written to the log store every 100 ms while the step runs. Every transition of a job or step
+ * is reported to the CiRun entity; the report doubles as the runner's heartbeat and tells it
+ * when the run was cancelled, which interrupts the jobs (killing their process groups).
+ */
+import type { Workflow, WorkflowJob, WorkflowStep } from "@grove/core/ci/Workflow"
+import { makeMasker } from "@grove/core/ci/LogMask"
+import { Cause, Effect, Exit, Fiber, Option, Semaphore } from "effect"
+import type { CiConfig } from "../Config.ts"
+import * as CiCache from "./CiCache.ts"
+import { CiGateway } from "./CiGateway.ts"
+import { CiLogStore } from "./CiLogStore.ts"
+import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
+import { CiRuns, type RunnableRun } from "./CiRuns.ts"
+import { runStep } from "./StepProcess.ts"
+import { checkout, remove, type RunUser } from "./Workspace.ts"
+
+export interface RunnerContext {
+  readonly node: string
+  readonly config: CiConfig
+  readonly user: RunUser | undefined
+}
+
+/** What a step sees besides the workflow's env and the secrets: none of the server's own variables. */
+const baseEnv = (dir: string): Record<string, string> => ({
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  HOME: dir,
+  LANG: "C.UTF-8",
+  TERM: "xterm",
+  CI: "true"
+})
+
+const groveEnv = (run: RunnableRun, job: WorkflowJob, dir: string): Record<string, string> => ({
+  GROVE_CI: "true",
+  GROVE_RUN_ID: String(run.id),
+  GROVE_REPOSITORY: `${run.owner}/${run.repoName}`,
+  GROVE_BRANCH: run.branch,
+  GROVE_COMMIT: run.commitHash,
+  GROVE_EVENT: run.event,
+  GROVE_WORKFLOW: run.workflowName,
+  GROVE_JOB: job.id,
+  GROVE_WORKSPACE: dir
+})
+
+const minutes = (value: number) => Math.round(value * 60_000)
+const formatDuration = (ms: number) => ms >= 60_000 ? `${+(ms / 60_000).toFixed(2)} min` : `${+(ms / 1000).toFixed(1)} s`
+
+export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, runId: number, repoKey: string) {
+  const runs = yield* CiRuns
+  const gateway = yield* CiGateway
+  const logStore = yield* CiLogStore
+  const entityId = runKey(repoKey, runId)
+  const node = context.node
+  const loaded = yield* runs.runnable(runId).pipe(Effect.orElseSucceed(() => undefined))
+  if (loaded === undefined) {
+    yield* gateway.finish(entityId, { node, jobs: "[]", conclusion: "failure", error: "the run's workflow could not be read" }).pipe(Effect.ignore)
+    return
+  }
+  const run: RunnableRun = loaded
+  const workflow: Workflow = run.workflow
+  const secrets = yield* runs.secretValues(run.repoId).pipe(Effect.orElseSucceed(() => new Map<string, string>()))
+  let jobs: Array<JobState> = run.jobs.map((job) => ({ ...job, steps: [...job.steps] }))
+  const now = () => new Date().toISOString()
+  const setJob = (key: string, patch: Partial<JobState>) => {
+    jobs = jobs.map((job) => job.key === key ? { ...job, ...patch } : job)
+  }
+  const setStep = (id: number, patch: Partial<StepState>) => {
+    jobs = jobs.map((job) => ({ ...job, steps: job.steps.map((step) => step.id === id ? { ...step, ...patch } : step) }))
+  }
+  const reporting = yield* Semaphore.make(1)
+  let cancelled = false
+  /** Reports the jobs; answers false when the run was cancelled (or failed) meanwhile. */
+  const report = reporting.withPermits(1)(
+    Effect.suspend(() => gateway.progress(entityId, { node, jobs: JSON.stringify(jobs) })).pipe(
+      Effect.map((state) => state.status !== "completed"),
+      Effect.catch((error) => Effect.succeed(error._tag !== "CiRunStateInvalid"))
+    )
+  )
+
+  const stepLog = (stepId: number) =>
+    Effect.gen(function*() {
+      const masker = makeMasker(secrets.values())
+      let buffer = ""
+      let bytes = 0
+      let truncated = false
+      let seq = 0
+      const add = (text: string) => {
+        if (truncated || text.length === 0) return
+        const size = Buffer.byteLength(text)
+        if (bytes + size <= context.config.stepOutputLimitBytes) {
+          buffer += text
+          bytes += size
+          return
+        }
+        const room = Buffer.from(text).subarray(0, Math.max(0, context.config.stepOutputLimitBytes - bytes)).toString("utf8")
+        buffer += `${room}\n[grove: output truncated: this step printed more than ${context.config.stepOutputLimitBytes} bytes; the rest was discarded]\n`
+        truncated = true
+      }
+      const flush = Effect.suspend(() => {
+        if (buffer.length === 0) return Effect.void
+        const piece = buffer
+        buffer = ""
+        return logStore.append(run.orgId, run.id, stepId, seq++, piece).pipe(
+          Effect.catchCause((cause) => Effect.logWarning("a CI log piece could not be stored", Cause.squash(cause)))
+        )
+      })
+      const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("100 millis"), flush)))
+      return {
+        write: (text: string) => add(masker.push(text)),
+        note: (text: string) => add(masker.push(text)),
+        close: Effect.gen(function*() {
+          yield* Fiber.interrupt(flusher)
+          add(masker.end())
+          yield* flush
+        })
+      }
+    })
+
+  const runSteps = (job: WorkflowJob, state: JobState, dir: string, deadline: number) =>
+    Effect.gen(function*() {
+      let outcome: Conclusion = "success"
+      for (let i = 0; i < job.steps.length; i++) {
+        const step: WorkflowStep = job.steps[i]!
+        const id = state.steps[i]!.id
+        if (outcome !== "success") {
+          setStep(id, { status: "completed", conclusion: "skipped" })
+          continue
+        }
+        setStep(id, { status: "running", started_at: now() })
+        yield* report
+        const log = yield* stepLog(id)
+        const limit = Math.min(step.timeoutMinutes === undefined ? Infinity : minutes(step.timeoutMinutes), deadline - Date.now())
+        const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir) }
+        const exit = yield* runStep({ run: step.run, cwd: dir, env, user: context.user, onOutput: log.write }).pipe(
+          Effect.timeoutOption(Math.max(0, limit)),
+          Effect.onInterrupt(() =>
+            Effect.gen(function*() {
+              log.note("\n[grove: the run was cancelled; the step's processes were killed]\n")
+              yield* log.close
+              setStep(id, { status: "completed", conclusion: "cancelled", finished_at: now() })
+            })
+          )
+        )
+        let conclusion: Conclusion
+        let code: number | null
+        if (Option.isNone(exit)) {
+          const which = limit === deadline - Date.now() || step.timeoutMinutes === undefined ? "job" : "step"
+          log.note(`\n[grove: the ${which} timed out after ${formatDuration(limit)}; the step's processes were killed]\n`)
+          conclusion = "timed_out"
+          code = null
+        } else {
+          code = exit.value
+          conclusion = code === 0 ? "success" : "failure"
+        }
+        yield* log.close
+        setStep(id, { status: "completed", conclusion, exit_code: code, finished_at: now() })
+        if (conclusion !== "success" && !step.continueOnError) outcome = conclusion
+      }
+      return outcome
+    })
+
+  const runJob = (job: WorkflowJob) =>
+    Effect.gen(function*() {
+      const state = jobs.find((j) => j.key === job.id)!
+      setJob(job.id, { status: "running" })
+      yield* report
+      const deadline = Date.now() + minutes(job.timeoutMinutes ?? context.config.defaultJobTimeoutMinutes)
+      let dir: string | undefined
+      const body = Effect.gen(function*() {
+        dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, context.user)
+        const cache = job.cache === undefined ? undefined : { repoId: run.repoId, orgId: run.orgId, branch: run.branch, key: job.cache.key }
+        if (cache !== undefined) yield* CiCache.restore(cache, dir, context.user).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
+        const outcome = yield* runSteps(job, state, dir, deadline)
+        if (outcome === "success" && cache !== undefined && job.cache !== undefined) {
+          yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, context.user).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("a CI cache could not be saved", Cause.squash(cause)))
+          )
+        }
+        return outcome
+      })
+      const exit = yield* Effect.exit(body.pipe(Effect.ensuring(Effect.suspend(() => dir === undefined ? Effect.void : remove(dir)))))
+      if (Exit.hasInterrupts(exit)) return yield* Effect.interrupt
+      const conclusion: Conclusion = Exit.isSuccess(exit) ? exit.value : "failure"
+      if (Exit.isFailure(exit)) {
+        yield* Effect.logWarning("a CI job could not run", Cause.squash(exit.cause))
+        const first = state.steps[0]
+        if (first !== undefined) {
+          const log = yield* stepLog(first.id)
+          log.note(`[grove: the job could not be prepared: ${String(Cause.squash(exit.cause))}]\n`)
+          yield* log.close
+        }
+      }
+      for (const step of jobs.find((j) => j.key === job.id)!.steps) {
+        if (step.status !== "completed") setStep(step.id, { status: "completed", conclusion: conclusion === "success" ? "skipped" : conclusion })
+      }
+      setJob(job.id, { status: "completed", conclusion })
+      yield* report
+      return conclusion
+    })
+
+  const runJobs = Effect.gen(function*() {
+    const results = new Map<string, Conclusion>()
+    const pending = new Map(workflow.jobs.map((job) => [job.id, job]))
+    while (pending.size > 0) {
+      const ready = [...pending.values()].filter((job) => job.needs.every((need) => results.has(need)))
+      if (ready.length === 0) break
+      const runnable: Array<WorkflowJob> = []
+      for (const job of ready) {
+        pending.delete(job.id)
+        if (job.needs.every((need) => results.get(need) === "success")) {
+          runnable.push(job)
+          continue
+        }
+        // A job whose needs did not all succeed does not run.
+        results.set(job.id, "skipped")
+        const state = jobs.find((j) => j.key === job.id)!
+        for (const step of state.steps) setStep(step.id, { status: "completed", conclusion: "skipped" })
+        setJob(job.id, { status: "completed", conclusion: "skipped" })
+      }
+      const outcomes = yield* Effect.forEach(runnable, (job) => Effect.map(runJob(job), (c) => [job.id, c] as const), { concurrency: "unbounded" })
+      for (const [id, conclusion] of outcomes) results.set(id, conclusion)
+    }
+    const all = [...results.values()]
+    return all.includes("timed_out") ? "timed_out" : all.some((c) => c !== "success" && c !== "skipped") ? "failure" : all.every((c) => c === "skipped") ? "skipped" : "success"
+  })
+
+  const main = yield* Effect.forkChild(runJobs)
+  // Heartbeat: report every second; a run completed by someone else (cancel) stops the jobs.
+  const watcher = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
+    yield* Effect.sleep("1 second")
+    if (!(yield* report)) {
+      cancelled = true
+      yield* Fiber.interrupt(main)
+    }
+  })))
+  const result = yield* Fiber.await(main).pipe(
+    Effect.onInterrupt(() =>
+      // This node is shutting down: say so now rather than leaving the run to the sweeper.
+      Effect.gen(function*() {
+        yield* Fiber.interrupt(main)
+        yield* gateway.finish(entityId, { node, jobs: JSON.stringify(jobs), conclusion: "failure", error: `the node running it (${node}) shut down during the run` }).pipe(
+          Effect.timeout("3 seconds"),
+          Effect.ignore
+        )
+      })
+    )
+  )
+  yield* Fiber.interrupt(watcher)
+  const conclusion: Conclusion = cancelled || Exit.hasInterrupts(result) ? "cancelled" : Exit.isSuccess(result) ? result.value : "failure"
+  const error = Exit.isFailure(result) && !Exit.hasInterrupts(result) ? `the runner failed: ${String(Cause.squash(result.cause))}` : null
+  yield* gateway.finish(entityId, { node, jobs: JSON.stringify(jobs), conclusion, error }).pipe(
+    Effect.retry({ times: 5, schedule: undefined }),
+    Effect.catchCause((cause) => Effect.logWarning(`CI run ${run.id} could not be recorded as finished`, Cause.squash(cause)))
+  )
+})

@@ -1,0 +1,66 @@
+/**
+ * One step's process: `bash -e -o pipefail -c <run>` in a pseudo-terminal (node-pty), as the
+ * run's user, with only the environment it is given. The shell leads its own session, so its
+ * process group is everything it started: interrupting the effect (timeout, cancel) kills the
+ * whole group and waits for the shell to be gone.
+ */
+import { Effect } from "effect"
+import { createRequire } from "node:module"
+import type * as Pty from "node-pty"
+
+// node-pty is a native CommonJS addon.
+const pty = createRequire(import.meta.url)("node-pty") as typeof Pty
+
+export interface StepOptions {
+  readonly run: string
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  /** Set when the server runs as root: the unprivileged user steps run as. */
+  readonly user: { readonly uid: number; readonly gid: number } | undefined
+  readonly onOutput: (text: string) => void
+}
+
+/** The shell's exit code (128 + signal when a signal ended it). */
+export const runStep = (options: StepOptions): Effect.Effect<number> =>
+  Effect.callback<number>((resume) => {
+    let child: Pty.IPty
+    try {
+      child = pty.spawn("/bin/bash", ["--noprofile", "--norc", "-e", "-o", "pipefail", "-c", options.run], {
+        name: "xterm",
+        cols: 120,
+        rows: 40,
+        cwd: options.cwd,
+        env: { ...options.env },
+        ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid })
+      })
+    } catch (error) {
+      options.onOutput(`grove: the step could not be started: ${String(error)}\n`)
+      resume(Effect.succeed(127))
+      return
+    }
+    let exited = false
+    const exit = new Promise<void>((done) => {
+      child.onExit(({ exitCode, signal }) => {
+        exited = true
+        done()
+        resume(Effect.succeed(signal !== undefined && signal !== 0 ? 128 + signal : exitCode))
+      })
+    })
+    child.onData((data) => options.onOutput(data.replace(/\r\n/g, "\n")))
+    // Interrupted: kill the whole process group, then wait until the shell has exited.
+    return Effect.promise(async () => {
+      if (exited) return
+      killGroup(child.pid)
+      await Promise.race([exit, new Promise((done) => setTimeout(done, 5000))])
+    })
+  })
+
+const killGroup = (pid: number) => {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, "SIGKILL")
+    } catch {
+      // Already gone.
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The workflows of a commit: every `.oak/workflows/*.yml|yaml` blob of its tree, parsed. A file
+ * that cannot be a workflow (too large, a symlink, not UTF-8, invalid) comes back `Invalid`
+ * with a readable error, so it becomes a failed run instead of being skipped silently.
+ */
+import { type ParsedWorkflow, isWorkflowPath, parseWorkflow, workflowName } from "@grove/core/ci/Workflow"
+import { Data, Effect, Stream } from "effect"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { storedSnapshot } from "../content/StoredSnapshot.ts"
+
+/** The commit is not one of the repository's. */
+export class CommitNotFound extends Data.TaggedError("CommitNotFound")<{ readonly commit: string }> {}
+
+const MAX_WORKFLOW_BYTES = 256 * 1024
+
+export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, commit: string) {
+  const objects = yield* ContentObjects
+  const chunks = yield* ChunkStore
+  const row = (yield* objects.loadCommits(repo.id, [commit])).get(commit)
+  if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
+  const source = storedSnapshot(repo.orgId, objects, chunks)
+  const oak = (yield* source.readTree(row.manifest_hash)).find((e) => e.name === ".oak" && e.kind === "tree")
+  if (oak === undefined) return []
+  const folder = (yield* source.readTree(oak.hash)).find((e) => e.name === "workflows" && e.kind === "tree")
+  if (folder === undefined) return []
+  const out: Array<ParsedWorkflow> = []
+  for (const entry of yield* source.readTree(folder.hash)) {
+    const path = `.oak/workflows/${entry.name}`
+    if (entry.kind !== "blob" || !isWorkflowPath(path)) continue
+    const invalid = (error: string): ParsedWorkflow => ({ _tag: "Invalid", name: workflowName(path), path, error: `${path}:1: ${error}` })
+    if (entry.mode === "symlink") {
+      out.push(invalid("a workflow file must be a regular file, not a symlink"))
+      continue
+    }
+    if ((yield* source.blobSize(entry.hash)) > MAX_WORKFLOW_BYTES) {
+      out.push(invalid(`a workflow file must be at most ${MAX_WORKFLOW_BYTES / 1024} KiB`))
+      continue
+    }
+    const parts: Array<Uint8Array> = []
+    yield* Stream.runForEach(source.readBlob(entry.hash), (part) => Effect.sync(() => parts.push(part)))
+    let text: string
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(parts))
+    } catch {
+      out.push(invalid("a workflow file must be UTF-8 text"))
+      continue
+    }
+    out.push(parseWorkflow(path, text))
+  }
+  return out.sort((a, b) => pathOf(a) < pathOf(b) ? -1 : 1)
+})
+
+const pathOf = (parsed: ParsedWorkflow) => parsed._tag === "Valid" ? parsed.workflow.path : parsed.path
