@@ -7,6 +7,7 @@ import { Console, Effect, FileSystem, Layer, Option, Path, Stdio, Terminal } fro
 import { Argument, CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ChildProcessSpawner } from "effect/process"
 import { org, perms, sa } from "./AccessCommands.ts"
+import { ci } from "./CiCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported } from "./CommandAction.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
@@ -247,6 +248,7 @@ export const grove = Command.make("grove").pipe(
     push,
     pull,
     merge,
+    ci,
     revert,
     status,
     log,
