@@ -125,19 +125,19 @@ describe("content in cluster mode", () => {
     const psql = (query: string) => exec("psql", [infra.databaseUrl, "-v", "ON_ERROR_STOP=1", "-qtAc", query])
     const run = (id: string, status: string, conclusion: string | null, queuedAt: string) =>
       psql(`INSERT INTO ci_runs (id, repo_id, workflow_name, workflow_path, event, branch, commit_hash, triggered_by, status, conclusion, queued_at)
-        SELECT '${id}', r.id, 'test', '.oak/workflows/test.yml', 'push', 'ci', '${c.commit.hash}', 'cleo', '${status}', ${conclusion === null ? "NULL" : `'${conclusion}'`}, '${queuedAt}'
+        SELECT ${id}, r.id, 'test', '.oak/workflows/test.yml', 'push', 'ci', '${c.commit.hash}', 'cleo', '${status}', ${conclusion === null ? "NULL" : `'${conclusion}'`}, '${queuedAt}'
         FROM repositories r WHERE r.name = 'gated'`)
-    await run("00000000-0000-4000-8000-000000000001", "running", null, "2026-11-22T10:00:00Z")
+    await run("900001", "running", null, "2026-11-22T10:00:00Z")
     const running = await api(nodeB.url, key).post("/cleo/gated/branches/ci/merge")
     expect(running.status).toBe(412)
     expect(running.body.code).toBe("ci_running")
-    await psql("UPDATE ci_runs SET status = 'completed', conclusion = 'failure' WHERE id = '00000000-0000-4000-8000-000000000001'")
+    await psql("UPDATE ci_runs SET status = 'completed', conclusion = 'failure' WHERE id = '900001'")
     const failing = await api(nodeB.url, key).post("/cleo/gated/branches/ci/merge")
     expect(failing.status).toBe(412)
     expect(failing.body.code).toBe("ci_failing")
     // A newer successful run of the same workflow opens the gate; a failing one closes it again.
-    await run("00000000-0000-4000-8000-000000000002", "completed", "success", "2026-11-22T10:05:00Z")
-    await run("00000000-0000-4000-8000-000000000003", "completed", "timed_out", "2026-11-22T10:10:00Z")
+    await run("900002", "completed", "success", "2026-11-22T10:05:00Z")
+    await run("900003", "completed", "timed_out", "2026-11-22T10:10:00Z")
     expect((await api(nodeA.url, key).post("/cleo/gated/branches/ci/merge")).status).toBe(412)
     expect((await api(nodeA.url, key).get("/cleo/gated/branches/ci")).body.status).toBe("open")
     const forced = await api(nodeA.url, key).post("/cleo/gated/branches/ci/merge?force=1")

@@ -254,6 +254,44 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 201,
     call: (c) => c.post("/acme/app/path-permissions/propose", { content: "/docs/ *\n", description: "matrix" })
   },
+  // CI
+  { endpoint: "GET /{owner}/{name}/ci/runs", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/ci/runs") },
+  { endpoint: "GET /{owner}/{name}/ci/runs/{id}", need: { on: "repo", action: "read" }, ok: 404, call: (c) => c.get("/acme/app/ci/runs/999999") },
+  { endpoint: "GET …/ci/runs/{id}/logs", need: { on: "repo", action: "read" }, ok: 404, call: (c) => c.get("/acme/app/ci/runs/999999/logs") },
+  { endpoint: "GET …/ci/capabilities", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/ci/capabilities") },
+  {
+    endpoint: "POST /{owner}/{name}/ci/runs",
+    need: { on: "repo", action: "write" },
+    ok: 201,
+    call: (c) => c.post("/acme/app/ci/runs", { workflow: "noop" })
+  },
+  {
+    endpoint: "POST /{owner}/{name}/ci/trigger",
+    need: { on: "repo", action: "write" },
+    // The expected head is never main's: allowed callers get the precondition's 412.
+    ok: 412,
+    call: (c, i) =>
+      c.post("/acme/app/ci/trigger", { protocol: "ordinary_trigger_v1", expected_commit: "0".repeat(64), idempotency_key: `matrix-${i}`, branch: "main" })
+  },
+  {
+    endpoint: "POST /{owner}/{name}/ci/runs/{id}/cancel",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.post("/acme/app/ci/runs/999999/cancel")
+  },
+  { endpoint: "GET /{owner}/{name}/ci/secrets", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/ci/secrets") },
+  {
+    endpoint: "PUT /{owner}/{name}/ci/secrets",
+    need: { on: "repo", action: "write" },
+    ok: 200,
+    call: (c, i) => c.raw("PUT", "/acme/app/ci/secrets", { name: `MATRIX_${i}`, value: "v" })
+  },
+  {
+    endpoint: "DELETE /{owner}/{name}/ci/secrets/{secret}",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c, i) => c.delete(`/acme/app/ci/secrets/GONE_${i}`)
+  },
   // Sync protocol
   { endpoint: "GET /{owner}/{name}/pull", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/pull") },
   {
@@ -410,14 +448,6 @@ export const ROWS: ReadonlyArray<Row> = [
 
 /** Spec endpoints that answer 404 to everyone because they are not implemented yet (CI, webhooks, sites, releases). */
 export const NOT_IMPLEMENTED = [
-  "GET /{owner}/{name}/ci/runs",
-  "GET /{owner}/{name}/ci/runs/{id}",
-  "POST /{owner}/{name}/ci/runs",
-  "POST /{owner}/{name}/ci/trigger",
-  "POST /{owner}/{name}/ci/runs/{id}/cancel",
-  "GET /{owner}/{name}/ci/secrets",
-  "PUT /{owner}/{name}/ci/secrets",
-  "DELETE /{owner}/{name}/ci/secrets/{secret}",
   "GET /{owner}/{name}/webhooks",
   "POST /{owner}/{name}/webhooks",
   "DELETE /{owner}/{name}/webhooks/{id}",
@@ -461,7 +491,9 @@ export const buildWorld = async (url: string, createUser: (name: string) => Prom
   check(await olga.post("/repos", { name: "app", organization_slug: "acme" }), "app", 201)
   check(await olga.post("/repos", { name: "pub", organization_slug: "acme", is_public: true }), "pub", 201)
   check(await olga.post("/repos", { name: "other", organization_slug: "acme" }), "other", 201)
-  const base = buildCommit({ branch: "base", files: { "README.md": "hello\n" } })
+  // A workflow that runs only when asked for, so the matrix's manual starts have something to run.
+  const baseFiles = { "README.md": "hello\n", ".oak/workflows/noop.yml": "on: [manual]\njobs:\n  a:\n    steps: [{run: 'true'}]\n" }
+  const base = buildCommit({ branch: "base", files: baseFiles })
   check(await olga.post("/acme/app/push", pushBody({ branch: "base", commits: [base], description: "Base" })), "push", 200)
   check(await olga.post("/acme/app/branches/base/merge"), "merge base", 200)
   const appHead = (await olga.get("/acme/app")).body.head as string
@@ -475,10 +507,10 @@ export const buildWorld = async (url: string, createUser: (name: string) => Prom
     check(await olga.post("/orgs/acme/groups", { slug: `fixed-${name}` }), "group", 201)
     check(await olga.post(`/orgs/acme/groups/fixed-${name}/members`, { username: "adam" }), "group member", 200)
     check(await olga.post("/orgs/acme/service-accounts", { name: `fixed-${name}` }), "account", 201)
-    const c = buildCommit({ branch: `b-${name}`, files: { "README.md": "hello\n", [`f-${name}.txt`]: `${i}\n` }, parentHash: appHead, parentSnapshot: base.snapshot })
+    const c = buildCommit({ branch: `b-${name}`, files: { ...baseFiles, [`f-${name}.txt`]: `${i}\n` }, parentHash: appHead, parentSnapshot: base.snapshot })
     check(await olga.post("/acme/app/push", pushBody({ branch: `b-${name}`, commits: [c], description: `Branch ${name}` })), "branch", 200)
     // A second branch whose commit the revert row undoes.
-    const r = buildCommit({ branch: `r-${name}`, files: { "README.md": "hello\n", [`r-${name}.txt`]: `${i}\n` }, parentHash: appHead, parentSnapshot: base.snapshot })
+    const r = buildCommit({ branch: `r-${name}`, files: { ...baseFiles, [`r-${name}.txt`]: `${i}\n` }, parentHash: appHead, parentSnapshot: base.snapshot })
     check(await olga.post("/acme/app/push", pushBody({ branch: `r-${name}`, commits: [r], description: `Revert ${name}` })), "branch", 200)
     branches.push({ branch: `b-${name}`, revertable: r.commit.hash })
   }

@@ -33,7 +33,7 @@ describe("Config", () => {
     })
     expect(config.kafkaBrokers).toEqual(["127.0.0.1:9092", "127.0.0.1:9093"])
     expect(config.kafkaPrefix).toBe("staging.")
-    expect(config.secretKey).toEqual(new Uint8Array(Buffer.alloc(32, 7)))
+    expect(Buffer.from(config.secretKey!)).toEqual(Buffer.alloc(32, 7))
   })
 
   it("needs the same secret key on every cluster node, and only 32 bytes of it", () => {
