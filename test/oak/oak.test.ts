@@ -398,4 +398,49 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(jsonOf(pull).head_after).toBe(second.commit_hash)
     expectSameTree(w3, w1)
   }, 180_000)
+  it("oak ci: the runs a push starts, status, wait, logs, the exact-head trigger and its replay, rerun, cancel of a push run", async () => {
+    // w1 is on a fresh branch from main (the merge above moved it there).
+    fs.mkdirSync(path.join(w1, ".oak/workflows"), { recursive: true })
+    fs.writeFileSync(path.join(w1, ".oak/workflows/check.yml"), "jobs:\n  check:\n    steps:\n      - run: echo checked $GROVE_COMMIT\n")
+    fs.writeFileSync(path.join(w1, ".oak/workflows/slow.yml"), "on: [push]\njobs:\n  wait:\n    steps:\n      - run: echo waiting; sleep 120\n")
+    ok(await oak(["commit"], w1), "oak commit")
+    const pushed = jsonOf(ok(await oak(["push", "--json"], w1), "oak push"))
+    const head = pushed.pushed_head as string
+    // The branch's first push (branch.created) runs check.yml; oak waits on the head's runs.
+    const waited = ok(await oak(["ci", "wait", "--current", "--timeout", "90", "--json"], w1), "oak ci wait --current")
+    expect(waited.stdout).toContain("success")
+    const status = jsonOf(ok(await oak(["ci", "status", "--json"], w1), "oak ci status"))
+    expect(status).toMatchObject({ state: "success", commit: head })
+    const runs = jsonOf(ok(await oak(["ci", "runs", "--json"], w1), "oak ci runs")).runs
+    const check = runs.find((r: { workflow_name: string }) => r.workflow_name === "check")
+    expect(check).toMatchObject({ commit_hash: head, status: "completed", conclusion: "success" })
+    const logs = ok(await oak(["ci", "logs", String(check.id)], w1), "oak ci logs")
+    expect(logs.stdout).toContain(`checked ${head}`)
+
+    const trigger = ["ci", "trigger", "--expected-commit", head, "--idempotency-key", "oak-key-1", "--workflow", "check", "--json"]
+    const receipt = jsonOf(ok(await oak(trigger, w1), "oak ci trigger"))
+    expect(receipt).toMatchObject({ protocol: "ordinary_trigger_v1", commit_hash: head, replayed: false })
+    expect(jsonOf(ok(await oak(trigger, w1), "oak ci trigger (retry)"))).toMatchObject({ run_ids: receipt.run_ids, replayed: true })
+    const stale = await oak(["ci", "trigger", "--expected-commit", "0".repeat(64), "--idempotency-key", "oak-key-2", "--workflow", "check"], w1)
+    expect(stale.code).not.toBe(0)
+    expect(stale.stderr).toContain("412")
+    ok(await oak(["ci", "wait", String(receipt.run_ids[0]), "--timeout", "60"], w1), "oak ci wait (trigger)")
+    const rerun = jsonOf(ok(await oak(["ci", "rerun", String(check.id), "--json"], w1), "oak ci rerun"))
+    expect(JSON.stringify(rerun)).toMatch(/run_ids|"id"/)
+
+    // A second push runs slow.yml (on: push); oak cancels that exact run.
+    fs.writeFileSync(path.join(w1, "README.md"), "# compat, with CI\n")
+    ok(await oak(["commit"], w1), "oak commit")
+    const second = jsonOf(ok(await oak(["push", "--json"], w1), "oak push")).pushed_head as string
+    let slow: { id: number; status: string } | undefined
+    for (let i = 0; i < 100 && slow?.status !== "running"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      slow = jsonOf(ok(await oak(["ci", "runs", "--json"], w1), "oak ci runs")).runs.find((r: { workflow_name: string; commit_hash: string }) => r.workflow_name === "slow" && r.commit_hash === second)
+    }
+    expect(slow?.status).toBe("running")
+    const cancelled = ok(await oak(["ci", "cancel", String(slow!.id), "--commit", second, "--json"], w1), "oak ci cancel")
+    expect(cancelled.stdout).toContain("cancel")
+    const after = await api(server.url, key).get(`/${OWNER}/${REPO}/ci/runs/${slow!.id}`)
+    expect(after.body).toMatchObject({ status: "completed", conclusion: "cancelled" })
+  }, 240_000)
 })
