@@ -6,12 +6,13 @@
  */
 import { Bus, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Queue } from "effect"
+import * as path from "node:path"
 import { ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
-import { prepareRoot, runUser } from "./Workspace.ts"
+import { prepareRoot, remove, runUser } from "./Workspace.ts"
 
 /** A running run whose runner has not reported for this long is taken for lost. */
 export const STALE_AFTER_MS = 15_000
@@ -24,8 +25,13 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const bus = yield* Bus.Bus
   const ci = config.ci ?? { ...DEFAULT_CI, workDir: `${config.dataDir}/ci` }
   const user = yield* runUser(ci.runAsUser)
+  // This node's own directory under the work root: what a previous run of the same node left
+  // behind (it was killed mid-run) is removed, other nodes' directories are not touched.
+  const root = path.join(ci.workDir, config.nodeId.replace(/[^A-Za-z0-9._-]/g, "_"))
   yield* prepareRoot(ci.workDir)
-  const context: RunnerContext = { node: config.nodeId, config: ci, user }
+  yield* remove(root)
+  yield* prepareRoot(root)
+  const context: RunnerContext = { node: config.nodeId, config: { ...ci, workDir: root }, user }
   if (user !== undefined) yield* Effect.logInfo(`CI steps run as ${ci.runAsUser} (uid ${user.uid})`)
   const services = yield* Effect.context<CiRuns | CiGateway | Exclude<Effect.Services<ReturnType<typeof executeRun>>, never>>()
   const wake = yield* Queue.dropping<void>(1)

@@ -1,0 +1,168 @@
+/**
+ * Native CI in cluster mode, on two nodes sharing Kafka, PostgreSQL and S3: runs spread over both
+ * nodes' runners; a run's live log is followed through the node that does not run it; automatic
+ * triggers start exactly one run per event and workflow although the node consuming the events is
+ * killed (SIGKILL) while branches are being pushed; a node killed in the middle of a run leaves no
+ * run `running`: the survivor fails it with a clear error within the session timeout plus 30 s,
+ * and the killed step's processes die with their terminal.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
+import { buildCommit, pushBody } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+
+const exec = promisify(execFile)
+
+let cluster: TwoNodes
+let nodeA: GroveServer
+let nodeB: GroveServer
+let key: string
+let pids: string
+const restarted: Array<GroveServer> = []
+
+const WORKFLOWS: Record<string, string> = {
+  ".oak/workflows/quick.yml": "on: [branch.created, manual]\njobs:\n  a:\n    steps:\n      - run: echo quick on $GROVE_BRANCH; sleep 1\n",
+  ".oak/workflows/ticker.yml": [
+    "on: [manual]",
+    "jobs:",
+    "  tick:",
+    "    steps:",
+    "      - run: |",
+    "          echo $$ > \"$PID_DIR/ticker-$GROVE_RUN_ID\"",
+    "          for i in $(seq 1 600); do echo tick $i; sleep 0.2; done"
+  ].join("\n")
+}
+
+const psql = async (query: string) => (await exec("psql", [cluster.infra.databaseUrl, "-v", "ON_ERROR_STOP=1", "-qtAc", query])).stdout.trim()
+
+const waitFor = async <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
+
+const runnerOf = async (id: number) => {
+  const node = await psql(`SELECT runner_node FROM ci_runs WHERE id = ${id}`)
+  return node === "" ? undefined : node
+}
+
+beforeAll(async () => {
+  pids = fs.mkdtempSync(path.join(os.tmpdir(), "grove-ci-cluster-"))
+  fs.chmodSync(pids, 0o777)
+  cluster = await startTwoNodes("cara", 15000)
+  ;({ nodeA, nodeB, key } = cluster)
+  expect((await api(nodeA.url, key).post("/repos", { name: "app" })).status).toBe(201)
+  expect((await api(nodeA.url, key).raw("PUT", "/cara/app/ci/secrets", { name: "PID_DIR", value: pids })).status).toBe(200)
+  const c = buildCommit({ branch: "setup", files: WORKFLOWS })
+  expect((await api(nodeA.url, key).post("/cara/app/push", pushBody({ branch: "setup", commits: [c], description: "Setup" }))).body.success).toBe(true)
+  expect((await api(nodeB.url, key).post("/cara/app/branches/setup/merge")).status).toBe(200)
+}, 600_000)
+
+afterAll(async () => {
+  for (const node of restarted) await node.stop()
+  await cluster?.stop()
+  fs.rmSync(pids, { recursive: true, force: true })
+})
+
+describe("CI on two nodes", () => {
+  it("spreads runs over both nodes' runners and follows a live log through the node that does not run it", async () => {
+    const started = await api(nodeA.url, key).post("/cara/app/ci/runs", { workflow: "quick" })
+    const ids: Array<number> = [started.body.run_ids[0]]
+    for (let i = 0; i < 7; i++) ids.push((await api(i % 2 === 0 ? nodeB.url : nodeA.url, key).post("/cara/app/ci/runs", { workflow: "quick" })).body.run_ids[0])
+    for (const id of ids) {
+      await waitFor(`run ${id}`, async () => {
+        const run = await api(nodeB.url, key).get(`/cara/app/ci/runs/${id}`)
+        return run.body.status === "completed" ? run.body : undefined
+      })
+    }
+    const nodes = new Set(await Promise.all(ids.map(runnerOf)))
+    expect([...nodes].sort()).toEqual(["node-a", "node-b"])
+
+    const id = (await api(nodeA.url, key).post("/cara/app/ci/runs", { workflow: "ticker" })).body.run_ids[0]
+    const runner = await waitFor("the ticker's runner", () => runnerOf(id))
+    const other = runner === "node-a" ? nodeB : nodeA
+    const response = await fetch(`${other.url}/api/cara/app/ci/runs/${id}/logs?follow=1`, { headers: { authorization: `Bearer ${key}` } })
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+    let seen = ""
+    const text = () => [...seen.matchAll(/^event: log\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!).text).join("")
+    while (!text().includes("tick 3\n")) {
+      const { value, done } = await reader.read()
+      if (done) break
+      seen += value
+    }
+    expect(text()).toMatch(/tick 1\ntick 2\ntick 3\n/)
+    expect((await api(other.url, key).post(`/cara/app/ci/runs/${id}/cancel`)).status).toBe(204)
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      seen += value
+    }
+    expect(seen).toContain('"conclusion":"cancelled"')
+  }, 180_000)
+
+  it("starts exactly one run per event and workflow although the events' consumer is killed while branches are pushed", async () => {
+    const total = 12
+    const pushes: Array<Promise<unknown>> = []
+    for (let i = 0; i < total; i++) {
+      const c = buildCommit({ branch: `feature-${i}`, files: { ...WORKFLOWS, [`f${i}.txt`]: `${i}\n` } })
+      pushes.push(api(nodeB.url, key).post("/cara/app/push", pushBody({ branch: `feature-${i}`, commits: [c], description: `Feature ${i}` })))
+      if (i === total / 3) nodeA.process.kill("SIGKILL")
+      await new Promise((resolve) => setTimeout(resolve, 150))
+    }
+    for (const reply of await Promise.all(pushes)) expect((reply as { body: { success: boolean } }).body.success).toBe(true)
+    // Node A comes back; its consumer picks up where the group's committed offset was and replays.
+    nodeA = await startServer({ env: { ...cluster.infra.env, GROVE_COMMAND_TIMEOUT_MS: "15000" }, args: ["--node-id", "node-a"] })
+    restarted.push(nodeA)
+    await waitFor("a run per pushed branch", async () => {
+      const count = Number(await psql(`SELECT count(DISTINCT branch) FROM ci_runs WHERE branch LIKE 'feature-%' AND workflow_name = 'quick'`))
+      return count === total ? count : undefined
+    }, 120_000)
+    // Give a replayed event time to do harm, then count: one quick run per branch, never two.
+    await new Promise((resolve) => setTimeout(resolve, 3000))
+    const rows = await psql(`SELECT branch || ':' || count(*) FROM ci_runs WHERE branch LIKE 'feature-%' GROUP BY branch, workflow_name ORDER BY branch`)
+    const counts = rows.split("\n").map((row) => Number(row.split(":")[1]))
+    expect(counts).toHaveLength(total)
+    expect(counts.every((n) => n === 1)).toBe(true)
+  }, 300_000)
+
+  it("fails a run whose node was killed mid-run within the session timeout plus 30 s, and its step's processes die", async () => {
+    const id = (await api(nodeB.url, key).post("/cara/app/ci/runs", { workflow: "ticker" })).body.run_ids[0]
+    const runner = await waitFor("the ticker's runner", async () => {
+      const node = await runnerOf(id)
+      return node !== undefined && fs.existsSync(path.join(pids, `ticker-${id}`)) ? node : undefined
+    })
+    const victim = runner === "node-a" ? nodeA : nodeB
+    const survivor = runner === "node-a" ? nodeB : nodeA
+    const shell = Number(fs.readFileSync(path.join(pids, `ticker-${id}`), "utf8"))
+    victim.process.kill("SIGKILL")
+    const killedAt = Date.now()
+    const run = await waitFor("the lost run to be failed", async () => {
+      const reply = await api(survivor.url, key).get(`/cara/app/ci/runs/${id}`)
+      return reply.body.status === "completed" ? reply.body : undefined
+    }, 60_000)
+    const elapsed = Date.now() - killedAt
+    console.log(`a run on a killed node was failed ${elapsed} ms after the kill (bound: session timeout 3 s + 30 s)`)
+    expect(elapsed).toBeLessThan(33_000)
+    expect(run.conclusion).toBe("failure")
+    expect(run.error).toContain(`the runner on node ${runner} stopped reporting`)
+    // The shell and its children lost their terminal with the node.
+    await waitFor("the killed node's step to die", async () => {
+      try {
+        process.kill(shell, 0)
+        return undefined
+      } catch {
+        return true
+      }
+    }, 10_000)
+  }, 180_000)
+})
