@@ -31,6 +31,14 @@ Options (each also read from the environment variable in brackets):
   --s3-region, --s3-bucket, --s3-access-key-id, --s3-secret-access-key
   --command-timeout-ms MS       [GROVE_COMMAND_TIMEOUT_MS] default 10000
   --org-quota-bytes N           [GROVE_ORG_QUOTA_BYTES] every organization's storage quota (default: 10 GiB each)
+  --secret-key-file FILE        [GROVE_SECRET_KEY_FILE] the key encrypting CI secrets (or GROVE_SECRET_KEY, base64 of
+                                32 bytes; embedded mode generates DATA_DIR/secret.key; required in cluster mode)
+  --ci-concurrency N            [GROVE_CI_CONCURRENCY] CI runs this node executes at once (default 2)
+  --ci-queue-limit N            [GROVE_CI_QUEUE_LIMIT] queued runs before manual starts answer 503 (default 100)
+  --ci-step-output-limit-bytes N [GROVE_CI_STEP_OUTPUT_LIMIT_BYTES] output kept per step (default 1 MiB)
+  --ci-job-timeout-minutes N    [GROVE_CI_JOB_TIMEOUT_MINUTES] default job timeout (default 60)
+  --ci-work-dir DIR             [GROVE_CI_WORK_DIR]   where jobs run (default $TMPDIR/grove-ci)
+  --ci-user USER                [GROVE_CI_USER]       steps run as this user when the server is root (default nobody)
 `
 
 const fail = (message: string, code: number): never => {

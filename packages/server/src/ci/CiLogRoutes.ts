@@ -16,7 +16,7 @@ import type { CiRunRecord, StepState } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 
 const logParams = routeParams({ ...ApiParams.OwnerRepo, id: ApiCi.RunId })
-const POLL = "100 millis"
+const POLL = "50 millis"
 const KEEPALIVE_MS = 15_000
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`

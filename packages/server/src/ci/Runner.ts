@@ -2,7 +2,7 @@
  * Executes one run on this node: jobs in `needs` order (independent jobs at once), each in a
  * fresh checkout of the run's commit, each step in a pseudo-terminal (StepProcess) with the
  * workflow's environment and the repository's secrets. Output is masked, capped per step and
- * written to the log store every 100 ms while the step runs. Every transition of a job or step
+ * written to the log store every 50 ms while the step runs. Every transition of a job or step
  * is reported to the CiRun entity; the report doubles as the runner's heartbeat and tells it
  * when the run was cancelled, which interrupts the jobs (killing their process groups).
  */
@@ -107,7 +107,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
           Effect.catchCause((cause) => Effect.logWarning("a CI log piece could not be stored", Cause.squash(cause)))
         )
       })
-      const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("100 millis"), flush)))
+      const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("50 millis"), flush)))
       return {
         write: (text: string) => add(masker.push(text)),
         note: (text: string) => add(masker.push(text)),

@@ -1,0 +1,173 @@
+/**
+ * Benchmark: native CI on one embedded server, each number beside a baseline measured in the same
+ * run on the same machine (the machine is shared and noisy; compare the ratios):
+ *   - trigger to running: `POST …/ci/runs` until the run reads `running` (polled every 5 ms),
+ *     against spawning the same shell in a pseudo-terminal directly (node-pty, no server);
+ *   - first byte of a live log: a step prints the time; the follower of `…/logs?follow=1` sees it
+ *     (both clocks are this machine's), against a local pty's first byte after spawn;
+ *   - runs per minute of a no-op workflow with the default pool (2 runners), against the same
+ *     shells spawned directly two at a time;
+ *   - the server's RSS while 20 runs execute at once (a second server with 20 runners), against
+ *     the same server idle.
+ *
+ *   npm run bench:ci [-- --runs 30 --throughput 40]
+ */
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import type * as Pty from "node-pty"
+import { buildCommit, pushBody } from "../../test/support/content.ts"
+import { type GroveServer, startServer } from "../../test/support/GroveServer.ts"
+import { api } from "../../test/support/http.ts"
+import { numberArg } from "./load.ts"
+
+const pty = createRequire(path.resolve("packages/server/package.json"))("node-pty") as typeof Pty
+const RUNS = numberArg("runs", 30)
+const THROUGHPUT = numberArg("throughput", 40)
+
+const WORKFLOWS = {
+  ".oak/workflows/noop.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+  ".oak/workflows/stamp.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: echo \"stamp $(date +%s%N)\"; sleep 0.3\n",
+  ".oak/workflows/hold.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: echo holding; sleep 4\n"
+}
+
+const percentile = (values: ReadonlyArray<number>, p: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
+}
+const ms = (n: number) => `${n.toFixed(1).padStart(7)} ms`
+const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n))
+
+/** One shell in a pty, as a step runs: resolves with the time to its first byte and its end. */
+const directShell = (command: string) =>
+  new Promise<{ firstByte: number; total: number }>((resolve) => {
+    const start = performance.now()
+    let firstByte = -1
+    const child = pty.spawn("/bin/bash", ["--noprofile", "--norc", "-e", "-c", command], { name: "xterm", cols: 120, rows: 40, cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
+    child.onData(() => {
+      if (firstByte < 0) firstByte = performance.now() - start
+    })
+    child.onExit(() => resolve({ firstByte, total: performance.now() - start }))
+  })
+
+const setup = async (server: GroveServer) => {
+  const key = await server.createUser("bench")
+  const as = api(server.url, key)
+  await as.post("/repos", { name: "ci" })
+  const c = buildCommit({ branch: "main-setup", files: WORKFLOWS })
+  const pushed = await as.post("/bench/ci/push", pushBody({ branch: "main-setup", commits: [c], description: "Workflows" }))
+  if (pushed.body.success !== true) throw new Error(JSON.stringify(pushed.body))
+  const merged = await as.post("/bench/ci/branches/main-setup/merge")
+  if (merged.status !== 200) throw new Error(JSON.stringify(merged.body))
+  return { as, key }
+}
+
+const start = async (as: ReturnType<typeof api>, workflow: string): Promise<number> => {
+  const reply = await as.post("/bench/ci/ci/runs", { workflow })
+  if (reply.status !== 201) throw new Error(JSON.stringify(reply.body))
+  return reply.body.run_ids[0]
+}
+
+const until = async (as: ReturnType<typeof api>, id: number, status: "running" | "completed", every = 5) => {
+  for (;;) {
+    const run = await as.get(`/bench/ci/ci/runs/${id}?logs=false`)
+    if (run.body.status === status || run.body.status === "completed") return run.body
+    await sleep(every)
+  }
+}
+
+const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0)
+
+const main = async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-ci-"))
+  const server = await startServer({ dataDir })
+  try {
+    const { as, key } = await setup(server)
+    console.log(`CI benchmark: ${RUNS} runs per latency, ${THROUGHPUT} no-op runs for throughput, on ${os.cpus().length} cores\n`)
+
+    // Trigger to running.
+    const direct: Array<number> = []
+    for (let i = 0; i < RUNS; i++) direct.push((await directShell("true")).total)
+    const toRunning: Array<number> = []
+    for (let i = 0; i < RUNS; i++) {
+      const t0 = performance.now()
+      const id = await start(as, "noop")
+      await until(as, id, "running")
+      toRunning.push(performance.now() - t0)
+      await until(as, id, "completed", 20)
+    }
+    console.log(`trigger -> running          p50 ${ms(percentile(toRunning, 0.5))}  p99 ${ms(percentile(toRunning, 0.99))}`)
+    console.log(`  baseline: a pty shell     p50 ${ms(percentile(direct, 0.5))}  p99 ${ms(percentile(direct, 0.99))}   ratio p50 ${(percentile(toRunning, 0.5) / percentile(direct, 0.5)).toFixed(1)}x`)
+
+    // First byte of a live log.
+    const firstByteDirect: Array<number> = []
+    for (let i = 0; i < RUNS; i++) firstByteDirect.push((await directShell("echo hi")).firstByte)
+    const firstByte: Array<number> = []
+    for (let i = 0; i < Math.min(RUNS, 15); i++) {
+      const id = await start(as, "stamp")
+      const response = await fetch(`${server.url}/api/bench/ci/ci/runs/${id}/logs?follow=1`, { headers: { authorization: `Bearer ${key}` } })
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+      let seen = ""
+      for (;;) {
+        const { value, done } = await reader.read()
+        if (done) break
+        seen += value
+        const stamp = /stamp (\d+)/.exec(seen)
+        if (stamp !== null) {
+          firstByte.push(Date.now() - Number(BigInt(stamp[1]!) / 1_000_000n))
+          await reader.cancel()
+          break
+        }
+      }
+      await until(as, id, "completed", 20)
+    }
+    console.log(`live log first byte         p50 ${ms(percentile(firstByte, 0.5))}  p99 ${ms(percentile(firstByte, 0.99))}`)
+    console.log(`  baseline: a pty's output  p50 ${ms(percentile(firstByteDirect, 0.5))}  p99 ${ms(percentile(firstByteDirect, 0.99))}`)
+
+    // Throughput with the default pool.
+    const t0 = performance.now()
+    const ids: Array<number> = []
+    for (let i = 0; i < THROUGHPUT; i++) ids.push(await start(as, "noop"))
+    for (const id of ids) await until(as, id, "completed", 50)
+    const perMinute = THROUGHPUT / ((performance.now() - t0) / 60_000)
+    const d0 = performance.now()
+    for (let i = 0; i < THROUGHPUT; i += 2) await Promise.all([directShell("true"), directShell("true")])
+    const directPerMinute = THROUGHPUT / ((performance.now() - d0) / 60_000)
+    console.log(`no-op runs per minute       ${perMinute.toFixed(0).padStart(7)}      (default pool: 2 runners)`)
+    console.log(`  baseline: shells, 2 at once ${directPerMinute.toFixed(0).padStart(5)}      ratio ${(perMinute / directPerMinute).toFixed(3)}x`)
+  } finally {
+    await server.stop()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+
+  // RSS with 20 runs at once.
+  const wide = await startServer({ args: ["--ci-concurrency", "20"] })
+  try {
+    const { as } = await setup(wide)
+    const pid = wide.process.pid!
+    await sleep(1000)
+    const idle = rssKiB(pid)
+    const ids = await Promise.all(Array.from({ length: 20 }, () => start(as, "hold")))
+    let peak = idle
+    let running = 0
+    while (running < 20 || peak === idle) {
+      peak = Math.max(peak, rssKiB(pid))
+      const list = await as.get("/bench/ci/ci/runs?limit=20")
+      running = list.body.filter((r: { status: string }) => r.status === "running").length
+      if (running === 20) break
+      await sleep(100)
+    }
+    for (let i = 0; i < 20; i++) {
+      peak = Math.max(peak, rssKiB(pid))
+      await sleep(100)
+    }
+    console.log(`server RSS, 20 runs at once ${(peak / 1024).toFixed(1).padStart(7)} MiB   (${running} running at the peak sample)`)
+    console.log(`  baseline: idle            ${(idle / 1024).toFixed(1).padStart(7)} MiB   ratio ${(peak / idle).toFixed(3)}x`)
+    for (const id of ids) await until(as, id, "completed", 100)
+  } finally {
+    await wide.stop()
+  }
+}
+
+await main()
