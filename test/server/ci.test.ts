@@ -310,3 +310,61 @@ describe("access, secrets and the gate", () => {
     })
   }, 60_000)
 })
+
+describe("limits", () => {
+  let small: GroveServer
+  let key: string
+
+  beforeAll(async () => {
+    small = await startServer({ args: ["--ci-concurrency", "1", "--ci-queue-limit", "1", "--ci-step-output-limit-bytes", "2000"] })
+    key = await small.createUser("lena")
+    const lena = api(small.url, key)
+    expect((await lena.post("/repos", { name: "lim" })).status).toBe(201)
+    const c = buildCommit({
+      branch: "main-setup",
+      files: {
+        ".oak/workflows/hold.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: sleep 30\n",
+        ".oak/workflows/loud.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: for i in $(seq 1 500); do echo line-$i-padding-padding; done\n"
+      }
+    })
+    expect((await lena.post("/lena/lim/push", pushBody({ branch: "main-setup", commits: [c], description: "Limits" }))).body.success).toBe(true)
+  }, 120_000)
+
+  afterAll(async () => {
+    await small?.stop()
+  })
+
+  it("answers 503 with retryable when the queue is full, and caps a step's output with a marker", async () => {
+    const lena = api(small.url, key)
+    const start = (workflow: string) => lena.post("/lena/lim/ci/runs", { workflow, branch: "main-setup" })
+    const holding = (await start("hold")).body.run_ids[0]
+    // The one runner takes it; the next waits in the queue, which then is full.
+    await waitFor("the hold run to start", async () => ((await lena.get(`/lena/lim/ci/runs/${holding}`)).body.status === "running" ? true : undefined))
+    const queued = await start("loud")
+    expect(queued.status).toBe(201)
+    const full = await start("loud")
+    expect(full.status).toBe(503)
+    expect(full.body).toMatchObject({ code: "queue_full", retryable: true })
+    const head = (await lena.get("/lena/lim/branches/main-setup")).body.head
+    const trigger = await lena.post("/lena/lim/ci/trigger", {
+      protocol: "ordinary_trigger_v1",
+      expected_commit: head,
+      idempotency_key: "full-1",
+      branch: "main-setup",
+      workflow: "loud"
+    })
+    expect(trigger.status).toBe(503)
+    expect(trigger.body.retryable).toBe(true)
+    expect((await lena.post(`/lena/lim/ci/runs/${holding}/cancel`)).status).toBe(204)
+    const loud = await waitFor("the loud run", async () => {
+      const run = (await lena.get(`/lena/lim/ci/runs/${queued.body.run_ids[0]}`)).body
+      return run.status === "completed" ? run : undefined
+    })
+    expect(loud.conclusion).toBe("success")
+    const logs: string = loud.jobs[0].steps[0].logs
+    expect(logs).toContain("line-1-padding")
+    expect(logs).not.toContain("line-500-")
+    expect(logs).toContain("[grove: output truncated: this step printed more than 2000 bytes; the rest was discarded]")
+    expect(Buffer.byteLength(logs)).toBeLessThan(2200)
+  }, 90_000)
+})
