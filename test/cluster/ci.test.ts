@@ -16,6 +16,7 @@ import { startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { waitFor } from "../support/waitFor.ts"
 
 const exec = promisify(execFile)
 
@@ -40,16 +41,6 @@ const WORKFLOWS: Record<string, string> = {
 }
 
 const psql = async (query: string) => (await exec("psql", [cluster.infra.databaseUrl, "-v", "ON_ERROR_STOP=1", "-qtAc", query])).stdout.trim()
-
-const waitFor = async <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-}
 
 const runnerOf = async (id: number) => {
   const node = await psql(`SELECT runner_node FROM ci_runs WHERE id = ${id}`)

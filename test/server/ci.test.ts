@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { waitFor } from "../support/waitFor.ts"
 
 let server: GroveServer
 let pids: string
@@ -81,16 +82,6 @@ const WORKFLOWS: Record<string, string> = {
   ].join("\n"),
   ".oak/workflows/invalid.yml": ["on: [manual]", "jobs:", "  build:", "    stepz:", "      - run: x"].join("\n"),
   "message.txt": "from the checkout\n"
-}
-
-const waitFor = async <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
 }
 
 const completed = (id: number) =>
