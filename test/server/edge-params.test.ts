@@ -64,7 +64,17 @@ const validValue = (route: Route, param: string): string => {
     case "hash":
       return HASH
     case "id":
-      return route.path.includes("/api-keys/") ? keyId : OPERATION
+      return route.path.includes("/api-keys/")
+        ? keyId
+        : route.path.includes("/ci/runs/")
+        ? "1"
+        : route.path.includes("/webhooks/")
+        ? "00000000-0000-4000-8000-000000000000"
+        : OPERATION
+    case "secret":
+      return "API_TOKEN"
+    case "delivery":
+      return "00000000-0000-4000-8000-000000000001"
     case "*":
       return "src"
     case "username":
@@ -170,7 +180,7 @@ describe("path parameters at the edge", () => {
     const { routes, schemas } = await contractRoutes()
     // Guards the derivation itself: the contract has these many routes with path parameters today.
     expect(routes.length).toBeGreaterThanOrEqual(25)
-    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "group", "hash", "id", "key_id", "name", "owner", "slug", "username"])
+    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "delivery", "group", "hash", "id", "key_id", "name", "owner", "secret", "slug", "username"])
     for (const [name, schema] of routes.flatMap((r) => Object.entries(r.schemas!))) {
       expect(schema.type, name).toBe("string")
       expect(schema.pattern, name).toBeTypeOf("string")

@@ -99,14 +99,15 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         buffer += `${room}\n[grove: output truncated: this step printed more than ${context.config.stepOutputLimitBytes} bytes; the rest was discarded]\n`
         truncated = true
       }
-      const flush = Effect.suspend(() => {
+      // Uninterruptible: a piece taken from the buffer is stored even when the flusher is stopped meanwhile.
+      const flush = Effect.uninterruptible(Effect.suspend(() => {
         if (buffer.length === 0) return Effect.void
         const piece = buffer
         buffer = ""
         return logStore.append(run.orgId, run.id, stepId, seq++, piece).pipe(
           Effect.catchCause((cause) => Effect.logWarning("a CI log piece could not be stored", Cause.squash(cause)))
         )
-      })
+      }))
       const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("50 millis"), flush)))
       return {
         write: (text: string) => add(masker.push(text)),

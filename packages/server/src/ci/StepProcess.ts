@@ -39,14 +39,29 @@ export const runStep = (options: StepOptions): Effect.Effect<number> =>
       return
     }
     let exited = false
+    let lastData = Date.now()
     const exit = new Promise<void>((done) => {
       child.onExit(({ exitCode, signal }) => {
         exited = true
-        done()
-        resume(Effect.succeed(signal !== undefined && signal !== 0 ? 128 + signal : exitCode))
+        const code = signal !== undefined && signal !== 0 ? 128 + signal : exitCode
+        // The terminal may still hold output when the exit is reported: read until nothing has come
+        // for 40 ms after the exit (at most 500 ms), so a quick step's last lines are not lost.
+        const since = Date.now()
+        const drain = () => {
+          if (Date.now() - Math.max(lastData, since) >= 40 || Date.now() - since >= 500) {
+            done()
+            resume(Effect.succeed(code))
+          } else {
+            setTimeout(drain, 10)
+          }
+        }
+        drain()
       })
     })
-    child.onData((data) => options.onOutput(data.replace(/\r\n/g, "\n")))
+    child.onData((data) => {
+      lastData = Date.now()
+      options.onOutput(data.replace(/\r\n/g, "\n"))
+    })
     // Interrupted: kill the whole process group, then wait until the shell has exited.
     return Effect.promise(async () => {
       if (exited) return
