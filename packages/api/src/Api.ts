@@ -1,6 +1,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { AuditGroup } from "./AuditGroups.ts"
 import { CiGroup } from "./CiGroups.ts"
+import { WebhooksGroup } from "./WebhookGroups.ts"
 import { Authentication, RequestValidation } from "./Authentication.ts"
 import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "./Groups.ts"
 import { MergesGroup } from "./MergeGroups.ts"
@@ -23,6 +24,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(ServiceAccountsGroup)
   .add(PathPermissionsGroup)
   .add(CiGroup)
+  .add(WebhooksGroup)
   // The catch-all `/:owner/:name` routes go last.
   .add(ReposGroup)
   // A middleware added later wraps the ones before it: path parameters are checked first,

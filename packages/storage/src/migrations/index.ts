@@ -14,6 +14,7 @@ import objectUploads from "./0006_object_uploads.ts"
 import orgGroups from "./0007_org_groups.ts"
 import serviceAccounts from "./0008_service_accounts.ts"
 import ci from "./0009_ci.ts"
+import webhooks from "./0010_webhooks.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -24,5 +25,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0006_object_uploads": objectUploads,
   "0007_org_groups": orgGroups,
   "0008_service_accounts": serviceAccounts,
-  "0009_ci": ci
+  "0009_ci": ci,
+  "0010_webhooks": webhooks
 }
