@@ -3,6 +3,7 @@
  * is documented in the README's configuration table.
  */
 import { Context, Result } from "effect"
+import { isIpLiteral } from "@grove/core/net/PublicAddress"
 import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
 import { hostname, tmpdir } from "node:os"
@@ -50,6 +51,17 @@ export interface ServerConfigShape {
   readonly secretKey?: Uint8Array | undefined
   readonly secretKeyFile?: string | undefined
   readonly ci?: CiConfig | undefined
+  /**
+   * Exact addresses outbound calls may reach although they are not public: for tests with a
+   * receiver on 127.0.0.1. From `GROVE_UNSAFE_EGRESS_ALLOW` only (no flag), warned about at start.
+   */
+  readonly egressAllow?: ReadonlyArray<string> | undefined
+  /** DNS servers (`ip` or `ip:port`) outbound calls resolve names with; the system's resolver when empty. */
+  readonly dnsServers?: ReadonlyArray<string> | undefined
+  /** Webhook deliveries this node makes at once (one at a time per webhook). */
+  readonly webhookConcurrency?: number | undefined
+  /** The first retry of a failed delivery waits about this long; each next one twice as long (up to an hour). */
+  readonly webhookRetryBaseMs?: number | undefined
 }
 
 export interface CiConfig {
@@ -104,7 +116,10 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--ci-step-output-limit-bytes": "GROVE_CI_STEP_OUTPUT_LIMIT_BYTES",
   "--ci-job-timeout-minutes": "GROVE_CI_JOB_TIMEOUT_MINUTES",
   "--ci-work-dir": "GROVE_CI_WORK_DIR",
-  "--ci-user": "GROVE_CI_USER"
+  "--ci-user": "GROVE_CI_USER",
+  "--dns-servers": "GROVE_DNS_SERVERS",
+  "--webhook-concurrency": "GROVE_WEBHOOK_CONCURRENCY",
+  "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -203,6 +218,15 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   if (mode === "cluster" && secretKey === undefined && values.GROVE_SECRET_KEY_FILE === undefined) {
     throw new ConfigError("cluster mode needs GROVE_SECRET_KEY (or --secret-key-file): every node must encrypt CI secrets with the same key")
   }
+  const egressAllow = (env.GROVE_UNSAFE_EGRESS_ALLOW ?? "").split(",").map((a) => a.trim()).filter((a) => a.length > 0)
+  for (const address of egressAllow) {
+    if (!isIpLiteral(address)) throw new ConfigError(`GROVE_UNSAFE_EGRESS_ALLOW takes exact IP addresses (no names, no networks), not ${JSON.stringify(address)}`)
+  }
+  const dnsServers = (values.GROVE_DNS_SERVERS ?? "").split(",").map((a) => a.trim()).filter((a) => a.length > 0)
+  for (const server of dnsServers) {
+    const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d{1,5}))?$/.exec(server)
+    if (match === null || !isIpLiteral(match[1] ?? match[2] ?? "")) throw new ConfigError(`GROVE_DNS_SERVERS takes ip or ip:port entries, not ${JSON.stringify(server)}`)
+  }
   const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
   return {
     mode,
@@ -227,6 +251,10 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     trustedProxies,
     secretKey,
     secretKeyFile: values.GROVE_SECRET_KEY_FILE,
-    ci
+    ci,
+    egressAllow,
+    dnsServers,
+    webhookConcurrency: positive("GROVE_WEBHOOK_CONCURRENCY", 32),
+    webhookRetryBaseMs: positive("GROVE_WEBHOOK_RETRY_BASE_MS", 10_000)
   }
 }

@@ -39,6 +39,9 @@ Options (each also read from the environment variable in brackets):
   --ci-job-timeout-minutes N    [GROVE_CI_JOB_TIMEOUT_MINUTES] default job timeout (default 60)
   --ci-work-dir DIR             [GROVE_CI_WORK_DIR]   where jobs run (default $TMPDIR/grove-ci)
   --ci-user USER                [GROVE_CI_USER]       steps run as this user when the server is root (default nobody)
+  --dns-servers IP[:PORT],...   [GROVE_DNS_SERVERS]   resolvers for outbound calls (default: the system's)
+  --webhook-concurrency N       [GROVE_WEBHOOK_CONCURRENCY] deliveries this node makes at once (default 32)
+  --webhook-retry-base-ms MS    [GROVE_WEBHOOK_RETRY_BASE_MS] first retry delay, doubling up to an hour (default 10000)
 `
 
 const fail = (message: string, code: number): never => {
