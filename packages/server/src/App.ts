@@ -16,6 +16,9 @@ import { CiLogRoutes } from "./ci/CiLogRoutes.ts"
 import { CiLogStore } from "./ci/CiLogStore.ts"
 import { CiRuns } from "./ci/CiRuns.ts"
 import { SecretBox } from "./ci/CiSecrets.ts"
+import { Egress } from "./egress/Egress.ts"
+import { Webhooks } from "./webhooks/Webhooks.ts"
+import { WebhooksHandlers } from "./webhooks/WebhooksHandlers.ts"
 import { Branches } from "./content/Branches.ts"
 import { ChunkStore } from "./content/ChunkStore.ts"
 import { CommitPaths } from "./content/CommitPaths.ts"
@@ -63,7 +66,9 @@ export const DomainLive = Layer.mergeAll(
   ServiceAccounts.layer,
   CiRuns.layer.pipe(Layer.provide(SecretBox.layer)),
   SecretBox.layer,
-  CiLogStore.layer
+  CiLogStore.layer,
+  Webhooks.layer,
+  Egress.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -84,7 +89,8 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     AuditHandlers,
     ServiceAccountsHandlers,
     PathPermissionsHandlers,
-    CiHandlers
+    CiHandlers,
+    WebhooksHandlers
   ]),
   Layer.provide([AuthenticationLive, RequestValidationLive])
 )

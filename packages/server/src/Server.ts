@@ -15,6 +15,9 @@ import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
 import { CiGateway } from "./ci/CiGateway.ts"
 import { CiTriggersLive } from "./ci/CiTriggers.ts"
+import { WebhookDeliveryLive } from "./webhooks/WebhookDelivery.ts"
+import { WebhookFanoutLive } from "./webhooks/WebhookFanout.ts"
+import { WebhookGateway } from "./webhooks/WebhookGateway.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
@@ -70,9 +73,10 @@ export const serverLayer = (config: ServerConfigShape) => {
   // here would be captured by the API's handlers and override the route's.
   // The CI runners and the automatic triggers start after the HTTP server and the entities.
   const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
-  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci).pipe(
+  const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
+  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries).pipe(
     Layer.provide(NoTracing),
-    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live)),
+    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live, WebhookGateway.layer)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

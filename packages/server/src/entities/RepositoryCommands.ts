@@ -5,6 +5,7 @@
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
 import * as CiSecretCommands from "../ci/CiSecretCommands.ts"
+import * as WebhookCommands from "../webhooks/WebhookCommands.ts"
 import { ApiSchemas } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
@@ -164,7 +165,8 @@ export const RepositoryEntity = Entity.make("Repository", {
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
   SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
   Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError },
-  ...CiSecretCommands.commands
+  ...CiSecretCommands.commands,
+  ...WebhookCommands.commands
 })
 
 export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
@@ -175,5 +177,6 @@ export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
   Delete: remove,
   SetVisibility: setVisibility,
   Transfer: transfer,
-  ...CiSecretCommands.handlers
+  ...CiSecretCommands.handlers,
+  ...WebhookCommands.handlers
 }

@@ -7,6 +7,7 @@ import { ApiErrors } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
 import { Effect, Layer, Option, Schema } from "effect"
 import { storedCiErrorResponse } from "../ci/CiErrors.ts"
+import { storedWebhookErrorResponse } from "../webhooks/WebhookErrors.ts"
 import { ServerConfig } from "../Config.ts"
 import * as BranchCommands from "../content/BranchCommands.ts"
 import * as MergeCommand from "../content/MergeCommand.ts"
@@ -51,7 +52,9 @@ const successStatus: Record<string, number> = {
   RevokeServiceAccountKey: 204,
   CreatePersonalKey: 201,
   RevokePersonalKey: 204,
-  DeleteCiSecret: 204
+  DeleteCiSecret: 204,
+  AddWebhook: 201,
+  RemoveWebhook: 204
 }
 
 const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
@@ -72,7 +75,7 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
   const serviceAccountError = decodeServiceAccountError(error)
   if (Option.isSome(serviceAccountError)) return serviceAccountErrorResponse(serviceAccountError.value)
-  return storedCiErrorResponse(error)
+  return storedCiErrorResponse(error) ?? storedWebhookErrorResponse(error)
 }
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {

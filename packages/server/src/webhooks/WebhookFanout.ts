@@ -1,0 +1,75 @@
+/**
+ * The fan-out: a consumer of `grove.events` (group `grove.webhook-fanout`) turns each `push`,
+ * `branch.created` and `merge` into one delivery per webhook that receives it, and tells the
+ * delivery workers on `grove.webhook-deliveries` (keyed by webhook id, so an operator can tail it
+ * with kcat). A delivery is made once per event and webhook (the table's unique key on the event's
+ * id), so an event seen again after the consumer was killed makes nothing new; a delivery not yet
+ * attempted is announced again, which is harmless (an attempt claims it first).
+ */
+import { Bus, Topics } from "@grove/bus"
+import { Cause, Effect, Layer, Schedule, Stream } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomUUID } from "node:crypto"
+import { DELIVERIES_TOPIC } from "./WebhookDelivery.ts"
+import { payloadBody } from "./WebhookPayload.ts"
+import { Webhooks } from "./Webhooks.ts"
+
+export const FANOUT_GROUP = "grove.webhook-fanout"
+const DELIVERED: ReadonlySet<string> = new Set(["push", "branch.created", "merge"])
+
+interface RepositoryEvent {
+  readonly type: string
+  readonly id: string
+  readonly repository_id: string
+  readonly owner?: string
+  readonly repo?: string
+  readonly branch?: string
+  readonly commit?: string
+  readonly pusher?: string
+  readonly timestamp?: string
+}
+
+const asDelivered = (value: unknown): RepositoryEvent | undefined => {
+  const event = value as Partial<RepositoryEvent> | null
+  if (event === null || typeof event !== "object" || !DELIVERED.has(String(event.type))) return undefined
+  return typeof event.id === "string" && typeof event.repository_id === "string" ? event as RepositoryEvent : undefined
+}
+
+export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
+  const bus = yield* Bus.Bus
+  const sql = yield* SqlClient.SqlClient
+  const webhooks = yield* Webhooks
+
+  const fanOut = Effect.fnUntraced(function*(event: RepositoryEvent) {
+    const hooks = yield* webhooks.receiving(event.repository_id, event.type)
+    if (hooks.length === 0) return
+    const body = payloadBody({ ...event, event: event.type })
+    const notices = []
+    for (const hook of hooks) {
+      yield* sql`INSERT INTO webhook_deliveries ${
+        sql.insert({ id: randomUUID(), webhook_id: hook.id, event_id: event.id, event: event.type, body, status: "pending" })
+      } ON CONFLICT (webhook_id, event_id) DO NOTHING`
+      const [row] = yield* sql<{ id: string; status: string; attempts: number }>`SELECT id, status, attempts FROM webhook_deliveries
+        WHERE webhook_id = ${hook.id} AND event_id = ${event.id}`
+      if (row !== undefined && row.status === "pending" && row.attempts === 0) {
+        notices.push({ topic: DELIVERIES_TOPIC, key: hook.id, value: { type: "webhook.delivery", v: 1, delivery_id: row.id, webhook_id: hook.id, event: event.type, event_id: event.id } })
+      }
+    }
+    if (notices.length > 0) yield* bus.publish(notices)
+  })
+
+  yield* bus.consume(FANOUT_GROUP, Topics.events, (claim) =>
+    claim.records.pipe(Stream.runForEach((record) =>
+      Effect.gen(function*() {
+        const event = asDelivered(record.value)
+        if (event !== undefined) {
+          yield* fanOut(event).pipe(
+            Effect.tapCause((cause) => Effect.logWarning(`webhook fan-out of event ${event.id} failed; retrying`, Cause.squash(cause))),
+            Effect.retry({ schedule: Schedule.exponential("200 millis", 1.5), times: 20 }),
+            Effect.catchCause((cause) => Effect.logError(`webhook fan-out of event ${event.id} gave up`, Cause.squash(cause)))
+          )
+        }
+        yield* claim.commit(record.offset)
+      })
+    )))
+}))

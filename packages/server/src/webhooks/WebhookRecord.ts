@@ -1,0 +1,43 @@
+/** A webhook as stored, and its API form; shared by the read side and the Repository entity's commands. */
+import type { ApiWebhooks } from "@grove/api"
+
+export interface WebhookRow {
+  readonly id: string
+  readonly repo_id: string
+  readonly url: string
+  readonly secret_sealed: string | null
+  readonly events: unknown
+  readonly created_by: string
+  readonly created_at: Date | string
+}
+
+export const ALL_EVENTS: ReadonlyArray<ApiWebhooks.WebhookEvent> = ["push", "branch.created", "merge"]
+
+export const eventsOf = (row: Pick<WebhookRow, "events">): ReadonlyArray<ApiWebhooks.WebhookEvent> => {
+  const events = (typeof row.events === "string" ? JSON.parse(row.events) : row.events) as ReadonlyArray<ApiWebhooks.WebhookEvent>
+  return events.length === 0 ? ALL_EVENTS : events
+}
+
+/** Slack-compatible incoming-webhook URLs: Slack's own, and Discord's `/slack` endpoints. */
+export const isChatUrl = (raw: string): boolean => {
+  try {
+    const url = new URL(raw)
+    const host = url.hostname.toLowerCase()
+    return url.protocol === "https:" && (
+      (host === "hooks.slack.com" && url.pathname.startsWith("/services/")) ||
+      ((host === "discord.com" || host === "discordapp.com") && /^\/api\/webhooks\/[^/]+\/[^/]+\/slack$/.test(url.pathname))
+    )
+  } catch {
+    return false
+  }
+}
+
+export const toApiWebhook = (row: WebhookRow): ApiWebhooks.Webhook => ({
+  id: row.id,
+  url: row.url,
+  events: eventsOf(row),
+  has_secret: row.secret_sealed !== null,
+  chat: isChatUrl(row.url),
+  created_by: row.created_by,
+  created_at: new Date(row.created_at).toISOString()
+})
