@@ -8,6 +8,7 @@ import { Argument, CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } f
 import { ChildProcessSpawner } from "effect/process"
 import { org, perms, sa } from "./AccessCommands.ts"
 import { ci } from "./CiCommands.ts"
+import { webhook } from "./WebhookCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported } from "./CommandAction.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
@@ -249,6 +250,7 @@ export const grove = Command.make("grove").pipe(
     pull,
     merge,
     ci,
+    webhook,
     revert,
     status,
     log,

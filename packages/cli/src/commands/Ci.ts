@@ -15,7 +15,7 @@ import { remoteOf } from "../sync/Session.ts"
 import { currentBranch } from "../local/State.ts"
 
 /** The repository named by `--repo`, else the checkout's. */
-const target = Effect.fnUntraced(function*(remote: string, repo: Option.Option<string>) {
+export const target = Effect.fnUntraced(function*(remote: string, repo: Option.Option<string>) {
   if (Option.isSome(repo)) {
     const full = Names.parseFullName(repo.value)
     if (full === undefined) return yield* usage("--repo must be given as owner/name")
