@@ -292,6 +292,32 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 404,
     call: (c, i) => c.delete(`/acme/app/ci/secrets/GONE_${i}`)
   },
+  // Webhooks (an unknown id answers 404 to those allowed to ask)
+  { endpoint: "GET /{owner}/{name}/webhooks", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/webhooks") },
+  {
+    endpoint: "POST /{owner}/{name}/webhooks",
+    need: { on: "repo", action: "write" },
+    ok: 201,
+    call: (c) => c.post("/acme/app/webhooks", { url: "https://93.184.216.34/matrix", events: ["merge"] })
+  },
+  {
+    endpoint: "DELETE /{owner}/{name}/webhooks/{id}",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.delete("/acme/app/webhooks/00000000-0000-4000-8000-000000000000")
+  },
+  {
+    endpoint: "GET …/webhooks/{id}/deliveries",
+    need: { on: "repo", action: "read" },
+    ok: 404,
+    call: (c) => c.get("/acme/app/webhooks/00000000-0000-4000-8000-000000000000/deliveries")
+  },
+  {
+    endpoint: "POST …/deliveries/{delivery_id}/redeliver",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.post("/acme/app/webhooks/00000000-0000-4000-8000-000000000000/deliveries/00000000-0000-4000-8000-000000000001/redeliver")
+  },
   // Sync protocol
   { endpoint: "GET /{owner}/{name}/pull", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/pull") },
   {
@@ -448,9 +474,6 @@ export const ROWS: ReadonlyArray<Row> = [
 
 /** Spec endpoints that answer 404 to everyone because they are not implemented yet (CI, webhooks, sites, releases). */
 export const NOT_IMPLEMENTED = [
-  "GET /{owner}/{name}/webhooks",
-  "POST /{owner}/{name}/webhooks",
-  "DELETE /{owner}/{name}/webhooks/{id}",
   "GET /orgs/{slug}/site",
   "PUT /orgs/{slug}/site",
   "DELETE /orgs/{slug}/site",

@@ -50,10 +50,10 @@ export interface TwoNodes {
 }
 
 /** Fresh infrastructure, an instance admin named `admin`, then nodes `node-a` and `node-b`. */
-export const startTwoNodes = async (admin: string, commandTimeoutMs: number): Promise<TwoNodes> => {
+export const startTwoNodes = async (admin: string, commandTimeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<TwoNodes> => {
   const infra = await startClusterInfra()
   const startNode = (name: string) =>
-    startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: String(commandTimeoutMs) }, args: ["--node-id", name] })
+    startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: String(commandTimeoutMs), ...env }, args: ["--node-id", name] })
   let nodeA: GroveServer | undefined
   let nodeB: GroveServer | undefined
   let key: string
