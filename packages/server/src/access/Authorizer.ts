@@ -2,7 +2,7 @@
  * Joins what the database knows (the repository, the caller's role) with the
  * pure decision in `@grove/core`, and turns a denial into the API's error.
  */
-import { ApiErrors, type Caller } from "@grove/api"
+import { ApiErrors, type Caller, CurrentCaller } from "@grove/api"
 import { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -94,3 +94,16 @@ export class Authorizer extends Context.Service<Authorizer, {
     })
   }))
 }
+
+/** The route's repository for the current caller, authorized for `action` (503 when the database is down). */
+export const callerRepository = (params: { readonly owner: string; readonly name: string }, action: Access.Action) =>
+  Effect.gen(function*() {
+    const authorizer = yield* Authorizer
+    const caller = yield* CurrentCaller
+    return yield* authorizer.repository(caller, params.owner, params.name, action).pipe(
+      Effect.catchTag("SqlError", (error) =>
+        Effect.logWarning("database unavailable", error).pipe(
+          Effect.andThen(Effect.fail(new ApiErrors.ServiceUnavailable({ error: "the database is unavailable; try again", code: "unavailable", retryable: true })))
+        ))
+    )
+  })

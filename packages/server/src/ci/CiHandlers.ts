@@ -3,13 +3,13 @@
  * cancelling and secrets go to the entities (Branch, CiRun, Repository). Reading needs read
  * access; everything else write access (a key without `write` gets 403 naming it).
  */
-import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
+import { ApiErrors, GroveApi } from "@grove/api"
 import type { WorkflowEvent } from "@grove/core/ci/Workflow"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
-import { Authorizer } from "../access/Authorizer.ts"
+import { callerRepository } from "../access/Authorizer.ts"
 import { DEFAULT_CI, ServerConfig } from "../Config.ts"
 import { branchKey } from "../content/BranchCommands.ts"
 import { Branches } from "../content/Branches.ts"
@@ -32,7 +32,6 @@ const notFound = (error: string) => new ApiErrors.NotFound({ error, code: "not_f
 const unavailable = (what: string) => () => new ApiErrors.ServiceUnavailable({ error: `${what} could not be read; try again`, code: "unavailable", retryable: true })
 
 export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(function*(handlers) {
-  const authorizer = yield* Authorizer
   const runs = yield* CiRuns
   const logs = yield* CiLogStore
   const gateway = yield* CiGateway
@@ -44,11 +43,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const config = yield* ServerConfig
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
-  const repository = (params: { readonly owner: string; readonly name: string }, action: "read" | "write") =>
-    Effect.gen(function*() {
-      const caller = yield* CurrentCaller
-      return yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, action))
-    })
+  const repository = callerRepository
 
   /** The workflows at `commit` chosen for a manual start (by name, or all that take `manual`); 404 when none. */
   const chosenAt = (repo: RepositoryRecord, commit: string, event: WorkflowEvent, workflow: string | null | undefined) =>

@@ -6,11 +6,11 @@
  * consumer killed before its offset was committed) queues its runs once: the inbox replays.
  */
 import { Bus, Topics } from "@grove/bus"
-import type { WorkflowEvent } from "@grove/core/ci/Workflow"
 import { Cause, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { branchKey } from "../content/BranchCommands.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
+import { type RepositoryEvent, repositoryEventOf } from "../events/RepositoryEvent.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { CiGateway } from "./CiGateway.ts"
@@ -18,26 +18,6 @@ import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
 
 export const TRIGGER_GROUP = "grove.ci-triggers"
-const TRIGGERING: ReadonlySet<string> = new Set(["push", "branch.created", "merge"])
-
-interface TriggerEvent {
-  readonly type: WorkflowEvent
-  readonly id: string
-  readonly repository_id: string
-  readonly branch: string
-  readonly commit: string
-  readonly pusher?: string
-}
-
-const asTrigger = (value: unknown): TriggerEvent | undefined => {
-  const event = value as Partial<TriggerEvent> | null
-  if (event === null || typeof event !== "object" || !TRIGGERING.has(String(event.type))) return undefined
-  if (typeof event.id !== "string" || typeof event.repository_id !== "string" || typeof event.commit !== "string" || typeof event.branch !== "string") {
-    return undefined
-  }
-  return event as TriggerEvent
-}
-
 export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
   const bus = yield* Bus.Bus
   const gateway = yield* CiGateway
@@ -45,7 +25,7 @@ export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
 
-  const handle = Effect.fnUntraced(function*(event: TriggerEvent) {
+  const handle = Effect.fnUntraced(function*(event: RepositoryEvent & { readonly branch: string; readonly commit: string }) {
     const found = yield* repositories.findById(event.repository_id)
     if (Option.isNone(found)) return
     const repo = found.value
@@ -76,10 +56,10 @@ export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
     claim.records.pipe(
       Stream.runForEach((record) =>
         Effect.gen(function*() {
-          const event = asTrigger(record.value)
-          if (event !== undefined) {
+          const event = repositoryEventOf(record.value)
+          if (event !== undefined && typeof event.branch === "string" && typeof event.commit === "string") {
             // Retried for about ten minutes (the command id makes a retry harmless); then the event is left, loudly.
-            yield* handle(event).pipe(
+            yield* handle({ ...event, branch: event.branch, commit: event.commit }).pipe(
               Effect.tapCause((cause) => Effect.logWarning(`CI trigger for event ${event.id} failed; retrying`, Cause.squash(cause))),
               Effect.retry({ schedule: Schedule.exponential("200 millis", 1.5), times: 20 }),
               Effect.catchCause((cause) => Effect.logError(`CI trigger for event ${event.id} gave up: no runs were started`, Cause.squash(cause)))

@@ -10,31 +10,12 @@ import { Bus, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Schedule, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
+import { type RepositoryEvent, repositoryEventOf } from "../events/RepositoryEvent.ts"
 import { DELIVERIES_TOPIC } from "./WebhookDelivery.ts"
 import { payloadBody } from "./WebhookPayload.ts"
 import { Webhooks } from "./Webhooks.ts"
 
 export const FANOUT_GROUP = "grove.webhook-fanout"
-const DELIVERED: ReadonlySet<string> = new Set(["push", "branch.created", "merge"])
-
-interface RepositoryEvent {
-  readonly type: string
-  readonly id: string
-  readonly repository_id: string
-  readonly owner?: string
-  readonly repo?: string
-  readonly branch?: string
-  readonly commit?: string
-  readonly pusher?: string
-  readonly timestamp?: string
-}
-
-const asDelivered = (value: unknown): RepositoryEvent | undefined => {
-  const event = value as Partial<RepositoryEvent> | null
-  if (event === null || typeof event !== "object" || !DELIVERED.has(String(event.type))) return undefined
-  return typeof event.id === "string" && typeof event.repository_id === "string" ? event as RepositoryEvent : undefined
-}
-
 export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
   const bus = yield* Bus.Bus
   const sql = yield* SqlClient.SqlClient
@@ -61,7 +42,7 @@ export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* bus.consume(FANOUT_GROUP, Topics.events, (claim) =>
     claim.records.pipe(Stream.runForEach((record) =>
       Effect.gen(function*() {
-        const event = asDelivered(record.value)
+        const event = repositoryEventOf(record.value)
         if (event !== undefined) {
           yield* fanOut(event).pipe(
             Effect.tapCause((cause) => Effect.logWarning(`webhook fan-out of event ${event.id} failed; retrying`, Cause.squash(cause))),

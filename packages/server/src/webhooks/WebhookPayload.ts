@@ -9,16 +9,10 @@
  * receiver can refuse an old or replayed request. A chat channel gets `{"text": ...}`, unsigned.
  */
 import { createHmac } from "node:crypto"
+import type { RepositoryEvent } from "../events/RepositoryEvent.ts"
 
-export interface EventFacts {
-  readonly event: string
-  readonly owner?: string
-  readonly repo?: string
-  readonly branch?: string
-  readonly commit?: string
-  readonly pusher?: string
-  readonly timestamp?: string
-}
+/** A repository event's facts, with its kind as the payload's `event`. */
+export type EventFacts = Omit<RepositoryEvent, "type" | "id" | "repository_id"> & { readonly event: string }
 
 const FIELDS = ["event", "owner", "repo", "branch", "commit", "pusher", "timestamp"] as const
 

@@ -3,13 +3,13 @@
  * access. A URL is checked by the egress rules before it is stored (400 `address_not_allowed`,
  * with the rule it broke and no resolution details); the secret is sealed here and never returned.
  */
-import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
+import { ApiErrors, GroveApi } from "@grove/api"
 import { Bus } from "@grove/bus"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import { Authorizer } from "../access/Authorizer.ts"
+import { callerRepository } from "../access/Authorizer.ts"
 import { SecretBox } from "../ci/CiSecrets.ts"
 import { Egress } from "../egress/Egress.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
@@ -27,7 +27,6 @@ const failure = (error: WebhookError | TooManyWebhooks | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : webhookApiError(error))
 
 export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effect.fn(function*(handlers) {
-  const authorizer = yield* Authorizer
   const webhooks = yield* Webhooks
   const gateway = yield* WebhookGateway
   const egress = yield* Egress
@@ -35,11 +34,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
   const sql = yield* SqlClient.SqlClient
   const bus = yield* Bus.Bus
 
-  const repository = (params: { readonly owner: string; readonly name: string }, action: "read" | "write") =>
-    Effect.gen(function*() {
-      const caller = yield* CurrentCaller
-      return yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, action))
-    })
+  const repository = callerRepository
   const hookOf = (repoId: string, id: string) =>
     Effect.gen(function*() {
       const hook = yield* dbUnavailable(webhooks.find(repoId, id))
