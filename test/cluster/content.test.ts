@@ -93,7 +93,7 @@ describe("content in cluster mode", () => {
     const merged = await api(nodeB.url, key).post("/cleo/shared/branches/topic/merge")
     expect(merged.status, JSON.stringify(merged.body)).toBe(200)
     expect(merged.body).toMatchObject({ merge_parent_hash: c2.commit.hash, message: "Cluster change" })
-    expect((await api(nodeA.url, key).get("/cleo/shared/branches/topic")).body.status).toBe("merged")
+    expect((await api(nodeA.url, key).get("/cleo/shared/branches/topic")).body).toMatchObject({ status: "closed", state: "merged" })
 
     const dest = path.join(work, "clone")
     await exec("git", ["clone", "-q", `${nodeA.url}/cleo/shared.git`, dest], { env: { ...process.env, GIT_TERMINAL_PROMPT: "0" } })

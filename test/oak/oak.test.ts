@@ -398,6 +398,18 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(jsonOf(pull).head_after).toBe(second.commit_hash)
     expectSameTree(w3, w1)
   }, 180_000)
+
+  it("branch list --remote reports merged branches closed, as the client knows them", async () => {
+    const listed = ok(await oak(["branch", "list", "--remote", "--json"], w1), "oak branch list --remote")
+    const rows = jsonOf(listed)
+    const branches: Array<{ name: string; status: string }> = Array.isArray(rows) ? rows : rows.branches
+    expect(branches.find((b) => b.name === "merge-me")?.status).toBe("closed")
+    const open = jsonOf(ok(await oak(["branch", "list", "--remote", "--status", "open", "--json"], w1), "oak branch list --status open"))
+    const openNames = (Array.isArray(open) ? open : open.branches).map((b: { name: string }) => b.name)
+    expect(openNames).not.toContain("merge-me")
+    // Grove's own record keeps the richer state.
+    expect((await branchOnServer("merge-me")).state).toBe("merged")
+  })
   it("oak ci: the runs a push starts, status, wait, logs, the exact-head trigger and its replay, rerun, cancel of a push run", async () => {
     // w1 is on a fresh branch from main (the merge above moved it there).
     fs.mkdirSync(path.join(w1, ".oak/workflows"), { recursive: true })

@@ -55,7 +55,7 @@ describe("merge responses", () => {
     expect(merged.body.parent_hash).toBeUndefined()
     expect(merged.body.commit_hash).toMatch(/^[0-9a-f]{64}$/)
     expect((await a().get("/mia/m1")).body.head).toBe(merged.body.commit_hash)
-    expect((await a().get("/mia/m1/branches/one")).body.status).toBe("merged")
+    expect((await a().get("/mia/m1/branches/one")).body).toMatchObject({ status: "closed", state: "merged" })
 
     const info = await a().post("/mia/m1/commits/info", { hashes: [merged.body.commit_hash] })
     expect(info.body.commits[0]).toMatchObject({

@@ -155,7 +155,7 @@ export const checkInvariants = async (url: string, token: string, owner: string,
   const squashes = chain.filter((c) => c.merge_parent_hash !== undefined)
   expect(squashes.map((c) => c.hash).sort()).toEqual(merges.map((m) => m.body.commit_hash as string).sort())
   expect(new Set(squashes.map((c) => c.merge_parent_hash)).size).toBe(squashes.length)
-  for (const m of merges) expect((await a.get(`/${owner}/${repo}/branches/${m.branch}`)).body.status).toBe("merged")
+  for (const m of merges) expect((await a.get(`/${owner}/${repo}/branches/${m.branch}`)).body).toMatchObject({ status: "closed", state: "merged" })
   // Every acknowledged push is in its branch's history.
   for (const p of outcomes.filter((o) => o.op === "push" && o.status === 200 && o.body.success === true)) {
     const history = (await a.get(`/${owner}/${repo}/pull?branch_name=${encodeURIComponent(p.branch)}`)).body.commits as Array<{ hash: string }>

@@ -206,7 +206,10 @@ export const Branch = Schema.Struct({
   name: Schema.String,
   description: Schema.NullOr(Schema.String),
   parent_branch: Schema.NullOr(Schema.String),
+  /** `open` or `closed`, as the Oak client knows them: a merged branch is closed. */
   status: BranchStatus,
+  /** Grove's own state: `open`, `closed` or `merged`. */
+  state: BranchStatus,
   head: Schema.NullOr(Schema.String),
   created_by: Schema.String,
   created_at: Schema.String,

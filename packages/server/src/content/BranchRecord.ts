@@ -23,11 +23,13 @@ export const branchColumns = (sql: SqlClient.SqlClient) =>
 
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString()
 
+/** A merged branch reads `status: closed` (the Oak client knows open and closed only; it would take merged for open) and `state: merged`. */
 export const toApiBranch = (b: BranchRecord): ApiSync.Branch => ({
   name: b.name,
   description: b.description,
   parent_branch: b.parentBranch,
-  status: b.status,
+  status: b.status === "merged" ? "closed" : b.status,
+  state: b.status,
   head: b.head,
   created_by: b.createdBy,
   created_at: b.createdAt,
