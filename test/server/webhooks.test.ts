@@ -26,7 +26,7 @@ const heads = new Map<string, ReturnType<typeof buildCommit>>()
 /** A commit on `branch`: its creation the first time (branch.created), a push after. */
 const push = async (branch: string) => {
   const parent = heads.get(branch)
-  const c = buildCommit({ branch, files: { "README.md": `v${++commits}\n` }, parent: parent ?? null })
+  const c = buildCommit({ branch, files: { [`${branch}.txt`]: `v${++commits}\n` }, parent: parent ?? null })
   const reply = await as().post("/wes/app/push", pushBody({ branch, commits: [c], description: branch, expectedHead: parent?.commit.hash ?? null }))
   expect(reply.body.success, JSON.stringify(reply.body)).toBe(true)
   heads.set(branch, c)
@@ -184,4 +184,39 @@ describe("webhooks", () => {
     expect(audit).toContain("webhook.remove")
     expect(audit).not.toContain(SECRET)
   })
+})
+
+describe("the repository's event stream", () => {
+  it("streams the repository's events live as server-sent events, to readers only", async () => {
+    const stranger = await fetch(`${server.url}/api/wes/app/events`, { headers: { authorization: `Bearer ${await server.createUser("evan")}` } })
+    expect(stranger.status).toBe(404)
+    const response = await fetch(`${server.url}/api/wes/app/events?branches=main,streamed`, { headers: { authorization: `Bearer ${key}` } })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toContain("text/event-stream")
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+    let seen = ""
+    const events = () => [...seen.matchAll(/^event: branch\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!))
+    const next = async (count: number) => {
+      while (events().length < count) {
+        const { value, done } = await reader.read()
+        if (done) throw new Error("the stream ended")
+        seen += value
+      }
+    }
+    // Connected before the first event: the first read is the stream's opening comment.
+    const opening = await reader.read()
+    seen += opening.value ?? ""
+    expect(seen).toContain(": connected")
+    await push("not-listed")
+    const commit = await push("streamed")
+    await next(1)
+    expect(events()[0]).toMatchObject({ kind: "branch.created", branch: "streamed", commit, actor: "wes" })
+    const merged = await as().post("/wes/app/branches/streamed/merge")
+    expect(merged.status).toBe(200)
+    await next(2)
+    expect(events()[1]).toMatchObject({ kind: "merge", branch: "streamed", commit: merged.body.commit_hash })
+    // The branch not asked for never came.
+    expect(events().some((e) => e.branch === "not-listed")).toBe(false)
+    await reader.cancel()
+  }, 60_000)
 })

@@ -17,6 +17,8 @@ import { CiLogStore } from "./ci/CiLogStore.ts"
 import { CiRuns } from "./ci/CiRuns.ts"
 import { SecretBox } from "./ci/CiSecrets.ts"
 import { Egress } from "./egress/Egress.ts"
+import { EventRoutes } from "./events/EventRoutes.ts"
+import { RepositoryEventStream } from "./events/RepositoryEventStream.ts"
 import { Webhooks } from "./webhooks/Webhooks.ts"
 import { WebhooksHandlers } from "./webhooks/WebhooksHandlers.ts"
 import { Branches } from "./content/Branches.ts"
@@ -68,7 +70,8 @@ export const DomainLive = Layer.mergeAll(
   SecretBox.layer,
   CiLogStore.layer,
   Webhooks.layer,
-  Egress.layer
+  Egress.layer,
+  RepositoryEventStream.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -105,6 +108,7 @@ export const Routes = Layer.mergeAll(
   ChunkRoutes,
   FileRoutes,
   CiLogRoutes,
+  EventRoutes,
   ExportRoutes,
   CliAuthPageRoutes,
   HomePage,

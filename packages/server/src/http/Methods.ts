@@ -52,7 +52,8 @@ const ROUTES: ReadonlyArray<Route> = [
   route("POST", "/api/:owner/:name/chunks/batch"),
   route("POST", "/api/:owner/:name/chunks/fetch"),
   route("GET", "/api/:owner/:name/raw/:commit/*"),
-  route("GET", "/api/:owner/:name/ci/runs/:id/logs")
+  route("GET", "/api/:owner/:name/ci/runs/:id/logs"),
+  route("GET", "/api/:owner/:name/events")
 ]
 
 /** The most specific routes matching a path (all with the same rank); empty for a path no route knows. */
