@@ -164,7 +164,7 @@ const expectServerHas = async (commit: string, dir: string) => {
 const branchOnServer = async (branch: string) => {
   const reply = await api(server.url, key).get(`/${OWNER}/${REPO}/branches/${encodeURIComponent(branch)}`)
   expect(reply.status).toBe(200)
-  return reply.body as { name: string; head: string | null; status: string; description: string | null; parent_branch: string | null; close_reason?: string }
+  return reply.body as { name: string; head: string | null; status: string; state: string; description: string | null; parent_branch: string | null; close_reason?: string }
 }
 
 /**
