@@ -31,6 +31,8 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* prepareRoot(ci.workDir)
   yield* remove(root)
   yield* prepareRoot(root)
+  // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
+  yield* Effect.addFinalizer(() => remove(root))
   const context: RunnerContext = { node: config.nodeId, config: { ...ci, workDir: root }, user }
   if (user !== undefined) yield* Effect.logInfo(`CI steps run as ${ci.runAsUser} (uid ${user.uid})`)
   const services = yield* Effect.context<CiRuns | CiGateway | Exclude<Effect.Services<ReturnType<typeof executeRun>>, never>>()
