@@ -56,7 +56,7 @@ describe("grove org, sa and perms", () => {
     const created = json(await ok(["sa", "key", "create", "bot", "ci", "--org", "acme", "--scopes", "read,write", "--json"], olga))
     expect(created.key).toMatch(/^grove_/)
     expect((await ok(["sa", "key", "create", "bot", "ci2", "--org", "acme", "--scopes", "read"], olga)).stdout).toContain("shown once")
-    const keys = json(await ok(["sa", "key", "list", "bot", "--org", "acme", "--json"], olga)) as Array<{ key_id: string; scopes: string }>
+    const keys = json(await ok(["sa", "key", "list", "bot", "--org", "acme", "--json"], olga)).keys as Array<{ key_id: string; scopes: string }>
     expect(keys.map((k) => k.scopes)).toEqual(["read,write", "read"])
     expect(JSON.stringify(keys)).not.toContain(created.key)
     expect((await grove(["sa", "key", "create", "bot", "x", "--org", "acme", "--scopes", "fly"], olga)).code).toBe(2)
@@ -72,7 +72,7 @@ describe("grove org, sa and perms", () => {
     expect((await grove(["repo", "show", "acme/app"], asBot)).code).toBe(6)
     expect((await ok(["sa", "list", "--org", "acme"], olga)).stdout).toMatch(/bot\s+Bot\s+enabled/)
     await ok(["sa", "delete", "bot", "--org", "acme"], olga)
-    expect(json(await ok(["sa", "list", "--org", "acme", "--json"], olga))).toEqual([])
+    expect(json(await ok(["sa", "list", "--org", "acme", "--json"], olga))).toEqual({ service_accounts: [] })
   })
 
   it("perms show: rules, warnings with lines, enforcement", async () => {

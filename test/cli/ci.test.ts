@@ -63,7 +63,7 @@ describe("grove ci", () => {
     await ok(["push"], at(ada, work))
     // The value is read from stdin, never echoed; runs queued from now on get it.
     await ok(["ci", "secrets", "set", "DEPLOY_TOKEN"], { ...at(ada, work), input: "tok-1234567890\n" })
-    const secrets = json(await ok(["ci", "secrets", "list", "--json"], at(ada, work)))
+    const secrets = json(await ok(["ci", "secrets", "list", "--json"], at(ada, work))).secrets
     expect(secrets.map((s: any) => s.name)).toEqual(["DEPLOY_TOKEN"])
     expect(JSON.stringify(secrets)).not.toContain("tok-1234567890")
 
@@ -129,7 +129,7 @@ describe("grove ci", () => {
     expect((await ok(["ci", "logs", String(fresh.id)], at(ada, work))).stdout).toContain("deps restored: main")
 
     await ok(["ci", "secrets", "delete", "DEPLOY_TOKEN"], at(ada, work))
-    expect(json(await ok(["ci", "secrets", "list", "--json"], at(ada, work)))).toEqual([])
+    expect(json(await ok(["ci", "secrets", "list", "--json"], at(ada, work)))).toEqual({ secrets: [] })
     const usage = await grove(["ci", "show", "abc"], at(ada, work))
     expect(usage.code).toBe(2)
   }, 240_000)

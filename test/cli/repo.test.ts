@@ -39,7 +39,7 @@ describe("grove repo", () => {
 
     const list = await grove(["repo", "list", "--sort", "name", "--json"], alice)
     expect(list.code, list.stderr).toBe(0)
-    expect(json(list).map((r: { full_name: string }) => r.full_name)).toContain("alice/tools")
+    expect(json(list).repos.map((r: { full_name: string }) => r.full_name)).toContain("alice/tools")
 
     const show = await grove(["repo", "show", "alice/tools", "--json"], alice)
     expect(json(show)).toMatchObject({ full_name: "alice/tools", visibility: "public", default_branch: "main" })

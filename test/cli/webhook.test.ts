@@ -44,7 +44,7 @@ describe("grove webhook", () => {
     const request = receiver.received[0]!
     expect(request.headers["x-service-signature-256"]).toBe(opensslHmac("cli-secret", request.raw))
     const log = await waitFor("the delivery log", async () => {
-      const list = json(await ok(["webhook", "deliveries", added.id, "--json"], at(hana, work)))
+      const list = json(await ok(["webhook", "deliveries", added.id, "--json"], at(hana, work))).deliveries
       return list[0]?.status === "succeeded" ? list : undefined
     })
     expect(log[0]).toMatchObject({ id: request.headers["x-service-delivery-id"], event: "push", status_code: 204 })
@@ -57,6 +57,6 @@ describe("grove webhook", () => {
     expect(json(refused)).toMatchObject({ status: 400, code: "address_not_allowed" })
     expect((await grove(["webhook", "add", url, "--events", "deploy"], at(hana, work))).code).toBe(2)
     await ok(["webhook", "remove", added.id], at(hana, work))
-    expect(json(await ok(["webhook", "list", "--json"], at(hana, work)))).toEqual([])
+    expect(json(await ok(["webhook", "list", "--json"], at(hana, work)))).toEqual({ webhooks: [] })
   }, 120_000)
 })

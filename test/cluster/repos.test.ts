@@ -37,7 +37,7 @@ const settle = async (node: GroveServer, operationId: string) => {
 }
 
 const listNames = async (node: GroveServer) =>
-  ((await api(node.url, key).get("/repos?sort=name")).body as Array<{ name: string }>).map((r) => r.name)
+  ((await api(node.url, key).get("/repos?sort=name")).body.repos as Array<{ name: string }>).map((r) => r.name)
 
 describe("cluster mode", () => {
   it("applies creates sent to either node exactly once, and both nodes read them", async () => {

@@ -399,6 +399,12 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expectSameTree(w3, w1)
   }, 180_000)
 
+  it("repo list reads the repository listing ({repos: [...]})", async () => {
+    const listed = jsonOf(ok(await oak(["repo", "list", "-r", server.url, "--json"], w1), "oak repo list"))
+    const repos: Array<{ full_name?: string; name?: string; owner?: string }> = Array.isArray(listed) ? listed : listed.repos
+    expect(repos.some((r) => r.full_name === `${OWNER}/${REPO}` || (r.owner === OWNER && r.name === REPO))).toBe(true)
+  })
+
   it("branch list --remote reports merged branches closed, as the client knows them", async () => {
     const listed = ok(await oak(["branch", "list", "--remote", "--json"], w1), "oak branch list --remote")
     const rows = jsonOf(listed)

@@ -29,7 +29,7 @@ const rawFile = (token: string) =>
 const listed = async (id: string) => {
   const list = await api(server.url, alice).get("/api-keys")
   expect(list.status).toBe(200)
-  return list.body.find((k: { id: string }) => k.id === id)
+  return list.body.api_keys.find((k: { id: string }) => k.id === id)
 }
 
 describe("personal keys with expires_at", () => {
@@ -58,7 +58,7 @@ describe("personal keys with expires_at", () => {
     }
     // None of them made a key.
     const list = await a.get("/api-keys")
-    expect(list.body.filter((k: { name: string }) => k.name === "bad")).toEqual([])
+    expect(list.body.api_keys.filter((k: { name: string }) => k.name === "bad")).toEqual([])
   })
 
   it("lists expires_at; a key without one never expires", async () => {

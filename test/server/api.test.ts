@@ -62,7 +62,7 @@ describe("personal API keys", () => {
     expect(created.body.key.startsWith(created.body.prefix)).toBe(true)
     const list = await a.get("/api-keys")
     expect(list.status).toBe(200)
-    const listed = list.body.find((k: { id: string }) => k.id === created.body.id)
+    const listed = list.body.api_keys.find((k: { id: string }) => k.id === created.body.id)
     expect(listed).toMatchObject({ name: "laptop", prefix: created.body.prefix })
     expect(JSON.stringify(list.body)).not.toContain(created.body.key)
     // The new key works, then stops working once revoked.
@@ -109,7 +109,7 @@ describe("personal API keys", () => {
     expect(other.status).toBe(404)
     expect(other.body.code).toBe("not_found")
     const listed = await scoped.get("/repos")
-    expect(listed.body.map((r: { full_name: string }) => r.full_name)).toEqual(["alice/scoped-one"])
+    expect(listed.body.repos.map((r: { full_name: string }) => r.full_name)).toEqual(["alice/scoped-one"])
     expect((await scoped.get("/whoami")).body.token.repo).toBe("alice/scoped-one")
     expect((await scoped.post("/api-keys", { name: "x" })).status).toBe(403)
   })
@@ -128,7 +128,7 @@ describe("organizations", () => {
       expect((await a.post("/orgs", { slug, name: "n" })).status, slug).toBe(400)
     }
     const list = await a.get("/orgs")
-    expect(list.body.map((o: { slug: string }) => o.slug)).toEqual(["acme", "alice"])
+    expect(list.body.organizations.map((o: { slug: string }) => o.slug)).toEqual(["acme", "alice"])
     expect((await a.get("/orgs/acme")).status).toBe(200)
     const hidden = await api(server.url, bob).get("/orgs/acme")
     const missing = await api(server.url, bob).get("/orgs/no-such-org")
@@ -208,14 +208,14 @@ describe("repositories", () => {
   it("lists what the caller can read, sorted as asked", async () => {
     const a = api(server.url, alice)
     for (const name of ["sort-b", "sort-a", "sort-c"]) expect((await a.post("/repos", { name })).status).toBe(201)
-    const byName = (await a.get("/repos?sort=name")).body.map((r: { full_name: string }) => r.full_name)
+    const byName = (await a.get("/repos?sort=name")).body.repos.map((r: { full_name: string }) => r.full_name)
     expect(byName).toEqual([...byName].sort((x: string, y: string) => x.toLowerCase().localeCompare(y.toLowerCase())))
-    const byCreated = (await a.get("/repos?sort=created")).body.map((r: { name: string }) => r.name)
+    const byCreated = (await a.get("/repos?sort=created")).body.repos.map((r: { name: string }) => r.name)
     expect(byCreated.indexOf("sort-c")).toBeLessThan(byCreated.indexOf("sort-a"))
     expect(byCreated.indexOf("sort-a")).toBeLessThan(byCreated.indexOf("sort-b"))
-    const bobSees = (await api(server.url, bob).get("/repos")).body.map((r: { full_name: string }) => r.full_name)
+    const bobSees = (await api(server.url, bob).get("/repos")).body.repos.map((r: { full_name: string }) => r.full_name)
     expect(bobSees).not.toContain("alice/sort-a")
-    const anonSees = (await api(server.url).get("/repos")).body
+    const anonSees = (await api(server.url).get("/repos")).body.repos
     expect(anonSees.every((r: { is_public: boolean }) => r.is_public)).toBe(true)
   })
 

@@ -72,7 +72,7 @@ afterAll(async () => {
 const audit = async (query = "", user = "ada") => {
   const reply = await as(user).get(`/orgs/acme/audit${query}`)
   expect(reply.status, JSON.stringify(reply.body)).toBe(200)
-  return reply.body as Array<Entry>
+  return reply.body.entries as Array<Entry>
 }
 
 describe("GET /orgs/{slug}/audit", () => {
@@ -98,7 +98,7 @@ describe("GET /orgs/{slug}/audit", () => {
     expect([...times].sort((x, y) => y - x)).toEqual(times)
     expect(new Set(entries.map((e) => e.id)).size).toBe(entries.length)
     // The transfer's other half is in the receiving organization's log, not this one.
-    const personal = (await as("ada").get("/orgs/ada/audit")).body as Array<Entry>
+    const personal = (await as("ada").get("/orgs/ada/audit")).body.entries as Array<Entry>
     expect(personal.map((e) => [e.action, e.target])).toContainEqual(["repo.transfer.in", "ada/moved"])
   })
 
@@ -130,7 +130,7 @@ describe("GET /orgs/{slug}/audit", () => {
       const reply = await as("ada").get(`/orgs/acme/audit${query}`)
       expect(reply.status).toBe(200)
       pages++
-      seen.push(...(reply.body as Array<Entry>).map((e) => e.id))
+      seen.push(...(reply.body.entries as Array<Entry>).map((e) => e.id))
       const next = reply.headers.get("x-next-cursor")
       if (next === null) break
       expect(reply.headers.get("link")).toContain(`cursor=${next}`)
@@ -141,9 +141,9 @@ describe("GET /orgs/{slug}/audit", () => {
     expect(seen).toEqual(all.map((e) => e.id))
     // Paging keeps the filter.
     const first = await as("ada").get("/orgs/acme/audit?action=repo.create&limit=2")
-    expect(first.body.map((e: Entry) => e.target)).toEqual(["acme/bobs", "acme/gated"])
+    expect(first.body.entries.map((e: Entry) => e.target)).toEqual(["acme/bobs", "acme/gated"])
     const second = await as("ada").get(`/orgs/acme/audit?action=repo.create&limit=2&cursor=${first.headers.get("x-next-cursor")}`)
-    expect(second.body.map((e: Entry) => e.target)).toEqual(["acme/gone", "acme/moved"])
+    expect(second.body.entries.map((e: Entry) => e.target)).toEqual(["acme/gone", "acme/moved"])
     expect((await as("ada").get("/orgs/acme/audit?cursor=bm9wZQ")).status).toBe(400)
     expect((await as("ada").get(`/orgs/acme/audit?cursor=${Buffer.from('["x"]').toString("base64url")}`)).status).toBe(400)
     expect((await as("ada").get("/orgs/acme/audit?limit=0")).status).toBe(400)
@@ -158,7 +158,7 @@ describe("GET /orgs/{slug}/audit", () => {
     // An admin who is not an owner reads it, the same entries as the owner.
     const admin = await as("cy").get("/orgs/acme/audit")
     expect(admin.status, JSON.stringify(admin.body)).toBe(200)
-    expect(admin.body.map((e: Entry) => e.id)).toEqual((await audit()).map((e) => e.id))
+    expect(admin.body.entries.map((e: Entry) => e.id)).toEqual((await audit()).map((e) => e.id))
     const outsider = await as("eve").get("/orgs/acme/audit")
     expect(outsider.status).toBe(404)
     expect(outsider.body.code).toBe("not_found")

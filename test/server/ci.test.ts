@@ -276,7 +276,7 @@ describe("access, secrets and the gate", () => {
     expect((await reader.raw("PUT", "/acme/app/ci/secrets", { name: "X_KEY", value: "v" })).status).toBe(403)
     expect((await api(server.url).get("/acme/app/ci/runs")).status).toBe(404)
     const listed = await as("rita").get("/acme/app/ci/secrets")
-    expect(listed.body.map((s: any) => s.name)).toEqual(["API_TOKEN", "PID_FILE"])
+    expect(listed.body.secrets.map((s: any) => s.name)).toEqual(["API_TOKEN", "PID_FILE"])
     expect(JSON.stringify(listed.body)).not.toContain(SECRET)
     expect(fs.readFileSync(path.join(server.dataDir, "secret.key"), "utf8").trim()).toHaveLength(44)
     expect((await as("olga").get("/acme/app/ci/runs?limit=0")).status).toBe(400)

@@ -203,7 +203,7 @@ describe("pagination", () => {
     for (const name of ["page-a", "page-b", "page-c", "page-d", "page-e"]) expect((await a.post("/repos", { name })).status).toBe(201)
     const all = await a.get("/repos")
     // Without limit, a client sees the whole list as before (up to the maximum page).
-    const names = all.body.map((r: { name: string }) => r.name)
+    const names = all.body.repos.map((r: { name: string }) => r.name)
     expect(names).toEqual(expect.arrayContaining(["page-a", "page-e"]))
     expect(all.headers.get("x-next-cursor")).toBeNull()
     const seen: Array<string> = []
@@ -211,8 +211,8 @@ describe("pagination", () => {
     while (next !== null) {
       const page = await a.get(next)
       expect(page.status).toBe(200)
-      expect(page.body.length).toBeLessThanOrEqual(2)
-      seen.push(...page.body.map((r: { name: string }) => r.name))
+      expect(page.body.repos.length).toBeLessThanOrEqual(2)
+      seen.push(...page.body.repos.map((r: { name: string }) => r.name))
       const cursor = page.headers.get("x-next-cursor")
       if (cursor !== null) expect(page.headers.get("link")).toContain(`cursor=${cursor}`)
       next = cursor === null ? null : `/repos?limit=2&cursor=${cursor}`
@@ -229,7 +229,10 @@ describe("pagination", () => {
  * Follows X-Next-Cursor (checking Link names the same cursor) from `path` with `limit`, and answers
  * every item seen, page by page.
  */
-const pageThrough = async (token: string, path: string, limit: number, items: (body: any) => Array<any> = (b) => b) => {
+/** The items of a list's body: the envelope's one array (`{repos}`, `{organizations}`, ...). */
+const itemsOf = (body: any): Array<any> => Object.values(body).find(Array.isArray) as Array<any>
+
+const pageThrough = async (token: string, path: string, limit: number, items: (body: any) => Array<any> = itemsOf) => {
   const a = api(server.url, token)
   const pages: Array<Array<any>> = []
   const separator = path.includes("?") ? "&" : "?"
@@ -265,7 +268,7 @@ describe("paging through lists longer than a page (keyset in SQL)", () => {
   it("api-keys: every key once, oldest first", async () => {
     const b = api(server.url, bob)
     for (let i = 0; i < 7; i++) expect((await b.post("/api-keys", { name: `key-${i}` })).status).toBe(201)
-    const whole = (await b.get("/api-keys")).body as Array<{ id: string; created_at: string }>
+    const whole = (await b.get("/api-keys")).body.api_keys as Array<{ id: string; created_at: string }>
     expect(whole.length).toBeGreaterThanOrEqual(7)
     for (const limit of [1, 2, 3]) {
       const { all, pages } = await pageThrough(bob, "/api-keys", limit)
@@ -281,7 +284,7 @@ describe("paging through lists longer than a page (keyset in SQL)", () => {
       expect(reply.body.code).toBe("invalid_cursor")
     }
     // The empty key is every list's start.
-    expect((await b.get(`/api-keys?cursor=${cursorOf([])}`)).body.map((k: { id: string }) => k.id)).toEqual(whole.map((k) => k.id))
+    expect((await b.get(`/api-keys?cursor=${cursorOf([])}`)).body.api_keys.map((k: { id: string }) => k.id)).toEqual(whole.map((k) => k.id))
   })
 
   it("orgs: every organization once, by slug", async () => {
@@ -289,7 +292,7 @@ describe("paging through lists longer than a page (keyset in SQL)", () => {
     for (const slug of ["pgorgd", "pgorgb", "pgorgf", "pgorga", "pgorge", "pgorgc"]) {
       expect((await b.post("/orgs", { slug, name: slug })).status).toBe(201)
     }
-    const whole = ((await b.get("/orgs")).body as Array<{ slug: string }>).map((o) => o.slug)
+    const whole = ((await b.get("/orgs")).body.organizations as Array<{ slug: string }>).map((o) => o.slug)
     expect(whole).toEqual([...whole].sort())
     expect(whole).toEqual(expect.arrayContaining(["pgorga", "pgorgf", "pager"]))
     for (const limit of [1, 2, 4]) {
@@ -308,7 +311,7 @@ describe("paging through lists longer than a page (keyset in SQL)", () => {
     expect((await b.patch("/pager/alpha/visibility", { is_public: true })).status).toBe(200)
     for (const sort of [undefined, "name", "updated", "created"] as const) {
       const path = sort === undefined ? "/repos" : `/repos?sort=${sort}`
-      const whole = (await b.get(path)).body as Array<{ id: string; owner: string; name: string; created_at: string; updated_at: string }>
+      const whole = (await b.get(path)).body.repos as Array<{ id: string; owner: string; name: string; created_at: string; updated_at: string }>
       expect(whole.length).toBeGreaterThanOrEqual(8)
       if (sort === undefined || sort === "name") {
         const keys = whole.map((r) => [r.owner, r.name.toLowerCase()] as const)

@@ -26,7 +26,7 @@ afterAll(async () => {
 })
 
 const audit = async (action: string) =>
-  ((await as("olga").get(`/orgs/acme/audit?action=${encodeURIComponent(action)}`)).body as Array<{ actor: string; target: string; details: Record<string, unknown> }>)
+  ((await as("olga").get(`/orgs/acme/audit?action=${encodeURIComponent(action)}`)).body.entries as Array<{ actor: string; target: string; details: Record<string, unknown> }>)
 
 describe("organizations", () => {
   it("adds members with roles; members list them; managing needs owner or admin", async () => {
@@ -37,7 +37,7 @@ describe("organizations", () => {
 
     const listed = await as("mia").get("/orgs/acme/members")
     expect(listed.status).toBe(200)
-    expect((listed.body as Array<{ username: string; role: string }>).map((m) => `${m.username}:${m.role}`))
+    expect((listed.body.members as Array<{ username: string; role: string }>).map((m) => `${m.username}:${m.role}`))
       .toEqual(["adam:admin", "mia:member", "olga:owner"])
 
     // A plain member sees the organization but may not manage it; a non-member does not see it.
@@ -96,14 +96,14 @@ describe("organizations", () => {
     expect((await as("adam").post("/orgs/acme/groups/ops/members", { username: "adam" })).body.members).toEqual(["adam", "mia"])
 
     const listed = await as("mia").get("/orgs/acme/groups")
-    expect(listed.body).toMatchObject([{ slug: "ops", members: ["adam", "mia"] }])
+    expect(listed.body.groups).toMatchObject([{ slug: "ops", members: ["adam", "mia"] }])
 
     expect((await as("adam").delete("/orgs/acme/groups/ops/members/adam")).status).toBe(204)
     expect((await as("adam").delete("/orgs/acme/groups/ops/members/adam")).status).toBe(404)
 
     // mia leaves the organization: she leaves its groups too.
     expect((await as("adam").delete("/orgs/acme/members/mia")).status).toBe(204)
-    expect((await as("adam").get("/orgs/acme/groups")).body).toMatchObject([{ slug: "ops", members: [] }])
+    expect((await as("adam").get("/orgs/acme/groups")).body.groups).toMatchObject([{ slug: "ops", members: [] }])
     expect((await as("mia").get("/orgs/acme")).status).toBe(404)
     expect((await as("adam").post("/orgs/acme/members", { username: "mia" })).status).toBe(201)
 
@@ -150,10 +150,10 @@ describe("organizations", () => {
     expect((await as("olga").delete("/acme/app")).status).toBe(204)
     expect((await as("olga").delete("/orgs/acme")).status).toBe(204)
     expect((await as("olga").get("/orgs/acme")).status).toBe(404)
-    expect((await as("mia").get("/orgs")).body.map((o: { slug: string }) => o.slug)).toEqual(["mia"])
+    expect((await as("mia").get("/orgs")).body.organizations.map((o: { slug: string }) => o.slug)).toEqual(["mia"])
     const again = await as("nina").post("/orgs", { slug: "acme", name: "Acme again" })
     expect(again.status).toBe(201)
-    expect((await as("nina").get("/orgs/acme/members")).body.map((m: { username: string }) => m.username)).toEqual(["nina"])
+    expect((await as("nina").get("/orgs/acme/members")).body.members.map((m: { username: string }) => m.username)).toEqual(["nina"])
   })
 
   it("an instance admin sets one organization's quota; nobody else may", async () => {

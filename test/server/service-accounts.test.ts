@@ -42,7 +42,7 @@ describe("service accounts", () => {
     expect((await as("mia").post("/orgs/acme/service-accounts", { name: "mine" })).status).toBe(403)
     expect((await as("nina").post("/orgs/acme/service-accounts", { name: "mine" })).status).toBe(404)
     expect((await as("adam").post("/orgs/acme/service-accounts", { name: "Bad Name" })).status).toBe(400)
-    expect((await as("mia").get("/orgs/acme/service-accounts")).body).toMatchObject([{ name: "deploy-bot" }])
+    expect((await as("mia").get("/orgs/acme/service-accounts")).body.service_accounts).toMatchObject([{ name: "deploy-bot" }])
     expect((await as("nina").get("/orgs/acme/service-accounts")).status).toBe(404)
     expect((await as("adam").patch("/orgs/acme/service-accounts/deploy-bot", { disabled: "yes" })).status).toBe(400)
     expect((await as("adam").patch("/orgs/acme/service-accounts/deploy-bot", {})).status).toBe(400)
@@ -62,9 +62,9 @@ describe("service accounts", () => {
     expect((await api(server.url, key.key).get("/acme/app")).status).toBe(200)
     const listed = await as("adam").get("/orgs/acme/service-accounts/deploy-bot/keys")
     expect(listed.status).toBe(200)
-    expect(listed.body).toHaveLength(1)
-    expect(listed.body[0]).toMatchObject({ key_id: key.key_id, prefix: key.prefix, scopes: "read,write" })
-    expect(listed.body[0].last_used_at).toBeDefined()
+    expect(listed.body.keys).toHaveLength(1)
+    expect(listed.body.keys[0]).toMatchObject({ key_id: key.key_id, prefix: key.prefix, scopes: "read,write" })
+    expect(listed.body.keys[0].last_used_at).toBeDefined()
     expect(JSON.stringify(listed.body)).not.toContain(key.key)
     expect((await as("mia").get("/orgs/acme/service-accounts/deploy-bot/keys")).status).toBe(403)
   })
@@ -103,7 +103,7 @@ describe("service accounts", () => {
   it("acts only within its organization; never beyond its creator's current role", async () => {
     const key = await newKey("adam", "deploy-bot", "read,write,admin")
     expect((await api(server.url, key.key).get("/nina/elsewhere")).status).toBe(404)
-    expect((await api(server.url, key.key).get("/repos")).body.map((r: { full_name: string }) => r.full_name)).toEqual(["acme/app"])
+    expect((await api(server.url, key.key).get("/repos")).body.repos.map((r: { full_name: string }) => r.full_name)).toEqual(["acme/app"])
     // adam is demoted to member: his key loses what a member may not do, at once.
     expect((await as("olga").patch("/orgs/acme/members/adam", { role: "member" })).status).toBe(200)
     expect((await api(server.url, key.key).patch("/orgs/acme", { name: "Acme 2" })).status).toBe(403)
@@ -132,14 +132,14 @@ describe("service accounts", () => {
 
     expect((await as("adam").delete("/orgs/acme/service-accounts/deploy-bot")).status).toBe(204)
     expect((await api(server.url, two.key).get("/acme/app")).status).toBe(401)
-    expect((await as("adam").get("/orgs/acme/service-accounts")).body).toEqual([])
+    expect((await as("adam").get("/orgs/acme/service-accounts")).body.service_accounts).toEqual([])
   })
 
   it("its actions appear in the audit log under its own name; no entry holds a secret", async () => {
     expect((await as("adam").post("/orgs/acme/service-accounts", { name: "ci" })).status).toBe(201)
     const key = await newKey("adam", "ci", "read,admin")
     expect((await api(server.url, key.key).post("/orgs/acme/groups", { slug: "bots" })).status).toBe(201)
-    const entries = (await as("olga").get("/orgs/acme/audit?actor=service:ci")).body as Array<{ action: string }>
+    const entries = (await as("olga").get("/orgs/acme/audit?actor=service:ci")).body.entries as Array<{ action: string }>
     expect(entries.map((e) => e.action)).toEqual(["group.create"])
     const all = JSON.stringify((await as("olga").get("/orgs/acme/audit?limit=200")).body)
     expect(all).toContain("sa.key.create")
@@ -156,7 +156,7 @@ describe("service accounts", () => {
     expect((await as("mia").delete(`/api-keys/${created.body.id}`)).status).toBe(204)
     expect((await api(server.url, created.body.key).get("/whoami")).status).toBe(401)
     expect((await as("mia").delete(`/api-keys/${created.body.id}`)).status).toBe(404)
-    const entries = (await as("mia").get("/orgs/mia/audit")).body as Array<{ action: string; target: string; details: Record<string, unknown> }>
+    const entries = (await as("mia").get("/orgs/mia/audit")).body.entries as Array<{ action: string; target: string; details: Record<string, unknown> }>
     expect(entries.slice(0, 2).map((e) => [e.action, e.target])).toEqual([["key.revoke", "laptop"], ["key.create", "laptop"]])
     expect(JSON.stringify(entries)).not.toContain(created.body.key)
   })

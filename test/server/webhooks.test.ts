@@ -66,7 +66,7 @@ describe("webhooks", () => {
     const all = await as().post("/wes/app/webhooks", { url: `${url}/all`, events: [] })
     expect(all.body).toMatchObject({ events: ["push", "branch.created", "merge"], has_secret: false })
     const listed = await as().get("/wes/app/webhooks")
-    expect(listed.body.map((h: any) => h.id)).toEqual([signed.body.id, all.body.id])
+    expect(listed.body.webhooks.map((h: any) => h.id)).toEqual([signed.body.id, all.body.id])
 
     const first = await push("feature")
     const second = await push("feature")
@@ -116,7 +116,7 @@ describe("webhooks", () => {
     expect(attempts.every((a) => a.raw.equals(attempts[0]!.raw))).toBe(true)
     const log = await waitFor("the log to say succeeded", async () => {
       const reply = await as().get(`/wes/app/webhooks/${hook.body.id}/deliveries`)
-      return reply.body[0]?.status === "succeeded" ? reply.body : undefined
+      return reply.body.deliveries[0]?.status === "succeeded" ? reply.body.deliveries : undefined
     })
     expect(log).toHaveLength(1)
     expect(log[0]).toMatchObject({ id: attempts[0]!.headers["x-service-delivery-id"], event: "push", attempts: 3, status_code: 204, error: null })
@@ -140,7 +140,7 @@ describe("webhooks", () => {
     await push("rebinding")
     const log = await waitFor("the skipped delivery", async () => {
       const reply = await as().get(`/wes/app/webhooks/${hook.body.id}/deliveries`)
-      return reply.body[0]?.status === "skipped" ? reply.body : undefined
+      return reply.body.deliveries[0]?.status === "skipped" ? reply.body.deliveries : undefined
     })
     expect(log[0].error).toBe("not delivered: refused at connection: the host resolves to a loopback address")
     expect(at("/rebound")).toHaveLength(0)
@@ -176,7 +176,7 @@ describe("webhooks", () => {
     expect(denied.body.error).toContain("write")
     const stranger = api(server.url, await server.createUser("stan"))
     expect((await stranger.get("/wes/app/webhooks")).status).toBe(404)
-    const hooks = (await as().get("/wes/app/webhooks")).body
+    const hooks = (await as().get("/wes/app/webhooks")).body.webhooks
     expect((await as().delete(`/wes/app/webhooks/${hooks[0].id}`)).status).toBe(204)
     expect((await as().delete(`/wes/app/webhooks/${hooks[0].id}`)).status).toBe(404)
     const audit = JSON.stringify((await as().get("/orgs/wes/audit")).body)

@@ -88,7 +88,7 @@ export class AuditGroup extends HttpApiGroup.make("audit").add(
   HttpApiEndpoint.get("list", "/orgs/:slug/audit", {
     params: { slug: P.Slug },
     query: AuditQuery,
-    success: Schema.Array(AuditEntry),
+    success: Schema.Struct({ entries: Schema.Array(AuditEntry) }),
     error: [BadRequest, Unauthorized, Forbidden, NotFound]
   })
 ) {}

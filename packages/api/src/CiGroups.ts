@@ -211,7 +211,7 @@ export class CiGroup extends HttpApiGroup.make("ci").add(
   }),
   HttpApiEndpoint.post("trigger", "/:owner/:name/ci/trigger", { params: Repo, payload: TriggerRequest, success: TriggerReceipt, error: WriteErrors }),
   HttpApiEndpoint.post("cancel", "/:owner/:name/ci/runs/:id/cancel", { params: Run, success: HttpApiSchema.NoContent, error: WriteErrors }),
-  HttpApiEndpoint.get("secrets", "/:owner/:name/ci/secrets", { params: Repo, success: Schema.Array(Secret), error: ReadErrors }),
+  HttpApiEndpoint.get("secrets", "/:owner/:name/ci/secrets", { params: Repo, success: Schema.Struct({ secrets: Schema.Array(Secret) }), error: ReadErrors }),
   HttpApiEndpoint.put("setSecret", "/:owner/:name/ci/secrets", { params: Repo, payload: SetSecret, success: Secret, error: WriteErrors }),
   HttpApiEndpoint.delete("deleteSecret", "/:owner/:name/ci/secrets/:secret", {
     params: { ...Repo, secret: SecretName },

@@ -24,7 +24,7 @@ export class SystemGroup extends HttpApiGroup.make("system").add(
 ) {}
 
 export class ApiKeysGroup extends HttpApiGroup.make("apiKeys").add(
-  HttpApiEndpoint.get("list", "/api-keys", { query: F.Page, success: Schema.Array(S.ApiKey), error: [BadRequest, Unauthorized, Forbidden] }),
+  HttpApiEndpoint.get("list", "/api-keys", { query: F.Page, success: Schema.Struct({ api_keys: Schema.Array(S.ApiKey) }), error: [BadRequest, Unauthorized, Forbidden] }),
   HttpApiEndpoint.post("create", "/api-keys", {
     payload: S.CreateApiKey,
     success: S.CreatedApiKey.pipe(HttpApiSchema.status(201)),
@@ -42,7 +42,7 @@ const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Op
 export class ReposGroup extends HttpApiGroup.make("repos").add(
   HttpApiEndpoint.get("list", "/repos", {
     query: { sort: Schema.optionalKey(S.RepoSort), ...F.Page },
-    success: Schema.Array(S.Repository),
+    success: Schema.Struct({ repos: Schema.Array(S.Repository) }),
     error: [BadRequest, Unauthorized, Forbidden]
   }),
   HttpApiEndpoint.post("create", "/repos", {

@@ -61,7 +61,7 @@ const ReadErrors = [BadRequest, Unauthorized, Forbidden, NotFound] as const
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, OperationPending, ServiceUnavailable] as const
 
 export class OrgsGroup extends HttpApiGroup.make("orgs").add(
-  HttpApiEndpoint.get("list", "/orgs", { query: F.Page, success: Schema.Array(S.Organization), error: [BadRequest, Unauthorized, Forbidden] }),
+  HttpApiEndpoint.get("list", "/orgs", { query: F.Page, success: Schema.Struct({ organizations: Schema.Array(S.Organization) }), error: [BadRequest, Unauthorized, Forbidden] }),
   HttpApiEndpoint.post("create", "/orgs", {
     payload: S.CreateOrganization,
     success: S.Organization.pipe(HttpApiSchema.status(201)),
@@ -71,7 +71,7 @@ export class OrgsGroup extends HttpApiGroup.make("orgs").add(
   HttpApiEndpoint.patch("update", "/orgs/:slug", { params: Org, payload: UpdateOrganization, success: S.Organization, error: WriteErrors }),
   /** Refused (409) while repositories remain, and for personal organizations. The slug may be taken again afterwards. */
   HttpApiEndpoint.delete("remove", "/orgs/:slug", { params: Org, success: HttpApiSchema.NoContent, error: WriteErrors }),
-  HttpApiEndpoint.get("members", "/orgs/:slug/members", { params: Org, query: F.Page, success: Schema.Array(Member), error: ReadErrors }),
+  HttpApiEndpoint.get("members", "/orgs/:slug/members", { params: Org, query: F.Page, success: Schema.Struct({ members: Schema.Array(Member) }), error: ReadErrors }),
   HttpApiEndpoint.post("addMember", "/orgs/:slug/members", {
     params: Org,
     payload: AddMember,
@@ -84,7 +84,7 @@ export class OrgsGroup extends HttpApiGroup.make("orgs").add(
     success: HttpApiSchema.NoContent,
     error: WriteErrors
   }),
-  HttpApiEndpoint.get("groups", "/orgs/:slug/groups", { params: Org, query: F.Page, success: Schema.Array(Group), error: ReadErrors }),
+  HttpApiEndpoint.get("groups", "/orgs/:slug/groups", { params: Org, query: F.Page, success: Schema.Struct({ groups: Schema.Array(Group) }), error: ReadErrors }),
   HttpApiEndpoint.post("createGroup", "/orgs/:slug/groups", {
     params: Org,
     payload: CreateGroup,

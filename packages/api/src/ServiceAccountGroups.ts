@@ -62,7 +62,7 @@ const ReadErrors = [BadRequest, Unauthorized, Forbidden, NotFound] as const
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, OperationPending, ServiceUnavailable] as const
 
 export class ServiceAccountsGroup extends HttpApiGroup.make("serviceAccounts").add(
-  HttpApiEndpoint.get("list", "/orgs/:slug/service-accounts", { params: Org, query: F.Page, success: Schema.Array(ServiceAccount), error: ReadErrors }),
+  HttpApiEndpoint.get("list", "/orgs/:slug/service-accounts", { params: Org, query: F.Page, success: Schema.Struct({ service_accounts: Schema.Array(ServiceAccount) }), error: ReadErrors }),
   HttpApiEndpoint.post("create", "/orgs/:slug/service-accounts", {
     params: Org,
     payload: CreateServiceAccount,
@@ -79,7 +79,7 @@ export class ServiceAccountsGroup extends HttpApiGroup.make("serviceAccounts").a
   HttpApiEndpoint.get("keys", "/orgs/:slug/service-accounts/:name/keys", {
     params: Account,
     query: F.Page,
-    success: Schema.Array(ServiceAccountKey),
+    success: Schema.Struct({ keys: Schema.Array(ServiceAccountKey) }),
     error: ReadErrors
   }),
   HttpApiEndpoint.post("createKey", "/orgs/:slug/service-accounts/:name/keys", {

@@ -83,13 +83,13 @@ const Hook = { ...P.OwnerRepo, id: Id }
 const WriteErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable] as const
 
 export class WebhooksGroup extends HttpApiGroup.make("webhooks").add(
-  HttpApiEndpoint.get("list", "/:owner/:name/webhooks", { params: Repo, success: Schema.Array(Webhook), error: [Unauthorized, Forbidden, NotFound, ServiceUnavailable] }),
+  HttpApiEndpoint.get("list", "/:owner/:name/webhooks", { params: Repo, success: Schema.Struct({ webhooks: Schema.Array(Webhook) }), error: [Unauthorized, Forbidden, NotFound, ServiceUnavailable] }),
   HttpApiEndpoint.post("create", "/:owner/:name/webhooks", { params: Repo, payload: CreateWebhook, success: Webhook.pipe(HttpApiSchema.status(201)), error: WriteErrors }),
   HttpApiEndpoint.delete("remove", "/:owner/:name/webhooks/:id", { params: Hook, success: HttpApiSchema.NoContent, error: WriteErrors }),
   HttpApiEndpoint.get("deliveries", "/:owner/:name/webhooks/:id/deliveries", {
     params: Hook,
     query: F.Page,
-    success: Schema.Array(Delivery),
+    success: Schema.Struct({ deliveries: Schema.Array(Delivery) }),
     error: [BadRequest, Unauthorized, Forbidden, NotFound, ServiceUnavailable]
   }),
   HttpApiEndpoint.post("redeliver", "/:owner/:name/webhooks/:id/deliveries/:delivery/redeliver", {

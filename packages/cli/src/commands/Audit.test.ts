@@ -24,7 +24,7 @@ const pagedServer = Effect.acquireRelease(
         const headers: Record<string, string> = { "content-type": "application/json" }
         if (index + 1 < pages.length) headers["x-next-cursor"] = String(index + 1)
         response.writeHead(200, headers)
-        response.end(JSON.stringify(pages[index]))
+        response.end(JSON.stringify({ entries: pages[index] }))
       })
       server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, server }))
     })

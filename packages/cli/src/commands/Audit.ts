@@ -31,9 +31,9 @@ export const allPages = Effect.fn("Audit.allPages")(function*(
       query: { ...filters, ...(cursor === undefined ? {} : { cursor }) },
       responseMode: "decoded-and-response"
     }))
-    entries.push(...page)
+    entries.push(...page.entries)
     const next = response.headers[CURSOR_HEADER]
-    if (next === undefined || next === "" || next === cursor || page.length === 0) break
+    if (next === undefined || next === "" || next === cursor || page.entries.length === 0) break
     cursor = next
   }
   return entries

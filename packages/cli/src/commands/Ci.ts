@@ -186,7 +186,7 @@ export const secretsList = Effect.fn("Ci.secretsList")(function*(remote: string,
   const out = yield* Output
   const repo = yield* target(remote, input.repo)
   const list = yield* repo.connection.call(repo.connection.client.ci.secrets({ params: { owner: repo.owner, name: repo.name } }))
-  yield* out.result(list, () => list.length === 0 ? "No secrets." : table(["NAME", "UPDATED", "BY"], list.map((s) => [s.name, s.updated_at, s.updated_by])))
+  yield* out.result(list, () => list.secrets.length === 0 ? "No secrets." : table(["NAME", "UPDATED", "BY"], list.secrets.map((s) => [s.name, s.updated_at, s.updated_by])))
 })
 
 /** The value is read from stdin (never from the command line, where the process list would show it). */

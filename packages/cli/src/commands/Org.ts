@@ -50,7 +50,7 @@ export const members = Effect.fn("Org.members")(function*(remote: string, input:
   const slug = yield* slugArg(input.slug, "organization")
   const { call, client } = yield* connect(remote)
   const list = yield* call(client.orgs.members({ params: { slug }, query: {} }))
-  yield* out.result(list, () => table(["USER", "ROLE", "SINCE"], list.map((m) => [m.username, m.role, m.created_at])))
+  yield* out.result(list, () => table(["USER", "ROLE", "SINCE"], list.members.map((m) => [m.username, m.role, m.created_at])))
 })
 
 export const add = Effect.fn("Org.add")(function*(remote: string, input: { readonly slug: string; readonly username: string; readonly role: Role }) {

@@ -38,8 +38,9 @@ export const list = Effect.fn("Repo.list")(function*(remote: string, options: {
 }) {
   const out = yield* Output
   const { call, client } = yield* connect(remote)
-  const repos = yield* call(client.repos.list({ query: Option.match(options.sort, { onNone: () => ({}), onSome: (sort) => ({ sort }) }) }))
-  yield* out.result(repos, () =>
+  const listed = yield* call(client.repos.list({ query: Option.match(options.sort, { onNone: () => ({}), onSome: (sort) => ({ sort }) }) }))
+  const repos = listed.repos
+  yield* out.result(listed, () =>
     repos.length === 0
       ? "No repositories."
       : table(

@@ -34,7 +34,7 @@ export const list = Effect.fn("ServiceAccount.list")(function*(remote: string, i
   const { call, client } = yield* connect(remote)
   const accounts = yield* call(client.serviceAccounts.list({ params: { slug }, query: {} }))
   yield* out.result(accounts, () =>
-    table(["NAME", "DISPLAY NAME", "STATE", "CREATED"], accounts.map((a) => [a.name, a.display_name ?? "", a.disabled ? "disabled" : "enabled", a.created_at])))
+    table(["NAME", "DISPLAY NAME", "STATE", "CREATED"], accounts.service_accounts.map((a) => [a.name, a.display_name ?? "", a.disabled ? "disabled" : "enabled", a.created_at])))
 })
 
 export const setDisabled = Effect.fn("ServiceAccount.setDisabled")(function*(remote: string, input: Target, disabled: boolean) {
@@ -70,7 +70,7 @@ export const listKeys = Effect.fn("ServiceAccount.listKeys")(function*(remote: s
   const { call, client } = yield* connect(remote)
   const keys = yield* call(client.serviceAccounts.keys({ params: { slug, name }, query: {} }))
   yield* out.result(keys, () =>
-    table(["ID", "NAME", "SCOPES", "PREFIX", "CREATED", "LAST USED"], keys.map((k) => [k.key_id, k.name, k.scopes, k.prefix, k.created_at, k.last_used_at ?? "never"])))
+    table(["ID", "NAME", "SCOPES", "PREFIX", "CREATED", "LAST USED"], keys.keys.map((k) => [k.key_id, k.name, k.scopes, k.prefix, k.created_at, k.last_used_at ?? "never"])))
 })
 
 export const revokeKey = Effect.fn("ServiceAccount.revokeKey")(function*(remote: string, input: Target & { readonly keyId: string }) {

@@ -44,9 +44,9 @@ export const list = Effect.fn("Webhook.list")(function*(remote: string, input: {
   const repo = yield* target(remote, input.repo)
   const hooks = yield* repo.connection.call(repo.connection.client.webhooks.list({ params: { owner: repo.owner, name: repo.name } }))
   yield* out.result(hooks, () =>
-    hooks.length === 0
+    hooks.webhooks.length === 0
       ? "No webhooks."
-      : table(["ID", "URL", "EVENTS", "SIGNED"], hooks.map((h) => [h.id, h.url, h.events.join(","), h.has_secret ? "yes" : "no"])))
+      : table(["ID", "URL", "EVENTS", "SIGNED"], hooks.webhooks.map((h) => [h.id, h.url, h.events.join(","), h.has_secret ? "yes" : "no"])))
 })
 
 export const remove = Effect.fn("Webhook.remove")(function*(remote: string, input: { readonly repo: Option.Option<string>; readonly id: string }) {
@@ -65,11 +65,11 @@ export const deliveries = Effect.fn("Webhook.deliveries")(function*(remote: stri
     query: { limit: String(input.limit) }
   }))
   yield* out.result(list, () =>
-    list.length === 0
+    list.deliveries.length === 0
       ? "No deliveries yet."
       : table(
         ["DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "HTTP", "MS", "ERROR"],
-        list.map((d) => [d.id, d.event, d.status, String(d.attempts), d.status_code === null ? "-" : String(d.status_code), d.duration_ms === null ? "-" : String(d.duration_ms), d.error ?? ""])
+        list.deliveries.map((d) => [d.id, d.event, d.status, String(d.attempts), d.status_code === null ? "-" : String(d.status_code), d.duration_ms === null ? "-" : String(d.duration_ms), d.error ?? ""])
       ))
 })
 

@@ -34,7 +34,7 @@ export const AuditHandlers = HttpApiBuilder.group(GroveApi, "audit", Effect.fn(f
       const page = yield* pageRequest(query, ["text"])
       if (page.after !== undefined && !isEntryId(page.after[0])) return yield* invalidCursor()
       const rows = yield* dbUnavailable(auditLog.list(org.id, { action: query.action, actor: query.actor, since: query.since === undefined ? undefined : sinceInstant(query.since) }, page))
-      return (yield* pageResponse(rows, page)).map(toApi)
+      return { entries: (yield* pageResponse(rows, page)).map(toApi) }
     })
   })
 }))

@@ -158,7 +158,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
     }),
     secrets: Effect.fn(function*({ params }) {
       const repo = yield* repository(params, "read")
-      return yield* dbUnavailable(runs.secretNames(repo.id))
+      return { secrets: yield* dbUnavailable(runs.secretNames(repo.id)) }
     }),
     setSecret: Effect.fn(function*({ params, payload }) {
       const repo = yield* repository(params, "write")

@@ -1,6 +1,6 @@
 /**
  * Pages of the list endpoints: `?limit=` (1-200, default 200) and `?cursor=`. The body keeps its
- * shape (an array, or `{ branches }`), so clients that do not page keep working; a page that is
+ * shape (an object naming its items, e.g. `{ repos }`), so clients that do not page keep working; a page that is
  * not the last answers `X-Next-Cursor: <cursor>` and `Link: <…?cursor=…>; rel="next"`.
  *
  * The database does the paging (`db/Keyset.ts`): each list is ordered by its sort key plus a unique

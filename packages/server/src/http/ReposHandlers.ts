@@ -33,7 +33,7 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
       const sort = query.sort ?? "name"
       const page = yield* pageRequest(query, sort === "name" ? ["text", "text", "uuid"] : ["timestamp", "uuid"])
       const rows = yield* dbUnavailable(repositories.listReadable(caller.principal, caller.limits, sort, page))
-      return (yield* pageResponse(rows, page)).map(toApiRepository)
+      return { repos: (yield* pageResponse(rows, page)).map(toApiRepository) }
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

@@ -54,7 +54,7 @@ export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.
       const { userId } = yield* currentUser
       const page = yield* pageRequest(query, ["timestamp", "uuid"])
       const rows = yield* dbUnavailable(identity.listApiKeys(userId, page))
-      return (yield* pageResponse(rows, page)).map(toApi)
+      return { api_keys: (yield* pageResponse(rows, page)).map(toApi) }
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* CurrentCaller

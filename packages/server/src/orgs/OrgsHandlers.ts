@@ -57,10 +57,10 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
     list: Effect.fn(function*({ query }) {
       const caller = yield* notRepoLimited
       yield* authorizer.account(caller, "read")
-      if (caller.principal.kind !== "user") return []
+      if (caller.principal.kind !== "user") return { organizations: [] }
       const page = yield* pageRequest(query, ["text", "uuid"])
       const rows = yield* dbUnavailable(organizations.listForUser(caller.principal.userId, page))
-      return (yield* pageResponse(rows, page)).map(toApi)
+      return { organizations: (yield* pageResponse(rows, page)).map(toApi) }
     }),
     create: Effect.fn(function*({ payload }) {
       const caller = yield* notRepoLimited
@@ -103,7 +103,7 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
       const caller = yield* CurrentCaller
       const org = yield* dbUnavailable(authorizer.organization(caller, params.slug, "read"))
       const page = yield* pageRequest(query, ["text"])
-      return yield* pageResponse(yield* dbUnavailable(organizations.listMembers(org.id, page)), page)
+      return { members: yield* pageResponse(yield* dbUnavailable(organizations.listMembers(org.id, page)), page) }
     }),
     addMember: Effect.fn(function*({ params, payload }) {
       const { org, actor, request } = yield* managed(params.slug)
@@ -124,7 +124,7 @@ export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(fun
       const caller = yield* CurrentCaller
       const org = yield* dbUnavailable(authorizer.organization(caller, params.slug, "read"))
       const page = yield* pageRequest(query, ["text"])
-      return yield* pageResponse(yield* dbUnavailable(organizations.listGroups(org.id, page)), page)
+      return { groups: yield* pageResponse(yield* dbUnavailable(organizations.listGroups(org.id, page)), page) }
     }),
     createGroup: Effect.fn(function*({ params, payload }) {
       const { org, actor, request } = yield* managed(params.slug)

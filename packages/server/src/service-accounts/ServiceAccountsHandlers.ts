@@ -51,7 +51,7 @@ export const ServiceAccountsHandlers = HttpApiBuilder.group(GroveApi, "serviceAc
       const caller = yield* CurrentCaller
       const org = yield* dbUnavailable(authorizer.organization(caller, params.slug, "read"))
       const page = yield* pageRequest(query, ["text"])
-      return yield* pageResponse(yield* dbUnavailable(accounts.list(org.id, org.slug, page)), page)
+      return { service_accounts: yield* pageResponse(yield* dbUnavailable(accounts.list(org.id, org.slug, page)), page) }
     }),
     create: Effect.fn(function*({ params, payload }) {
       const { org, actor, request } = yield* managed(params.slug)
@@ -72,7 +72,7 @@ export const ServiceAccountsHandlers = HttpApiBuilder.group(GroveApi, "serviceAc
       const org = yield* dbUnavailable(authorizer.organization(caller, params.slug, "admin"))
       const id = yield* accountId(org.id, params.name)
       const page = yield* pageRequest(query, ["timestamp", "uuid"])
-      return yield* pageResponse(yield* dbUnavailable(accounts.keys(id, page)), page)
+      return { keys: yield* pageResponse(yield* dbUnavailable(accounts.keys(id, page)), page) }
     }),
     createKey: Effect.fn(function*({ params, payload }) {
       const { caller, org, actor, request } = yield* managed(params.slug)

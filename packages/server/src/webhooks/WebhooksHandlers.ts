@@ -45,7 +45,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
   return handlers.handleAll({
     list: Effect.fn(function*({ params }) {
       const repo = yield* repository(params, "read")
-      return yield* dbUnavailable(webhooks.list(repo.id))
+      return { webhooks: yield* dbUnavailable(webhooks.list(repo.id)) }
     }),
     create: Effect.fn(function*({ params, payload }) {
       const repo = yield* repository(params, "write")
@@ -72,7 +72,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
       const repo = yield* repository(params, "read")
       yield* hookOf(repo.id, params.id)
       const page = yield* pageRequest(query, ["timestamp", "uuid"])
-      return yield* pageResponse(yield* dbUnavailable(webhooks.deliveries(params.id, page)), page)
+      return { deliveries: yield* pageResponse(yield* dbUnavailable(webhooks.deliveries(params.id, page)), page) }
     }),
     redeliver: Effect.fn(function*({ params }) {
       const repo = yield* repository(params, "write")
