@@ -59,6 +59,15 @@ const WORKFLOWS: Record<string, string> = {
     "      - run: echo sleeping; sleep 30",
     "        timeout-minutes: 0.03"
   ].join("\n"),
+  ".oak/workflows/jobtimeout.yml": [
+    "on: manual",
+    "jobs:",
+    "  slow:",
+    "    timeout-minutes: 0.03",
+    "    steps:",
+    "      - run: sleep 30",
+    "        timeout-minutes: 5"
+  ].join("\n"),
   ".oak/workflows/secret.yml": [
     "on: [manual]",
     "jobs:",
@@ -169,6 +178,11 @@ describe("CI runs", () => {
     expect(run.conclusion).toBe("timed_out")
     expect(run.jobs[0].steps[0]).toMatchObject({ conclusion: "timed_out", exit_code: null })
     expect(run.jobs[0].steps[0].logs).toMatch(/sleeping[\s\S]*timed out after 1\.8 s/)
+    expect(run.jobs[0].steps[0].logs).toContain("the step timed out after 1.8 s")
+    // A job's limit shorter than its step's: the job's ends it, and the log says so.
+    const job = await completed(await start("jobtimeout"))
+    expect(job.conclusion).toBe("timed_out")
+    expect(job.jobs[0].steps[0].logs).toContain("the job timed out after")
   }, 60_000)
 
   it("masks secrets in the logs, plain, base64 and URL-encoded", async () => {

@@ -35,7 +35,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* Effect.addFinalizer(() => remove(root))
   const context: RunnerContext = { node: config.nodeId, config: { ...ci, workDir: root }, user }
   if (user !== undefined) yield* Effect.logInfo(`CI steps run as ${ci.runAsUser} (uid ${user.uid})`)
-  const services = yield* Effect.context<CiRuns | CiGateway | Exclude<Effect.Services<ReturnType<typeof executeRun>>, never>>()
+  const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* Queue.dropping<void>(1)
   let active = 0
 

@@ -111,7 +111,6 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
       const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("50 millis"), flush)))
       return {
         write: (text: string) => add(masker.push(text)),
-        note: (text: string) => add(masker.push(text)),
         close: Effect.gen(function*() {
           yield* Fiber.interrupt(flusher)
           add(masker.end())
@@ -133,13 +132,17 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         setStep(id, { status: "running", started_at: now() })
         yield* report
         const log = yield* stepLog(id)
-        const limit = Math.min(step.timeoutMinutes === undefined ? Infinity : minutes(step.timeoutMinutes), deadline - Date.now())
+        const jobLeft = deadline - Date.now()
+        const stepLimit = step.timeoutMinutes === undefined ? Infinity : minutes(step.timeoutMinutes)
+        const limit = Math.min(stepLimit, jobLeft)
+        // Decided before the step runs: which of the two limits would end it.
+        const which = stepLimit < jobLeft ? "step" : "job"
         const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir) }
         const exit = yield* runStep({ run: step.run, cwd: dir, env, user: context.user, onOutput: log.write }).pipe(
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
-              log.note("\n[grove: the run was cancelled; the step's processes were killed]\n")
+              log.write("\n[grove: the run was cancelled; the step's processes were killed]\n")
               yield* log.close
               setStep(id, { status: "completed", conclusion: "cancelled", finished_at: now() })
             })
@@ -148,8 +151,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         let conclusion: Conclusion
         let code: number | null
         if (Option.isNone(exit)) {
-          const which = limit === deadline - Date.now() || step.timeoutMinutes === undefined ? "job" : "step"
-          log.note(`\n[grove: the ${which} timed out after ${formatDuration(limit)}; the step's processes were killed]\n`)
+          log.write(`\n[grove: the ${which} timed out after ${formatDuration(limit)}; the step's processes were killed]\n`)
           conclusion = "timed_out"
           code = null
         } else {
@@ -190,7 +192,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         const first = state.steps[0]
         if (first !== undefined) {
           const log = yield* stepLog(first.id)
-          log.note(`[grove: the job could not be prepared: ${String(Cause.squash(exit.cause))}]\n`)
+          log.write(`[grove: the job could not be prepared: ${String(Cause.squash(exit.cause))}]\n`)
           yield* log.close
         }
       }
