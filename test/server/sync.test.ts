@@ -291,7 +291,15 @@ describe("objects", () => {
     expect(inlineBlobs(c)).toHaveLength(1)
     const caps = await api(server.url).get("/capabilities")
     expect(caps.status).toBe(200)
-    expect(caps.body).toMatchObject({ push_protocol: "legacy", chunk_batch_protocol: "bounded_v1" })
+    // The complete staged set the Oak client looks for before it sends a large push (test/server/staged-push.test.ts).
+    expect(caps.body).toMatchObject({
+      push_protocol: "staged_v1",
+      staged_capabilities_ready: true,
+      staged_session_protocol: "opaque_v1",
+      staged_abort_protocol: "v1",
+      mapping_proof_protocol: "async_v1",
+      chunk_batch_protocol: "bounded_v1"
+    })
   })
 })
 

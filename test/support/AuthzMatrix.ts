@@ -353,6 +353,52 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 200,
     call: (c) => c.post("/acme/app/chunks/check", { hashes: [] })
   },
+  // Staged pushes and blob proofs: past authorization, a malformed request (400) or an unknown id (404) shows access was granted.
+  {
+    endpoint: "POST /{owner}/{name}/push/staged-v1",
+    need: { on: "repo", action: "write" },
+    ok: 400,
+    call: (c, i) => c.post("/acme/app/push/staged-v1", {
+      stage_id: "short",
+      expected_branch_head: null,
+      branch: { name: `staged-${i}`, status: "open", created_at: "2026-01-01T00:00:00+00:00" },
+      finalize: false,
+      commits: [],
+      blobs: []
+    })
+  },
+  {
+    endpoint: "POST …/push/staged-v1/{stage_id}/abort",
+    need: { on: "repo", action: "write" },
+    ok: 200,
+    call: (c, i) => c.post(`/acme/app/push/staged-v1/matrix-stage-${String(i).padStart(6, "0")}/abort`, { branch_name: "b", expected_branch_head: null })
+  },
+  {
+    endpoint: "POST /{owner}/{name}/blobs/proofs/async-v1",
+    need: { on: "repo", action: "write" },
+    ok: 400,
+    call: (c) => c.post("/acme/app/blobs/proofs/async-v1", { blobs: [] })
+  },
+  {
+    endpoint: "PUT …/blobs/proofs/{token}/mappings",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.put("/acme/app/blobs/proofs/0123456789abcdef0123456789abcdef/mappings", {
+      pages: [{ blob_index: 0, first_chunk_index: 0, chunks: [{ hash: "a".repeat(64), offset: 0, size: 1 }] }]
+    })
+  },
+  {
+    endpoint: "POST …/blobs/proofs/{token}/finalize",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.post("/acme/app/blobs/proofs/0123456789abcdef0123456789abcdef/finalize", {})
+  },
+  {
+    endpoint: "GET …/blobs/proofs/{token}",
+    need: { on: "repo", action: "write" },
+    ok: 404,
+    call: (c) => c.get("/acme/app/blobs/proofs/0123456789abcdef0123456789abcdef")
+  },
   // Organizations
   { endpoint: "GET /orgs", need: { on: "account", action: "read", noRepoKey: true }, ok: 200, call: (c) => c.get("/orgs") },
   {

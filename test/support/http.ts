@@ -30,6 +30,7 @@ export const api = (baseUrl: string, token?: string) => {
     get: (path: string, headers?: Record<string, string>) => call("GET", path, undefined, headers),
     post: (path: string, body?: unknown, headers?: Record<string, string>) => call("POST", path, body ?? {}, headers),
     patch: (path: string, body: unknown) => call("PATCH", path, body),
+    put: (path: string, body: unknown) => call("PUT", path, body),
     delete: (path: string, headers?: Record<string, string>) => call("DELETE", path, undefined, headers),
     raw: call
   }

@@ -9,6 +9,7 @@ import { OrgsGroup } from "./OrgGroups.ts"
 import { PathPermissionsGroup } from "./PathPermissionGroups.ts"
 import { ServiceAccountsGroup } from "./ServiceAccountGroups.ts"
 import { truthfulDocument } from "./OpenApiDocument.ts"
+import { StagedPushGroup } from "./StagedPushGroups.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
 export class GroveApi extends HttpApi.make("grove")
@@ -17,6 +18,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(OrgsGroup)
   .add(CliAuthGroup)
   .add(SyncGroup)
+  .add(StagedPushGroup)
   .add(BranchesGroup)
   .add(MergesGroup)
   .add(ContentGroup)

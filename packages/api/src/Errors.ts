@@ -31,6 +31,10 @@ export class PreconditionFailed extends Schema.Error<PreconditionFailed>("grove/
 export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("grove/PayloadTooLarge")(body, {
   httpApiStatus: 413
 }) {}
+/** Too many of something at once (e.g. a repository's open staged pushes); retry later. */
+export class TooManyRequests extends Schema.Error<TooManyRequests>("grove/TooManyRequests")(body, {
+  httpApiStatus: 429
+}) {}
 export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("grove/ServiceUnavailable")(body, {
   httpApiStatus: 503
 }) {}
@@ -53,5 +57,6 @@ export type ApiError =
   | Conflict
   | PreconditionFailed
   | PayloadTooLarge
+  | TooManyRequests
   | ServiceUnavailable
   | OperationPending

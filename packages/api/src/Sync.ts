@@ -74,7 +74,9 @@ export const BlobData = Schema.Struct({
   hash: Schema.String,
   content: ByteArray,
   size: Schema.Number,
-  chunks: Schema.optionalKey(Schema.Array(ChunkRefData))
+  chunks: Schema.optionalKey(Schema.Array(ChunkRefData)),
+  /** A staged push's chunked blob names the blob proof that checked its chunk list (see StagedPushGroups). */
+  mapping_proof_token: Maybe(Schema.String)
 })
 export type BlobData = typeof BlobData.Type
 
@@ -149,6 +151,16 @@ export const HashList = (max: number) =>
 
 /** `blobs/check` (at most 10,000) and `blobs/info` (at most 250,000). */
 export const Hashes = Schema.Struct({ hashes: HashList(10_000) })
+/**
+ * `blobs/check`. `require_verified_receipts`: count only blobs whose every chunk was verified when
+ * the blob was registered (always so here: every blob is re-hashed before it is registered).
+ * `verify_content` (at most 32 hashes): re-read and re-hash every blob reported present.
+ */
+export const BlobCheckRequest = Schema.Struct({
+  hashes: HashList(10_000),
+  require_verified_receipts: Schema.optionalKey(Schema.Boolean),
+  verify_content: Schema.optionalKey(Schema.Boolean)
+})
 export const BlobInfoRequest = Schema.Struct({ hashes: HashList(250_000) })
 
 export const CommitInfoRequest = Schema.Struct({
@@ -157,7 +169,13 @@ export const CommitInfoRequest = Schema.Struct({
 })
 export const CommitInfoResponse = Schema.Struct({ commits: Schema.Array(CommitData), trees: Schema.Array(TreeData) })
 
-export const BlobCheckResponse = Schema.Struct({ missing: Schema.Array(Schema.String) })
+export const BlobCheckResponse = Schema.Struct({
+  missing: Schema.Array(Schema.String),
+  /** The present blobs were re-read and re-hashed for this answer (`verify_content`). */
+  verified_content: Schema.optionalKey(Schema.Boolean),
+  /** The `require_verified_receipts` predicate was applied. */
+  verified_receipts_required: Schema.optionalKey(Schema.Boolean)
+})
 
 export const BlobInfoResponse = Schema.Struct({
   blobs: Schema.Array(BlobData),

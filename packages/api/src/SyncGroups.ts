@@ -52,7 +52,7 @@ export class SyncGroup extends HttpApiGroup.make("sync").add(
   }),
   HttpApiEndpoint.post("blobsCheck", "/:owner/:name/blobs/check", {
     params: Owner,
-    payload: S.Hashes,
+    payload: S.BlobCheckRequest,
     success: S.BlobCheckResponse,
     error: ReadErrors
   }),

@@ -33,6 +33,9 @@ import { ContentHandlers } from "./http/ContentHandlers.ts"
 import { FileRoutes } from "./http/FileRoutes.ts"
 import { MergeHandlers } from "./http/MergeHandlers.ts"
 import { SyncHandlers } from "./http/SyncHandlers.ts"
+import { BlobProofs } from "./staged-push/BlobProofs.ts"
+import { PushStages } from "./staged-push/PushStages.ts"
+import { StagedPushHandlers } from "./staged-push/StagedPushHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
 import { CliAuthHandlers } from "./http/CliAuthHandlers.ts"
 import { BodyLimitsLive } from "./http/BodyLimits.ts"
@@ -71,7 +74,9 @@ export const DomainLive = Layer.mergeAll(
   CiLogStore.layer,
   Webhooks.layer,
   Egress.layer,
-  RepositoryEventStream.layer
+  RepositoryEventStream.layer,
+  PushStages.layer,
+  BlobProofs.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -86,6 +91,7 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     ReposHandlers,
     CliAuthHandlers,
     SyncHandlers,
+    StagedPushHandlers,
     BranchesHandlers,
     ContentHandlers,
     MergeHandlers,

@@ -20,6 +20,7 @@ import { WebhookFanoutLive } from "./webhooks/WebhookFanout.ts"
 import { WebhookGateway } from "./webhooks/WebhookGateway.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
+import { StagedPushGateway } from "./staged-push/StagedPushGateway.ts"
 import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 import { OrganizationEntityLive } from "./orgs/OrganizationLive.ts"
@@ -76,7 +77,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
   return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries).pipe(
     Layer.provide(NoTracing),
-    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live, WebhookGateway.layer)),
+    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live, WebhookGateway.layer, StagedPushGateway.layer)),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

@@ -227,7 +227,24 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ANY(${[...pushed]}::text[]) AND NOT published`
   yield* account(repo, yield* takeStaged(repo.id, payload.stagedId))
 
-  const tip = payload.tip!
+  return yield* moveHead(repo, name, current, payload.tip!, meta, payload.actor)
+})
+
+/**
+ * Moves (or creates) the branch's head to `tip` after the caller's compare-and-set held and the commits were
+ * published, and appends the push (or branch.created) event. Shared by pushes and staged pushes.
+ */
+export const moveHead = Effect.fnUntraced(function*(
+  repo: RepositoryRecord,
+  name: string,
+  current: BranchRecord | undefined,
+  tip: string,
+  meta: ApiSync.BranchData | null,
+  actor: string
+) {
+  const sql = yield* SqlClient.SqlClient
+  const serverHead = current?.head ?? null
+  const description = meta?.description ?? current?.description ?? null
   const firstPush = current === undefined || current.pushedAt === null
   if (current === undefined) {
     yield* sql`INSERT INTO branches ${
@@ -239,7 +256,7 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
         status: meta?.status === "closed" ? "closed" : "open",
         close_reason: meta?.status === "closed" ? meta.close_reason ?? null : null,
         head: tip,
-        created_by: payload.actor,
+        created_by: actor,
         created_at: meta?.created_at ?? nowRfc3339(),
         pushed_at: new Date()
       })
@@ -259,7 +276,7 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
       repo: repo.name,
       branch: name,
       commit: tip,
-      pusher: payload.actor,
+      pusher: actor,
       timestamp: new Date().toISOString()
     })
   }

@@ -69,11 +69,19 @@ const inlineBytes = (content: ReadonlyArray<number>): Uint8Array | undefined => 
 /** The branch a push is about: `branch.name`, else the commits' branch. */
 export const pushBranchName = (body: ApiSync.PushRequest): string | undefined => body.branch?.name ?? body.commits[0]?.branch_name
 
+/** How a staged push's batch differs from a whole push (see staged-push/StagedPushHandlers). */
+export interface StagedBatch {
+  /** Commits earlier batches of the same stage admitted: parents that need not be published. */
+  readonly stagedCommits: ReadonlySet<string>
+}
+
 export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   repo: { readonly id: string; readonly orgId: string },
   body: ApiSync.PushRequest,
   /** What counts as already there for this caller: objects it cannot read must be in the push (or uploaded by it). */
-  scope: DedupScope
+  scope: DedupScope,
+  /** A batch of a staged push: its commits need not have one tip (the finalizer checks the whole stage's). */
+  staged?: StagedBatch
 ) {
   const objects = yield* ContentObjects
   const chunkStore = yield* ChunkStore
@@ -132,12 +140,13 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   }
   const externalRows = yield* objects.loadCommits(repo.id, [...external])
   for (const parent of external) {
+    if (staged?.stagedCommits.has(parent) === true && externalRows.has(parent)) continue
     if (externalRows.get(parent)?.published !== true) {
       return yield* reject(`parent commit ${parent} is neither in the push nor published in this repository`, "missing_parent")
     }
   }
   const tip = body.commits.at(-1)?.hash ?? null
-  if (tip !== null) {
+  if (tip !== null && staged === undefined) {
     // Exactly one tip: every pushed commit is an ancestor of the last one.
     const byHash = new Map(body.commits.map((c) => [c.hash, c]))
     const reached = new Set<string>()

@@ -8,6 +8,7 @@ import { EntityRuntime } from "@grove/bus"
 import { Effect, Layer, Option, Schema } from "effect"
 import { storedCiErrorResponse } from "../ci/CiErrors.ts"
 import { storedWebhookErrorResponse } from "../webhooks/WebhookErrors.ts"
+import { storedStageErrorResponse } from "../staged-push/StagedPushErrors.ts"
 import { ServerConfig } from "../Config.ts"
 import * as BranchCommands from "../content/BranchCommands.ts"
 import * as MergeCommand from "../content/MergeCommand.ts"
@@ -75,7 +76,7 @@ const storedErrorResponse = (error: unknown): { status: number; body: unknown } 
   if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
   const serviceAccountError = decodeServiceAccountError(error)
   if (Option.isSome(serviceAccountError)) return serviceAccountErrorResponse(serviceAccountError.value)
-  return storedCiErrorResponse(error) ?? storedWebhookErrorResponse(error)
+  return storedCiErrorResponse(error) ?? storedWebhookErrorResponse(error) ?? storedStageErrorResponse(error)
 }
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {

@@ -13,7 +13,7 @@
  * - A body on a JSON route that is not `application/json` answers 415 `{ error, code: "unsupported_media_type" }`.
  *
  * Small JSON routes get 1 MiB (10,000 hashes, the most a hash list but `blobs/info`'s may carry, fit in 0.7 MiB).
- * The push keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
+ * The push (and a staged push's batch) keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
  * byte); the binary routes keep theirs and check them again while streaming.
  */
 import { ByteSize, Effect, Result, Stream } from "effect"
@@ -49,6 +49,9 @@ const route = (method: string, path: string, limit: number, raw = false): Rule =
 
 const RULES: ReadonlyArray<Rule> = [
   route("POST", "/api/:owner/:name/push", PUSH_LIMIT),
+  route("POST", "/api/:owner/:name/push/staged-v1", PUSH_LIMIT),
+  // 10,000 chunk references per page, as the Oak client pages them (at most 2 MiB each).
+  route("PUT", "/api/:owner/:name/blobs/proofs/:token/mappings", 2 * MiB),
   // Up to 250,000 hashes (67 bytes each in JSON).
   route("POST", "/api/:owner/:name/blobs/info", 20 * MiB),
   route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, true),

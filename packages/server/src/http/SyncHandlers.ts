@@ -25,16 +25,16 @@ import { actorName, commandRequest } from "./CallerContext.ts"
 import { dbUnavailable } from "./Failures.ts"
 
 /**
- * Protocol flags. The Oak client reads `push_protocol` and friends: this exact shape ("phase one")
- * lets it send a first publication above its ordinary-push limits as object-only pushes followed by
- * one commit push, which this server supports. Staged sessions (staged_v1) are not implemented and
- * not advertised.
+ * Protocol flags, as the Oak client reads them. `staged_v1` with `opaque_v1` sessions, `v1` aborts
+ * and `async_v1` mapping proofs: pushes past the ordinary limits go through `push/staged-v1`
+ * (staged-push/). The phase-one fields stay for clients that look for them.
  */
 export const CAPABILITIES = {
-  push_protocol: "legacy",
-  staged_capabilities_ready: false,
+  push_protocol: "staged_v1",
+  staged_capabilities_ready: true,
   staged_session_protocol: "opaque_v1",
   staged_abort_protocol: "v1",
+  mapping_proof_protocol: "async_v1",
   known_loss_protocol: "report_v1",
   ordinary_bootstrap_protocol: "headless_preload_v1",
   chunk_batch_protocol: "bounded_v1",
@@ -86,6 +86,9 @@ export const byteListJson = (bytes: Uint8Array): Uint8Array => {
 }
 
 const ascii = (text: string): Uint8Array => Buffer.from(text, "latin1")
+
+/** `blobs/check` with `verify_content` reads every byte: a small page only, as the Oak client asks for it. */
+const VERIFY_CONTENT_MAX = 32
 
 const conflict = (error: string, code: string) => Effect.fail(new ApiErrors.Conflict({ error, code }))
 
@@ -227,7 +230,29 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const have = yield* dbUnavailable(objects.present("blob", scope, payload.hashes))
       // Nor does it tell of content withheld from the caller by path permissions.
       const withheld = yield* withheldAtHeads(yield* callerPolicy(caller, repo), repo)
-      return { missing: payload.hashes.filter((h) => !have.has(h) || withheld.has(h)) }
+      const missing = payload.hashes.filter((h) => !have.has(h) || withheld.has(h))
+      // Every registered blob was re-hashed from its chunks before it was registered, so the strict receipt
+      // predicate holds for all of them; `verify_content` re-reads and re-hashes them now.
+      const receipts = payload.require_verified_receipts === true ? { verified_receipts_required: true } : {}
+      if (payload.verify_content !== true) return { missing, ...receipts }
+      if (payload.hashes.length > VERIFY_CONTENT_MAX) {
+        return yield* new ApiErrors.BadRequest({ error: `verify_content checks at most ${VERIFY_CONTENT_MAX} blobs per request`, code: "too_many" })
+      }
+      const gone = new Set(missing)
+      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, payload.hashes.filter((h) => !gone.has(h))))
+      for (const [hash, blob] of info) {
+        const hasher = yield* Blake3.makeHasher
+        let size = 0
+        const read = Effect.forEach(blob.chunks, (c) =>
+          Stream.runForEach(chunkStore.read(repo.orgId, c.hash), (part) => Effect.sync(() => {
+            size += part.length
+            hasher.update(part)
+          })), { discard: true })
+        const intact = yield* read.pipe(Effect.as(true), Effect.catch(() => Effect.succeed(false)))
+        if (!intact || size !== blob.size || hasher.digest() !== hash) gone.add(hash)
+      }
+      for (const h of payload.hashes) if (!info.has(h)) gone.add(h)
+      return { missing: payload.hashes.filter((h) => gone.has(h)), verified_content: true, ...receipts }
     }),
 
     blobsInfo: Effect.fnUntraced(function*({ params, payload }) {

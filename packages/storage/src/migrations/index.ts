@@ -15,6 +15,7 @@ import orgGroups from "./0007_org_groups.ts"
 import serviceAccounts from "./0008_service_accounts.ts"
 import ci from "./0009_ci.ts"
 import webhooks from "./0010_webhooks.ts"
+import pushStages from "./0011_push_stages.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -26,5 +27,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_org_groups": orgGroups,
   "0008_service_accounts": serviceAccounts,
   "0009_ci": ci,
-  "0010_webhooks": webhooks
+  "0010_webhooks": webhooks,
+  "0011_push_stages": pushStages
 }
