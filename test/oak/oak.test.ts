@@ -1,9 +1,6 @@
-// Compatibility with the public Oak client: drives the real `oak` binary (oakvcs-cli 0.109.0) against a real Grove server.
-// The binary is found on PATH or in ~/.cargo/bin; install it with `bash scripts/setup/oak.sh`
-// (= `cargo install oakvcs-cli --version 0.109.0 --locked`, several minutes). Without it this suite is
-// skipped with a printed reason: the one allowed skip, since the client is an external Rust program.
+// Compatibility with the public Oak client: drives the real `oak` binary (oakvcs-cli 0.109.0) against a real Grove server
+// (test/support/Oak.ts finds and runs it; without it this suite is skipped with a printed reason).
 // Each oak run gets a temp HOME, OAK_VERBOSE=1 (its HTTP log is in stderr, shown when an expectation fails).
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
@@ -11,37 +8,17 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-
-const OAK_VERSION = "0.109.0"
-
-const findOak = (): string | undefined => {
-  const dirs = (process.env["PATH"] ?? "").split(path.delimiter).filter((d) => d !== "")
-  dirs.push(path.join(process.env["CARGO_HOME"] ?? path.join(os.homedir(), ".cargo"), "bin"))
-  for (const dir of dirs) {
-    const candidate = path.join(dir, "oak")
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK)
-      if (fs.statSync(candidate).isFile()) return candidate
-    } catch {
-      // not here
-    }
-  }
-  return undefined
-}
-
-const oakPath = findOak()
-if (oakPath === undefined) {
-  console.warn(
-    `test/oak skipped: the Oak client binary (oak ${OAK_VERSION}) is not on PATH or in ~/.cargo/bin. ` +
-      `Install it with \`bash scripts/setup/oak.sh\` or \`cargo install oakvcs-cli --version ${OAK_VERSION} --locked\`.`
-  )
-}
-
-interface OakRun {
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
+import {
+  expectSameTree,
+  expectServerHas as expectServerHasOf,
+  jsonOf,
+  makeOak,
+  noise,
+  OAK_VERSION,
+  oakPath,
+  ok,
+  rawBytes as rawBytesOf
+} from "../support/Oak.ts"
 
 let server: GroveServer
 let key: string
@@ -49,117 +26,15 @@ let root: string
 let home: string
 const OWNER = "oakuser"
 const REPO = "compat"
-const children = new Set<ChildProcess>()
 
-const oak = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}): Promise<OakRun> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(oakPath!, args, {
-      cwd,
-      // Only what the client needs: no git variables, no inherited OAK_* settings.
-      env: {
-        PATH: process.env["PATH"] ?? "/usr/bin:/bin",
-        HOME: home,
-        OAK_NO_UPDATE_CHECK: "1",
-        OAK_API_KEY: key,
-        OAK_AUTHOR: OWNER,
-        NO_COLOR: "1",
-        OAK_VERBOSE: "1",
-        ...extraEnv
-      },
-      stdio: ["pipe", "pipe", "pipe"]
-    })
-    children.add(child)
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
-    child.on("error", reject)
-    child.on("close", (code) => {
-      clearTimeout(timer)
-      children.delete(child)
-      resolve({ code: code ?? -1, stdout, stderr })
-    })
-    // Not a terminal: the client never prompts.
-    child.stdin.end()
-  })
-
-/** Fails with the client's whole output when it did not exit 0. */
-const ok = (run: OakRun, what: string): OakRun => {
-  if (run.code !== 0) throw new Error(`${what} exited ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
-  return run
-}
-
-/** The one JSON document `--json` prints (the last line of stdout). */
-const jsonOf = (run: OakRun): any => {
-  const line = run.stdout.trim().split("\n").at(-1) ?? ""
-  try {
-    return JSON.parse(line)
-  } catch {
-    throw new Error(`no JSON on stdout\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
-  }
-}
-
-/** Deterministic, incompressible bytes (xorshift32). */
-const noise = (size: number, seed: number): Buffer => {
-  const out = Buffer.alloc(size)
-  let x = seed >>> 0 || 1
-  for (let i = 0; i + 4 <= size; i += 4) {
-    x ^= x << 13
-    x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5
-    x >>>= 0
-    out.writeUInt32LE(x, i)
-  }
-  return out
-}
+const client = makeOak({ home: () => home, key: () => key, author: OWNER })
+const oak = client.run
 
 const BIG_SIZE = 12 * 1024 * 1024
 const SMALL_FILES = 140
 
-/** Every file of a working tree (outside `.oak`): path -> bytes, symlink target or mode. */
-const snapshot = (dir: string): Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }> => {
-  const files = new Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }>()
-  const walk = (rel: string) => {
-    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-      const p = rel === "" ? entry.name : `${rel}/${entry.name}`
-      if (p === ".oak") continue
-      const abs = path.join(dir, p)
-      if (entry.isSymbolicLink()) files.set(p, { kind: "symlink", bytes: Buffer.from(fs.readlinkSync(abs)), executable: false })
-      else if (entry.isDirectory()) walk(p)
-      else files.set(p, { kind: "file", bytes: fs.readFileSync(abs), executable: (fs.statSync(abs).mode & 0o100) !== 0 })
-    }
-  }
-  walk("")
-  return files
-}
-
-const expectSameTree = (actualDir: string, expectedDir: string) => {
-  const actual = snapshot(actualDir)
-  const expected = snapshot(expectedDir)
-  expect([...actual.keys()].sort()).toEqual([...expected.keys()].sort())
-  for (const [p, e] of expected) {
-    const a = actual.get(p)!
-    expect({ p, kind: a.kind, executable: a.executable }).toEqual({ p, kind: e.kind, executable: e.executable })
-    expect(a.bytes.equals(e.bytes), `content of ${p}`).toBe(true)
-  }
-}
-
-const rawBytes = async (commit: string, file: string): Promise<{ status: number; bytes: Buffer }> => {
-  const encoded = file.split("/").map(encodeURIComponent).join("/")
-  const response = await fetch(`${server.url}/api/${OWNER}/${REPO}/raw/${commit}/${encoded}`, { headers: { authorization: `Bearer ${key}` } })
-  return { status: response.status, bytes: Buffer.from(await response.arrayBuffer()) }
-}
-
-/** Every file of a checkout equals what Grove serves for `commit`. */
-const expectServerHas = async (commit: string, dir: string) => {
-  for (const [p, f] of snapshot(dir)) {
-    const raw = await rawBytes(commit, p)
-    expect(raw.status, p).toBe(200)
-    expect(raw.bytes.equals(f.bytes), `raw ${p}`).toBe(true)
-  }
-}
+const rawBytes = (commit: string, file: string) => rawBytesOf(server.url, key, `${OWNER}/${REPO}`, commit, file)
+const expectServerHas = (commit: string, dir: string) => expectServerHasOf(server.url, key, `${OWNER}/${REPO}`, commit, dir)
 
 const branchOnServer = async (branch: string) => {
   const reply = await api(server.url, key).get(`/${OWNER}/${REPO}/branches/${encodeURIComponent(branch)}`)
@@ -228,7 +103,7 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
   }, 120_000)
 
   afterAll(async () => {
-    for (const child of children) child.kill("SIGKILL")
+    client.killAll()
     await server?.stop()
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true })
   })
@@ -254,9 +129,10 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     branch = result.branch
     head1 = result.pushed_head
     expect(head1).toMatch(/^[0-9a-f]{64}$/)
-    // Over 128 new blobs: the client used the phase-one bootstrap (object-only pushes, then the commit).
-    expect(push.stderr).toMatch(/POST \S+\/push \(0 commit\(s\), \d+ blob\(s\)/)
-    expect(push.stderr).toMatch(/POST \S+\/push \(1 commit\(s\), 0 blob\(s\), 0 tree\(s\)\)/)
+    // Over 128 new blobs: a staged push (blob batches, trees, the commit, then the finalizer).
+    expect(push.stderr).toMatch(/POST \S+\/push\/staged-v1 \(0 commit\(s\), 128 blob\(s\)/)
+    expect(push.stderr).toMatch(/POST \S+\/push\/staged-v1 \(1 commit\(s\), 0 blob\(s\), 0 tree\(s\)\)/)
+    expect(push.stderr).toMatch(/POST \S+\/push\/staged-v1 \(0 commit\(s\), 0 blob\(s\), 0 tree\(s\)\)/)
 
     const onServer = await branchOnServer(branch)
     expect(onServer).toMatchObject({ name: branch, head: head1, status: "open", parent_branch: "main" })

@@ -1,0 +1,216 @@
+/**
+ * Driving the public Oak client (oakvcs-cli 0.109.0) in end-to-end suites: finding the binary,
+ * running it with a clean environment, reading its JSON, and comparing trees. The binary is found
+ * on PATH or in ~/.cargo/bin; `bash scripts/setup/oak.sh` installs it (about 20 minutes). Suites
+ * skip with a printed reason when it is absent: the one allowed skip, since the client is an
+ * external Rust program.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { expect } from "@effect/vitest"
+
+export const OAK_VERSION = "0.109.0"
+
+const findOak = (): string | undefined => {
+  const dirs = (process.env["PATH"] ?? "").split(path.delimiter).filter((d) => d !== "")
+  dirs.push(path.join(process.env["CARGO_HOME"] ?? path.join(os.homedir(), ".cargo"), "bin"))
+  for (const dir of dirs) {
+    const candidate = path.join(dir, "oak")
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      if (fs.statSync(candidate).isFile()) return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
+
+export const oakPath = findOak()
+if (oakPath === undefined) {
+  console.warn(
+    `test/oak skipped: the Oak client binary (oak ${OAK_VERSION}) is not on PATH or in ~/.cargo/bin. ` +
+      `Install it with \`bash scripts/setup/oak.sh\` or \`cargo install oakvcs-cli --version ${OAK_VERSION} --locked\`.`
+  )
+}
+
+export interface OakRun {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+export interface OakClient {
+  /** Runs `oak args` in `cwd` (OAK_VERBOSE=1: its HTTP log is in stderr). */
+  readonly run: (args: ReadonlyArray<string>, cwd: string, extraEnv?: Record<string, string>) => Promise<OakRun>
+  /** Kills every client still running. */
+  readonly killAll: () => void
+}
+
+/** An Oak client with its own HOME, signed in with `key` as `author`. */
+export const makeOak = (options: { readonly home: () => string; readonly key: () => string; readonly author: string }): OakClient => {
+  const children = new Set<ChildProcess>()
+  const run = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}): Promise<OakRun> =>
+    new Promise((resolve, reject) => {
+      const child = spawn(oakPath!, args, {
+        cwd,
+        // Only what the client needs: no git variables, no inherited OAK_* settings.
+        env: {
+          PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+          HOME: options.home(),
+          OAK_NO_UPDATE_CHECK: "1",
+          OAK_API_KEY: options.key(),
+          OAK_AUTHOR: options.author,
+          NO_COLOR: "1",
+          OAK_VERBOSE: "1",
+          ...extraEnv
+        },
+        stdio: ["pipe", "pipe", "pipe"]
+      })
+      children.add(child)
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+      const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
+      child.on("error", reject)
+      child.on("close", (code) => {
+        clearTimeout(timer)
+        children.delete(child)
+        resolve({ code: code ?? -1, stdout, stderr })
+      })
+      // Not a terminal: the client never prompts.
+      child.stdin.end()
+    })
+  return {
+    run,
+    killAll: () => {
+      for (const child of children) child.kill("SIGKILL")
+    }
+  }
+}
+
+/** Fails with the client's whole output when it did not exit 0. */
+export const ok = (run: OakRun, what: string): OakRun => {
+  if (run.code !== 0) throw new Error(`${what} exited ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
+  return run
+}
+
+/** The one JSON document `--json` prints (the last line of stdout). */
+export const jsonOf = (run: OakRun): any => {
+  const line = run.stdout.trim().split("\n").at(-1) ?? ""
+  try {
+    return JSON.parse(line)
+  } catch {
+    throw new Error(`no JSON on stdout\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`)
+  }
+}
+
+/** Deterministic, incompressible bytes (xorshift32). */
+export const noise = (size: number, seed: number): Buffer => {
+  const out = Buffer.alloc(size)
+  let x = seed >>> 0 || 1
+  for (let i = 0; i + 4 <= size; i += 4) {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    out.writeUInt32LE(x, i)
+  }
+  return out
+}
+
+export type TreeFiles = Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }>
+
+/** Every file of a working tree (outside `.oak`): path -> bytes, symlink target or mode. */
+export const snapshot = (dir: string): TreeFiles => {
+  const files: TreeFiles = new Map()
+  const walk = (rel: string) => {
+    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const p = rel === "" ? entry.name : `${rel}/${entry.name}`
+      if (p === ".oak") continue
+      const abs = path.join(dir, p)
+      if (entry.isSymbolicLink()) files.set(p, { kind: "symlink", bytes: Buffer.from(fs.readlinkSync(abs)), executable: false })
+      else if (entry.isDirectory()) walk(p)
+      else files.set(p, { kind: "file", bytes: fs.readFileSync(abs), executable: (fs.statSync(abs).mode & 0o100) !== 0 })
+    }
+  }
+  walk("")
+  return files
+}
+
+export const expectSameTree = (actualDir: string, expectedDir: string) => {
+  const actual = snapshot(actualDir)
+  const expected = snapshot(expectedDir)
+  expect([...actual.keys()].sort()).toEqual([...expected.keys()].sort())
+  for (const [p, e] of expected) {
+    const a = actual.get(p)!
+    expect({ p, kind: a.kind, executable: a.executable }).toEqual({ p, kind: e.kind, executable: e.executable })
+    expect(a.bytes.equals(e.bytes), `content of ${p}`).toBe(true)
+  }
+}
+
+/** A file's bytes as Grove serves them at `commit`. */
+export const rawBytes = async (url: string, key: string, repo: string, commit: string, file: string): Promise<{ status: number; bytes: Buffer }> => {
+  const encoded = file.split("/").map(encodeURIComponent).join("/")
+  const response = await fetch(`${url}/api/${repo}/raw/${commit}/${encoded}`, { headers: { authorization: `Bearer ${key}` } })
+  return { status: response.status, bytes: Buffer.from(await response.arrayBuffer()) }
+}
+
+/** Every file of a checkout equals what Grove serves for `commit`. */
+export const expectServerHas = async (url: string, key: string, repo: string, commit: string, dir: string) => {
+  for (const [p, f] of snapshot(dir)) {
+    const raw = await rawBytes(url, key, repo, commit, p)
+    expect(raw.status, p).toBe(200)
+    expect(raw.bytes.equals(f.bytes), `raw ${p}`).toBe(true)
+  }
+}
+
+export interface Proxy {
+  readonly url: string
+  readonly close: () => Promise<void>
+}
+
+/**
+ * A pass-through HTTP proxy to `target`. `intercept` sees each request with its whole body and may
+ * answer it itself (status and JSON body) instead of forwarding it.
+ */
+export const startProxy = async (
+  target: string,
+  intercept: (request: { method: string; url: string; body: Buffer }) => { status: number; body: unknown } | undefined
+): Promise<Proxy> => {
+  const upstreamUrl = new URL(target)
+  const proxy = http.createServer((request, response) => {
+    const parts: Array<Buffer> = []
+    request.on("data", (d: Buffer) => parts.push(d))
+    request.on("end", () => {
+      const body = Buffer.concat(parts)
+      const answer = intercept({ method: request.method ?? "GET", url: request.url ?? "/", body })
+      if (answer !== undefined) {
+        const text = JSON.stringify(answer.body)
+        response.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })
+        response.end(text)
+        return
+      }
+      const upstream = http.request({
+        host: upstreamUrl.hostname,
+        port: upstreamUrl.port,
+        method: request.method,
+        path: request.url,
+        headers: { ...request.headers, host: upstreamUrl.host }
+      }, (reply) => {
+        response.writeHead(reply.statusCode ?? 502, reply.headers)
+        reply.pipe(response)
+      })
+      upstream.on("error", () => response.destroy())
+      upstream.end(body)
+    })
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+  const port = (proxy.address() as { port: number }).port
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => proxy.close(() => resolve())) }
+}
