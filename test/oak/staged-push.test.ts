@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-import { expectServerHas, jsonOf, makeOak, noise, oakPath, ok, rawBytes, startProxy } from "../support/Oak.ts"
+import { expectSameTree, expectServerHas, jsonOf, makeOak, noise, oakPath, ok, rawBytes, startProxy } from "../support/Oak.ts"
 
 const OWNER = "stager"
 const REPO = `${OWNER}/large`
@@ -111,6 +111,20 @@ describe.skipIf(oakPath === undefined)("the Oak client's staged pushes against G
     const raw = await rawBytes(server.url, key, REPO, head, "counter.txt")
     expect(raw.bytes.toString()).toBe("commit 509\n")
   }, 300_000)
+
+  it("a clone downloads every chunk through its binary link (nothing inline); a sparse clone downloads the cone only", async () => {
+    const full = path.join(root, "clone-full")
+    const clone = ok(await oak(["clone", "-r", server.url, REPO, full, "--branch", branch], root), "oak clone")
+    expect(clone.stderr).toMatch(/downloading \d+ chunk\(s\) \(0 inline\), concurrency=\d+, batch_endpoint=true/)
+    expectSameTree(full, work)
+    // Until the integrity preflight is served, a scoped clone needs the client's explicit waiver.
+    const sparse = path.join(root, "clone-sparse")
+    const partial = ok(await oak(["clone", "-r", server.url, REPO, sparse, "--branch", branch, "--path", "many", "--allow-legacy-scope"], root), "oak clone --path")
+    const chunks = Number(/downloading (\d+) chunk\(s\)/.exec(partial.stderr)?.[1])
+    expect(chunks).toBe(200)
+    expect(fs.existsSync(path.join(sparse, "big100.bin"))).toBe(false)
+    expect(fs.readFileSync(path.join(sparse, "many", "f007.txt"), "utf8")).toBe("file 7\n")
+  }, 180_000)
 
   it("a push that fails mid-way aborts its stage: the branch is unchanged and the stage takes nothing more", async () => {
     const before = await headOnServer()

@@ -125,7 +125,9 @@ export const PullQuery = {
   branch_name: Schema.optionalKey(Schema.String),
   force: Schema.optionalKey(Schema.String),
   since_rename_id: Schema.optionalKey(Schema.String),
-  depth: Schema.optionalKey(Schema.String)
+  depth: Schema.optionalKey(Schema.String),
+  /** A sparse pull: comma-separated path prefixes; every tree is sent, blobs only at covered paths. */
+  paths: Schema.optionalKey(Schema.String)
 }
 
 export const PullResponse = Schema.Struct({

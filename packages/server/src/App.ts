@@ -34,6 +34,7 @@ import { FileRoutes } from "./http/FileRoutes.ts"
 import { MergeHandlers } from "./http/MergeHandlers.ts"
 import { SyncHandlers } from "./http/SyncHandlers.ts"
 import { BlobProofs } from "./staged-push/BlobProofs.ts"
+import { ChunkLinks } from "./content/ChunkLinks.ts"
 import { PushStages } from "./staged-push/PushStages.ts"
 import { StagedPushHandlers } from "./staged-push/StagedPushHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
@@ -76,7 +77,8 @@ export const DomainLive = Layer.mergeAll(
   Egress.layer,
   RepositoryEventStream.layer,
   PushStages.layer,
-  BlobProofs.layer
+  BlobProofs.layer,
+  ChunkLinks.layer.pipe(Layer.provide(SecretBox.layer))
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),

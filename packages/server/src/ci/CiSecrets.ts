@@ -3,9 +3,10 @@
  * associated data, so a ciphertext copied to another slot does not decrypt). The key comes from
  * the configuration; embedded mode generates `<data dir>/secret.key` (mode 0600) the first time.
  * Values are encrypted at the edge: the plaintext never reaches the bus, the inbox or a log.
+ * The same key signs capability links (`sign`, with a key derived per purpose).
  */
 import { Context, Effect, Layer } from "effect"
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { ServerConfig } from "../Config.ts"
@@ -16,6 +17,8 @@ export class SecretBox extends Context.Service<SecretBox, {
   readonly seal: (repoId: string, name: string, value: string) => string
   /** Undefined when the ciphertext does not open (another key, tampered). */
   readonly open: (repoId: string, name: string, sealed: string) => string | undefined
+  /** HMAC-SHA256 (hex) of `message` under a key derived from the server key for `purpose` (e.g. chunk download links). */
+  readonly sign: (purpose: string, message: string) => string
 }>()("grove/server/ci/SecretBox") {
   static readonly layer = Layer.effect(SecretBox, Effect.gen(function*() {
     const config = yield* ServerConfig
@@ -25,6 +28,8 @@ export class SecretBox extends Context.Service<SecretBox, {
 }
 
 export const box = (key: Uint8Array) => ({
+  sign: (purpose: string, message: string) =>
+    createHmac("sha256", createHmac("sha256", key).update(`grove:${purpose}`).digest()).update(message).digest("hex"),
   seal: (repoId: string, name: string, value: string) => {
     const iv = randomBytes(12)
     const cipher = createCipheriv("aes-256-gcm", key, iv)

@@ -4,14 +4,19 @@
  * - `POST /api/{owner}/{name}/chunks/batch`: frames `u32 BE hash length, hash, u32 BE data length, data`,
  *   <= 256 entries and <= 64 MiB; parsed as they stream in, one chunk in memory at a time.
  * - `POST /api/{owner}/{name}/chunks/fetch`: JSON `{hashes}` (<= 10,000) answered with the same frames,
- *   streamed, for every chunk the caller may read, in request order (Grove's binary download).
+ *   streamed, for every chunk the caller may read, in request order (Grove's binary download). With
+ *   `tokens` (one per hash) and no key, the links `chunks/download` handed out (ChunkLinks) authorize
+ *   instead: the Oak client's batch URL.
+ * - `GET /api/{owner}/{name}/chunks/fetch/{hash}?t=…`: one chunk's bytes, authorized by its link.
  * Every received chunk is re-hashed before it is stored.
  */
 import { ApiErrors, ApiParams } from "@grove/api"
 import * as Frames from "@grove/core/objects/Frames"
-import { Effect, Layer, Schema, Stream } from "effect"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { ChunkLinks } from "../content/ChunkLinks.ts"
 import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
+import { Repositories } from "../repos/Repositories.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy, withheldChunksAtHeads } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
@@ -19,7 +24,7 @@ import { contentFailure } from "./ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "./BodyLimits.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
-import { answer, readBody, routeRepository } from "./RawRoutes.ts"
+import { answer, ownerRepo, readBody, routeRepository } from "./RawRoutes.ts"
 import { checkHashList } from "./SyncHandlers.ts"
 
 /** One chunk or one batch: the limit the edge (`BodyLimits`) already applies to these routes. */
@@ -104,31 +109,69 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
 
-const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({ hashes: Schema.Array(Schema.String) }))
+const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({
+  hashes: Schema.Array(Schema.String),
+  tokens: Schema.optionalKey(Schema.Array(Schema.String))
+}))
+
+const badLink = new ApiErrors.Unauthorized({ error: "the chunk link is invalid or has expired; ask chunks/download again", code: "invalid_link" })
+
+/** The repository a link names; links authorize by themselves, so no caller is looked up. */
+const linkedRepository = Effect.gen(function*() {
+  const { owner, name } = yield* ownerRepo
+  const found = yield* dbUnavailable((yield* Repositories).findByFullName(owner, name))
+  if (Option.isNone(found)) return yield* badLink
+  return found.value
+})
+
+const frameStream = (chunks: ChunkStore["Service"], orgId: string, hashes: ReadonlyArray<string>, sizes: ReadonlyMap<string, number>) =>
+  HttpServerResponse.stream(
+    // Read in bounded groups (one query for many small chunks), framed as they go: memory stays bounded whatever the response size.
+    readInOrder(chunks, orgId, hashes, sizes).pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
+    { contentType: "application/octet-stream", headers: { "x-grove-chunk-count": String(hashes.filter((h) => sizes.has(h)).length) } }
+  )
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
-  const { repo, caller } = yield* routeRepository("read")
   const chunks = yield* ChunkStore
   const objects = yield* ContentObjects
+  const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* readBody(2 * 1024 * 1024)
   const parsed = yield* Effect.try({
     try: () => decodeFetchRequest(JSON.parse(new TextDecoder().decode(body))),
     catch: () => new ApiErrors.BadRequest({ error: "the body must be JSON {\"hashes\": [...]}", code: "invalid_request" })
   })
   yield* checkHashList(parsed.hashes, MAX_FETCH)
+  if (parsed.tokens !== undefined && request.headers["authorization"] === undefined) {
+    // The Oak client's batch URL: each hash carries the token of its own link.
+    const links = yield* ChunkLinks
+    const repo = yield* linkedRepository
+    if (parsed.tokens.length !== parsed.hashes.length) {
+      return yield* new ApiErrors.BadRequest({ error: "tokens must list one token per hash", code: "invalid_request" })
+    }
+    if (!parsed.hashes.every((h, i) => links.check(repo.id, h, parsed.tokens![i]!))) return yield* badLink
+    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.sizes(repo.orgId, parsed.hashes)))
+  }
+  const { repo, caller } = yield* routeRepository("read")
   const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
   const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
   const wanted = parsed.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
-  // Read in bounded groups (one query for many small chunks), framed as they go: memory stays bounded whatever the response size.
-  const sizes = yield* dbUnavailable(chunks.sizes(repo.orgId, wanted))
-  const frames = readInOrder(chunks, repo.orgId, wanted, sizes).pipe(
-    Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))
-  )
-  return HttpServerResponse.stream(frames, {
+  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.sizes(repo.orgId, wanted)))
+})))
+
+const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {
+  const { hash } = yield* chunkParams
+  const repo = yield* linkedRepository
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const token = new URL(request.url, "http://link").searchParams.get("t") ?? ""
+  if (!(yield* ChunkLinks).check(repo.id, hash, token)) return yield* badLink
+  const chunks = yield* ChunkStore
+  const size = (yield* dbUnavailable(chunks.sizes(repo.orgId, [hash]))).get(hash)
+  if (size === undefined) return yield* new ApiErrors.NotFound({ error: `chunk ${hash} not found`, code: "not_found" })
+  return HttpServerResponse.stream(chunks.read(repo.orgId, hash), {
     contentType: "application/octet-stream",
-    headers: { "x-grove-chunk-count": String(wanted.length) }
+    contentLength: size
   })
 })))
 
-export const ChunkRoutes = Layer.mergeAll(putChunk, batch, fetch)
+export const ChunkRoutes = Layer.mergeAll(putChunk, batch, fetch, fetchOne)

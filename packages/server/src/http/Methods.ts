@@ -51,6 +51,7 @@ const ROUTES: ReadonlyArray<Route> = [
   route("PUT", "/api/:owner/:name/chunks/:hash"),
   route("POST", "/api/:owner/:name/chunks/batch"),
   route("POST", "/api/:owner/:name/chunks/fetch"),
+  route("GET", "/api/:owner/:name/chunks/fetch/:hash"),
   route("GET", "/api/:owner/:name/raw/:commit/*"),
   route("GET", "/api/:owner/:name/ci/runs/:id/logs"),
   route("GET", "/api/:owner/:name/events")

@@ -53,7 +53,7 @@ export const requestCaller = Effect.gen(function*() {
   return yield* callerOf(identity, request.headers["authorization"])
 })
 
-const ownerRepo = routeParams(ApiParams.OwnerRepo)
+export const ownerRepo = routeParams(ApiParams.OwnerRepo)
 
 /**
  * The route's `owner` and `name`, authorized for `action`. Both are checked before the token

@@ -5,14 +5,17 @@
  */
 import { ApiErrors, type ApiSync, CurrentCaller, GroveApi } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
+import * as SparseCone from "@grove/core/objects/SparseCone"
 import { Effect, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
+import { ServerConfig } from "../Config.ts"
 import { branchKey } from "../content/BranchCommands.ts"
 import { BranchGateway } from "../content/BranchGateway.ts"
 import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
+import { ChunkLinks } from "../content/ChunkLinks.ts"
 import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
 import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
 import { callerPolicy, withheldAtHeads, withheldChunksAtHeads, withheldIn } from "../path-permissions/CallerPolicy.ts"
@@ -101,6 +104,14 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
   const gateway = yield* BranchGateway
   const services = Effect.provideService(ContentObjects, objects)
   const withChunks = Effect.provideService(ChunkStore, chunkStore)
+  const links = yield* ChunkLinks
+  const config = yield* ServerConfig
+  /** Where the client reached this server (links must be absolute): the Host header if it is a plain host[:port], else the site URL. */
+  const originOf = (request: HttpServerRequest.HttpServerRequest) => {
+    const host = request.headers["host"] ?? ""
+    if (!/^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?$/.test(host)) return config.siteUrl
+    return `${request.headers["x-forwarded-proto"] === "https" ? "https" : new URL(config.siteUrl).protocol.replace(":", "")}://${host}`
+  }
 
   const readable = (owner: string, name: string) =>
     Effect.gen(function*() {
@@ -145,6 +156,8 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       if (!Number.isSafeInteger(depth) || depth < 0) {
         return yield* new ApiErrors.BadRequest({ error: "depth must be a non-negative integer", code: "invalid_input" })
       }
+      const cone = SparseCone.parseCone(query.paths ?? "")
+      if (!cone.ok) return yield* new ApiErrors.BadRequest({ error: cone.reason, code: "invalid_paths" })
       if (query.since !== undefined && query.since !== "" && !Blake3.isHash(query.since)) {
         return yield* new ApiErrors.BadRequest({ error: "since must be a commit hash", code: "invalid_hash" })
       }
@@ -196,6 +209,10 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
         }
       }
       const reach = yield* dbUnavailable(history.reachable(repo.orgId, commits.map((c) => c.manifest_hash), true))
+      // A sparse pull (`paths`): every tree, so manifests verify, but only the blobs inside the cone.
+      const inCone = cone.prefixes === undefined
+        ? undefined
+        : SparseCone.blobsInCone(cone.prefixes, commits.map((c) => c.manifest_hash), reach.trees)
       // Trees are sent whole; blobs at paths the caller may not read are withheld and named.
       const policy = yield* callerPolicy(yield* CurrentCaller, repo)
       const withheld = yield* withheldIn(policy, repo.orgId, commits.map((c) => c.manifest_hash))
@@ -203,7 +220,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
         ...base,
         head,
         commits: commits.map(toCommitData),
-        blobs: reach.blobs.filter((b) => !withheld.has(b.hash)).map(toBlobData),
+        blobs: reach.blobs.filter((b) => !withheld.has(b.hash) && (inCone === undefined || inCone.has(b.hash))).map(toBlobData),
         trees: [...reach.trees],
         ...(withheld.size === 0 ? {} : { restricted_blobs: [...withheld].sort() })
       }
@@ -298,14 +315,23 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       return { missing: missing.map((hash) => ({ hash, upload_url: null })) }
     }),
 
-    chunksDownload: Effect.fnUntraced(function*({ params, payload }) {
+    chunksDownload: Effect.fnUntraced(function*({ params, payload, request }) {
       const repo = yield* readable(params.owner, params.name)
       const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
       const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
       const wanted = payload.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
       const restricted = payload.hashes.filter((h) => withheld.has(h))
       const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, wanted))
-      // The shape of ChunkDownloadResponse, streamed a chunk at a time: inline content is ~3.6 JSON bytes per byte, so one
+      if (payload.chunk_batch_protocol === "bounded_v1") {
+        // Binary links (ChunkLinks): a GET per chunk, and a framed batch for many; nothing inline.
+        const base = `${originOf(request)}/api/${repo.owner}/${repo.name}/chunks/fetch`
+        return {
+          chunks: wanted.filter((h) => sizes.has(h)).map((hash) => ({ hash, download_url: `${base}/${hash}?t=${links.token(repo.id, hash)}` })),
+          batch_url: base,
+          ...(restricted.length === 0 ? {} : { restricted })
+        }
+      }
+      // Clients without the bounded batch protocol get the bytes inline: the shape of ChunkDownloadResponse, streamed a chunk at a time: inline content is ~3.6 JSON bytes per byte, so one
       // JSON string of a large download would pass V8's string limit (~512 MiB) and hold every byte as a JS number.
       const entries = readInOrder(chunkStore, repo.orgId, wanted, sizes).pipe(
         Stream.zipWithIndex,
