@@ -399,6 +399,14 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 404,
     call: (c) => c.get("/acme/app/blobs/proofs/0123456789abcdef0123456789abcdef")
   },
+  // Integrity (the clone preflight)
+  {
+    endpoint: "GET /{owner}/{name}/integrity/capabilities",
+    need: { on: "repo", action: "read" },
+    ok: 200,
+    call: (c) => c.get("/acme/app/integrity/capabilities")
+  },
+  { endpoint: "GET /{owner}/{name}/integrity", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/integrity") },
   // Organizations
   { endpoint: "GET /orgs", need: { on: "account", action: "read", noRepoKey: true }, ok: 200, call: (c) => c.get("/orgs") },
   {

@@ -9,6 +9,7 @@ import { OrgsGroup } from "./OrgGroups.ts"
 import { PathPermissionsGroup } from "./PathPermissionGroups.ts"
 import { ServiceAccountsGroup } from "./ServiceAccountGroups.ts"
 import { truthfulDocument } from "./OpenApiDocument.ts"
+import { IntegrityGroup } from "./IntegrityGroups.ts"
 import { StagedPushGroup } from "./StagedPushGroups.ts"
 import { BranchesGroup, ContentGroup, SyncGroup } from "./SyncGroups.ts"
 
@@ -19,6 +20,7 @@ export class GroveApi extends HttpApi.make("grove")
   .add(CliAuthGroup)
   .add(SyncGroup)
   .add(StagedPushGroup)
+  .add(IntegrityGroup)
   .add(BranchesGroup)
   .add(MergesGroup)
   .add(ContentGroup)

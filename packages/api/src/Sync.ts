@@ -127,7 +127,12 @@ export const PullQuery = {
   since_rename_id: Schema.optionalKey(Schema.String),
   depth: Schema.optionalKey(Schema.String),
   /** A sparse pull: comma-separated path prefixes; every tree is sent, blobs only at covered paths. */
-  paths: Schema.optionalKey(Schema.String)
+  paths: Schema.optionalKey(Schema.String),
+  /** A clone's preflight pin (`integrity`): the pull answers 412 if the scope's heads moved since. */
+  integrity_snapshot: Schema.optionalKey(Schema.String),
+  /** The branch a clone selects (with its exact head, `expected_head`), pinned by the snapshot. */
+  selected_branch: Schema.optionalKey(Schema.String),
+  expected_head: Schema.optionalKey(Schema.String)
 }
 
 export const PullResponse = Schema.Struct({

@@ -13,6 +13,7 @@ import {
   NotFound,
   OperationPending,
   PayloadTooLarge,
+  PreconditionFailed,
   ServiceUnavailable,
   Unauthorized
 } from "./Errors.ts"
@@ -42,7 +43,7 @@ export class SyncGroup extends HttpApiGroup.make("sync").add(
     params: Owner,
     query: S.PullQuery,
     success: S.PullResponse,
-    error: [...ReadErrors, Conflict]
+    error: [...ReadErrors, Conflict, PreconditionFailed]
   }),
   HttpApiEndpoint.post("commitsInfo", "/:owner/:name/commits/info", {
     params: Owner,

@@ -35,6 +35,8 @@ import { MergeHandlers } from "./http/MergeHandlers.ts"
 import { SyncHandlers } from "./http/SyncHandlers.ts"
 import { BlobProofs } from "./staged-push/BlobProofs.ts"
 import { ChunkLinks } from "./content/ChunkLinks.ts"
+import { IntegrityHandlers } from "./integrity/IntegrityHandlers.ts"
+import { IntegrityProof } from "./integrity/IntegrityProof.ts"
 import { PushStages } from "./staged-push/PushStages.ts"
 import { StagedPushHandlers } from "./staged-push/StagedPushHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
@@ -78,7 +80,8 @@ export const DomainLive = Layer.mergeAll(
   RepositoryEventStream.layer,
   PushStages.layer,
   BlobProofs.layer,
-  ChunkLinks.layer.pipe(Layer.provide(SecretBox.layer))
+  ChunkLinks.layer.pipe(Layer.provide(SecretBox.layer)),
+  IntegrityProof.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -94,6 +97,7 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
     CliAuthHandlers,
     SyncHandlers,
     StagedPushHandlers,
+    IntegrityHandlers,
     BranchesHandlers,
     ContentHandlers,
     MergeHandlers,

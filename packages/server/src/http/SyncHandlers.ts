@@ -16,8 +16,11 @@ import { BranchGateway } from "../content/BranchGateway.ts"
 import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { ChunkLinks } from "../content/ChunkLinks.ts"
+import { checkSelected } from "../integrity/IntegrityHandlers.ts"
+import { IntegrityProof } from "../integrity/IntegrityProof.ts"
+import { snapshotProblem } from "../integrity/IntegritySnapshot.ts"
 import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
-import { ContentObjects, toCommitData } from "../content/ContentObjects.ts"
+import { type CommitRow, ContentObjects, toCommitData } from "../content/ContentObjects.ts"
 import { callerPolicy, withheldAtHeads, withheldChunksAtHeads, withheldIn } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { History } from "../content/History.ts"
@@ -105,6 +108,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
   const services = Effect.provideService(ContentObjects, objects)
   const withChunks = Effect.provideService(ChunkStore, chunkStore)
   const links = yield* ChunkLinks
+  const integrity = yield* IntegrityProof
   const config = yield* ServerConfig
   /** Where the client reached this server (links must be absolute): the Host header if it is a plain host[:port], else the site URL. */
   const originOf = (request: HttpServerRequest.HttpServerRequest) => {
@@ -161,14 +165,40 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       if (query.since !== undefined && query.since !== "" && !Blake3.isHash(query.since)) {
         return yield* new ApiErrors.BadRequest({ error: "since must be a commit hash", code: "invalid_hash" })
       }
+      // A clone's preflight pin: the scope it proved must be the one asked for, with the same heads (else 412).
+      const selectedBranch = query.selected_branch ?? null
+      const expectedHead = query.expected_head ?? null
+      if (query.integrity_snapshot !== undefined || selectedBranch !== null) {
+        if (query.integrity_snapshot === undefined) {
+          return yield* new ApiErrors.PreconditionFailed({ error: "selected_branch requires an integrity snapshot precondition", code: "snapshot_required" })
+        }
+        const scopeDepth = depth > 0 ? depth : null
+        const captured = yield* dbUnavailable(integrity.capture(repo.id, scopeDepth, query.branch_name ?? null, selectedBranch))
+        yield* checkSelected(selectedBranch, expectedHead, captured.selected)
+        const problem = snapshotProblem(query.integrity_snapshot, {
+          depth: scopeDepth,
+          branch: query.branch_name ?? null,
+          paths: query.paths ?? null,
+          selectedBranch,
+          expectedHead
+        }, captured)
+        if (problem === "invalid") return yield* new ApiErrors.BadRequest({ error: "invalid integrity snapshot", code: "invalid_input" })
+        if (problem !== undefined) return yield* new ApiErrors.PreconditionFailed({ error: problem, code: "snapshot_changed" })
+      }
       const rows = yield* dbUnavailable(branches.list(repo.id))
       const branch = rows.find((b) => b.name === target)
       const base = { branches: rows.map(toBranchData), branch: branch === undefined ? null : toBranchData(branch) }
       const head = branch?.head ?? null
-      if (head === null) return { ...base, head: null, commits: [], blobs: [], trees: [] }
+      // A full clone of a selected branch also needs that branch's own commits (after the target's: parents first).
+      const selectedHead = selectedBranch === null || selectedBranch === target || depth > 0
+        ? null
+        : rows.find((b) => b.name === selectedBranch)?.head ?? null
+      if (head === null && selectedHead === null) return { ...base, head: null, commits: [], blobs: [], trees: [] }
 
-      let commits
-      if (depth > 0) {
+      let commits: ReadonlyArray<CommitRow> = []
+      if (head === null) {
+        // The target is empty: only the selected branch's commits.
+      } else if (depth > 0) {
         commits = (yield* dbUnavailable(history.firstParentChain(repo.id, head, depth))).reverse()
       } else {
         let since = query.since === undefined || query.since === "" ? undefined : query.since
@@ -207,6 +237,11 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
           }
           commits = all.filter((c) => !before.has(c.hash))
         }
+      }
+      if (selectedHead !== null) {
+        const have = new Set(commits.map((c) => c.hash))
+        const extra = (yield* dbUnavailable(history.branchCommits(repo.id, selectedBranch!, selectedHead))).filter((c) => !have.has(c.hash))
+        commits = [...commits, ...extra]
       }
       const reach = yield* dbUnavailable(history.reachable(repo.orgId, commits.map((c) => c.manifest_hash), true))
       // A sparse pull (`paths`): every tree, so manifests verify, but only the blobs inside the cone.

@@ -1,6 +1,8 @@
-// The Oak client's large later pushes against Grove: past its ordinary limits (128 new blobs, 64 MiB of blob bytes,
-// 500 commits) it requires the staged_v1 protocol and async_v1 blob proofs. Each push is checked on the server
-// (head, files byte for byte, history), and a push that fails mid-way is aborted and leaves the branch as it was.
+// The Oak client on a large repository against Grove. Pushes past its ordinary limits (128 new blobs, 64 MiB of blob
+// bytes, 500 commits) need the staged_v1 protocol and async_v1 blob proofs: each is checked on the server (head, files
+// byte for byte, history), and a push that fails mid-way is aborted and leaves the branch as it was. Clones run the
+// integrity preflight (verified, pinned with --expected-head), download through binary chunk links, and honour a
+// sparse cone; doctor and blob info read the same proof.
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -37,7 +39,7 @@ const stagedPush = async (what: string) => {
   return { run, head: result.pushed_head as string }
 }
 
-describe.skipIf(oakPath === undefined)("the Oak client's staged pushes against Grove", () => {
+describe.skipIf(oakPath === undefined)("the Oak client on a large repository against Grove", () => {
   beforeAll(async () => {
     root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-oak-staged-"))
     home = path.join(root, "home")
@@ -112,18 +114,44 @@ describe.skipIf(oakPath === undefined)("the Oak client's staged pushes against G
     expect(raw.bytes.toString()).toBe("commit 509\n")
   }, 300_000)
 
-  it("a clone downloads every chunk through its binary link (nothing inline); a sparse clone downloads the cone only", async () => {
+  it("a clone is verified by the integrity preflight, keeps its key, downloads through binary links; a sparse clone gets the cone only", async () => {
     const full = path.join(root, "clone-full")
     const clone = ok(await oak(["clone", "-r", server.url, REPO, full, "--branch", branch], root), "oak clone")
+    expect(clone.stderr + clone.stdout).not.toMatch(/credential was not accepted|legacy_unverified/)
     expect(clone.stderr).toMatch(/downloading \d+ chunk\(s\) \(0 inline\), concurrency=\d+, batch_endpoint=true/)
     expectSameTree(full, work)
-    // Until the integrity preflight is served, a scoped clone needs the client's explicit waiver.
+    // The key the clone was made with is kept in the checkout.
+    expect(fs.readFileSync(path.join(full, ".oak", "oak.db")).includes(Buffer.from(key))).toBe(true)
+
     const sparse = path.join(root, "clone-sparse")
-    const partial = ok(await oak(["clone", "-r", server.url, REPO, sparse, "--branch", branch, "--path", "many", "--allow-legacy-scope"], root), "oak clone --path")
-    const chunks = Number(/downloading (\d+) chunk\(s\)/.exec(partial.stderr)?.[1])
-    expect(chunks).toBe(200)
+    const partial = ok(await oak(["clone", "-r", server.url, REPO, sparse, "--branch", branch, "--path", "many"], root), "oak clone --path")
+    expect(Number(/downloading (\d+) chunk\(s\)/.exec(partial.stderr)?.[1])).toBe(200)
     expect(fs.existsSync(path.join(sparse, "big100.bin"))).toBe(false)
     expect(fs.readFileSync(path.join(sparse, "many", "f007.txt"), "utf8")).toBe("file 7\n")
+  }, 180_000)
+
+  it("clone --expected-head pins the branch's exact head (412 on any other); doctor and blob info prove the content", async () => {
+    const head = await headOnServer()
+    ok(await oak(["clone", "-r", server.url, REPO, path.join(root, "clone-pinned"), "--branch", branch, "--expected-head", head], root), "oak clone --expected-head")
+    const wrong = await oak(["clone", "-r", server.url, REPO, path.join(root, "clone-wrong"), "--branch", branch, "--expected-head", "0".repeat(64)], root)
+    expect(wrong.code).not.toBe(0)
+    expect(wrong.stderr).toContain("412")
+    expect(fs.existsSync(path.join(root, "clone-wrong"))).toBe(false)
+
+    for (const verify of ["metadata", "existence"]) {
+      const doctor = jsonOf(ok(await oak(["doctor", "--repo", REPO, "-r", server.url, "--verify", verify, "--json"], root), `oak doctor --verify ${verify}`))
+      expect(doctor).toMatchObject({ outcome: "verified", status: "healthy", healthy: true, verification: verify })
+      expect(doctor.scope.commit_count).toBeGreaterThan(510)
+      expect(doctor.scope.chunk_count).toBeGreaterThan(10)
+    }
+    const big = noise(72 * MiB, 72)
+    const hash = (await api(server.url, key).get(`/${REPO}/pull?branch_name=${branch}&depth=1`)).body.blobs
+      .find((b: { size: number }) => b.size === big.length).hash as string
+    const info = jsonOf(ok(await oak(["blob", "info", "--repo", REPO, "-r", server.url, hash, "--json"], root), "oak blob info"))
+    expect(info.status).toBe("healthy")
+    expect(info.scope.verified_byte_count).toBe(big.length)
+    expect(info.blob_evidence[0]).toMatchObject({ hash, metadata_present: true, affected: expect.arrayContaining([expect.objectContaining({ path: "big72.bin" })]) })
+    expect(info.blob_evidence[0].chunks.every((c: { hash_verified: boolean }) => c.hash_verified)).toBe(true)
   }, 180_000)
 
   it("a push that fails mid-way aborts its stage: the branch is unchanged and the stage takes nothing more", async () => {

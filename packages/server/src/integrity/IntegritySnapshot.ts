@@ -1,0 +1,68 @@
+/**
+ * The pin a clone's preflight hands to its pull: the scope it proved (depth, branch, paths,
+ * selected branch and its expected head) and the branch heads it saw (their digest, and the
+ * history head). Hex of JSON, as the Oak client carries it opaquely; the pull recomputes the same
+ * capture and answers 412 when anything moved. Not a secret and not a grant: it only narrows.
+ */
+import * as Blake3 from "@grove/core/objects/Blake3"
+
+export interface SelectedBranch {
+  readonly name: string
+  readonly head: string
+  readonly status: string
+}
+
+export interface Capture {
+  readonly roots: ReadonlyArray<string>
+  readonly head: string | null
+  readonly selected: SelectedBranch | undefined
+}
+
+export interface SnapshotScope {
+  readonly depth: number | null
+  readonly branch: string | null
+  readonly paths: string | null
+  readonly selectedBranch: string | null
+  readonly expectedHead: string | null
+}
+
+interface Snapshot extends SnapshotScope {
+  readonly roots: string
+  readonly head: string | null
+  readonly selected: SelectedBranch | null
+}
+
+const MAX_TOKEN = 64 * 1024
+
+const rootsDigest = (roots: ReadonlyArray<string>) => Blake3.hash(roots.join("\n"))
+
+export const encodeSnapshot = (scope: SnapshotScope, capture: Capture): string => {
+  const snapshot: Snapshot = { ...scope, roots: rootsDigest(capture.roots), head: capture.head, selected: capture.selected ?? null }
+  return Buffer.from(JSON.stringify(snapshot)).toString("hex")
+}
+
+/** Why a pull's snapshot does not hold now; undefined when it does. "invalid" for a token that is not one. */
+export const snapshotProblem = (token: string, scope: SnapshotScope, capture: Capture): string | undefined => {
+  if (token.length > MAX_TOKEN || !/^(?:[0-9a-f]{2})+$/.test(token)) return "invalid"
+  let snapshot: Snapshot
+  try {
+    snapshot = JSON.parse(Buffer.from(token, "hex").toString("utf8")) as Snapshot
+  } catch {
+    return "invalid"
+  }
+  if (typeof snapshot !== "object" || snapshot === null) return "invalid"
+  if (
+    snapshot.depth !== scope.depth || snapshot.branch !== scope.branch || snapshot.paths !== scope.paths ||
+    snapshot.selectedBranch !== scope.selectedBranch || snapshot.expectedHead !== scope.expectedHead
+  ) {
+    return "integrity snapshot scope does not match pull request; rerun clone preflight"
+  }
+  const selected = capture.selected ?? null
+  if (
+    snapshot.roots !== rootsDigest(capture.roots) || snapshot.head !== capture.head ||
+    JSON.stringify(snapshot.selected) !== JSON.stringify(selected)
+  ) {
+    return "repository branch roots changed after integrity preflight; rerun clone preflight"
+  }
+  return undefined
+}
