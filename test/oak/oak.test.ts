@@ -26,6 +26,7 @@ let root: string
 let home: string
 const OWNER = "oakuser"
 const REPO = "compat"
+const PASSWORD = "oak-compat-password"
 
 const client = makeOak({ home: () => home, key: () => key, author: OWNER })
 const oak = client.run
@@ -97,7 +98,7 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     w1 = path.join(root, "w1")
     w2 = path.join(root, "w2")
     server = await startServer()
-    key = await server.createUser(OWNER)
+    key = await server.createUser(OWNER, { password: PASSWORD })
     const version = await oak(["--version"], root)
     expect(version.stdout).toContain(OAK_VERSION)
   }, 120_000)
@@ -274,6 +275,30 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(jsonOf(pull).head_after).toBe(second.commit_hash)
     expectSameTree(w3, w1)
   }, 180_000)
+
+  it("headless login: the sign-in page's Oak button gives the username:key code oak login takes when no browser opens", async () => {
+    const page = await fetch(`${server.url}/cli-auth`)
+    const cookie = (page.headers.get("set-cookie") ?? "").split(";")[0]!
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!
+    const form = new URLSearchParams({ csrf, callback: "", state: "", username: OWNER, password: PASSWORD, client: "oak" })
+    const signedIn = await fetch(`${server.url}/cli-auth`, {
+      method: "POST",
+      headers: { cookie, origin: server.url, "content-type": "application/x-www-form-urlencoded" },
+      body: form.toString()
+    })
+    expect(signedIn.status).toBe(200)
+    expect(signedIn.headers.get("cache-control")).toBe("no-store")
+    const code = /<p class="code" id="code">([^<]+)<\/p>/.exec(await signedIn.text())![1]!
+    expect(code).toMatch(new RegExp(`^${OWNER}:\\S+$`))
+    // A fresh HOME and no key in the environment: only what oak login stores.
+    const fresh = path.join(root, "fresh-home")
+    fs.mkdirSync(fresh)
+    const env = { HOME: fresh, OAK_API_KEY: "", OAK_BROWSER: "false" }
+    const login = ok(await oak(["login", "-r", server.url], root, env, `${code}\n`), "oak login (headless)")
+    expect(login.stdout + login.stderr).toContain("/cli-auth")
+    const listed = jsonOf(ok(await oak(["repo", "list", "-r", server.url, "--json"], root, env), "oak repo list (after login)"))
+    expect(listed.repos.map((r: { name: string }) => r.name)).toContain(REPO)
+  })
 
   it("repo list reads the repository listing ({repos: [...]})", async () => {
     const listed = jsonOf(ok(await oak(["repo", "list", "-r", server.url, "--json"], w1), "oak repo list"))

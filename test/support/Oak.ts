@@ -45,7 +45,7 @@ export interface OakRun {
 
 export interface OakClient {
   /** Runs `oak args` in `cwd` (OAK_VERBOSE=1: its HTTP log is in stderr). */
-  readonly run: (args: ReadonlyArray<string>, cwd: string, extraEnv?: Record<string, string>) => Promise<OakRun>
+  readonly run: (args: ReadonlyArray<string>, cwd: string, extraEnv?: Record<string, string>, input?: string) => Promise<OakRun>
   /** Kills every client still running. */
   readonly killAll: () => void
 }
@@ -53,7 +53,7 @@ export interface OakClient {
 /** An Oak client with its own HOME, signed in with `key` as `author`. */
 export const makeOak = (options: { readonly home: () => string; readonly key: () => string; readonly author: string }): OakClient => {
   const children = new Set<ChildProcess>()
-  const run = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}): Promise<OakRun> =>
+  const run = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}, input = ""): Promise<OakRun> =>
     new Promise((resolve, reject) => {
       const child = spawn(oakPath!, args, {
         cwd,
@@ -82,8 +82,8 @@ export const makeOak = (options: { readonly home: () => string; readonly key: ()
         children.delete(child)
         resolve({ code: code ?? -1, stdout, stderr })
       })
-      // Not a terminal: the client never prompts.
-      child.stdin.end()
+      // Not a terminal: the client never prompts, except for what `input` answers (a pasted sign-in code).
+      child.stdin.end(input)
     })
   return {
     run,

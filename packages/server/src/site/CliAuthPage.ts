@@ -4,6 +4,8 @@
  *   redirects there with a one-time `code` and the `state`; the client exchanges the code at
  *   `POST {base_url}/cli-auth/exchange`. The session token itself never appears in a URL, so it
  *   never lands in the browser's history.
+ * - Without a callback (headless), with `client=oak` (its own button), it shows `username:<session key>`, the
+ *   code the Oak client's `oak login` takes when it cannot open a browser (it stores what it is given).
  * - Without a callback (headless), it shows a one-time code to paste into the client, which
  *   exchanges it the same way.
  *
@@ -57,6 +59,9 @@ ${params.error === undefined ? "" : `<p class="error" role="alert">${escapeHtml(
   <label for="password">Password</label>
   <input type="password" id="password" name="password" autocomplete="current-password" required>
   <button type="submit">Sign in</button>
+  ${params.callback === "" ? `<button type="submit" name="client" value="oak">Sign in the Oak client instead</button>
+  <p>The Oak client (<code>oak login</code> without a browser) takes a <code>username:key</code> code: this button shows one, a
+  session key made for it, once.</p>` : ""}
 </form>`
   )
 
@@ -139,6 +144,17 @@ const handleSubmit = Effect.gen(function*() {
   }
   yield* throttle.succeeded(username, address)
   const code = yield* identity.issueCliCode(user.value.id).pipe(Effect.orDie)
+  if (target === undefined && fields.get("client") === "oak") {
+    // The Oak client stores what it is given without an exchange of its own: the code is exchanged here, on the
+    // signed-in response only (no-store), for the same session key `grove login --headless` would get.
+    const session = yield* identity.exchangeCliCode(code).pipe(Effect.orDie)
+    return html(page(
+      "Oak sign-in code",
+      `<h1>Your Oak sign-in code</h1><p>Paste it into <code>oak login</code>. It holds a session key for ${escapeHtml(session.username)}, valid until
+${escapeHtml(session.expiresAt!.toISOString())}; it is not shown again.</p>
+<p class="code" id="code">${escapeHtml(`${session.username}:${session.token}`)}</p>`
+    ))
+  }
   if (target === undefined) {
     return html(page(
       "One-time code",
