@@ -83,6 +83,9 @@ const validValue = (route: Route, param: string): string => {
       return "ops"
     case "key_id":
       return keyId
+    case "stage_id":
+    case "token":
+      return "0123456789abcdef0123"
     default:
       throw new Error(`no valid value for the path parameter '${param}' of ${route.method} ${route.path}: add one here`)
   }
@@ -120,6 +123,7 @@ const RAW_ROUTES: ReadonlyArray<Route> = [
   { method: "PUT", path: "/api/{owner}/{name}/chunks/{hash}", params: ["owner", "name", "hash"] },
   { method: "POST", path: "/api/{owner}/{name}/chunks/batch", params: ["owner", "name"] },
   { method: "POST", path: "/api/{owner}/{name}/chunks/fetch", params: ["owner", "name"] },
+  { method: "GET", path: "/api/{owner}/{name}/chunks/fetch/{hash}", params: ["owner", "name", "hash"], query: "?t=1.00" },
   { method: "GET", path: "/api/{owner}/{name}/raw/{commit}/*", params: ["owner", "name", "commit", "*"] },
   { method: "GET", path: "/{owner}/{name}/download", params: ["owner", "name"] },
   { method: "GET", path: "/{owner}/{name}.git/info/refs", params: ["owner", "name"], query: "?service=git-upload-pack" },
@@ -180,7 +184,7 @@ describe("path parameters at the edge", () => {
     const { routes, schemas } = await contractRoutes()
     // Guards the derivation itself: the contract has these many routes with path parameters today.
     expect(routes.length).toBeGreaterThanOrEqual(25)
-    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "delivery", "group", "hash", "id", "key_id", "name", "owner", "secret", "slug", "username"])
+    expect([...schemas.keys()].sort()).toEqual(["*", "branch", "commit", "delivery", "group", "hash", "id", "key_id", "name", "owner", "secret", "slug", "stage_id", "token", "username"])
     for (const [name, schema] of routes.flatMap((r) => Object.entries(r.schemas!))) {
       expect(schema.type, name).toBe("string")
       expect(schema.pattern, name).toBeTypeOf("string")

@@ -132,6 +132,8 @@ const frameStream = (chunks: ChunkStore["Service"], orgId: string, hashes: Reado
   )
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
+  // The path first: a malformed owner or name answers 400 before the body is read.
+  yield* ownerRepo
   const chunks = yield* ChunkStore
   const objects = yield* ContentObjects
   const request = yield* HttpServerRequest.HttpServerRequest
