@@ -7,7 +7,7 @@
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { mappingDigest } from "@grove/core/objects/MappingDigest"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { type Built, buildCommit, chunkRefs, inlineBlobs } from "../support/content.ts"
+import { type Built, buildCommit, chunkRefs, inlineBlobs, noise } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api, isErrorBody } from "../support/http.ts"
 
@@ -83,21 +83,6 @@ const prove = async (hash: string, refs: ReturnType<typeof chunkRefs>, upload: b
   }
   expect(reply.status).toBe(200)
   return { token, body: reply.body, chunks, size }
-}
-
-/** 11 MiB of deterministic, incompressible bytes: above the chunking threshold. */
-const noise = (size: number, seed: number) => {
-  const out = Buffer.alloc(size)
-  let x = seed >>> 0 || 1
-  for (let i = 0; i + 4 <= size; i += 4) {
-    x ^= x << 13
-    x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5
-    x >>>= 0
-    out.writeUInt32LE(x, i)
-  }
-  return new Uint8Array(out)
 }
 
 describe("staged pushes", () => {
@@ -224,7 +209,8 @@ describe("staged pushes", () => {
 })
 
 describe("blob mapping proofs", () => {
-  const bytes = noise(11 * 1024 * 1024, 11)
+  // 11 MiB: above the chunking threshold.
+  const bytes = new Uint8Array(noise(11 * 1024 * 1024, 11))
   const hash = Blake3.hash(bytes)
   const refs = chunkRefs(bytes)
 

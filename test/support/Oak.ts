@@ -109,20 +109,7 @@ export const jsonOf = (run: OakRun): any => {
   }
 }
 
-/** Deterministic, incompressible bytes (xorshift32). */
-export const noise = (size: number, seed: number): Buffer => {
-  const out = Buffer.alloc(size)
-  let x = seed >>> 0 || 1
-  for (let i = 0; i + 4 <= size; i += 4) {
-    x ^= x << 13
-    x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5
-    x >>>= 0
-    out.writeUInt32LE(x, i)
-  }
-  return out
-}
+export { noise } from "./content.ts"
 
 export type TreeFiles = Map<string, { kind: "file" | "symlink"; bytes: Buffer; executable: boolean }>
 
