@@ -55,14 +55,15 @@ const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 4_294_967_2
 const U64 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 export const BlobProofDescriptor = Schema.Struct({
-  hash: Schema.String,
+  hash: P.Hash,
   size: U64,
   /** BLAKE3 of the ordered chunk list: per chunk, u64 BE index, u64 BE offset, u32 BE size, the hash's hex. */
-  mapping_digest: Schema.String,
-  total_chunks: U32
+  mapping_digest: P.Hash,
+  total_chunks: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 131_072 }))
 })
 export type BlobProofDescriptor = typeof BlobProofDescriptor.Type
-export const BlobProofRequest = Schema.Struct({ blobs: Schema.Array(BlobProofDescriptor) })
+/** 1 to 128 blobs of distinct hashes, at most 131,072 chunk references and 25 GiB in all (the last three: 400). */
+export const BlobProofRequest = Schema.Struct({ blobs: Schema.Array(BlobProofDescriptor).check(Schema.isMinLength(1), Schema.isMaxLength(128)) })
 
 export const BlobProofChunk = Schema.Struct({ hash: Schema.String, offset: U64, size: U32 })
 export type BlobProofChunk = typeof BlobProofChunk.Type
