@@ -151,13 +151,11 @@ describe("TreeDiff.diffTrees", () => {
     for (let i = 0; i < 20_000; i++) files.set(`pkg${i % 20}/dir${i % 50}/sub${i % 7}/file${i}.ts`, { hash: hash(`content ${i}`), mode: "regular" })
     const edited = new Map(files).set("pkg3/dir3/sub1/file2003.ts", { hash: B, mode: "regular" })
     const { roots: [a, b], lookup, looked } = store(files, edited)
-    const started = performance.now()
     const result = diffTrees(a as string, b as string, lookup)
-    const elapsed = performance.now() - started
     expect(result.ok && [...result.before.keys()]).toEqual(["pkg3/dir3/sub1/file2003.ts"])
     expect(result.ok && [...result.after.values()]).toEqual([{ hash: B, mode: "regular" }])
-    expect(looked.length).toBe(8) // root, pkg3, dir3, sub1 on each side
-    expect(elapsed).toBeLessThan(100)
+    // The work, counted instead of timed: root, pkg3, dir3, sub1 on each side.
+    expect(looked.length).toBe(8)
   })
 
   it("fails on a missing tree, naming where it was needed", () => {

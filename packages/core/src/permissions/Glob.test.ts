@@ -212,7 +212,8 @@ describe("Glob", () => {
     const start = performance.now()
     expect(matches(compiled.glob, path)).toBe(false)
     expect(matches(deep.glob, `${"a/".repeat(200)}c`)).toBe(false)
-    expect(performance.now() - start).toBeLessThan(200)
+    // A backtracking matcher takes minutes here; a generous bound, so a loaded machine does not fail it.
+    expect(performance.now() - start).toBeLessThan(2000)
   })
 
   // Rows where git deliberately differs: it matches bytes, we match code points.

@@ -315,16 +315,30 @@ describe("Permissions: matching", () => {
     expect(withUnknownPrincipals(parsed, () => true)).toBe(parsed)
   })
 
-  it("is fast: 1000 rules x 2000 paths", () => {
-    const big = parsePermissions(
-      Array.from({ length: MAX_RULES }, (_, i) => (i % 3 === 0 ? `/dir${i}/**/*.md @u${i}` : i % 3 === 1 ? `*.ext${i} @u${i}` : `f${i}/ @org/g${i}`)).join("\n")
-    )
+  // Not a timed test (the machine is shared): 1000 rules against 100 in the same run, best of three. Checking a
+  // path grows with the rules at most linearly (10x); a matcher that backtracked or recompiled would grow far more.
+  it("grows at most linearly with the rules: 1000 rules x 2000 paths against 100 rules", () => {
+    const rules = (n: number) =>
+      parsePermissions(
+        Array.from({ length: n }, (_, i) => (i % 3 === 0 ? `/dir${i}/**/*.md @u${i}` : i % 3 === 1 ? `*.ext${i} @u${i}` : `f${i}/ @org/g${i}`)).join("\n")
+      )
+    const big = rules(MAX_RULES)
     expect(big.lockdown).toBe(false)
-    const check = accessChecker(big, { user: "u3" })
-    const start = performance.now()
-    let restricted = 0
-    for (let i = 0; i < 2000; i++) if (check(`dir${i % 50}/a/b/c/file${i}.md`).restricted) restricted++
-    expect(restricted).toBeGreaterThan(0)
-    expect(performance.now() - start).toBeLessThan(2000)
+    const time = (parsed: ReturnType<typeof parsePermissions>) => {
+      const check = accessChecker(parsed, { user: "u3" })
+      let best = Infinity
+      let restricted = 0
+      for (let k = 0; k < 3; k++) {
+        const start = performance.now()
+        restricted = 0
+        for (let i = 0; i < 2000; i++) if (check(`dir${i % 50}/a/b/c/file${i}.md`).restricted) restricted++
+        best = Math.min(best, performance.now() - start)
+      }
+      return { best, restricted }
+    }
+    const small = time(rules(MAX_RULES / 10))
+    const large = time(big)
+    expect(large.restricted).toBeGreaterThan(0)
+    expect(large.best, `${large.best.toFixed(1)} ms vs ${small.best.toFixed(1)} ms`).toBeLessThan(15 * small.best + 50)
   })
 })
