@@ -377,7 +377,11 @@ export const ROWS: ReadonlyArray<Row> = [
     endpoint: "POST /{owner}/{name}/blobs/proofs/async-v1",
     need: { on: "repo", action: "write" },
     ok: 400,
-    call: (c) => c.post("/acme/app/blobs/proofs/async-v1", { blobs: [] })
+    // Schema-valid, refused after authorization: the same blob declared twice.
+    call: (c) => {
+      const blob = { hash: "4".repeat(64), size: 5, mapping_digest: "5".repeat(64), total_chunks: 1 }
+      return c.post("/acme/app/blobs/proofs/async-v1", { blobs: [blob, blob] })
+    }
   },
   {
     endpoint: "PUT …/blobs/proofs/{token}/mappings",

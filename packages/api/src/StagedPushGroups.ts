@@ -98,6 +98,8 @@ const Owner = P.OwnerRepo
 const Stage = { ...P.OwnerRepo, stage_id: OpaqueId }
 const Proof = { ...P.OwnerRepo, token: OpaqueId }
 const Errors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, TooManyRequests, OperationPending, ServiceUnavailable] as const
+/** Proofs send no command, so never OperationPending (whose 202 would collide with a pending proof's). */
+const ProofErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, TooManyRequests, ServiceUnavailable] as const
 const Pending = BlobProofResponse.pipe(HttpApiSchema.status(202))
 
 export class StagedPushGroup extends HttpApiGroup.make("stagedPush").add(
@@ -117,24 +119,24 @@ export class StagedPushGroup extends HttpApiGroup.make("stagedPush").add(
     params: Owner,
     payload: BlobProofRequest,
     success: [BlobProofResponse, Pending],
-    error: Errors
+    error: ProofErrors
   }),
   HttpApiEndpoint.put("proofPages", "/:owner/:name/blobs/proofs/:token/mappings", {
     params: Proof,
     payload: BlobProofPagesRequest,
     success: BlobProofPagesResponse,
-    error: Errors
+    error: ProofErrors
   }),
   HttpApiEndpoint.post("finalizeProof", "/:owner/:name/blobs/proofs/:token/finalize", {
     params: Proof,
     payload: Schema.Struct({}),
     success: [BlobProofResponse, Pending],
-    error: Errors
+    error: ProofErrors
   }),
   HttpApiEndpoint.get("proof", "/:owner/:name/blobs/proofs/:token", {
     params: Proof,
     success: [BlobProofResponse, Pending],
-    error: Errors
+    error: ProofErrors
   })
   // The Oak client may send fields this version does not know: ignored, as in the sync group.
 ).annotate(HttpApi.PayloadParseOptions, {}) {}

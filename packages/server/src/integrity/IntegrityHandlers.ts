@@ -64,7 +64,9 @@ export const IntegrityHandlers = HttpApiBuilder.group(GroveApi, "integrity", Eff
       }
     }),
 
-    report: Effect.fn("Integrity.report")(function*({ params, query }) {
+    report: Effect.fn("Integrity.report")(function*({ params, query: raw }) {
+      // An empty parameter is an absent one.
+      const query = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== "")) as typeof raw
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read"))
       const verification = (query.verify ?? "metadata") as Verification
