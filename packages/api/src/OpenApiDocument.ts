@@ -9,7 +9,7 @@
  * - the edge's answers that no endpoint declares: 413 (a body past the route's limit) and 415
  *   (a body that is not `application/json`) on every operation that takes a body;
  * - the `X-Next-Cursor` and `Link` headers of a list's page;
- * - the sync protocol's request bodies accept properties they do not declare (the group decodes
+ * - the sync protocol's and the staged push's request bodies accept properties they do not declare (the groups decode
  *   them leniently for the Oak client), so their `additionalProperties: false` is removed.
  */
 
@@ -54,8 +54,8 @@ const edgeErrors = {
   }
 }
 
-/** Operations whose bodies are decoded leniently (see SyncGroup). */
-const LENIENT_BODIES = "sync."
+/** Operations whose bodies are decoded leniently (see SyncGroup, StagedPushGroup). */
+const LENIENT_BODIES = ["sync.", "stagedPush."]
 
 const allowExtraProperties = (schema: unknown): void => {
   if (Array.isArray(schema)) return schema.forEach(allowExtraProperties)
@@ -99,7 +99,7 @@ export const truthfulDocument = (spec: Record<string, any>): Record<string, any>
       op.security = NO_TOKEN.has(id) ? [{}] : TOKEN_REQUIRED.has(id) ? [{ [BEARER]: [] }] : [{ [BEARER]: [] }, {}]
       const paged = (op.parameters ?? []).some((parameter: { name?: string; in?: string }) => parameter.in === "query" && parameter.name === "cursor")
       if (paged && op.responses?.["200"] !== undefined) op.responses["200"] = { ...op.responses["200"], headers: { ...op.responses["200"].headers, ...pageHeaders } }
-      if (op.requestBody !== undefined && id.startsWith(LENIENT_BODIES)) allowExtraProperties(op.requestBody)
+      if (op.requestBody !== undefined && LENIENT_BODIES.some((prefix) => id.startsWith(prefix))) allowExtraProperties(op.requestBody)
       if (op.requestBody !== undefined) {
         op.responses = { ...op.responses }
         for (const [status, response] of Object.entries(edgeErrors)) op.responses[status] ??= response
