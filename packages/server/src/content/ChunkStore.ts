@@ -210,6 +210,13 @@ export class ChunkStore extends Context.Service<ChunkStore, {
   }))
 }
 
+/** The bytes of a blob (or of any chunk list), chunk after chunk, in order. */
+export const readChunks = (
+  store: ChunkStore["Service"],
+  orgId: string,
+  chunks: ReadonlyArray<{ readonly hash: string }>
+): Stream.Stream<Uint8Array, ChunkReadError> => Stream.fromIterable(chunks).pipe(Stream.flatMap((c) => store.read(orgId, c.hash)))
+
 /** Bytes of chunks read per round trip when streaming many (a chunk larger than this is read alone). */
 export const READ_GROUP_BYTES = 2 * 1024 * 1024
 

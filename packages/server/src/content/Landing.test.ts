@@ -4,7 +4,6 @@
  * answers main_moved / branch_moved and leaves every row as it was; the expected heads land.
  */
 import { Outbox } from "@grove/bus"
-import type { Entity } from "@grove/bus"
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -12,26 +11,12 @@ import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import { merge } from "./MergeCommand.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
+import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 
-const events: Array<Record<string, unknown>> = []
-const TestOutbox = Layer.succeed(Outbox.Outbox, {
-  append: (event) => Effect.sync(() => {
-    events.push(event as Record<string, unknown>)
-    return randomUUID()
-  })
-})
-
-const context = (entityId: string): Entity.CommandContext => ({
-  commandId: randomUUID(),
-  entityType: "Repository",
-  entityId,
-  command: "test",
-  partition: 0,
-  epoch: 1,
-  nodeId: "test"
-})
+const { events, layer: TestOutbox } = recordingOutbox()
+const context = (entityId: string) => commandContext("Repository", entityId)
 
 const h = (c: string) => c.repeat(64)
 
@@ -58,12 +43,7 @@ const setup = (name: string, mainHead: string | null, branchHead: string) =>
     return { repoId, heads, reached, key: `${name}/r` }
   })
 
-const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    // Like the entity runtime: the command is one transaction, rolled back when it fails.
-    return yield* sql.withTransaction(effect).pipe(Effect.provide(TestOutbox), Effect.result)
-  })
+const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) => runCommand(TestOutbox, effect)
 
 layer(Db, { timeout: 60_000 })("landing commands", (it) => {
   it.effect("merge: main_moved when main's head changed, branch_moved when the branch's did; nothing changes", () =>

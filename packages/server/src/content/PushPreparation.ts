@@ -14,8 +14,8 @@ import * as Chunks from "@grove/core/objects/Chunks"
 import * as Commit from "@grove/core/objects/Commit"
 import * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Tree from "@grove/core/objects/Tree"
-import { Effect, Schema, Stream } from "effect"
-import { ChunkStore } from "./ChunkStore.ts"
+import { Effect, Schema } from "effect"
+import { ChunkStore, readChunks } from "./ChunkStore.ts"
 import { type BlobInfo, ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { makeTreeCache } from "./TreeCache.ts"
 
@@ -226,11 +226,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
       }
       const only = chunks[0]!
       if (!(chunks.length === 1 && only.hash === b.hash)) {
-        const hasher = yield* Blake3.makeHasher
-        for (const c of chunks) {
-          yield* Stream.runForEach(chunkStore.read(repo.orgId, c.hash), (part) => Effect.sync(() => hasher.update(part)))
-        }
-        if (hasher.digest() !== b.hash) return yield* reject(`the chunks of blob ${b.hash} do not hash to it`, "invalid_blob")
+        if ((yield* Blake3.hashStream(readChunks(chunkStore, repo.orgId, chunks))).hash !== b.hash) return yield* reject(`the chunks of blob ${b.hash} do not hash to it`, "invalid_blob")
       }
       registrations.push({ hash: b.hash, size: b.size, chunks })
       continue

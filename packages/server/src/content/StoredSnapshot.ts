@@ -6,7 +6,7 @@
 import { Data, Effect, Stream } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { CommitRecord, SnapshotSource } from "../export/SnapshotSource.ts"
-import type { ChunkStore } from "./ChunkStore.ts"
+import { type ChunkStore, readChunks } from "./ChunkStore.ts"
 import type { ContentObjects } from "./ContentObjects.ts"
 import type { History } from "./History.ts"
 
@@ -31,7 +31,7 @@ export const storedSnapshot = (
     Stream.unwrap(objects.blobInfo(orgId, [hash]).pipe(Effect.flatMap((found) => {
       const blob = found.get(hash)
       if (blob === undefined) return Effect.fail(new StoredObjectMissing({ message: `blob ${hash} is not stored` }))
-      return Effect.succeed(Stream.fromIterable(blob.chunks).pipe(Stream.flatMap((c) => chunks.read(orgId, c.hash))))
+      return Effect.succeed(readChunks(chunks, orgId, blob.chunks))
     }))),
   blobSize: (hash) =>
     objects.blobSizes(orgId, [hash]).pipe(Effect.flatMap((sizes) => {

@@ -3,10 +3,10 @@
  * (or at a branch's head), streamed chunk by chunk from the object store.
  */
 import { ApiErrors, ApiParams } from "@grove/api"
-import { Effect, Layer, Schema, Stream } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
-import { ChunkStore } from "../content/ChunkStore.ts"
+import { ChunkStore, readChunks } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 import { dbUnavailable } from "./Failures.ts"
@@ -68,7 +68,7 @@ const raw = HttpRouter.add("GET", "/api/:owner/:name/raw/:commit/*", answer(Effe
   }
   const info = (yield* dbUnavailable(objects.blobInfo(repo.orgId, [target.hash]))).get(target.hash)
   if (info === undefined) return yield* new ApiErrors.NotFound({ error: `no file at '${path.slice(0, 200)}'`, code: "path_not_found" })
-  const body = Stream.fromIterable(info.chunks).pipe(Stream.flatMap((c) => chunks.read(repo.orgId, c.hash)))
+  const body = readChunks(chunks, repo.orgId, info.chunks)
   return HttpServerResponse.stream(body, {
     contentType: contentTypeOf(path),
     contentLength: info.size,

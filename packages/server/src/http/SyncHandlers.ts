@@ -17,9 +17,8 @@ import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { ChunkLinks } from "../content/ChunkLinks.ts"
 import { checkSelected } from "../integrity/IntegrityHandlers.ts"
-import { IntegrityProof } from "../integrity/IntegrityProof.ts"
-import { snapshotProblem } from "../integrity/IntegritySnapshot.ts"
-import { ChunkStore, readInOrder } from "../content/ChunkStore.ts"
+import { captureOf, snapshotProblem } from "../integrity/IntegritySnapshot.ts"
+import { ChunkStore, readChunks, readInOrder } from "../content/ChunkStore.ts"
 import { type CommitRow, ContentObjects, toCommitData } from "../content/ContentObjects.ts"
 import { callerPolicy, withheldAtHeads, withheldChunksAtHeads, withheldIn } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
@@ -108,7 +107,6 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
   const services = Effect.provideService(ContentObjects, objects)
   const withChunks = Effect.provideService(ChunkStore, chunkStore)
   const links = yield* ChunkLinks
-  const integrity = yield* IntegrityProof
   const config = yield* ServerConfig
   /** Where the client reached this server (links must be absolute): the Host header if it is a plain host[:port], else the site URL. */
   const originOf = (request: HttpServerRequest.HttpServerRequest) => {
@@ -165,6 +163,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       if (query.since !== undefined && query.since !== "" && !Blake3.isHash(query.since)) {
         return yield* new ApiErrors.BadRequest({ error: "since must be a commit hash", code: "invalid_hash" })
       }
+      const rows = yield* dbUnavailable(branches.list(repo.id))
       // A clone's preflight pin: the scope it proved must be the one asked for, with the same heads (else 412).
       const selectedBranch = query.selected_branch ?? null
       const expectedHead = query.expected_head ?? null
@@ -173,7 +172,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
           return yield* new ApiErrors.PreconditionFailed({ error: "selected_branch requires an integrity snapshot precondition", code: "snapshot_required" })
         }
         const scopeDepth = depth > 0 ? depth : null
-        const captured = yield* dbUnavailable(integrity.capture(repo.id, scopeDepth, query.branch_name ?? null, selectedBranch))
+        const captured = captureOf(rows, scopeDepth, query.branch_name ?? null, selectedBranch)
         yield* checkSelected(selectedBranch, expectedHead, captured.selected)
         const problem = snapshotProblem(query.integrity_snapshot, {
           depth: scopeDepth,
@@ -185,7 +184,6 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
         if (problem === "invalid") return yield* new ApiErrors.BadRequest({ error: "invalid integrity snapshot", code: "invalid_input" })
         if (problem !== undefined) return yield* new ApiErrors.PreconditionFailed({ error: problem, code: "snapshot_changed" })
       }
-      const rows = yield* dbUnavailable(branches.list(repo.id))
       const branch = rows.find((b) => b.name === target)
       const base = { branches: rows.map(toBranchData), branch: branch === undefined ? null : toBranchData(branch) }
       const head = branch?.head ?? null
@@ -293,15 +291,9 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const gone = new Set(missing)
       const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, payload.hashes.filter((h) => !gone.has(h))))
       for (const [hash, blob] of info) {
-        const hasher = yield* Blake3.makeHasher
-        let size = 0
-        const read = Effect.forEach(blob.chunks, (c) =>
-          Stream.runForEach(chunkStore.read(repo.orgId, c.hash), (part) => Effect.sync(() => {
-            size += part.length
-            hasher.update(part)
-          })), { discard: true })
-        const intact = yield* read.pipe(Effect.as(true), Effect.catch(() => Effect.succeed(false)))
-        if (!intact || size !== blob.size || hasher.digest() !== hash) gone.add(hash)
+        // A chunk that cannot be read counts as missing content, like one that reads wrong.
+        const read = yield* Blake3.hashStream(readChunks(chunkStore, repo.orgId, blob.chunks)).pipe(Effect.option)
+        if (read._tag === "None" || read.value.size !== blob.size || read.value.hash !== hash) gone.add(hash)
       }
       for (const h of payload.hashes) if (!info.has(h)) gone.add(h)
       return { missing: payload.hashes.filter((h) => gone.has(h)), verified_content: true, ...receipts }

@@ -9,12 +9,12 @@
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as SparseCone from "@grove/core/objects/SparseCone"
 import * as Tree from "@grove/core/objects/Tree"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { Branches } from "../content/Branches.ts"
-import { type ChunkReadError, ChunkStore } from "../content/ChunkStore.ts"
+import { type ChunkReadError, ChunkStore, readChunks } from "../content/ChunkStore.ts"
 import { type BlobInfo, ContentObjects } from "../content/ContentObjects.ts"
-import type { Capture } from "./IntegritySnapshot.ts"
+import { type Capture, captureOf } from "./IntegritySnapshot.ts"
 
 export type Verification = "metadata" | "existence" | "bytes"
 
@@ -66,21 +66,8 @@ export class IntegrityProof extends Context.Service<IntegrityProof, {
     const objects = yield* ContentObjects
     const chunks = yield* ChunkStore
 
-    const capture = Effect.fnUntraced(function*(repoId: string, depth: number | null, branch: string | null, selectedBranch: string | null) {
-      const rows = yield* branches.list(repoId)
-      const headBranch = branch ?? "main"
-      const head = rows.find((b) => b.name === headBranch)?.head ?? null
-      const selectedRow = selectedBranch === null ? undefined : rows.find((b) => b.name === selectedBranch && b.head !== null)
-      const roots = depth !== null
-        ? (head === null ? [] : [head])
-        : [...new Set(rows.flatMap((b) => b.head === null ? [] : [b.head]))].sort()
-      return {
-        roots,
-        head,
-        // As the Oak client knows states: a merged branch is closed.
-        selected: selectedRow === undefined ? undefined : { name: selectedRow.name, head: selectedRow.head!, status: selectedRow.status === "open" ? "open" : "closed" }
-      } satisfies Capture
-    })
+    const capture = (repoId: string, depth: number | null, branch: string | null, selectedBranch: string | null) =>
+      Effect.map(branches.list(repoId), (rows) => captureOf(rows, depth, branch, selectedBranch))
 
     const prove = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, request: ProofRequest) {
       const captured = yield* capture(repo.id, request.depth, request.branch, request.selectedBranch)
@@ -207,9 +194,7 @@ export class IntegrityProof extends Context.Service<IntegrityProof, {
             budgetExhausted = true
             problem = ["verification_budget_exhausted", `byte verification budget ran out before blob ${hash}`]
           } else {
-            const hasher = yield* Blake3.makeHasher
-            for (const c of blob.chunks) yield* Stream.runForEach(chunks.read(repo.orgId, c.hash), (part) => Effect.sync(() => hasher.update(part)))
-            const verified = hasher.digest() === hash
+            const verified = (yield* Blake3.hashStream(readChunks(chunks, repo.orgId, blob.chunks))).hash === hash
             verifiedChunkCount += blob.chunks.length
             verifiedByteCount += blob.size
             for (const e of chunkEvidence) e["hash_verified"] = verified

@@ -34,6 +34,25 @@ interface Snapshot extends SnapshotScope {
 
 const MAX_TOKEN = 64 * 1024
 
+/**
+ * The branch heads a scope depends on, from the repository's branch rows: every head (or only the history head's,
+ * for `depth`), and the selected branch's record, in the states the Oak client knows (merged reads closed).
+ */
+export const captureOf = (
+  rows: ReadonlyArray<{ readonly name: string; readonly head: string | null; readonly status: string }>,
+  depth: number | null,
+  branch: string | null,
+  selectedBranch: string | null
+): Capture => {
+  const head = rows.find((b) => b.name === (branch ?? "main"))?.head ?? null
+  const selected = selectedBranch === null ? undefined : rows.find((b) => b.name === selectedBranch && b.head !== null)
+  return {
+    roots: depth !== null ? (head === null ? [] : [head]) : [...new Set(rows.flatMap((b) => b.head === null ? [] : [b.head]))].sort(),
+    head,
+    selected: selected === undefined ? undefined : { name: selected.name, head: selected.head!, status: selected.status === "open" ? "open" : "closed" }
+  }
+}
+
 const rootsDigest = (roots: ReadonlyArray<string>) => Blake3.hash(roots.join("\n"))
 
 export const encodeSnapshot = (scope: SnapshotScope, capture: Capture): string => {

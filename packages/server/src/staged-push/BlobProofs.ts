@@ -10,11 +10,11 @@
 import type { ApiStagedPush } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { mappingDigest } from "@grove/core/objects/MappingDigest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
-import { ChunkStore } from "../content/ChunkStore.ts"
+import { ChunkStore, readChunks } from "../content/ChunkStore.ts"
 import { ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
 
 /** The client's bounds (oak-core protocol.rs), enforced as it expects them. */
@@ -202,11 +202,7 @@ export class BlobProofs extends Context.Service<BlobProofs, {
           missing.push(d.hash)
           continue
         }
-        const hasher = yield* Blake3.makeHasher
-        for (const c of chunks) {
-          yield* Stream.runForEach(chunkStore.read(scope.orgId, c.hash), (part) => Effect.sync(() => hasher.update(part)))
-        }
-        if (hasher.digest() === d.hash) verified.push({ hash: d.hash, size: d.size, chunks })
+        if ((yield* Blake3.hashStream(readChunks(chunkStore, scope.orgId, chunks))).hash === d.hash) verified.push({ hash: d.hash, size: d.size, chunks })
         else missing.push(d.hash)
       }
       yield* objects.registerBlobs(scope.orgId, verified)

@@ -4,36 +4,19 @@
  * changes (commits, reached trees and blobs, the head, the stage) and what it leaves alone, the
  * replay of a finished stage, aborts and collection.
  */
-import { Outbox } from "@grove/bus"
-import type { Entity } from "@grove/bus"
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
+import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
 import { handlers } from "./FinalizeStageCommand.ts"
 import { MAX_ACTIVE_STAGES, PushStages } from "./PushStages.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Stages = PushStages.layer.pipe(Layer.provideMerge(Db))
 
-const events: Array<Record<string, unknown>> = []
-const TestOutbox = Layer.succeed(Outbox.Outbox, {
-  append: (event) => Effect.sync(() => {
-    events.push(event as Record<string, unknown>)
-    return randomUUID()
-  })
-})
-
-const context = (entityId: string): Entity.CommandContext => ({
-  commandId: randomUUID(),
-  entityType: "Branch",
-  entityId,
-  command: "FinalizeStage",
-  partition: 0,
-  epoch: 1,
-  nodeId: "test"
-})
+const { events, layer: TestOutbox } = recordingOutbox()
 
 const h = (c: string) => c.repeat(64)
 const created = "2026-11-25T00:00:00+00:00"
@@ -79,10 +62,8 @@ const boundary = (stageId: string, expectedHead: string | null = h("a")) => ({
 
 const finalize = (key: string, stageId: string, target: string, over: Record<string, unknown> = {}) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const payload = { stageId, principal: "user:1", branchIdentity: "identity", expectedHead: h("a"), force: false, target, branch: branchData, actor: "t", ...over }
-    // Like the entity runtime: one transaction, rolled back when the command fails.
-    return yield* sql.withTransaction(handlers.FinalizeStage(payload as never, context(key))).pipe(Effect.provide(TestOutbox), Effect.result)
+    return yield* runCommand(TestOutbox, handlers.FinalizeStage(payload as never, commandContext("Branch", key, "FinalizeStage")))
   })
 
 const failureTag = (r: { _tag: string }) => (r as { failure?: { _tag: string; code?: string } }).failure

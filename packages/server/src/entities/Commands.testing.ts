@@ -1,0 +1,39 @@
+/**
+ * For tests that run an entity's command handler directly against a migrated database: an outbox
+ * that records what the command emits, a command context, and the runtime's way of running a
+ * command (one transaction, rolled back when it fails; the outcome as a Result).
+ */
+import { Outbox } from "@grove/bus"
+import type { Entity } from "@grove/bus"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomUUID } from "node:crypto"
+
+/** The events appended, and the Outbox layer that appends them. */
+export const recordingOutbox = () => {
+  const events: Array<Record<string, unknown>> = []
+  const layer = Layer.succeed(Outbox.Outbox, {
+    append: (event) => Effect.sync(() => {
+      events.push(event as Record<string, unknown>)
+      return randomUUID()
+    })
+  })
+  return { events, layer }
+}
+
+export const commandContext = (entityType: string, entityId: string, command = "test"): Entity.CommandContext => ({
+  commandId: randomUUID(),
+  entityType,
+  entityId,
+  command,
+  partition: 0,
+  epoch: 1,
+  nodeId: "test"
+})
+
+/** Like the entity runtime: the command is one transaction, rolled back when it fails. */
+export const runCommand = <A, E>(outbox: Layer.Layer<Outbox.Outbox>, effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql.withTransaction(effect).pipe(Effect.provide(outbox), Effect.result)
+  })
