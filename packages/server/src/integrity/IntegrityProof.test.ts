@@ -102,5 +102,17 @@ layer(Live, { timeout: 60_000 })("integrity proof", (it) => {
       expect(healthy).toMatchObject({ findings: [], commitCount: 1, verifiedByteCount: 3, headAffected: false })
       const budget = yield* proofs.prove(repo, request({ verification: "bytes", depth: 1, maxBytes: 2 }))
       expect(budget).toMatchObject({ budgetExhausted: true, findings: [expect.objectContaining({ code: "verification_budget_exhausted" })] })
+
+      // A blob whose stored chunk is there, at its size, but whose bytes hash to something else: only `bytes` sees it.
+      const liar = "4".repeat(64)
+      yield* objects.registerBlobs(orgId, [{ hash: liar, size: 3, chunks: [{ hash: okHash, offset: 0, size: 3 }] }])
+      const lying: ReadonlyArray<Tree.TreeEntry> = [{ name: "liar.txt", kind: "blob", hash: liar, mode: "regular" }]
+      const lyingHash = Blake3.hash(Tree.encodeTree(lying))
+      yield* objects.storeTrees(orgId, [{ hash: lyingHash, body: Tree.encodeTree(lying) }])
+      yield* commit("c".repeat(64), "a".repeat(64), lyingHash)
+      yield* sql`UPDATE branches SET head = ${"c".repeat(64)} WHERE repo_id = ${repoId}`
+      expect((yield* proofs.prove(repo, request({ depth: 1 }))).findings).toEqual([])
+      const bytes = yield* proofs.prove(repo, request({ verification: "bytes", depth: 1 }))
+      expect(bytes).toMatchObject({ headAffected: true, findings: [expect.objectContaining({ code: "blob_hash_mismatch", blob_hash: liar })] })
     }))
 })
