@@ -7,7 +7,9 @@
 /** Slugs that would shadow fixed paths under `{base_url}` or `{site_url}`. */
 export const RESERVED_SLUGS: ReadonlySet<string> = new Set([
   "api", "api-keys", "admin", "assets", "cli-auth", "login", "logout", "new", "openapi.json", "operations", "orgs",
-  "releases", "repos", "settings", "sites", "static", "version", "whoami", "health", "grove", "explore", "user", "users"
+  "releases", "repos", "settings", "sites", "static", "version", "whoami", "health", "grove", "explore", "user", "users",
+  // The Oak client posts its feedback to /api/feature-requests/cli (answered in oak-client/OakClientRoutes.ts).
+  "feature-requests"
 ])
 
 // oxlint-disable-next-line no-control-regex -- finding control characters is the point

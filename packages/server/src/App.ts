@@ -18,6 +18,7 @@ import { CiRuns } from "./ci/CiRuns.ts"
 import { SecretBox } from "./ci/CiSecrets.ts"
 import { Egress } from "./egress/Egress.ts"
 import { EventRoutes } from "./events/EventRoutes.ts"
+import { OakClientRoutes } from "./oak-client/OakClientRoutes.ts"
 import { RepositoryEventStream } from "./events/RepositoryEventStream.ts"
 import { Webhooks } from "./webhooks/Webhooks.ts"
 import { WebhooksHandlers } from "./webhooks/WebhooksHandlers.ts"
@@ -121,6 +122,7 @@ export const Routes = Layer.mergeAll(
   FileRoutes,
   CiLogRoutes,
   EventRoutes,
+  OakClientRoutes,
   ExportRoutes,
   CliAuthPageRoutes,
   HomePage,

@@ -13,6 +13,7 @@ import { GroveApi, TOKEN_REQUIRED } from "@grove/api"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
+import { OAK_CLIENT_ROUTES } from "../oak-client/OakClientRoutes.ts"
 import { pathnameOf } from "./BodyLimits.ts"
 
 interface Route {
@@ -54,7 +55,8 @@ const ROUTES: ReadonlyArray<Route> = [
   route("GET", "/api/:owner/:name/chunks/fetch/:hash"),
   route("GET", "/api/:owner/:name/raw/:commit/*"),
   route("GET", "/api/:owner/:name/ci/runs/:id/logs"),
-  route("GET", "/api/:owner/:name/events")
+  route("GET", "/api/:owner/:name/events"),
+  ...OAK_CLIENT_ROUTES.map(([method, path]) => route(method, path))
 ]
 
 /** The most specific routes matching a path (all with the same rank); empty for a path no route knows. */
