@@ -84,7 +84,8 @@ export const startProxy = (upstream: string): Promise<Proxy> => {
     log.push(exchange)
     const counter = exchange.method === "POST" && /\/chunks\/batch(\?|$)/.test(exchange.path) ? frameCounter() : undefined
     if (exchange.method === "PUT" && /\/chunks\/[0-9a-f]{16,}(\?|$)/.test(exchange.path)) exchange.chunks = 1
-    const headers = { ...req.headers, host: target.host }
+    // X-Forwarded-Host: links the server hands out (the Oak client's chunk links) come back through here too.
+    const headers = { ...req.headers, host: target.host, "x-forwarded-host": req.headers.host }
     const forward = http.request(
       { hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent },
       (answer) => {

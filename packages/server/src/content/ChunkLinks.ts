@@ -15,6 +15,22 @@ export const LINK_TTL_SECONDS = 3600
 
 const TOKEN = /^([0-9]{1,12})\.([0-9a-f]{64})$/
 
+const HOST = /^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?$/
+
+/**
+ * Where the client reached this server (links must be absolute): the host a proxy says it was asked
+ * for (`X-Forwarded-Host`, its first value), else the `Host` header, if it is a plain host[:port];
+ * else the site URL. The scheme is `https` when `X-Forwarded-Proto` says so, else the site URL's.
+ * A forged header only misleads the caller who sent it: the links go back to that caller alone.
+ */
+export const requestOrigin = (headers: Readonly<Record<string, string | undefined>>, siteUrl: string): string => {
+  const forwarded = headers["x-forwarded-host"]?.split(",")[0]?.trim()
+  const host = forwarded !== undefined && HOST.test(forwarded) ? forwarded : headers["host"] ?? ""
+  if (!HOST.test(host)) return siteUrl
+  const proto = headers["x-forwarded-proto"]?.split(",")[0]?.trim()
+  return `${proto === "https" ? "https" : new URL(siteUrl).protocol.replace(":", "")}://${host}`
+}
+
 export class ChunkLinks extends Context.Service<ChunkLinks, {
   /** A token for `hash` in repository `repoId`, valid for LINK_TTL_SECONDS from `now` (ms). */
   readonly token: (repoId: string, hash: string, now?: number) => string

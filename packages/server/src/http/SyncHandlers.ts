@@ -15,7 +15,7 @@ import { branchKey } from "../content/BranchCommands.ts"
 import { BranchGateway } from "../content/BranchGateway.ts"
 import { toBranchData } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
-import { ChunkLinks } from "../content/ChunkLinks.ts"
+import { ChunkLinks, requestOrigin } from "../content/ChunkLinks.ts"
 import { checkSelected } from "../integrity/IntegrityHandlers.ts"
 import { captureOf, snapshotProblem } from "../integrity/IntegritySnapshot.ts"
 import { ChunkStore, readChunks, readInOrder } from "../content/ChunkStore.ts"
@@ -108,12 +108,7 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
   const withChunks = Effect.provideService(ChunkStore, chunkStore)
   const links = yield* ChunkLinks
   const config = yield* ServerConfig
-  /** Where the client reached this server (links must be absolute): the Host header if it is a plain host[:port], else the site URL. */
-  const originOf = (request: HttpServerRequest.HttpServerRequest) => {
-    const host = request.headers["host"] ?? ""
-    if (!/^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?$/.test(host)) return config.siteUrl
-    return `${request.headers["x-forwarded-proto"] === "https" ? "https" : new URL(config.siteUrl).protocol.replace(":", "")}://${host}`
-  }
+  const originOf = (request: HttpServerRequest.HttpServerRequest) => requestOrigin(request.headers, config.siteUrl)
 
   const readable = (owner: string, name: string) =>
     Effect.gen(function*() {
