@@ -2,7 +2,9 @@
  * A small read-through cache with a time-to-live, for the hot read path
  * (tokens, repositories, roles). Writes on this node invalidate entries at
  * once; the TTL bounds how long another node's write can go unseen.
- * Concurrent misses for one key share a single load.
+ * Concurrent misses for one key share a single load. `keep` can refuse to
+ * cache some answers: an absence, which another node's create would
+ * otherwise hide here for a whole TTL.
  */
 import { Deferred, Effect, Exit } from "effect"
 
@@ -18,10 +20,12 @@ export class TtlCache<K, V> {
   private generation = 0
   private readonly ttlMs: number
   private readonly maxEntries: number
+  private readonly keep: (value: V) => boolean
 
-  constructor(ttlMs: number, maxEntries = 50_000) {
+  constructor(ttlMs: number, options: { readonly maxEntries?: number; readonly keep?: (value: V) => boolean } = {}) {
     this.ttlMs = ttlMs
-    this.maxEntries = maxEntries
+    this.maxEntries = options.maxEntries ?? 50_000
+    this.keep = options.keep ?? (() => true)
   }
 
   get<E, R>(key: K, load: Effect.Effect<V, E, R>): Effect.Effect<V, E, R> {
@@ -37,7 +41,7 @@ export class TtlCache<K, V> {
         Effect.onExit((exit) =>
           Effect.sync(() => {
             this.loading.delete(key)
-            if (Exit.isSuccess(exit) && started === this.generation) this.set(key, exit.value)
+            if (Exit.isSuccess(exit) && started === this.generation && this.keep(exit.value)) this.set(key, exit.value)
             Deferred.doneUnsafe(deferred, exit)
           })
         )

@@ -55,7 +55,8 @@ export class Organizations extends Context.Service<Organizations, {
 }>()("grove/server/orgs/Organizations") {
   static readonly layer = Layer.effect(Organizations, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const bySlug = new TtlCache<string, Option.Option<Organization>>(CACHE_TTL_MS)
+    // An absence is not kept: an organization created through another node is found at once.
+    const bySlug = new TtlCache<string, Option.Option<Organization>>(CACHE_TTL_MS, { keep: Option.isSome })
     const roles = new TtlCache<string, Access.Role | undefined>(CACHE_TTL_MS)
     const accessCaches = yield* AccessCaches
     accessCaches.register(bySlug)

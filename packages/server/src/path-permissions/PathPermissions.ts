@@ -74,7 +74,7 @@ export class PathPermissions extends Context.Service<PathPermissions, {
     const chunks = yield* ChunkStore
     const caches = yield* AccessCaches
     // Parses by main's head: a head never changes content, so these stay right; the TTL only bounds memory.
-    const parsed = new TtlCache<string, LoadedPermissions | undefined>(60_000, 10_000)
+    const parsed = new TtlCache<string, LoadedPermissions | undefined>(60_000, { maxEntries: 10_000 })
     const groups = new TtlCache<string, ReadonlyArray<string>>(2_000)
     caches.register(groups)
 

@@ -12,7 +12,10 @@ import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
 
-/** Reads by name are reused this long; writes through this node invalidate at once. */
+/**
+ * Reads by name are reused this long; writes through this node invalidate at once. An absence is
+ * not kept: a repository created through another node is found by the next request here.
+ */
 export const REPOSITORY_CACHE_TTL_MS = 2_000
 
 export type RepositorySort = "name" | "updated" | "created"
@@ -38,7 +41,7 @@ export class Repositories extends Context.Service<Repositories, {
   static readonly layer = Layer.effect(Repositories, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = repositoryColumns(sql)
-    const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS)
+    const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS, { keep: Option.isSome })
     const accessCaches = yield* AccessCaches
     accessCaches.register(byName)
     const keys = (sort: RepositorySort): ReadonlyArray<KeyColumn> =>
