@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { at, grove, type GroveOptions, json, ok, removeTempDirs, spawnGrove, tempDir, userOf } from "./harness.ts"
@@ -13,6 +14,9 @@ import { at, grove, type GroveOptions, json, ok, removeTempDirs, spawnGrove, tem
 let server: GroveServer
 let ada: GroveOptions
 let work: string
+
+/** build runs of `push` events wait until the test makes this file: merge --wait then surely finds one still running. */
+const GATE = path.join(os.tmpdir(), `grove-ci-gate-${process.pid}-${Date.now()}`)
 
 const WORKFLOWS: Record<string, string> = {
   ".oak/workflows/build.yml": [
@@ -25,7 +29,7 @@ const WORKFLOWS: Record<string, string> = {
     "      - name: restore or build the dependencies",
     "        run: |",
     "          if [ -f deps/built.txt ]; then echo \"deps restored: $(cat deps/built.txt)\"; else mkdir -p deps; echo \"$GROVE_BRANCH\" > deps/built.txt; echo deps built; fi",
-    "      - run: sleep 2; echo built with $DEPLOY_TOKEN"
+    `      - run: if [ "$GROVE_EVENT" = push ]; then while [ ! -e ${GATE} ]; do sleep 0.2; done; fi; echo built with $DEPLOY_TOKEN`
   ].join("\n"),
   ".oak/workflows/broken.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: echo about to fail; exit 3"].join("\n"),
   ".oak/workflows/long.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: for i in $(seq 1 100); do echo line $i; sleep 0.2; done"].join("\n"),
@@ -51,6 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop()
   removeTempDirs()
+  fs.rmSync(GATE, { force: true })
 })
 
 describe("grove ci", () => {
@@ -110,13 +115,17 @@ describe("grove ci", () => {
     fs.writeFileSync(pushed, ["on: manual", "jobs:", "  a:", "    steps:", "      - run: echo fixed"].join("\n"))
     await ok(["push"], at(ada, work))
     const [building] = await runsOf((run) => run.workflow_name === "build" && run.event === "push")
-    const merged = await ok(["merge", "--wait=2", "--json"], { ...at(ada, work), env: { ...ada.env!, GROVE_MERGE_POLL_SECONDS: "1" } })
+    const merging = spawnGrove(["merge", "--wait=2", "--json"], { ...at(ada, work), env: { ...ada.env!, GROVE_MERGE_POLL_SECONDS: "1" } }, 120_000)
+    await merging.waitForStderr(/CI on .* is still running; waiting until it passes/, 60_000)
+    expect(json(await ok(["ci", "show", String(building.id), "--json"], at(ada, work))).status).not.toBe("completed")
+    fs.writeFileSync(GATE, "")
+    const merged = await merging.done
+    expect(merged.code, merged.stderr).toBe(0)
     expect(json(merged).commit_hash).toMatch(/^[0-9a-f]{64}$/)
     expect(json(await ok(["ci", "show", String(building.id), "--json"], at(ada, work))).conclusion).toBe("success")
     const buildLogs = (await ok(["ci", "logs", String(building.id)], at(ada, work))).stdout
     expect(buildLogs).toContain("built with ***")
     expect(buildLogs).not.toContain("tok-1234567890")
-    expect(merged.stderr).toMatch(/CI on .* is still running; waiting until it passes/)
 
     // The merge ran build on main, which saved main's cache; a new branch's first run restores it.
     const [onMain] = await runsOf((run) => run.workflow_name === "build" && run.event === "merge")
