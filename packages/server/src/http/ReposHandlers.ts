@@ -60,7 +60,12 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     }),
     get: Effect.fnUntraced(function*({ params }) {
       const caller = yield* CurrentCaller
-      return toApiRepository(yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read")))
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read"))
+      // Authorized from the cached record, answered from a fresh read: the head a merge through another node just moved
+      // (the Oak client's watch reads main's head here the moment the event stream says main moved).
+      const fresh = yield* dbUnavailable(repositories.findById(repo.id))
+      if (Option.isNone(fresh)) return yield* new ApiErrors.NotFound({ error: `repository ${params.owner}/${params.name} not found`, code: "not_found" })
+      return toApiRepository(fresh.value)
     }),
     delete: Effect.fn(function*({ params }) {
       const caller = yield* CurrentCaller
