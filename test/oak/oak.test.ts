@@ -11,6 +11,7 @@ import { api } from "../support/http.ts"
 import {
   expectSameTree,
   expectServerHas as expectServerHasOf,
+  expectWatchHearsMain,
   jsonOf,
   makeOak,
   noise,
@@ -86,6 +87,7 @@ const staleBranchProxy = async (branch: string, staleHead: string): Promise<{ ur
 describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Grove`, () => {
   let w1: string
   let w2: string
+  let w3: string
   let branch: string
   let head1: string
   let head2: string
@@ -255,7 +257,7 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect((await branchOnServer("merge-me")).status).not.toBe("open")
     await expectServerHas(main1, w1)
 
-    const w3 = path.join(root, "w3")
+    w3 = path.join(root, "w3")
     const clone = ok(await oak(["clone", "-r", server.url, `${OWNER}/${REPO}`, "w3"], root), "oak clone")
     expect(clone.stdout).toMatch(/Cloned '.*' with [1-9]\d* commit\(s\)/)
     expectSameTree(w3, w1)
@@ -300,6 +302,29 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(listed.repos.map((r: { name: string }) => r.name)).toContain(REPO)
   })
 
+  it("the interactive first push picks the organization from GET /orgs ({organizations: [...]}) and creates the repository there", async () => {
+    expect((await api(server.url, key).post("/orgs", { slug: "oak-team", name: "Oak Team" })).status).toBe(201)
+    const listed = (await api(server.url, key).get("/orgs")).body.organizations as Array<{ slug: string }>
+    const index = listed.findIndex((o) => o.slug === "oak-team")
+    expect(index).toBeGreaterThanOrEqual(0)
+    const dir = path.join(root, "picked")
+    ok(await oak(["init", "picked"], root), "oak init")
+    fs.writeFileSync(path.join(dir, "hello.txt"), "placed by the organization picker\n")
+    ok(await oak(["commit"], dir), "oak commit")
+    const pushed = ok(await client.terminal(["push", "-r", server.url], dir, [
+      [/Configure remote organization and repo name\?/, "\r"],
+      [/\+ Create new organization/, `${"\x1b[B".repeat(index)}\r`],
+      [/Repo name \(under oak-team\)/, "\r"],
+      [/on main now\?/, "n\r"]
+    ]), "oak push (interactive)")
+    expect(pushed.stdout).toContain("Linked to oak-team/picked")
+    const pushedBranch = /branches\/([A-Za-z0-9._-]+)/.exec(pushed.stdout)![1]!
+    const onServer = await api(server.url, key).get(`/oak-team/picked/branches/${pushedBranch}`)
+    expect(onServer.status).toBe(200)
+    const raw = await rawBytesOf(server.url, key, "oak-team/picked", onServer.body.head, "hello.txt")
+    expect(raw.bytes.toString()).toBe("placed by the organization picker\n")
+  })
+
   it("repo list reads the repository listing ({repos: [...]})", async () => {
     const listed = jsonOf(ok(await oak(["repo", "list", "-r", server.url, "--json"], w1), "oak repo list"))
     const repos: Array<{ full_name?: string; name?: string; owner?: string }> = Array.isArray(listed) ? listed : listed.repos
@@ -317,6 +342,39 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     // Grove's own record keeps the richer state.
     expect((await branchOnServer("merge-me")).state).toBe("merged")
   })
+  it("watch hears main move on the event stream: a merge reaches a watching checkout in seconds, and it pushes its branch", async () => {
+    // The watched checkout's branch has a commit of its own, so it is on the server and the daemon's push shows there.
+    fs.writeFileSync(path.join(w3, "mine.txt"), "the watched branch's own work\n")
+    ok(await oak(["commit"], w3), "oak commit")
+    ok(await oak(["push", "--json"], w3), "oak push")
+    const state = await expectWatchHearsMain(client, w3, async () => {
+      fs.writeFileSync(path.join(w1, "watched.txt"), "heard over the event stream\n")
+      ok(await oak(["commit"], w1), "oak commit")
+      ok(await oak(["desc", "For the watcher"], w1), "oak desc")
+      const merged = jsonOf(ok(await oak(["merge", "--json"], w1), "oak merge"))
+      return { main: merged.commit_hash as string, file: "watched.txt" }
+    })
+    // The activity heartbeat is not a Grove feature: its 404 reads as "unsupported" and the daemon carries on.
+    expect(state).toMatchObject({ transport: "sse", heartbeat: "unsupported", last_error: null })
+    const watched = await branchOnServer(state["branch"] as string)
+    expect(watched.head).toBe(state["last_pushed_head"])
+    expect((await rawBytes(watched.head!, "watched.txt")).bytes.toString()).toBe("heard over the event stream\n")
+    expect((await rawBytes(watched.head!, "mine.txt")).bytes.toString()).toBe("the watched branch's own work\n")
+  }, 120_000)
+
+  it("findings and feedback, which Grove does not provide, answer the errors the client explains best", async () => {
+    const findings = await oak(["findings", "list", "--json"], w1)
+    expect(findings.code).not.toBe(0)
+    expect(jsonOf(findings).error.message).toContain("review findings are not enabled for this repository")
+    const feedback = await oak(["feedback", "-m", "a note for the Oak team"], w1)
+    expect(feedback.code).toBe(1)
+    expect(feedback.stderr).toContain("does not collect Oak client feedback")
+    const links = await oak(["feedback", "link", "fb-1", "--branch", "x"], w1)
+    expect(links.stderr).toContain("not authorized (or unknown item)")
+    const preferences = await api(server.url, key).get("/user/preferences")
+    expect(preferences).toMatchObject({ status: 404, body: { code: "preferences_not_supported" } })
+  })
+
   it("oak ci: the runs a push starts, status, wait, logs, the exact-head trigger and its replay, rerun, cancel of a push run", async () => {
     // w1 is on a fresh branch from main (the merge above moved it there).
     fs.mkdirSync(path.join(w1, ".oak/workflows"), { recursive: true })

@@ -11,6 +11,7 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { expect } from "@effect/vitest"
+import { waitFor } from "./waitFor.ts"
 
 export const OAK_VERSION = "0.109.0"
 
@@ -46,47 +47,93 @@ export interface OakRun {
 export interface OakClient {
   /** Runs `oak args` in `cwd` (OAK_VERBOSE=1: its HTTP log is in stderr). */
   readonly run: (args: ReadonlyArray<string>, cwd: string, extraEnv?: Record<string, string>, input?: string) => Promise<OakRun>
+  /** Starts a long-running `oak args` (`watch start --foreground`); `stop` ends it with SIGTERM and answers its run. */
+  readonly background: (args: ReadonlyArray<string>, cwd: string, extraEnv?: Record<string, string>) => OakBackground
+  /**
+   * Runs `oak args` in a pseudo-terminal (util-linux `script`), as a person at a terminal: each
+   * prompt matching `answers[i][0]` in turn gets the keys `answers[i][1]`. What it printed is stdout.
+   */
+  readonly terminal: (args: ReadonlyArray<string>, cwd: string, answers: ReadonlyArray<readonly [RegExp, string]>) => Promise<OakRun>
   /** Kills every client still running. */
   readonly killAll: () => void
+}
+
+export interface OakBackground {
+  /** What it printed so far (stdout, then stderr). */
+  readonly output: () => string
+  readonly stop: () => Promise<OakRun>
 }
 
 /** An Oak client with its own HOME, signed in with `key` as `author`. */
 export const makeOak = (options: { readonly home: () => string; readonly key: () => string; readonly author: string }): OakClient => {
   const children = new Set<ChildProcess>()
-  const run = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}, input = ""): Promise<OakRun> =>
-    new Promise((resolve, reject) => {
-      const child = spawn(oakPath!, args, {
-        cwd,
-        // Only what the client needs: no git variables, no inherited OAK_* settings.
-        env: {
-          PATH: process.env["PATH"] ?? "/usr/bin:/bin",
-          HOME: options.home(),
-          OAK_NO_UPDATE_CHECK: "1",
-          OAK_API_KEY: options.key(),
-          OAK_AUTHOR: options.author,
-          NO_COLOR: "1",
-          OAK_VERBOSE: "1",
-          ...extraEnv
-        },
-        stdio: ["pipe", "pipe", "pipe"]
-      })
-      children.add(child)
-      let stdout = ""
-      let stderr = ""
-      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
+  const start = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string>, timeoutMs: number, command = oakPath!) => {
+    const child = spawn(command, args, {
+      cwd,
+      // Only what the client needs: no git variables, no inherited OAK_* settings.
+      env: {
+        PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+        HOME: options.home(),
+        OAK_NO_UPDATE_CHECK: "1",
+        OAK_API_KEY: options.key(),
+        OAK_AUTHOR: options.author,
+        NO_COLOR: "1",
+        OAK_VERBOSE: "1",
+        ...extraEnv
+      },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    children.add(child)
+    const out = { stdout: "", stderr: "" }
+    child.stdout.on("data", (d: Buffer) => (out.stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (out.stderr += d.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs)
+    const done = new Promise<OakRun>((resolve, reject) => {
       child.on("error", reject)
       child.on("close", (code) => {
         clearTimeout(timer)
         children.delete(child)
-        resolve({ code: code ?? -1, stdout, stderr })
+        resolve({ code: code ?? -1, stdout: out.stdout, stderr: out.stderr })
       })
-      // Not a terminal: the client never prompts, except for what `input` answers (a pasted sign-in code).
-      child.stdin.end(input)
     })
+    return { child, out, done }
+  }
+  const run = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}, input = ""): Promise<OakRun> => {
+    const { child, done } = start(args, cwd, extraEnv, 120_000)
+    // Not a terminal: the client never prompts, except for what `input` answers (a pasted sign-in code).
+    child.stdin.end(input)
+    return done
+  }
+  const background = (args: ReadonlyArray<string>, cwd: string, extraEnv: Record<string, string> = {}): OakBackground => {
+    const { child, out, done } = start(args, cwd, extraEnv, 600_000)
+    child.stdin.end()
+    return {
+      output: () => out.stdout + out.stderr,
+      stop: () => {
+        child.kill("SIGTERM")
+        return done
+      }
+    }
+  }
+  const terminal = (args: ReadonlyArray<string>, cwd: string, answers: ReadonlyArray<readonly [RegExp, string]>): Promise<OakRun> => {
+    const quoted = [oakPath!, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
+    const { child, out, done } = start(["-qfec", quoted, "/dev/null"], cwd, { TERM: "xterm", OAK_VERBOSE: "" }, 120_000, "script")
+    const pending = [...answers]
+    let seen = 0
+    child.stdout.on("data", () => {
+      const next = pending[0]
+      if (next === undefined || !next[0].test(out.stdout.slice(seen))) return
+      pending.shift()
+      seen = out.stdout.length
+      // A moment for the prompt to switch the terminal to raw mode before the keys arrive.
+      setTimeout(() => child.stdin.write(next[1]), 150)
+    })
+    return done
+  }
   return {
     run,
+    background,
+    terminal,
     killAll: () => {
       for (const child of children) child.kill("SIGKILL")
     }
@@ -159,18 +206,25 @@ export const expectServerHas = async (url: string, key: string, repo: string, co
 
 export interface Proxy {
   readonly url: string
+  /** Requests forwarded to each target, in the order the targets were given. */
+  readonly forwarded: ReadonlyArray<number>
   readonly close: () => Promise<void>
 }
 
 /**
- * A pass-through HTTP proxy to `target`. `intercept` sees each request with its whole body and may
- * answer it itself (status and JSON body) instead of forwarding it.
+ * A pass-through HTTP proxy to `target`, or to each of several targets in turn (a round-robin load
+ * balancer: one client command's requests then land on every node). It says which host the client
+ * asked for (`X-Forwarded-Host`), so links the server hands out lead back through it. `intercept`
+ * sees each request with its whole body and may answer it itself (status and JSON body) instead of
+ * forwarding it.
  */
 export const startProxy = async (
-  target: string,
-  intercept: (request: { method: string; url: string; body: Buffer }) => { status: number; body: unknown } | undefined
+  target: string | ReadonlyArray<string>,
+  intercept: (request: { method: string; url: string; body: Buffer }) => { status: number; body: unknown } | undefined = () => undefined
 ): Promise<Proxy> => {
-  const upstreamUrl = new URL(target)
+  const targets = (typeof target === "string" ? [target] : target).map((t) => new URL(t))
+  const forwarded = targets.map(() => 0)
+  let next = 0
   const proxy = http.createServer((request, response) => {
     const parts: Array<Buffer> = []
     request.on("data", (d: Buffer) => parts.push(d))
@@ -183,12 +237,15 @@ export const startProxy = async (
         response.end(text)
         return
       }
+      const index = next++ % targets.length
+      const upstreamUrl = targets[index]!
+      forwarded[index]!++
       const upstream = http.request({
         host: upstreamUrl.hostname,
         port: upstreamUrl.port,
         method: request.method,
         path: request.url,
-        headers: { ...request.headers, host: upstreamUrl.host }
+        headers: { ...request.headers, host: upstreamUrl.host, "x-forwarded-host": request.headers.host }
       }, (reply) => {
         response.writeHead(reply.statusCode ?? 502, reply.headers)
         reply.pipe(response)
@@ -199,5 +256,54 @@ export const startProxy = async (
   })
   await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
   const port = (proxy.address() as { port: number }).port
-  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => proxy.close(() => resolve())) }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    forwarded,
+    close: () =>
+      new Promise<void>((resolve) => {
+        // An event stream through it would keep it open.
+        proxy.closeAllConnections()
+        proxy.close(() => resolve())
+      })
+  }
+}
+
+/** `.oak/watch/state.json` of a checkout, as the `oak watch` daemon last wrote it. */
+export const watchState = (checkout: string): Record<string, unknown> | undefined => {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(checkout, ".oak", "watch", "state.json"), "utf8")) as Record<string, unknown>
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * `oak watch` in `checkout` (on a branch of its own, pushed) hears main move over the server's event
+ * stream: with its polls an hour apart, the merge `land` makes (answering main's new head and a file
+ * it added) reaches the checkout within seconds, and the daemon pushes its branch with main merged
+ * in. Answers the daemon's final state (`last_pushed_head` is that push).
+ */
+export const expectWatchHearsMain = async (
+  client: OakClient,
+  checkout: string,
+  land: () => Promise<{ readonly main: string; readonly file: string }>
+): Promise<Record<string, unknown>> => {
+  const daemon = client.background(["watch", "start", "--foreground"], checkout, { OAK_WATCH_POLL_SECS: "3600" })
+  try {
+    const connected = await waitFor("the event stream to connect", async () => {
+      const state = watchState(checkout)
+      return state?.["transport"] === "sse" ? state : undefined
+    }, 30_000)
+    const { main, file } = await land()
+    await waitFor("the merge to reach the watched checkout", async () => (fs.existsSync(path.join(checkout, file)) ? true : undefined), 30_000)
+    return await waitFor("the watched branch to be pushed with main merged in", async () => {
+      const state = watchState(checkout)
+      const pushed = state?.["last_pushed_head"]
+      return state?.["last_main_head"] === main && typeof pushed === "string" && pushed !== connected["last_pushed_head"] ? state : undefined
+    }, 30_000)
+  } catch (error) {
+    throw new Error(`${String(error)}\noak watch said:\n${daemon.output()}`)
+  } finally {
+    await daemon.stop()
+  }
 }
