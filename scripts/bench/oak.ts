@@ -15,7 +15,7 @@ import { makeOak, noise, oakPath } from "../../test/support/Oak.ts"
 import { startGitHttp } from "./content/gitHttp.ts"
 import { cleanupAll, onCleanup, run, startGuarded } from "./content/procs.ts"
 import { startProxy } from "./content/proxy.ts"
-import { fmtBytes, fmtMs } from "./content/report.ts"
+import { fmtBytes, fmtMs, phases } from "./content/report.ts"
 import { numberArg } from "./load.ts"
 
 const ROOT = path.resolve(import.meta.dirname, "../..")
@@ -31,7 +31,7 @@ const log = (line: string) => console.error(`[${((performance.now() - began) / 1
 const timed = async (command: string, args: ReadonlyArray<string>, options: { cwd: string; env: NodeJS.ProcessEnv }) => {
   const ran = await run("/usr/bin/time", ["-f", "%M", command, ...args], options)
   const rssKiB = Number(ran.stderr.trim().split("\n").at(-1))
-  return { ms: ran.ms, rss: rssKiB * 1024, stdout: ran.stdout, stderr: ran.stderr }
+  return { ...ran, rss: rssKiB * 1024 }
 }
 
 const writeTree = (dir: string) => {
@@ -109,6 +109,7 @@ const main = async () => {
     since = proxy.mark()
     const o = await timed(oakPath, ["clone", "-r", proxy.url, "bench/oaktree", path.join(tmp, `oak-clone-${round}`), "--branch", branch], { cwd: tmp, env: oakEnv })
     rows.push({ what: `oak clone #${round}`, ms: o.ms, bytes: received(since), rss: o.rss })
+    log(phases(`oak clone #${round}`, o, since(), "bench/oaktree"))
     for (const r of rows.slice(-3)) log(`${r.what}: ${fmtMs(r.ms)}, ${fmtBytes(r.bytes)} received, client peak RSS ${fmtBytes(r.rss)}`)
   }
 
