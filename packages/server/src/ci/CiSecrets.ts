@@ -6,7 +6,7 @@
  * The same key signs capability links (`sign`, with a key derived per purpose).
  */
 import { Context, Effect, Layer } from "effect"
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, type KeyObject, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { ServerConfig } from "../Config.ts"
@@ -27,30 +27,42 @@ export class SecretBox extends Context.Service<SecretBox, {
   }))
 }
 
-export const box = (key: Uint8Array) => ({
-  sign: (purpose: string, message: string) =>
-    createHmac("sha256", createHmac("sha256", key).update(`grove:${purpose}`).digest()).update(message).digest("hex"),
-  seal: (repoId: string, name: string, value: string) => {
-    const iv = randomBytes(12)
-    const cipher = createCipheriv("aes-256-gcm", key, iv)
-    cipher.setAAD(Buffer.from(`${repoId}:${name}`))
-    const body = Buffer.concat([cipher.update(value, "utf8"), cipher.final()])
-    return VERSION + Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64")
-  },
-  open: (repoId: string, name: string, sealed: string) => {
-    if (!sealed.startsWith(VERSION)) return undefined
-    const raw = Buffer.from(sealed.slice(VERSION.length), "base64")
-    if (raw.length < 28) return undefined
-    try {
-      const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12))
-      decipher.setAAD(Buffer.from(`${repoId}:${name}`))
-      decipher.setAuthTag(raw.subarray(12, 28))
-      return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8")
-    } catch {
-      return undefined
+export const box = (key: Uint8Array) => {
+  // One derived key per purpose, as a KeyObject: a clone signs and checks thousands of links, and
+  // deriving and importing a raw key each time cost more than the HMAC itself.
+  const derived = new Map<string, KeyObject>()
+  const keyFor = (purpose: string) => {
+    let found = derived.get(purpose)
+    if (found === undefined) {
+      found = createSecretKey(createHmac("sha256", key).update(`grove:${purpose}`).digest())
+      derived.set(purpose, found)
+    }
+    return found
+  }
+  return {
+    sign: (purpose: string, message: string) => createHmac("sha256", keyFor(purpose)).update(message).digest("hex"),
+    seal: (repoId: string, name: string, value: string) => {
+      const iv = randomBytes(12)
+      const cipher = createCipheriv("aes-256-gcm", key, iv)
+      cipher.setAAD(Buffer.from(`${repoId}:${name}`))
+      const body = Buffer.concat([cipher.update(value, "utf8"), cipher.final()])
+      return VERSION + Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64")
+    },
+    open: (repoId: string, name: string, sealed: string) => {
+      if (!sealed.startsWith(VERSION)) return undefined
+      const raw = Buffer.from(sealed.slice(VERSION.length), "base64")
+      if (raw.length < 28) return undefined
+      try {
+        const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12))
+        decipher.setAAD(Buffer.from(`${repoId}:${name}`))
+        decipher.setAuthTag(raw.subarray(12, 28))
+        return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8")
+      } catch {
+        return undefined
+      }
     }
   }
-})
+}
 
 const loadKey = (config: ServerConfig["Service"]): Uint8Array => {
   if (config.secretKey !== undefined) return config.secretKey
