@@ -62,6 +62,14 @@ const verify = (hash: string, received: Uint8Array): Effect.Effect<Uint8Array, C
 }
 
 
+/** Where a stored chunk's bytes are: an object of its own (`pack` null), or `size` bytes at `offset` in a pack. */
+export interface ChunkLocation {
+  readonly hash: string
+  readonly size: number
+  readonly pack: string | null
+  readonly offset: number
+}
+
 export class ChunkStore extends Context.Service<ChunkStore, {
   /** Verifies and stores one received chunk (raw or zstd); a chunk the organization already has is not rewritten. */
   readonly put: (orgId: string, hash: string, received: Uint8Array) => Effect.Effect<{ readonly size: number }, ChunkRejected | ChunkStoreError>
@@ -74,9 +82,15 @@ export class ChunkStore extends Context.Service<ChunkStore, {
   readonly missing: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   /** Sizes of the chunks the organization has. */
   readonly sizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, SqlError>
+  /** Where the chunks the organization has are (one query per 500): what reading them needs, sizes included. */
+  readonly locate: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ChunkLocation>, SqlError>
   readonly read: (orgId: string, hash: string) => Stream.Stream<Uint8Array, ChunkReadError>
+  /** The bytes of a located chunk, without another query. */
+  readonly readAt: (orgId: string, location: ChunkLocation) => Stream.Stream<Uint8Array, ChunkReadError>
   /** The bytes of several chunks (inline ones in one query); hashes the organization lacks are absent. */
   readonly readMany: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, Uint8Array>, ChunkReadError>
+  /** The bytes of located chunks: neighbours in a pack are read as one range. */
+  readonly readLocated: (orgId: string, locations: ReadonlyArray<ChunkLocation>) => Effect.Effect<Map<string, Uint8Array>, ChunkReadError>
 }>()("grove/server/content/ChunkStore") {
   static readonly layer = Layer.effect(ChunkStore, Effect.gen(function*() {
     const store = yield* ObjectStore.ObjectStore
@@ -123,8 +137,7 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       }
     })
 
-    type Location = { readonly hash: string; readonly size: string; readonly pack: string | null; readonly pack_offset: string | null }
-    const fetch = (orgId: string, row: Location): Effect.Effect<Uint8Array, ChunkReadError> =>
+    const fetch = (orgId: string, row: ChunkLocation): Effect.Effect<Uint8Array, ChunkReadError> =>
       row.pack === null
         ? Stream.runCollect(store.get({ namespace: namespaceOf(orgId), hash: row.hash })).pipe(
           Effect.map((parts) => {
@@ -132,29 +145,35 @@ export class ChunkStore extends Context.Service<ChunkStore, {
             return list.length === 1 ? list[0]! : new Uint8Array(Buffer.concat(list))
           })
         )
-        : store.getRange({ namespace: namespaceOf(orgId), hash: row.pack }, Number(row.pack_offset), Number(row.size))
+        : store.getRange({ namespace: namespaceOf(orgId), hash: row.pack }, row.offset, row.size)
 
-    const readMany = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
-      const out = new Map<string, Uint8Array>()
+    const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
+      const out = new Map<string, ChunkLocation>()
       const unique = [...new Set(hashes)]
-      const found: Array<Location> = []
       for (let i = 0; i < unique.length; i += 500) {
-        found.push(...(yield* sql<Location>`SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
-          WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 500)})`))
+        const rows = yield* sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
+          SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
+          WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 500)})`
+        for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
       }
+      return out as ReadonlyMap<string, ChunkLocation>
+    })
+
+    const readLocated = Effect.fnUntraced(function*(orgId: string, locations: ReadonlyArray<ChunkLocation>) {
+      const out = new Map<string, Uint8Array>()
       // Chunks of one pack that lie close together are read as one range and sliced: a clone reads
       // thousands of small chunks, mostly in the order they were packed.
-      const spans: Array<{ pack: string; start: number; end: number; rows: Array<Location> }> = []
-      const byPack = new Map<string, Array<Location>>()
-      for (const row of found) {
+      const spans: Array<{ pack: string; start: number; end: number; rows: Array<ChunkLocation> }> = []
+      const byPack = new Map<string, Array<ChunkLocation>>()
+      for (const row of locations) {
         if (row.pack === null) spans.push({ pack: "", start: 0, end: 0, rows: [row] })
         else byPack.set(row.pack, [...(byPack.get(row.pack) ?? []), row])
       }
       for (const [pack, rows] of byPack) {
-        rows.sort((a, b) => Number(a.pack_offset) - Number(b.pack_offset))
+        rows.sort((a, b) => a.offset - b.offset)
         for (const row of rows) {
-          const start = Number(row.pack_offset)
-          const end = start + Number(row.size)
+          const start = row.offset
+          const end = start + row.size
           const last = spans.at(-1)
           if (last !== undefined && last.pack === pack && start >= last.end && start - last.end <= SPAN_GAP && end - last.start <= SPAN_MAX) {
             last.end = end
@@ -168,22 +187,27 @@ export class ChunkStore extends Context.Service<ChunkStore, {
           : store.getRange({ namespace: namespaceOf(orgId), hash: span.pack }, span.start, span.end - span.start).pipe(
             Effect.map((bytes) => {
               for (const row of span.rows) {
-                const at = Number(row.pack_offset) - span.start
-                out.set(row.hash, bytes.subarray(at, at + Number(row.size)))
+                const at = row.offset - span.start
+                out.set(row.hash, bytes.subarray(at, at + row.size))
               }
             })
           ), { concurrency: 4, discard: true })
       return out
     })
 
+    const readMany = (orgId: string, hashes: ReadonlyArray<string>) =>
+      Effect.flatMap(locate(orgId, hashes), (found) => readLocated(orgId, [...found.values()]))
+
+    const readAt = (orgId: string, location: ChunkLocation): Stream.Stream<Uint8Array, ChunkReadError> =>
+      location.pack === null ? store.get({ namespace: namespaceOf(orgId), hash: location.hash }) : Stream.fromEffect(fetch(orgId, location))
+
     const read = (orgId: string, hash: string): Stream.Stream<Uint8Array, ChunkReadError> =>
       Stream.unwrap(
-        sql<Location>`SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
-          WHERE org_id = ${orgId} AND hash = ${hash}`.pipe(
-          Effect.map((rows) => {
-            const row = rows[0]
-            if (row === undefined || row.pack === null) return store.get({ namespace: namespaceOf(orgId), hash })
-            return Stream.fromEffect(fetch(orgId, row))
+        locate(orgId, [hash]).pipe(
+          Effect.map((found) => {
+            const location = found.get(hash)
+            // Not located: the object store answers (ObjectNotFound when it lacks it too).
+            return location === undefined ? store.get({ namespace: namespaceOf(orgId), hash }) : readAt(orgId, location)
           })
         )
       )
@@ -204,8 +228,11 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         return hashes.filter((h) => !have.has(h))
       }),
       sizes,
+      locate,
       read,
-      readMany
+      readAt,
+      readMany,
+      readLocated
     })
   }))
 }
@@ -222,31 +249,31 @@ export const READ_GROUP_BYTES = 2 * 1024 * 1024
 
 /**
  * The chunks of `hashes` in request order, read a group of at most READ_GROUP_BYTES at a time (small
- * ones in one query per group), so memory stays bounded whatever the total. Hashes without a size in
- * `sizes` (not stored) are skipped.
+ * ones of a pack in one range read), so memory stays bounded whatever the total. Hashes without a
+ * location in `located` (not stored) are skipped.
  */
 export const readInOrder = (
   store: ChunkStore["Service"],
   orgId: string,
   hashes: ReadonlyArray<string>,
-  sizes: ReadonlyMap<string, number>
+  located: ReadonlyMap<string, ChunkLocation>
 ): Stream.Stream<{ readonly hash: string; readonly data: Uint8Array }, ChunkReadError> => {
-  const groups: Array<Array<string>> = [[]]
+  const groups: Array<Array<ChunkLocation>> = [[]]
   let bytes = 0
   for (const hash of hashes) {
-    const size = sizes.get(hash)
-    if (size === undefined) continue
-    if (bytes + size > READ_GROUP_BYTES && groups.at(-1)!.length > 0) {
+    const location = located.get(hash)
+    if (location === undefined) continue
+    if (bytes + location.size > READ_GROUP_BYTES && groups.at(-1)!.length > 0) {
       groups.push([])
       bytes = 0
     }
-    groups.at(-1)!.push(hash)
-    bytes += size
+    groups.at(-1)!.push(location)
+    bytes += location.size
   }
   return Stream.fromIterable(groups).pipe(
     Stream.mapEffect((group) =>
-      store.readMany(orgId, group).pipe(Effect.map((found) =>
-        group.flatMap((hash) => {
+      store.readLocated(orgId, group).pipe(Effect.map((found) =>
+        group.flatMap(({ hash }) => {
           const data = found.get(hash)
           return data === undefined ? [] : [{ hash, data }]
         })

@@ -15,7 +15,7 @@ import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "../content/ChunkLinks.ts"
-import { ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
+import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy, withheldChunksAtHeads } from "../path-permissions/CallerPolicy.ts"
@@ -124,11 +124,11 @@ const linkedRepository = Effect.gen(function*() {
   return found.value
 })
 
-const frameStream = (chunks: ChunkStore["Service"], orgId: string, hashes: ReadonlyArray<string>, sizes: ReadonlyMap<string, number>) =>
+const frameStream = (chunks: ChunkStore["Service"], orgId: string, hashes: ReadonlyArray<string>, located: ReadonlyMap<string, ChunkLocation>) =>
   HttpServerResponse.stream(
-    // Read in bounded groups (one query for many small chunks), framed as they go: memory stays bounded whatever the response size.
-    readInOrder(chunks, orgId, hashes, sizes).pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
-    { contentType: "application/octet-stream", headers: { "x-grove-chunk-count": String(hashes.filter((h) => sizes.has(h)).length) } }
+    // Read in bounded groups (one range read for neighbours in a pack), framed as they go: memory stays bounded whatever the response size.
+    readInOrder(chunks, orgId, hashes, located).pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
+    { contentType: "application/octet-stream", headers: { "x-grove-chunk-count": String(hashes.filter((h) => located.has(h)).length) } }
   )
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
@@ -151,14 +151,14 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
       return yield* new ApiErrors.BadRequest({ error: "tokens must list one token per hash", code: "invalid_request" })
     }
     if (!parsed.hashes.every((h, i) => links.check(repo.id, h, parsed.tokens![i]!))) return yield* badLink
-    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.sizes(repo.orgId, parsed.hashes)))
+    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)))
   }
   const { repo, caller } = yield* routeRepository("read")
   const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
   const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
   const wanted = parsed.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
-  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.sizes(repo.orgId, wanted)))
+  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)))
 })))
 
 const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {
@@ -168,11 +168,11 @@ const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", a
   const token = new URL(request.url, "http://link").searchParams.get("t") ?? ""
   if (!(yield* ChunkLinks).check(repo.id, hash, token)) return yield* badLink
   const chunks = yield* ChunkStore
-  const size = (yield* dbUnavailable(chunks.sizes(repo.orgId, [hash]))).get(hash)
-  if (size === undefined) return yield* new ApiErrors.NotFound({ error: `chunk ${hash} not found`, code: "not_found" })
-  return HttpServerResponse.stream(chunks.read(repo.orgId, hash), {
+  const location = (yield* dbUnavailable(chunks.locate(repo.orgId, [hash]))).get(hash)
+  if (location === undefined) return yield* new ApiErrors.NotFound({ error: `chunk ${hash} not found`, code: "not_found" })
+  return HttpServerResponse.stream(chunks.readAt(repo.orgId, location), {
     contentType: "application/octet-stream",
-    contentLength: size
+    contentLength: location.size
   })
 })))
 

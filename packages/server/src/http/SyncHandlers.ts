@@ -343,19 +343,19 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
       const wanted = payload.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
       const restricted = payload.hashes.filter((h) => withheld.has(h))
-      const sizes = yield* dbUnavailable(chunkStore.sizes(repo.orgId, wanted))
+      const located = yield* dbUnavailable(chunkStore.locate(repo.orgId, wanted))
       if (payload.chunk_batch_protocol === "bounded_v1") {
         // Binary links (ChunkLinks): a GET per chunk, and a framed batch for many; nothing inline.
         const base = `${originOf(request)}/api/${repo.owner}/${repo.name}/chunks/fetch`
         return {
-          chunks: wanted.filter((h) => sizes.has(h)).map((hash) => ({ hash, download_url: `${base}/${hash}?t=${links.token(repo.id, hash)}` })),
+          chunks: wanted.filter((h) => located.has(h)).map((hash) => ({ hash, download_url: `${base}/${hash}?t=${links.token(repo.id, hash)}` })),
           batch_url: base,
           ...(restricted.length === 0 ? {} : { restricted })
         }
       }
       // Clients without the bounded batch protocol get the bytes inline: the shape of ChunkDownloadResponse, streamed a chunk at a time: inline content is ~3.6 JSON bytes per byte, so one
       // JSON string of a large download would pass V8's string limit (~512 MiB) and hold every byte as a JS number.
-      const entries = readInOrder(chunkStore, repo.orgId, wanted, sizes).pipe(
+      const entries = readInOrder(chunkStore, repo.orgId, wanted, located).pipe(
         Stream.zipWithIndex,
         Stream.flatMap(([chunk, i]) =>
           Stream.make(
