@@ -1,7 +1,8 @@
 /**
  * Benchmark: the public Oak client against Grove, beside Grove's own client and git, in the same run:
  *   - a clone of 5,005 small files plus one 110 MiB file: `oak clone` vs `grove clone` vs `git clone`
- *     (smart HTTP, `git http-backend`): wall time, bytes received, client peak RSS;
+ *     (smart HTTP, `git http-backend`): wall time, bytes received, client peak RSS; and the same
+ *     `oak clone` from the client's own reference server (`oak serve`), the client's floor here;
  *   - a later push of a new 200 MiB file: `oak push` (staged_v1 with a blob proof) vs `grove push` (each its own
  *     bytes: the same file pushed twice by one user would be deduplicated the second time).
  * Every client talks through the same counting proxy. Needs the `oak` binary (scripts/setup/oak.sh).
@@ -97,6 +98,20 @@ const main = async () => {
   const gitProxy = await startProxy(gitHttp.url)
   onCleanup(gitProxy.close)
 
+  // The client's own reference server, for the client's floor on this machine.
+  const oakServe = await startGuarded(oakPath, ["serve", "--dir", path.join(tmp, "oak-serve"), "--port", "0"], /listening on (http:\/\/\S+)/)
+  onCleanup(oakServe.stop)
+  const serveProxy = await startProxy(oakServe.match[1]!, { keepHost: true })
+  onCleanup(serveProxy.close)
+  const serveWork = path.join(tmp, "serve-work")
+  await oak.run(["init", "serve-work"], tmp)
+  writeTree(serveWork)
+  await oak.run(["commit"], serveWork)
+  const served = await oak.run(["push", "-r", serveProxy.url, "--repo", "bench/oaktree", "--json"], serveWork, { OAK_API_KEY: "" })
+  if (served.code !== 0) throw new Error(served.stderr)
+  const servedBranch = JSON.parse(served.stdout.trim().split("\n").at(-1)!).branch as string
+  log("oak tree pushed to oak serve")
+
   // ---- clones ---------------------------------------------------------------
   const rows: Array<{ what: string; ms: number; bytes: number; rss: number }> = []
   for (let round = 1; round <= 2; round++) {
@@ -110,7 +125,10 @@ const main = async () => {
     const o = await timed(oakPath, ["clone", "-r", proxy.url, "bench/oaktree", path.join(tmp, `oak-clone-${round}`), "--branch", branch], { cwd: tmp, env: oakEnv })
     rows.push({ what: `oak clone #${round}`, ms: o.ms, bytes: received(since), rss: o.rss })
     log(phases(`oak clone #${round}`, o, since(), "bench/oaktree"))
-    for (const r of rows.slice(-3)) log(`${r.what}: ${fmtMs(r.ms)}, ${fmtBytes(r.bytes)} received, client peak RSS ${fmtBytes(r.rss)}`)
+    since = serveProxy.mark()
+    const os_ = await timed(oakPath, ["clone", "-r", serveProxy.url, "bench/oaktree", path.join(tmp, `serve-clone-${round}`), "--branch", servedBranch], { cwd: tmp, env: { ...oakEnv, OAK_API_KEY: "" } })
+    rows.push({ what: `oak clone from oak serve #${round}`, ms: os_.ms, bytes: received(since), rss: os_.rss })
+    for (const r of rows.slice(-4)) log(`${r.what}: ${fmtMs(r.ms)}, ${fmtBytes(r.bytes)} received, client peak RSS ${fmtBytes(r.rss)}`)
   }
 
   // ---- a later push of a new large file ---------------------------------------
@@ -135,11 +153,12 @@ const main = async () => {
   }
   const git = median("git clone")
   const groveClone = median("grove clone")
-  const oakClone = median("oak clone")
+  const oakClone = median("oak clone #")
+  const serveClone = median("oak clone from oak serve")
   console.log(`\nOak client vs grove vs git, same machine, same run (${FILES} files + ${fmtBytes(BIG)}; push ${fmtBytes(PUSH)}); best of 2 clones`)
   console.log("| operation | time | x git | x grove | received/sent | client peak RSS |")
   console.log("|---|---|---|---|---|---|")
-  for (const [name, r] of [["git clone", git], ["grove clone", groveClone], ["oak clone", oakClone]] as const) {
+  for (const [name, r] of [["git clone", git], ["grove clone", groveClone], ["oak clone", oakClone], ["oak clone from oak serve", serveClone]] as const) {
     console.log(`| ${name} | ${fmtMs(r.ms)} | ${(r.ms / git.ms).toFixed(2)} | ${(r.ms / groveClone.ms).toFixed(2)} | ${fmtBytes(r.bytes)} | ${fmtBytes(r.rss)} |`)
   }
   console.log(`| grove push ${fmtBytes(PUSH)} | ${fmtMs(gp.ms)} | | 1.00 | ${fmtBytes(gpBytes)} | ${fmtBytes(gp.rss)} |`)

@@ -66,7 +66,11 @@ const frameCounter = () => {
   }
 }
 
-export const startProxy = (upstream: string): Promise<Proxy> => {
+/**
+ * `keepHost`: the upstream sees the Host the client asked for (this proxy), for servers that build
+ * links from Host alone (the Oak client's reference server), so their links come back through here too.
+ */
+export const startProxy = (upstream: string, options: { readonly keepHost?: boolean } = {}): Promise<Proxy> => {
   const target = new URL(upstream)
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 })
   const log: Array<Exchange> = []
@@ -85,7 +89,7 @@ export const startProxy = (upstream: string): Promise<Proxy> => {
     const counter = exchange.method === "POST" && /\/chunks\/batch(\?|$)/.test(exchange.path) ? frameCounter() : undefined
     if (exchange.method === "PUT" && /\/chunks\/[0-9a-f]{16,}(\?|$)/.test(exchange.path)) exchange.chunks = 1
     // X-Forwarded-Host: links the server hands out (the Oak client's chunk links) come back through here too.
-    const headers = { ...req.headers, host: target.host, "x-forwarded-host": req.headers.host }
+    const headers = options.keepHost === true ? req.headers : { ...req.headers, host: target.host, "x-forwarded-host": req.headers.host }
     const forward = http.request(
       { hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent },
       (answer) => {
