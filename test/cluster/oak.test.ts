@@ -111,16 +111,7 @@ describe.skipIf(oakPath === undefined)("the Oak client against two cluster nodes
     expect(await headOnBothNodes("main")).toBe(landed.commit_hash)
     const watched = path.join(root, "watched")
     ok(await oak(["clone", "-r", proxy.url, REPO, watched], root), "oak clone (to watch)")
-    fs.writeFileSync(path.join(watched, "mine.txt"), "the watched branch's own work\n")
-    ok(await oak(["commit"], watched), "oak commit")
-    ok(await oak(["push", "--json"], watched), "oak push")
-    const state = await expectWatchHearsMain(client, watched, async () => {
-      fs.writeFileSync(path.join(work, "heard.txt"), "over the cluster's event stream\n")
-      ok(await oak(["commit"], work), "oak commit")
-      ok(await oak(["desc", "For the watcher"], work), "oak desc")
-      const merged = jsonOf(ok(await oak(["merge", "--json"], work), "oak merge"))
-      return { main: merged.commit_hash as string, file: "heard.txt" }
-    })
+    const state = await expectWatchHearsMain(client, watched, work, "heard.txt", "over the cluster's event stream\n")
     expect(state).toMatchObject({ transport: "sse", last_error: null })
     const pushed = await headOnBothNodes(state["branch"] as string)
     expect(pushed).toBe(state["last_pushed_head"])

@@ -12,6 +12,7 @@ import {
   expectSameTree,
   expectServerHas as expectServerHasOf,
   expectWatchHearsMain,
+  WATCHED_OWN_FILE,
   jsonOf,
   makeOak,
   noise,
@@ -343,23 +344,13 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect((await branchOnServer("merge-me")).state).toBe("merged")
   })
   it("watch hears main move on the event stream: a merge reaches a watching checkout in seconds, and it pushes its branch", async () => {
-    // The watched checkout's branch has a commit of its own, so it is on the server and the daemon's push shows there.
-    fs.writeFileSync(path.join(w3, "mine.txt"), "the watched branch's own work\n")
-    ok(await oak(["commit"], w3), "oak commit")
-    ok(await oak(["push", "--json"], w3), "oak push")
-    const state = await expectWatchHearsMain(client, w3, async () => {
-      fs.writeFileSync(path.join(w1, "watched.txt"), "heard over the event stream\n")
-      ok(await oak(["commit"], w1), "oak commit")
-      ok(await oak(["desc", "For the watcher"], w1), "oak desc")
-      const merged = jsonOf(ok(await oak(["merge", "--json"], w1), "oak merge"))
-      return { main: merged.commit_hash as string, file: "watched.txt" }
-    })
+    const state = await expectWatchHearsMain(client, w3, w1, "watched.txt", "heard over the event stream\n")
     // The activity heartbeat is not a Grove feature: its 404 reads as "unsupported" and the daemon carries on.
     expect(state).toMatchObject({ transport: "sse", heartbeat: "unsupported", last_error: null })
     const watched = await branchOnServer(state["branch"] as string)
     expect(watched.head).toBe(state["last_pushed_head"])
     expect((await rawBytes(watched.head!, "watched.txt")).bytes.toString()).toBe("heard over the event stream\n")
-    expect((await rawBytes(watched.head!, "mine.txt")).bytes.toString()).toBe("the watched branch's own work\n")
+    expect((await rawBytes(watched.head!, WATCHED_OWN_FILE.path)).bytes.toString()).toBe(WATCHED_OWN_FILE.text)
   }, 120_000)
 
   it("findings and feedback, which Grove does not provide, answer the errors the client explains best", async () => {

@@ -277,27 +277,39 @@ export const watchState = (checkout: string): Record<string, unknown> | undefine
   }
 }
 
+/** What `expectWatchHearsMain` puts on the watched branch before watching, so that branch is on the server. */
+export const WATCHED_OWN_FILE = { path: "mine.txt", text: "the watched branch's own work\n" }
+
 /**
- * `oak watch` in `checkout` (on a branch of its own, pushed) hears main move over the server's event
- * stream: with its polls an hour apart, the merge `land` makes (answering main's new head and a file
- * it added) reaches the checkout within seconds, and the daemon pushes its branch with main merged
- * in. Answers the daemon's final state (`last_pushed_head` is that push).
+ * `oak watch` in `watched` hears main move over the server's event stream. The watched branch first
+ * gets a commit of its own, pushed (so the daemon's later push shows on the server). With the
+ * daemon's polls an hour apart, `lander` then lands `file` (holding `text`) on main with `oak merge`;
+ * the file reaches the watched checkout within seconds, and the daemon pushes its branch with main
+ * merged in. Answers the daemon's final state (`last_pushed_head` is that push).
  */
 export const expectWatchHearsMain = async (
   client: OakClient,
-  checkout: string,
-  land: () => Promise<{ readonly main: string; readonly file: string }>
+  watched: string,
+  lander: string,
+  file: string,
+  text: string
 ): Promise<Record<string, unknown>> => {
-  const daemon = client.background(["watch", "start", "--foreground"], checkout, { OAK_WATCH_POLL_SECS: "3600" })
+  fs.writeFileSync(path.join(watched, WATCHED_OWN_FILE.path), WATCHED_OWN_FILE.text)
+  ok(await client.run(["commit"], watched), "oak commit (watched)")
+  ok(await client.run(["push", "--json"], watched), "oak push (watched)")
+  const daemon = client.background(["watch", "start", "--foreground"], watched, { OAK_WATCH_POLL_SECS: "3600" })
   try {
     const connected = await waitFor("the event stream to connect", async () => {
-      const state = watchState(checkout)
+      const state = watchState(watched)
       return state?.["transport"] === "sse" ? state : undefined
     }, 30_000)
-    const { main, file } = await land()
-    await waitFor("the merge to reach the watched checkout", async () => (fs.existsSync(path.join(checkout, file)) ? true : undefined), 30_000)
+    fs.writeFileSync(path.join(lander, file), text)
+    ok(await client.run(["commit"], lander), "oak commit")
+    ok(await client.run(["desc", `Land ${file} for the watcher`], lander), "oak desc")
+    const main = jsonOf(ok(await client.run(["merge", "--json"], lander), "oak merge")).commit_hash as string
+    await waitFor("the merge to reach the watched checkout", async () => (fs.existsSync(path.join(watched, file)) ? true : undefined), 30_000)
     return await waitFor("the watched branch to be pushed with main merged in", async () => {
-      const state = watchState(checkout)
+      const state = watchState(watched)
       const pushed = state?.["last_pushed_head"]
       return state?.["last_main_head"] === main && typeof pushed === "string" && pushed !== connected["last_pushed_head"] ? state : undefined
     }, 30_000)
