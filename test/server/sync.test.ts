@@ -397,6 +397,18 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
     }
   })
 
+  it("sends the empty blob with no chunks (its shape in the Oak client), on pull and blobs/info", async () => {
+    const a = await newRepo("empty-blob")
+    const c = buildCommit({ branch: "e", files: { "empty.txt": "", "full.txt": "full\n" } })
+    expect((await a.post("/sam/empty-blob/push", pushBody({ branch: "e", commits: [c] }))).body.success).toBe(true)
+    const pull = await a.get("/sam/empty-blob/pull?branch_name=e")
+    const empty = pull.body.blobs.find((b: { size: number }) => b.size === 0)
+    expect(empty).toEqual({ hash: "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262", content: [], size: 0, chunks: [] })
+    expect(pull.body.blobs.find((b: { size: number }) => b.size === 5).chunks).toHaveLength(1)
+    const info = await a.post("/sam/empty-blob/blobs/info", { hashes: [empty.hash] })
+    expect(info.body.blobs).toEqual([empty])
+  })
+
   it("refuses an expected_head that is not 64 lowercase hex, and a depth that is not a plain integer", async () => {
     const a = await newRepo("fields")
     const c = buildCommit({ branch: "f", files: { "a.txt": "a" } })

@@ -69,11 +69,16 @@ export const checkHashList = (hashes: ReadonlyArray<string>, max: number, what =
   return Effect.void
 }
 
+/**
+ * A blob as the wire carries it on pull and blobs/info: chunk references, no content. The empty blob
+ * goes out with no chunks, its shape in the Oak client (which never uploads it as a chunk): with a
+ * zero-byte chunk listed, a mount kept that reference without the chunk and refused to push it.
+ */
 const toBlobData = (b: { hash: string; size: number; chunks: ReadonlyArray<ApiSync.ChunkRefData> }): ApiSync.BlobData => ({
   hash: b.hash,
   content: [],
   size: b.size,
-  chunks: b.chunks
+  chunks: b.size === 0 ? [] : b.chunks
 })
 
 const DIGITS = Array.from({ length: 256 }, (_, v) => Buffer.from(String(v), "latin1"))
