@@ -120,12 +120,24 @@ export const PushResponse = Schema.Struct({
 })
 export type PushResponse = typeof PushResponse.Type
 
+const DEPTH = /^[0-9]{0,15}$/
+
+/** `?depth=` of a pull: the commits of history to send from the head; empty, absent or 0 for all of it. */
+const PullDepth = P.make({
+  check: (value) => DEPTH.test(value) ? { ok: true } : { ok: false, reason: "depth must be a non-negative integer" },
+  description: "Commits of history to send from the head: decimal digits; empty, absent or 0 for the whole history.",
+  pattern: DEPTH.source,
+  minLength: 0,
+  maxLength: 15,
+  exact: true
+})
+
 export const PullQuery = {
   since: Schema.optionalKey(Schema.String),
   branch_name: Schema.optionalKey(Schema.String),
   force: Schema.optionalKey(Schema.String),
   since_rename_id: Schema.optionalKey(Schema.String),
-  depth: Schema.optionalKey(Schema.String),
+  depth: Schema.optionalKey(PullDepth),
   /** A sparse pull: comma-separated path prefixes; every tree is sent, blobs only at covered paths. */
   paths: Schema.optionalKey(Schema.String),
   /** A clone's preflight pin (`integrity`): the pull answers 412 if the scope's heads moved since. */
