@@ -19,6 +19,8 @@ python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 # Headless Chromium for test/server/signin.browser.test.ts (driven by playwright-core; no browser download),
 # with the fonts its Recommends would bring, so screenshots have text.
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
+# FUSE for `oak mount` in test/oak (the client mounts through fusermount3).
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

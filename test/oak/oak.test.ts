@@ -1,6 +1,7 @@
 // Compatibility with the public Oak client: drives the real `oak` binary (oakvcs-cli 0.109.0) against a real Grove server
 // (test/support/Oak.ts finds and runs it; without it this suite is skipped with a printed reason).
 // Each oak run gets a temp HOME, OAK_VERBOSE=1 (its HTTP log is in stderr, shown when an expectation fails).
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
@@ -89,6 +90,7 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
   let w1: string
   let w2: string
   let w3: string
+  let watchedBranch: string
   let branch: string
   let head1: string
   let head2: string
@@ -299,6 +301,8 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     const env = { HOME: fresh, OAK_API_KEY: "", OAK_BROWSER: "false" }
     const login = ok(await oak(["login", "-r", server.url], root, env, `${code}\n`), "oak login (headless)")
     expect(login.stdout + login.stderr).toContain("/cli-auth")
+    // The code's username part is what the client stores as who signed in.
+    expect(ok(await oak(["whoami", "-r", server.url], root, env), "oak whoami").stdout.trim()).toBe(OWNER)
     const listed = jsonOf(ok(await oak(["repo", "list", "-r", server.url, "--json"], root, env), "oak repo list (after login)"))
     expect(listed.repos.map((r: { name: string }) => r.name)).toContain(REPO)
   })
@@ -347,10 +351,55 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     const state = await expectWatchHearsMain(client, w3, w1, "watched.txt", "heard over the event stream\n")
     // The activity heartbeat is not a Grove feature: its 404 reads as "unsupported" and the daemon carries on.
     expect(state).toMatchObject({ transport: "sse", heartbeat: "unsupported", last_error: null })
-    const watched = await branchOnServer(state["branch"] as string)
+    watchedBranch = state["branch"] as string
+    const watched = await branchOnServer(watchedBranch)
     expect(watched.head).toBe(state["last_pushed_head"])
     expect((await rawBytes(watched.head!, "watched.txt")).bytes.toString()).toBe("heard over the event stream\n")
     expect((await rawBytes(watched.head!, WATCHED_OWN_FILE.path)).bytes.toString()).toBe(WATCHED_OWN_FILE.text)
+  }, 120_000)
+
+  it("the remote reads (log, branch review with a merge preview, space repos, auth status, fetch, open) show what the server has; rename answers the spec's 503", async () => {
+    const main = (await branchOnServer("main")).head!
+    const log = jsonOf(ok(await oak(["log", "--json", "--remote"], w1), "oak log --remote"))
+    expect(log).toMatchObject({ kind: "remote_log", branch: "main", head: main })
+    expect(log.commits[0].hash).toBe(main)
+    const review = jsonOf(ok(await oak(["branch", "review", watchedBranch, "--remote", "--merge-preview", "--json"], w1), "oak branch review --remote"))
+    expect(review).toMatchObject({ branch: watchedBranch, against: "main", branch_head: (await branchOnServer(watchedBranch)).head })
+    expect(review.changed_files).toEqual([expect.objectContaining({ path: WATCHED_OWN_FILE.path, status: "added" })])
+    const space = ok(await oak(["space", "repos", OWNER, "-r", server.url], w1), "oak space repos")
+    expect(space.stdout).toContain(`${OWNER}/${REPO}`)
+    const auth = ok(await oak(["auth", "status"], w1), "oak auth status")
+    expect(auth.stdout).toMatch(new RegExp(`Identity: ${OWNER}\\b`))
+    const fetched = ok(await oak(["fetch"], w1), "oak fetch")
+    expect(fetched.stdout + fetched.stderr).toContain("Updating 'main'")
+    expect(ok(await oak(["open", "--print"], w1), "oak open --print").stdout.trim()).toBe(`${server.url}/${OWNER}/${REPO}`)
+    const renamed = await oak(["branch", "rename", watchedBranch, "renamed"], w3)
+    expect(renamed.code).not.toBe(0)
+    expect(renamed.stderr).toContain("renaming branches is temporarily disabled")
+    expect((await branchOnServer(watchedBranch)).status).toBe("open")
+  })
+
+  // FUSE needs the device; fusermount3 comes from scripts/setup/system-deps.sh.
+  it.skipIf(!fs.existsSync("/dev/fuse"))("mount reads files lazily from the server, and mount finish publishes the mount's work as a branch", async () => {
+    const dest = path.join(root, "mounted")
+    fs.mkdirSync(dest)
+    const env = { OAK_WATCH: "0" }
+    ok(await oak(["mount", `${OWNER}/${REPO}`, dest, "-r", server.url], root, env), "oak mount")
+    try {
+      // main's files, fetched on first read (chunks/download, then the chunk links).
+      expect(fs.readFileSync(path.join(dest, "watched.txt"), "utf8")).toBe("heard over the event stream\n")
+      expect(fs.readFileSync(path.join(dest, "big.bin")).equals(fs.readFileSync(path.join(w1, "big.bin")))).toBe(true)
+      fs.writeFileSync(path.join(dest, "from-mount.txt"), "written in a mount\n")
+      const finished = jsonOf(ok(await oak(["mount", "finish", dest, "--desc-file", "-", "--json"], root, env, "Work from a mount"), "oak mount finish"))
+      const pushed = await branchOnServer(finished.virtual_branch)
+      expect(pushed).toMatchObject({ head: finished.head_after, description: "Work from a mount", parent_branch: "main" })
+      expect((await rawBytes(pushed.head!, "from-mount.txt")).bytes.toString()).toBe("written in a mount\n")
+    } finally {
+      await oak(["mount", "end", dest], root, env)
+      // Never leave a mount behind (the temporary directory could not be removed).
+      if (fs.readFileSync("/proc/mounts", "utf8").includes(` ${dest} `)) spawnSync("fusermount3", ["-u", "-z", dest])
+    }
+    expect(fs.existsSync(path.join(dest, "from-mount.txt"))).toBe(false)
   }, 120_000)
 
   it("findings and feedback, which Grove does not provide, answer the errors the client explains best", async () => {
