@@ -82,13 +82,11 @@ export class ChunkStore extends Context.Service<ChunkStore, {
   readonly missing: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   /** Sizes of the chunks the organization has. */
   readonly sizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, SqlError>
-  /** Where the chunks the organization has are (one query per 500): what reading them needs, sizes included. */
+  /** Where the chunks the organization has are (one query per 2,000): what reading them needs, sizes included. */
   readonly locate: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ChunkLocation>, SqlError>
   readonly read: (orgId: string, hash: string) => Stream.Stream<Uint8Array, ChunkReadError>
   /** The bytes of a located chunk, without another query. */
   readonly readAt: (orgId: string, location: ChunkLocation) => Stream.Stream<Uint8Array, ChunkReadError>
-  /** The bytes of several chunks (inline ones in one query); hashes the organization lacks are absent. */
-  readonly readMany: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, Uint8Array>, ChunkReadError>
   /** The bytes of located chunks: neighbours in a pack are read as one range. */
   readonly readLocated: (orgId: string, locations: ReadonlyArray<ChunkLocation>) => Effect.Effect<Map<string, Uint8Array>, ChunkReadError>
 }>()("grove/server/content/ChunkStore") {
@@ -96,16 +94,20 @@ export class ChunkStore extends Context.Service<ChunkStore, {
     const store = yield* ObjectStore.ObjectStore
     const sql = yield* SqlClient.SqlClient
 
-    const sizes = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
-      const out = new Map<string, number>()
+    const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
+      const out = new Map<string, ChunkLocation>()
       const unique = [...new Set(hashes)]
       for (let i = 0; i < unique.length; i += 2000) {
-        const rows = yield* sql<{ hash: string; size: string }>`SELECT hash, size::text AS size FROM chunks
+        const rows = yield* sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
+          SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
           WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 2000)})`
-        for (const r of rows) out.set(r.hash, Number(r.size))
+        for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
       }
-      return out
+      return out as ReadonlyMap<string, ChunkLocation>
     })
+
+    const sizes = (orgId: string, hashes: ReadonlyArray<string>) =>
+      Effect.map(locate(orgId, hashes), (found) => new Map([...found].map(([hash, location]) => [hash, location.size])) as ReadonlyMap<string, number>)
 
     const storeNew = Effect.fnUntraced(function*(orgId: string, chunks: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>) {
       const known = yield* sizes(orgId, chunks.map((c) => c.hash))
@@ -147,18 +149,6 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         )
         : store.getRange({ namespace: namespaceOf(orgId), hash: row.pack }, row.offset, row.size)
 
-    const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
-      const out = new Map<string, ChunkLocation>()
-      const unique = [...new Set(hashes)]
-      for (let i = 0; i < unique.length; i += 500) {
-        const rows = yield* sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
-          SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
-          WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 500)})`
-        for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
-      }
-      return out as ReadonlyMap<string, ChunkLocation>
-    })
-
     const readLocated = Effect.fnUntraced(function*(orgId: string, locations: ReadonlyArray<ChunkLocation>) {
       const out = new Map<string, Uint8Array>()
       // Chunks of one pack that lie close together are read as one range and sliced: a clone reads
@@ -195,9 +185,6 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       return out
     })
 
-    const readMany = (orgId: string, hashes: ReadonlyArray<string>) =>
-      Effect.flatMap(locate(orgId, hashes), (found) => readLocated(orgId, [...found.values()]))
-
     const readAt = (orgId: string, location: ChunkLocation): Stream.Stream<Uint8Array, ChunkReadError> =>
       location.pack === null ? store.get({ namespace: namespaceOf(orgId), hash: location.hash }) : Stream.fromEffect(fetch(orgId, location))
 
@@ -231,18 +218,24 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       locate,
       read,
       readAt,
-      readMany,
       readLocated
     })
   }))
 }
 
-/** The bytes of a blob (or of any chunk list), chunk after chunk, in order. */
+/** The bytes of a blob (or of any chunk list), chunk after chunk, in order: located in one query, then read one by one. */
 export const readChunks = (
   store: ChunkStore["Service"],
   orgId: string,
   chunks: ReadonlyArray<{ readonly hash: string }>
-): Stream.Stream<Uint8Array, ChunkReadError> => Stream.fromIterable(chunks).pipe(Stream.flatMap((c) => store.read(orgId, c.hash)))
+): Stream.Stream<Uint8Array, ChunkReadError> =>
+  Stream.unwrap(store.locate(orgId, chunks.map((c) => c.hash)).pipe(Effect.map((located) =>
+    Stream.fromIterable(chunks).pipe(Stream.flatMap((c) => {
+      const location = located.get(c.hash)
+      // Not located: `read` lets the object store answer (ObjectNotFound when it lacks it too).
+      return location === undefined ? store.read(orgId, c.hash) : store.readAt(orgId, location)
+    }))
+  )))
 
 /** Bytes of chunks read per round trip when streaming many (a chunk larger than this is read alone). */
 export const READ_GROUP_BYTES = 2 * 1024 * 1024
