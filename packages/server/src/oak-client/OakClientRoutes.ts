@@ -26,24 +26,18 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
 
 const findings = notProvided("Not found", "findings_not_supported")
 
-/** The routes, for the method checks made before routing (`Methods.ts`). */
-export const OAK_CLIENT_ROUTES: ReadonlyArray<readonly [method: (typeof METHODS)[number], path: `/${string}`]> = [
+/** Each route with its answer; `Methods.ts` reads the methods and paths for its checks before routing. */
+export const OAK_CLIENT_ROUTES: ReadonlyArray<
+  readonly [method: (typeof METHODS)[number], path: `/${string}`, answer: Effect.Effect<HttpServerResponse.HttpServerResponse>]
+> = [
   // `…/findings/*` also routes `…/findings` itself.
-  ...METHODS.map((method) => [method, "/api/:owner/:name/branches/:branch/findings/*"] as const),
-  ["POST", "/api/feature-requests/cli"],
-  ["GET", "/api/user/preferences"],
-  ["POST", "/api/:owner/:name/branches/:branch/activity"]
-]
-
-const handlers: Record<string, Effect.Effect<HttpServerResponse.HttpServerResponse>> = {
-  "/api/feature-requests/cli": notProvided(
+  ...METHODS.map((method) => [method, "/api/:owner/:name/branches/:branch/findings/*", findings] as const),
+  ["POST", "/api/feature-requests/cli", notProvided(
     "this Grove server does not collect Oak client feedback: tell the people who run it, or the Oak project",
     "feedback_not_supported"
-  ),
-  "/api/user/preferences": notProvided("this server keeps no agent-sync preferences", "preferences_not_supported"),
-  "/api/:owner/:name/branches/:branch/activity": notProvided("this server does not track branch activity", "activity_not_supported")
-}
+  )],
+  ["GET", "/api/user/preferences", notProvided("this server keeps no agent-sync preferences", "preferences_not_supported")],
+  ["POST", "/api/:owner/:name/branches/:branch/activity", notProvided("this server does not track branch activity", "activity_not_supported")]
+]
 
-export const OakClientRoutes = HttpRouter.addAll(
-  OAK_CLIENT_ROUTES.map(([method, path]) => HttpRouter.route(method, path, path.includes("/findings") ? findings : handlers[path]!))
-)
+export const OakClientRoutes = HttpRouter.addAll(OAK_CLIENT_ROUTES.map(([method, path, answer]) => HttpRouter.route(method, path, answer)))
