@@ -12,6 +12,7 @@ const job = (id: string, steps: ReadonlyArray<WorkflowStep>, rest: Partial<Workf
   env: {},
   timeoutMinutes: undefined,
   cache: undefined,
+  network: true,
   steps,
   ...rest
 })
@@ -86,6 +87,12 @@ const VALID: ReadonlyArray<readonly [string, string, Workflow]> = [
     yaml("env: &shared {A: 1}", "jobs:", "  a:", "    env: *shared", "    steps: &steps [{run: x}]", "  b:", "    steps: *steps"),
     workflow([job("a", [step("x")], { env: { A: "1" } }), job("b", [step("x")])], { env: { A: "1" } })
   ],
+  [
+    "network off for the workflow, on again for one job",
+    yaml("network: false", "jobs:", "  offline:", A_STEP, "  online:", "    network: true", A_STEP),
+    workflow([job("offline", [step("x")], { network: false }), job("online", [step("x")])])
+  ],
+  ["network off for one job", yaml("jobs:", "  a:", "    network: false", A_STEP, "  b:", A_STEP), workflow([job("a", [step("x")], { network: false }), job("b", [step("x")])])],
   ["an env variable named __proto__, as a plain name", yaml("env: {__proto__: 1}", "jobs:", "  a:", A_STEP), workflow([job("a", [step("x")])], { env: Object.fromEntries([["__proto__", "1"]]) })]
 ]
 
@@ -100,8 +107,8 @@ const INVALID: ReadonlyArray<readonly [string, string, string]> = [
   ["a duplicate job id", yaml("jobs:", "  a:", A_STEP, "  a:", A_STEP), "4: duplicate job id 'a'"],
   ["a duplicate step key", yaml("jobs:", "  a:", "    steps:", "      - {run: x, run: y}"), "4: duplicate key 'run' in step 1 of job 'a'"],
   ["a duplicate env variable", yaml("env:", "  A: 1", "  A: 2", "jobs:", "  a:", A_STEP), "3: the workflow's env: duplicate variable 'A'"],
-  ["a list for a document", yaml("- jobs"), "1: a workflow must be a map with 'jobs' (and optionally 'on' and 'env')"],
-  ["a string for a document", yaml("jobs"), "1: a workflow must be a map with 'jobs' (and optionally 'on' and 'env')"],
+  ["a list for a document", yaml("- jobs"), "1: a workflow must be a map with 'jobs' (and optionally 'on', 'env' and 'network')"],
+  ["a string for a document", yaml("jobs"), "1: a workflow must be a map with 'jobs' (and optionally 'on', 'env' and 'network')"],
   ["two documents", yaml("jobs:", "  a:", A_STEP, "---", "jobs: {}"), "4: a workflow file holds one YAML document, not several"],
   ["an alias without an anchor", yaml("jobs:", "  a:", "    steps: *steps"), "3: alias '*steps' has no anchor before it"],
   [
@@ -111,7 +118,7 @@ const INVALID: ReadonlyArray<readonly [string, string, string]> = [
     "30: aliases expand the file beyond 262144 values"
   ],
   // Top level
-  ["a 'name' (the name is the file's)", yaml("name: x", "jobs:", "  a:", A_STEP), "1: unknown key 'name' in the workflow (allowed: on, env, jobs)"],
+  ["a 'name' (the name is the file's)", yaml("name: x", "jobs:", "  a:", A_STEP), "1: unknown key 'name' in the workflow (allowed: on, env, network, jobs)"],
   ["no jobs", yaml("on: push"), "1: a workflow needs 'jobs'"],
   ["an empty jobs map", yaml("jobs: {}"), "1: 'jobs' must be a map of at least one job"],
   ["a list of jobs", yaml("jobs:", "  - a"), "2: 'jobs' must be a map of at least one job"],
@@ -134,7 +141,7 @@ const INVALID: ReadonlyArray<readonly [string, string, string]> = [
   ["a job id with a space", yaml("jobs:", "  'a b':", A_STEP), "2: job id 'a b' must be 1-64 letters, digits, '_' or '-'"],
   ["a job id of 65 characters", yaml("jobs:", `  ${"j".repeat(65)}:`, A_STEP), `2: job id '${"j".repeat(65)}' must be 1-64 letters, digits, '_' or '-'`],
   ["101 jobs", yaml("jobs:", ...Array.from({ length: 101 }, (_, index) => `  j${index}: {steps: [{run: x}]}`)), "102: a workflow may have at most 100 jobs"],
-  ["an unknown job key", yaml("jobs:", "  build:", "    runs-on: linux", "    stepz:", "      - run: x"), "3: unknown key 'runs-on' in job 'build' (allowed: name, needs, env, timeout-minutes, cache, steps)"],
+  ["an unknown job key", yaml("jobs:", "  build:", "    runs-on: linux", "    stepz:", "      - run: x"), "3: unknown key 'runs-on' in job 'build' (allowed: name, needs, env, timeout-minutes, cache, network, steps)"],
   ["a job that is not a map", yaml("jobs:", "  a: make"), "2: job 'a' must be a map with 'steps'"],
   ["a job without steps", yaml("jobs:", "  a:", "    name: A"), "2: job 'a' needs 'steps'"],
   ["an empty list of steps", yaml("jobs:", "  a:", "    steps: []"), "3: job 'a': 'steps' must be a list of at least one step"],
@@ -173,6 +180,9 @@ const INVALID: ReadonlyArray<readonly [string, string, string]> = [
   ["a cache path that climbs out", yaml("jobs:", "  a:", "    cache: {key: k, paths: [a/../../x]}", A_STEP), "3: job 'a': cache paths must be relative paths inside the workspace (no leading '/', no '..'), not \"a/../../x\""],
   ["an empty cache path", yaml("jobs:", "  a:", "    cache: {key: k, paths: ['']}", A_STEP), "3: job 'a': cache paths must be relative paths inside the workspace (no leading '/', no '..'), not \"\""],
   ["a control character in a cache path", yaml("jobs:", "  a:", '    cache: {key: k, paths: ["a\\nb"]}', A_STEP), "3: job 'a': cache paths must be relative paths inside the workspace (no leading '/', no '..'), not \"a\\nb\""],
+  // network
+  ["a network value that is not a boolean", yaml("jobs:", "  a:", "    network: off", A_STEP), "3: job 'a': 'network' must be true or false"],
+  ["a workflow network of 0", yaml("network: 0", "jobs:", "  a:", A_STEP), "1: the workflow's 'network' must be true or false"],
   // Steps
   ["a step that is a string", yaml("jobs:", "  a:", "    steps:", "      - make"), "4: step 1 of job 'a' must be a map with 'run'"],
   ["an unknown step key", yaml("jobs:", "  a:", "    steps:", "      - run: x", "        shell: zsh"), "5: unknown key 'shell' in step 1 of job 'a' (allowed: name, run, env, timeout-minutes, continue-on-error)"],

@@ -29,6 +29,8 @@ export interface WorkflowJob {
   readonly env: Readonly<Record<string, string>>
   readonly timeoutMinutes: number | undefined
   readonly cache: WorkflowCache | undefined
+  /** Whether steps reach the network: the job's `network`, else the workflow's, else true. */
+  readonly network: boolean
   readonly steps: ReadonlyArray<WorkflowStep>
 }
 export interface Workflow {
@@ -56,8 +58,8 @@ const DEFAULT_STEP_NAME = 80
 const MAX_READS = 256 * 1024
 const DEFAULT_ON: ReadonlyArray<WorkflowEvent> = ["push", "branch.created", "merge", "manual"]
 
-const TOP_KEYS = ["on", "env", "jobs"]
-const JOB_KEYS = ["name", "needs", "env", "timeout-minutes", "cache", "steps"]
+const TOP_KEYS = ["on", "env", "network", "jobs"]
+const JOB_KEYS = ["name", "needs", "env", "timeout-minutes", "cache", "network", "steps"]
 const STEP_KEYS = ["name", "run", "env", "timeout-minutes", "continue-on-error"]
 const CACHE_KEYS = ["key", "paths"]
 
@@ -166,13 +168,15 @@ class Reader {
 
   workflow(name: string, path: string): Workflow {
     const root = this.resolve(this.doc.contents)
-    if (!isMap(root)) return fail(root, "a workflow must be a map with 'jobs' (and optionally 'on' and 'env')")
+    if (!isMap(root)) return fail(root, "a workflow must be a map with 'jobs' (and optionally 'on', 'env' and 'network')")
     const top = this.fields(root, "the workflow", TOP_KEYS)
     const onField = top.get("on")
     const envField = top.get("env")
     const jobsField = top.get("jobs")
     const on = onField === undefined ? DEFAULT_ON : this.on(onField)
     const env = envField === undefined ? {} : this.env(envField, "the workflow's env")
+    const networkField = top.get("network")
+    const network = networkField === undefined ? true : flag(networkField, "the workflow's 'network'")
     if (jobsField === undefined) return fail(root, "a workflow needs 'jobs'")
     const jobsMap = jobsField.value
     if (!isMap(jobsMap) || jobsMap.items.length === 0) return fail(at(jobsField), "'jobs' must be a map of at least one job")
@@ -185,7 +189,7 @@ class Reader {
       if (seen.has(key.name)) fail(key.node, `duplicate job id '${key.name}'`)
       if (index >= MAX_JOBS) fail(key.node, `a workflow may have at most ${MAX_JOBS} jobs`)
       seen.add(key.name)
-      return { job: this.job(key.name, { key: key.node, value: this.resolve(pair.value) }, ids), key: key.node }
+      return { job: this.job(key.name, { key: key.node, value: this.resolve(pair.value) }, ids, network), key: key.node }
     })
     return { name, path, on, env, jobs: order(jobs) }
   }
@@ -221,7 +225,7 @@ class Reader {
     return Object.fromEntries(out)
   }
 
-  job(id: string, field: Field, ids: ReadonlySet<string>): WorkflowJob {
+  job(id: string, field: Field, ids: ReadonlySet<string>, workflowNetwork: boolean): WorkflowJob {
     const what = `job '${id}'`
     const map = field.value
     if (!isMap(map)) return fail(at(field), `${what} must be a map with 'steps'`)
@@ -231,6 +235,7 @@ class Reader {
     const env = fields.get("env")
     const timeout = fields.get("timeout-minutes")
     const cache = fields.get("cache")
+    const network = fields.get("network")
     const steps = fields.get("steps")
     if (steps === undefined) return fail(field.key, `${what} needs 'steps'`)
     return {
@@ -240,6 +245,7 @@ class Reader {
       env: env === undefined ? {} : this.env(env, `the env of ${what}`),
       timeoutMinutes: timeout === undefined ? undefined : timeoutMinutes(timeout, what),
       cache: cache === undefined ? undefined : this.cache(cache, what),
+      network: network === undefined ? workflowNetwork : flag(network, `${what}: 'network'`),
       steps: this.steps(steps, what)
     }
   }
