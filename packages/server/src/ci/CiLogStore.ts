@@ -33,9 +33,10 @@ export class CiLogStore extends Context.Service<CiLogStore, {
         yield* Stream.runForEach(store.get({ namespace: namespace(orgId), hash }), (part) => Effect.sync(() => parts.push(part)))
         return Buffer.concat(parts).toString("utf8")
       })
+    // Ordered by the column (`ci_log_chunks.id`): the text alias `id` would put piece 10 before piece 9.
     const after = Effect.fnUntraced(function*(orgId: string, runId: number, afterId: number, limit = 1000) {
       const rows = yield* sql<{ id: string; step_id: number; object_hash: string }>`SELECT id::int8::text AS id, step_id, object_hash
-        FROM ci_log_chunks WHERE run_id = ${runId} AND id > ${afterId} ORDER BY id LIMIT ${limit}`
+        FROM ci_log_chunks WHERE run_id = ${runId} AND id > ${afterId} ORDER BY ci_log_chunks.id LIMIT ${limit}`
       return yield* Effect.forEach(rows, (row) =>
         Effect.map(read(orgId, row.object_hash), (text): LogPiece => ({ id: Number(row.id), stepId: row.step_id, text })), { concurrency: 8 })
     })

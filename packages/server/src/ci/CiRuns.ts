@@ -32,8 +32,9 @@ export class CiRuns extends Context.Service<CiRuns, {
     const box = yield* SecretBox
     const repoKey = sql`o.slug || '/' || lower(r.name)`
     return CiRuns.of({
+      // `ci_runs.id`, not `id`: ORDER BY would take the text alias of the select list and sort 9 above 10.
       list: (repoId, limit) =>
-        sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} ORDER BY id DESC LIMIT ${limit}`.pipe(
+        sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} ORDER BY ci_runs.id DESC LIMIT ${limit}`.pipe(
           Effect.map((rows) => rows.map(fromRow))
         ),
       get: (repoId, runId) =>
