@@ -43,10 +43,11 @@ export const make = Effect.fnUntraced(function*(options: OutboxRelayOptions = {}
   /** Publishes one batch; returns how many rows it published. */
   const relayBatch = Effect.gen(function*() {
     if (owned.size === 0) return 0
+    // Ordered by the column: the text alias `id` would relay event 10 before event 9.
     const rows = yield* sql<Row>`
       SELECT id::text AS id, event_id::text AS "eventId", topic, key, payload FROM event_outbox
       WHERE published_at IS NULL AND partition IN ${sql.in([...owned])}
-      ORDER BY id LIMIT ${batchSize}`
+      ORDER BY event_outbox.id LIMIT ${batchSize}`
     if (rows.length === 0) return 0
     yield* bus.publish(rows.map((row) => ({
       topic: row.topic,
