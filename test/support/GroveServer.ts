@@ -39,6 +39,8 @@ export const run = (
       clearTimeout(timer)
       resolve({ code: code ?? -1, stdout, stderr })
     })
+    // A command may exit before it reads its input: an EPIPE then is no failure of the test.
+    child.stdin.on("error", () => undefined)
     child.stdin.end(options.input ?? "")
   })
 
