@@ -60,6 +60,16 @@ export interface StartOptions {
   readonly args?: ReadonlyArray<string>
 }
 
+/**
+ * Servers this test process started and has not seen exit. A test that fails or times out may never
+ * reach its `stop()` (a `beforeAll` that timed out leaves no handle to stop): they are killed when the
+ * test process exits, so no server outlives its suite.
+ */
+const live = new Set<ChildProcess>()
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL")
+})
+
 export const startServer = async (options: StartOptions = {}): Promise<GroveServer> => {
   const ownDataDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "grove-e2e-"))
@@ -68,8 +78,10 @@ export const startServer = async (options: StartOptions = {}): Promise<GroveServ
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"]
   })
+  live.add(child)
+  child.once("exit", () => live.delete(child))
   let output = ""
-  const url = await new Promise<string>((resolve, reject) => {
+  const started = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000)
     const onData = (d: Buffer) => {
       output += d.toString()
@@ -85,6 +97,12 @@ export const startServer = async (options: StartOptions = {}): Promise<GroveServ
       clearTimeout(timer)
       reject(new Error(`server exited with ${code}:\n${output}`))
     })
+  })
+  // A server that did not come up is not left running (nor its data directory left behind).
+  const url = await started.catch((error: unknown) => {
+    child.kill("SIGKILL")
+    if (ownDataDir) fs.rmSync(dataDir, { recursive: true, force: true })
+    throw error
   })
   const stop = () =>
     new Promise<void>((resolve) => {
