@@ -4,7 +4,7 @@
  */
 import { Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { action, load } from "./CommandAction.ts"
+import { action, load, Switch } from "./CommandAction.ts"
 
 const orgModule = () => load(() => import("./commands/Org.ts"))
 const saModule = () => load(() => import("./commands/ServiceAccount.ts"))
@@ -122,7 +122,7 @@ const permsShow = Command.make("show", {
 const permsPropose = Command.make("propose", {
   repo: Argument.String("repo").pipe(Argument.withDescription("The repository, as owner/name")),
   file: Argument.String("file").pipe(Argument.withDescription("The new .oak/PERMISSIONS"), Argument.optional),
-  remove: Flag.Boolean("delete").pipe(Flag.withDefault(false), Flag.withDescription("Propose removing the file instead")),
+  remove: Switch("delete").pipe(Flag.withDescription("Propose removing the file instead")),
   description: Flag.String("description").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("The branch's description"), Flag.optional)
 }, (input) => action((remote) => Effect.flatMap(permsModule(), (m) => m.propose(remote, input)))).pipe(
   Command.withDescription("Propose a new .oak/PERMISSIONS (or its removal) as a branch off main (admins and owners)")

@@ -1,7 +1,7 @@
 /** `grove ci ...`: CI runs and secrets of a repository. The body is imported on first use, like every command's. */
 import { Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { action, load } from "./CommandAction.ts"
+import { action, load, Switch } from "./CommandAction.ts"
 
 const ciModule = () => load(() => import("./commands/Ci.ts"))
 
@@ -19,7 +19,7 @@ const show = Command.make("show", { repo: repoFlag, id: idArgument }, (input) =>
 const logs = Command.make("logs", {
   repo: repoFlag,
   id: idArgument,
-  follow: Flag.Boolean("follow").pipe(Flag.withAlias("f"), Flag.withDefault(false), Flag.withDescription("Stream the output live until the run ends"))
+  follow: Switch("follow").pipe(Flag.withAlias("f"), Flag.withDescription("Stream the output live until the run ends"))
 }, (input) => action((remote) => Effect.flatMap(ciModule(), (m) => m.logs(remote, input)))).pipe(
   Command.withDescription("Print a run's logs (with -f, follow them live; exit 1 unless the run succeeds)")
 )

@@ -91,6 +91,20 @@ describe("grove exit codes without a server", () => {
       expect(JSON.parse(json.stdout)).toMatchObject({ code: "network" })
     }))
 
+  it.live("an on/off flag never takes the next word as its value: ci logs -f 1, --json 1, -y 1", () =>
+    Effect.gen(function*() {
+      const remote = yield* offline
+      // Each reaches the server (exit 6 here); before, `-f` took `1` and the run id was missing (exit 2).
+      const ci = ["--repo", "alice/demo", "--remote", remote]
+      for (const argv of [["ci", "logs", "-f", "1", ...ci], ["ci", "logs", "--follow", "1", ...ci], ["ci", "logs", "--json", "1", ...ci], ["repo", "delete", "-y", "alice/demo", "--remote", remote]]) {
+        const result = yield* grove(argv)
+        expect(result.exitCode, `${argv.join(" ")}: ${result.stdout}${result.stderr}`).toBe(6)
+        expect(result.stderr).not.toContain("Missing required argument")
+      }
+      // An explicit value still works when attached.
+      expect((yield* grove(["ci", "logs", "1", "--follow=false", "--repo", "alice/demo", "--remote", remote])).exitCode).toBe(6)
+    }))
+
   it.live("auth status with no credential: exit 6", () =>
     Effect.gen(function*() {
       const remote = yield* offline

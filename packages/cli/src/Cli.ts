@@ -9,7 +9,7 @@ import { ChildProcessSpawner } from "effect/process"
 import { org, perms, sa } from "./AccessCommands.ts"
 import { ci } from "./CiCommands.ts"
 import { webhook } from "./WebhookCommands.ts"
-import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported } from "./CommandAction.ts"
+import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
 
@@ -24,8 +24,7 @@ const branchModule = () => load(() => import("./commands/Branch.ts"))
 const localModule = () => load(() => import("./commands/Local.ts"))
 
 const login = Command.make("login", {
-  headless: Flag.Boolean("headless").pipe(
-    Flag.withDefault(false),
+  headless: Switch("headless").pipe(
     Flag.withDescription("No browser here: sign in on any device and paste the one-time code")
   )
 }, (input) => action((remote) => Effect.flatMap(loginModule(), (m) => m.login(remote, input)))).pipe(
@@ -71,7 +70,7 @@ const repoCreate = Command.make("create", {
     Flag.withDescription("Create it in this organization (default: your personal organization)"),
     Flag.optional
   ),
-  public: Flag.Boolean("public").pipe(Flag.withDefault(false), Flag.withDescription("Make it public (default: private)")),
+  public: Switch("public").pipe(Flag.withDescription("Make it public (default: private)")),
   description: Flag.String("description").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("A description"), Flag.optional)
 }, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.create(remote, input)))).pipe(
   Command.withDescription("Create a repository")
@@ -84,9 +83,8 @@ const repoShow = Command.make("show", { repo: repoArgument }, (input) =>
 
 const repoDelete = Command.make("delete", {
   repo: repoArgument,
-  yes: Flag.Boolean("yes").pipe(
+  yes: Switch("yes").pipe(
     Flag.withAlias("y"),
-    Flag.withDefault(false),
     Flag.withDescription("Do not ask for confirmation (required when stdin is not a terminal)")
   )
 }, (input) => action((remote) => Effect.flatMap(repoModule(), (m) => m.remove(remote, input)))).pipe(
@@ -150,9 +148,8 @@ const clone = Command.make("clone", {
 
 const switchCommand = Command.make("switch", {
   name: Argument.String("name").pipe(Argument.withDescription("The branch to work on"), Argument.optional),
-  create: Flag.Boolean("create").pipe(
+  create: Switch("create").pipe(
     Flag.withAlias("c"),
-    Flag.withDefault(false),
     Flag.withDescription("Create the branch from main (without a name: a personal branch <user>-<6 hex>)")
   )
 }, (input) => action(() => Effect.flatMap(branchModule(), (m) => m.switchBranch(input)))).pipe(
@@ -185,8 +182,7 @@ const pull = Command.make("pull", {}, () =>
 
 const merge = Command.make("merge", {
   branch: Argument.String("branch").pipe(Argument.withDescription("The branch to merge (default: the current one)"), Argument.optional),
-  force: Flag.Boolean("force").pipe(
-    Flag.withDefault(false),
+  force: Switch("force").pipe(
     Flag.withDescription("Merge even when CI on the branch is running or failing (recorded in the audit log)")
   ),
   wait: Flag.Finite("wait").pipe(

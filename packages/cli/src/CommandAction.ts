@@ -12,9 +12,14 @@ import type { Interaction } from "./Interaction.ts"
 import { Output } from "./Output.ts"
 import { chooseRemote, DEFAULT_REMOTE } from "./Remote.ts"
 
+/**
+ * An on/off flag that never takes the next word as its value. effect/cli's Flag.Boolean reads a following
+ * `1`, `yes` or `off` as its value, so `grove ci logs -f 1` lost its run id; `--flag=false` still works.
+ */
+export const Switch = (name: string) => Flag.Boolean(name).pipe(Flag.withOptionalValue("true"), Flag.withDefault(false))
+
 export const JsonFlag = GlobalFlag.Setting("json")({
-  flag: Flag.Boolean("json").pipe(
-    Flag.withDefault(false),
+  flag: Switch("json").pipe(
     Flag.withDescription("Print exactly one JSON document on stdout: the result, or { error, code } on failure")
   )
 })
