@@ -36,13 +36,17 @@ interface Sent {
  * POSTs `size` bytes of JSON-looking filler, with a Content-Length or chunked, and resolves with
  * the server's answer as soon as it arrives (the rest of the body is then abandoned).
  */
-const sendLarge = (path: string, size: number, options: { chunked?: boolean; token?: string; contentType?: string } = {}) =>
+const sendLarge = (
+  path: string,
+  size: number,
+  options: { chunked?: boolean; token?: string; contentType?: string; method?: string } = {}
+) =>
   new Promise<Sent>((resolve, reject) => {
     const url = new URL(path, server.url)
     const headers: http.OutgoingHttpHeaders = { "content-type": options.contentType ?? "application/json" }
     if (options.chunked !== true) headers["content-length"] = String(size)
     if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
-    const request = http.request(url, { method: "POST", headers, agent: false })
+    const request = http.request(url, { method: options.method ?? "POST", headers, agent: false })
     let written = 0
     let answered = false
     const piece = Buffer.alloc(64 * 1024, "[")
@@ -176,6 +180,85 @@ describe("body limits", () => {
     // Without a length, the read stops at the limit and the page answers 413 (not an empty form).
     const chunked = await sendLarge("/cli-auth", 64 * 1024, { contentType: "application/x-www-form-urlencoded", chunked: true })
     expect(chunked.status).toBe(413)
+  })
+})
+
+describe("the routes with large bodies check access before reading a byte (issue 20, item 4)", () => {
+  const LARGE = 100 * 1000 * 1000
+
+  /** Sends 100 MB anonymously (or with `token`) and checks the refusal came at once, the body unread. */
+  const refusedUnread = async (path: string, options: { chunked?: boolean; token?: string }, status: number) => {
+    const pid = server.process.pid!
+    const before = rssBytes(pid)
+    const started = Date.now()
+    const sent = await sendLarge(path, LARGE, options)
+    const elapsed = Date.now() - started
+    const growth = rssBytes(pid) - before
+    console.log(
+      `${path} ${options.chunked === true ? "chunked" : "Content-Length"}: ${sent.status} after ${elapsed} ms, ` +
+        `${(sent.written / MiB).toFixed(1)} MiB written, server RSS growth ${(growth / MiB).toFixed(2)} MiB`
+    )
+    expect(sent.status, JSON.stringify(sent.body)).toBe(status)
+    expect(isErrorBody(sent.body)).toBe(true)
+    expect(sent.headers.connection).toBe("close")
+    // The server read nothing: what was written is what the sockets' buffers took (a few MiB).
+    expect(sent.written).toBeLessThan(32 * MiB)
+    // Refused at once (2 s on a loaded machine; about 10 ms alone).
+    expect(elapsed).toBeLessThan(2_000)
+    expect(growth).toBeLessThan(8 * MiB)
+    return sent
+  }
+
+  it("refuses an anonymous 100 MB push to a missing repository with 404, Content-Length or chunked, push and staged-v1", async () => {
+    // Warm up the refusal's path (token lookup, repository lookup) so the measurement sees the body only.
+    for (let i = 0; i < 3; i++) await sendLarge("/api/nobody/none/push", 2 * MiB)
+    for (const path of ["/api/nobody/none/push", "/api/nobody/none/push/staged-v1"]) {
+      for (const chunked of [false, true]) {
+        const sent = await refusedUnread(path, { chunked }, 404)
+        expect(sent.body.code).toBe("not_found")
+      }
+    }
+  })
+
+  it("refuses a 100 MB push by a caller who cannot write: anonymous 401 on a public repository, a stranger 404 on a private one", async () => {
+    const a = api(server.url, alice)
+    expect((await a.post("/repos", { name: "guarded-public", is_public: true })).status).toBe(201)
+    expect((await a.post("/repos", { name: "guarded-private" })).status).toBe(201)
+    const stranger = await server.createUser("stranger")
+    for (const path of ["/api/alice/guarded-public/push", "/api/alice/guarded-public/push/staged-v1"]) {
+      for (const chunked of [false, true]) await refusedUnread(path, { chunked }, 401)
+    }
+    for (const path of ["/api/alice/guarded-private/push", "/api/alice/guarded-private/push/staged-v1"]) {
+      for (const chunked of [false, true]) await refusedUnread(path, { chunked, token: stranger }, 404)
+    }
+    // An invalid token is refused before the body too.
+    await refusedUnread("/api/alice/guarded-private/push", { token: "grove_not-a-real-token" }, 401)
+  })
+
+  it("refuses the other large routes the same way: chunk upload, chunk batch, blobs/info, proof pages", async () => {
+    const hash = "a".repeat(64)
+    const token = "t".repeat(32)
+    for (const path of [`/api/nobody/none/chunks/batch`, "/api/nobody/none/blobs/info"]) {
+      await refusedUnread(path, { chunked: true }, 404)
+    }
+    // PUT routes, over the same helper's socket (method aside, the same request).
+    for (const path of [`/api/nobody/none/chunks/${hash}`, `/api/nobody/none/blobs/proofs/${token}/mappings`]) {
+      const sent = await sendLarge(path, LARGE, { method: "PUT", chunked: true })
+      expect(sent.status, path).toBe(404)
+      expect(sent.written, path).toBeLessThan(32 * MiB)
+    }
+    // A malformed owner answers the route's 400 before the body as well.
+    const bad = await sendLarge("/api/-bad-/none/push", LARGE)
+    expect(bad.status).toBe(400)
+    expect(bad.body.code).toBe("invalid_input")
+    expect(bad.written).toBeLessThan(32 * MiB)
+  })
+
+  it("still lets a writer's push through to the handler", async () => {
+    // 2 MiB of junk from the owner reaches the handler: a 400 for the body, not an access refusal.
+    const push = await sendLarge("/api/alice/guarded-private/push", 2 * MiB, { token: alice })
+    expect(push.status).toBe(400)
+    expect(push.body.code).toBe("invalid_request")
   })
 })
 

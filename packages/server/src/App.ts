@@ -42,6 +42,7 @@ import { PushStages } from "./staged-push/PushStages.ts"
 import { StagedPushHandlers } from "./staged-push/StagedPushHandlers.ts"
 import { AuthenticationLive, RequestValidationLive } from "./http/Authentication.ts"
 import { CliAuthHandlers } from "./http/CliAuthHandlers.ts"
+import { AccessBeforeBodyLive } from "./http/AccessBeforeBody.ts"
 import { BodyLimitsLive } from "./http/BodyLimits.ts"
 import { JsonErrorsLive } from "./http/JsonErrors.ts"
 import { MethodsLive } from "./http/Methods.ts"
@@ -114,7 +115,7 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
 // Global middleware added first wraps the rest: the security headers go on every response, even one
 // another global middleware answers without routing (405, 413, 415, an early 401).
 // Then JSON errors, then, before routing, each route's body limit (413, 415) and unsupported
-// methods and missing tokens (405, 401).
+// methods and missing tokens (405, 401), then, for the routes with large bodies, the caller's access (AccessBeforeBody).
 export const Routes = Layer.mergeAll(
   SecurityHeadersLive,
   ApiRoutes,
@@ -128,7 +129,8 @@ export const Routes = Layer.mergeAll(
   HomePage,
   JsonErrorsLive,
   BodyLimitsLive,
-  MethodsLive
+  MethodsLive,
+  AccessBeforeBodyLive
 )
 
 export const HttpAppLive = HttpRouter.serve(Routes, {

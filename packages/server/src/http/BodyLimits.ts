@@ -9,13 +9,15 @@
  *   touches the database, with the route's limit: the read stops past it and the request answers
  *   the same 413, so memory never holds more than the limit. The handler then reads the bytes read
  *   here. Larger routes read a chunked body with the route's limit as `MaxBodySize` where they
- *   read it (after authentication: buffering 256 MiB for anyone who asks would be the attack).
+ *   read it, after `AccessBeforeBody` has authenticated the caller and authorized the repository
+ *   from the path (buffering 256 MiB for anyone who asks would be the attack).
  * - A body on a JSON route that is not `application/json` answers 415 `{ error, code: "unsupported_media_type" }`.
  *
  * Small JSON routes get 1 MiB (10,000 hashes, the most a hash list but `blobs/info`'s may carry, fit in 0.7 MiB).
  * The push (and a staged push's batch) keeps its large limit (small blobs travel inline as number arrays, about 4 bytes per
  * byte); the binary routes keep theirs and check them again while streaming.
  */
+import type { Access } from "@grove/core"
 import { ByteSize, Effect, Result, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
@@ -30,7 +32,8 @@ export const PUSH_LIMIT = 256 * MiB
 /** One chunk or one batch of chunks (`ChunkRoutes`). */
 export const CHUNK_UPLOAD_LIMIT = 64 * MiB
 
-const SEGMENT = "[^/]+"
+/** Captured, so that a rule's `owner` and `name` (the first two parameters) can be read. */
+const SEGMENT = "([^/]+)"
 
 interface Rule {
   readonly method: string
@@ -38,27 +41,33 @@ interface Rule {
   readonly limit: number
   /** The body is not JSON (binary frames, a form, git's protocol): no 415 check here. */
   readonly raw?: boolean
+  /**
+   * What the caller must be allowed on `/api/{owner}/{name}` before a byte of the body is read
+   * (`AccessBeforeBody`): the routes whose bodies are larger than the pre-read limit.
+   */
+  readonly access?: Access.Action
 }
 
-const route = (method: string, path: string, limit: number, raw = false): Rule => ({
+const route = (method: string, path: string, limit: number, options: { raw?: boolean; access?: Access.Action } = {}): Rule => ({
   method,
   pattern: new RegExp(`^${path.split("/").map((part) => part.startsWith(":") ? SEGMENT : part).join("/")}$`),
   limit,
-  raw
+  ...options
 })
 
 const RULES: ReadonlyArray<Rule> = [
-  route("POST", "/api/:owner/:name/push", PUSH_LIMIT),
-  route("POST", "/api/:owner/:name/push/staged-v1", PUSH_LIMIT),
+  route("POST", "/api/:owner/:name/push", PUSH_LIMIT, { access: "write" }),
+  route("POST", "/api/:owner/:name/push/staged-v1", PUSH_LIMIT, { access: "write" }),
   // 10,000 chunk references per page, as the Oak client pages them (at most 2 MiB each).
-  route("PUT", "/api/:owner/:name/blobs/proofs/:token/mappings", 2 * MiB),
+  route("PUT", "/api/:owner/:name/blobs/proofs/:token/mappings", 2 * MiB, { access: "write" }),
   // Up to 250,000 hashes (67 bytes each in JSON).
-  route("POST", "/api/:owner/:name/blobs/info", 20 * MiB),
-  route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, true),
-  route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, true),
-  route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, true),
-  route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, true),
-  route("POST", "/cli-auth", 16 * KiB, true)
+  route("POST", "/api/:owner/:name/blobs/info", 20 * MiB, { access: "read" }),
+  route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write" }),
+  route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write" }),
+  // No access rule: a chunk link's token (in the body) may be the credential; the route reads at most 2 MiB.
+  route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, { raw: true }),
+  route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, { raw: true }),
+  route("POST", "/cli-auth", 16 * KiB, { raw: true })
 ]
 
 export interface BodyLimit {
@@ -73,6 +82,23 @@ export const bodyLimit = (method: string, pathname: string): BodyLimit => {
     if (rule.method === method && rule.pattern.test(pathname)) return { limit: rule.limit, json: rule.raw !== true }
   }
   return { limit: DEFAULT_LIMIT, json: pathname === "/api" || pathname.startsWith("/api/") }
+}
+
+export interface BodyAccess {
+  readonly action: Access.Action
+  /** As in the path (percent-encoded). */
+  readonly owner: string
+  readonly name: string
+}
+
+/** What a request must be allowed before its body is read, for the routes that name one. */
+export const bodyAccess = (method: string, pathname: string): BodyAccess | undefined => {
+  for (const rule of RULES) {
+    if (rule.method !== method || rule.access === undefined) continue
+    const match = rule.pattern.exec(pathname)
+    if (match !== null) return { action: rule.access, owner: match[1]!, name: match[2]! }
+  }
+  return undefined
 }
 
 export const payloadTooLarge = (limit: number) =>
