@@ -1,8 +1,8 @@
 /**
  * Path permissions end to end: `.oak/PERMISSIONS` on main, and every read path withholding what a
  * caller may not read — raw (404), the zip and `git clone` (files left out), pull
- * (`restricted_blobs`), `blobs/info` and `chunks/download` (`restricted`), presence checks — while
- * tree listings keep the entries. A group member and a named user are granted; org admins read
+ * (`restricted_blobs`), `blobs/info` and `chunks/download` (`restricted`), presence checks and
+ * tree listings (entries left out). A group member and a named user are granted; org admins read
  * everything; a plain member and an anonymous reader of the public repository are not granted.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -122,10 +122,12 @@ describe("path permissions", () => {
     }
   })
 
-  it("tree listings keep the entries", async () => {
+  it("tree listings leave out the files the caller may not read, as a pull does", async () => {
     const listed = await as("nina").get("/acme/app/tree/main/secret")
     expect(listed.status).toBe(200)
-    expect(JSON.stringify(listed.body)).toContain("key.txt")
+    expect(JSON.stringify(listed.body)).not.toContain("key.txt")
+    expect(JSON.stringify(listed.body)).not.toContain(hashes["secret/key.txt"])
+    expect((await as("mia").get("/acme/app/tree/main/secret")).body.entries.map((e: { name: string }) => e.name)).toEqual(["key.txt"])
   })
 
   it("the zip leaves the files out", async () => {

@@ -21,6 +21,8 @@ export interface BlobInfo {
  * What dedup may count as present for one caller writing to one repository: objects a repository the
  * caller (within its key's repository limit) can read reaches, and objects this caller uploaded to
  * such a repository. Anything else is missing and must be uploaded again (its bytes are still stored once).
+ * In a repository whose path permissions withhold something from the caller, only blobs it may read at
+ * a branch head count (and their chunks): a hash alone never grants content.
  */
 export interface DedupScope {
   readonly orgId: string
@@ -30,6 +32,16 @@ export interface DedupScope {
   readonly principal: string
   /** Ids of the organization's repositories the caller can read (the written one among them). */
   readonly readable: ReadonlyArray<string>
+  /** Of `readable`, those whose path permissions withhold something from the caller (usually none). */
+  readonly restricted: ReadonlyArray<RestrictedRepository>
+}
+
+export interface RestrictedRepository {
+  readonly repoId: string
+  /** Whether the caller may read a path there (the policy of main's `.oak/PERMISSIONS`). */
+  readonly canRead: (path: string) => boolean
+  /** The blobs the caller may read at the repository's branch heads (computed once, when asked). */
+  readonly readableBlobs: Effect.Effect<ReadonlySet<string>, SqlError>
 }
 
 export type ObjectKind = "chunk" | "blob" | "tree"
@@ -231,19 +243,43 @@ export class ContentObjects extends Context.Service<ContentObjects, {
       present: Effect.fnUntraced(function*(kind, scope, hashes) {
         if (scope.readable.length === 0) return new Set<string>()
         const readable = [...scope.readable]
-        const rows = yield* inBatches([...new Set(hashes)], (slice) => {
+        const unique = [...new Set(hashes)]
+        // Trees are sent whole to every reader (only blobs are withheld): a restricted repository's trees count.
+        const restricted = kind === "tree" ? [] : scope.restricted
+        const restrictedIds = new Set(restricted.map((r) => r.repoId))
+        const whole = readable.filter((id) => !restrictedIds.has(id))
+        const rows = yield* inBatches(unique, (slice) => {
           const reached = kind === "chunk"
             ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc JOIN repo_blobs rb ON rb.blob_hash = bc.blob_hash
-                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${readable}::uuid[])`
+                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${whole}::uuid[])`
             : kind === "blob"
-            ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${readable}::uuid[]) AND blob_hash = ANY(${slice})`
-            : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${readable}::uuid[]) AND tree_hash = ANY(${slice})`
+            ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${whole}::uuid[]) AND blob_hash = ANY(${slice})`
+            : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${whole}::uuid[]) AND tree_hash = ANY(${slice})`
           return sql<{ hash: string }>`${reached}
             UNION SELECT u.hash FROM object_uploads u WHERE u.repo_id = ANY(${readable}::uuid[]) AND u.principal = ${scope.principal}
               AND u.hash = ANY(${slice})
               AND EXISTS (SELECT 1 FROM ${sql.literal(STORED_TABLE[kind])} o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash)`
         })
-        return new Set(rows.map((r) => r.hash))
+        const found = new Set(rows.map((r) => r.hash))
+        const rest = unique.filter((h) => !found.has(h))
+        if (restricted.length === 0 || rest.length === 0) return found
+        // What only restricted repositories reach counts when its blob is readable there at a branch head;
+        // the walk for that happens only when such a candidate exists (and is cached by heads).
+        const ids = [...restrictedIds]
+        const candidates = yield* inBatches(rest, (slice) =>
+          kind === "chunk"
+            ? sql<{ repo_id: string; hash: string; blob: string }>`SELECT DISTINCT rb.repo_id::text AS repo_id, bc.chunk_hash AS hash,
+                bc.blob_hash AS blob FROM blob_chunks bc JOIN repo_blobs rb ON rb.blob_hash = bc.blob_hash
+                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${ids}::uuid[])`
+            : sql<{ repo_id: string; hash: string; blob: string }>`SELECT repo_id::text AS repo_id, blob_hash AS hash, blob_hash AS blob
+                FROM repo_blobs WHERE repo_id = ANY(${ids}::uuid[]) AND blob_hash = ANY(${slice})`)
+        for (const repo of restricted) {
+          const mine = candidates.filter((c) => c.repo_id === repo.repoId && !found.has(c.hash))
+          if (mine.length === 0) continue
+          const readableBlobs = yield* repo.readableBlobs
+          for (const c of mine) if (readableBlobs.has(c.blob)) found.add(c.hash)
+        }
+        return found
       }),
       recordUploads: Effect.fnUntraced(function*(scope, hashes) {
         const unique = [...new Set(hashes)]

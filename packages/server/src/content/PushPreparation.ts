@@ -17,7 +17,7 @@ import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
 import { ChunkStore, readChunks } from "./ChunkStore.ts"
 import { type BlobInfo, ContentObjects, type DedupScope } from "./ContentObjects.ts"
-import { makeTreeCache } from "./TreeCache.ts"
+import { makeTreeCache, type TreeCache } from "./TreeCache.ts"
 
 /** The push breaks a rule of the protocol; nothing was published. */
 export class PushRejected extends Schema.TaggedError<PushRejected>()("PushRejected", {
@@ -74,6 +74,30 @@ export interface StagedBatch {
   /** Commits earlier batches of the same stage admitted: parents that need not be published. */
   readonly stagedCommits: ReadonlySet<string>
 }
+
+/** The blobs under `roots` at paths `canRead` allows, and at paths it does not (one load per tree level). */
+const blobsByPath = Effect.fnUntraced(function*(cache: TreeCache, roots: ReadonlyArray<string>, canRead: (path: string) => boolean) {
+  const readable = new Set<string>()
+  const hidden = new Set<string>()
+  const seen = new Set<string>()
+  let level = [...new Set(roots)].map((hash) => ({ hash, prefix: "" }))
+  while (level.length > 0) {
+    yield* cache.load(level.map((t) => t.hash))
+    const next: Array<{ hash: string; prefix: string }> = []
+    for (const { hash, prefix } of level) {
+      const key = `${hash}\u0000${prefix}`
+      if (seen.has(key)) continue
+      seen.add(key)
+      for (const e of cache.get(hash) ?? []) {
+        const path = `${prefix}${e.name}`
+        if (e.kind === "tree") next.push({ hash: e.hash, prefix: `${path}/` })
+        else (canRead(path) ? readable : hidden).add(e.hash)
+      }
+    }
+    level = next
+  }
+  return { readable, hidden }
+})
 
 export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   repo: { readonly id: string; readonly orgId: string },
@@ -251,10 +275,17 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   yield* chunkStore.putMany(repo.orgId, inlineChunks)
 
   // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
-  const unresolved = [...blobRefs].filter((h) => !pushedBlobs.has(h))
+  // Where path permissions withhold something from the caller, every path of the pushed trees counts (a known
+  // tree may be placed anew): a blob at a path it may read must be one it can read already or uploads now;
+  // one only at paths it may not read may also be one the repository has (kept as it is: nothing is granted).
+  const here = scope.restricted.find((r) => r.repoId === repo.id)
+  const placed = here === undefined ? undefined : yield* blobsByPath(cache, body.commits.map((c) => c.manifest_hash), here.canRead)
+  const unresolved = [...new Set([...blobRefs, ...placed?.readable ?? [], ...placed?.hidden ?? []])].filter((h) => !pushedBlobs.has(h))
   const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
   const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()])
-  const implicit = unresolved.filter((h) => !visibleBlobs.has(h))
+  const hiddenOnly = placed === undefined ? [] : [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
+  const kept = hiddenOnly.length === 0 ? new Set<string>() : yield* objects.repoBlobs(repo.id, hiddenOnly)
+  const implicit = unresolved.filter((h) => !visibleBlobs.has(h) && !kept.has(h))
   const chunkSizes = yield* presentChunkSizes(implicit)
   for (const h of implicit) {
     const size = chunkSizes.get(h)

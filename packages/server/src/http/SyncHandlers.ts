@@ -277,10 +277,9 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "write"))
       const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
+      // Nor of content path permissions withhold from the caller: the scope counts only what it may read.
       const have = yield* dbUnavailable(objects.present("blob", scope, payload.hashes))
-      // Nor does it tell of content withheld from the caller by path permissions.
-      const withheld = yield* withheldAtHeads(yield* callerPolicy(caller, repo), repo)
-      const missing = payload.hashes.filter((h) => !have.has(h) || withheld.has(h))
+      const missing = payload.hashes.filter((h) => !have.has(h))
       // Every registered blob was re-hashed from its chunks before it was registered, so the strict receipt
       // predicate holds for all of them; `verify_content` re-reads and re-hashes them now.
       const receipts = payload.require_verified_receipts === true ? { verified_receipts_required: true } : {}
@@ -322,11 +321,11 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       if (sizes !== null && sizes.length !== payload.hashes.length) {
         return yield* new ApiErrors.BadRequest({ error: "sizes must list one size per hash", code: "invalid_input" })
       }
-      // Stored chunks the caller cannot read count as missing: it uploads them (they are still stored once).
+      // Stored chunks the caller cannot read (path permissions included) count as missing: it uploads them
+      // (they are still stored once).
       const scope = yield* dbUnavailable(dedupScope(caller, repo).pipe(services))
       const present = yield* dbUnavailable(objects.present("chunk", scope, payload.hashes))
-      const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
-      const missing = payload.hashes.filter((h) => !present.has(h) || withheld.has(h))
+      const missing = payload.hashes.filter((h) => !present.has(h))
       if (sizes !== null && missing.length > 0) {
         const wanted = new Set(missing)
         const needed = payload.hashes.reduce((sum, h, i) => sum + (wanted.has(h) ? sizes[i] ?? 0 : 0), 0)

@@ -6,7 +6,8 @@ import { ApiErrors, type Caller } from "@grove/api"
 import { Effect } from "effect"
 import { type Policy, PathPermissions, type RepositoryRef } from "./PathPermissions.ts"
 
-const unavailable = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+/** Any failure to read the permissions is the server's: 503, retryable. */
+export const unavailable = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
     Effect.catch((error) =>
       Effect.logWarning("path permissions could not be read", error).pipe(

@@ -12,6 +12,9 @@
  *   it sits only at paths they may not read (the same bytes at a readable path are readable anyway).
  *   Hash-addressed reads (`blobs/info`, `chunks/download`) consider the heads of all branches; a pull
  *   considers the commits it sends. A chunk is withheld when it belongs to a withheld blob.
+ * - Dedup (`DedupScope`) asks the other way round: which blobs the caller can read at a branch head
+ *   (`readableAtHeads`), for every repository of the organization it reads (`policies`, one query for
+ *   all their main heads; nothing at all for an admin).
  */
 import type { Caller } from "@grove/api"
 import { Access, Permissions } from "@grove/core"
@@ -65,6 +68,10 @@ export class PathPermissions extends Context.Service<PathPermissions, {
   readonly withheldAtHeads: (policy: Policy, repo: RepositoryRef) => Effect.Effect<ReadonlySet<string>, SqlError>
   /** Chunks of withheld blobs. */
   readonly withheldChunks: (orgId: string, blobs: ReadonlySet<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
+  /** The policy of each repository (all of one organization, the caller's role in it given). */
+  readonly policies: (caller: Caller, repos: ReadonlyArray<RepositoryRef>) => Effect.Effect<Map<string, Policy>, SqlError | ChunkReadError>
+  /** Blobs `policy` may read at the heads of the repository's branches (the same bytes elsewhere do not count). */
+  readonly readableAtHeads: (policy: Policy, repo: RepositoryRef) => Effect.Effect<ReadonlySet<string>, SqlError>
 }>()("grove/server/path-permissions/PathPermissions") {
   static readonly layer = Layer.effect(PathPermissions, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -96,11 +103,19 @@ export class PathPermissions extends Context.Service<PathPermissions, {
         return whole
       })
 
+    // Readable blobs by (repository, view, heads): heads are commits, so a hit is exact; pushes of one
+    // caller ask for it several times (blobs/check, chunks/check, push) while the heads stay put.
+    const readableCache = new TtlCache<string, ReadonlySet<string>>(60_000, { maxEntries: 64 })
+
     const load = (repo: RepositoryRef) =>
       Effect.gen(function*() {
         const main = yield* branches.get(repo.id, MAIN)
-        const head = main?.head
-        if (head == null) return undefined
+        return yield* loadAt(repo, main?.head ?? null)
+      })
+
+    const loadAt = (repo: RepositoryRef, head: string | null) =>
+      Effect.gen(function*() {
+        if (head === null) return undefined
         return yield* parsed.get(`${repo.id}:${head}`, Effect.gen(function*() {
           const commit = (yield* objects.loadCommits(repo.id, [head])).get(head)
           if (commit === undefined) return undefined
@@ -121,7 +136,13 @@ export class PathPermissions extends Context.Service<PathPermissions, {
 
     const policy = (caller: Caller, repo: RepositoryRef) =>
       Effect.gen(function*() {
-        const loaded = yield* load(repo)
+        // Admins read everything: no need to read the file.
+        if (Access.holdsRole(caller.principal, repo.callerRole, "admin")) return OPEN
+        return yield* policyOf(caller, repo, yield* load(repo))
+      })
+
+    const policyOf = (caller: Caller, repo: RepositoryRef, loaded: LoadedPermissions | undefined) =>
+      Effect.gen(function*() {
         if (loaded === undefined) return OPEN
         if (Access.holdsRole(caller.principal, repo.callerRole, "admin")) return OPEN
         const principal = caller.principal
@@ -134,9 +155,9 @@ export class PathPermissions extends Context.Service<PathPermissions, {
         return { open: false, canRead: (path: string) => check(path).granted, viewKey } satisfies Policy
       })
 
-    const withheldIn = (policy: Policy, orgId: string, roots: ReadonlyArray<string>) =>
+    /** The blobs under `roots` at paths `policy` may read, and those at paths it may not. */
+    const classify = (policy: Policy, orgId: string, roots: ReadonlyArray<string>) =>
       Effect.gen(function*() {
-        if (policy.open) return new Set<string>()
         const readable = new Set<string>()
         const hidden = new Set<string>()
         const seen = new Set<string>()
@@ -159,8 +180,22 @@ export class PathPermissions extends Context.Service<PathPermissions, {
           }
           level = next
         }
+        return { readable, hidden }
+      })
+
+    const withheldIn = (policy: Policy, orgId: string, roots: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        if (policy.open) return new Set<string>()
+        const { hidden, readable } = yield* classify(policy, orgId, roots)
         for (const hash of readable) hidden.delete(hash)
         return hidden
+      })
+
+    const headManifests = (repo: RepositoryRef) =>
+      Effect.gen(function*() {
+        const heads = (yield* branches.list(repo.id)).flatMap((b) => b.head == null ? [] : [b.head])
+        const commits = yield* objects.loadCommits(repo.id, heads)
+        return [...new Set([...commits.values()].map((c) => c.manifest_hash))].sort()
       })
 
     return PathPermissions.of({
@@ -169,9 +204,29 @@ export class PathPermissions extends Context.Service<PathPermissions, {
       withheldIn,
       withheldAtHeads: (policy, repo) =>
         policy.open ? Effect.succeed(new Set<string>()) : Effect.gen(function*() {
-          const heads = (yield* branches.list(repo.id)).flatMap((b) => b.head == null ? [] : [b.head])
-          const commits = yield* objects.loadCommits(repo.id, heads)
-          return yield* withheldIn(policy, repo.orgId, [...commits.values()].map((c) => c.manifest_hash))
+          return yield* withheldIn(policy, repo.orgId, yield* headManifests(repo))
+        }),
+      policies: (caller, repos) =>
+        Effect.gen(function*() {
+          const out = new Map<string, Policy>()
+          const rest = repos.filter((r) => {
+            if (!Access.holdsRole(caller.principal, r.callerRole, "admin")) return true
+            out.set(r.id, OPEN)
+            return false
+          })
+          if (rest.length === 0) return out
+          // One query for every main head; the parse is cached by head, so most repositories cost nothing more.
+          const rows = yield* sql<{ repo_id: string; head: string | null }>`SELECT repo_id::text AS repo_id, head FROM branches
+            WHERE repo_id = ANY(${rest.map((r) => r.id)}::uuid[]) AND name = ${MAIN}`
+          const heads = new Map(rows.map((r) => [r.repo_id, r.head]))
+          for (const repo of rest) out.set(repo.id, yield* policyOf(caller, repo, yield* loadAt(repo, heads.get(repo.id) ?? null)))
+          return out
+        }),
+      readableAtHeads: (policy, repo) =>
+        Effect.gen(function*() {
+          const roots = yield* headManifests(repo)
+          const key = createHash("sha256").update(`${repo.id}\n${policy.viewKey}\n${roots.join(",")}`).digest("hex")
+          return yield* readableCache.get(key, Effect.map(classify(policy, repo.orgId, roots), (c) => c.readable))
         }),
       withheldChunks: (orgId, blobs) =>
         blobs.size === 0 ? Effect.succeed(new Set<string>()) : Effect.map(
