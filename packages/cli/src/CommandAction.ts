@@ -10,7 +10,8 @@ import type { CliFailure } from "./Failures.ts"
 import { type ExitCode, usage } from "./Failures.ts"
 import type { Interaction } from "./Interaction.ts"
 import { Output } from "./Output.ts"
-import { chooseRemote, DEFAULT_REMOTE } from "./Remote.ts"
+import { defaultRemote } from "./CredentialResolver.ts"
+import { chooseRemote, DEFAULT_REMOTE, remoteGiven } from "./Remote.ts"
 
 /**
  * An on/off flag that never takes the next word as its value. effect/cli's Flag.Boolean reads a following
@@ -27,7 +28,7 @@ export const JsonFlag = GlobalFlag.Setting("json")({
 export const RemoteFlag = GlobalFlag.Setting("remote")({
   flag: Flag.String("remote").pipe(
     Flag.withMetavar("URL"),
-    Flag.withDescription(`The server (default: $GROVE_REMOTE, else ${DEFAULT_REMOTE})`),
+    Flag.withDescription(`The server (default: $GROVE_REMOTE, else the checkout's, else the last one logged in to, else ${DEFAULT_REMOTE})`),
     Flag.optional
   )
 })
@@ -43,7 +44,8 @@ export const action = (body: (remote: string) => Effect.Effect<void, CliFailure,
     const output = Output.make(yield* JsonFlag)
     const remoteFlag = yield* RemoteFlag
     const { env } = yield* CliEnv
-    const chosen = chooseRemote(Option.getOrUndefined(remoteFlag), env)
+    const flag = Option.getOrUndefined(remoteFlag)
+    const chosen = chooseRemote(flag, env, remoteGiven(flag, env) ? DEFAULT_REMOTE : yield* defaultRemote())
     yield* ("error" in chosen ? Effect.fail(usage(chosen.error)) : body(chosen.remote)).pipe(
       Effect.provideService(Output, output),
       Effect.catchTag("CliFailure", (failure) =>

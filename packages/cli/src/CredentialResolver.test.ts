@@ -4,7 +4,8 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { captureConsole, envLayer, tempDir } from "../test/support.ts"
 import { CredentialStore } from "./Credentials.ts"
-import { resolveCredential } from "./CredentialResolver.ts"
+import { defaultRemote, resolveCredential } from "./CredentialResolver.ts"
+import { DEFAULT_REMOTE } from "./Remote.ts"
 
 const remote = "http://127.0.0.1:8080"
 
@@ -108,5 +109,31 @@ describe("resolveCredential", () => {
       const broken = yield* resolve(envLayer({ home, cwd: work })).pipe(Effect.provideService(Console.Console, captured.console))
       expect(Option.isNone(broken.credential)).toBe(true)
       expect(captured.stderr).toEqual([`warning: ignoring ${path.join(work, ".grove", "config.json")}: not a valid checkout config`])
+    }))
+})
+
+describe("defaultRemote", () => {
+  const session = (created_at: string) => ({ token: "grove_s", username: "alice", created_at })
+
+  it.live("outside a checkout: the last server logged in to (the newest session), else the local default", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir("home")
+      const layer = envLayer({ home, cwd: home })
+      expect(yield* defaultRemote().pipe(Effect.provide(layer))).toBe(DEFAULT_REMOTE)
+      yield* Effect.gen(function*() {
+        const store = yield* CredentialStore
+        yield* store.put("http://first:1", session("2026-01-02T00:00:00.000Z"))
+        yield* store.put("http://older:1", session("2025-01-01T00:00:00.000Z"))
+      }).pipe(Effect.provide(layer))
+      expect(yield* defaultRemote().pipe(Effect.provide(layer))).toBe("http://first:1")
+      // A broken credentials file leaves the local default (the command that needs a session reports it).
+      yield* Effect.promise(() => fs.writeFile(path.join(home, ".grove", "credentials"), "not json", { mode: 0o600 }))
+      expect(yield* defaultRemote().pipe(Effect.provide(layer))).toBe(DEFAULT_REMOTE)
+    }))
+
+  it.live("in a checkout: the checkout's server, even after a login elsewhere", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* setup({ checkoutRemote: "http://checkout:9/" })
+      expect(yield* defaultRemote().pipe(Effect.provide(layer))).toBe("http://checkout:9")
     }))
 })

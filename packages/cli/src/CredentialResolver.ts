@@ -10,7 +10,7 @@ import { Clock, Effect, Option } from "effect"
 import { findCheckout } from "./Checkout.ts"
 import { CliEnv } from "./CliEnv.ts"
 import { CredentialStore } from "./Credentials.ts"
-import { sameRemote } from "./Remote.ts"
+import { DEFAULT_REMOTE, normaliseRemote, sameRemote } from "./Remote.ts"
 
 export type CredentialSource = "env" | "checkout" | "session"
 
@@ -84,3 +84,16 @@ export const describeSource = (credential: { readonly source: CredentialSource; 
       return `the login session in ${credential.location}`
   }
 }
+
+/**
+ * The server when neither `--remote` nor `GROVE_REMOTE` names one: in a checkout its server, elsewhere the
+ * last server logged in to (`~/.grove/credentials` keeps it with the session), else the local default.
+ */
+export const defaultRemote = Effect.fn("CredentialResolver.defaultRemote")(function*() {
+  const { cwd, home } = yield* CliEnv
+  const checkout = yield* findCheckout(cwd, home)
+  const bound = Option.flatMap(checkout, (c) => Option.fromUndefinedOr(normaliseRemote(c.config.remote)))
+  if (Option.isSome(bound)) return bound.value
+  const store = yield* CredentialStore
+  return Option.getOrElse(yield* store.lastLogin, () => DEFAULT_REMOTE)
+})

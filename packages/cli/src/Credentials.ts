@@ -29,6 +29,8 @@ export interface CredentialStoreShape {
   readonly put: (remote: string, session: StoredSession) => Effect.Effect<void, CliFailure>
   /** True when a session was there. */
   readonly remove: (remote: string) => Effect.Effect<boolean, CliFailure>
+  /** The server of the newest session (the last `grove login`); none when there is none or the file is unreadable. */
+  readonly lastLogin: Effect.Effect<Option.Option<string>>
 }
 
 const ioFailure = (what: string, file: string) => (error: unknown) =>
@@ -103,6 +105,15 @@ export class CredentialStore extends Context.Service<CredentialStore, Credential
             const { [remote]: _, ...rest } = all
             return Effect.as(writeAll(rest), true)
           })
+        ,
+        // A broken file is reported by the command that needs a session, not by every command.
+        lastLogin: readAll.pipe(
+          Effect.map((all) => {
+            const newest = Object.entries(all).sort(([, a], [, b]) => Date.parse(b.created_at) - Date.parse(a.created_at))[0]
+            return Option.fromUndefinedOr(newest?.[0])
+          }),
+          Effect.orElseSucceed(() => Option.none<string>())
+        )
       })
     })
   )

@@ -25,6 +25,10 @@ describe("Remote", () => {
     expect(chooseRemote(undefined, { GROVE_REMOTE: "http://b:2/" })).toEqual({ remote: "http://b:2" })
     expect(chooseRemote(undefined, { GROVE_REMOTE: "" })).toEqual({ remote: DEFAULT_REMOTE })
     expect(chooseRemote(undefined, {})).toEqual({ remote: DEFAULT_REMOTE })
+    // The fallback (the checkout's server or the last login) comes after both.
+    expect(chooseRemote(undefined, {}, "http://last:3")).toEqual({ remote: "http://last:3" })
+    expect(chooseRemote(undefined, { GROVE_REMOTE: "http://b:2" }, "http://last:3")).toEqual({ remote: "http://b:2" })
+    expect(chooseRemote("http://a:1", {}, "http://last:3")).toEqual({ remote: "http://a:1" })
     expect(chooseRemote("ftp://x", {})).toEqual({ error: "--remote: not an http(s) server address: ftp://x" })
     expect(chooseRemote(undefined, { GROVE_REMOTE: "nope" })).toEqual({ error: "GROVE_REMOTE: not an http(s) server address: nope" })
   })

@@ -23,17 +23,25 @@ export const sameRemote = (a: string, b: string): boolean => {
   return left !== undefined && left === normaliseRemote(b)
 }
 
-/** The server a command addresses: `--remote`, else `GROVE_REMOTE`, else the local default. */
+/** Whether `--remote` or `GROVE_REMOTE` names the server, so no default is needed. */
+export const remoteGiven = (flag: string | undefined, env: Readonly<Record<string, string | undefined>>): boolean =>
+  flag !== undefined || (env["GROVE_REMOTE"] ?? "") !== ""
+
+/**
+ * The server a command addresses: `--remote`, else `GROVE_REMOTE`, else `fallback` (the checkout's
+ * server, else the last one logged in to: `defaultRemote`), else the local default.
+ */
 export const chooseRemote = (
   flag: string | undefined,
-  env: Readonly<Record<string, string | undefined>>
+  env: Readonly<Record<string, string | undefined>>,
+  fallback: string = DEFAULT_REMOTE
 ): { readonly remote: string } | { readonly error: string } => {
   const fromEnv = env["GROVE_REMOTE"]
   const [raw, origin] = flag !== undefined
     ? [flag, "--remote"]
     : fromEnv !== undefined && fromEnv !== ""
     ? [fromEnv, "GROVE_REMOTE"]
-    : [DEFAULT_REMOTE, "default"]
+    : [fallback, "default"]
   const remote = normaliseRemote(raw)
   return remote === undefined ? { error: `${origin}: not an http(s) server address: ${raw}` } : { remote }
 }
