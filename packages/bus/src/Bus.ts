@@ -9,6 +9,7 @@
  * operator can read any topic with `kcat -C -t grove.events`.
  */
 import { Context, type Duration, type Effect, Schema, type Scope, type Stream } from "effect"
+import type { BusStatus } from "./BusStatus.ts"
 import type { TopicSpec } from "./Topics.ts"
 
 /** A message as written to a topic. Anything else in it is the message's own data. */
@@ -38,9 +39,9 @@ export interface OutgoingRecord {
 /**
  * One partition this node owns, handed to the `onPartition` callback of
  * `consume` in its own fiber. The fiber is interrupted when the partition is
- * revoked; if the callback returns by itself (for example because it was
- * fenced), the partition stays idle on this node until the group's next
- * rebalance hands it out again with a new generation.
+ * revoked. A callback that returns by itself should do so only once `owned`
+ * says the partition is no longer this node's: a partition it leaves stays
+ * idle on this node until the group's next rebalance hands it out again.
  */
 export interface PartitionClaim {
   readonly topic: string
@@ -55,6 +56,12 @@ export interface PartitionClaim {
    * the database holds the authoritative one.
    */
   readonly commit: (offset: bigint) => Effect.Effect<void>
+  /**
+   * Reads the group's assignment afresh: whether the partition is (still) this
+   * node's, as the group's latest generation known here says. False once this
+   * node has left or lost its group membership.
+   */
+  readonly owned: Effect.Effect<boolean>
 }
 
 export interface PendingReply {
@@ -111,6 +118,8 @@ export interface BusShape {
    * out, nothing is committed), until the scope closes: for node-local reactions to events, such as
    * clearing caches. Returns once records published after it returns will be seen.
    */
+  /** Whether the broker answers and, per group this node consumes, its membership and assignment (for health). */
+  readonly status: () => BusStatus
   readonly tail: <R>(
     topic: string,
     onRecord: (record: BusRecord) => Effect.Effect<void, never, R>

@@ -4,8 +4,15 @@
  * that checks the epoch fence, records the command in the inbox (a command
  * seen before replays its stored reply), runs the handler, stores the reply
  * and records the offset. After the commit it replies to the requesting node
- * and then commits the bus offset. A fenced worker stops: the partition stays
- * idle here until the bus hands it out again.
+ * and then commits the bus offset.
+ *
+ * The claim protocol: a partition assigned to this node is served by this
+ * node, whatever epochs were claimed before. A worker that finds itself fenced
+ * (another node, or a worker of a past generation, claimed a newer epoch)
+ * re-reads the group's assignment: while the partition is still this node's
+ * it claims again, with a newer epoch, and carries on with the same record;
+ * only once the partition is no longer this node's does it stop. Every
+ * transition is logged with partition, generation and epoch.
  *
  * No record stalls the partition (see `CommandFailures`): what can pass is
  * retried with backoff (a lost database forever, the node reporting the
@@ -39,7 +46,7 @@ export interface ProcessorOptions {
   readonly bus: BusShape
   readonly relay: OutboxRelay
   readonly health: PartitionHealth
-  /** The registration of an entity type; waits a while for it to be registered, `None` after that. */
+  /** The registration of an entity type; `None` if there is none (waits for it only while the node starts). */
   readonly lookup: (entityType: string) => Effect.Effect<Option.Option<Registered>>
 }
 
@@ -102,13 +109,43 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         }
       })
 
-    /** Claims the partition, retrying until the database lets it (or another node was faster). */
-    const claimed = yield* persist("claiming the partition", PartitionFence.claim(topic, partition, bus.nodeId))
-    if (claimed._tag === "Poison") return yield* Effect.die(new Error(`could not claim the partition: ${claimed.message}`))
-    const epoch = claimed.value
-    health.claimed(partition)
-    yield* Effect.logDebug("claimed", { epoch })
+    /** Claims the partition with a newer epoch than any before, retrying until the database lets it. */
+    const claimEpoch = Effect.gen(function*() {
+      const claimed = yield* persist("claiming the partition", PartitionFence.claim(topic, partition, bus.nodeId))
+      if (claimed._tag === "Poison") return yield* Effect.die(new Error(`could not claim the partition: ${claimed.message}`))
+      health.claimed(partition, claimed.value)
+      yield* Effect.logInfo("claimed the partition", { epoch: claimed.value })
+      return claimed.value
+    }).pipe(Effect.catchTag("Fenced", Effect.die)) // a claim is never fenced: it takes the newest epoch
+    let epoch = yield* claimEpoch
     relay.own(partition)
+    /** Claims in a row without a record settled in between: two nodes both believe they own the partition. */
+    let reclaims = 0
+
+    /**
+     * Fenced: claims again while the partition is still this node's (true), or says
+     * it is not (false). A worker of a past generation that claimed late, or a node
+     * that lost its membership without knowing yet, cannot keep the partition from
+     * the node it is assigned to: the assignee always claims again.
+     */
+    const reclaim = (fenced: PartitionFence.Fenced) =>
+      Effect.gen(function*() {
+        const mine = yield* claim.owned
+        if (!mine) {
+          yield* Effect.logWarning("fenced, and the partition is no longer assigned here: stopping its worker", {
+            epoch: fenced.epoch
+          })
+          return false
+        }
+        // Two nodes that both believe they own it take turns, more slowly each time, until one learns it does not.
+        if (reclaims > 0) yield* Effect.sleep(CommandFailures.backoff(reclaims + 1))
+        reclaims++
+        yield* Effect.logWarning("fenced, but the partition is still assigned here: claiming it again", {
+          epoch: fenced.epoch
+        })
+        epoch = yield* claimEpoch
+        return true
+      })
 
     /** Runs the handler in a savepoint and turns its outcome into the reply to store. */
     const runHandler = Effect.fnUntraced(function*(
@@ -200,7 +237,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
      * (in a transaction of its own, its fields escaped) so its operation
      * settles; if even that fails, the record is dead-lettered.
      */
-    const settle = (record: BusRecord, message: CommandMessage, reason: string) =>
+    const settle = (record: BusRecord, message: CommandMessage, reason: string, alsoDeadLetter = false) =>
       Effect.gen(function*() {
         yield* Effect.logError("a command failed; settled as failed", { commandId: Inbox.storable(message.commandId), reason })
         const failed = defect(`the command could not be carried out: ${reason}`)
@@ -211,7 +248,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
             Inbox.settle(entryOf(message), failed)
           ))
         )
-        if (stored._tag === "Done") return { reply: stored.value, events: 0 } satisfies Outcome
+        if (stored._tag === "Done") {
+          if (alsoDeadLetter) yield* deadLetter(record, reason)
+          return { reply: stored.value, events: 0 } satisfies Outcome
+        }
         yield* deadLetter(record, `${reason}; settling it failed too: ${stored.message}`)
         return { reply: failed, events: 0 } satisfies Outcome
       })
@@ -225,7 +265,15 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         yield* bus.reply(record, value)
       }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not send a reply", Cause.squash(cause))))
 
-    const handle = (record: BusRecord) =>
+    /** Why a command cannot be carried out by any handler here, or `undefined` if it can be. */
+    const unknownCommand = (message: CommandMessage, registered: Option.Option<Registered>) => {
+      if (Option.isNone(registered)) return `unknown entity type ${message.entityType}`
+      const known = commandOf(registered.value.entity, message.command) !== undefined &&
+        registered.value.handlers[message.command] !== undefined
+      return known ? undefined : `${message.entityType} has no command ${message.command}`
+    }
+
+    const handleOnce = (record: BusRecord) =>
       Effect.gen(function*() {
         const decoded = yield* Effect.result(decodeCommand(record.value))
         if (decoded._tag === "Failure") {
@@ -234,14 +282,16 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         }
         const message = decoded.success
         const registered = yield* options.lookup(message.entityType)
-        if (Option.isNone(registered)) {
-          // Not stored: another node (or a later start) may know the entity type.
-          yield* Effect.logError("no handlers for entity type", { entityType: Inbox.storable(message.entityType) })
-          yield* answer(record, message.commandId, defect(`unknown entity type ${message.entityType}`))
-          return yield* claim.commit(record.offset)
-        }
-        const attempted = yield* persist("a command transaction", transact(record, message, registered.value))
-        const outcome = attempted._tag === "Done" ? attempted.value : yield* settle(record, message, attempted.message)
+        const unknown = unknownCommand(message, registered)
+        // Settled at once (its operation answers) and set aside: it must not hold the partition.
+        const outcome = unknown !== undefined
+          ? yield* settle(record, message, unknown, true)
+          : yield* persist("a command transaction", transact(record, message, Option.getOrThrow(registered))).pipe(
+            Effect.flatMap((attempted) =>
+              attempted._tag === "Done" ? Effect.succeed(attempted.value) : settle(record, message, attempted.message)
+            )
+          )
+        reclaims = 0
         if (outcome.events > 0) relay.wake()
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
@@ -249,13 +299,18 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         yield* claim.commit(record.offset)
       })
 
-    yield* Stream.runForEach(claim.records, handle)
+    /** A fenced record is handled again under the new epoch (its transaction was rolled back). */
+    const handle = (record: BusRecord): Effect.Effect<boolean, never, SqlClient.SqlClient> =>
+      handleOnce(record).pipe(
+        Effect.as(true),
+        Effect.catchTag("Fenced", (fenced) =>
+          Effect.flatMap(reclaim(fenced), (again) => again ? handle(record) : Effect.succeed(false)))
+      )
+
+    // Ends only when the partition is no longer this node's.
+    yield* claim.records.pipe(Stream.mapEffect(handle), Stream.takeWhile((going) => going), Stream.runDrain)
   }).pipe(
-    Effect.catchTag("Fenced", (fenced) =>
-      Effect.logWarning("fenced: another node claimed a newer epoch; dropping the partition", { epoch: fenced.epoch }).pipe(
-        Effect.andThen(Effect.sync(() => options.health.released(claim.partition)))
-      )),
-    Effect.onInterrupt(() => Effect.sync(() => options.health.released(claim.partition))),
+    Effect.ensuring(Effect.sync(() => options.health.released(claim.partition))),
     Effect.catchCause((cause) => {
       if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
       // Every record is settled one way or another above, so this is a bug: report it (the node is not

@@ -14,11 +14,12 @@
  * const repo = yield* runtime.send(Repository, "alice/hello", "Create", payload)
  * ```
  */
-import { Context, Deferred, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { Bus, type BusError } from "./Bus.ts"
+import { Bus, BusError } from "./Bus.ts"
+import type * as BusStatus from "./BusStatus.ts"
 import * as CommandProcessor from "./CommandProcessor.ts"
 import type { Registered } from "./CommandProcessor.ts"
 import { commandOf, decodeJson, encodeJson } from "./Entity.ts"
@@ -80,10 +81,21 @@ export interface EntityRuntimeShape {
    * never sent; its `reply` is `undefined` while it is in flight.
    */
   readonly operation: (operationId: string) => Effect.Effect<Option.Option<Inbox.Operation>, SqlError>
-  /** What this node's partition workers report: stalls and dead workers. */
-  readonly health: () => PartitionHealth.HealthReport
+  /** What this node's bus and partition workers report: see `RuntimeHealth`. */
+  readonly health: () => RuntimeHealth
   readonly register: <E extends Entity>(entity: E, handlers: Handlers<E>) => Effect.Effect<void>
   readonly unregister: (entity: Entity) => Effect.Effect<void>
+}
+
+/** The node's command side, for health: it is ready when the bus answers and every partition it is given is served. */
+export interface RuntimeHealth extends PartitionHealth.HealthReport {
+  /** Whether this node hosts command partitions (a client-only node just sends). */
+  readonly host: boolean
+  readonly bus: Pick<BusStatus.BusStatus, "reachable" | "since" | "error">
+  /** This node in the command partitions' consumer group (hosting nodes only). */
+  readonly group?: BusStatus.GroupStatus | undefined
+  /** Partitions assigned to this node that no live worker has claimed. */
+  readonly unserved: ReadonlyArray<number>
 }
 
 export interface EntityRuntimeOptions {
@@ -91,7 +103,11 @@ export interface EntityRuntimeOptions {
   readonly host?: boolean | undefined
   /** Default reply timeout of `send`. Default 10 seconds. */
   readonly timeout?: Duration.Input | undefined
-  /** How long a command for an entity type waits for its handlers to be registered. Default 30 seconds. */
+  /**
+   * For this long after the runtime starts, a command for an entity type not registered yet waits for
+   * its handlers (they register as the node starts). After that an unknown entity type is settled as
+   * failed and dead-lettered at once. Default 30 seconds.
+   */
   readonly registrationGrace?: Duration.Input | undefined
   /** The consumer group of the command partitions. */
   readonly group?: string | undefined
@@ -107,6 +123,9 @@ export interface EntityRuntimeOptions {
 }
 
 export const defaultGroup = "grove.entities"
+
+/** A command the bus has not taken within this long is answered as unavailable (retryable). */
+const PUBLISH_TIMEOUT = Duration.seconds(5)
 
 /** Turns a stored reply into the command's typed outcome. */
 export const decodeReply = <E extends Entity, C extends CommandName<E>>(
@@ -166,12 +185,15 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       waiting.delete(entity.name)
     })
 
+  const startedAt = yield* Clock.currentTimeMillis
   const lookup = (entityType: string) =>
-    Effect.suspend(() => {
+    Effect.gen(function*() {
       const found = registry.get(entityType)
-      if (found !== undefined) return Effect.succeed(Option.some(found))
-      return Deferred.await(waiterOf(entityType)).pipe(
-        Effect.timeoutOption(grace),
+      if (found !== undefined) return Option.some(found)
+      const left = startedAt + Duration.toMillis(Duration.fromInputUnsafe(grace)) - (yield* Clock.currentTimeMillis)
+      if (left <= 0) return Option.none()
+      return yield* Deferred.await(waiterOf(entityType)).pipe(
+        Effect.timeoutOption(Duration.millis(left)),
         Effect.map(() => Option.fromNullishOr(registry.get(entityType)))
       )
     })
@@ -185,6 +207,9 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       const encoded = yield* encodeJson(schemas.payload, payload).pipe(
         Effect.mapError((error) => failed(`could not encode the payload: ${error.message}`, false))
       )
+      // The bus is known to be down: say so now (503, retry) rather than wait for a reply that cannot come.
+      const reachable = bus.status()
+      if (!reachable.reachable) return yield* failed(`the message bus cannot be reached: ${reachable.error ?? "no answer"}`, false)
       const key = entity.partitionKey(entityId)
       const request: Inbox.CommandRequest = {
         commandId,
@@ -215,6 +240,11 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         value: { type: "grove.command", v: 1, commandId, entityType: entity.name, entityId, command, payload: encoded },
         headers: { "command-id": commandId }
       }, sendOptions?.timeout ?? defaultTimeout).pipe(
+        // A broker that went away a moment ago (before the probe saw it) can hold a publish for long.
+        Effect.timeoutOrElse({
+          duration: PUBLISH_TIMEOUT,
+          orElse: () => Effect.fail(new BusError({ message: "the message bus did not take the command in time" }))
+        }),
         Effect.tapError(() =>
           // The caller is told to retry: its record goes, so a retry under the same id is sent afresh. Should
           // the bus have taken it after all, the inbox still applies it once.
@@ -262,12 +292,22 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     )
   }
 
+  const host = options.host ?? true
+  const groupName = options.group ?? defaultGroup
+  const runtimeHealth = (): RuntimeHealth => {
+    const report = health.report()
+    const { groups, ...reachability } = bus.status()
+    const group = host ? groups.find((g) => g.group === groupName && g.topic === Topics.commands) : undefined
+    const claimed = new Set(report.claimed.map((claim) => claim.partition))
+    return { ...report, host, bus: reachability, group, unserved: (group?.assigned ?? []).filter((p) => !claimed.has(p)) }
+  }
+
   return {
     nodeId: bus.nodeId,
     send,
     submit,
     operation,
-    health: health.report,
+    health: runtimeHealth,
     register,
     unregister
   } satisfies EntityRuntimeShape

@@ -9,11 +9,16 @@
  * - Topics are created at start from `infra/topics.json` when missing; a topic
  *   with another partition count stops the node (keys would move).
  * - Replies: `grove.replies`, keyed by the requesting node's id (see `KafkaReplies`).
- * - `consume`: see `KafkaPartitions`.
+ * - `consume`: see `KafkaPartitions` (and `KafkaMember`: a lost membership is
+ *   joined again, forever, with a capped backoff).
+ * - Reachability (`status`): the producer asks the broker for metadata every
+ *   second; a failed probe or publish marks the bus unreachable until one
+ *   succeeds, so writes fail fast (503) instead of waiting for a reply.
  */
 import { Admin, compatibilityPartitioner, Producer, stringSerializers } from "@platformatic/kafka"
 import { Data, Duration, Effect, Layer, Schedule } from "effect"
 import { Bus, BusError, type BusShape, Headers, type OutgoingRecord, type PartitionClaim } from "./Bus.ts"
+import * as BusStatus from "./BusStatus.ts"
 import * as KafkaPartitions from "./KafkaPartitions.ts"
 import * as KafkaReplies from "./KafkaReplies.ts"
 import * as KafkaTail from "./KafkaTail.ts"
@@ -47,6 +52,10 @@ export interface KafkaBusOptions {
 }
 
 const kafkaError = KafkaPartitions.kafkaError
+
+/** How often, and how patiently, the broker's reachability is checked. */
+const PROBE_EVERY = Duration.seconds(1)
+const PROBE_TIMEOUT = Duration.seconds(3)
 
 class PartitionCountMismatch extends Data.TaggedError("PartitionCountMismatch")<{
   readonly topic: string
@@ -145,6 +154,29 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
     (producer) => Effect.promise(() => producer.close()).pipe(Effect.ignore)
   )
 
+  const tracker = BusStatus.make()
+  const reachability = <A, E extends BusError>(effect: Effect.Effect<A, E>) =>
+    effect.pipe(
+      Effect.tap(() => Effect.sync(tracker.reachable)),
+      Effect.tapError((error) => Effect.sync(() => tracker.unreachable(error.message)))
+    )
+  // A metadata round trip per second: the broker answers, or the bus is down.
+  yield* Effect.forkScoped(
+    Effect.tryPromise({
+      try: () => producer.metadata({ topics: [prefix + Topics.commands], forceUpdate: true }),
+      catch: kafkaError("the broker does not answer")
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: PROBE_TIMEOUT,
+        orElse: () => Effect.fail(new BusError({ message: "the broker does not answer" }))
+      }),
+      reachability,
+      Effect.ignore,
+      Effect.andThen(Effect.sleep(PROBE_EVERY)),
+      Effect.forever
+    )
+  )
+
   const partitionsOf = (topic: string) => Topics.find(topics, topic)?.partitions
 
   const partitionForTopic = (topic: string, key: string) => {
@@ -165,7 +197,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
           }))
         }),
       catch: kafkaError("could not publish")
-    }).pipe(Effect.asVoid)
+    }).pipe(Effect.asVoid, reachability)
 
   const publish: BusShape["publish"] = (records) =>
     Effect.suspend(() => {
@@ -188,7 +220,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   ) =>
     partitionsOf(topic) === undefined
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
-      : KafkaPartitions.consume(group, groupId, topic, onPartition)
+      : KafkaPartitions.consume(group, groupId, topic, onPartition, tracker)
 
   const request = Replies.request(replies, publish)
 
@@ -210,7 +242,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
       : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail })
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
 })
 
 export const layer = (options: KafkaBusOptions): Layer.Layer<Bus, BusError> => Layer.effect(Bus, make(options))

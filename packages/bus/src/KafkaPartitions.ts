@@ -13,6 +13,11 @@
  *   database transaction (see `Committer`), and on revoke. The stream restarts
  *   from the committed offset at every rebalance; records already routed are
  *   recognised by offset and dropped.
+ * - Membership is kept by `KafkaMember`: a member whose stream ends or whose
+ *   heartbeats stall is replaced by a new consumer, tried again with a capped
+ *   backoff forever. Meanwhile this node owns nothing: its workers stop, the
+ *   group status says it is not a member (health: not ready), and the other
+ *   members' new generation claims its partitions.
  * - A worker sees each offset once, in order: it starts from the group's
  *   committed offset (or the log start) and takes only the next expected
  *   offset, so records fetched before a rebalance that arrive late are dropped.
@@ -25,7 +30,9 @@ import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers 
 import { Clock, Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
 import type { Scope } from "effect"
 import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
+import type * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
+import * as KafkaMember from "./KafkaMember.ts"
 import * as PartitionWorkers from "./PartitionWorkers.ts"
 
 export interface GroupOptions {
@@ -40,6 +47,8 @@ export interface GroupOptions {
 }
 
 type StringMessage = Message<string, string, string, string>
+type GroupConsumer = Consumer<string, string, string, string>
+type GroupStream = MessagesStream<string, string, string, string>
 
 /** A received message as a bus record of `topic`; values that are not JSON stay text. */
 export const toRecord = (topic: string, message: StringMessage): BusRecord => {
@@ -99,44 +108,42 @@ export const consume = <R>(
   options: GroupOptions,
   group: string,
   topic: string,
-  onPartition: (claim: PartitionClaim) => Effect.Effect<void, never, R>
+  onPartition: (claim: PartitionClaim) => Effect.Effect<void, never, R>,
+  status: BusStatus.Tracker
 ): Effect.Effect<void, BusError, Scope.Scope | R> =>
   Effect.gen(function*() {
     const context = yield* Effect.context<R>()
     const physical = options.prefix + topic
-    const consumer = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Consumer<string, string, string, string>({
-          groupId: options.prefix + group,
-          clientId: options.clientId,
-          bootstrapBrokers: [...options.bootstrap],
-          autocommit: false,
-          sessionTimeout: Duration.toMillis(options.sessionTimeout),
-          heartbeatInterval: Duration.toMillis(options.heartbeatInterval),
-          rebalanceTimeout: Duration.toMillis(options.rebalanceTimeout),
-          protocols: [{ name: COOPERATIVE_STICKY_ASSIGNOR, version: 3 }],
-          deserializers: stringDeserializers,
-          maxWaitTime: 500
-        })
-      ),
-      (consumer) => Effect.promise(() => consumer.close(true)).pipe(Effect.ignore)
-    )
+    const membership = status.group(group, topic)
+    yield* Effect.addFinalizer(() => Effect.sync(membership.remove))
+
+    /** The member in the group now (replaced when it is lost; see `KafkaMember`). */
+    let consumer: GroupConsumer | undefined
+    /** This node's partitions as the member's latest generation says; none while it is not a member. */
+    const ownedNow = (): ReadonlyArray<number> =>
+      consumer?.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
+    const withConsumer = <A>(what: string, use: (consumer: GroupConsumer) => Promise<A>) =>
+      Effect.suspend(() => {
+        const member = consumer
+        return member === undefined
+          ? Effect.fail(new BusError({ message: `${what}: not a member of ${group} right now` }))
+          : Effect.tryPromise({ try: () => use(member), catch: kafkaError(what) })
+      })
 
     const committer = yield* Committer.make<number>(
       (marks) =>
-        Effect.tryPromise(() =>
-          consumer.commit({
+        withConsumer("offset commit", (member) =>
+          member.commit({
             offsets: marks.map((mark) => ({
               topic: physical,
               partition: mark.partition,
               offset: mark.next,
               leaderEpoch: mark.meta
             }))
-          })
-        ).pipe(
-          // Lost commits only mean redeliveries, which the inbox absorbs.
-          Effect.catch((error) => Effect.logDebug("offset commit failed", error))
-        ),
+          })).pipe(
+            // Lost commits only mean redeliveries, which the inbox absorbs.
+            Effect.catch((error) => Effect.logDebug("offset commit failed", error))
+          ),
       options.commitInterval
     )
 
@@ -144,21 +151,18 @@ export const consume = <R>(
 
     /** Where a new worker starts: the group's committed offset, or the log start. */
     const startOffset = (partition: number) =>
-      Effect.tryPromise({
-        try: async () => {
-          const [committed, earliest] = await Promise.all([
-            consumer.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] }),
-            consumer.listOffsets({
-              topics: [physical],
-              partitions: { [physical]: [partition] },
-              timestamp: ListOffsetTimestamps.EARLIEST
-            })
-          ])
-          const from = committed.get(physical)?.[partition] ?? -1n
-          const start = earliest.get(physical)?.[partition] ?? 0n
-          return from > start ? from : start
-        },
-        catch: kafkaError(`could not read the committed offset of ${topic}/${partition}`)
+      withConsumer(`could not read the committed offset of ${topic}/${partition}`, async (member) => {
+        const [committed, earliest] = await Promise.all([
+          member.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] }),
+          member.listOffsets({
+            topics: [physical],
+            partitions: { [physical]: [partition] },
+            timestamp: ListOffsetTimestamps.EARLIEST
+          })
+        ])
+        const from = committed.get(physical)?.[partition] ?? -1n
+        const start = earliest.get(physical)?.[partition] ?? 0n
+        return from > start ? from : start
       })
 
     const feeds = new Map<number, Feed>()
@@ -183,7 +187,8 @@ export const consume = <R>(
             Effect.sync(() => {
               const leaderEpoch = lastEpoch.get(partition) ?? -1
               committer.mark(partition, offset + 1n, leaderEpoch)
-            })
+            }),
+          owned: Effect.sync(() => ownedNow().includes(partition))
         }
         return onPartition(claim).pipe(
           Effect.provideContext(context),
@@ -199,25 +204,26 @@ export const consume = <R>(
     // replaces its assignments array whenever they change). `synced` moves only once the
     // workers are in place, so a record is never routed while its partition's worker starts.
     const reconciling = yield* Semaphore.make(1)
-    let synced: { readonly generation: number; readonly assignments: unknown } | undefined
+    let synced: { readonly member: unknown; readonly generation: number; readonly assignments: unknown } | undefined
     const isSynced = () =>
-      synced !== undefined && synced.generation === consumer.generationId && synced.assignments === consumer.assignments
+      synced !== undefined && synced.member === consumer && synced.generation === (consumer?.generationId ?? -1) &&
+      synced.assignments === consumer?.assignments
     const reconcile = Effect.suspend(() =>
       isSynced() ? Effect.void : reconciling.withPermit(Effect.suspend(() => {
         if (isSynced()) return Effect.void
-        const target = { generation: consumer.generationId, assignments: consumer.assignments }
-        const owned = consumer.assignments?.find((assignment) => assignment.topic === physical)?.partitions ?? []
+        const target = { member: consumer, generation: consumer?.generationId ?? -1, assignments: consumer?.assignments }
+        const owned = ownedNow()
         const lost = workers.running().filter((partition) => !owned.includes(partition))
         return workers.sync(owned, target.generation).pipe(
           Effect.andThen(committer.flush(lost)),
           Effect.andThen(Effect.sync(() => {
             synced = target
-          }))
+            if (target.member !== undefined) membership.joined(target.generation, owned)
+          })),
+          Effect.andThen(Effect.logInfo("assignment", { group, generation: target.generation, partitions: owned.join(",") }))
         )
       }))
     )
-
-    let current: MessagesStream<string, string, string, string> | undefined
 
     /**
      * A record past the expected offset: skip ahead to the committed offset if
@@ -225,28 +231,28 @@ export const consume = <R>(
      * worker has seen (a fetch from before a rebalance landed after the stream
      * went back to the committed offsets): send the stream back to them again.
      */
-    const catchUp = (feed: Feed, partition: number, offset: bigint) =>
+    const catchUp = (stream: GroupStream, feed: Feed, partition: number, offset: bigint) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (now - feed.checkedAt < RECHECK_MS) return
         feed.checkedAt = now
-        const committed = yield* Effect.tryPromise(() =>
-          consumer.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] })
+        const committed = yield* withConsumer("listing committed offsets", (member) =>
+          member.listCommittedOffsets({ topics: [{ topic: physical, partitions: [partition] }] })
         ).pipe(
           Effect.map((offsets) => offsets.get(physical)?.[partition] ?? -1n),
           Effect.retry({ times: 5, schedule: Schedule.spaced("200 millis") }),
           Effect.orElseSucceed(() => -1n)
         )
         if (committed > feed.next) feed.next = committed
-        if (offset > feed.next && current !== undefined) rewind(current)
+        if (offset > feed.next) rewind(stream)
       })
 
-    const route = (message: StringMessage) =>
+    const route = (stream: GroupStream) => (message: StringMessage) =>
       Effect.gen(function*() {
         yield* reconcile
         const feed = feeds.get(message.partition)
         if (feed === undefined) return
-        if (message.offset > feed.next) yield* catchUp(feed, message.partition, message.offset)
+        if (message.offset > feed.next) yield* catchUp(stream, feed, message.partition, message.offset)
         if (message.offset !== feed.next) return
         feed.next = message.offset + 1n
         lastEpoch.set(message.partition, message.leaderEpoch)
@@ -256,43 +262,60 @@ export const consume = <R>(
     // Rebalance events only signal; the reconciler fiber does the work.
     const changed = yield* Queue.dropping<void>(1)
     const signal = () => Queue.offerUnsafe(changed, undefined)
-    consumer.on("consumer:group:join", signal)
-    consumer.on("consumer:group:rebalance", signal)
     yield* Effect.forkScoped(Queue.take(changed).pipe(Effect.andThen(reconcile), Effect.forever))
 
-    const open = Effect.tryPromise({
-      try: () =>
-        consumer.consume({
+    const member = yield* KafkaMember.make<GroupConsumer>({
+      name: `${group} on ${topic}`,
+      create: () => {
+        const created: GroupConsumer = new Consumer<string, string, string, string>({
+          groupId: options.prefix + group,
+          clientId: options.clientId,
+          bootstrapBrokers: [...options.bootstrap],
+          autocommit: false,
+          sessionTimeout: Duration.toMillis(options.sessionTimeout),
+          heartbeatInterval: Duration.toMillis(options.heartbeatInterval),
+          rebalanceTimeout: Duration.toMillis(options.rebalanceTimeout),
+          // Heartbeats failing for a session timeout: the broker has dropped this member by now.
+          heartbeatStallTimeout: Duration.toMillis(options.sessionTimeout),
+          protocols: [{ name: COOPERATIVE_STICKY_ASSIGNOR, version: 3 }],
+          deserializers: stringDeserializers,
+          maxWaitTime: 500
+        })
+        created.on("consumer:group:join", signal)
+        created.on("consumer:group:rebalance", signal)
+        return created
+      },
+      open: (created) =>
+        created.consume({
           topics: [physical],
           mode: MessagesStreamModes.COMMITTED,
           fallbackMode: MessagesStreamFallbackModes.EARLIEST,
           autocommit: false
         }),
-      catch: kafkaError(`could not join ${group} on ${topic}`)
+      joinTimeout: Duration.sum(options.rebalanceTimeout, options.sessionTimeout),
+      joined: (created) =>
+        Effect.gen(function*() {
+          consumer = created
+          yield* reconcile
+        }),
+      run: (_, stream) =>
+        Stream.fromAsyncIterable(stream, kafkaError("the consumer stream failed")).pipe(
+          Stream.runForEach(route(stream)),
+          Effect.as("the consumer stream ended"),
+          Effect.catch((error) => Effect.succeed(`the consumer stream failed: ${error.message}`)),
+          Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
+        ),
+      // Not a member: it owns nothing. Its partitions go to the other members, which claim them.
+      lost: (reason) =>
+        Effect.gen(function*() {
+          consumer = undefined
+          membership.left(reason)
+          yield* reconcile
+        })
     })
-
-    const first = yield* open
-    yield* reconcile
-
-    // The stream ends on errors that need a rejoin: open it again.
-    const pump = (stream: typeof first) =>
-      Stream.fromAsyncIterable(stream, kafkaError("the consumer stream failed")).pipe(
-        Stream.onStart(Effect.sync(() => {
-          current = stream
-        })),
-        Stream.runForEach(route),
-        Effect.catch((error) => Effect.logWarning("consumer stream ended; reopening", error)),
-        Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
-      )
-    const reopen = Effect.sleep(500).pipe(
-      Effect.andThen(open),
-      Effect.flatMap(pump),
-      Effect.catch((error) => Effect.logWarning("could not reopen the consumer stream", error))
-    )
-    yield* Effect.forkScoped(pump(first).pipe(Effect.andThen(Effect.forever(reopen))))
 
     // Graceful stop: workers first, then their last commits, then the consumer leaves the group.
     yield* Effect.addFinalizer(() =>
-      workers.revoke(workers.running()).pipe(Effect.andThen(committer.flush()))
+      workers.revoke(workers.running()).pipe(Effect.andThen(committer.flush()), Effect.andThen(member.stop))
     )
   })

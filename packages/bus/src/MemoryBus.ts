@@ -5,6 +5,7 @@
  */
 import { Duration, Effect, Layer, Stream } from "effect"
 import { Bus, BusError, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
+import * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
 import { MemoryBroker } from "./MemoryBroker.ts"
 import { partitionFor } from "./murmur2.ts"
@@ -32,6 +33,8 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
   const commitInterval = options.commitInterval ?? Duration.millis(100)
   yield* broker.ensureTopics(topics)
 
+  // The broker is in this process: always reachable.
+  const tracker = BusStatus.make()
   const replies = yield* Replies.make(nodeId)
   yield* Effect.acquireRelease(
     broker.register(nodeId, replies.complete),
@@ -79,7 +82,8 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
         )
       ).pipe(Stream.flattenIterable)
     }),
-    commit: (offset) => Effect.sync(() => committer.mark(partition, offset + 1n, undefined))
+    commit: (offset) => Effect.sync(() => committer.mark(partition, offset + 1n, undefined)),
+    owned: Effect.sync(() => broker.isAlive(nodeId) && broker.assignment(group, topic).get(partition) === nodeId)
   })
 
   const consume = <R>(
@@ -104,10 +108,16 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
       )
       const revoke = (partitions: ReadonlyArray<number>) =>
         workers.revoke(partitions).pipe(Effect.andThen(committer.flush(partitions)))
+      const membership = tracker.group(group, topic)
+      const assigned = (partitions: ReadonlyArray<number>, generation: number) =>
+        Effect.sync(() => membership.joined(generation, partitions)).pipe(Effect.andThen(workers.sync(partitions, generation)))
       yield* Effect.acquireRelease(
-        broker.join(group, topic, { nodeId, assigned: workers.sync, revoke }),
+        broker.join(group, topic, { nodeId, assigned, revoke }),
         // A killed node leaves nothing behind gracefully: its scope just closes.
-        () => broker.isAlive(nodeId) ? broker.leave(group, topic, nodeId) : Effect.void
+        () =>
+          Effect.sync(membership.remove).pipe(
+            Effect.andThen(broker.isAlive(nodeId) ? broker.leave(group, topic, nodeId) : Effect.void)
+          )
       )
     })
 
@@ -148,7 +158,7 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
       }
     })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail })
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
 })
 
 /** A node on the process's shared `MemoryBroker`. */

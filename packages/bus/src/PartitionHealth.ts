@@ -12,6 +12,8 @@ export interface Stall {
 }
 
 export interface HealthReport {
+  /** Partitions a live worker of this node has claimed, with the epoch it holds. */
+  readonly claimed: ReadonlyArray<{ readonly partition: number; readonly epoch: number }>
   readonly stalled: ReadonlyArray<Stall>
   /** Partitions whose worker died (a bug): restarted after a pause, and left down after repeated deaths. */
   readonly dead: ReadonlyArray<{ readonly partition: number; readonly error: string }>
@@ -21,8 +23,8 @@ export interface PartitionHealth {
   readonly stalled: (partition: number, error: string) => void
   readonly recovered: (partition: number) => void
   readonly died: (partition: number, error: string) => void
-  /** A worker (again) holds the partition. */
-  readonly claimed: (partition: number) => void
+  /** A worker (again) holds the partition, under `epoch`. */
+  readonly claimed: (partition: number, epoch: number) => void
   /** The partition is no longer this node's (revoked or fenced). */
   readonly released: (partition: number) => void
   readonly report: () => HealthReport
@@ -31,10 +33,12 @@ export interface PartitionHealth {
 export const make = (now: () => number = Date.now): PartitionHealth => {
   const stalls = new Map<number, Stall>()
   const dead = new Map<number, string>()
+  const claims = new Map<number, number>()
   /** Claimed afresh or gone from this node: nothing to report for the partition either way. */
   const forget = (partition: number) => {
     stalls.delete(partition)
     dead.delete(partition)
+    claims.delete(partition)
   }
   return {
     stalled: (partition, error) => {
@@ -46,11 +50,16 @@ export const make = (now: () => number = Date.now): PartitionHealth => {
     },
     died: (partition, error) => {
       stalls.delete(partition)
+      claims.delete(partition)
       dead.set(partition, error)
     },
-    claimed: forget,
+    claimed: (partition, epoch) => {
+      forget(partition)
+      claims.set(partition, epoch)
+    },
     released: forget,
     report: () => ({
+      claimed: [...claims].map(([partition, epoch]) => ({ partition, epoch })).sort((a, b) => a.partition - b.partition),
       stalled: [...stalls.values()].sort((a, b) => a.partition - b.partition),
       dead: [...dead].map(([partition, error]) => ({ partition, error })).sort((a, b) => a.partition - b.partition)
     })

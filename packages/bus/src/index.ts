@@ -1,4 +1,5 @@
 export * as Bus from "./Bus.ts"
+export * as BusStatus from "./BusStatus.ts"
 export * as Entity from "./Entity.ts"
 export * as EntityRuntime from "./EntityRuntime.ts"
 export * as Inbox from "./Inbox.ts"

@@ -258,33 +258,31 @@ export const contract = (name: string, services: Layer.Layer<ContractServices, u
         yield* Effect.log(`failover: all 200 commands answered ${answeredAt - killedAt} ms after the kill`)
       }), { timeout: 180_000 })
 
-    it.effect("fences a stale owner: its write is rejected and the command applies once, later", () =>
+    it.effect("fences a stale claim, and the node the partition is assigned to claims it again and serves it", () =>
       Effect.gen(function*() {
         const cluster = yield* Cluster
         const runtime = yield* EntityRuntime
         const prefix = `fence-${run}`
         const a = `fence-a-${run}`
+        const b = `fence-b-${run}`
         yield* cluster.start(a)
-        const id = idOn(prefix, 3)
-        const first = yield* runtime.send(TestEntity, id, "Apply", { seq: 1 }, { timeout: "60 seconds" })
-        assert.strictEqual(first.node, a)
-        // another node claims a newer epoch while `a` still believes it owns the partition
-        const intruder = yield* PartitionFence.claim(Topics.commands, first.partition, `intruder-${run}`)
-        assert.isTrue(intruder > first.epoch)
-        const commandId = `${prefix}-stale`
-        const timedOut = yield* runtime.send(TestEntity, id, "Apply", { seq: 2 }, { commandId, timeout: "2 seconds" }).pipe(
-          Effect.flip
-        )
-        assert.strictEqual(timedOut._tag, "CommandTimeout")
-        assert.strictEqual((timedOut as CommandTimeout).operationId, commandId)
-        assert.isFalse((yield* applications([commandId])).has(commandId))
-        // the next rebalance hands the partition out again with a newer epoch, and the command is applied once
-        yield* cluster.start(`fence-b-${run}`)
-        const outcome = yield* outcomeOf(commandId, "60 seconds")
-        assert.strictEqual(outcome.reply._tag, "Success")
+        yield* cluster.start(b)
+        yield* ownedBy([a, b], "60 seconds")
+        // A partition the latest generation gave to b; a's worker of an earlier generation claims it late (issue 21, run 3).
+        const current = yield* owners
+        const partition = [...current.values()].find((row) => row.owner === b)!.partition
+        const id = idOn(prefix, partition)
+        const stale = yield* PartitionFence.claim(Topics.commands, partition, a)
+        assert.isTrue(stale > current.get(partition)!.epoch)
+        // b is fenced, finds the partition still assigned to it, claims a newer epoch and applies the command once.
+        const commandId = `${prefix}-after-stale`
+        const applied = yield* runtime.send(TestEntity, id, "Apply", { seq: 2 }, { commandId, timeout: "10 seconds" })
+        assert.strictEqual(applied.node, b)
+        assert.isTrue(applied.epoch > stale)
         assert.strictEqual((yield* applications([commandId])).get(commandId), 1)
-        const owner = (yield* owners).get(first.partition)!
-        assert.isTrue(owner.epoch > intruder)
+        const owner = (yield* owners).get(partition)!
+        assert.strictEqual(owner.owner, b)
+        assert.strictEqual(owner.epoch, applied.epoch)
       }), { timeout: 120_000 })
 
     it.effect("settles poisoned commands as failed and goes on: the good ones around them apply in order", () =>
