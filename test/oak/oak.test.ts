@@ -419,7 +419,6 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     // w1 is on a fresh branch from main (the merge above moved it there).
     fs.mkdirSync(path.join(w1, ".oak/workflows"), { recursive: true })
     fs.writeFileSync(path.join(w1, ".oak/workflows/check.yml"), "jobs:\n  check:\n    steps:\n      - run: echo checked $GROVE_COMMIT\n")
-    fs.writeFileSync(path.join(w1, ".oak/workflows/slow.yml"), "on: [push]\njobs:\n  wait:\n    steps:\n      - run: echo waiting; sleep 120\n")
     ok(await oak(["commit"], w1), "oak commit")
     const pushed = jsonOf(ok(await oak(["push", "--json"], w1), "oak push"))
     const head = pushed.pushed_head as string
@@ -445,7 +444,9 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     const rerun = jsonOf(ok(await oak(["ci", "rerun", String(check.id), "--json"], w1), "oak ci rerun"))
     expect(JSON.stringify(rerun)).toMatch(/run_ids|"id"/)
 
-    // A second push runs slow.yml (on: push); oak cancels that exact run.
+    // A second push adds and runs slow.yml (on: push; added with the first push, it would have run on that one too,
+    // and kept oak ci wait --current waiting); oak cancels that exact run.
+    fs.writeFileSync(path.join(w1, ".oak/workflows/slow.yml"), "on: [push]\njobs:\n  wait:\n    steps:\n      - run: echo waiting; sleep 120\n")
     fs.writeFileSync(path.join(w1, "README.md"), "# compat, with CI\n")
     ok(await oak(["commit"], w1), "oak commit")
     const second = jsonOf(ok(await oak(["push", "--json"], w1), "oak push")).pushed_head as string

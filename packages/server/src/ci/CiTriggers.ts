@@ -1,10 +1,12 @@
 /**
  * Automatic triggers: a consumer of `grove.events` (group `grove.ci-triggers`, partitions shared
  * out over the nodes) turns each `push`, `branch.created` and `merge` into runs of the workflows
- * whose `on` has that event, at the event's commit (for a merge: the squash commit on main).
+ * whose `on` has that event, at the event's commit (for a merge: the squash commit on main); a
+ * branch's first push also runs the `push` workflows (`batchesFor`).
  * The QueueCiRuns command's id is derived from the event's id, so an event seen twice (the
  * consumer killed before its offset was committed) queues its runs once: the inbox replays.
  */
+import type { ParsedWorkflow, WorkflowEvent } from "@grove/core/ci/Workflow"
 import { Bus, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { branchKey } from "../content/BranchCommands.ts"
@@ -18,6 +20,20 @@ import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
 
 export const TRIGGER_GROUP = "grove.ci-triggers"
+
+/**
+ * The runs an event starts, by the event they are recorded under. A branch's first push is
+ * `branch.created`, yet, as on GitHub, `on: [push]` runs on it too: a workflow that has `push` but not
+ * `branch.created` runs as a `push` (its own queuing command, so each set is queued once). A workflow
+ * with both runs once, as `branch.created`.
+ */
+export const batchesFor = (event: WorkflowEvent, workflows: ReadonlyArray<ParsedWorkflow>) => {
+  const chosen = selectWorkflows(workflows, event)
+  if (event !== "branch.created") return [{ as: event, chosen, suffix: "" }]
+  const pushOnly = workflows.filter((parsed) => parsed._tag === "Valid" && parsed.workflow.on.includes("push") && !chosen.includes(parsed))
+  return [{ as: event, chosen, suffix: "" }, { as: "push" as const, chosen: pushOnly, suffix: ":push" }]
+}
+
 export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
   const bus = yield* Bus.Bus
   const gateway = yield* CiGateway
@@ -36,20 +52,21 @@ export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
       Effect.provideService(ChunkStore, chunks),
       Effect.catchTag("CommitNotFound", () => Effect.succeed([]))
     )
-    const chosen = selectWorkflows(workflows, event.type)
-    if (chosen.length === 0) return
-    yield* gateway.queue(branchKey(repositoryKey(repo.owner, repo.name), branch), {
-      event: event.type,
-      commit: event.commit,
-      requireHead: false,
-      trigger: null,
-      queueLimit: null,
-      triggeredBy: event.pusher ?? "system",
-      runs: chosen.map(planRun)
-    }, { commandId: `ci-trigger:${event.id}`, owner: "system:ci-triggers" }).pipe(
-      // The branch or repository went meanwhile: nothing to run.
-      Effect.catchTags({ BranchNotFound: () => Effect.void, BranchRepositoryGone: () => Effect.void })
-    )
+    for (const { as, chosen, suffix } of batchesFor(event.type, workflows)) {
+      if (chosen.length === 0) continue
+      yield* gateway.queue(branchKey(repositoryKey(repo.owner, repo.name), branch), {
+        event: as,
+        commit: event.commit,
+        requireHead: false,
+        trigger: null,
+        queueLimit: null,
+        triggeredBy: event.pusher ?? "system",
+        runs: chosen.map(planRun)
+      }, { commandId: `ci-trigger:${event.id}${suffix}`, owner: "system:ci-triggers" }).pipe(
+        // The branch or repository went meanwhile: nothing to run.
+        Effect.catchTags({ BranchNotFound: () => Effect.void, BranchRepositoryGone: () => Effect.void })
+      )
+    }
   })
 
   yield* bus.consume(TRIGGER_GROUP, Topics.events, (claim) =>
