@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import * as os from "node:os"
+import * as net from "node:net"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { at, grove, type GroveOptions, json, ok, removeTempDirs, spawnGrove, tempDir, userOf } from "./harness.ts"
@@ -15,8 +15,23 @@ let server: GroveServer
 let ada: GroveOptions
 let work: string
 
-/** build runs of `push` events wait until the test makes this file: merge --wait then surely finds one still running. */
-const GATE = path.join(os.tmpdir(), `grove-ci-gate-${process.pid}-${Date.now()}`)
+/**
+ * build runs of `push` events wait until the test opens this gate, so merge --wait surely finds one still
+ * running: the step reads a line from a port on the loopback (steps share the host's network, not its /tmp).
+ */
+let gateOpen = false
+const waiting: Array<net.Socket> = []
+const gate = net.createServer((socket) => {
+  socket.on("error", () => undefined)
+  if (gateOpen) socket.end("go\n")
+  else waiting.push(socket)
+})
+await new Promise<void>((resolve) => gate.listen(0, "127.0.0.1", resolve))
+const GATE_PORT = (gate.address() as net.AddressInfo).port
+const openGate = () => {
+  gateOpen = true
+  for (const socket of waiting.splice(0)) socket.end("go\n")
+}
 
 const WORKFLOWS: Record<string, string> = {
   ".oak/workflows/build.yml": [
@@ -29,7 +44,7 @@ const WORKFLOWS: Record<string, string> = {
     "      - name: restore or build the dependencies",
     "        run: |",
     "          if [ -f deps/built.txt ]; then echo \"deps restored: $(cat deps/built.txt)\"; else mkdir -p deps; echo \"$GROVE_BRANCH\" > deps/built.txt; echo deps built; fi",
-    `      - run: if [ "$GROVE_EVENT" = push ]; then while [ ! -e ${GATE} ]; do sleep 0.2; done; fi; echo built with $DEPLOY_TOKEN`
+    `      - run: if [ "$GROVE_EVENT" = push ]; then exec 3<>/dev/tcp/127.0.0.1/${GATE_PORT}; read -r go <&3; fi; echo built with $DEPLOY_TOKEN`
   ].join("\n"),
   ".oak/workflows/broken.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: echo about to fail; exit 3"].join("\n"),
   ".oak/workflows/long.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: for i in $(seq 1 100); do echo line $i; sleep 0.2; done"].join("\n"),
@@ -55,7 +70,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop()
   removeTempDirs()
-  fs.rmSync(GATE, { force: true })
+  for (const socket of waiting) socket.destroy()
+  gate.close()
 })
 
 describe("grove ci", () => {
@@ -118,7 +134,7 @@ describe("grove ci", () => {
     const merging = spawnGrove(["merge", "--wait=2", "--json"], { ...at(ada, work), env: { ...ada.env!, GROVE_MERGE_POLL_SECONDS: "1" } }, 120_000)
     await merging.waitForStderr(/CI on .* is still running; waiting until it passes/, 60_000)
     expect(json(await ok(["ci", "show", String(building.id), "--json"], at(ada, work))).status).not.toBe("completed")
-    fs.writeFileSync(GATE, "")
+    openGate()
     const merged = await merging.done
     expect(merged.code, merged.stderr).toBe(0)
     expect(json(merged).commit_hash).toMatch(/^[0-9a-f]{64}$/)

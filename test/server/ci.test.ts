@@ -1,13 +1,12 @@
 /**
  * Native CI end to end on the embedded server: workflows pushed with the repository run on the
- * branch.created event, in `needs` order, each step in a pseudo-terminal as an unprivileged user
+ * branch.created event, in `needs` order, each step in its sandbox in a pseudo-terminal as an unprivileged user
  * (the suite runs as root here), with exit codes, timeouts, masking of secrets, cancel (the
  * process group dies), the exact-head trigger's answers, live logs over server-sent events, and
  * the merge gate reading the runs.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
@@ -15,7 +14,6 @@ import { api } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
 
 let server: GroveServer
-let pids: string
 const tokens: Record<string, string> = {}
 const as = (user: string) => api(server.url, tokens[user])
 const SECRET = "hunter2 s3cr3t/value+x"
@@ -84,8 +82,7 @@ const WORKFLOWS: Record<string, string> = {
     "  wait:",
     "    steps:",
     "      - run: |",
-    "          sleep 300 &",
-    "          echo $! > \"$PID_FILE\"",
+    "          sleep \"$SLEEP_MARK\" &",
     "          for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo tick $i; sleep 0.5; done",
     "          sleep 300"
   ].join("\n"),
@@ -105,13 +102,19 @@ const start = async (workflow: string, branch = "setup") => {
   return reply.body.run_ids[0] as number
 }
 
+const readCmdline = (pid: string) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+  } catch {
+    return ""
+  }
+}
+
 const stepLogs = (run: any) => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
 
 let head: string
 
 beforeAll(async () => {
-  pids = fs.mkdtempSync(path.join(os.tmpdir(), "grove-ci-pids-"))
-  fs.chmodSync(pids, 0o777)
   server = await startServer({ args: ["--ci-concurrency", "4"], env: { GROVE_TEST_CANARY: "server-only-canary" } })
   for (const user of ["olga", "rita"]) tokens[user] = await server.createUser(user)
   expect((await as("olga").post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
@@ -127,7 +130,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.stop()
-  fs.rmSync(pids, { recursive: true, force: true })
 })
 
 describe("CI runs", () => {
@@ -140,7 +142,7 @@ describe("CI runs", () => {
     expect(runs.map((r: any) => r.workflow_name).sort()).toEqual(["invalid", "pass"])
     const invalid = runs.find((r: any) => r.workflow_name === "invalid")
     expect(invalid).toMatchObject({ status: "completed", conclusion: "failure", event: "branch.created", branch: "setup", commit_hash: head })
-    expect(invalid.error).toBe(".oak/workflows/invalid.yml:4: unknown key 'stepz' in job 'build' (allowed: name, needs, env, timeout-minutes, cache, steps)")
+    expect(invalid.error).toBe(".oak/workflows/invalid.yml:4: unknown key 'stepz' in job 'build' (allowed: name, needs, env, timeout-minutes, cache, network, steps)")
     const pass = await completed(runs.find((r: any) => r.workflow_name === "pass").id)
     expect(pass).toMatchObject({ conclusion: "success", event: "branch.created", triggered_by: "olga", workflow_path: ".oak/workflows/pass.yml" })
     const jobs = Object.fromEntries(pass.jobs.map((j: any) => [j.key, j]))
@@ -204,10 +206,12 @@ describe("CI runs", () => {
 
 describe("cancel and live logs", () => {
   it("streams a running step's output as server-sent events, then cancels the run and kills its process group", async () => {
-    // The slow workflow writes its background child's pid here.
-    const pidFile = path.join(pids, "slow.pid")
-    const secret = await as("olga").raw("PUT", "/acme/app/ci/secrets", { name: "PID_FILE", value: pidFile })
+    // The slow workflow's background child sleeps this long: the host finds it by its command line
+    // (inside its sandbox the step sees only its own PID namespace).
+    const mark = 900_000 + Math.floor(Math.random() * 90_000)
+    const secret = await as("olga").raw("PUT", "/acme/app/ci/secrets", { name: "SLEEP_MARK", value: String(mark) })
     expect(secret.status).toBe(200)
+    const children = () => fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && readCmdline(pid) === `sleep\0${mark}\0`)
     const id = await start("slow")
     const response = await fetch(`${server.url}/api/acme/app/ci/runs/${id}/logs?follow=1`, { headers: { authorization: `Bearer ${tokens.olga}` } })
     expect(response.headers.get("content-type")).toContain("text/event-stream")
@@ -221,8 +225,7 @@ describe("cancel and live logs", () => {
     }
     expect(seen).toMatch(/event: step\ndata: \{"step_id":\d+,"job":"wait"[^\n]*"status":"running"/)
     expect(seen).toContain("event: log")
-    const child = Number(fs.readFileSync(pidFile, "utf8"))
-    expect(() => process.kill(child, 0)).not.toThrow()
+    expect(children()).toHaveLength(1)
     const cancel = await as("olga").post(`/acme/app/ci/runs/${id}/cancel`)
     expect(cancel.status).toBe(204)
     // The stream ends with the run's end.
@@ -234,14 +237,7 @@ describe("cancel and live logs", () => {
     expect(seen).toMatch(/event: end\ndata: \{"status":"completed","conclusion":"cancelled"/)
     const run = await completed(id)
     expect(run.conclusion).toBe("cancelled")
-    await waitFor("the step's process group to die", async () => {
-      try {
-        process.kill(child, 0)
-        return undefined
-      } catch {
-        return true
-      }
-    }, 10_000)
+    await waitFor("the step's processes to die", async () => (children().length === 0 ? true : undefined), 10_000)
     // Cancelling again: 409, and the conclusion stays.
     const again = await as("olga").post(`/acme/app/ci/runs/${id}/cancel`)
     expect(again.status).toBe(409)
@@ -290,14 +286,14 @@ describe("access, secrets and the gate", () => {
     expect((await reader.raw("PUT", "/acme/app/ci/secrets", { name: "X_KEY", value: "v" })).status).toBe(403)
     expect((await api(server.url).get("/acme/app/ci/runs")).status).toBe(404)
     const listed = await as("rita").get("/acme/app/ci/secrets")
-    expect(listed.body.secrets.map((s: any) => s.name)).toEqual(["API_TOKEN", "PID_FILE"])
+    expect(listed.body.secrets.map((s: any) => s.name)).toEqual(["API_TOKEN", "SLEEP_MARK"])
     expect(JSON.stringify(listed.body)).not.toContain(SECRET)
     expect(fs.readFileSync(path.join(server.dataDir, "secret.key"), "utf8").trim()).toHaveLength(44)
     expect((await as("olga").get("/acme/app/ci/runs?limit=0")).status).toBe(400)
     expect((await as("olga").get("/acme/app/ci/runs?limit=201")).status).toBe(400)
     expect((await as("olga").get("/acme/app/ci/runs?limit=200")).status).toBe(200)
-    expect((await as("olga").delete("/acme/app/ci/secrets/PID_FILE")).status).toBe(204)
-    expect((await as("olga").delete("/acme/app/ci/secrets/PID_FILE")).status).toBe(404)
+    expect((await as("olga").delete("/acme/app/ci/secrets/SLEEP_MARK")).status).toBe(204)
+    expect((await as("olga").delete("/acme/app/ci/secrets/SLEEP_MARK")).status).toBe(404)
   })
 
   it("holds a merge while CI on the branch head fails, and force=1 overrides it (audited)", async () => {

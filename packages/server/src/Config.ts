@@ -75,8 +75,12 @@ export interface CiConfig {
   readonly defaultJobTimeoutMinutes: number
   /** Where runs get their working directories. */
   readonly workDir: string
-  /** When the server runs as root, steps run as this user (default `nobody`). */
+  /** Who steps are inside their sandbox (default `nobody`); with the shared runner, the host user steps run as when the server is root. */
   readonly runAsUser: string
+  /** When the server runs as root, each running job gets its own host uid/gid in [uidBase, uidBase + 65536). */
+  readonly uidBase: number
+  /** Run steps on the host, unsandboxed, when bubblewrap cannot isolate them (otherwise no runner starts). */
+  readonly unsafeSharedRunner: boolean
 }
 
 export const DEFAULT_CI: Omit<CiConfig, "workDir"> = {
@@ -84,7 +88,9 @@ export const DEFAULT_CI: Omit<CiConfig, "workDir"> = {
   queueLimit: 100,
   stepOutputLimitBytes: 1024 * 1024,
   defaultJobTimeoutMinutes: 60,
-  runAsUser: "nobody"
+  runAsUser: "nobody",
+  uidBase: 200_000,
+  unsafeSharedRunner: false
 }
 
 export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
@@ -117,12 +123,16 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--ci-job-timeout-minutes": "GROVE_CI_JOB_TIMEOUT_MINUTES",
   "--ci-work-dir": "GROVE_CI_WORK_DIR",
   "--ci-user": "GROVE_CI_USER",
+  "--ci-uid-base": "GROVE_CI_UID_BASE",
+  "--ci-unsafe-shared-runner": "GROVE_CI_UNSAFE_SHARED_RUNNER",
   "--dns-servers": "GROVE_DNS_SERVERS",
   "--webhook-concurrency": "GROVE_WEBHOOK_CONCURRENCY",
   "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
+/** Flags that take no value (`--flag` alone means true; `--flag=false` is allowed). */
+const SWITCHES = new Set(["--ci-unsafe-shared-runner"])
 
 /**
  * The default Kafka session timeout, for `npm run cluster` and the test suites alike (neither
@@ -149,7 +159,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined]
     const name = FLAG_TO_ENV[flag]
     if (name === undefined) throw new ConfigError(`unknown option ${flag} (known: ${FLAGS.join(", ")})`)
-    const value = inline ?? argv[++i]
+    const value = inline ?? (SWITCHES.has(flag) ? "true" : argv[++i])
     if (value === undefined) throw new ConfigError(`option ${flag} needs a value`)
     values[name] = value
   }
@@ -199,15 +209,23 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     }
     return value
   }
+  const switchValue = (name: string) => {
+    const raw = (values[name] ?? "false").toLowerCase()
+    if (!["true", "1", "false", "0", ""].includes(raw)) throw new ConfigError(`${name} must be true or false`)
+    return raw === "true" || raw === "1"
+  }
   const ci: CiConfig = {
     concurrency: positive("GROVE_CI_CONCURRENCY", DEFAULT_CI.concurrency),
     queueLimit: positive("GROVE_CI_QUEUE_LIMIT", DEFAULT_CI.queueLimit),
     stepOutputLimitBytes: positive("GROVE_CI_STEP_OUTPUT_LIMIT_BYTES", DEFAULT_CI.stepOutputLimitBytes),
     defaultJobTimeoutMinutes: positive("GROVE_CI_JOB_TIMEOUT_MINUTES", DEFAULT_CI.defaultJobTimeoutMinutes, false),
     workDir: path.resolve(values.GROVE_CI_WORK_DIR ?? path.join(tmpdir(), "grove-ci")),
-    runAsUser: values.GROVE_CI_USER ?? DEFAULT_CI.runAsUser
+    runAsUser: values.GROVE_CI_USER ?? DEFAULT_CI.runAsUser,
+    uidBase: positive("GROVE_CI_UID_BASE", DEFAULT_CI.uidBase),
+    unsafeSharedRunner: switchValue("GROVE_CI_UNSAFE_SHARED_RUNNER")
   }
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(ci.runAsUser)) throw new ConfigError("GROVE_CI_USER must be a user name")
+  if (ci.uidBase < 1000 || ci.uidBase + 65_536 > 2 ** 31) throw new ConfigError("GROVE_CI_UID_BASE must be from 1000 to 2147418112 (the range is 65536 ids)")
   // Read from the environment only: a key on the command line would show in the process list.
   const rawKey = env.GROVE_SECRET_KEY
   let secretKey: Uint8Array | undefined

@@ -38,7 +38,10 @@ Options (each also read from the environment variable in brackets):
   --ci-step-output-limit-bytes N [GROVE_CI_STEP_OUTPUT_LIMIT_BYTES] output kept per step (default 1 MiB)
   --ci-job-timeout-minutes N    [GROVE_CI_JOB_TIMEOUT_MINUTES] default job timeout (default 60)
   --ci-work-dir DIR             [GROVE_CI_WORK_DIR]   where jobs run (default $TMPDIR/grove-ci)
-  --ci-user USER                [GROVE_CI_USER]       steps run as this user when the server is root (default nobody)
+  --ci-user USER                [GROVE_CI_USER]       who steps are inside their sandbox (default nobody)
+  --ci-uid-base N               [GROVE_CI_UID_BASE]   as root, each running job's own host uid is in N..N+65535 (default 200000)
+  --ci-unsafe-shared-runner     [GROVE_CI_UNSAFE_SHARED_RUNNER] without bubblewrap, run steps unsandboxed on the host
+                                (otherwise this node starts no CI runners)
   --dns-servers IP[:PORT],...   [GROVE_DNS_SERVERS]   resolvers for outbound calls (default: the system's)
   --webhook-concurrency N       [GROVE_WEBHOOK_CONCURRENCY] deliveries this node makes at once (default 32)
   --webhook-retry-base-ms MS    [GROVE_WEBHOOK_RETRY_BASE_MS] first retry delay, doubling up to an hour (default 10000)

@@ -3,16 +3,19 @@
  * command to the run's entity: of several nodes racing for a run, one wins the compare-and-set),
  * woken by `ci.run.queued` events and a one-second poll; and a sweeper that fails runs whose
  * runner stopped reporting (a killed node) within ~20 s, so no run stays `running` forever.
+ * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
+ * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
 import { Bus, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Queue } from "effect"
 import * as path from "node:path"
-import { ServerConfig, DEFAULT_CI } from "../Config.ts"
+import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
-import { prepareRoot, remove, runUser } from "./Workspace.ts"
+import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
+import { prepareRoot, remove } from "./Workspace.ts"
 
 /** A running run whose runner has not reported for this long is taken for lost. */
 export const STALE_AFTER_MS = 15_000
@@ -24,7 +27,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const gateway = yield* CiGateway
   const bus = yield* Bus.Bus
   const ci = config.ci ?? { ...DEFAULT_CI, workDir: `${config.dataDir}/ci` }
-  const user = yield* runUser(ci.runAsUser)
+  const isolation = yield* isolationFor(ci)
   // This node's own directory under the work root: what a previous run of the same node left
   // behind (it was killed mid-run) is removed, other nodes' directories are not touched.
   const root = path.join(ci.workDir, config.nodeId.replace(/[^A-Za-z0-9._-]/g, "_"))
@@ -33,8 +36,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* prepareRoot(root)
   // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
   yield* Effect.addFinalizer(() => remove(root))
-  const context: RunnerContext = { node: config.nodeId, config: { ...ci, workDir: root }, user }
-  if (user !== undefined) yield* Effect.logInfo(`CI steps run as ${ci.runAsUser} (uid ${user.uid})`)
+  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* Queue.dropping<void>(1)
   let active = 0
@@ -44,6 +46,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   ).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
   const claim = Effect.gen(function*() {
+    if (context === undefined) return
     while (active < ci.concurrency) {
       const candidates = yield* runs.queued(ci.concurrency - active + 4)
       let claimed = 0
@@ -84,3 +87,26 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
     }
   }).pipe(Effect.catchCause((cause) => Effect.logWarning("CI sweep failed", Cause.squash(cause))))).pipe(Effect.forkScoped)
 }))
+
+/** The sandbox steps run in; undefined (no runners on this node) when there is none and the operator did not opt out. */
+const isolationFor = (ci: CiConfig) =>
+  Effect.gen(function*() {
+    const found = yield* probe(ci)
+    if (found._tag === "Ready") {
+      if (ci.unsafeSharedRunner) yield* Effect.logWarning("--ci-unsafe-shared-runner is set, but CI steps are sandboxed (bubblewrap works here)")
+      return found.isolation
+    }
+    if (!ci.unsafeSharedRunner) {
+      yield* Effect.logError(
+        `CI runners NOT started on this node: steps cannot be isolated (${found.reason}). Install bubblewrap (scripts/setup/system-deps.sh), ` +
+          "or pass --ci-unsafe-shared-runner to run steps unsandboxed on the host. Runs stay queued for other nodes."
+      )
+      return undefined
+    }
+    const shared: Isolation = yield* sharedRunner(ci)
+    yield* Effect.logWarning(
+      `UNSAFE: CI steps run unsandboxed on the host (--ci-unsafe-shared-runner; ${found.reason}): they share the host's /proc, /tmp and ` +
+        `network${shared._tag === "Shared" && shared.user !== undefined ? ` and the user ${ci.runAsUser}` : ""}, so one run can read another's secrets and files.`
+    )
+    return shared
+  })

@@ -1,7 +1,8 @@
 /**
  * Executes one run on this node: jobs in `needs` order (independent jobs at once), each in a
- * fresh checkout of the run's commit, each step in a pseudo-terminal (StepProcess) with the
- * workflow's environment and the repository's secrets. Output is masked, capped per step and
+ * fresh checkout of the run's commit owned by a host user of the job's own, each step in its own
+ * sandbox (Sandbox) in a pseudo-terminal (StepProcess) with the workflow's environment and the
+ * repository's secrets. Output is masked, capped per step and
  * written to the log store every 50 ms while the step runs. Every transition of a job or step
  * is reported to the CiRun entity; the report doubles as the runner's heartbeat and tells it
  * when the run was cancelled, which interrupts the jobs (killing their process groups).
@@ -15,13 +16,14 @@ import { CiGateway } from "./CiGateway.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
+import { type Isolation, jobUser, type RunUser, stepCommand } from "./Sandbox.ts"
 import { runStep } from "./StepProcess.ts"
-import { checkout, remove, type RunUser } from "./Workspace.ts"
+import { checkout, remove } from "./Workspace.ts"
 
 export interface RunnerContext {
   readonly node: string
   readonly config: CiConfig
-  readonly user: RunUser | undefined
+  readonly isolation: Isolation
 }
 
 /** What a step sees besides the workflow's env and the secrets: none of the server's own variables. */
@@ -119,7 +121,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
       }
     })
 
-  const runSteps = (job: WorkflowJob, state: JobState, dir: string, deadline: number) =>
+  const runSteps = (job: WorkflowJob, state: JobState, dir: string, user: RunUser | undefined, deadline: number) =>
     Effect.gen(function*() {
       let outcome: Conclusion = "success"
       for (let i = 0; i < job.steps.length; i++) {
@@ -138,7 +140,9 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         // Decided before the step runs: which of the two limits would end it.
         const which = stepLimit < jobLeft ? "step" : "job"
         const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir) }
-        const exit = yield* runStep({ run: step.run, cwd: dir, env, user: context.user, onOutput: log.write }).pipe(
+        // A stored run from before `network` existed has none: on, as then.
+        const command = yield* stepCommand(context.isolation, user, dir, job.network !== false, step.run)
+        const exit = yield* runStep({ command, cwd: dir, env, onOutput: log.write }).pipe(
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
@@ -172,19 +176,21 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
       yield* report
       const deadline = Date.now() + minutes(job.timeoutMinutes ?? context.config.defaultJobTimeoutMinutes)
       let dir: string | undefined
+      // The job's host user is held until its checkout is gone (the scope ends after the removal below).
       const body = Effect.gen(function*() {
-        dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, context.user)
+        const user = yield* jobUser(context.isolation)
+        dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, user)
         const cache = job.cache === undefined ? undefined : { repoId: run.repoId, orgId: run.orgId, branch: run.branch, key: job.cache.key }
-        if (cache !== undefined) yield* CiCache.restore(cache, dir, context.user).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
-        const outcome = yield* runSteps(job, state, dir, deadline)
+        if (cache !== undefined) yield* CiCache.restore(cache, dir, user).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
+        const outcome = yield* runSteps(job, state, dir, user, deadline)
         if (outcome === "success" && cache !== undefined && job.cache !== undefined) {
-          yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, context.user).pipe(
+          yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, user).pipe(
             Effect.catchCause((cause) => Effect.logWarning("a CI cache could not be saved", Cause.squash(cause)))
           )
         }
         return outcome
       })
-      const exit = yield* Effect.exit(body.pipe(Effect.ensuring(Effect.suspend(() => dir === undefined ? Effect.void : remove(dir)))))
+      const exit = yield* Effect.exit(Effect.scoped(body.pipe(Effect.ensuring(Effect.suspend(() => dir === undefined ? Effect.void : remove(dir))))))
       if (Exit.hasInterrupts(exit)) return yield* Effect.interrupt
       const conclusion: Conclusion = Exit.isSuccess(exit) ? exit.value : "failure"
       if (Exit.isFailure(exit)) {

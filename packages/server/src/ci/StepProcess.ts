@@ -1,22 +1,22 @@
 /**
- * One step's process: `bash -e -o pipefail -c <run>` in a pseudo-terminal (node-pty), as the
- * run's user, with only the environment it is given. The shell leads its own session, so its
- * process group is everything it started: interrupting the effect (timeout, cancel) kills the
- * whole group and waits for the shell to be gone.
+ * One step's process: the command Sandbox.stepCommand built (bwrap around `bash -e -o pipefail -c
+ * <run>`) in a pseudo-terminal (node-pty), with only the environment it is given: bwrap is PID 1 of
+ * the sandbox, so that is all its /proc/1/environ holds. The process leads its own session;
+ * interrupting the effect (timeout, cancel) kills its group, which ends the sandbox's PID namespace
+ * and with it every process inside (a `setsid` one too), and waits for it to be gone.
  */
 import { Effect } from "effect"
 import { createRequire } from "node:module"
 import type * as Pty from "node-pty"
+import type { Command } from "./Sandbox.ts"
 
 // node-pty is a native CommonJS addon.
 const pty = createRequire(import.meta.url)("node-pty") as typeof Pty
 
 export interface StepOptions {
-  readonly run: string
+  readonly command: Command
   readonly cwd: string
   readonly env: Readonly<Record<string, string>>
-  /** Set when the server runs as root: the unprivileged user steps run as. */
-  readonly user: { readonly uid: number; readonly gid: number } | undefined
   readonly onOutput: (text: string) => void
 }
 
@@ -25,13 +25,14 @@ export const runStep = (options: StepOptions): Effect.Effect<number> =>
   Effect.callback<number>((resume) => {
     let child: Pty.IPty
     try {
-      child = pty.spawn("/bin/bash", ["--noprofile", "--norc", "-e", "-o", "pipefail", "-c", options.run], {
+      const { file, args, user } = options.command
+      child = pty.spawn(file, [...args], {
         name: "xterm",
         cols: 120,
         rows: 40,
         cwd: options.cwd,
         env: { ...options.env },
-        ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid })
+        ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
       })
     } catch (error) {
       options.onOutput(`grove: the step could not be started: ${String(error)}\n`)

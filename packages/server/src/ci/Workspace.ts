@@ -1,7 +1,7 @@
 /**
  * A job's working directory: a fresh directory under the CI work root holding the files of the
- * run's commit (all of them: path permissions do not apply inside CI), owned by the user steps
- * run as, and removed afterwards. Files are created exclusively (never through an existing
+ * run's commit (all of them: path permissions do not apply inside CI), owned by the job's own
+ * host user (Sandbox.jobUser), bound into the job's sandboxes alone, and removed afterwards. Files are created exclusively (never through an existing
  * symlink); names were checked when they were pushed.
  */
 import { Effect, Stream } from "effect"
@@ -12,13 +12,11 @@ import { promisify } from "node:util"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { storedSnapshot } from "../content/StoredSnapshot.ts"
+import type { RunUser } from "./Sandbox.ts"
 
 const exec = promisify(execFile)
 
-export interface RunUser {
-  readonly uid: number
-  readonly gid: number
-}
+export type { RunUser } from "./Sandbox.ts"
 
 /** Creates the work root, traversable (not listable) by the run user. */
 export const prepareRoot = (root: string) => Effect.promise(() => mkdir(root, { recursive: true, mode: 0o711 }).then(() => undefined))
@@ -62,17 +60,3 @@ export const checkout = Effect.fnUntraced(function*(
 })
 
 export const remove = (dir: string) => Effect.promise(() => rm(dir, { recursive: true, force: true }).catch(() => undefined))
-
-/** The uid and gid of `name` from /etc/passwd; undefined when the server does not run as root. */
-export const runUser = (name: string): Effect.Effect<RunUser | undefined> =>
-  Effect.promise(async () => {
-    if (process.getuid?.() !== 0) return undefined
-    const { stdout } = await exec("id", ["-u", name]).catch(() => ({ stdout: "" }))
-    const { stdout: group } = await exec("id", ["-g", name]).catch(() => ({ stdout: "" }))
-    const uid = Number(stdout.trim())
-    const gid = Number(group.trim())
-    if (stdout.trim() === "" || !Number.isInteger(uid) || uid === 0) {
-      throw new Error(`the CI user ${name} does not exist (or is root); set --ci-user to an unprivileged user`)
-    }
-    return { uid, gid }
-  })
