@@ -21,6 +21,9 @@ python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
 # FUSE for `oak mount` in test/oak (the client mounts through fusermount3).
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+# bubblewrap: every CI step runs in its own sandbox (packages/server/src/ci/Sandbox.ts); without it a
+# node starts no CI runners. setpriv (util-linux, always there) starts it as each job's own uid.
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
