@@ -28,24 +28,29 @@ describe("branches", () => {
   it("creates, lists, reads and refuses bad names", async () => {
     const a = api(server.url, ann)
     expect((await a.post("/repos", { name: "trunk", is_public: true })).status).toBe(201)
-    const created = await a.post("/ann/trunk/branches", { name: "feature/x y", description: "Spaces and slashes" })
+    const created = await a.post("/ann/trunk/branches", { name: "feature/x-y", description: "Spaces and slashes" })
     expect(created.status).toBe(201)
-    expect(created.body).toMatchObject({ name: "feature/x y", parent_branch: "main", status: "open", head: null, description: "Spaces and slashes", created_by: "ann" })
-    expect((await a.post("/ann/trunk/branches", { name: "feature/x y" })).status).toBe(409)
-    for (const name of ["a\nb", "tab\there", "nul\u0000", "", " lead"]) {
+    expect(created.body).toMatchObject({ name: "feature/x-y", parent_branch: "main", status: "open", head: null, description: "Spaces and slashes", created_by: "ann" })
+    expect((await a.post("/ann/trunk/branches", { name: "feature/x-y" })).status).toBe(409)
+    // git's check-ref-format rules too (issue 20 item 5): what git refuses, no branch is called.
+    for (const name of ["a\nb", "tab\there", "nul\u0000", "", " lead", "-x", "a..b", "x.lock", "a/x.lock", "@{u}", "@", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "a/", "/a", "a//b", "a.", ".a", "a/.b"]) {
       const bad = await a.post("/ann/trunk/branches", { name })
       expect(bad.status, name).toBe(400)
       expect(isErrorBody(bad.body)).toBe(true)
     }
     expect((await a.post("/ann/trunk/branches", { name: "orphan", parent_branch: "nope" })).status).toBe(404)
+    // Names git accepts with '-', '.', '@' inside still work.
+    for (const name of ["fix/-dash", "v1.2", "a@b", "x.lockx"]) expect((await a.post("/ann/trunk/branches", { name })).status, name).toBe(201)
 
-    const one = await a.get(`/ann/trunk/branches/${enc("feature/x y")}`)
+    const one = await a.get(`/ann/trunk/branches/${enc("feature/x-y")}`)
     expect(one.status).toBe(200)
-    expect(one.body.name).toBe("feature/x y")
+    expect(one.body.name).toBe("feature/x-y")
     expect((await a.get("/ann/trunk/branches/missing")).status).toBe(404)
 
     const list = await a.get("/ann/trunk/branches")
-    expect(list.body.branches.map((b: { name: string }) => b.name)).toEqual(["main", "feature/x y"])
+    const names = list.body.branches.map((b: { name: string }) => b.name)
+    expect(names).toEqual(expect.arrayContaining(["main", "feature/x-y", "fix/-dash", "v1.2", "a@b", "x.lockx"]))
+    expect(names).toHaveLength(6)
     expect((await a.get("/ann/trunk/branches?status=closed")).body.branches).toEqual([])
     expect((await a.get("/ann/trunk/branches?status=weird")).status).toBe(400)
 
@@ -59,20 +64,20 @@ describe("branches", () => {
   it("records who read a branch and shows the others", async () => {
     const a = api(server.url, ann)
     const b = api(server.url, ben)
-    const path = `/ann/trunk/branches/${enc("feature/x y")}?record_read=1`
+    const path = `/ann/trunk/branches/${enc("feature/x-y")}?record_read=1`
     const first = await a.get(path)
     expect(first.body.readers).toEqual([])
     const second = await b.get(path)
     expect(second.body.readers.map((r: { name: string }) => r.name)).toEqual(["ann"])
     const third = await a.get(path)
     expect(third.body.readers.map((r: { name: string }) => r.name)).toEqual(["ben"])
-    expect((await a.get(`/ann/trunk/branches/${enc("feature/x y")}`)).body.readers).toBeUndefined()
+    expect((await a.get(`/ann/trunk/branches/${enc("feature/x-y")}`)).body.readers).toBeUndefined()
     expect((await api(server.url).get(path)).status).toBe(401)
   })
 
   it("closes idempotently, reopens only closed branches, and never renames", async () => {
     const a = api(server.url, ann)
-    const path = `/ann/trunk/branches/${enc("feature/x y")}`
+    const path = `/ann/trunk/branches/${enc("feature/x-y")}`
     const closed = await a.post(`${path}/close`)
     expect(closed.status).toBe(200)
     expect(closed.body.status).toBe("closed")

@@ -7,8 +7,11 @@
  * `{error, code: "invalid_input"}`, never a 5xx, and nothing reaches the database (no
  * "database unavailable" in the server's log). Close and reopen, which used to skip the check
  * and poison their partition, are also called by hand, followed by writes that must still land.
+ * The push and staged push bodies get the same treatment field by field: a NUL or another control
+ * character in any string field answers 400 `invalid_request` at decoding (issue 20 item 5).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api, isErrorBody } from "../support/http.ts"
 
@@ -234,8 +237,8 @@ describe("path parameters at the edge", () => {
         expect(reply.body.code).toBe("invalid_input")
       }
     }
-    // Names that can exist still work: slashes, spaces, Unicode, the longest allowed.
-    for (const name of ["feature/x y", "ブランチ", "b".repeat(255)]) {
+    // Names that can exist still work: slashes, Unicode, the longest allowed.
+    for (const name of ["feature/x-y", "ブランチ", "b".repeat(255)]) {
       const created = await a.post("/alice/proj/branches", { name })
       expect(created.status, name).toBe(201)
       expect((await a.get(`/alice/proj/branches/${encodeURIComponent(name)}`)).status).toBe(200)
@@ -252,4 +255,85 @@ describe("path parameters at the edge", () => {
     expect(server.output()).not.toContain("database unavailable")
     expect(server.output()).not.toContain("SqlError")
   })
+})
+
+/** Sets the value at a dotted path (`commits.0.files.0.old_path`) of a JSON body. */
+const setAt = (body: unknown, path: string, value: unknown) => {
+  const keys = path.split(".")
+  let target = body as Record<string, unknown>
+  for (const key of keys.slice(0, -1)) target = target[key] as Record<string, unknown>
+  target[keys.at(-1)!] = value
+}
+
+/** Every string field of a push body, as a dotted path into `pushBody` of a commit with a rename. */
+const PUSH_FIELDS = [
+  "expected_head", "expected_branch_head", "branch.name", "branch.description", "branch.parent_branch", "branch.status", "branch.created_at",
+  "branch.close_reason", "commits.0.hash", "commits.0.branch_name", "commits.0.parent_hash", "commits.0.manifest_hash", "commits.0.author",
+  "commits.0.message", "commits.0.timestamp", "commits.0.files.0.path", "commits.0.files.0.change_type", "commits.0.files.0.old_path",
+  "commits.0.files.0.old_blob_hash", "commits.0.files.0.new_blob_hash", "commits.0.files.0.old_mode", "commits.0.files.0.new_mode",
+  "blobs.0.hash", "trees.0.hash", "trees.0.entries.0.name", "trees.0.entries.0.kind", "trees.0.entries.0.hash", "trees.0.entries.0.mode"
+]
+
+describe("push bodies at the edge", () => {
+  const renamed = () => {
+    const base = buildCommit({ branch: "fields", files: { "old.txt": "same\n" } })
+    const moved = buildCommit({ branch: "fields", parent: base, files: { "new.txt": "same\n" }, message: "Rename" })
+    return { base, moved }
+  }
+
+  it("answers 400 invalid_request to a NUL or a control character in any string field of a push, and stores nothing", async () => {
+    const a = api(server.url, alice)
+    const { base, moved } = renamed()
+    expect((await a.post("/alice/proj/push", pushBody({ branch: "fields", commits: [base] }))).body).toMatchObject({ success: true })
+    const template = () => {
+      const body = structuredClone(pushBody({ branch: "fields", commits: [moved], expectedHead: base.commit.hash, closeReason: "done" })) as Record<string, any>
+      body.expected_branch_head = base.commit.hash
+      expect(body.commits[0].files[0]).toMatchObject({ change_type: "renamed", old_path: "old.txt" })
+      return body
+    }
+    const wrong: Array<string> = []
+    for (const field of PUSH_FIELDS) {
+      for (const bad of ["x\u0000y", "x\u0001y", "x\u007fy"]) {
+        const body = template()
+        setAt(body, field, bad)
+        const reply = await a.post("/alice/proj/push", body)
+        if (reply.status !== 400 || !isErrorBody(reply.body) || reply.body.code !== "invalid_request") {
+          wrong.push(`${field}=${JSON.stringify(bad)}: ${reply.status} ${JSON.stringify(reply.body).slice(0, 160)}`)
+        }
+      }
+    }
+    // The issue's cases, each a commit whose hash covers the NUL (so only the field's rule can refuse it).
+    const nulMessage = buildCommit({ branch: "fields", parent: base, files: { "old.txt": "same\n", "m.txt": "m" }, message: "fix\u0000" })
+    const reply = await a.post("/alice/proj/push", pushBody({ branch: "fields", commits: [nulMessage], expectedHead: base.commit.hash }))
+    if (reply.status !== 400 || reply.body.code !== "invalid_request") wrong.push(`NUL message, hash matching: ${reply.status} ${JSON.stringify(reply.body)}`)
+    expect(wrong).toEqual([])
+    expect((await a.get("/alice/proj/branches/fields")).body.head).toBe(base.commit.hash)
+    // What may be there still is: newlines, tabs and carriage returns in the message and the description.
+    const fine = buildCommit({ branch: "fields", parent: base, files: { "new.txt": "same\n" }, message: "Line one\r\n\tline two\n" })
+    const accepted = await a.post("/alice/proj/push", pushBody({ branch: "fields", commits: [fine], expectedHead: base.commit.hash, description: "Two\nlines\tand\r\n" }))
+    expect(accepted.body, JSON.stringify(accepted.body)).toMatchObject({ success: true })
+    expect(server.output()).not.toContain("SqlError")
+    expect(server.output()).not.toContain("write_failed")
+  }, 120_000)
+
+  it("answers the same for a staged push's batch and finalizer, and for an abort", async () => {
+    const a = api(server.url, alice)
+    const c = buildCommit({ branch: "staged-fields", files: { "s.txt": "s\n" }, message: "Staged" })
+    const body = () => structuredClone({ ...pushBody({ branch: "staged-fields", commits: [c] }), stage_id: "stage-fields-000001", finalize: false }) as Record<string, any>
+    const wrong: Array<string> = []
+    for (const field of ["stage_id", "branch.name", "branch.description", "branch.parent_branch", "branch.created_at", "commits.0.message", "commits.0.author", "blobs.0.hash"]) {
+      const bad = body()
+      setAt(bad, field, "x\u0000y")
+      const reply = await a.post("/alice/proj/push/staged-v1", bad)
+      if (reply.status !== 400 || reply.body.code !== "invalid_request") wrong.push(`${field}: ${reply.status} ${JSON.stringify(reply.body).slice(0, 160)}`)
+    }
+    const finalizer = { ...body(), finalize: true, commits: [], blobs: [], trees: [], target_head: "x\u0000y" }
+    const final = await a.post("/alice/proj/push/staged-v1", finalizer)
+    if (final.status !== 400 || final.body.code !== "invalid_request") wrong.push(`target_head: ${final.status}`)
+    const abort = await a.post("/alice/proj/push/staged-v1/stage-fields-000001/abort", { branch_name: "x\u0000y", expected_branch_head: null })
+    if (abort.status !== 400 || abort.body.code !== "invalid_request") wrong.push(`abort branch_name: ${abort.status}`)
+    expect(wrong).toEqual([])
+    expect((await a.post("/alice/proj/push/staged-v1", body())).body).toMatchObject({ success: true, message: "staged" })
+    expect(server.output()).not.toContain("SqlError")
+  }, 60_000)
 })

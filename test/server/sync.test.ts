@@ -364,15 +364,16 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
         ".git.",
         ".g\u200Cit",
         "x".repeat(256),
-        "x".repeat(5000),
         "é".repeat(128)
       ]
     ) {
       await refused("/sam/names/push", pushNaming(name), "invalid_tree")
     }
-    // `.git` as a directory holding `config`, and `..` (the wire rule refused it already).
+    // Past the longest path the contract accepts (4096), refused at decoding.
+    await refused("/sam/names/push", pushNaming("x".repeat(5000)), "invalid_request")
+    // `.git` as a directory holding `config`, and `..` (the wire rule, in the contract: refused at decoding).
     await refused("/sam/names/push", pushNaming(".git", "config"), "invalid_tree")
-    await refused("/sam/names/push", pushNaming("..", "x"), "invalid_tree")
+    await refused("/sam/names/push", pushNaming("..", "x"), "invalid_request")
     expect((await a.get("/sam/names/branches/names")).status).toBe(404)
     // 255 bytes and look-alikes git allows are fine.
     const fine = await a.post("/sam/names/push", pushNaming("x".repeat(255)))
@@ -381,16 +382,17 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
 
   it("refuses in a push the branch names POST /branches refuses: one rule", async () => {
     const a = await newRepo("branchnames")
-    for (const name of ["a".repeat(256), "main ", " lead", "trail\u00a0", "HEAD", "head", "refs/heads/x", "refs/x"]) {
+    // The contract's rule (Fields.NewBranchName), so the push body is refused at decoding.
+    for (const name of ["a".repeat(256), "main ", " lead", "trail\u00a0", "HEAD", "head", "refs/heads/x", "refs/x", "-x", "a..b", "x.lock", "@{u}", "a b"]) {
       const c = buildCommit({ branch: name, files: { "a.txt": "a" } })
-      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [c] }), "invalid_branch")
+      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [c] }), "invalid_request")
       // Metadata-only pushes too.
-      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [] }), "invalid_branch")
+      await refused("/sam/branchnames/push", pushBody({ branch: name, commits: [] }), "invalid_request")
       const created = await a.post("/sam/branchnames/branches", { name })
       expect(created.status, `POST /branches ${JSON.stringify(name)}`).toBe(400)
       expect(isErrorBody(created.body)).toBe(true)
     }
-    for (const name of ["feature/x y", "a".repeat(255), "headless", "refs", "my/refs/x"]) {
+    for (const name of ["feature/x-y", "a".repeat(255), "headless", "refs", "my/refs/x"]) {
       const c = buildCommit({ branch: name, files: { "a.txt": "a" } })
       const pushed = await a.post("/sam/branchnames/push", pushBody({ branch: name, commits: [c] }))
       expect(pushed.body, name).toMatchObject({ success: true })
@@ -413,7 +415,7 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
     const a = await newRepo("fields")
     const c = buildCommit({ branch: "f", files: { "a.txt": "a" } })
     for (const expected of ["A".repeat(64), "a".repeat(63), "a".repeat(65), "", "main", ` ${"a".repeat(63)}`]) {
-      await refused("/sam/fields/push", pushBody({ branch: "f", commits: [c], expectedHead: expected }), "invalid_hash")
+      await refused("/sam/fields/push", pushBody({ branch: "f", commits: [c], expectedHead: expected }), "invalid_request")
     }
     expect((await a.get("/sam/fields/branches/f")).status).toBe(404)
     expect((await a.post("/sam/fields/push", pushBody({ branch: "f", commits: [c] }))).body.success).toBe(true)

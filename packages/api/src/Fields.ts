@@ -4,6 +4,7 @@
  * pattern (exact unless said otherwise), so a client knows in advance what is accepted.
  */
 import * as Names from "@grove/core/Names"
+import { checkWireEntryName } from "@grove/core/objects/Tree"
 import { Schema } from "effect"
 import * as P from "./Params.ts"
 
@@ -56,12 +57,17 @@ export const Multiline = (what: string, max: number) =>
     exact: true
   })
 
-/** A branch name a request creates (`POST /branches`, a parent named there). */
+/** git's check-ref-format rules (Names.checkGitBranchName) but the characters, as lookaheads. */
+const GIT_REF = "(?!-)(?!@$)(?!.*\\.\\.)(?!.*@\\{)(?!.*\\.$)(?!\\.)(?!.*/\\.)(?!.*\\.lock(?:/|$))(?!/)(?!.*/$)(?!.*//)"
+
+/** A branch name a request creates (`POST /branches`, a parent named there, a push). */
 export const NewBranchName = P.make({
   check: Names.checkNewBranchName,
   description: `A new branch name: no control characters, valid Unicode, at most ${Names.MAX_BRANCH_NAME} UTF-16 code units, ` +
-    "no leading or trailing whitespace, not 'HEAD', not starting with 'refs/'.",
-  pattern: `^(?![${SPACE}])(?!.*[${SPACE}]$)(?![Hh][Ee][Aa][Dd]$)(?!refs/)[^${CONTROL}]+$`,
+    "no leading or trailing whitespace, not 'HEAD', not starting with 'refs/', and valid for git (check-ref-format --branch): " +
+    "no space, '~', '^', ':', '?', '*', '[' or backslash, not starting with '-', no '..' or '@{', not '@', " +
+    "no part between slashes starting with '.' or ending with '.lock', no empty part, not ending with '.'.",
+  pattern: `^(?![${SPACE}])(?!.*[${SPACE}]$)(?![Hh][Ee][Aa][Dd]$)(?!refs/)${GIT_REF}[^${CONTROL} ~^:?*\\[\\\\]+$`,
   minLength: 1,
   maxLength: Names.MAX_BRANCH_NAME,
   exact: false
@@ -119,3 +125,81 @@ export const Timestamp = (what: string) =>
     // The pattern does not know the calendar (30 February matches it).
     exact: false
   })
+
+/**
+ * A commit message, or a branch description or close reason a push carries: at most `max` UTF-16 code
+ * units; newlines, tabs and carriage returns but no other control character (NUL would reach the database).
+ */
+export const Message = (what: string, max: number) =>
+  P.make({
+    check: (value) => Names.checkMessage(value, what, max),
+    description: `${what}: at most ${max} characters; newlines, tabs and carriage returns, no other control characters.`,
+    pattern: "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$",
+    minLength: 0,
+    maxLength: max,
+    exact: false
+  })
+
+/** One line a push carries (a commit's author, its timestamp as the client formatted it): no control character, valid Unicode. */
+export const Line = (what: string, min: number, max: number) =>
+  P.make({
+    check: (value) =>
+      value.length < min
+        ? { ok: false, reason: `${what} must not be empty` }
+        : value.length > max
+        ? { ok: false, reason: `${what} must be at most ${max} characters` }
+        : Names.hasControlCharacters(value)
+        ? { ok: false, reason: `${what} must not contain control characters` }
+        : !value.isWellFormed()
+        ? { ok: false, reason: `${what} must be valid Unicode` }
+        : { ok: true },
+    description: `${what}: ${min}-${max} characters, no control characters.`,
+    pattern: `^[^${CONTROL}]*$`,
+    minLength: min,
+    maxLength: max,
+    exact: false
+  })
+
+/** One of a few words (a wire enum kept a string, as the Oak client's types are). */
+export const Word = (what: string, words: ReadonlyArray<string>) =>
+  P.make({
+    check: (value) => words.includes(value) ? { ok: true } : { ok: false, reason: `${what} must be one of ${words.join(", ")}` },
+    description: `${what}: one of ${words.map((w) => `'${w}'`).join(", ")}.`,
+    pattern: `^(?:${words.map((w) => w.replace(/[.]/g, "\\.")).join("|")})$`,
+    minLength: Math.min(...words.map((w) => w.length)),
+    maxLength: Math.max(...words.map((w) => w.length)),
+    exact: true
+  })
+
+/** A file's path in a push's change list: '/'-separated, not empty, no control character. */
+export const FilePath = P.make({
+  check: (value) => value.length === 0 ? { ok: false, reason: "path must not be empty" } : P.checkRepoPath(value),
+  description: "A file's path inside the repository, '/'-separated.",
+  pattern: `^[^${CONTROL}]+$`,
+  minLength: 1,
+  maxLength: P.MAX_REPO_PATH,
+  exact: false
+})
+
+const OPAQUE_ID = /^[A-Za-z0-9_-]{16,128}$/
+
+/** A stage id or proof token: 16-128 ASCII letters, digits, '-' and '_'. */
+export const OpaqueId = P.make({
+  check: (value) =>
+    OPAQUE_ID.test(value) ? { ok: true } : { ok: false, reason: "must be 16-128 ASCII letters, digits, '-' or '_'" },
+  description: "An opaque id: 16-128 ASCII letters, digits, '-' or '_'.",
+  pattern: OPAQUE_ID.source,
+  minLength: 16,
+  maxLength: 128,
+  exact: true
+})
+
+/** A tree entry's name in a push: not empty, not '.' or '..', no '/' or control character (the tree check adds git's rules). */
+export const EntryName = P.make({
+  check: checkWireEntryName,
+  description: "A tree entry's name: not empty, not '.' or '..', no '/' and no control characters.",
+  pattern: `^(?!\\.\\.?$)[^${CONTROL}/]+$`,
+  minLength: 1,
+  maxLength: P.MAX_REPO_PATH,
+  exact: false
+})

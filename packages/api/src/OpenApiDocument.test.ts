@@ -44,6 +44,21 @@ describe("the OpenAPI document", () => {
     expect(status.schema.enum).toEqual(["open", "closed", "merged"])
   })
 
+  it("says what the push bodies accept: hashes, names, byte arrays, words (issue 20 item 5)", () => {
+    const push = operation("sync.push").requestBody.content["application/json"].schema
+    const commit = push.properties.commits.items
+    expect(commit.properties.hash.pattern).toBe("^[0-9a-f]{64}$")
+    expect(commit.properties.branch_name.pattern).toContain("lock")
+    expect(commit.properties.message.anyOf[0].pattern).toContain("\\u0000-\\u0008")
+    expect(commit.properties.files.items.properties.change_type.pattern).toBe("^(?:added|modified|deleted|renamed)$")
+    expect(push.properties.blobs.items.properties.content).toEqual({ type: "array", items: { type: "integer", minimum: 0, maximum: 255 } })
+    expect(push.properties.blobs.items.properties.size).toMatchObject({ type: "integer", minimum: 0 })
+    expect(push.properties.branch.anyOf[0].properties.created_at.pattern).toContain("[0-9]{4}")
+    const staged = operation("stagedPush.stage").requestBody.content["application/json"].schema
+    expect(staged.properties.stage_id).toMatchObject({ minLength: 16, maxLength: 128 })
+    expect(staged.properties.expected_branch_head.anyOf[0].pattern).toBe("^[0-9a-f]{64}$")
+  })
+
   it("says additionalProperties: false only where extra properties are refused", () => {
     expect(operation("repos.create").requestBody.content["application/json"].schema.additionalProperties).toBe(false)
     // The sync protocol's bodies follow the Oak client and ignore what they do not know.
@@ -59,7 +74,8 @@ describe("the OpenAPI document", () => {
     expect(refuses(F.FullName, "alice/x.git")).toBe(true)
     expect(refuses(F.Text("name", 100), " ")).toBe(true)
     expect(refuses(F.NewBranchName, "HEAD")).toBe(true)
-    expect(refuses(F.NewBranchName, "feature/x y")).toBe(false)
+    expect(refuses(F.NewBranchName, "feature/x-y")).toBe(false)
+    expect(refuses(F.NewBranchName, "feature/x y")).toBe(true)
     expect(refuses(S.CreateRepository, { name: "ok" })).toBe(false)
     expect(refuses(CreateBranch, { name: " lead" })).toBe(true)
     expect(refuses(Hashes, { hashes: ["a".repeat(64), "a".repeat(64)] })).toBe(true)
@@ -68,7 +84,13 @@ describe("the OpenAPI document", () => {
       [F.NewSlug, ["api-keys", "acme", "a--b", "-a", "a".repeat(40)]],
       [F.FullName, ["alice/repo", "orgs/repo", "alice/.x", "alice/x.GIT", "a/b/c", "Alice/x"]],
       [F.Text("name", 100), [" ", "\u00a0", "ok", "a\u0001", "\ufeff"]],
-      [F.NewBranchName, ["HEAD", "head", "refs/x", " x", "x ", "ok/branch", "a\u0085"]]
+      [F.NewBranchName, [
+        "HEAD", "head", "refs/x", " x", "x ", "ok/branch", "a\u0085", "-x", "a/-x", "a..b", "x.lock", "x.lock/y", "a.lockx", "@{u}", "@", "@x",
+        "a b", "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "a/", "/a", "a//b", "a.", ".a", "a/.b", "a.b"
+      ]],
+      [F.Message("message", 100), ["", "a\r\n\tb", "a\u0000", "a\u0001", "a\u000b", "a\u001b", "a\u007f"]],
+      [F.EntryName, ["a", ".", "..", "...", ".a", "a/b", "a\u0000"]],
+      [F.Word("kind", ["tree", "blob"]), ["tree", "blob", "trees", " tree", "Tree"]]
     ]
     for (const [schema, values] of patterns) {
       const json = Schema.toJsonSchemaDocument(schema).schema as { pattern: string }

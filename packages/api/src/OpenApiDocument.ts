@@ -10,8 +10,11 @@
  *   (a body that is not `application/json`) on every operation that takes a body;
  * - the `X-Next-Cursor` and `Link` headers of a list's page;
  * - the sync protocol's and the staged push's request bodies accept properties they do not declare (the groups decode
- *   them leniently for the Oak client), so their `additionalProperties: false` is removed.
+ *   them leniently for the Oak client), so their `additionalProperties: false` is removed;
+ * - their byte arrays (`content`, Sync.ByteArray: a declaration, which the generator renders as `{}`) are arrays of
+ *   integers 0-255.
  */
+import { BYTE_ARRAY_JSON_SCHEMA } from "./Sync.ts"
 
 /** The scheme's name in `components.securitySchemes`. */
 export const BEARER = "bearer"
@@ -65,6 +68,20 @@ const allowExtraProperties = (schema: unknown): void => {
   Object.values(record).forEach(allowExtraProperties)
 }
 
+const isEmptySchema = (value: unknown) => typeof value === "object" && value !== null && Object.keys(value).length === 0
+
+/** Every `content: {}` property (Sync.ByteArray) of a sync or staged push schema, request or response. */
+const describeByteArrays = (schema: unknown): void => {
+  if (Array.isArray(schema)) return schema.forEach(describeByteArrays)
+  if (typeof schema !== "object" || schema === null) return
+  const record = schema as Record<string, unknown>
+  const properties = record.properties as Record<string, unknown> | undefined
+  if (typeof properties === "object" && properties !== null && isEmptySchema(properties.content)) {
+    properties.content = structuredClone(BYTE_ARRAY_JSON_SCHEMA)
+  }
+  Object.values(record).forEach(describeByteArrays)
+}
+
 /** A list's next page (see `Fields.Page`), on every 200 of a list. */
 const pageHeaders = {
   "x-next-cursor": {
@@ -100,6 +117,7 @@ export const truthfulDocument = (spec: Record<string, any>): Record<string, any>
       const paged = (op.parameters ?? []).some((parameter: { name?: string; in?: string }) => parameter.in === "query" && parameter.name === "cursor")
       if (paged && op.responses?.["200"] !== undefined) op.responses["200"] = { ...op.responses["200"], headers: { ...op.responses["200"].headers, ...pageHeaders } }
       if (op.requestBody !== undefined && LENIENT_BODIES.some((prefix) => id.startsWith(prefix))) allowExtraProperties(op.requestBody)
+      if (LENIENT_BODIES.some((prefix) => id.startsWith(prefix))) describeByteArrays([op.requestBody, op.responses])
       if (op.requestBody !== undefined) {
         op.responses = { ...op.responses }
         for (const [status, response] of Object.entries(edgeErrors)) op.responses[status] ??= response

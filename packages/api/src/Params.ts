@@ -132,16 +132,19 @@ export const OperationId = make({
 /** Longer than any path a checkout can hold (Linux PATH_MAX); each segment is checked by the route. */
 export const MAX_REPO_PATH = 4096
 
+/** A path inside a repository: bounded, no control character, valid Unicode ("" passes: the root). */
+export const checkRepoPath = (value: string): Names.NameCheck =>
+  value.length > MAX_REPO_PATH
+    ? { ok: false, reason: `path must be at most ${MAX_REPO_PATH} characters` }
+    : Names.hasControlCharacters(value)
+    ? { ok: false, reason: "path must not contain control characters" }
+    : !value.isWellFormed()
+    ? { ok: false, reason: "path must be valid Unicode" }
+    : { ok: true }
+
 /** A path inside a repository (the `*` of `tree/{commit}/*`, `raw/{commit}/*`); "" is the root. */
 export const RepoPath = make({
-  check: (value) =>
-    value.length > MAX_REPO_PATH
-      ? { ok: false, reason: `path must be at most ${MAX_REPO_PATH} characters` }
-      : Names.hasControlCharacters(value)
-      ? { ok: false, reason: "path must not contain control characters" }
-      : !value.isWellFormed()
-      ? { ok: false, reason: "path must be valid Unicode" }
-      : { ok: true },
+  check: checkRepoPath,
   description: "A path inside the repository, '/'-separated; empty for the root.",
   pattern: `^${NO_CONTROL}*$`,
   minLength: 0,

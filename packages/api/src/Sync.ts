@@ -13,6 +13,30 @@ import * as P from "./Params.ts"
 /** A field the Oak client may send as null, omit, or set. */
 const Maybe = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
 
+/**
+ * Longest commit message or pushed description: far beyond any real one (git has no limit), so a
+ * commit made elsewhere still pushes; the body limit bounds the request anyway.
+ */
+export const MAX_MESSAGE = 1_000_000
+const Size = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const BLOB_MODES = ["regular", "executable", "symlink"]
+const BlobMode = F.Word("mode", BLOB_MODES)
+
+// The wire objects twice: as a request carries them (every string field held to its rule here, so a NUL
+// or a malformed value answers 400 at decoding and the document says what is accepted), and as the server
+// answers them (plain strings: what is stored is sent back as it is).
+
+/** A file change a push carries. */
+export const PushFileChange = Schema.Struct({
+  path: F.FilePath,
+  change_type: F.Word("change_type", ["added", "modified", "deleted", "renamed"]),
+  old_blob_hash: Maybe(P.Hash),
+  new_blob_hash: Maybe(P.Hash),
+  old_path: Maybe(F.FilePath),
+  old_mode: Maybe(BlobMode),
+  new_mode: Maybe(BlobMode)
+})
+
 export const FileChangeData = Schema.Struct({
   path: Schema.String,
   change_type: Schema.String,
@@ -43,6 +67,20 @@ export const toFileChangeData = (change: {
   ...(change.new_mode == null ? {} : { new_mode: change.new_mode })
 })
 
+/** A commit a push carries; the server re-hashes it (the hash covers branch, parents, manifest, author, message, timestamp). */
+export const PushCommit = Schema.Struct({
+  hash: P.Hash,
+  branch_name: F.NewBranchName,
+  parent_hash: Maybe(P.Hash),
+  merge_parent_hash: Maybe(P.Hash),
+  manifest_hash: P.Hash,
+  author: F.Line("author", 0, 1000),
+  message: Maybe(F.Message("message", MAX_MESSAGE)),
+  /** RFC 3339 as the client's chrono prints it; parsed (and hashed) by the server. */
+  timestamp: F.Line("timestamp", 1, 64),
+  files: Schema.Array(PushFileChange)
+})
+
 export const CommitData = Schema.Struct({
   hash: Schema.String,
   branch_name: Schema.String,
@@ -56,29 +94,50 @@ export const CommitData = Schema.Struct({
 })
 export type CommitData = typeof CommitData.Type
 
+export const PushChunkRef = Schema.Struct({ hash: P.Hash, offset: Size, size: Size })
 export const ChunkRefData = Schema.Struct({ hash: Schema.String, offset: Schema.Number, size: Schema.Number })
 export type ChunkRefData = typeof ChunkRefData.Type
 
 /**
  * Bytes as a JSON array of numbers (serde's `Vec<u8>`), checked here only for being an array: a
  * 12 MiB blob is 12 million elements, and a per-element schema check costs seconds each way. The
- * server checks every value when it reads the bytes (PushPreparation).
+ * server checks every value when it reads the bytes (PushPreparation: 400 otherwise). The generator
+ * renders a declaration as `{}`: OpenApiDocument writes the rule in (BYTE_ARRAY_JSON_SCHEMA).
  */
+export const BYTE_ARRAY_JSON_SCHEMA = { type: "array", items: { type: "integer", minimum: 0, maximum: 255 } } as const
 export const ByteArray = Schema.declare(
   (u: unknown): u is ReadonlyArray<number> => Array.isArray(u),
   { expected: "an array of byte values 0-255" }
 )
 
-/** `content` is the bytes; empty when the blob travels as chunks. */
+/** A blob a push carries: `content` is the bytes; empty when the blob travels as chunks. */
+export const PushBlob = Schema.Struct({
+  hash: P.Hash,
+  content: ByteArray,
+  size: Size,
+  chunks: Schema.optionalKey(Schema.Array(PushChunkRef)),
+  /** A staged push's chunked blob names the blob proof that checked its chunk list (see StagedPushGroups). */
+  mapping_proof_token: Maybe(F.OpaqueId)
+})
+
 export const BlobData = Schema.Struct({
   hash: Schema.String,
   content: ByteArray,
   size: Schema.Number,
   chunks: Schema.optionalKey(Schema.Array(ChunkRefData)),
-  /** A staged push's chunked blob names the blob proof that checked its chunk list (see StagedPushGroups). */
   mapping_proof_token: Maybe(Schema.String)
 })
 export type BlobData = typeof BlobData.Type
+
+export const PushTree = Schema.Struct({
+  hash: P.Hash,
+  entries: Schema.Array(Schema.Struct({
+    name: F.EntryName,
+    kind: F.Word("kind", ["tree", "blob"]),
+    hash: P.Hash,
+    mode: F.Word("mode", [...BLOB_MODES, "tree"])
+  }))
+})
 
 export const TreeEntryData = Schema.Struct({
   name: Schema.String,
@@ -91,7 +150,18 @@ export type TreeData = typeof TreeData.Type
 
 export const BranchStatus = Schema.Literals(["open", "closed", "merged"])
 
-/** The branch record a push carries and a pull returns. */
+/** The branch record a push carries: its name is one a request may create. */
+export const PushBranch = Schema.Struct({
+  name: F.NewBranchName,
+  description: Maybe(F.Message("description", MAX_MESSAGE)),
+  /** An existing branch's name (it may predate today's rule for new names). */
+  parent_branch: Maybe(P.BranchName),
+  status: F.Word("status", BranchStatus.literals),
+  created_at: F.Timestamp("created_at"),
+  close_reason: Maybe(F.Message("close_reason", MAX_MESSAGE))
+})
+
+/** The branch record a pull returns. */
 export const BranchData = Schema.Struct({
   name: Schema.String,
   description: Maybe(Schema.String),
@@ -103,13 +173,13 @@ export const BranchData = Schema.Struct({
 export type BranchData = typeof BranchData.Type
 
 export const PushRequest = Schema.Struct({
-  expected_head: Maybe(Schema.String),
-  expected_branch_head: Maybe(Schema.String),
+  expected_head: Maybe(P.Hash),
+  expected_branch_head: Maybe(P.Hash),
   force: Schema.optionalKey(Schema.Boolean),
-  branch: Maybe(BranchData),
-  commits: Schema.Array(CommitData),
-  blobs: Schema.Array(BlobData),
-  trees: Schema.optionalKey(Schema.Array(TreeData))
+  branch: Maybe(PushBranch),
+  commits: Schema.Array(PushCommit),
+  blobs: Schema.Array(PushBlob),
+  trees: Schema.optionalKey(Schema.Array(PushTree))
 })
 export type PushRequest = typeof PushRequest.Type
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { checkBranchName, checkHash, checkNewBranchName, checkRepoName, checkSlug, checkSlugFormat, checkText, parseFullName } from "./Names.ts"
+import { spawnSync } from "node:child_process"
+import { checkBranchName, checkHash, checkMessage, checkNewBranchName, checkRepoName, checkSlug, checkSlugFormat, checkText, parseFullName } from "./Names.ts"
 
 describe("Names", () => {
   it("accepts ordinary slugs and rejects the rest", () => {
@@ -30,7 +31,8 @@ describe("Names", () => {
 
   // One rule for a branch a request creates (POST /branches and push), issue 9 item 3.
   const newBranchCases: ReadonlyArray<readonly [string, boolean]> = [
-    ["feature/x y", true],
+    ["feature/x-y", true],
+    ["feature/x y", false],
     ["a".repeat(255), true],
     ["headless", true],
     ["refs", true],
@@ -53,6 +55,34 @@ describe("Names", () => {
       expect(checkNewBranchName(name).ok).toBe(accepted)
     })
   }
+
+  // git's check-ref-format rules (issue 20 item 5): what git refuses, a new branch may not be called.
+  const gitCases: ReadonlyArray<string> = [
+    "main", "feature/x", "a/-b", "a-", "x.lockx", "a@b", "@b", "é", "ブランチ/x", "v1.2", "a_b", "a+b", "a,b", "a=b", "a'b",
+    "-x", "-", "a..b", "..", ".a", "a/.b", "x.lock", "x.lock/y", "a/b.lock", "@{u}", "a@{1}", "a b", "a~1", "a^", "a:b", "a?", "a*",
+    "a[b", "a\\b", "a/", "/a", "a//b", "a.", "a/b.", "ab\u007f"
+  ]
+  it("refuses every name git's check-ref-format --branch refuses, and accepts what it accepts", () => {
+    const mismatches: Array<string> = []
+    for (const name of gitCases) {
+      // Outside a repository: `--branch` then checks refs/heads/<name> and the leading '-'.
+      const git = spawnSync("git", ["check-ref-format", "--branch", name], { cwd: "/", encoding: "utf8" })
+      expect(git.error).toBeUndefined()
+      const ours = checkNewBranchName(name).ok
+      if (ours !== (git.status === 0)) mismatches.push(`${JSON.stringify(name)}: git ${git.status === 0}, ours ${ours}`)
+    }
+    expect(mismatches).toEqual([])
+    // Stricter than git on purpose: '@' alone is git's HEAD; HEAD and refs/... are ambiguous; surrounding whitespace.
+    for (const name of ["@", "HEAD", "refs/heads/x", "x\u00a0"]) expect(checkNewBranchName(name).ok, name).toBe(false)
+    expect(checkNewBranchName("x.lock")).toEqual({ ok: false, reason: "no part of a branch name between slashes may end with '.lock'" })
+  })
+
+  it("lets a commit message or description carry newlines, tabs and carriage returns, never NUL or another control character", () => {
+    for (const good of ["", "Fix\r\n\tthe parser\n", "é😀"]) expect(checkMessage(good, "message", 100).ok, JSON.stringify(good)).toBe(true)
+    for (const bad of ["a\u0000b", "a\u0001", "a\u001b[31m", "a\u007f", "a\u0085", "a\ud800", "x".repeat(101)]) {
+      expect(checkMessage(bad, "message", 100).ok, JSON.stringify(bad)).toBe(false)
+    }
+  })
 
   it("checks hashes: 64 lowercase hex characters", () => {
     expect(checkHash("0".repeat(64)).ok).toBe(true)

@@ -89,8 +89,8 @@ export const checkBranchName = (value: string): NameCheck => {
  * The rule for a branch name a request creates, whether by `POST /branches` or by a push (one rule for
  * both): checkBranchName, and no leading or trailing whitespace, not `HEAD` (in any case: git's name for
  * the current branch, and one file with `head` on a case-insensitive file system), not under `refs/`
- * (a full ref name, ambiguous as a short one). checkBranchName alone stays the rule for naming an existing
- * branch in a path, so branches made before this rule can still be reached.
+ * (a full ref name, ambiguous as a short one), and git's own rules (checkGitBranchName). checkBranchName alone
+ * stays the rule for naming an existing branch in a path, so branches made before this rule can still be reached.
  */
 export const checkNewBranchName = (value: string): NameCheck => {
   const check = checkBranchName(value)
@@ -98,6 +98,31 @@ export const checkNewBranchName = (value: string): NameCheck => {
   if (value.trim() !== value) return fail("branch name must not start or end with whitespace")
   if (value.toUpperCase() === "HEAD") return fail("branch name must not be 'HEAD'")
   if (value.startsWith("refs/")) return fail("branch name must not start with 'refs/'")
+  return checkGitBranchName(value)
+}
+
+/** Characters git never allows in a ref name (beyond control characters, refused earlier). */
+const GIT_FORBIDDEN = /[ ~^:?*[\\]/
+
+/**
+ * git's `check-ref-format --branch` rules for `refs/heads/<value>`, so that every branch a request
+ * creates is also a valid git branch (and a file name in a clone's `.git/refs`): not starting with
+ * '-', no component starting with '.' or ending with '.lock', no '..', no '@{', not '@' alone (git's
+ * name for HEAD), no space, '~', '^', ':', '?', '*', '[' or a backslash, no empty component (leading,
+ * trailing or double '/'), not ending with '.'. Control characters are checkBranchName's.
+ */
+export const checkGitBranchName = (value: string): NameCheck => {
+  if (value.startsWith("-")) return fail("branch name must not start with '-'")
+  if (value === "@") return fail("branch name must not be '@'")
+  if (value.includes("..")) return fail("branch name must not contain '..'")
+  if (value.includes("@{")) return fail("branch name must not contain '@{'")
+  if (GIT_FORBIDDEN.test(value)) return fail("branch name must not contain a space or any of ~ ^ : ? * [ \\")
+  if (value.endsWith(".")) return fail("branch name must not end with '.'")
+  for (const component of value.split("/")) {
+    if (component.length === 0) return fail("branch name must not start or end with '/' or contain '//'")
+    if (component.startsWith(".")) return fail("no part of a branch name between slashes may start with '.'")
+    if (component.endsWith(".lock")) return fail("no part of a branch name between slashes may end with '.lock'")
+  }
   return ok
 }
 
@@ -122,6 +147,19 @@ export const checkMultilineText = (value: string, what: string, max: number): Na
   if ([...value].length > max) return fail(`${what} must be at most ${max} characters`)
   // oxlint-disable-next-line no-control-regex -- finding control characters is the point
   if (/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/u.test(value)) return fail(`${what} must not contain control characters`)
+  return ok
+}
+
+/**
+ * A commit message or a pushed branch description: at most `max` characters; newlines, tabs and
+ * carriage returns (a message written on Windows, which git keeps) but no other control character
+ * (NUL above all: the database refuses it).
+ */
+export const checkMessage = (value: string, what: string, max: number): NameCheck => {
+  if (value.length > max) return fail(`${what} must be at most ${max} characters`)
+  // oxlint-disable-next-line no-control-regex -- finding control characters is the point
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/u.test(value)) return fail(`${what} must not contain control characters other than newline, tab and carriage return`)
+  if (!value.isWellFormed()) return fail(`${what} must be valid Unicode`)
   return ok
 }
 
