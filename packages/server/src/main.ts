@@ -3,7 +3,7 @@
  * and `user passwd` manage users whether or not a server is running.
  */
 import { ConfigError, parseConfig } from "./Config.ts"
-import { freePort } from "./net.ts"
+import { freePort, listenProblem } from "./net.ts"
 
 const USAGE = `grove-server — the Grove repository hosting server
 
@@ -79,15 +79,37 @@ const main = async () => {
     const port = await freePort(config.host)
     config = parseConfig([...rest, "--port", String(port)], process.env)
   }
-  const [{ NodeRuntime }, { Effect, Layer }, { serverLayer }] = await Promise.all([
+  // The two mistakes of a second start are named at once, in one line, before anything loads.
+  const listening = `${config.host}:${config.port}`
+  const busy = config.mode === "embedded" ? (await import("./admin/DataDirLock.ts")).holder(config.dataDir) : undefined
+  if (busy !== undefined) return fail(dataDirBusy(config.dataDir, busy), 1)
+  const problem = await listenProblem(config.host, config.port)
+  if (problem !== undefined) return fail(cannotListen(listening, problem.code ?? problem.message), 1)
+  const [{ NodeRuntime }, { Cause, Effect, Layer }, { serverLayer }] = await Promise.all([
     import("@effect/platform-node"),
     import("effect"),
     import("./Server.ts")
   ])
   Layer.launch(serverLayer(config)).pipe(
-    Effect.tapCause((cause) => Effect.logError("grove-server stopped", cause)),
+    Effect.catchCause((cause) => {
+      // The same mistakes, when another process got there between the check and the start.
+      const error = Cause.squash(cause) as { _tag?: string; pid?: number; cause?: NodeJS.ErrnoException }
+      if (error?._tag === "DataDirBusy") return Effect.sync(() => fail(dataDirBusy(config.dataDir, error.pid ?? 0), 1))
+      if (error?._tag === "ServeError" && error.cause?.code !== undefined) {
+        return Effect.sync(() => fail(cannotListen(listening, error.cause!.code!), 1))
+      }
+      return Effect.andThen(Effect.logError("grove-server stopped", cause), Effect.failCause(cause))
+    }),
     NodeRuntime.runMain
   )
 }
+
+const dataDirBusy = (dataDir: string, pid: number) =>
+  `the data directory ${dataDir} is in use by another grove-server (pid ${pid}): stop it, or start with another --data-dir`
+
+const cannotListen = (address: string, code: string) =>
+  code === "EADDRINUSE"
+    ? `cannot listen on ${address}: the address is in use (another grove-server?): stop it, or start with another --port`
+    : `cannot listen on ${address}: ${code}`
 
 await main()

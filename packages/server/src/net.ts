@@ -10,3 +10,11 @@ export const freePort = (host: string) =>
       server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
     })
   })
+
+/** Why `host:port` cannot be listened on now (EADDRINUSE, EACCES, ...), or undefined when it can. */
+export const listenProblem = (host: string, port: number) =>
+  new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    const server = net.createServer()
+    server.once("error", (error) => resolve(error))
+    server.listen(port, host, () => server.close(() => resolve(undefined)))
+  })

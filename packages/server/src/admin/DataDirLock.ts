@@ -35,6 +35,17 @@ const tryLock = (file: string): number | undefined => {
   return -1
 }
 
+/** The pid of the live process holding the data directory, if one does (checked before a start, for a clear message). */
+export const holder = (dataDir: string): number | undefined => {
+  let pid: number
+  try {
+    pid = Number(fs.readFileSync(path.join(dataDir, "server.lock"), "utf8").trim())
+  } catch {
+    return undefined
+  }
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid) ? pid : undefined
+}
+
 /** Holds the lock for the scope's lifetime. */
 export const acquire = (dataDir: string) =>
   Effect.acquireRelease(
