@@ -1,0 +1,81 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { type Isolation, jobUser, probe, stepCommand, UID_RANGE } from "./Sandbox.ts"
+
+const exec = promisify(execFile)
+const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
+const root = process.getuid?.() === 0
+
+const ready = async (): Promise<Isolation> => {
+  const found = await Effect.runPromise(probe(settings))
+  if (found._tag !== "Ready") throw new Error(`no sandbox on this machine: ${found.reason}`)
+  return found.isolation
+}
+
+/** Runs one step command the way the runner would (without the terminal), in a fresh workspace. */
+const runIn = async (isolation: Isolation, network: boolean, script: string) =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const user = yield* jobUser(isolation)
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-sandbox-test-"))
+    fs.writeFileSync(path.join(workspace, "mine.txt"), "in the checkout\n")
+    if (user !== undefined) fs.chownSync(workspace, user.uid, user.gid)
+    if (user !== undefined) fs.chownSync(path.join(workspace, "mine.txt"), user.uid, user.gid)
+    const command = yield* stepCommand(isolation, user, workspace, network, script)
+    return yield* Effect.promise(() =>
+      exec(command.file, [...command.args], { cwd: workspace, env: { PATH: "/usr/bin:/bin", STEP_ONLY: "yes" } })
+        .then(({ stdout }) => ({ stdout, workspace }))
+        .finally(() => fs.rmSync(workspace, { recursive: true, force: true }))
+    )
+  })))
+
+describe("Sandbox", () => {
+  it("reports a missing bubblewrap as unavailable, saying why", async () => {
+    const found = await Effect.runPromise(probe(settings, "grove-no-such-bwrap"))
+    expect(found).toEqual({ _tag: "Unavailable", reason: "grove-no-such-bwrap (bubblewrap) is not on the PATH" })
+  })
+
+  it("runs a step with only the system, its own /proc, /dev, /tmp and its checkout, as --ci-user inside", async () => {
+    const isolation = await ready()
+    const script = "echo =id; id -un; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
+    const { stdout, workspace } = await runIn(isolation, true, script)
+    const sections = Object.fromEntries(stdout.split(/^=/m).filter((part) => part !== "").map((part) => {
+      const [name, ...rest] = part.trimEnd().split("\n")
+      return [name!, rest]
+    }))
+    expect(sections.id).toEqual(["nobody"])
+    const system = ["bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"]
+    expect(sections.root!.filter((entry: string) => !system.includes(entry))).toEqual([])
+    // PID 1 is the sandbox's bwrap, with the step's environment: nothing of this test process's own.
+    expect(sections.environ).toContain("STEP_ONLY=yes")
+    expect(sections.environ!.some((line: string) => line.startsWith("VITEST"))).toBe(false)
+    // Its own PID namespace: bwrap, the shell and ls.
+    expect(sections.pids!.length).toBeLessThan(6)
+    expect(sections.cwd).toEqual([workspace, "in the checkout"])
+    // /tmp holds nothing but the way to the checkout.
+    expect(sections.tmp).toEqual([workspace.split("/")[2]])
+  })
+
+  it("cuts the network with network: false only", async () => {
+    const isolation = await ready()
+    expect((await runIn(isolation, true, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ' | sort")).stdout.trim().split("\n").length).toBeGreaterThan(1)
+    expect((await runIn(isolation, false, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")).stdout.trim()).toBe("lo")
+  })
+
+  it.runIf(root)("gives each job its own host uid in the range, started through setpriv without groups", async () => {
+    const isolation = await ready()
+    const [a, b] = await Effect.runPromise(Effect.scoped(Effect.all([jobUser(isolation), jobUser(isolation)])))
+    expect(a!.uid).not.toBe(b!.uid)
+    for (const user of [a!, b!]) expect(user.uid - 200_000).toBeGreaterThanOrEqual(0)
+    for (const user of [a!, b!]) expect(user.uid - 200_000).toBeLessThan(UID_RANGE)
+    const command = await Effect.runPromise(stepCommand(isolation, a, "/w", false, "true"))
+    expect(command.file).toMatch(/setpriv$/)
+    expect(command.args.slice(0, 3)).toEqual([`--reuid=${a!.uid}`, `--regid=${a!.gid}`, "--clear-groups"])
+    expect(command.args).toContain("--unshare-net")
+    expect(command.args).toContain("--die-with-parent")
+  })
+})
