@@ -160,9 +160,9 @@ describe("staged pushes", () => {
     const main = await stage(batch(newStageId(), "main", {}))
     expect([main.status, main.body.code]).toEqual([403, "main_protected"])
     const shortId = await stage(batch("short", "feat2", {}))
-    expect([shortId.status, shortId.body.code]).toEqual([400, "invalid_stage_id"])
+    expect([shortId.status, shortId.body.code]).toEqual([400, "invalid_request"])
     const badHead = await stage(batch(newStageId(), "feat2", {}, "HEAD"))
-    expect([badHead.status, badHead.body.code]).toEqual([400, "invalid_hash"])
+    expect([badHead.status, badHead.body.code]).toEqual([400, "invalid_request"])
     for (const reply of [orphan, missingTree, lying, main, shortId, badHead]) expect(isErrorBody(reply.body)).toBe(true)
   })
 
@@ -188,7 +188,7 @@ describe("staged pushes", () => {
     expect([late.status, late.body.code]).toEqual([409, "stage_completed"])
   })
 
-  it("a repository has at most 8 stages open at once (429), and an abort frees a place", async () => {
+  it("a caller has at most 8 stages open in a repository (429), and an abort frees a place", async () => {
     const ids: Array<string> = []
     let refused: { status: number; body: any } | undefined
     for (let i = 0; i < 10 && refused === undefined; i++) {
@@ -205,6 +205,77 @@ describe("staged pushes", () => {
       expect((await as(sam).post(`${REPO}/push/staged-v1/${id}/abort`, { branch_name: `many-${i}`, expected_branch_head: null })).body.aborted).toBe(true)
     }
     expect((await stage(batch(newStageId(), "many-x", {}))).body.success).toBe(true)
+  })
+})
+
+describe("open stages: per caller, and the admins' view (issue 20 item 5)", () => {
+  // Organization crew: sam owns it, ada administers it, tina is a member; crew/shared is private.
+  const SHARED = "/crew/shared"
+  let ada: string
+  const stageIn = (key: string, id: string, branch: string) => as(key).post(`${SHARED}/push/staged-v1`, batch(id, branch, {}))
+  const abortIn = (key: string, id: string, branch: string) =>
+    as(key).post(`${SHARED}/push/staged-v1/${id}/abort`, { branch_name: branch, expected_branch_head: null })
+  const listed = async (key: string) => {
+    const reply = await as(key).get(`${SHARED}/push/staged-v1`)
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200)
+    return reply.body.stages as Array<{ stage_id: string; caller: string; branch: string; expected_branch_head: string | null; commit_count: number }>
+  }
+  const tinas: Array<string> = []
+
+  beforeAll(async () => {
+    ada = await server.createUser("ada")
+    expect((await as(sam).post("/orgs", { slug: "crew", name: "Crew" })).status).toBe(201)
+    expect((await as(sam).post("/orgs/crew/members", { username: "ada", role: "admin" })).status).toBe(201)
+    expect((await as(sam).post("/orgs/crew/members", { username: "tina" })).status).toBe(201)
+    expect((await as(sam).post("/repos", { name: "shared", organization_slug: "crew" })).status).toBe(201)
+  }, 60_000)
+
+  it("one member's eight open stages do not lock the others out", async () => {
+    for (let i = 0; i < 8; i++) {
+      const id = newStageId()
+      const reply = await stageIn(tina, id, `tina-${i}`)
+      expect(reply.body, JSON.stringify(reply.body)).toMatchObject({ success: true })
+      tinas.push(id)
+    }
+    const ninth = await stageIn(tina, newStageId(), "tina-9")
+    expect([ninth.status, ninth.body.code]).toEqual([429, "too_many_stages"])
+    // The owner and an admin still push.
+    expect((await stageIn(sam, "sam-stage-0000000001", "sam-0")).body).toMatchObject({ success: true })
+    expect((await stageIn(ada, "ada-stage-0000000001", "ada-0")).body).toMatchObject({ success: true })
+  })
+
+  it("a member lists and aborts only their own stages; the repository's admins and owner list and abort any, audited", async () => {
+    const own = await listed(tina)
+    expect(own.map((s) => s.stage_id).sort()).toEqual([...tinas].sort())
+    expect(own[0]).toMatchObject({ caller: "tina", expected_branch_head: null, commit_count: 0 })
+    for (const key of [sam, ada]) {
+      const all = await listed(key)
+      expect(all.map((s) => s.stage_id).sort()).toEqual([...tinas, "ada-stage-0000000001", "sam-stage-0000000001"].sort())
+      expect(new Set(all.map((s) => s.caller))).toEqual(new Set(["tina", "sam", "ada"]))
+    }
+    // Paged like every list.
+    const first = await as(sam).get(`${SHARED}/push/staged-v1?limit=4`)
+    expect(first.body.stages).toHaveLength(4)
+    const second = await as(sam).get(`${SHARED}/push/staged-v1?limit=20&cursor=${first.headers.get("x-next-cursor")}`)
+    expect([...first.body.stages, ...second.body.stages].map((s: { stage_id: string }) => s.stage_id)).toEqual((await listed(sam)).map((s) => s.stage_id))
+    // Someone else's stage is missing to a member; a stranger does not see the repository.
+    expect((await abortIn(tina, "sam-stage-0000000001", "sam-0")).body).toEqual({ aborted: false, state: "missing" })
+    expect((await as(await server.createUser("stray")).get(`${SHARED}/push/staged-v1`)).status).toBe(404)
+    // The admin and the owner abort the member's stages with the boundary the listing shows.
+    const [a, b] = own
+    expect((await abortIn(ada, a!.stage_id, a!.branch)).body).toEqual({ aborted: true, state: "aborted" })
+    expect((await abortIn(sam, b!.stage_id, b!.branch)).body).toEqual({ aborted: true, state: "aborted" })
+    expect((await listed(tina)).map((s) => s.stage_id)).not.toContain(a!.stage_id)
+    // The member has room again.
+    expect((await stageIn(tina, newStageId(), "tina-again")).body).toMatchObject({ success: true })
+    const audit = await as(sam).get("/orgs/crew/audit?action=push.stage.abort")
+    expect(audit.status).toBe(200)
+    const entries = audit.body.entries as Array<{ actor: string; target: string; details: Record<string, unknown> }>
+    expect(entries.map((e) => [e.actor, e.target, e.details.stage_id]).sort()).toEqual([["ada", "crew/shared", a!.stage_id], ["sam", "crew/shared", b!.stage_id]].sort())
+    // A member's abort of their own stage is no admin action: not audited.
+    const mine = (await listed(tina))[0]!
+    expect((await abortIn(tina, mine.stage_id, mine.branch)).body.aborted).toBe(true)
+    expect((await as(sam).get("/orgs/crew/audit?action=push.stage.abort")).body.entries).toHaveLength(2)
   })
 })
 

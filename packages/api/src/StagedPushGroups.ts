@@ -8,48 +8,62 @@
  * finalizer (`finalize: true`, no objects, `target_head`) publishes them all and moves the branch
  * from `expected_branch_head` to `target_head` in one compare-and-set. A chunked blob in a batch
  * names a blob proof: its chunk list, declared and paged in beforehand, checked by re-hashing.
+ *
+ * A caller has at most 8 stages open per repository (429 `too_many_stages` past that). Open stages
+ * are listed by `GET push/staged-v1`: one's own, or, for the repository's admins, everyone's.
  */
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound, OperationPending, PayloadTooLarge, ServiceUnavailable, TooManyRequests, Unauthorized } from "./Errors.ts"
+import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
 import * as S from "./Sync.ts"
 
-const OPAQUE_ID = /^[A-Za-z0-9_-]{16,128}$/
-
 /** A stage id or proof token: 16-128 ASCII letters, digits, '-' and '_'. */
-export const OpaqueId = P.make({
-  check: (value) =>
-    OPAQUE_ID.test(value) ? { ok: true } : { ok: false, reason: "must be 16-128 ASCII letters, digits, '-' or '_'" },
-  description: "An opaque id: 16-128 ASCII letters, digits, '-' or '_'.",
-  pattern: OPAQUE_ID.source,
-  minLength: 16,
-  maxLength: 128,
-  exact: true
-})
+export const OpaqueId = F.OpaqueId
 
 /** A field that must be present; null means "no head" (an empty branch). */
-const HeadOrNull = Schema.NullOr(Schema.String)
+const HeadOrNull = Schema.NullOr(P.Hash)
 
 export const StagedPushRequest = Schema.Struct({
-  stage_id: Schema.String,
+  stage_id: OpaqueId,
   expected_branch_head: HeadOrNull,
-  branch: S.BranchData,
+  branch: S.PushBranch,
   finalize: Schema.Boolean,
   force: Schema.optionalKey(Schema.Boolean),
-  target_head: Schema.optionalKey(Schema.NullOr(Schema.String)),
-  commits: Schema.Array(S.CommitData),
-  blobs: Schema.Array(S.BlobData),
-  trees: Schema.optionalKey(Schema.Array(S.TreeData))
+  target_head: Schema.optionalKey(Schema.NullOr(P.Hash)),
+  commits: Schema.Array(S.PushCommit),
+  blobs: Schema.Array(S.PushBlob),
+  trees: Schema.optionalKey(Schema.Array(S.PushTree))
 })
 export type StagedPushRequest = typeof StagedPushRequest.Type
 
-export const StagedAbortRequest = Schema.Struct({ branch_name: Schema.String, expected_branch_head: HeadOrNull })
+export const StagedAbortRequest = Schema.Struct({ branch_name: P.BranchName, expected_branch_head: HeadOrNull })
 export const StagedAbortResponse = Schema.Struct({
   aborted: Schema.Boolean,
   /** "aborted", or "missing" when no such stage is open. */
   state: Schema.String
 })
+
+/**
+ * An open stage, as `GET push/staged-v1` lists it: a caller sees their own; the repository's admins
+ * (and its organization's owners) see everyone's, and may abort any of them with `branch` and
+ * `expected_branch_head` as the abort's boundary.
+ */
+export const OpenStage = Schema.Struct({
+  stage_id: Schema.String,
+  /** Who opened it: a user name, or `service:<name>` for a service account. */
+  caller: Schema.String,
+  branch: Schema.String,
+  expected_branch_head: Schema.NullOr(Schema.String),
+  /** Commits its batches admitted so far. */
+  commit_count: Schema.Int,
+  created_at: Schema.String,
+  /** The last batch; the stage is collected 24 hours after it (`expires_at`). */
+  updated_at: Schema.String,
+  expires_at: Schema.String
+})
+export const OpenStages = Schema.Struct({ stages: Schema.Array(OpenStage) })
 
 const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 4_294_967_295 }))
 const U64 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -108,6 +122,12 @@ export class StagedPushGroup extends HttpApiGroup.make("stagedPush").add(
     payload: StagedPushRequest,
     success: S.PushResponse,
     error: Errors
+  }),
+  HttpApiEndpoint.get("list", "/:owner/:name/push/staged-v1", {
+    params: Owner,
+    query: F.Page,
+    success: OpenStages,
+    error: [BadRequest, Unauthorized, Forbidden, NotFound, ServiceUnavailable]
   }),
   HttpApiEndpoint.post("abort", "/:owner/:name/push/staged-v1/:stage_id/abort", {
     params: Stage,

@@ -42,4 +42,7 @@ export const proofFailure = (error: ProofRefused) =>
   )
 
 export const tooManyStages = (limit: number) =>
-  new ApiErrors.TooManyRequests({ error: `this repository has ${limit} staged pushes open; finish, abort or wait for one`, code: "too_many_stages" })
+  new ApiErrors.TooManyRequests({
+    error: `you have ${limit} staged pushes open in this repository; finish or abort one (GET push/staged-v1 lists them), or wait for one to expire`,
+    code: "too_many_stages"
+  })

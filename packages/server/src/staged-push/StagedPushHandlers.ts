@@ -5,8 +5,7 @@
  * BlobProofs' work; these handlers authorize, validate and answer.
  */
 import { ApiErrors, type ApiStagedPush, CurrentCaller, GroveApi } from "@grove/api"
-import * as Names from "@grove/core/Names"
-import * as Blake3 from "@grove/core/objects/Blake3"
+import { Access } from "@grove/core"
 import { mappingDigest } from "@grove/core/objects/MappingDigest"
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
@@ -21,6 +20,7 @@ import { MAIN_BRANCH, preparePush } from "../content/PushPreparation.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
 import { contentFailure } from "../http/ContentFailures.ts"
 import { dbUnavailable } from "../http/Failures.ts"
+import { pageRequest, pageResponse } from "../http/Pagination.ts"
 import { repositoryKey } from "../repos/RepositoryRecord.ts"
 import { BlobProofs, type ProofAnswer } from "./BlobProofs.ts"
 import { MAX_ACTIVE_STAGES, PushStages, sameBoundary, type StageBoundary } from "./PushStages.ts"
@@ -31,7 +31,6 @@ import { StagedPushGateway } from "./StagedPushGateway.ts"
 export const BATCH_MAX_COMMITS = 500
 export const STAGE_MAX_COMMITS = 100_000
 
-const STAGE_ID = /^[A-Za-z0-9_-]{16,128}$/
 const BOUNDARY_CHANGED = "Conflict: staged session boundary changed"
 
 const bad = (error: string, code = "invalid_push") => Effect.fail(new ApiErrors.BadRequest({ error, code }))
@@ -53,12 +52,22 @@ export const StagedPushHandlers = HttpApiBuilder.group(GroveApi, "stagedPush", E
   const withContent = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     effect.pipe(Effect.provideService(ContentObjects, objects), Effect.provideService(ChunkStore, chunkStore))
 
-  /** The caller's dedup scope in a repository it may write. */
+  /**
+   * The caller's dedup scope in a repository it may write, and whether it administers the repository
+   * (an admin or owner of its organization, with the admin scope): admins see and abort every stage.
+   */
   const writable = Effect.fnUntraced(function*(owner: string, name: string) {
     const caller = yield* CurrentCaller
     const repo = yield* dbUnavailable(authorizer.repository(caller, owner, name, "write"))
     const scope = yield* dbUnavailable(withContent(dedupScope(caller, repo)))
-    return { repo, scope }
+    const admin = Access.decide(caller.principal, caller.limits, {
+      kind: "repository",
+      repoId: repo.id,
+      orgId: repo.orgId,
+      isPublic: repo.isPublic,
+      callerRole: repo.callerRole
+    }, "admin")._tag === "Allow"
+    return { repo, scope, admin }
   })
 
   /** Chunked blobs name a complete proof of theirs: answers their hashes (registered by the proof), or fails. */
@@ -92,11 +101,8 @@ export const StagedPushHandlers = HttpApiBuilder.group(GroveApi, "stagedPush", E
       if (name === MAIN_BRANCH) {
         return yield* new ApiErrors.Forbidden({ error: "main changes only by merge or revert: push a branch and merge it", code: "main_protected" })
       }
-      const nameCheck = Names.checkNewBranchName(name)
-      if (!nameCheck.ok) return yield* bad(nameCheck.reason, "invalid_branch")
-      if (!STAGE_ID.test(payload.stage_id)) return yield* bad("stage_id must be 16-128 ASCII letters, digits, '-' or '_'", "invalid_stage_id")
+      // The contract checked the branch name, the stage id and every hash (400 invalid_request).
       const expected = payload.expected_branch_head
-      if (expected !== null && !Blake3.isHash(expected)) return yield* bad("expected_branch_head must be null or a commit hash", "invalid_hash")
       const boundary: StageBoundary = {
         stageId: payload.stage_id,
         principal: scope.principal,
@@ -128,7 +134,7 @@ export const StagedPushHandlers = HttpApiBuilder.group(GroveApi, "stagedPush", E
 
       if (payload.finalize) {
         if (!empty) return yield* bad("a staged finalization carries no objects", "invalid_push")
-        if (target === null || !Blake3.isHash(target)) return yield* bad("finalization needs target_head, a commit hash", "invalid_hash")
+        if (target === null) return yield* bad("finalization needs target_head, a commit hash", "invalid_hash")
         if (stage === undefined) return yield* bad(`staged session ${payload.stage_id} is missing or expired`, "stage_missing")
         return yield* gateway.finalize(branchKey(repositoryKey(repo.owner, repo.name), name), {
           stageId: payload.stage_id,
@@ -174,19 +180,34 @@ export const StagedPushHandlers = HttpApiBuilder.group(GroveApi, "stagedPush", E
       return { success: true, new_head: null, message: "staged" }
     }),
 
+    list: Effect.fn("StagedPush.list")(function*({ params, query }) {
+      const { repo, scope, admin } = yield* writable(params.owner, params.name)
+      const page = yield* pageRequest(query, ["timestamp", "text"])
+      const rows = yield* dbUnavailable(stages.listOpen(repo.id, admin ? undefined : scope.principal, page))
+      return { stages: yield* pageResponse(rows, page) }
+    }),
+
     abort: Effect.fn("StagedPush.abort")(function*({ params, payload }) {
-      const { repo, scope } = yield* writable(params.owner, params.name)
+      const { repo, scope, admin } = yield* writable(params.owner, params.name)
       const expected = payload.expected_branch_head
-      if (expected !== null && !Blake3.isHash(expected)) return yield* bad("expected_branch_head must be null or a commit hash", "invalid_hash")
       const stage = yield* dbUnavailable(stages.find(repo.id, params.stage_id))
-      if (stage === undefined || stage.principal !== scope.principal) return { aborted: false, state: "missing" }
+      // Someone else's stage is not there for this caller, unless the caller administers the repository.
+      if (stage === undefined || (stage.principal !== scope.principal && !admin)) return { aborted: false, state: "missing" }
       if (stage.branch !== payload.branch_name || stage.expectedHead !== expected) {
         return yield* bad("the abort does not match the stage's branch boundary", "stage_mismatch")
       }
       if (stage.state === "completed") {
         return yield* new ApiErrors.Conflict({ error: "a completed staged session cannot be aborted", code: "stage_completed" })
       }
-      if (stage.state === "active" && !(yield* dbUnavailable(stages.abort(repo.id, params.stage_id, stage.version)))) {
+      // An admin's abort of someone else's stage is audited, in the abort's transaction.
+      const audited = stage.principal === scope.principal ? undefined : {
+        orgId: repo.orgId,
+        actor: yield* actorName,
+        repository: `${repo.owner}/${repo.name}`,
+        branch: stage.branch,
+        of: stage.principal
+      }
+      if (stage.state === "active" && !(yield* dbUnavailable(stages.abort(repo.id, params.stage_id, stage.version, audited)))) {
         const now = yield* dbUnavailable(stages.find(repo.id, params.stage_id))
         if (now?.state === "completed") {
           return yield* new ApiErrors.Conflict({ error: "a completed staged session cannot be aborted", code: "stage_completed" })
