@@ -75,22 +75,35 @@ export interface StagedBatch {
   readonly stagedCommits: ReadonlySet<string>
 }
 
-/** The blobs under `roots` at paths `canRead` allows, and at paths it does not (one load per tree level). */
-const blobsByPath = Effect.fnUntraced(function*(cache: TreeCache, roots: ReadonlyArray<string>, canRead: (path: string) => boolean) {
+/**
+ * The blobs each pushed manifest places at a path `canRead` allows, and at a path it does not. A subtree
+ * (or file) that its parent commit has at the same path is skipped: the parent is published or pushed
+ * with it (and checked), so the same bytes at the same path grant nothing new. One load per tree level.
+ */
+const blobsByPath = Effect.fnUntraced(function*(
+  cache: TreeCache,
+  pairs: ReadonlyArray<{ readonly root: string; readonly parentRoot: string | null }>,
+  canRead: (path: string) => boolean
+) {
   const readable = new Set<string>()
   const hidden = new Set<string>()
   const seen = new Set<string>()
-  let level = [...new Set(roots)].map((hash) => ({ hash, prefix: "" }))
+  let level: Array<{ hash: string; base: string | undefined; prefix: string }> = pairs
+    .filter((p) => p.root !== p.parentRoot)
+    .map((p) => ({ hash: p.root, base: p.parentRoot ?? undefined, prefix: "" }))
   while (level.length > 0) {
-    yield* cache.load(level.map((t) => t.hash))
-    const next: Array<{ hash: string; prefix: string }> = []
-    for (const { hash, prefix } of level) {
-      const key = `${hash}\u0000${prefix}`
+    yield* cache.load(level.flatMap((t) => t.base === undefined ? [t.hash] : [t.hash, t.base]))
+    const next: typeof level = []
+    for (const { base, hash, prefix } of level) {
+      const key = `${hash}\u0000${base ?? ""}\u0000${prefix}`
       if (seen.has(key)) continue
       seen.add(key)
+      const before = new Map((base === undefined ? [] : cache.get(base) ?? []).map((e) => [e.name, e]))
       for (const e of cache.get(hash) ?? []) {
+        const old = before.get(e.name)
+        if (old !== undefined && old.kind === e.kind && old.hash === e.hash) continue
         const path = `${prefix}${e.name}`
-        if (e.kind === "tree") next.push({ hash: e.hash, prefix: `${path}/` })
+        if (e.kind === "tree") next.push({ hash: e.hash, base: old?.kind === "tree" ? old.hash : undefined, prefix: `${path}/` })
         else (canRead(path) ? readable : hidden).add(e.hash)
       }
     }
@@ -275,12 +288,18 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   yield* chunkStore.putMany(repo.orgId, inlineChunks)
 
   // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
-  // Where path permissions withhold something from the caller, every path of the pushed trees counts (a known
-  // tree may be placed anew): a blob at a path it may read must be one it can read already or uploads now;
-  // one only at paths it may not read may also be one the repository has (kept as it is: nothing is granted).
+  // Where path permissions withhold something from the caller, what counts is every blob a pushed commit places
+  // at a path its parent does not have it at (a stored tree may be placed anew): one at a path the caller may
+  // read must be one it can read already or uploads now; one only at paths it may not read may also be one the
+  // repository has (kept as it is: nothing is granted).
   const here = scope.restricted.find((r) => r.repoId === repo.id)
-  const placed = here === undefined ? undefined : yield* blobsByPath(cache, body.commits.map((c) => c.manifest_hash), here.canRead)
-  const unresolved = [...new Set([...blobRefs, ...placed?.readable ?? [], ...placed?.hidden ?? []])].filter((h) => !pushedBlobs.has(h))
+  const placed = here === undefined ? undefined : yield* blobsByPath(
+    cache,
+    body.commits.map((c) => ({ root: c.manifest_hash, parentRoot: c.parent_hash == null ? null : manifestOf(c.parent_hash) ?? null })),
+    here.canRead
+  )
+  const checked = placed === undefined ? blobRefs : new Set([...placed.readable, ...placed.hidden])
+  const unresolved = [...checked].filter((h) => !pushedBlobs.has(h))
   const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
   const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()])
   const hiddenOnly = placed === undefined ? [] : [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
