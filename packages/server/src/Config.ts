@@ -8,6 +8,7 @@ import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
 import { hostname, tmpdir } from "node:os"
 import * as path from "node:path"
+import { parseAllowList } from "./egress/AllowList.ts"
 
 export type Mode = "embedded" | "cluster"
 
@@ -56,6 +57,11 @@ export interface ServerConfigShape {
    * receiver on 127.0.0.1. From `GROVE_UNSAFE_EGRESS_ALLOW` only (no flag), warned about at start.
    */
   readonly egressAllow?: ReadonlyArray<string> | undefined
+  /**
+   * Networks (CIDR or one address) and host names (`name`, `*.suffix`) webhooks may reach although they are
+   * not public (`--webhook-allow`, like Gitea's ALLOWED_HOST_LIST); empty by default. See egress/AllowList.ts.
+   */
+  readonly webhookAllow?: ReadonlyArray<string> | undefined
   /** DNS servers (`ip` or `ip:port`) outbound calls resolve names with; the system's resolver when empty. */
   readonly dnsServers?: ReadonlyArray<string> | undefined
   /** Webhook deliveries this node makes at once (one at a time per webhook). */
@@ -126,6 +132,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--ci-uid-base": "GROVE_CI_UID_BASE",
   "--ci-unsafe-shared-runner": "GROVE_CI_UNSAFE_SHARED_RUNNER",
   "--dns-servers": "GROVE_DNS_SERVERS",
+  "--webhook-allow": "GROVE_WEBHOOK_ALLOW",
   "--webhook-concurrency": "GROVE_WEBHOOK_CONCURRENCY",
   "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS"
 }
@@ -240,6 +247,11 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   for (const address of egressAllow) {
     if (!isIpLiteral(address)) throw new ConfigError(`GROVE_UNSAFE_EGRESS_ALLOW takes exact IP addresses (no names, no networks), not ${JSON.stringify(address)}`)
   }
+  const webhookAllow = (values.GROVE_WEBHOOK_ALLOW ?? "").split(",").map((a) => a.trim()).filter((a) => a.length > 0)
+  const allowList = parseAllowList(webhookAllow)
+  if ("invalid" in allowList) {
+    throw new ConfigError(`GROVE_WEBHOOK_ALLOW takes networks (10.0.0.0/8, 192.168.1.5) and host names (hooks.corp, *.corp.example), not ${JSON.stringify(allowList.invalid)}`)
+  }
   const dnsServers = (values.GROVE_DNS_SERVERS ?? "").split(",").map((a) => a.trim()).filter((a) => a.length > 0)
   for (const server of dnsServers) {
     const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d{1,5}))?$/.exec(server)
@@ -272,6 +284,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     ci,
     egressAllow,
     dnsServers,
+    webhookAllow,
     webhookConcurrency: positive("GROVE_WEBHOOK_CONCURRENCY", 32),
     webhookRetryBaseMs: positive("GROVE_WEBHOOK_RETRY_BASE_MS", 10_000)
   }

@@ -45,6 +45,8 @@ Options (each also read from the environment variable in brackets):
   --dns-servers IP[:PORT],...   [GROVE_DNS_SERVERS]   resolvers for outbound calls (default: the system's)
   --webhook-concurrency N       [GROVE_WEBHOOK_CONCURRENCY] deliveries this node makes at once (default 32)
   --webhook-retry-base-ms MS    [GROVE_WEBHOOK_RETRY_BASE_MS] first retry delay, doubling up to an hour (default 10000)
+  --webhook-allow NET|HOST,...  [GROVE_WEBHOOK_ALLOW] networks (10.0.0.0/8, 192.168.1.5) and host names (hooks.corp,
+                                *.corp.example) webhooks may reach although not public (default: none)
 `
 
 const fail = (message: string, code: number): never => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as os from "node:os"
 import { startFakeDns } from "../../../../test/support/FakeDns.ts"
+import { parseAllowList } from "./AllowList.ts"
 import { makeEgress } from "./Egress.ts"
 
 /** Every form the issue names; refused with no allow-list. */
@@ -63,6 +64,44 @@ describe("Egress", () => {
         expect(result.failure._tag).toBe("EgressRefused")
         expect(String((result.failure as { reason?: string }).reason)).toContain("refused at connection")
       }
+      yield* Effect.promise(dns.close)
+    }))
+
+  it("--webhook-allow entries: networks (CIDR or one address, any spelling) and host names (exact or *.suffix)", () => {
+    const list = parseAllowList(["10.0.0.0/8", "192.168.1.5", "fd00::/8", "hooks.corp", "*.corp.example", "Upper.Example."])
+    if ("invalid" in list) throw new Error(list.invalid)
+    for (const inside of ["10.0.0.1", "10.255.255.255", "192.168.1.5", "fd12::1"]) expect(list.address(inside), inside).toBe(true)
+    for (const outside of ["11.0.0.1", "192.168.1.6", "fe80::1", "127.0.0.1"]) expect(list.address(outside), outside).toBe(false)
+    for (const name of ["hooks.corp", "a.corp.example", "b.a.corp.example", "upper.example"]) expect(list.host(name), name).toBe(true)
+    for (const name of ["corp.example", "xhooks.corp", "hooks.corp.evil", "evilcorp.example"]) expect(list.host(name), name).toBe(false)
+    expect(parseAllowList(["127.0.0.1/33"])).toEqual({ invalid: "127.0.0.1/33" })
+    expect(parseAllowList(["not a host"])).toEqual({ invalid: "not a host" })
+    expect(parseAllowList(["10.0.0.0/8/1"])).toEqual({ invalid: "10.0.0.0/8/1" })
+  })
+
+  it.effect("an allowed network or name is let through at check and at connection, and nothing beside it", () =>
+    Effect.gen(function*() {
+      const dns = yield* Effect.promise(startFakeDns)
+      dns.set("hooks.corp.test", "10.1.2.3")
+      dns.set("in-net.test", "127.0.0.1")
+      dns.set("other.corp.test", "10.9.9.9")
+      const list = parseAllowList(["127.0.0.0/30", "hooks.corp.test"])
+      if ("invalid" in list) throw new Error(list.invalid)
+      const egress = makeEgress({ allow: [], dnsServers: [dns.address], allowList: list })
+      expect((yield* egress.check("http://127.0.0.3:9/x")).hostname).toBe("127.0.0.3")
+      expect((yield* egress.check("http://in-net.test:9/x")).hostname).toBe("in-net.test")
+      expect((yield* egress.check("http://hooks.corp.test/x")).hostname).toBe("hooks.corp.test")
+      for (const url of ["http://127.0.0.4/", "http://other.corp.test/", "http://10.1.2.3/", "http://localhost/", "http://169.254.169.254/"]) {
+        expect((yield* Effect.result(egress.check(url)))._tag, url).toBe("Failure")
+      }
+      // At connection: an allowed network's address is connected to (a closed port fails as a network error, not a refusal);
+      // a name that moved out of the network is refused there.
+      const options = { headers: {}, body: "{}", timeoutMs: 2000, maxResponseBytes: 1024 }
+      const connected = yield* Effect.result(egress.post("http://in-net.test:1/hook", options))
+      expect(connected._tag === "Failure" && connected.failure._tag).toBe("EgressFailed")
+      dns.set("in-net.test", "127.0.0.9")
+      const moved = yield* Effect.result(egress.post("http://in-net.test:1/hook", options))
+      expect(moved._tag === "Failure" && moved.failure._tag).toBe("EgressRefused")
       yield* Effect.promise(dns.close)
     }))
 })

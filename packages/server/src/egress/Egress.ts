@@ -5,8 +5,9 @@
  * connection, so a name that resolves elsewhere by then (DNS rebinding) is refused. Redirects are
  * not followed; an attempt has a deadline and reads at most a bounded part of the answer.
  *
- * Tests reach a receiver on 127.0.0.1 through `GROVE_UNSAFE_EGRESS_ALLOW`: exact addresses only
- * (no networks), from the environment only, warned about at start (see Config).
+ * Operators open networks and host names on an internal network with `--webhook-allow`
+ * (`AllowList.ts`), shown at start. Tests may still use `GROVE_UNSAFE_EGRESS_ALLOW` (exact addresses,
+ * from the environment only, warned about at start).
  */
 import { classify, isIpLiteral, sameAddress } from "@grove/core/net/PublicAddress"
 import { Context, Data, Effect, Layer } from "effect"
@@ -16,6 +17,7 @@ import * as https from "node:https"
 import type { LookupFunction } from "node:net"
 import * as os from "node:os"
 import { ServerConfig } from "../Config.ts"
+import { type AllowList, EMPTY_ALLOW_LIST, parseAllowList } from "./AllowList.ts"
 
 /** The URL or an address it resolves to may not be called; `reason` says why (never the addresses). */
 export class EgressRefused extends Data.TaggedError("EgressRefused")<{ readonly reason: string }> {}
@@ -39,10 +41,18 @@ export interface PostOptions {
 const REFUSED_NAMES = ["localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "broadcasthost"]
 const REFUSED_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa", ".localdomain"]
 
-export const makeEgress = (options: { readonly allow: ReadonlyArray<string>; readonly dnsServers: ReadonlyArray<string> }) => {
+export const makeEgress = (options: {
+  readonly allow: ReadonlyArray<string>
+  readonly dnsServers: ReadonlyArray<string>
+  /** The operator's `--webhook-allow`. */
+  readonly allowList?: AllowList | undefined
+}) => {
+  const allowList = options.allowList ?? EMPTY_ALLOW_LIST
   const ownNames = new Set([os.hostname().toLowerCase(), os.hostname().toLowerCase().split(".")[0]!])
+  /** A host name the operator allowed: whatever it resolves to may be called. */
+  const trustedName = (hostname: string) => allowList.host(hostname.toLowerCase().replace(/\.$/, ""))
   const allowed = (address: string): { readonly ok: true } | { readonly ok: false; readonly reason: string } => {
-    if (options.allow.some((exact) => sameAddress(exact, address))) return { ok: true }
+    if (options.allow.some((exact) => sameAddress(exact, address)) || allowList.address(address)) return { ok: true }
     const verdict = classify(address)
     return verdict.public ? { ok: true } : { ok: false, reason: verdict.reason }
   }
@@ -79,6 +89,7 @@ export const makeEgress = (options: { readonly allow: ReadonlyArray<string>; rea
       const verdict = allowed(host)
       return verdict.ok ? { url, host, literal: true } as const : { refused: `the URL's address is ${verdict.reason}` } as const
     }
+    if (trustedName(host)) return { url, host, literal: false } as const
     if (REFUSED_NAMES.includes(host) || REFUSED_SUFFIXES.some((suffix) => host.endsWith(suffix)) || ownNames.has(host) || !host.includes(".")) {
       return { refused: "the URL's host names this machine or a local network" } as const
     }
@@ -87,6 +98,7 @@ export const makeEgress = (options: { readonly allow: ReadonlyArray<string>; rea
 
   /** Resolves and checks every address; the first refusal wins. */
   const checkAddresses = async (host: string): Promise<string | undefined> => {
+    if (trustedName(host)) return undefined
     let addresses: ReadonlyArray<string>
     try {
       addresses = await resolve(host)
@@ -104,7 +116,7 @@ export const makeEgress = (options: { readonly allow: ReadonlyArray<string>; rea
   /** The socket's lookup: resolved now, at connection, and refused unless every address is allowed. */
   const guardedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
     resolve(hostname).then((addresses) => {
-      for (const address of addresses) {
+      for (const address of trustedName(hostname) ? [] : addresses) {
         const verdict = allowed(address)
         if (!verdict.ok) {
           callback(Object.assign(new Error(`refused at connection: the host resolves to ${verdict.reason}`), { code: "EGRESS_REFUSED" }), "", 4)
@@ -194,11 +206,17 @@ export class Egress extends Context.Service<Egress, ReturnType<typeof makeEgress
   static readonly layer = Layer.effect(Egress, Effect.gen(function*() {
     const config = yield* ServerConfig
     const allow = config.egressAllow ?? []
+    const parsed = parseAllowList(config.webhookAllow ?? [])
+    // Config refused a bad entry already.
+    const allowList = "invalid" in parsed ? EMPTY_ALLOW_LIST : parsed
+    if (allowList.entries.length > 0) {
+      yield* Effect.logInfo(`Webhooks may also reach these non-public networks and hosts (--webhook-allow): ${allowList.entries.join(", ")}`)
+    }
     if (allow.length > 0) {
       yield* Effect.logWarning(
         `GROVE_UNSAFE_EGRESS_ALLOW is set: outbound calls may reach ${allow.join(", ")} although they are not public. For tests only; never in production.`
       )
     }
-    return makeEgress({ allow, dnsServers: config.dnsServers ?? [] })
+    return makeEgress({ allow, dnsServers: config.dnsServers ?? [], allowList })
   }))
 }
