@@ -35,7 +35,13 @@ export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("grove/Payloa
 export class TooManyRequests extends Schema.Error<TooManyRequests>("grove/TooManyRequests")(body, {
   httpApiStatus: 429
 }) {}
-export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("grove/ServiceUnavailable")(body, {
+export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("grove/ServiceUnavailable")({
+  ...body,
+  /** Health: command partitions assigned to this node that no live worker has claimed. */
+  unserved_partitions: Schema.optionalKey(Schema.Array(Schema.Number)),
+  /** Health: false while the message bus cannot be reached. */
+  bus_reachable: Schema.optionalKey(Schema.Boolean)
+}, {
   httpApiStatus: 503
 }) {}
 

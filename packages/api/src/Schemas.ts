@@ -13,13 +13,20 @@ export const Version = Schema.Struct({
   node_id: Schema.String
 })
 
-/** A node that can serve: its database answers and no command partition it owns is stuck. */
+/**
+ * A node that can serve: its database and message bus answer, and every command partition the
+ * group gives it has a live worker that claimed it (none stuck). Otherwise 503 `not_ready`.
+ */
 export const Health = Schema.Struct({
   status: Schema.Literal("ok"),
   mode: Schema.Literals(["embedded", "cluster"]),
   node_id: Schema.String,
   /** Partitions retrying right now (not yet long enough to make the node unready). */
-  stalled_partitions: Schema.Array(Schema.Number)
+  stalled_partitions: Schema.Array(Schema.Number),
+  /** "host": serves the command partitions below; "client": owns none right now and only sends writes. */
+  role: Schema.optionalKey(Schema.Literals(["host", "client"])),
+  /** The command partitions this node serves (each claimed by a live worker). */
+  partitions: Schema.optionalKey(Schema.Array(Schema.Number))
 })
 
 export const TokenKind = Schema.Literals(["session", "personal", "service"])

@@ -24,15 +24,51 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
   return handlers.handleAll({
     version: () => Effect.succeed({ version: SERVER_VERSION, mode: config.mode, node_id: config.nodeId }),
     health: Effect.fnUntraced(function*() {
-      const notReady = (why: string) => new ApiErrors.ServiceUnavailable({ error: `not ready: ${why}`, code: "not_ready", retryable: true })
+      const notReady = (why: string, detail: { readonly unserved?: ReadonlyArray<number>; readonly bus?: boolean } = {}) =>
+        new ApiErrors.ServiceUnavailable({
+          error: `not ready: ${why}`,
+          code: "not_ready",
+          retryable: true,
+          ...(detail.unserved === undefined ? {} : { unserved_partitions: [...detail.unserved] }),
+          ...(detail.bus === undefined ? {} : { bus_reachable: detail.bus })
+        })
       const database = yield* sql`SELECT 1`.pipe(Effect.timeout("2 seconds"), Effect.as(true), Effect.catchCause(() => Effect.succeed(false)))
       if (!database) return yield* notReady("the database does not answer")
-      const { stalled, dead } = runtime.health()
-      if (dead.length > 0) return yield* notReady(`no worker for partitions ${dead.map((d) => d.partition).join(", ")}`)
+      const report = runtime.health()
+      const { stalled, dead, group, unserved } = report
+      if (!report.bus.reachable) {
+        return yield* notReady(`the message bus cannot be reached (${report.bus.error ?? "no answer"})`, {
+          bus: false,
+          unserved: group?.assigned ?? []
+        })
+      }
+      if (report.host && (group === undefined || !group.joined)) {
+        return yield* notReady(`not a member of the command partitions' group (${group?.error ?? "not joined"}); rejoining`, {
+          bus: true,
+          unserved: []
+        })
+      }
+      if (dead.length > 0) {
+        return yield* notReady(`no worker for partitions ${dead.map((d) => d.partition).join(", ")}`, { bus: true, unserved })
+      }
+      if (unserved.length > 0) {
+        return yield* notReady(`partitions ${unserved.join(", ")} are assigned here but not served yet`, { bus: true, unserved })
+      }
       const now = Date.now()
       const stuck = stalled.filter((stall) => now - stall.since >= STUCK_AFTER_MS)
-      if (stuck.length > 0) return yield* notReady(`partitions ${stuck.map((s) => s.partition).join(", ")} are stuck retrying`)
-      return { status: "ok" as const, mode: config.mode, node_id: config.nodeId, stalled_partitions: stalled.map((s) => s.partition) }
+      if (stuck.length > 0) {
+        return yield* notReady(`partitions ${stuck.map((s) => s.partition).join(", ")} are stuck retrying`, { bus: true, unserved: [] })
+      }
+      const partitions = report.claimed.map((claim) => claim.partition)
+      return {
+        status: "ok" as const,
+        mode: config.mode,
+        node_id: config.nodeId,
+        stalled_partitions: stalled.map((s) => s.partition),
+        // A node the group gives no partition is ready only as a client: it sends writes, it serves none.
+        role: report.host && partitions.length > 0 ? "host" as const : "client" as const,
+        partitions
+      }
     }),
     whoami: Effect.fnUntraced(function*() {
       const caller = yield* CurrentCaller
