@@ -7,10 +7,10 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Console, Effect, Layer, References } from "effect"
 import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
-import { createServer } from "node:http"
 import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
+import { drainingServer } from "./http/DrainingServer.ts"
 import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
 import { CiGateway } from "./ci/CiGateway.ts"
@@ -65,7 +65,8 @@ export const serverLayer = (config: ServerConfigShape) => {
   }).pipe(Effect.orDie)
   const Banner = Layer.effectDiscard(Effect.andThen(quota, banner))
   const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port }))
+    // A SIGTERM under keep-alive load stops at once: see DrainingServer.
+    Layer.provide(NodeHttpServer.layer(drainingServer(), { host: config.host, port: config.port }))
   )
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
   // No trace exporter is configured, so spans would only cost time on every request.
