@@ -1,6 +1,8 @@
 /**
- * The access commands of `grove`: `org`, `sa` (service accounts and their keys) and `perms` (path
- * permissions). Their bodies are imported on first use, like every command's.
+ * The access commands of `grove`: `org`, `group`, `sa` (service accounts and their keys), `key`
+ * (personal API keys) and `perms` (path permissions). Their bodies are imported on first use, like
+ * every command's. Flags are named after the API's fields: a personal key's `--scope` (full or read),
+ * a service-account key's `--scopes` (a list; `--scope` is accepted there too).
  */
 import { Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -8,6 +10,8 @@ import { action, load, Switch } from "./CommandAction.ts"
 
 const orgModule = () => load(() => import("./commands/Org.ts"))
 const saModule = () => load(() => import("./commands/ServiceAccount.ts"))
+const groupModule = () => load(() => import("./commands/Group.ts"))
+const keyModule = () => load(() => import("./commands/Key.ts"))
 const permsModule = () => load(() => import("./commands/Perms.ts"))
 
 const orgArgument = Argument.String("org").pipe(Argument.withDescription("The organization's slug"))
@@ -17,6 +21,10 @@ const roleArgument = Argument.Literals("role", ["member", "admin", "owner"]).pip
 )
 const orgFlag = Flag.String("org").pipe(Flag.withMetavar("ORG"), Flag.withDescription("The organization"))
 const accountArgument = Argument.String("account").pipe(Argument.withDescription("The service account's name"))
+
+const orgList = Command.make("list", {}, () => action((remote) => Effect.flatMap(orgModule(), (m) => m.list(remote)))).pipe(
+  Command.withDescription("List the organizations you belong to, with your role")
+)
 
 const orgCreate = Command.make("create", {
   org: orgArgument,
@@ -52,7 +60,54 @@ const orgRole = Command.make("role", { org: orgArgument, user: userArgument, rol
 
 export const org = Command.make("org").pipe(
   Command.withDescription("Manage organizations and their members"),
-  Command.withSubcommands([orgCreate, orgShow, orgMembers, orgAdd, orgRemove, orgRole])
+  Command.withSubcommands([orgList, orgCreate, orgShow, orgMembers, orgAdd, orgRemove, orgRole])
+)
+
+const groupArgument = Argument.String("group").pipe(Argument.withDescription("The group's slug (@org/group in .oak/PERMISSIONS)"))
+
+export const group = Command.make("group").pipe(
+  Command.withDescription("Manage an organization's groups (members read them; owners and admins change them)"),
+  Command.withSubcommands([
+    Command.make("list", { org: orgFlag }, (input) => action((remote) => Effect.flatMap(groupModule(), (m) => m.list(remote, input)))).pipe(
+      Command.withDescription("List the groups and their members")
+    ),
+    Command.make("create", {
+      group: groupArgument,
+      org: orgFlag,
+      description: Flag.String("description").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("A description"), Flag.optional)
+    }, (input) => action((remote) => Effect.flatMap(groupModule(), (m) => m.create(remote, input)))).pipe(
+      Command.withDescription("Create a group")
+    ),
+    Command.make("delete", { group: groupArgument, org: orgFlag }, (input) =>
+      action((remote) => Effect.flatMap(groupModule(), (m) => m.remove(remote, input)))).pipe(Command.withDescription("Delete a group")),
+    Command.make("add", { group: groupArgument, user: userArgument, org: orgFlag }, (input) =>
+      action((remote) => Effect.flatMap(groupModule(), (m) => m.addMember(remote, { ...input, username: input.user })))).pipe(
+        Command.withDescription("Add a member of the organization to a group")
+      ),
+    Command.make("remove", { group: groupArgument, user: userArgument, org: orgFlag }, (input) =>
+      action((remote) => Effect.flatMap(groupModule(), (m) => m.removeMember(remote, { ...input, username: input.user })))).pipe(
+        Command.withDescription("Take a user out of a group")
+      )
+  ])
+)
+
+export const key = Command.make("key").pipe(
+  Command.withDescription("Manage your personal API keys"),
+  Command.withSubcommands([
+    Command.make("create", {
+      name: Argument.String("name").pipe(Argument.withDescription("The key's name")),
+      scope: Flag.Literals("scope", ["full", "read"]).pipe(Flag.withDefault("full" as const), Flag.withDescription("full: what you can do; read: read requests only (default full)")),
+      repo: Flag.String("repo").pipe(Flag.withMetavar("OWNER/NAME"), Flag.withDescription("Limit the key to this repository"), Flag.optional),
+      expiresAt: Flag.String("expires-at").pipe(Flag.withMetavar("TIME"), Flag.withDescription("When it stops working (ISO 8601 with a zone; default never)"), Flag.optional)
+    }, (input) => action((remote) => Effect.flatMap(keyModule(), (m) => m.create(remote, input)))).pipe(
+      Command.withDescription("Create a personal API key (printed once)")
+    ),
+    Command.make("list", {}, () => action((remote) => Effect.flatMap(keyModule(), (m) => m.list(remote)))).pipe(
+      Command.withDescription("List your personal keys (prefixes, scope, last use)")
+    ),
+    Command.make("revoke", { id: Argument.String("key-id").pipe(Argument.withDescription("The key's id")) }, (input) =>
+      action((remote) => Effect.flatMap(keyModule(), (m) => m.revoke(remote, input)))).pipe(Command.withDescription("Revoke a personal key at once"))
+  ])
 )
 
 const saCreate = Command.make("create", {
@@ -83,7 +138,7 @@ const keyCreate = Command.make("create", {
   account: accountArgument,
   name: Argument.String("name").pipe(Argument.withDescription("The key's name")),
   org: orgFlag,
-  scopes: Flag.String("scopes").pipe(Flag.withMetavar("LIST"), Flag.withDescription("Comma-separated: read, write, merge, admin, release"))
+  scopes: Flag.String("scopes").pipe(Flag.withAlias("scope"), Flag.withMetavar("LIST"), Flag.withDescription("Comma-separated: read, write, merge, admin, release"))
 }, (input) =>
   action((remote) =>
     Effect.flatMap(saModule(), (m) => m.createKey(remote, { org: input.org, name: input.account, keyName: input.name, scopes: input.scopes }))))

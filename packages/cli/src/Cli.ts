@@ -6,7 +6,7 @@
 import { Console, Effect, FileSystem, Layer, Option, Path, Stdio, Terminal } from "effect"
 import { Argument, CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ChildProcessSpawner } from "effect/process"
-import { org, perms, sa } from "./AccessCommands.ts"
+import { group, key, org, perms, sa } from "./AccessCommands.ts"
 import { ci } from "./CiCommands.ts"
 import { webhook } from "./WebhookCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
@@ -234,7 +234,9 @@ export const grove = Command.make("grove").pipe(
     auth,
     repo,
     org,
+    group,
     sa,
+    key,
     perms,
     auditCommand,
     init,

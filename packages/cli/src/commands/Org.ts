@@ -1,5 +1,5 @@
 /**
- * `grove org create|show|members|add|remove|role`: organizations and their members
+ * `grove org list|create|show|members|add|remove|role`: organizations and their members
  * (`/api/orgs/...`). The server decides who may do what: a member managing members gets its 403
  * (exit 1), a non-member its 404 (exit 1); names are checked here first (exit 2).
  */
@@ -16,6 +16,14 @@ export const slugArg = (value: string, what: string) => {
   const check = Names.checkSlugFormat(value, what)
   return check.ok ? Effect.succeed(value) : Effect.fail(usage(`invalid ${what}: ${check.reason}`))
 }
+
+export const list = Effect.fn("Org.list")(function*(remote: string) {
+  const out = yield* Output
+  const { call, client } = yield* connect(remote)
+  const listed = yield* call(client.orgs.list({ query: {} }))
+  yield* out.result(listed, () =>
+    table(["ORG", "NAME", "YOUR ROLE", "CREATED"], listed.organizations.map((o) => [o.slug, `${o.name}${o.personal ? " (personal)" : ""}`, o.role ?? "", o.created_at])))
+})
 
 export const create = Effect.fn("Org.create")(function*(remote: string, input: {
   readonly slug: string
