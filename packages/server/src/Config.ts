@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto"
 import { hostname, tmpdir } from "node:os"
 import * as path from "node:path"
 import { parseAllowList } from "./egress/AllowList.ts"
+import { DEFAULT_RECHECK_MS, DEFAULT_STREAM_LIMITS } from "./events/StreamSlots.ts"
 
 export type Mode = "embedded" | "cluster"
 
@@ -68,6 +69,12 @@ export interface ServerConfigShape {
   readonly webhookConcurrency?: number | undefined
   /** The first retry of a failed delivery waits about this long; each next one twice as long (up to an hour). */
   readonly webhookRetryBaseMs?: number | undefined
+  /** Event streams (`…/events`) one caller (a user, a service account, an anonymous address) may hold open on a node. */
+  readonly eventStreamsPerCaller?: number | undefined
+  /** Event streams open on a node, all callers together. */
+  readonly eventStreamsPerNode?: number | undefined
+  /** How often an open event stream re-checks its caller's access besides at every access event. */
+  readonly eventStreamRecheckMs?: number | undefined
 }
 
 export interface CiConfig {
@@ -134,7 +141,10 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--dns-servers": "GROVE_DNS_SERVERS",
   "--webhook-allow": "GROVE_WEBHOOK_ALLOW",
   "--webhook-concurrency": "GROVE_WEBHOOK_CONCURRENCY",
-  "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS"
+  "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS",
+  "--event-streams-per-caller": "GROVE_EVENT_STREAMS_PER_CALLER",
+  "--event-streams-per-node": "GROVE_EVENT_STREAMS_PER_NODE",
+  "--event-stream-recheck-ms": "GROVE_EVENT_STREAM_RECHECK_MS"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -286,6 +296,9 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     dnsServers,
     webhookAllow,
     webhookConcurrency: positive("GROVE_WEBHOOK_CONCURRENCY", 32),
-    webhookRetryBaseMs: positive("GROVE_WEBHOOK_RETRY_BASE_MS", 10_000)
+    webhookRetryBaseMs: positive("GROVE_WEBHOOK_RETRY_BASE_MS", 10_000),
+    eventStreamsPerCaller: positive("GROVE_EVENT_STREAMS_PER_CALLER", DEFAULT_STREAM_LIMITS.perCaller),
+    eventStreamsPerNode: positive("GROVE_EVENT_STREAMS_PER_NODE", DEFAULT_STREAM_LIMITS.perNode),
+    eventStreamRecheckMs: positive("GROVE_EVENT_STREAM_RECHECK_MS", DEFAULT_RECHECK_MS)
   }
 }
