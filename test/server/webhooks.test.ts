@@ -170,7 +170,8 @@ describe("webhooks", () => {
     expect((await as().post("/wes/app/webhooks", {})).status).toBe(400)
     const readKey = await as().post("/api-keys", { name: "reader", scope: "read" })
     const reader = api(server.url, readKey.body.key)
-    expect((await reader.get("/wes/app/webhooks")).status).toBe(200)
+    // A read-only key of the owner may not see the webhooks either (issue 20 item 5).
+    expect((await reader.get("/wes/app/webhooks")).status).toBe(404)
     const denied = await reader.post("/wes/app/webhooks", { url: `http://127.0.0.1:${receiver.port}/x` })
     expect(denied.status).toBe(403)
     expect(denied.body.error).toContain("write")
@@ -184,6 +185,46 @@ describe("webhooks", () => {
     expect(audit).toContain("webhook.remove")
     expect(audit).not.toContain(SECRET)
   })
+})
+
+describe("who sees webhooks (issue 20 item 5)", () => {
+  it("shows a public repository's webhooks and delivery log to writers and admins only: anonymous callers and readers get 404", async () => {
+    // Organization hooks: wes owns it, walt administers it, wendy is a member (write); rita is no member (reads the public repository).
+    const [walt, wendy, rita] = await Promise.all(["walt", "wendy", "rita"].map((name) => server.createUser(name)))
+    expect((await as().post("/orgs", { slug: "hooks", name: "Hooks" })).status).toBe(201)
+    expect((await as().post("/orgs/hooks/members", { username: "walt", role: "admin" })).status).toBe(201)
+    expect((await as().post("/orgs/hooks/members", { username: "wendy" })).status).toBe(201)
+    expect((await as().post("/repos", { name: "site", organization_slug: "hooks", is_public: true })).status).toBe(201)
+    // A URL whose path and query are the credential, as a chat service's are.
+    const url = `http://receiver.test:${receiver.port}/services/T000/B000/SeCrEtPaTh?token=s3cr3t`
+    const added = await api(server.url, walt).post("/hooks/site/webhooks", { url, events: ["push"] })
+    expect(added.status, JSON.stringify(added.body)).toBe(201)
+    const id = added.body.id as string
+    const readKey = (await as().post("/api-keys", { name: "hooks reader", scope: "read" })).body.key as string
+    const callers: ReadonlyArray<readonly [string, string | undefined, number]> = [
+      ["anonymous", undefined, 404],
+      ["a reader (no member)", rita, 404],
+      ["the owner's read-only key", readKey, 404],
+      ["a member (write)", wendy, 200],
+      ["an admin", walt, 200],
+      ["the owner", key, 200]
+    ]
+    for (const [who, token, status] of callers) {
+      const c = api(server.url, token)
+      expect((await c.get("/hooks/site")).status, `${who} reads the repository`).toBe(200)
+      const list = await c.get("/hooks/site/webhooks")
+      expect(list.status, who).toBe(status)
+      const deliveries = await c.get(`/hooks/site/webhooks/${id}/deliveries`)
+      expect(deliveries.status, who).toBe(status)
+      if (status === 200) {
+        expect(list.body.webhooks.map((w: { url: string }) => w.url), who).toEqual([url])
+        expect(deliveries.body.deliveries, who).toEqual([])
+      } else {
+        expect(JSON.stringify(list.body), who).not.toContain("SeCrEtPaTh")
+        expect(list.body.code, who).toBe("not_found")
+      }
+    }
+  }, 60_000)
 })
 
 describe("the repository's event stream", () => {

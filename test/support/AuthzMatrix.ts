@@ -52,8 +52,19 @@ type Need =
   | { readonly on: "public" }
   /** `noRepoKey`: a key limited to one repository may not (403). */
   | { readonly on: "account"; readonly action: "read" | "write"; readonly usersOnly?: boolean; readonly openToService?: boolean; readonly noRepoKey?: boolean }
-  /** `pub`: the public repository; otherwise the private one. `transfer`: also needs write on the target organization. */
-  | { readonly on: "repo"; readonly action: Scope; readonly pub?: boolean; readonly anonymousOnPublic?: 401 | 200; readonly transfer?: boolean; readonly alsoRead?: boolean }
+  /**
+   * `pub`: the public repository; otherwise the private one. `transfer`: also needs write on the target organization.
+   * `hidden`: a caller without the action is answered 404 whatever it lacks (webhooks: a reader may not learn of any).
+   */
+  | {
+    readonly on: "repo"
+    readonly action: Scope
+    readonly pub?: boolean
+    readonly anonymousOnPublic?: 401 | 200
+    readonly transfer?: boolean
+    readonly alsoRead?: boolean
+    readonly hidden?: boolean
+  }
   /** `grantsRead`: the request hands out the `read` scope, which a key may only pass on if it holds it. */
   | {
     readonly on: "org"
@@ -70,6 +81,11 @@ const roleFor: Record<Scope, Role> = { read: "member", write: "member", merge: "
 
 /** The rules, from the spec and the README's access table. */
 export const expected = (caller: CallerKind, need: Need, ok: number, tokenRequired: boolean): number => {
+  const status = rules(caller, need, ok, tokenRequired)
+  return need.on === "repo" && need.hidden === true && caller.dead === undefined && (status === 401 || status === 403) ? 404 : status
+}
+
+const rules = (caller: CallerKind, need: Need, ok: number, tokenRequired: boolean): number => {
   if (caller.dead !== undefined) return 401
   if (need.on === "public") return ok
   if (caller.kind === "anonymous") {
@@ -292,8 +308,14 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 404,
     call: (c, i) => c.delete(`/acme/app/ci/secrets/GONE_${i}`)
   },
-  // Webhooks (an unknown id answers 404 to those allowed to ask)
-  { endpoint: "GET /{owner}/{name}/webhooks", need: { on: "repo", action: "read" }, ok: 200, call: (c) => c.get("/acme/app/webhooks") },
+  // Webhooks (an unknown id answers 404 to those allowed to ask); only those who may write see them (issue 20 item 5)
+  { endpoint: "GET /{owner}/{name}/webhooks", need: { on: "repo", action: "write", hidden: true }, ok: 200, call: (c) => c.get("/acme/app/webhooks") },
+  {
+    endpoint: "GET /{owner}/{name}/webhooks (public repository)",
+    need: { on: "repo", action: "write", pub: true, hidden: true },
+    ok: 200,
+    call: (c) => c.get("/acme/pub/webhooks")
+  },
   {
     endpoint: "POST /{owner}/{name}/webhooks",
     need: { on: "repo", action: "write" },
@@ -308,7 +330,7 @@ export const ROWS: ReadonlyArray<Row> = [
   },
   {
     endpoint: "GET …/webhooks/{id}/deliveries",
-    need: { on: "repo", action: "read" },
+    need: { on: "repo", action: "write", hidden: true },
     ok: 404,
     call: (c) => c.get("/acme/app/webhooks/00000000-0000-4000-8000-000000000000/deliveries")
   },
@@ -353,20 +375,23 @@ export const ROWS: ReadonlyArray<Row> = [
     ok: 200,
     call: (c) => c.post("/acme/app/chunks/check", { hashes: [] })
   },
-  // Staged pushes and blob proofs: past authorization, a malformed request (400) or an unknown id (404) shows access was granted.
+  // Staged pushes and blob proofs: past authorization, a refused request (400) or an unknown id (404) shows access was granted.
   {
     endpoint: "POST /{owner}/{name}/push/staged-v1",
     need: { on: "repo", action: "write" },
     ok: 400,
+    // Schema-valid (a malformed body is refused at decoding, before authorization), refused after: a finalizer without target_head.
     call: (c, i) => c.post("/acme/app/push/staged-v1", {
-      stage_id: "short",
+      stage_id: `matrix-stage-${String(i).padStart(6, "0")}`,
       expected_branch_head: null,
       branch: { name: `staged-${i}`, status: "open", created_at: "2026-01-01T00:00:00+00:00" },
-      finalize: false,
+      finalize: true,
       commits: [],
       blobs: []
     })
   },
+  // Open stages: one's own for those who may write, everyone's for admins (the body says which; staged-push.test.ts).
+  { endpoint: "GET /{owner}/{name}/push/staged-v1", need: { on: "repo", action: "write" }, ok: 200, call: (c) => c.get("/acme/app/push/staged-v1") },
   {
     endpoint: "POST …/push/staged-v1/{stage_id}/abort",
     need: { on: "repo", action: "write" },

@@ -1,7 +1,8 @@
 /**
  * Webhooks (`/{owner}/{name}/webhooks`): deliveries of the repository's `push`, `branch.created`
  * and `merge` events to a public URL, signed when a secret is set, and their delivery log.
- * Reading needs read access; adding, removing and redelivering need write access.
+ * Every endpoint needs write access, the listing and the delivery log included (URLs can be
+ * credentials): a caller who may only read the repository is answered 404.
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"

@@ -1,6 +1,8 @@
 /**
- * The webhook endpoints. Reading needs read access; adding, removing and redelivering need write
- * access. A URL is checked by the egress rules before it is stored (400 `address_not_allowed`,
+ * The webhook endpoints. Every one needs write access, listing and the delivery log included: a URL
+ * can be a credential (a chat service's channel webhook) and a delivery error can echo the receiver's
+ * answer, so a caller who may only read the repository (anonymous readers of a public one included)
+ * is answered 404, as if there were none to see. A URL is checked by the egress rules before it is stored (400 `address_not_allowed`,
  * with the rule it broke and no resolution details); the secret is sealed here and never returned.
  */
 import { ApiErrors, GroveApi } from "@grove/api"
@@ -35,6 +37,13 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
   const bus = yield* Bus.Bus
 
   const repository = callerRepository
+  /** Write access, or 404: reading the repository is not enough to see its webhooks (not even that it has any). */
+  const managed = (params: { readonly owner: string; readonly name: string }) =>
+    repository(params, "write").pipe(Effect.mapError((error) =>
+      error instanceof ApiErrors.Unauthorized || error instanceof ApiErrors.Forbidden
+        ? new ApiErrors.NotFound({ error: "no webhooks to show: they are shown to those who may write to the repository", code: "not_found" })
+        : error
+    ))
   const hookOf = (repoId: string, id: string) =>
     Effect.gen(function*() {
       const hook = yield* dbUnavailable(webhooks.find(repoId, id))
@@ -44,7 +53,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
 
   return handlers.handleAll({
     list: Effect.fn(function*({ params }) {
-      const repo = yield* repository(params, "read")
+      const repo = yield* managed(params)
       return { webhooks: yield* dbUnavailable(webhooks.list(repo.id)) }
     }),
     create: Effect.fn(function*({ params, payload }) {
@@ -69,7 +78,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(GroveApi, "webhooks", Effec
       )
     }),
     deliveries: Effect.fn(function*({ params, query }) {
-      const repo = yield* repository(params, "read")
+      const repo = yield* managed(params)
       yield* hookOf(repo.id, params.id)
       const page = yield* pageRequest(query, ["timestamp", "uuid"])
       return { deliveries: yield* pageResponse(yield* dbUnavailable(webhooks.deliveries(params.id, page)), page) }
