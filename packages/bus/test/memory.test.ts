@@ -4,14 +4,18 @@
  */
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Scope } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Queue, Scope, Stream } from "effect"
 import { SqlClient } from "effect/sql"
+import { Bus } from "../src/Bus.ts"
 import { EntityRuntime } from "../src/EntityRuntime.ts"
 import * as Inbox from "../src/Inbox.ts"
 import { MemoryBroker } from "../src/MemoryBroker.ts"
 import * as MemoryBus from "../src/MemoryBus.ts"
+import type { DeadLetter } from "../src/Messages.ts"
+import { partitionFor } from "../src/murmur2.ts"
+import * as Topics from "../src/Topics.ts"
 import { Cluster, contract } from "./contract.ts"
-import { createTables, TestHandlers } from "./support/TestEntity.ts"
+import { createTables, TestEntity, TestHandlers } from "./support/TestEntity.ts"
 
 const node = (nodeId: string) =>
   TestHandlers.pipe(Layer.provideMerge(EntityRuntime.layer()), Layer.provide(MemoryBus.layer({ nodeId })))
@@ -76,4 +80,46 @@ describe("an embedded restart", () => {
       const rows = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM command_inbox WHERE reply IS NULL`
       assert.strictEqual(rows[0]!.n, 0)
     }).pipe(Effect.provide(Database)))
+})
+
+describe("unknown commands", () => {
+  it.live("an unknown entity type or command is settled and dead-lettered at once; the partition's next command is not delayed", () =>
+    Effect.gen(function*() {
+      // Past the registration grace of a node's start (here none): what no handler knows now, none will.
+      const context = yield* Layer.build(
+        TestHandlers.pipe(
+          Layer.provideMerge(EntityRuntime.layer({ registrationGrace: "0 millis" })),
+          Layer.provideMerge(MemoryBus.layerEmbedded({ nodeId: "unknowns" }))
+        )
+      )
+      const runtime = Context.get(context, EntityRuntime)
+      const bus = Context.get(context, Bus)
+      const letters = yield* Queue.unbounded<DeadLetter>()
+      yield* bus.consume("unknowns-dead-letters", Topics.deadLetters, (claim) =>
+        claim.records.pipe(Stream.runForEach((record) => Queue.offer(letters, record.value as DeadLetter))))
+      let key = "k-0"
+      for (let i = 0; partitionFor(key, 32) !== 7; i++) key = `k-${i}`
+      yield* runtime.send(TestEntity, key, "Apply", { seq: 0 })
+      const startedAt = yield* Clock.currentTimeMillis
+      const record = (commandId: string, entityType: string, command: string) => ({
+        topic: Topics.commands,
+        key,
+        value: { type: "grove.command", v: 1, commandId, entityType, entityId: key, command, payload: {} }
+      })
+      yield* bus.publish([record("unknown-type", "Nope", "y"), record("unknown-command", TestEntity.name, "Nope")])
+      const next = yield* runtime.send(TestEntity, key, "Apply", { seq: 1 })
+      const answeredIn = (yield* Clock.currentTimeMillis) - startedAt
+      assert.strictEqual(next.seq, 1)
+      assert.isBelow(answeredIn, 1000, `the next command on partition 7 answered after ${answeredIn} ms`)
+      const first = yield* Queue.take(letters).pipe(Effect.timeout("1 second"), Effect.orDie)
+      const second = yield* Queue.take(letters).pipe(Effect.timeout("1 second"), Effect.orDie)
+      assert.deepStrictEqual([first.partition, second.partition], [7, 7])
+      assert.match(first.reason, /unknown entity type Nope/)
+      assert.match(second.reason, /ContractTest has no command Nope/)
+      // Settled: their operations answer (as failed) instead of staying pending.
+      for (const id of ["unknown-type", "unknown-command"]) {
+        const reply = Option.getOrThrow(yield* runtime.operation(id)).reply
+        assert.strictEqual(reply?._tag, "Defect")
+      }
+    }).pipe(Effect.scoped, Effect.provide(Database)), { timeout: 60_000 })
 })
