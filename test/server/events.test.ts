@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { buildCommit, pushBody } from "../support/content.ts"
+import { closeAll, expectClosed, openStream } from "../support/EventStream.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
@@ -16,15 +17,13 @@ let server: GroveServer
 let capped: GroveServer
 const tokens: Record<string, string> = {}
 const as = (user: string, on: GroveServer = server) => api(on.url, tokens[`${on === server ? "" : "capped:"}${user}`])
-const open: Array<EventStream> = []
 
 beforeAll(async () => {
-  ;[server, capped] = await Promise.all([
-    startServer(),
-    startServer({
-      env: { GROVE_EVENT_STREAMS_PER_CALLER: "3", GROVE_EVENT_STREAMS_PER_NODE: "5", GROVE_EVENT_STREAM_RECHECK_MS: "1000" }
-    })
-  ])
+  // One after the other: two servers starting at once on a loaded machine can pass the start timeout.
+  server = await startServer()
+  capped = await startServer({
+    env: { GROVE_EVENT_STREAMS_PER_CALLER: "3", GROVE_EVENT_STREAMS_PER_NODE: "5", GROVE_EVENT_STREAM_RECHECK_MS: "1000" }
+  })
   await Promise.all([
     ...["alice", "bob", "olga"].map(async (user) => (tokens[user] = await server.createUser(user))),
     ...["carol", "dave"].map(async (user) => (tokens[`capped:${user}`] = await capped.createUser(user)))
@@ -32,67 +31,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  for (const stream of open) await stream.close()
+  await closeAll()
   await Promise.all([server?.stop(), capped?.stop()])
 })
-
-interface EventStream {
-  readonly status: number
-  readonly headers: Headers
-  /** Everything received so far. */
-  readonly text: () => string
-  /** Reads until `what` is in the text (fails after `timeoutMs` or when the stream ends first). */
-  readonly until: (what: string, timeoutMs?: number) => Promise<void>
-  /** Reads until the server ends the stream. */
-  readonly ended: (timeoutMs?: number) => Promise<void>
-  readonly close: () => Promise<void>
-}
-
-const openStream = async (on: GroveServer, path: string, token?: string): Promise<EventStream> => {
-  const controller = new AbortController()
-  const response = await fetch(`${on.url}/api${path}`, {
-    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
-    signal: controller.signal
-  })
-  let text = ""
-  let done = response.status !== 200
-  const reader = response.status === 200 ? response.body!.pipeThrough(new TextDecoderStream()).getReader() : undefined
-  if (reader === undefined) text = await response.text()
-  const read = async (stop: () => boolean, what: string, timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs
-    while (!stop()) {
-      if (done) throw new Error(`the stream ended before ${what}; received:\n${text}`)
-      const left = deadline - Date.now()
-      if (left <= 0) throw new Error(`timed out waiting for ${what}; received:\n${text}`)
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), left)))
-      const next = await Promise.race([reader!.read(), timeout])
-      clearTimeout(timer)
-      if (next === "timeout") continue
-      if (next.done) done = true
-      else text += next.value
-    }
-  }
-  const stream: EventStream = {
-    status: response.status,
-    headers: response.headers,
-    text: () => text,
-    until: (what, timeoutMs = 15_000) => read(() => text.includes(what), JSON.stringify(what), timeoutMs),
-    ended: async (timeoutMs = 15_000) => {
-      try {
-        await read(() => false, "the end", timeoutMs)
-      } catch (error) {
-        if (!done) throw error
-      }
-    },
-    close: async () => {
-      controller.abort()
-      await reader?.cancel().catch(() => undefined)
-    }
-  }
-  open.push(stream)
-  return stream
-}
 
 /** A commit on a new branch of `owner/name`, pushed by `user`. */
 const pushBranch = async (user: string, fullName: string, branch: string) => {
@@ -101,22 +42,13 @@ const pushBranch = async (user: string, fullName: string, branch: string) => {
   expect(reply.body.success, JSON.stringify(reply.body)).toBe(true)
 }
 
-/** The `event: closed` frame's data; that the stream then ended; and that no branch event came. */
-const expectClosed = async (stream: EventStream, reason: string) => {
-  await stream.until("event: closed")
-  await stream.ended()
-  const data = /^event: closed\ndata: (.*)$/m.exec(stream.text())![1]!
-  expect(JSON.parse(data)).toMatchObject({ reason })
-  expect(stream.text()).not.toContain("event: branch")
-}
-
 describe("an open event stream re-checks access", () => {
   it("closes an anonymous stream when the repository is made private, before the push that follows", async () => {
     expect((await as("alice").post("/repos", { name: "pub", is_public: true })).status).toBe(201)
-    const anonymous = await openStream(server, "/alice/pub/events")
+    const anonymous = await openStream(server.url, "/alice/pub/events")
     expect(anonymous.status).toBe(200)
     await anonymous.until(": connected")
-    const owner = await openStream(server, "/alice/pub/events", tokens.alice)
+    const owner = await openStream(server.url, "/alice/pub/events", tokens.alice)
     await owner.until(": connected")
     expect((await as("alice").patch("/alice/pub/visibility", { is_public: false })).status).toBe(200)
     await pushBranch("alice", "alice/pub", "after-private")
@@ -125,14 +57,14 @@ describe("an open event stream re-checks access", () => {
     await owner.until("\"branch\":\"after-private\"")
     expect(owner.text()).not.toContain("event: closed")
     // A new anonymous stream is refused like any other read of a private repository.
-    expect((await openStream(server, "/alice/pub/events")).status).toBe(404)
+    expect((await openStream(server.url, "/alice/pub/events")).status).toBe(404)
   }, 60_000)
 
   it("closes bob's stream when bob is removed from the organization", async () => {
     expect((await as("olga").post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
     expect((await as("olga").post("/repos", { name: "app", organization_slug: "acme" })).status).toBe(201)
     expect((await as("olga").post("/orgs/acme/members", { username: "bob", role: "member" })).status).toBe(201)
-    const bob = await openStream(server, "/acme/app/events", tokens.bob)
+    const bob = await openStream(server.url, "/acme/app/events", tokens.bob)
     expect(bob.status).toBe(200)
     await bob.until(": connected")
     expect((await as("olga").delete("/orgs/acme/members/bob")).status).toBe(204)
@@ -145,7 +77,7 @@ describe("an open event stream re-checks access", () => {
     expect((await as("alice").post("/repos", { name: "open", is_public: true })).status).toBe(201)
     const created = await as("alice").post("/api-keys", { name: "watcher", scope: "read" })
     expect(created.status).toBe(201)
-    const stream = await openStream(server, "/alice/open/events", created.body.key)
+    const stream = await openStream(server.url, "/alice/open/events", created.body.key)
     expect(stream.status).toBe(200)
     await stream.until(": connected")
     expect((await as("alice").delete(`/api-keys/${created.body.id}`)).status).toBe(204)
@@ -161,7 +93,7 @@ describe("the periodic re-check and the caps (a server with 3 per caller, 5 per 
     const expiresAt = Date.now() + 2_000
     const created = await as("carol", capped).post("/api-keys", { name: "short", expires_at: new Date(expiresAt).toISOString() })
     expect(created.status).toBe(201)
-    const stream = await openStream(capped, "/carol/timed/events", created.body.key)
+    const stream = await openStream(capped.url, "/carol/timed/events", created.body.key)
     expect(stream.status).toBe(200)
     await stream.until(": connected")
     await expectClosed(stream, "key_revoked")
@@ -171,35 +103,35 @@ describe("the periodic re-check and the caps (a server with 3 per caller, 5 per 
   it("answers 429 too_many_streams past the caller's and the node's cap, and gives slots back on disconnect", async () => {
     expect((await as("carol", capped).post("/repos", { name: "busy", is_public: true })).status).toBe(201)
     const path = "/carol/busy/events"
-    const anonymous = [await openStream(capped, path), await openStream(capped, path), await openStream(capped, path)]
+    const anonymous = [await openStream(capped.url, path), await openStream(capped.url, path), await openStream(capped.url, path)]
     for (const stream of anonymous) expect(stream.status).toBe(200)
-    const refused = await openStream(capped, path)
+    const refused = await openStream(capped.url, path)
     expect(refused.status).toBe(429)
     expect(refused.headers.get("retry-after")).toMatch(/^\d+$/)
     expect(JSON.parse(refused.text())).toMatchObject({ code: "too_many_streams" })
     // Another caller has slots of its own, up to the node's 5.
-    const dave = [await openStream(capped, path, tokens["capped:dave"]), await openStream(capped, path, tokens["capped:dave"])]
+    const dave = [await openStream(capped.url, path, tokens["capped:dave"]), await openStream(capped.url, path, tokens["capped:dave"])]
     for (const stream of dave) expect(stream.status).toBe(200)
-    const full = await openStream(capped, path, tokens["capped:carol"])
+    const full = await openStream(capped.url, path, tokens["capped:carol"])
     expect(full.status).toBe(429)
     expect(JSON.parse(full.text())).toMatchObject({ code: "too_many_streams" })
     // Disconnecting gives the slots back: anonymous may open again, and so may carol.
     await anonymous[0]!.close()
     await anonymous[1]!.close()
     const again = await waitFor("an anonymous slot given back", async () => {
-      const stream = await openStream(capped, path)
+      const stream = await openStream(capped.url, path)
       return stream.status === 200 ? stream : undefined
     })
     await again.until(": connected")
     const carol = await waitFor("a slot on the node given back", async () => {
-      const stream = await openStream(capped, path, tokens["capped:carol"])
+      const stream = await openStream(capped.url, path, tokens["capped:carol"])
       return stream.status === 200 ? stream : undefined
     })
     await carol.until(": connected")
     for (const stream of [...anonymous, ...dave, again, carol]) await stream.close()
     // All given back: the caps allow a full set again.
     await waitFor("every slot given back", async () => {
-      const streams = [await openStream(capped, path), await openStream(capped, path), await openStream(capped, path)]
+      const streams = [await openStream(capped.url, path), await openStream(capped.url, path), await openStream(capped.url, path)]
       const ok = streams.every((s) => s.status === 200)
       for (const s of streams) await s.close()
       return ok ? true : undefined
