@@ -2,7 +2,8 @@
  * A job's `cache`: before its steps, the archive saved under the key for this branch (or, when
  * the branch has none, for main) is unpacked into the working directory; after a successful job,
  * the listed paths are packed (tar, gzip) into the object store under the key for this branch.
- * tar runs as the run's user, so an archive can write nothing the steps could not.
+ * tar runs as the job's user in a sandbox around the checkout (Sandbox.inSandbox, no network), so
+ * an archive can write nothing the steps could not, and nothing outside the checkout.
  */
 import { ObjectStore } from "@grove/storage"
 import { Effect, Stream } from "effect"
@@ -12,7 +13,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { createReadStream, createWriteStream } from "node:fs"
 import { rm } from "node:fs/promises"
 import * as path from "node:path"
-import type { RunUser } from "./Workspace.ts"
+import { type Command, inSandbox, type Isolation, type RunUser } from "./Sandbox.ts"
 
 export interface CacheTarget {
   readonly repoId: string
@@ -23,11 +24,24 @@ export interface CacheTarget {
 
 const namespace = (orgId: string) => `ci-${orgId}`
 
-const tar = (args: ReadonlyArray<string>, cwd: string, user: RunUser | undefined) =>
-  spawn("tar", [...args], { cwd, stdio: ["pipe", "pipe", "pipe"], ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }), env: { PATH: "/usr/bin:/bin" } })
+/** Where tar runs: the job's sandbox, as its user. */
+export interface CacheRunner {
+  readonly isolation: Isolation
+  readonly user: RunUser | undefined
+}
+
+const tarCommand = (args: ReadonlyArray<string>, cwd: string, runner: CacheRunner) => inSandbox(runner.isolation, runner.user, cwd, false, ["tar", ...args])
+
+const spawnTar = (command: Command, cwd: string) =>
+  spawn(command.file, [...command.args], {
+    cwd,
+    stdio: ["pipe", "pipe", "pipe"],
+    ...(command.user === undefined ? {} : { uid: command.user.uid, gid: command.user.gid }),
+    env: { PATH: "/usr/bin:/bin" }
+  })
 
 /** Restores the cache into `dir`; answers which branch's archive it used, if any. */
-export const restore = Effect.fnUntraced(function*(target: CacheTarget, dir: string, user: RunUser | undefined) {
+export const restore = Effect.fnUntraced(function*(target: CacheTarget, dir: string, runner: CacheRunner) {
   const sql = yield* SqlClient.SqlClient
   const store = yield* ObjectStore.ObjectStore
   const rows = yield* sql<{ branch: string; object_hash: string }>`SELECT branch, object_hash FROM ci_caches
@@ -35,7 +49,7 @@ export const restore = Effect.fnUntraced(function*(target: CacheTarget, dir: str
     ORDER BY branch = ${target.branch} DESC LIMIT 1`
   const found = rows[0]
   if (found === undefined) return undefined
-  const child = tar(["-xzf", "-", "--no-same-owner", "--no-same-permissions"], dir, user)
+  const child = spawnTar(yield* tarCommand(["-xzf", "-", "--no-same-owner", "--no-same-permissions"], dir, runner), dir)
   const done = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? 1)))
   yield* Stream.runForEach(store.get({ namespace: namespace(target.orgId), hash: found.object_hash }), (part) =>
     Effect.promise(() => new Promise<void>((resolve) => child.stdin.write(part, () => resolve())))).pipe(
@@ -46,13 +60,14 @@ export const restore = Effect.fnUntraced(function*(target: CacheTarget, dir: str
 })
 
 /** Saves `paths` of `dir` under the key; answers the archive's size, or undefined when none of the paths exist. */
-export const save = Effect.fnUntraced(function*(target: CacheTarget, paths: ReadonlyArray<string>, dir: string, scratch: string, user: RunUser | undefined) {
+export const save = Effect.fnUntraced(function*(target: CacheTarget, paths: ReadonlyArray<string>, dir: string, scratch: string, runner: CacheRunner) {
   const sql = yield* SqlClient.SqlClient
   const store = yield* ObjectStore.ObjectStore
   const file = path.join(scratch, `cache-${randomBytes(8).toString("hex")}.tgz`)
+  const command = yield* tarCommand(["-czf", "-", "--ignore-failed-read", "--", ...paths], dir, runner)
   const packed = yield* Effect.promise(() =>
     new Promise<{ code: number; hash: string; size: number }>((resolve) => {
-      const child = tar(["-czf", "-", "--ignore-failed-read", "--", ...paths], dir, user)
+      const child = spawnTar(command, dir)
       const hash = createHash("sha256")
       let size = 0
       const out = createWriteStream(file, { mode: 0o600 })

@@ -181,10 +181,10 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         const user = yield* jobUser(context.isolation)
         dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, user)
         const cache = job.cache === undefined ? undefined : { repoId: run.repoId, orgId: run.orgId, branch: run.branch, key: job.cache.key }
-        if (cache !== undefined) yield* CiCache.restore(cache, dir, user).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
+        if (cache !== undefined) yield* CiCache.restore(cache, dir, { isolation: context.isolation, user }).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
         const outcome = yield* runSteps(job, state, dir, user, deadline)
         if (outcome === "success" && cache !== undefined && job.cache !== undefined) {
-          yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, user).pipe(
+          yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, { isolation: context.isolation, user }).pipe(
             Effect.catchCause((cause) => Effect.logWarning("a CI cache could not be saved", Cause.squash(cause)))
           )
         }

@@ -41,13 +41,14 @@ describe("Sandbox", () => {
 
   it("runs a step with only the system, its own /proc, /dev, /tmp and its checkout, as --ci-user inside", async () => {
     const isolation = await ready()
-    const script = "echo =id; id -un; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
+    const script = "echo =id; id -un; echo =nested; unshare -U true 2>/dev/null && echo allowed || echo refused; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
     const { stdout, workspace } = await runIn(isolation, true, script)
     const sections = Object.fromEntries(stdout.split(/^=/m).filter((part) => part !== "").map((part) => {
       const [name, ...rest] = part.trimEnd().split("\n")
       return [name!, rest]
     }))
     expect(sections.id).toEqual(["nobody"])
+    expect(sections.nested).toEqual(["refused"])
     const system = ["bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"]
     expect(sections.root!.filter((entry: string) => !system.includes(entry))).toEqual([])
     // PID 1 is the sandbox's bwrap, with the step's environment: nothing of this test process's own.

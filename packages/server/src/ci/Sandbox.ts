@@ -89,7 +89,8 @@ const SYSTEM_LINKS = ["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"]
 const bwrapArgs = (inside: RunUser, workspace: string | undefined, network: boolean, links: ReadonlyMap<string, string>): Array<string> => {
   const args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
   if (!network) args.push("--unshare-net")
-  args.push("--die-with-parent", "--hostname", "grove-ci", "--uid", String(inside.uid), "--gid", String(inside.gid))
+  // No nested user namespaces: the usual way from an unprivileged sandbox to the kernel's less-trodden paths.
+  args.push("--disable-userns", "--die-with-parent", "--hostname", "grove-ci", "--uid", String(inside.uid), "--gid", String(inside.gid))
   args.push("--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc")
   // Merged-/usr hosts have /bin -> usr/bin and the like: the same links; older ones have directories.
   for (const dir of SYSTEM_LINKS) {
@@ -115,15 +116,18 @@ const readLinks = async (): Promise<Map<string, string>> => {
   return links
 }
 
-/** `bash -e -o pipefail -c <run>` for one step, in the sandbox (or, shared, on the host) as `user`. */
-export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
+/** `argv` in a sandbox around `workspace` (or, shared, on the host) as `user`. */
+export const inSandbox = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, argv: ReadonlyArray<string>): Effect.Effect<Command> =>
   Effect.promise(async () => {
-    const shell = ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run]
     const inner = isolation._tag === "Sandboxed"
-      ? [isolation.bwrap, ...bwrapArgs(isolation.inside, workspace, network, await readLinks()), "--", ...shell]
-      : shell
+      ? [isolation.bwrap, ...bwrapArgs(isolation.inside, workspace, network, await readLinks()), "--", ...argv]
+      : argv
     return asUser(isolation.setpriv, user, inner)
   })
+
+/** `bash -e -o pipefail -c <run>` for one step. */
+export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
+  inSandbox(isolation, user, workspace, network, ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run])
 
 /** Starts `argv` as `user` (uid, gid, no supplementary groups: node-pty would keep root's). */
 const asUser = (setpriv: string | undefined, user: RunUser | undefined, argv: ReadonlyArray<string>): Command =>

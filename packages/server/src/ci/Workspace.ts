@@ -16,7 +16,6 @@ import type { RunUser } from "./Sandbox.ts"
 
 const exec = promisify(execFile)
 
-export type { RunUser } from "./Sandbox.ts"
 
 /** Creates the work root, traversable (not listable) by the run user. */
 export const prepareRoot = (root: string) => Effect.promise(() => mkdir(root, { recursive: true, mode: 0o711 }).then(() => undefined))
