@@ -17,7 +17,7 @@ import { Console, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
-import { clusterEnv } from "./infra/clusterEnv.ts"
+import { clusterEnv, userCreateCommand } from "./infra/clusterEnv.ts"
 import { followLogs } from "./infra/follow.ts"
 import { startKafka } from "./infra/kafka.ts"
 import { startPostgres } from "./infra/postgres.ts"
@@ -87,7 +87,8 @@ const program = Effect.gen(function*() {
     startPostgres({ dataDir: path.join(dataDir, "pg"), durable: true, logFile: logFile("postgres") }),
     startS3({ dataDir: path.join(dataDir, "s3"), logFile: logFile("minio") })
   ], { concurrency: "unbounded" })
-  const env = { ...process.env, ...clusterEnv(kafka, pg, s3) }
+  const nodeEnv = clusterEnv(kafka, pg, s3)
+  const env = { ...process.env, ...nodeEnv }
   // Followed from before the nodes start, so their startup lines show too, and its last
   // look at the files comes after they have stopped.
   const follower = parsed.logs
@@ -123,8 +124,8 @@ const program = Effect.gen(function*() {
       "",
       `Logs       ${logDir}  (Kafka: ${kafka.logFile})`,
       "",
-      "Create a user (cluster mode talks to PostgreSQL directly):",
-      `  GROVE_MODE=cluster GROVE_DATABASE_URL='${pg.url}' GROVE_KAFKA_BROKERS=${kafka.bootstrap} GROVE_S3_ENDPOINT=${s3.endpoint} npx grove-server user create alice --admin`,
+      "Create a user (cluster mode talks to PostgreSQL directly; run it in the checkout):",
+      `  ${userCreateCommand(nodeEnv, "alice")}`,
       "Ctrl-C stops everything."
     ].join("\n")
   )

@@ -18,3 +18,13 @@ export const clusterEnv = (kafka: Pick<KafkaBroker, "bootstrap">, pg: Pick<Postg
   GROVE_S3_SECRET_ACCESS_KEY: s3.secretAccessKey,
   GROVE_SECRET_KEY: secretKey
 })
+
+/** `value` as one shell word. */
+const shellWord = (value: string) => /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`
+
+/**
+ * The `grove-server user create` command line for a cluster's environment, to paste in a shell in the
+ * checkout: every variable a node needs (the secret key included), so it works as printed.
+ */
+export const userCreateCommand = (env: Readonly<Record<string, string>>, name: string) =>
+  `${Object.entries(env).map(([key, value]) => `${key}=${shellWord(value)}`).join(" ")} npx grove-server user create ${name} --admin`

@@ -21,8 +21,8 @@ export interface PartitionWorkers {
   /**
    * The node owns exactly `owned` in `generation`: interrupts (and awaits) the
    * workers of partitions it lost, starts workers for owned partitions that
-   * have none. A worker that ended by itself is restarted only by a later
-   * generation, so a fenced partition stays idle until the next rebalance.
+   * have none. A worker that ended by itself (it found the partition no longer
+   * assigned here) is restarted only by a later generation.
    */
   readonly sync: (owned: ReadonlyArray<number>, generation: number) => Effect.Effect<void>
   /** Interrupts (and awaits) the workers of `partitions`. */
