@@ -9,19 +9,22 @@ import { Effect, Option } from "effect"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
-import { connect, connectWith } from "../Client.ts"
+import { type Connection, connect, connectWith } from "../Client.ts"
 import { CliEnv } from "../CliEnv.ts"
 import { failure, usage } from "../Failures.ts"
 import { commitSnapshot, EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { exists, io } from "../local/Io.ts"
 import type { BranchState } from "../local/State.ts"
 import { initialState, newBranch, withBranch } from "../local/State.ts"
+import { withheldLine } from "../local/Withheld.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import { fetchBranch, materialize } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
 import { checkName } from "./Branch.ts"
+
+const capitalized = (text: string) => `${text[0]!.toUpperCase()}${text.slice(1)}`
 
 export const init = Effect.fn("Init.run")(function*(remote: string, options: {
   readonly owner: Option.Option<string>
@@ -105,10 +108,51 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
     }))
     : undefined
+  const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
+  // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key.
+  const undo = Effect.gen(function*() {
+    yield* io(`cannot remove ${root}`, async () => {
+      if (made) await fs.rm(root, { recursive: true, force: true })
+      else for (const entry of await fs.readdir(root)) await fs.rm(path.join(root, entry), { recursive: true, force: true })
+    }).pipe(Effect.ignore)
+    if (key !== undefined) yield* connection.call(connection.client.apiKeys.revoke({ params: { id: key.id } })).pipe(Effect.ignore)
+  })
+  const { answer, applied, current, snapshot, target } = yield* populate(remote, root, parsed, repository.full_name, user, key?.key, connection, options.branch)
+    .pipe(Effect.onError(() => undo))
+  yield* out.result(
+    {
+      repository: repository.full_name,
+      path: root,
+      branch: current.name,
+      tracking: target,
+      head: answer.head,
+      files: snapshot.size - applied.withheld,
+      downloaded_blobs: applied.downloadedBlobs,
+      withheld_paths: applied.withheld,
+      key_stored: key !== undefined
+    },
+    () =>
+      `Cloned ${repository.full_name} (${target}${answer.head === null ? ", empty" : ` at ${answer.head.slice(0, 12)}`}) into ${root}: ${snapshot.size - applied.withheld} file(s)\n` +
+      (applied.withheld === 0 ? "" : `${capitalized(withheldLine(applied.withheld))}.\n`) +
+      `Branch: ${current.name}${current.name === target ? "" : ` (from ${target})`}`
+  )
+})
+
+/** A clone's checkout in `root`: config, the branch's history, state and files. */
+const populate = Effect.fnUntraced(function*(
+  remote: string,
+  root: string,
+  parsed: { readonly owner: string; readonly name: string },
+  fullName: string,
+  user: string,
+  key: string | undefined,
+  connection: Connection,
+  branchOption: Option.Option<string>
+) {
   yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
   const workspace = yield* writeConfig(root, {
     remote,
-    ...(key === undefined ? {} : { key: key.key }),
+    ...(key === undefined ? {} : { key }),
     owner: parsed.owner,
     name: parsed.name
   })
@@ -117,14 +161,14 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
     ? connection
     : yield* connectWith({
       remote,
-      credential: Option.some({ source: "checkout" as const, token: key.key, location: configPath }),
+      credential: Option.some({ source: "checkout" as const, token: key, location: configPath }),
       passed: []
     })
   const repo = repoRemote(keyed, parsed.owner, parsed.name)
-  const target = Option.getOrElse(options.branch, () => "main")
+  const target = Option.getOrElse(branchOption, () => "main")
   const answer = yield* fetchBranch(workspace, repo, target, null)
-  if (Option.isSome(options.branch) && answer.branch === null) {
-    return yield* failure(`${repository.full_name} has no branch ${JSON.stringify(target)}`, "no_such_branch")
+  if (Option.isSome(branchOption) && answer.branch === null) {
+    return yield* failure(`${fullName} has no branch ${JSON.stringify(target)}`, "no_such_branch")
   }
   const tracked: BranchState = newBranch(target, {
     parent_branch: answer.branch?.parent_branch ?? (target === "main" ? null : "main"),
@@ -140,19 +184,5 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   yield* saveState(workspace, state)
   const snapshot = yield* commitSnapshot(workspace, answer.head)
   const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head)
-  yield* out.result(
-    {
-      repository: repository.full_name,
-      path: root,
-      branch: current.name,
-      tracking: target,
-      head: answer.head,
-      files: snapshot.size,
-      downloaded_blobs: applied.downloadedBlobs,
-      key_stored: key !== undefined
-    },
-    () =>
-      `Cloned ${repository.full_name} (${target}${answer.head === null ? ", empty" : ` at ${answer.head.slice(0, 12)}`}) into ${root}: ${snapshot.size} file(s)\n` +
-      `Branch: ${current.name}${current.name === target ? "" : ` (from ${target})`}`
-  )
+  return { answer, applied, current, snapshot, target }
 })

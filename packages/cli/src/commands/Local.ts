@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { baseSnapshot, commitWorkingTree } from "../local/Commit.ts"
+import { keepWithheld, readWithheld } from "../local/Withheld.ts"
 import { io } from "../local/Io.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
@@ -47,7 +48,8 @@ const workingChanges = Effect.fn("Local.workingChanges")(function*() {
   const scanned = yield* scan(workspace.root, index)
   const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
   const head = yield* baseSnapshot(workspace, index, base)
-  const changes = Merge.TreeDiff.diffSnapshots(head, scanned.snapshot)
+  // Withheld files (path permissions) were never written here: their absence is no change.
+  const changes = Merge.TreeDiff.diffSnapshots(head, keepWithheld(head, scanned.snapshot, readWithheld(workspace.root)))
   // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
   // otherwise the refreshed one saves re-hashing.
   if (changes.length === 0) {

@@ -15,6 +15,7 @@ import { blobPath, tempDir } from "../local/Objects.ts"
 import { blobsForTextMerge, loadParents, planMerge } from "../local/Merging.ts"
 import type { RepoState } from "../local/State.ts"
 import { currentBranch, newBranch, withBranch } from "../local/State.ts"
+import { withheldLine } from "../local/Withheld.ts"
 import { readIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
 import { openWorkspace, saveState } from "../local/Workspace.ts"
@@ -41,6 +42,8 @@ interface Integration {
   readonly state: RepoState
   readonly conflicts: ReadonlyArray<{ readonly path: string; readonly kind: string }>
   readonly commit: string | undefined
+  /** Files of the merged tree withheld from this caller (left out). */
+  readonly withheld: number
 }
 
 /**
@@ -77,7 +80,7 @@ const integrate = Effect.fn("Pull.integrate")(function*(
   }
   const plan = planMerge(baseSnap, oursSnap, theirsSnap, (h) => bytes.get(h), { ours: "ours (local)", theirs: `theirs (${options.label})` })
   const index = yield* readIndex(workspace.root)
-  yield* materialize(workspace, remote, oursSnap, plan.target, index.files, [])
+  const applied = yield* materialize(workspace, remote, oursSnap, plan.target, index.files, [])
   for (const [file, text] of plan.writes) yield* io(`cannot write ${file}`, () => fs.writeFile(path.join(workspace.root, file), text))
   const branch = currentBranch(state)
   let next: RepoState = {
@@ -85,10 +88,10 @@ const integrate = Effect.fn("Pull.integrate")(function*(
     merge: { branch: branch.name, parent: options.parent, merge_parent: options.mergeParent, conflicts: plan.conflicts.map((c) => c.path) }
   }
   yield* saveState(workspace, next)
-  if (plan.conflicts.length > 0) return { state: next, conflicts: plan.conflicts, commit: undefined } satisfies Integration
+  if (plan.conflicts.length > 0) return { state: next, conflicts: plan.conflicts, commit: undefined, withheld: applied.withheld } satisfies Integration
   const committed = yield* commitWorkingTree(workspace, next)
   next = committed.state
-  return { state: next, conflicts: [], commit: committed.commit?.hash } satisfies Integration
+  return { state: next, conflicts: [], commit: committed.commit?.hash, withheld: applied.withheld } satisfies Integration
 })
 
 export interface PullOutcome {
@@ -124,10 +127,11 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
     if (branch.head === null || Merge.MergeBase.isAncestor(branch.head, serverHead, parents)) {
       // Fast-forward: nothing local that the server lacks.
       const index = yield* readIndex(workspace.root)
-      yield* materialize(workspace, remote, yield* commitSnapshot(workspace, branch.head), yield* commitSnapshot(workspace, serverHead), index.files, own.blobs)
+      const applied = yield* materialize(workspace, remote, yield* commitSnapshot(workspace, branch.head), yield* commitSnapshot(workspace, serverHead), index.files, own.blobs)
       state = withBranch(state, { ...branch, head: serverHead, remote_head: serverHead, unpushed: [] })
       yield* saveState(workspace, state)
       events.push(`fast-forwarded ${branch.name} to ${serverHead.slice(0, 12)}`)
+      if (applied.withheld > 0) events.push(withheldLine(applied.withheld))
     } else {
       // Diverged: our unpushed commits merge onto the server's head.
       state = withBranch(state, { ...branch, remote_head: serverHead })
@@ -141,6 +145,7 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
       state = merged.state
       conflicts = merged.conflicts
       events.push(`merged ${branch.name} from the server${conflicts.length > 0 ? " with conflicts" : ""}`)
+      if (merged.withheld > 0) events.push(withheldLine(merged.withheld))
     }
   }
   const afterOwn = currentBranch(state)
@@ -171,9 +176,10 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
       ) {
         // A branch with no commits of its own simply starts from the parent's new head.
         const index = yield* readIndex(workspace.root)
-        yield* materialize(workspace, remote, yield* commitSnapshot(workspace, current.head), yield* commitSnapshot(workspace, parentHead), index.files, parentAnswer.blobs)
+        const applied = yield* materialize(workspace, remote, yield* commitSnapshot(workspace, current.head), yield* commitSnapshot(workspace, parentHead), index.files, parentAnswer.blobs)
         state = withBranch(state, { ...current, head: parentHead })
         events.push(`moved ${current.name} to ${parentName} at ${parentHead.slice(0, 12)}`)
+        if (applied.withheld > 0) events.push(withheldLine(applied.withheld))
       } else {
         yield* saveState(workspace, state)
         const merged = yield* integrate(workspace, remote, state, {
@@ -186,6 +192,7 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
         state = merged.state
         conflicts = merged.conflicts
         events.push(`merged ${parentName} into ${current.name}${conflicts.length > 0 ? " with conflicts" : ""}`)
+        if (merged.withheld > 0) events.push(withheldLine(merged.withheld))
       }
     }
   }

@@ -19,6 +19,7 @@ import type { Previous } from "./TreeBuild.ts"
 import { buildTreesFrom } from "./TreeBuild.ts"
 import { indexSnapshot } from "./TreeStatus.ts"
 import type { Snapshot } from "./WorkingTree.ts"
+import { keepWithheld, readWithheld } from "./Withheld.ts"
 import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
 import type { Workspace } from "./Workspace.ts"
 import { saveState } from "./Workspace.ts"
@@ -35,9 +36,14 @@ export const commitSnapshot = Effect.fn("Commit.snapshot")(function*(workspace: 
   return yield* workspace.objects.snapshot(stored.commit.manifest_hash)
 })
 
-/** The files of `hash`, from the index when it holds exactly that commit (no tree is read then). */
+/**
+ * The files of `hash`, from the index when it holds exactly that commit (no tree is read then). With
+ * withheld files (Withheld.ts) the index holds only those on disk: the commit's trees are read instead.
+ */
 export const baseSnapshot = (workspace: Workspace, index: WorkIndex, hash: string | null): Effect.Effect<Snapshot, CliFailure> =>
-  hash !== null && index.base === hash ? Effect.succeed(indexSnapshot(index)) : commitSnapshot(workspace, hash)
+  hash !== null && index.base === hash && readWithheld(workspace.root).size === 0
+    ? Effect.succeed(indexSnapshot(index))
+    : commitSnapshot(workspace, hash)
 
 /** A core file change in the wire shape: optional fields only when set. */
 export const toWireChange = (change: FileChange): ApiSync.FileChangeData => ({
@@ -94,7 +100,9 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
     return { state, commit: undefined, changes: [] } satisfies CommitResult
   }
   const before = yield* baseSnapshot(workspace, index, parent)
-  const changes = Merge.TreeDiff.diffSnapshots(before, scanned.snapshot)
+  // Files the server withheld were never written here: the commit keeps them as they are.
+  const snapshot = keepWithheld(before, scanned.snapshot, readWithheld(root))
+  const changes = Merge.TreeDiff.diffSnapshots(before, snapshot)
   const parentDirs = index.base === parent ? index.dirs : undefined
   if (changes.length === 0 && merge === undefined) {
     yield* writeIndex(root, scanned.files, parent, parentDirs)
@@ -112,7 +120,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
     }
   }
   const previous = parentDirs !== undefined && parentDirs.size > 0 ? { snapshot: before, dirs: parentDirs } : undefined
-  const { created, dirs, root: manifest } = yield* storeTrees(workspace, scanned.snapshot, previous)
+  const { created, dirs, root: manifest } = yield* storeTrees(workspace, snapshot, previous)
   yield* crashPoint("commit:trees")
   // Keep a copy of every blob this commit introduces: that copy, not the file, is what gets pushed.
   const known = new Set([...before.values()].map((f) => f.hash))

@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { io } from "../local/Io.ts"
+import { countWithheld, readWithheld, recordWithheld, withoutWithheld } from "../local/Withheld.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
@@ -56,6 +57,7 @@ export const fetchBranch = Effect.fn("Fetch.branch")(function*(
     query: { branch_name: branch, ...(since === null ? {} : { since }) }
   }))
   yield* storeHistory(workspace, answer)
+  yield* recordWithheld(workspace.root, [answer])
   return answer
 })
 
@@ -63,6 +65,8 @@ export interface MaterializeResult {
   readonly written: number
   readonly removed: number
   readonly downloadedBlobs: number
+  /** Files of `to` left out because the server withholds them from this caller (path permissions). */
+  readonly withheld: number
 }
 
 /**
@@ -82,6 +86,11 @@ export const materialize = (
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
+    // Files the server withholds are neither fetched nor written (nor removed: they were never here).
+    const withheld = readWithheld(root)
+    const withheldFiles = countWithheld(to, withheld)
+    from = withoutWithheld(from, withheld)
+    to = withoutWithheld(to, withheld)
     const present = new Set([...from.values()].map((f) => f.hash))
     const kept = new Map<string, string>()
     const wanted = new Map<string, IncomingBlob>()
@@ -113,5 +122,5 @@ export const materialize = (
       (file) => file.startsWith(downloadDir)
     ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
     yield* writeIndex(root, result.files, toCommit)
-    return { written: result.written, removed: result.removed, downloadedBlobs: downloaded.size }
+    return { written: result.written, removed: result.removed, downloadedBlobs: downloaded.size, withheld: withheldFiles }
   })
