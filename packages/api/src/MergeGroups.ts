@@ -16,6 +16,7 @@ import {
   Unauthorized
 } from "./Errors.ts"
 import * as P from "./Params.ts"
+import { FileChangeData } from "./Sync.ts"
 
 export const MergeResult = Schema.Struct({
   /** The squash commit's message: the branch description (or its name). */
@@ -48,6 +49,27 @@ export const RevertResult = Schema.Struct({
   message: Schema.String
 })
 
+/**
+ * What merging a branch would do now, computed without writing anything (`grove branch list|show`,
+ * `grove diff BRANCH`): the merge base with main, whether the squash merge would land, the CI gate at
+ * the head, the branch's own commits (newest first, at most 100) and the files it changes since the base.
+ */
+export const MergePreview = Schema.Struct({
+  branch: Schema.String,
+  head: Schema.NullOr(Schema.String),
+  main_head: Schema.NullOr(Schema.String),
+  merge_base: Schema.NullOr(Schema.String),
+  /** `clean`: it would merge (CI aside); `conflicts` (see `conflict_paths`); `no_changes`; `not_mergeable` (see `reason`). */
+  merge: Schema.Literals(["clean", "conflicts", "no_changes", "not_mergeable"]),
+  reason: Schema.optionalKey(Schema.String),
+  conflict_paths: Schema.Array(Schema.String),
+  /** The merge gate's view of the head's runs: `none` ran, all `passed`, some `running`, some `failing`. */
+  ci: Schema.Struct({ state: Schema.Literals(["none", "passed", "running", "failing"]), workflows: Schema.Array(Schema.String) }),
+  commits: Schema.Array(Schema.Struct({ hash: Schema.String, author: Schema.String, timestamp: Schema.String, message: Schema.NullOr(Schema.String), files: Schema.Number })),
+  files: Schema.Array(FileChangeData)
+})
+export type MergePreview = typeof MergePreview.Type
+
 const LandErrors = [BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, OperationPending, ServiceUnavailable] as const
 
 export class MergesGroup extends HttpApiGroup.make("merges").add(
@@ -56,6 +78,11 @@ export class MergesGroup extends HttpApiGroup.make("merges").add(
     query: { force: Schema.optionalKey(Schema.String) },
     success: MergeResult,
     error: [...LandErrors, PreconditionFailed]
+  }),
+  HttpApiEndpoint.get("preview", "/:owner/:name/branches/:branch/merge-preview", {
+    params: P.OwnerRepoBranch,
+    success: MergePreview,
+    error: [BadRequest, Unauthorized, Forbidden, NotFound, ServiceUnavailable]
   }),
   HttpApiEndpoint.post("sync", "/:owner/:name/branches/:branch/sync", {
     params: P.OwnerRepoBranch,

@@ -220,8 +220,42 @@ const log = Command.make("log", {
     Command.withDescription("Show the branch's commits, newest first")
   )
 
-const diff = Command.make("diff", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.diff()))).pipe(
-  Command.withDescription("Show the working tree's changes against the last commit as a unified diff")
+const reviewModule = () => load(() => import("./commands/Review.ts"))
+const reviewRepo = Flag.String("repo").pipe(Flag.withMetavar("OWNER/NAME"), Flag.withDescription("The repository (default: the checkout's)"), Flag.optional)
+
+const diff = Command.make("diff", {
+  branch: Argument.String("branch").pipe(Argument.withDescription("A branch: its changes against the merge base with main"), Argument.optional),
+  repo: reviewRepo,
+  color: Flag.Boolean("color").pipe(
+    Flag.withOptionalValue("true"),
+    Flag.withDefault(true),
+    Flag.withDescription("Colour the diff on a terminal (--no-color, or NO_COLOR set, for plain text)")
+  )
+}, (input) =>
+  action((remote) =>
+    Option.match(input.branch, {
+      onSome: (branch) => Effect.flatMap(reviewModule(), (m) => m.diff(remote, { branch, repo: input.repo, color: input.color })),
+      onNone: () => Effect.flatMap(localModule(), (m) => m.diff({ color: input.color }))
+    }))).pipe(
+    Command.withDescription("Show the working tree's changes against the last commit, or with BRANCH that branch's changes against its merge base with main, as a unified diff")
+  )
+
+const branchCommand = Command.make("branch").pipe(
+  Command.withDescription("Review branches: what waits to be merged, with CI and whether it merges cleanly"),
+  Command.withSubcommands([
+    Command.make("list", {
+      status: Flag.Literals("status", ["open", "closed", "merged"]).pipe(Flag.withDescription("Which branches (default: open)"), Flag.optional),
+      repo: reviewRepo
+    }, (input) => action((remote) => Effect.flatMap(reviewModule(), (m) => m.list(remote, input)))).pipe(
+      Command.withDescription("List branches: name, author, last update, CI, whether it merges cleanly, head, description")
+    ),
+    Command.make("show", {
+      name: Argument.String("name").pipe(Argument.withDescription("The branch")),
+      repo: reviewRepo
+    }, (input) => action((remote) => Effect.flatMap(reviewModule(), (m) => m.show(remote, input)))).pipe(
+      Command.withDescription("Show a branch: description, CI, mergeability, its commits and the files it changes")
+    )
+  ])
 )
 
 export const grove = Command.make("grove").pipe(
@@ -253,6 +287,7 @@ export const grove = Command.make("grove").pipe(
     status,
     log,
     diff,
+    branchCommand,
     close
   ]),
   Command.withGlobalFlags([JsonFlag, RemoteFlag])

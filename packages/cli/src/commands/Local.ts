@@ -7,12 +7,13 @@ import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { baseSnapshot, commitWorkingTree } from "../local/Commit.ts"
-import { keepWithheld, readWithheld } from "../local/Withheld.ts"
 import { io } from "../local/Io.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
 import { readIndex, scan, writeIndex } from "../local/WorkingTree.ts"
 import { openWorkspace, repositoryOf } from "../local/Workspace.ts"
+import { CliEnv } from "../CliEnv.ts"
+import { type DiffedFile, diffText, fileDiff, wantsColor } from "../DiffText.ts"
 import { usage } from "../Failures.ts"
 import { Output } from "../Output.ts"
 import { fetchBlobBytes } from "../sync/Download.ts"
@@ -48,8 +49,7 @@ const workingChanges = Effect.fn("Local.workingChanges")(function*() {
   const scanned = yield* scan(workspace.root, index)
   const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
   const head = yield* baseSnapshot(workspace, index, base)
-  // Withheld files (path permissions) were never written here: their absence is no change.
-  const changes = Merge.TreeDiff.diffSnapshots(head, keepWithheld(head, scanned.snapshot, readWithheld(workspace.root)))
+  const changes = Merge.TreeDiff.diffSnapshots(head, scanned.snapshot)
   // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
   // otherwise the refreshed one saves re-hashing.
   if (changes.length === 0) {
@@ -134,10 +134,9 @@ export const log = Effect.fn("Local.log")(function*(options: { readonly limit: n
       ).join("\n\n"))
 })
 
-const decoder = new TextDecoder()
-
-export const diff = Effect.fn("Local.diff")(function*() {
+export const diff = Effect.fn("Local.diff")(function*(options: { readonly color: boolean }) {
   const out = yield* Output
+  const { env } = yield* CliEnv
   const { changes, workspace } = yield* workingChanges()
   const root = workspace.root
   // Base content: the kept copy of an unpushed blob, else the server.
@@ -154,29 +153,11 @@ export const diff = Effect.fn("Local.diff")(function*() {
       const stats = await fs.lstat(absolute)
       return stats.isSymbolicLink() ? new TextEncoder().encode(await fs.readlink(absolute)) : new Uint8Array(await fs.readFile(absolute))
     })
-  const files: Array<{ path: string; change_type: string; old_path?: string; binary: boolean; diff: string }> = []
+  const files: Array<DiffedFile> = []
   for (const change of changes) {
     const before = change.old_blob_hash === null ? new Uint8Array(0) : yield* oldBytes(change.old_blob_hash)
     const after = change.new_blob_hash === null ? new Uint8Array(0) : yield* newBytes(change.path)
-    const oldPath = change.old_path ?? change.path
-    const binary = Merge.TextMerge.isBinary(before) || Merge.TextMerge.isBinary(after)
-    const modeNote = change.old_mode != null && change.new_mode != null && change.old_mode !== change.new_mode
-      ? `mode ${change.old_mode} -> ${change.new_mode}\n`
-      : ""
-    const text = binary
-      ? `Binary files a/${oldPath} and b/${change.path} differ\n`
-      : Merge.TextMerge.unifiedDiff(decoder.decode(before), decoder.decode(after), {
-        oldLabel: change.change_type === "added" ? "/dev/null" : `a/${oldPath}`,
-        newLabel: change.change_type === "deleted" ? "/dev/null" : `b/${change.path}`
-      })
-    files.push({
-      path: change.path,
-      change_type: change.change_type,
-      ...(change.old_path == null ? {} : { old_path: change.old_path }),
-      binary,
-      diff: `${modeNote}${text}`
-    })
+    files.push(fileDiff(change, before, after))
   }
-  yield* out.result({ files }, () =>
-    files.map((f) => `diff ${f.old_path === undefined ? "" : `${f.old_path} -> `}${f.path} (${f.change_type})\n${f.diff}`).join("").replace(/\n$/, ""))
+  yield* out.result({ files }, () => diffText(files, wantsColor(options.color, env)))
 })

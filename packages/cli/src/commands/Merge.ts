@@ -12,6 +12,7 @@ import { currentBranch, withBranch } from "../local/State.ts"
 import { openWorkspace, saveState } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import { conflictPaths, landing, pathList, statusOf } from "../sync/Land.ts"
+import type { RemoteRepo } from "../sync/RemoteRepo.ts"
 import { remoteOf } from "../sync/Session.ts"
 import { checkName, switchCheckout } from "./Branch.ts"
 import { nothingToPush, publish } from "./Push.ts"
@@ -101,6 +102,23 @@ export const landMerge = <A, R>(
     }
   })
 
+/**
+ * A merge refused for the caller's role names the role and, when the caller may read the owning
+ * organization's members, who has it: "needs the 'admin' role in acme: ask an owner or admin of acme: ann, bo".
+ */
+export const whoCanMerge = (remote: RemoteRepo, error: CliFailure): Effect.Effect<CliFailure> =>
+  Effect.gen(function*() {
+    const role = /needs the '(\w+)' role/.exec(error.message)?.[1]
+    if (statusOf(error) !== 403 || role === undefined) return error
+    const { call, client } = remote.connection
+    const listed = yield* Effect.option(call(client.orgs.members({ params: { slug: remote.owner }, query: {} })))
+    const able = role === "owner" ? ["owner"] : ["owner", "admin"]
+    const names = Option.match(listed, { onNone: () => [], onSome: (l) => l.members.filter((m) => able.includes(m.role)).map((m) => m.username) })
+    const shown = names.length > 8 ? [...names.slice(0, 8), "…"] : names
+    const ask = shown.length === 0 ? "" : `: ask ${role === "owner" ? "an owner" : "an owner or admin"} of ${remote.owner}: ${shown.join(", ")}`
+    return failure(`merging into main needs the '${role}' role in ${remote.owner}${ask}`, error.code, error.details)
+  })
+
 export const merge = Effect.fn("Merge.run")(function*(options: MergeOptions) {
   const out = yield* Output
   if (Option.isSome(options.branch)) yield* checkName(options.branch.value)
@@ -137,7 +155,7 @@ export const merge = Effect.fn("Merge.run")(function*(options: MergeOptions) {
     interval,
     onWait: (error) =>
       out.note(`CI on ${name} is ${ciState(error)}; waiting until it passes (up to ${Duration.format(Option.getOrThrow(wait))}, retrying every ${Duration.format(interval)})...`)
-  })
+  }).pipe(Effect.catchTag("CliFailure", (error) => Effect.flatMap(whoCanMerge(remote, error), Effect.fail)))
 
   yield* out.result(
     result,

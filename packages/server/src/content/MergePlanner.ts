@@ -8,8 +8,12 @@
  */
 import * as MergeBase from "@grove/core/merge/MergeBase"
 import * as ThreeWay from "@grove/core/merge/ThreeWay"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import { ApiSync } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
+import type * as FileChanges from "@grove/core/objects/FileChanges"
 import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import type { BranchRecord } from "./BranchRecord.ts"
 import { Branches } from "./Branches.ts"
 import { ciGate } from "./CiGate.ts"
@@ -45,6 +49,39 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
   return Effect.succeed(branch.head)
 }
 
+/**
+ * Main's head, the merge base with `branchHead`, the three snapshots and their three-way merge, as the
+ * merge and its preview compute them; `no_changes` when main already contains the branch head.
+ */
+const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, branchHead: string) {
+  const branches = yield* Branches
+  const objects = yield* ContentObjects
+  const history = yield* History
+  const main = yield* branches.get(repo.id, MAIN)
+  const mainHead = main?.head ?? null
+  const commits = yield* objects.loadCommits(repo.id, [branchHead, ...(mainHead === null ? [] : [mainHead])])
+  let base: string | null = null
+  let baseManifest = Blake3.EMPTY_HASH
+  if (mainHead !== null) {
+    const edges = yield* history.ancestry(repo.id)
+    base = MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
+    if (base !== null) baseManifest = (yield* objects.loadCommits(repo.id, [base])).get(base)?.manifest_hash ?? Blake3.EMPTY_HASH
+  }
+  const cache = makeTreeCache(objects, repo.orgId)
+  const baseFiles = yield* snapshotOf(cache, baseManifest)
+  const ours = yield* snapshotOf(cache, commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH)
+  const theirs = yield* snapshotOf(cache, commits.get(branchHead)!.manifest_hash)
+  const result = base === branchHead ? "no_changes" as const : ThreeWay.mergeSnapshots(baseFiles, ours, theirs)
+  return { mainHead, base, baseFiles, ours, theirs, result }
+})
+
+/** The merge would leave main's files as they are. */
+const unchangedMain = (ours: FileChanges.Snapshot, result: ThreeWay.MergeResult) =>
+  result.merged.size === ours.size && [...result.merged].every(([p, f]) => {
+    const o = ours.get(p)
+    return o !== undefined && o.hash === f.hash && o.mode === f.mode
+  })
+
 export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   repo: { readonly id: string; readonly orgId: string },
   name: string,
@@ -52,8 +89,6 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   force: boolean
 ) {
   const branches = yield* Branches
-  const objects = yield* ContentObjects
-  const history = yield* History
   const branch = yield* branches.get(repo.id, name)
   const branchHead = yield* checkMergeable(branch, name)
 
@@ -63,32 +98,13 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
     return yield* refuse(412, `CI ${what} on the branch head (${gate.workflows.join(", ")}); wait for it, fix it, or merge with force=1`, `ci_${gate.reason}`)
   }
 
-  const main = yield* branches.get(repo.id, MAIN)
-  const mainHead = main?.head ?? null
-  const commits = yield* objects.loadCommits(repo.id, [branchHead, ...(mainHead === null ? [] : [mainHead])])
-  const branchCommit = commits.get(branchHead)!
-  let baseManifest = Blake3.EMPTY_HASH
-  if (mainHead !== null) {
-    const edges = yield* history.ancestry(repo.id)
-    const base = MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
-    if (base === branchHead) return yield* refuse(400, `branch '${name}' has no changes that are not on main; close it instead`, "no_changes")
-    if (base !== null) baseManifest = (yield* objects.loadCommits(repo.id, [base])).get(base)?.manifest_hash ?? Blake3.EMPTY_HASH
-  }
-
-  const cache = makeTreeCache(objects, repo.orgId)
-  const base = yield* snapshotOf(cache, baseManifest)
-  const ours = yield* snapshotOf(cache, commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH)
-  const theirs = yield* snapshotOf(cache, branchCommit.manifest_hash)
-  const result = ThreeWay.mergeSnapshots(base, ours, theirs)
+  const { mainHead, ours, result } = yield* mergeOfHeads(repo, branchHead)
+  if (result === "no_changes") return yield* refuse(400, `branch '${name}' has no changes that are not on main; close it instead`, "no_changes")
   if (result.conflicts.length > 0) {
     const paths = result.conflicts.map((c) => c.path)
     return yield* refuse(409, `branch '${name}' conflicts with main in ${paths.length} path(s): sync it with main, resolve, push`, "conflict", paths)
   }
-  const unchanged = result.merged.size === ours.size && [...result.merged].every(([p, f]) => {
-    const o = ours.get(p)
-    return o !== undefined && o.hash === f.hash && o.mode === f.mode
-  })
-  if (unchanged) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
+  if (unchangedMain(ours, result)) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
 
   const message = branch!.description?.trim() || name
   const commit = yield* writeCommit(repo, {
@@ -111,4 +127,55 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
     gateOverridden: !gate.open
   }
   return planned
+})
+
+const PREVIEW_COMMITS = 100
+
+/**
+ * What merging the branch would do now, written nowhere (`GET …/branches/{branch}/merge-preview`): the
+ * planning of `planMerge` up to the squash commit, with the CI gate reported instead of enforced, the
+ * branch's own commits and the files it changes since the merge base.
+ */
+export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
+  const branches = yield* Branches
+  const history = yield* History
+  const sql = yield* SqlClient.SqlClient
+  const branch = yield* branches.get(repo.id, name)
+  if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
+  const refused = yield* checkMergeable(branch, name).pipe(
+    Effect.as(undefined),
+    Effect.catchTag("LandingRefused", (refusal) => Effect.succeed(refusal.message))
+  )
+  const head = branch.head
+  const empty = { branch: name, head, main_head: null, merge_base: null, conflict_paths: [], commits: [], files: [] }
+  if (head === null || name === MAIN) {
+    return { ...empty, merge: "not_mergeable" as const, reason: refused ?? "nothing to merge", ci: { state: "none" as const, workflows: [] } }
+  }
+  const gate = yield* ciGate(repo.id, head)
+  const [ran] = yield* sql<{ runs: string }>`SELECT count(*)::text AS runs FROM ci_runs WHERE repo_id = ${repo.id} AND commit_hash = ${head}`
+  const ci = !gate.open
+    ? { state: gate.reason, workflows: gate.workflows }
+    : { state: Number(ran?.runs ?? 0) === 0 ? "none" as const : "passed" as const, workflows: [] }
+  const { base, baseFiles, mainHead, ours, result, theirs } = yield* mergeOfHeads(repo, head)
+  const conflictPaths = result === "no_changes" ? [] : result.conflicts.map((c) => c.path)
+  const merge = refused !== undefined
+    ? "not_mergeable" as const
+    : conflictPaths.length > 0
+    ? "conflicts" as const
+    : result === "no_changes" || unchangedMain(ours, result)
+    ? "no_changes" as const
+    : "clean" as const
+  const commits = (yield* history.branchCommits(repo.id, name, head)).slice(-PREVIEW_COMMITS).reverse()
+  return {
+    branch: name,
+    head,
+    main_head: mainHead,
+    merge_base: base,
+    merge,
+    ...(refused === undefined ? {} : { reason: refused }),
+    conflict_paths: conflictPaths,
+    ci,
+    commits: commits.map((c) => ({ hash: c.hash, author: c.author, timestamp: c.timestamp, message: c.message, files: c.files.length })),
+    files: TreeDiff.diffSnapshots(baseFiles, theirs).map(ApiSync.toFileChangeData)
+  }
 })

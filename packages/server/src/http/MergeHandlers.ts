@@ -2,6 +2,7 @@
  * How main (and a branch) change besides pushes, each planned here and landed
  * as a Repository entity command with a compare-and-set:
  * - `POST /{owner}/{name}/branches/{branch}/merge[?force=1]`: squash merge onto main (MergePlanner);
+ * - `GET /{owner}/{name}/branches/{branch}/merge-preview`: the same planning, written nowhere (a read);
  * - `POST /{owner}/{name}/branches/{branch}/sync`: the parent merged into the branch (SyncPlanner);
  * - `POST /{owner}/{name}/commits/{hash}/revert`: a commit undoing another (RevertPlanner).
  */
@@ -18,7 +19,7 @@ import type { LandingRefused } from "../content/Landing.ts"
 import * as MergeCommand from "../content/MergeCommand.ts"
 import type { MergeError } from "../content/MergeCommand.ts"
 import type * as SyncRevert from "../content/SyncRevertCommands.ts"
-import { planMerge } from "../content/MergePlanner.ts"
+import { planMerge, previewMerge } from "../content/MergePlanner.ts"
 import { planRevert } from "../content/RevertPlanner.ts"
 import { planSync } from "../content/SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure, RepositoryGateway } from "../entities/RepositoryGateway.ts"
@@ -94,6 +95,11 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
         Effect.ensuring(forget(repo)),
         Effect.catch(landingFailure)
       )
+    }),
+    preview: Effect.fn("Merges.preview")(function*({ params }) {
+      const caller = yield* CurrentCaller
+      const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "read"))
+      return yield* plan(previewMerge(repo, params.branch))
     }),
     sync: Effect.fn("Merges.sync")(function*({ params }) {
       const { repo, actor, id, replay } = yield* begin(params, "write")
