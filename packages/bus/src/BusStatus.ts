@@ -4,6 +4,7 @@
  * group's latest generation gives it. Both buses keep one `Tracker` and hand
  * its `status` out as `Bus.status`.
  */
+import { Deferred, Effect } from "effect"
 
 export interface GroupStatus {
   readonly group: string
@@ -40,17 +41,24 @@ export interface GroupTracker {
 export interface Tracker {
   readonly reachable: () => void
   readonly unreachable: (error: string) => void
+  /** Completes when the broker next answers after being unreachable (a rejoin need not wait out its backoff). */
+  readonly recovered: Effect.Effect<void>
   readonly group: (group: string, topic: string) => GroupTracker
   readonly status: () => BusStatus
 }
 
 export const make = (now: () => number = Date.now): Tracker => {
   let down: { readonly since: number; readonly error: string } | undefined
+  let back = Deferred.makeUnsafe<void>()
   const groups = new Map<string, GroupStatus>()
   return {
     reachable: () => {
+      if (down === undefined) return
       down = undefined
+      Deferred.doneUnsafe(back, Effect.void)
+      back = Deferred.makeUnsafe<void>()
     },
+    recovered: Effect.suspend(() => Deferred.await(back)),
     unreachable: (error) => {
       down = { since: down?.since ?? now(), error }
     },

@@ -211,7 +211,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
     })
 
   const replies = yield* Replies.make(nodeId)
-  yield* KafkaReplies.read(group, nodeId, replies)
+  yield* KafkaReplies.read(group, nodeId, replies, tracker.recovered)
 
   const consume = <R>(
     groupId: string,
@@ -240,7 +240,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   const tail: BusShape["tail"] = (topic, onRecord) =>
     partitionsOf(topic) === undefined
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
-      : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord })
+      : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord, recovered: tracker.recovered })
 
   return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
 })

@@ -30,6 +30,8 @@ export interface MemberOptions<C extends AnyConsumer> {
   readonly joined: (consumer: C, stream: StreamOf<C>) => Effect.Effect<void>
   /** The member was lost: it owns nothing any more. Runs before it is closed. */
   readonly lost: (reason: string) => Effect.Effect<void>
+  /** Completes when the broker answers again after an outage: the next attempt goes at once. */
+  readonly recovered: Effect.Effect<void>
 }
 
 export interface Member<C extends AnyConsumer> {
@@ -52,6 +54,10 @@ const close = (consumer: AnyConsumer) =>
     Effect.catchCause(() => Effect.promise(() => consumer.close(true))),
     Effect.ignore
   )
+
+/** Closes a member's stream; a broker that does not answer must not hold the rejoin up. */
+export const closeStream = (stream: { readonly close: () => Promise<void> }): Effect.Effect<void> =>
+  Effect.promise(() => stream.close()).pipe(Effect.timeout("3 seconds"), Effect.ignore)
 
 interface Joined<C extends AnyConsumer> {
   readonly consumer: C
@@ -109,8 +115,7 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
     /** Joins again, for as long as it takes. */
     const rejoin = Effect.gen(function*() {
       for (let attempt = 0;; attempt++) {
-        const wait = rejoinBackoff(attempt)
-        yield* Effect.sleep(wait)
+        yield* Effect.raceFirst(Effect.sleep(rejoinBackoff(attempt)), options.recovered)
         const result = yield* Effect.result(join)
         if (result._tag === "Success") {
           yield* Effect.logInfo(`${options.name}: joined the group again`, {

@@ -303,8 +303,9 @@ export const consume = <R>(
           Stream.runForEach(route(stream)),
           Effect.as("the consumer stream ended"),
           Effect.catch((error) => Effect.succeed(`the consumer stream failed: ${error.message}`)),
-          Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore))
+          Effect.ensuring(KafkaMember.closeStream(stream))
         ),
+      recovered: status.recovered,
       // Not a member: it owns nothing. Its partitions go to the other members, which claim them.
       lost: (reason) =>
         Effect.gen(function*() {

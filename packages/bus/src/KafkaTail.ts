@@ -24,6 +24,8 @@ export const tail = Effect.fnUntraced(function*<R>(
     /** Records that fail it are skipped before they are decoded into a `BusRecord`. */
     readonly filter?: ((message: StringMessage) => boolean) | undefined
     readonly onRecord: (record: BusRecord) => Effect.Effect<void, never, R>
+    /** Completes when the broker answers again after an outage (see `BusStatus.Tracker.recovered`). */
+    readonly recovered: Effect.Effect<void>
   }
 ) {
   const context = yield* Effect.context<R>()
@@ -57,10 +59,11 @@ export const tail = Effect.fnUntraced(function*<R>(
         Stream.runForEach((message) => reader.onRecord(toRecord(topic, message))),
         Effect.as(`the stream of ${topic} ended`),
         Effect.catch((error) => Effect.succeed(`the stream of ${topic} failed: ${error.message}`)),
-        Effect.ensuring(Effect.promise(() => stream.close()).pipe(Effect.ignore)),
+        Effect.ensuring(KafkaMember.closeStream(stream)),
         Effect.provideContext(context)
       ),
-    lost: () => Effect.void
+    lost: () => Effect.void,
+    recovered: reader.recovered
   })
   yield* Deferred.await(positioned).pipe(
     Effect.timeoutOrElse({

@@ -112,6 +112,9 @@ export const make = (
     const sync = (assigned: ReadonlyArray<number>, generation: number) =>
       Effect.gen(function*() {
         if (generation !== current) deaths.clear()
+        // Owning nothing (the membership was lost), there is nothing to hold against a later generation,
+        // whose numbering may start over if the group's state was lost.
+        if (assigned.length === 0) endedAt.clear()
         owned = new Set(assigned)
         current = generation
         const keep = owned
