@@ -180,3 +180,29 @@ describe("a hash reference grants no withheld content", () => {
     expect(Buffer.from(await raw.arrayBuffer()).equals(Buffer.from(secret))).toBe(true)
   })
 })
+
+describe("hash-addressed reads after the withheld file changed", () => {
+  it("blobs/info and chunk downloads do not hand out a withheld blob only history holds; an old readable version they do", async () => {
+    const rotated = { ...FILES, "secret/keys.txt": "DEPLOY_KEY=rotated\n", "README.md": "# app v2\n" }
+    const next = buildCommit({ branch: "rotate", files: rotated, parentHash: mainHead, parentSnapshot: mainBuilt.snapshot })
+    expect((await as("alice").post("/acme/app/push", pushBody({ branch: "rotate", commits: [next] }))).body.success).toBe(true)
+    expect((await as("alice").post("/acme/app/branches/rotate/merge")).status).toBe(200)
+    const oldReadme = mainBuilt.snapshot.get("README.md")!.hash
+
+    const info = await as("bob").post("/acme/app/blobs/info", { hashes: [H, oldReadme] })
+    expect(info.status).toBe(200)
+    expect(info.body.blobs.map((b: { hash: string }) => b.hash)).toEqual([oldReadme])
+    expect(info.body.restricted).toEqual([H])
+    const download = await as("bob").post("/acme/app/chunks/download", { hashes: [H, oldReadme] })
+    expect(download.body.chunks.map((c: { hash: string }) => c.hash)).toEqual([oldReadme])
+    expect(download.body.restricted).toEqual([H])
+    const fetched = await fetch(`${server.url}/api/acme/app/chunks/fetch`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tokens.bob}`, "content-type": "application/json" },
+      body: JSON.stringify({ hashes: [H] })
+    })
+    expect(fetched.headers.get("x-grove-chunk-count")).toBe("0")
+    // alice may read it: served.
+    expect((await as("alice").post("/acme/app/blobs/info", { hashes: [H] })).body.blobs.map((b: { hash: string }) => b.hash)).toEqual([H])
+  })
+})

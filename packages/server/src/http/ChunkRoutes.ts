@@ -18,7 +18,7 @@ import { ChunkLinks } from "../content/ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { Repositories } from "../repos/Repositories.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
-import { callerPolicy, withheldChunksAtHeads } from "../path-permissions/CallerPolicy.ts"
+import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "./BodyLimits.ts"
@@ -154,10 +154,10 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
     return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)))
   }
   const { repo, caller } = yield* routeRepository("read")
-  const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
+  const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
-  const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(caller, repo), repo)
-  const wanted = parsed.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
+  const allowed = yield* readableChunksOf(yield* callerPolicy(caller, repo), repo, [...inRepo])
+  const wanted = parsed.hashes.filter((h) => allowed.has(h))
   return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)))
 })))
 

@@ -20,7 +20,7 @@ import { checkSelected } from "../integrity/IntegrityHandlers.ts"
 import { captureOf, snapshotProblem } from "../integrity/IntegritySnapshot.ts"
 import { ChunkStore, readChunks, readInOrder } from "../content/ChunkStore.ts"
 import { type CommitRow, ContentObjects, toCommitData } from "../content/ContentObjects.ts"
-import { callerPolicy, withheldAtHeads, withheldChunksAtHeads, withheldIn } from "../path-permissions/CallerPolicy.ts"
+import { callerPolicy, readableBlobsOf, readableChunksOf, withheldIn } from "../path-permissions/CallerPolicy.ts"
 import { dedupScope } from "../content/DedupScope.ts"
 import { History } from "../content/History.ts"
 import { MAIN_BRANCH, preparePush, pushBranchName } from "../content/PushPreparation.ts"
@@ -302,9 +302,10 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
       const repo = yield* readable(params.owner, params.name)
       // Only blobs this repository's published commits reach: dedup must not open other repositories' content.
       const inRepo = yield* dbUnavailable(objects.repoBlobs(repo.id, payload.hashes))
-      const withheld = yield* withheldAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
-      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, [...inRepo].filter((h) => !withheld.has(h))))
-      const restricted = payload.hashes.filter((h) => withheld.has(h))
+      // Nor content path permissions withhold: only blobs the caller may read at some path of a published commit.
+      const readableBlobs = yield* readableBlobsOf(yield* callerPolicy(yield* CurrentCaller, repo), repo, [...inRepo])
+      const info = yield* dbUnavailable(objects.blobInfo(repo.orgId, [...readableBlobs]))
+      const restricted = payload.hashes.filter((h) => inRepo.has(h) && !readableBlobs.has(h))
       return {
         blobs: payload.hashes.flatMap((h) => {
           const b = info.get(h)
@@ -343,10 +344,10 @@ export const SyncHandlers = HttpApiBuilder.group(GroveApi, "sync", Effect.fn(fun
 
     chunksDownload: Effect.fnUntraced(function*({ params, payload, request }) {
       const repo = yield* readable(params.owner, params.name)
-      const allowed = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
-      const withheld = yield* withheldChunksAtHeads(yield* callerPolicy(yield* CurrentCaller, repo), repo)
-      const wanted = payload.hashes.filter((h) => allowed.has(h) && !withheld.has(h))
-      const restricted = payload.hashes.filter((h) => withheld.has(h))
+      const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
+      const allowed = yield* readableChunksOf(yield* callerPolicy(yield* CurrentCaller, repo), repo, [...inRepo])
+      const wanted = payload.hashes.filter((h) => allowed.has(h))
+      const restricted = payload.hashes.filter((h) => inRepo.has(h) && !allowed.has(h))
       const located = yield* dbUnavailable(chunkStore.locate(repo.orgId, wanted))
       if (payload.chunk_batch_protocol === "bounded_v1") {
         // Binary links (ChunkLinks): a GET per chunk, and a framed batch for many; nothing inline.

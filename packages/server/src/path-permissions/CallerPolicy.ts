@@ -4,6 +4,7 @@
  */
 import { ApiErrors, type Caller } from "@grove/api"
 import { Effect } from "effect"
+import { ContentObjects } from "../content/ContentObjects.ts"
 import { type Policy, PathPermissions, type RepositoryRef } from "./PathPermissions.ts"
 
 /** Any failure to read the permissions is the server's: 503, retryable. */
@@ -36,13 +37,19 @@ export const withheldIn = (policy: Policy, orgId: string, roots: ReadonlyArray<s
     return yield* permissions.withheldIn(policy, orgId, roots)
   }))
 
-/** Chunks withheld from the caller at the repository's branch heads. */
-export const withheldChunksAtHeads = (policy: Policy, repo: RepositoryRef) =>
-  Effect.gen(function*() {
-    if (policy.open) return new Set<string>()
-    const blobs = yield* withheldAtHeads(policy, repo)
-    return yield* unavailable(Effect.gen(function*() {
-      const permissions = yield* PathPermissions
-      return yield* permissions.withheldChunks(repo.orgId, blobs)
-    }))
-  })
+/** Of `blobs` (the repository's), those the caller may read at some path of a published commit. */
+export const readableBlobsOf = (policy: Policy, repo: RepositoryRef, blobs: ReadonlyArray<string>) =>
+  policy.open ? Effect.succeed(new Set(blobs)) : unavailable(Effect.gen(function*() {
+    const permissions = yield* PathPermissions
+    return yield* permissions.readableOf(policy, repo, blobs)
+  }))
+
+/** Of `chunks` (the repository's), those of a blob the caller may read. */
+export const readableChunksOf = (policy: Policy, repo: RepositoryRef, chunks: ReadonlyArray<string>) =>
+  policy.open ? Effect.succeed(new Set(chunks)) : unavailable(Effect.gen(function*() {
+    const permissions = yield* PathPermissions
+    const objects = yield* ContentObjects
+    const owners = yield* objects.chunkBlobs(repo.id, repo.orgId, chunks)
+    const readable = yield* permissions.readableOf(policy, repo, [...new Set(owners.map((o) => o.blob))])
+    return new Set(owners.filter((o) => readable.has(o.blob)).map((o) => o.chunk))
+  }))

@@ -10,8 +10,9 @@
  *   public repository holds only `*`.
  * - Content is addressed by hash, so a blob is withheld from a caller when, in the trees considered,
  *   it sits only at paths they may not read (the same bytes at a readable path are readable anyway).
- *   Hash-addressed reads (`blobs/info`, `chunks/download`) consider the heads of all branches; a pull
- *   considers the commits it sends. A chunk is withheld when it belongs to a withheld blob.
+ *   Hash-addressed reads (`blobs/info`, chunk downloads) serve a blob the caller may read at some path of
+ *   a published commit (`readableOf`); a pull considers the commits it sends. A chunk is served when it
+ *   belongs to a blob served.
  * - Dedup (`DedupScope`) asks the other way round: which blobs the caller can read at a branch head
  *   (`readableAtHeads`), for every repository of the organization it reads (`policies`, one query for
  *   all their main heads; nothing at all for an admin).
@@ -66,12 +67,16 @@ export class PathPermissions extends Context.Service<PathPermissions, {
   readonly withheldIn: (policy: Policy, orgId: string, roots: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
   /** Blobs withheld from `policy` at the heads of the repository's branches. */
   readonly withheldAtHeads: (policy: Policy, repo: RepositoryRef) => Effect.Effect<ReadonlySet<string>, SqlError>
-  /** Chunks of withheld blobs. */
-  readonly withheldChunks: (orgId: string, blobs: ReadonlySet<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
   /** The policy of each repository (all of one organization, the caller's role in it given). */
   readonly policies: (caller: Caller, repos: ReadonlyArray<RepositoryRef>) => Effect.Effect<Map<string, Policy>, SqlError | ChunkReadError>
   /** Blobs `policy` may read at the heads of the repository's branches (the same bytes elsewhere do not count). */
   readonly readableAtHeads: (policy: Policy, repo: RepositoryRef) => Effect.Effect<ReadonlySet<string>, SqlError>
+  /**
+   * Of `blobs`, those `policy` may read at some path of a published commit: the heads first, the whole
+   * history only for what the heads do not answer (an old version, or content that only ever sat at a
+   * withheld path). Hash-addressed reads (`blobs/info`, chunk downloads) serve only these.
+   */
+  readonly readableOf: (policy: Policy, repo: RepositoryRef, blobs: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
 }>()("grove/server/path-permissions/PathPermissions") {
   static readonly layer = Layer.effect(PathPermissions, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -198,6 +203,15 @@ export class PathPermissions extends Context.Service<PathPermissions, {
         return [...new Set([...commits.values()].map((c) => c.manifest_hash))].sort()
       })
 
+    /** The blobs `policy` may read under `roots`, cached by the roots (commits never change). */
+    const readableUnder = (policy: Policy, repo: RepositoryRef, what: string, roots: ReadonlyArray<string>) => {
+      const key = createHash("sha256").update(`${repo.id}\n${policy.viewKey}\n${what}\n${roots.join(",")}`).digest("hex")
+      return readableCache.get(key, Effect.map(classify(policy, repo.orgId, roots), (c) => c.readable))
+    }
+
+    const readableAtHeads = (policy: Policy, repo: RepositoryRef) =>
+      Effect.flatMap(headManifests(repo), (roots) => readableUnder(policy, repo, "heads", roots))
+
     return PathPermissions.of({
       load,
       policy,
@@ -222,17 +236,20 @@ export class PathPermissions extends Context.Service<PathPermissions, {
           for (const repo of rest) out.set(repo.id, yield* policyOf(caller, repo, yield* loadAt(repo, heads.get(repo.id) ?? null)))
           return out
         }),
-      readableAtHeads: (policy, repo) =>
+      readableAtHeads,
+      readableOf: (policy, repo, blobs) =>
         Effect.gen(function*() {
-          const roots = yield* headManifests(repo)
-          const key = createHash("sha256").update(`${repo.id}\n${policy.viewKey}\n${roots.join(",")}`).digest("hex")
-          return yield* readableCache.get(key, Effect.map(classify(policy, repo.orgId, roots), (c) => c.readable))
-        }),
-      withheldChunks: (orgId, blobs) =>
-        blobs.size === 0 ? Effect.succeed(new Set<string>()) : Effect.map(
-          objects.blobInfo(orgId, [...blobs]),
-          (info) => new Set([...info.values()].flatMap((b) => b.chunks.map((c) => c.hash)))
-        )
+          if (policy.open) return new Set(blobs)
+          const heads = yield* readableAtHeads(policy, repo)
+          const found = new Set(blobs.filter((h) => heads.has(h)))
+          const rest = blobs.filter((h) => !found.has(h))
+          if (rest.length === 0) return found
+          const roots = (yield* sql<{ manifest_hash: string }>`SELECT DISTINCT manifest_hash FROM commits
+            WHERE repo_id = ${repo.id} AND published`).map((r) => r.manifest_hash).sort()
+          const history = yield* readableUnder(policy, repo, "history", roots)
+          for (const h of rest) if (history.has(h)) found.add(h)
+          return found
+        })
     })
   }))
 }
