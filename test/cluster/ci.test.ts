@@ -9,8 +9,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { promisify } from "node:util"
 import { startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
@@ -24,7 +22,6 @@ let cluster: TwoNodes
 let nodeA: GroveServer
 let nodeB: GroveServer
 let key: string
-let pids: string
 const restarted: Array<GroveServer> = []
 
 const WORKFLOWS: Record<string, string> = {
@@ -35,12 +32,19 @@ const WORKFLOWS: Record<string, string> = {
     "  tick:",
     "    steps:",
     "      - run: |",
-    "          echo $$ > \"$PID_DIR/ticker-$GROVE_RUN_ID\"",
     "          for i in $(seq 1 600); do echo tick $i; sleep 0.2; done"
   ].join("\n")
 }
 
 const psql = async (query: string) => (await exec("psql", [cluster.infra.databaseUrl, "-v", "ON_ERROR_STOP=1", "-qtAc", query])).stdout.trim()
+
+const cmdline = (pid: string) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+  } catch {
+    return ""
+  }
+}
 
 const runnerOf = async (id: number) => {
   const node = await psql(`SELECT runner_node FROM ci_runs WHERE id = ${id}`)
@@ -48,12 +52,9 @@ const runnerOf = async (id: number) => {
 }
 
 beforeAll(async () => {
-  pids = fs.mkdtempSync(path.join(os.tmpdir(), "grove-ci-cluster-"))
-  fs.chmodSync(pids, 0o777)
   cluster = await startTwoNodes("cara", 15000)
   ;({ nodeA, nodeB, key } = cluster)
   expect((await api(nodeA.url, key).post("/repos", { name: "app" })).status).toBe(201)
-  expect((await api(nodeA.url, key).raw("PUT", "/cara/app/ci/secrets", { name: "PID_DIR", value: pids })).status).toBe(200)
   const c = buildCommit({ branch: "setup", files: WORKFLOWS })
   expect((await api(nodeA.url, key).post("/cara/app/push", pushBody({ branch: "setup", commits: [c], description: "Setup" }))).body.success).toBe(true)
   expect((await api(nodeB.url, key).post("/cara/app/branches/setup/merge")).status).toBe(200)
@@ -62,7 +63,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const node of restarted) await node.stop()
   await cluster?.stop()
-  fs.rmSync(pids, { recursive: true, force: true })
 })
 
 describe("CI on two nodes", () => {
@@ -128,13 +128,14 @@ describe("CI on two nodes", () => {
 
   it("fails a run whose node was killed mid-run within the session timeout plus 30 s, and its step's processes die", async () => {
     const id = (await api(nodeB.url, key).post("/cara/app/ci/runs", { workflow: "ticker" })).body.run_ids[0]
+    // The step's processes on the host (its sandbox and shell carry the script in their command lines).
+    const stepProcesses = () => fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && cmdline(pid).includes("echo tick $i"))
     const runner = await waitFor("the ticker's runner", async () => {
       const node = await runnerOf(id)
-      return node !== undefined && fs.existsSync(path.join(pids, `ticker-${id}`)) ? node : undefined
+      return node !== undefined && stepProcesses().length > 0 ? node : undefined
     })
     const victim = runner === "node-a" ? nodeA : nodeB
     const survivor = runner === "node-a" ? nodeB : nodeA
-    const shell = Number(fs.readFileSync(path.join(pids, `ticker-${id}`), "utf8"))
     victim.process.kill("SIGKILL")
     const killedAt = Date.now()
     const run = await waitFor("the lost run to be failed", async () => {
@@ -146,14 +147,7 @@ describe("CI on two nodes", () => {
     expect(elapsed).toBeLessThan(33_000)
     expect(run.conclusion).toBe("failure")
     expect(run.error).toContain(`the runner on node ${runner} stopped reporting`)
-    // The shell and its children lost their terminal with the node.
-    await waitFor("the killed node's step to die", async () => {
-      try {
-        process.kill(shell, 0)
-        return undefined
-      } catch {
-        return true
-      }
-    }, 10_000)
+    // The sandbox lost its terminal with the node, and its PID namespace took the shell and its children along.
+    await waitFor("the killed node's step to die", async () => (stepProcesses().length === 0 ? true : undefined), 10_000)
   }, 180_000)
 })
