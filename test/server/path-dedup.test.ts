@@ -181,28 +181,35 @@ describe("a hash reference grants no withheld content", () => {
   })
 })
 
-describe("hash-addressed reads after the withheld file changed", () => {
-  it("blobs/info and chunk downloads do not hand out a withheld blob only history holds; an old readable version they do", async () => {
-    const rotated = { ...FILES, "secret/keys.txt": "DEPLOY_KEY=rotated\n", "README.md": "# app v2\n" }
-    const next = buildCommit({ branch: "rotate", files: rotated, parentHash: mainHead, parentSnapshot: mainBuilt.snapshot })
-    expect((await as("alice").post("/acme/app/push", pushBody({ branch: "rotate", commits: [next] }))).body.success).toBe(true)
-    expect((await as("alice").post("/acme/app/branches/rotate/merge")).status).toBe(200)
-    const oldReadme = mainBuilt.snapshot.get("README.md")!.hash
+describe("hash-addressed reads of what only history holds", () => {
+  it("blobs/info and chunk downloads do not hand out a withheld blob no branch head has; a readable one they do", async () => {
+    // Two commits on one branch: the first adds a withheld file and a readable one, the second removes both.
+    const gone = new TextEncoder().encode("OLD_DEPLOY_KEY=retired\n")
+    const H2 = Blake3.hash(gone)
+    const first = buildCommit({
+      branch: "history",
+      files: { ...FILES, "secret/old.txt": gone, "docs/old.md": "old notes\n" },
+      parentHash: mainHead,
+      parentSnapshot: mainBuilt.snapshot
+    })
+    const second = buildCommit({ branch: "history", files: FILES, parent: first })
+    expect((await as("alice").post("/acme/app/push", pushBody({ branch: "history", commits: [first, second] }))).body.success).toBe(true)
+    const oldDoc = first.snapshot.get("docs/old.md")!.hash
 
-    const info = await as("bob").post("/acme/app/blobs/info", { hashes: [H, oldReadme] })
+    const info = await as("bob").post("/acme/app/blobs/info", { hashes: [H2, oldDoc] })
     expect(info.status).toBe(200)
-    expect(info.body.blobs.map((b: { hash: string }) => b.hash)).toEqual([oldReadme])
-    expect(info.body.restricted).toEqual([H])
-    const download = await as("bob").post("/acme/app/chunks/download", { hashes: [H, oldReadme] })
-    expect(download.body.chunks.map((c: { hash: string }) => c.hash)).toEqual([oldReadme])
-    expect(download.body.restricted).toEqual([H])
+    expect(info.body.blobs.map((b: { hash: string }) => b.hash)).toEqual([oldDoc])
+    expect(info.body.restricted).toEqual([H2])
+    const download = await as("bob").post("/acme/app/chunks/download", { hashes: [H2, oldDoc] })
+    expect(download.body.chunks.map((c: { hash: string }) => c.hash)).toEqual([oldDoc])
+    expect(download.body.restricted).toEqual([H2])
     const fetched = await fetch(`${server.url}/api/acme/app/chunks/fetch`, {
       method: "POST",
       headers: { authorization: `Bearer ${tokens.bob}`, "content-type": "application/json" },
-      body: JSON.stringify({ hashes: [H] })
+      body: JSON.stringify({ hashes: [H2] })
     })
     expect(fetched.headers.get("x-grove-chunk-count")).toBe("0")
     // alice may read it: served.
-    expect((await as("alice").post("/acme/app/blobs/info", { hashes: [H] })).body.blobs.map((b: { hash: string }) => b.hash)).toEqual([H])
+    expect((await as("alice").post("/acme/app/blobs/info", { hashes: [H2] })).body.blobs.map((b: { hash: string }) => b.hash)).toEqual([H2])
   })
 })
