@@ -252,5 +252,5 @@ describe("a node without bubblewrap", () => {
       await node.stop()
       fs.rmSync(dataDir, { recursive: true, force: true })
     }
-  }, 120_000)
+  }, 240_000)
 })
