@@ -3,11 +3,14 @@
  * nodes; and revocation across nodes — a key revoked through node A stops working on node B within
  * one second, although B had just authenticated it (and caches tokens for 2 s). Node B learns of the
  * revocation from the events topic (`AccessEventsFollower`). Prints p50/p99 over 100 revocations.
+ * And event streams on node B closed by access changes made through node A (issue 20, item 3).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { createClusterUser, startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
 import type { GroveServer } from "../support/GroveServer.ts"
 import { buildWorld, CALLERS, ROWS, runMatrix } from "../support/AuthzMatrix.ts"
+import { buildCommit, pushBody } from "../support/content.ts"
+import { closeAll, expectClosed, openStream } from "../support/EventStream.ts"
 import { api } from "../support/http.ts"
 
 let cluster: TwoNodes
@@ -21,6 +24,7 @@ beforeAll(async () => {
 }, 600_000)
 
 afterAll(async () => {
+  await closeAll()
   await cluster?.stop()
 })
 
@@ -68,4 +72,22 @@ describe("access on two nodes", () => {
     console.log(`revocation on the other node: p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, max ${sorted.at(-1)!.toFixed(0)} ms (100 revocations)`)
     expect(p99).toBeLessThan(1_000)
   }, 300_000)
+
+  it("closes event streams on node B when access changes through node A: a key revoked, the repository made private", async () => {
+    expect((await api(nodeA.url, key).post("/repos", { name: "watched", is_public: true })).status).toBe(201)
+    const created = await api(nodeA.url, key).post("/api-keys", { name: "watcher", scope: "read" })
+    expect(created.status).toBe(201)
+    const keyed = await openStream(nodeB.url, "/rita/watched/events", created.body.key)
+    const anonymous = await openStream(nodeB.url, "/rita/watched/events")
+    expect([keyed.status, anonymous.status]).toEqual([200, 200])
+    await keyed.until(": connected")
+    await anonymous.until(": connected")
+    expect((await api(nodeA.url, key).delete(`/api-keys/${created.body.id}`)).status).toBe(204)
+    await expectClosed(keyed, "key_revoked")
+    expect((await api(nodeA.url, key).patch("/rita/watched/visibility", { is_public: false })).status).toBe(200)
+    const c = buildCommit({ branch: "after-private", files: { "a.txt": "a\n" } })
+    const pushed = await api(nodeA.url, key).post("/rita/watched/push", pushBody({ branch: "after-private", commits: [c] }))
+    expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
+    await expectClosed(anonymous, "access_revoked")
+  }, 120_000)
 })
