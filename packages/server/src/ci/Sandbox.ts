@@ -129,7 +129,7 @@ export const inSandbox = (isolation: Isolation, user: RunUser | undefined, works
 export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
   inSandbox(isolation, user, workspace, network, ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run])
 
-/** Starts `argv` as `user` (uid, gid, no supplementary groups: node-pty would keep root's). */
+/** Starts `argv` as `user` (uid, gid, supplementary groups cleared), the same way for a pty and for a plain child process. */
 const asUser = (setpriv: string | undefined, user: RunUser | undefined, argv: ReadonlyArray<string>): Command =>
   user !== undefined && setpriv !== undefined
     ? { file: setpriv, args: [`--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--", ...argv] }
