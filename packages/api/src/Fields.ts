@@ -114,16 +114,20 @@ export const isTimestamp = (value: string): boolean => {
     offsetHours! <= 23 && offsetMinutes! <= 59 && !Number.isNaN(Date.parse(value))
 }
 
+/** isTimestamp as a pattern, calendar included (the days of each month, 29 February in leap years only). */
+const CALENDAR_TIMESTAMP = "^(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))" +
+  "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)" +
+  "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+
 /** An instant in a request body: ISO 8601 with a time and a zone, e.g. `2030-01-31T12:00:00Z`. */
 export const Timestamp = (what: string) =>
   P.make({
     check: (value) => isTimestamp(value) ? { ok: true } : { ok: false, reason: `${what} must be an ISO 8601 timestamp with a zone, e.g. 2030-01-31T12:00:00Z` },
     description: `${what}: an ISO 8601 timestamp with a time zone (Z or ±hh:mm), e.g. 2030-01-31T12:00:00Z.`,
-    pattern: TIMESTAMP.source,
+    pattern: CALENDAR_TIMESTAMP,
     minLength: 20,
     maxLength: 35,
-    // The pattern does not know the calendar (30 February matches it).
-    exact: false
+    exact: true
   })
 
 /**

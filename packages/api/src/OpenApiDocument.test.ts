@@ -54,6 +54,13 @@ describe("the OpenAPI document", () => {
     expect(push.properties.blobs.items.properties.content).toEqual({ type: "array", items: { type: "integer", minimum: 0, maximum: 255 } })
     expect(push.properties.blobs.items.properties.size).toMatchObject({ type: "integer", minimum: 0 })
     expect(push.properties.branch.anyOf[0].properties.created_at.pattern).toContain("[0-9]{4}")
+    // The integrity report's parameters, each with its own rule (depth at least 1).
+    const query = (id: string, name: string) => operation(id).parameters.find((p: { name: string; in: string }) => p.in === "query" && p.name === name).schema
+    const depth = new RegExp(query("integrity.report", "depth").pattern, "u")
+    expect(["", "1", "10", "007"].map((v) => depth.test(v))).toEqual([true, true, true, true])
+    expect(["0", "00", "-1", "1.5", "x"].map((v) => depth.test(v))).toEqual([false, false, false, false, false])
+    expect(query("integrity.report", "verify").pattern).toBe("^(?:|metadata|existence|bytes)$")
+    expect(query("integrity.report", "blob").pattern).toBe("^(?:|[0-9a-f]{64})$")
     const staged = operation("stagedPush.stage").requestBody.content["application/json"].schema
     expect(staged.properties.stage_id).toMatchObject({ minLength: 16, maxLength: 128 })
     expect(staged.properties.expected_branch_head.anyOf[0].pattern).toBe("^[0-9a-f]{64}$")
@@ -90,7 +97,12 @@ describe("the OpenAPI document", () => {
       ]],
       [F.Message("message", 100), ["", "a\r\n\tb", "a\u0000", "a\u0001", "a\u000b", "a\u001b", "a\u007f"]],
       [F.EntryName, ["a", ".", "..", "...", ".a", "a/b", "a\u0000"]],
-      [F.Word("kind", ["tree", "blob"]), ["tree", "blob", "trees", " tree", "Tree"]]
+      [F.Word("kind", ["tree", "blob"]), ["tree", "blob", "trees", " tree", "Tree"]],
+      [F.Timestamp("expires_at"), [
+        "2030-01-31T12:00:00Z", "2030-02-30T12:00:00Z", "2030-04-31T00:00:00Z", "2028-02-29T00:00:00+01:00", "2030-02-29T00:00:00Z",
+        "2000-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "0000-02-29T00:00:00Z", "2030-01-01T24:00:00Z", "2030-01-01T23:59:59.123456789-23:59",
+        "2030-01-01T00:00:00+24:00", "2030-13-01T00:00:00Z", "2030-00-10T00:00:00Z", "2030-01-00T00:00:00Z", "2030-01-01T00:00:60Z"
+      ]]
     ]
     for (const [schema, values] of patterns) {
       const json = Schema.toJsonSchemaDocument(schema).schema as { pattern: string }

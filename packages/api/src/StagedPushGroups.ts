@@ -79,7 +79,7 @@ export type BlobProofDescriptor = typeof BlobProofDescriptor.Type
 /** 1 to 128 blobs of distinct hashes, at most 131,072 chunk references and 25 GiB in all (the last three: 400). */
 export const BlobProofRequest = Schema.Struct({ blobs: Schema.Array(BlobProofDescriptor).check(Schema.isMinLength(1), Schema.isMaxLength(128)) })
 
-export const BlobProofChunk = Schema.Struct({ hash: Schema.String, offset: U64, size: U32 })
+export const BlobProofChunk = Schema.Struct({ hash: P.Hash, offset: U64, size: U32 })
 export type BlobProofChunk = typeof BlobProofChunk.Type
 export const BlobProofPagesRequest = Schema.Struct({
   pages: Schema.Array(Schema.Struct({ blob_index: U32, first_chunk_index: U32, chunks: Schema.Array(BlobProofChunk) }))
