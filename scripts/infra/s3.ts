@@ -6,8 +6,9 @@
  * Why MinIO rather than s3rver: it verifies SigV4, decodes the SDK's default
  * aws-chunked uploads, implements multipart fully and honours conditional
  * writes (`If-None-Match: *`), which the object store relies on. The cost is a
- * one-time build (about 2.5 min on 2 cores, cold), cached under
- * `$GROVE_CACHE_DIR` (default `~/.cache/grove`); set `GROVE_MINIO_BIN` to use a prebuilt binary.
+ * one-time build (up to about 16 min on 2 shared cores, cold; progress every 30 s), cached under
+ * `$GROVE_CACHE_DIR` (default `~/.cache/grove`, outside any clone, so every clone reuses it; Go keeps its
+ * module and build caches in the home directory too); set `GROVE_MINIO_BIN` to use a prebuilt binary.
  *
  * As a resource: `startS3()` inside a Scope. As a CLI, in the foreground until SIGINT/SIGTERM:
  *   npx node scripts/infra/s3.ts [--port 9000] [--data-dir ./.grove-data/s3] [--bucket grove]
@@ -80,8 +81,14 @@ export const ensureMinio: Effect.Effect<string, S3ServerError> = Effect.gen(func
 
   yield* Effect.tryPromise({ try: () => fs.mkdir(dir, { recursive: true }), catch: fail(`cannot create ${dir}`) })
   const go = (yield* Effect.promise(() => exists("/usr/local/go/bin/go"))) ? "/usr/local/go/bin/go" : "go"
-  yield* Effect.sync(() => console.error(`building MinIO ${MINIO_VERSION} into ${dir} (once; a few minutes)...`))
+  yield* Effect.sync(() =>
+    console.error(`building MinIO ${MINIO_VERSION} into ${dir}: once, then cached (up to about 16 minutes on 2 cores)...`)
+  )
   const started = Date.now()
+  // The build prints nothing for minutes: say it is still going.
+  const progress = Effect.sync(() =>
+    console.error(`still building MinIO (${Math.round((Date.now() - started) / 1000)} s so far; cached in ${cacheDir()} afterwards)...`)
+  ).pipe(Effect.delay("30 seconds"), Effect.forever)
   // Built into a private GOBIN and renamed, so a half-built binary is never at `bin`.
   const script = `[ -x "$1" ] || { rm -rf "$2" && GOBIN="$2" "$3" install -trimpath -ldflags="-s -w" "$4" && mv "$2/minio" "$1" && rmdir "$2"; }`
   yield* runCommand("flock", [
@@ -90,9 +97,10 @@ export const ensureMinio: Effect.Effect<string, S3ServerError> = Effect.gen(func
   ], {
     env: { ...process.env, GOFLAGS: "-mod=mod -buildvcs=false", CGO_ENABLED: "0" },
     timeoutMs: 30 * 60_000
-  }).pipe(Effect.mapError((error) =>
-    new S3ServerError({ message: `building MinIO failed (is Go >= 1.24 installed?):\n${error.output}`, cause: error })
-  ))
+  }).pipe(
+    Effect.mapError((error) => new S3ServerError({ message: `building MinIO failed (is Go >= 1.24 installed?):\n${error.output}`, cause: error })),
+    Effect.raceFirst(progress)
+  )
   yield* Effect.sync(() => console.error(`MinIO ready at ${bin} (${Math.round((Date.now() - started) / 1000)} s)`))
   return bin
 })
