@@ -1,7 +1,7 @@
 /**
  * The repository event stream (`GET /api/{owner}/{name}/events`) re-checks access (issue 20, item 3):
  * a stream whose caller may no longer read the repository (made private, removed from the
- * organization, key revoked or expired) gets `event: closed` with the reason and ends, before any
+ * organization, key revoked or expired, the repository moved or deleted) gets `event: closed` with the reason and ends, before any
  * event that followed the change; a caller who still may keeps streaming. Open streams are capped
  * per caller and per node (429 `too_many_streams` with Retry-After), and a disconnect gives its slot back.
  */
@@ -84,6 +84,22 @@ describe("an open event stream re-checks access", () => {
     expect((await api(server.url, created.body.key).get("/whoami")).status).toBe(401)
     await pushBranch("alice", "alice/open", "after-revoke")
     await expectClosed(stream, "key_revoked")
+  }, 60_000)
+})
+
+describe("an open event stream ends with its repository", () => {
+  it("closes even the owner's streams when the repository is moved to another organization or deleted", async () => {
+    expect((await as("olga").post("/repos", { name: "moving", organization_slug: "acme" })).status).toBe(201)
+    expect((await as("olga").post("/repos", { name: "doomed", organization_slug: "acme" })).status).toBe(201)
+    const moving = await openStream(server.url, "/acme/moving/events", tokens.olga)
+    const doomed = await openStream(server.url, "/acme/doomed/events", tokens.olga)
+    expect([moving.status, doomed.status]).toEqual([200, 200])
+    await moving.until(": connected")
+    await doomed.until(": connected")
+    expect((await as("olga").post("/acme/moving/transfer", { to_organization: "olga" })).status).toBe(200)
+    await expectClosed(moving, "access_revoked")
+    expect((await as("olga").delete("/acme/doomed")).status).toBe(204)
+    await expectClosed(doomed, "access_revoked")
   }, 60_000)
 })
 
