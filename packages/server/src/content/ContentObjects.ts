@@ -36,6 +36,9 @@ export interface DedupScope {
   readonly restricted: ReadonlyArray<RestrictedRepository>
 }
 
+/** Who uploads, and to which repository: all that recording an upload needs. */
+export type Uploader = Pick<DedupScope, "repoId" | "principal">
+
 export interface RestrictedRepository {
   readonly repoId: string
   /** Whether the caller may read a path there (the policy of main's `.oak/PERMISSIONS`). */
@@ -122,7 +125,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   /** Of `hashes`, the stored objects of `kind` that count as present for the scope's caller (see DedupScope). */
   readonly present: (kind: ObjectKind, scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
   /** Records that the scope's caller uploaded these objects (verified bytes, or verified trees and blob mappings) to its repository. */
-  readonly recordUploads: (scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
+  readonly recordUploads: (scope: Uploader, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
 }>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient

@@ -9,7 +9,7 @@ import { Access } from "@grove/core"
 import { Effect } from "effect"
 import { unavailable } from "../path-permissions/CallerPolicy.ts"
 import { PathPermissions } from "../path-permissions/PathPermissions.ts"
-import { ContentObjects, type DedupScope, type RestrictedRepository } from "./ContentObjects.ts"
+import { ContentObjects, type DedupScope, type RestrictedRepository, type Uploader } from "./ContentObjects.ts"
 
 /** The stable name of whoever uploads: `user:<id>` or `service_account:<id>`; undefined for anonymous callers. */
 export const principalKey = (principal: Access.Principal): string | undefined =>
@@ -26,6 +26,13 @@ export const readableRepositories = (
     Access.decide(caller.principal, caller.limits, { kind: "repository", repoId: r.id, orgId, isPublic: r.isPublic, callerRole }, "read")._tag ===
       "Allow"
   ).map((r) => r.id)
+
+/** The uploader a caller allowed to write `repo` is (no lookup: recording an upload needs nothing more). */
+export const uploader = (caller: Caller, repo: { readonly id: string }): Uploader => ({
+  repoId: repo.id,
+  // Anonymous callers never write; the placeholder matches no upload.
+  principal: principalKey(caller.principal) ?? "anonymous"
+})
 
 /** The scope of a caller that was allowed to write `repo`. */
 export const dedupScope = Effect.fnUntraced(function*(
@@ -49,13 +56,6 @@ export const dedupScope = Effect.fnUntraced(function*(
       readableBlobs: yield* Effect.cached(permissions.readableAtHeads(policy, ref))
     })
   }
-  const scope: DedupScope = {
-    orgId: repo.orgId,
-    repoId: repo.id,
-    // Anonymous callers never write; the placeholder matches no upload.
-    principal: principalKey(caller.principal) ?? "anonymous",
-    readable,
-    restricted
-  }
+  const scope: DedupScope = { ...uploader(caller, repo), orgId: repo.orgId, readable, restricted }
   return scope
 })

@@ -19,7 +19,7 @@ import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../cont
 import { Repositories } from "../repos/Repositories.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy.ts"
-import { dedupScope } from "../content/DedupScope.ts"
+import { uploader } from "../content/DedupScope.ts"
 import { contentFailure } from "./ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "./BodyLimits.ts"
 import { dbUnavailable } from "./Failures.ts"
@@ -44,8 +44,7 @@ const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(
   const body = yield* readBody(MAX_UPLOAD)
   yield* contentFailure(chunks.put(repo.orgId, hash, body))
   // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
-  const scope = yield* dbUnavailable(dedupScope(caller, repo))
-  yield* dbUnavailable(objects.recordUploads(scope, [hash]))
+  yield* dbUnavailable(objects.recordUploads(uploader(caller, repo), [hash]))
   return HttpServerResponse.empty({ status: 200 })
 })))
 
@@ -53,7 +52,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   const { caller, repo } = yield* routeRepository("write")
   const chunks = yield* ChunkStore
   const objects = yield* ContentObjects
-  const scope = yield* dbUnavailable(dedupScope(caller, repo))
+  const scope = uploader(caller, repo)
   const request = yield* HttpServerRequest.HttpServerRequest
   const declared = Number(request.headers["content-length"] ?? NaN)
   if (Number.isFinite(declared) && declared > MAX_UPLOAD) {
