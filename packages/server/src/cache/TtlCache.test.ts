@@ -1,9 +1,10 @@
 /**
  * The read-through cache: a hit within the TTL does not load again, an invalidation forgets, and an
- * answer `keep` refuses (an absence) is loaded again by the next read, as when another node created it.
+ * answer `keep` refuses (an absence) is loaded again by the next read, as when another node created it;
+ * a read after an invalidation never shares a load started before it (that load may predate the change).
  */
 import { expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Deferred, Effect, Fiber, Option } from "effect"
 import { TtlCache } from "./TtlCache.ts"
 
 const counted = (answers: Array<Option.Option<string>>) => {
@@ -31,4 +32,27 @@ it.effect("does not keep an absence: the next read finds what was created meanwh
     expect(yield* cache.get("k", source.load)).toEqual(Option.some("created"))
     expect(yield* cache.get("k", source.load)).toEqual(Option.some("created"))
     expect(source.loads()).toBe(2)
+  }))
+
+it.live("a read after an invalidation starts its own load instead of sharing one started before it", () =>
+  Effect.gen(function*() {
+    const cache = new TtlCache<string, string>(60_000)
+    const release = yield* Deferred.make<void>()
+    let loads = 0
+    // The first load is slow: it read the old value and answers only once released.
+    const load = Effect.suspend(() => {
+      loads++
+      return loads === 1 ? Deferred.await(release).pipe(Effect.as("before")) : Effect.succeed("after")
+    })
+    const early = yield* Effect.forkChild(cache.get("k", load))
+    yield* Effect.yieldNow
+    expect(loads).toBe(1)
+    cache.invalidateAll()
+    // Bounded: sharing the early load would wait for its release, which comes only after this read.
+    expect(yield* cache.get("k", load).pipe(Effect.timeoutOption("5 seconds"))).toEqual(Option.some("after"))
+    yield* Deferred.succeed(release, undefined)
+    expect(yield* Fiber.join(early)).toBe("before")
+    // The orphaned load neither replaced the fresh value nor removed anything it did not start.
+    expect(yield* cache.get("k", load)).toBe("after")
+    expect(loads).toBe(2)
   }))

@@ -40,7 +40,8 @@ export class TtlCache<K, V> {
       return load.pipe(
         Effect.onExit((exit) =>
           Effect.sync(() => {
-            this.loading.delete(key)
+            // A load an invalidation orphaned must not remove the one started after it.
+            if (this.loading.get(key) === deferred) this.loading.delete(key)
             if (Exit.isSuccess(exit) && started === this.generation && this.keep(exit.value)) this.set(key, exit.value)
             Deferred.doneUnsafe(deferred, exit)
           })
@@ -54,13 +55,19 @@ export class TtlCache<K, V> {
     this.entries.set(key, { value, expires: Date.now() + this.ttlMs })
   }
 
+  /**
+   * Forgets `key`. A load already under way still answers its own callers, but a read after this
+   * starts a fresh one: it may have read the database before the change being invalidated for.
+   */
   invalidate(key: K): void {
     this.generation++
     this.entries.delete(key)
+    this.loading.delete(key)
   }
 
   invalidateAll(): void {
     this.generation++
     this.entries.clear()
+    this.loading.clear()
   }
 }
