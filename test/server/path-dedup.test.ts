@@ -8,7 +8,7 @@
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { buildCommit, inlineBlobs, pushBody } from "../support/content.ts"
+import { batchBody, buildCommit, chunkRefs, inlineBlobs, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 
@@ -166,6 +166,39 @@ describe("a hash reference grants no withheld content", () => {
     expect(finalized.body?.success, JSON.stringify(finalized.body)).not.toBe(true)
     expect((await rawOf("bob", "acme/app", c.commit.hash, "leak.txt")).status).toBe(404)
     expect((await as("bob").get("/acme/app/branches/leak3")).status).toBe(404)
+  })
+
+  it("chunks of a large withheld file (10 MiB or more) are missing to bob, cannot be confirmed, mapped or downloaded", async () => {
+    const big = new Uint8Array(11 * 1024 * 1024)
+    for (let i = 0; i < big.length; i++) big[i] = (i * 2654435761) >>> 24
+    const refs = chunkRefs(big)
+    expect(refs.length).toBeGreaterThan(1)
+    const hashes = refs.map((r) => r.hash)
+    const blobs = [{ hash: Blake3.hash(big), content: [], size: big.length, chunks: refs.map(({ hash, offset, size }) => ({ hash, offset, size })) }]
+    const upload = await fetch(`${server.url}/api/acme/app/chunks/batch`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tokens.alice}`, "content-type": "application/octet-stream" },
+      body: batchBody(refs)
+    })
+    expect(upload.status).toBe(200)
+    const c = buildCommit({ branch: "big-secret", files: { ...FILES, "secret/big.bin": big }, parentHash: mainHead, parentSnapshot: mainBuilt.snapshot })
+    const pushed = await as("alice").post("/acme/app/push", pushBody({ branch: "big-secret", commits: [c], blobs }))
+    expect(pushed.body, JSON.stringify(pushed.body)).toMatchObject({ success: true })
+
+    for (const repo of ["acme/app", "acme/bobs"]) {
+      const missing = await as("bob").post(`/${repo}/chunks/check`, { hashes })
+      expect(missing.body.missing.map((m: { hash: string }) => m.hash), repo).toEqual(hashes)
+      expect((await as("bob").post(`/${repo}/chunks/uploaded`, { hashes: [{ hash: hashes[0], size: refs[0]!.size }] })).status, repo).toBe(400)
+    }
+    const leak = buildCommit({ branch: "big-leak", files: { "big.bin": big } })
+    const mapped = await as("bob").post("/acme/bobs/push", pushBody({ branch: "big-leak", commits: [leak], blobs }))
+    expect(mapped.status, JSON.stringify(mapped.body)).toBe(400)
+    expect(mapped.body).toMatchObject({ code: "missing_chunk" })
+    const download = await as("bob").post("/acme/app/chunks/download", { hashes, chunk_batch_protocol: "bounded_v1" })
+    expect(download.body.chunks).toEqual([])
+    expect(download.body.restricted).toEqual(hashes)
+    // alice reads secret/: nothing to upload.
+    expect((await as("alice").post("/acme/bobs/chunks/check", { hashes })).body).toEqual({ missing: [] })
   })
 
   it("with the bytes, bob's push is accepted: he uploaded them, so nothing is granted", async () => {
