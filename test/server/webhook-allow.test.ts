@@ -25,15 +25,14 @@ beforeAll(async () => {
   dns.set("hooks.corp.test", "127.0.0.1")
   dns.set("elsewhere.corp.test", "127.0.0.2")
   const env = { GROVE_DNS_SERVERS: dns.address }
-  ;[plain, allowing] = await Promise.all([
-    startServer({ env }),
-    startServer({ env, args: ["--webhook-allow", "127.0.0.1/32,hooks.corp.test"] })
-  ])
+  // One after the other: two servers starting at once on a loaded machine may miss the harness's start deadline.
+  plain = await startServer({ env })
+  allowing = await startServer({ env, args: ["--webhook-allow", "127.0.0.1/32,hooks.corp.test"] })
   for (const server of [plain, allowing]) {
     keys.set(server, await server.createUser("opal"))
     expect((await as(server).post("/repos", { name: "app" })).status).toBe(201)
   }
-}, 120_000)
+}, 240_000)
 
 afterAll(async () => {
   await Promise.all([plain?.stop(), allowing?.stop()])
