@@ -3,8 +3,10 @@
  * to acme, runs her own workflow whose step walks /proc/{pid}/environ and /proc/{pid}/cwd while an acme/app
  * run holding a CI secret and a withheld file is going, two tenants at once on one server. Also: a step
  * reading /proc/1/environ, the server's data directory and secret key, and another run's workspace;
- * `setsid` daemons killed at the run's end and at a cancel (checked on the host); `network: false`;
- * and a node without bubblewrap refusing to start runners unless told `--ci-unsafe-shared-runner`.
+ * `setsid` daemons killed at the run's end and at a cancel (checked on the host); the network: on by
+ * default but without the host's loopback (neither a port the test opens on 127.0.0.1 nor the server's
+ * own), while the same kind of listener on the machine's non-loopback address answers; `network: false`
+ * reaching neither; and a node without bubblewrap refusing to start runners unless told `--ci-unsafe-shared-runner`.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
@@ -13,10 +15,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { greeter, hostAddress, type Listener } from "../support/hostNetwork.ts"
 import { api } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
 
 let server: GroveServer
+let listeners: Array<Listener> = []
 const tokens: Record<string, string> = {}
 const as = (user: string) => api(server.url, tokens[user])
 const nonce = randomBytes(6).toString("hex")
@@ -74,8 +78,20 @@ const ACME: Record<string, string> = {
   ].join("\n")
 }
 
+/** Reports `REACHED <name>` (with what the listener said, if anything) or `UNREACHABLE <name>`. */
+const REACH = `reach() { if timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; then echo "REACHED $1 $(timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3 && timeout 1 head -n1 <&3" 2>/dev/null)"; else echo "UNREACHABLE $1"; fi; }`
+
+/** The machine's loopback (a listener and the server's port) and its non-loopback address, as steps see them. */
+interface Targets {
+  readonly port: number
+  readonly loopback: Listener
+  readonly outside: Listener
+}
+const reachAll = (targets: Targets) =>
+  `reach server-loopback 127.0.0.1 ${targets.port}; reach loopback 127.0.0.1 ${targets.loopback.port}; reach outside ${targets.outside.host} ${targets.outside.port}`
+
 /** mallory's step: everything the issue's attacker tried, each read reported as LEAK or DENIED. */
-const spy = (dataDir: string, port: number) => [
+const spy = (dataDir: string, targets: Targets) => [
   "on: [manual]",
   "env:",
   `  DATA_DIR: ${JSON.stringify(dataDir)}`,
@@ -101,12 +117,15 @@ const spy = (dataDir: string, port: number) => [
   "          try find-keys 'find / -path /proc -prune -o -path /usr -prune -o -name keys.txt -print 2>/dev/null'",
   "          try work-root 'ls -A \"$(dirname \"$GROVE_WORKSPACE\")\" | grep -v \"^$(basename \"$GROVE_WORKSPACE\")$\"'",
   "          try server-tmp 'ls -A /tmp | grep -vx \"$(echo \"$GROVE_WORKSPACE\" | cut -d/ -f3)\"'",
-  `          (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null && echo network-on || echo network-off`,
+  `          ${REACH}`,
+  `          ${reachAll(targets)}`,
   "          echo spy-done",
   "  offline:",
   "    network: false",
   "    steps:",
-  `      - run: (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null && echo offline-network-on || echo offline-network-off`
+  "      - run: |",
+  `          ${REACH}`,
+  `          ${reachAll(targets)}`
 ].join("\n")
 
 const runOf = (owner: string, repo: string, id: number) => as(owner === "acme" ? "olga" : owner).get(`/${owner}/${repo}/ci/runs/${id}`).then((r) => r.body)
@@ -132,14 +151,20 @@ beforeAll(async () => {
   const acme = buildCommit({ branch: "setup", files: ACME })
   expect((await as("olga").post("/acme/app/push", pushBody({ branch: "setup", commits: [acme], description: "Setup" }))).body.success).toBe(true)
   expect((await as("mallory").post("/repos", { name: "spy" })).status).toBe(201)
-  const port = Number(new URL(server.url).port)
-  const spyCommit = buildCommit({ branch: "setup", files: { ".oak/workflows/spy.yml": spy(server.dataDir, port) } })
+  // Listeners the test opens: one on the host's loopback, one on its non-loopback address (pasta, which
+  // gives steps their network, needs one, so a machine that runs sandboxed steps has it).
+  const address = hostAddress()
+  expect(address, "this machine has no non-loopback IPv4 address").toBeDefined()
+  listeners = [await greeter("127.0.0.1", `loopback-${nonce}`), await greeter(address!, `outside-${nonce}`)]
+  const targets = { port: Number(new URL(server.url).port), loopback: listeners[0]!, outside: listeners[1]! }
+  const spyCommit = buildCommit({ branch: "setup", files: { ".oak/workflows/spy.yml": spy(server.dataDir, targets) } })
   expect((await as("mallory").post("/mallory/spy/push", pushBody({ branch: "setup", commits: [spyCommit], description: "Spy" }))).body.success).toBe(true)
   // She has no access to acme at all.
   expect((await as("mallory").get("/acme/app/ci/runs")).status).toBe(404)
 }, 120_000)
 
 afterAll(async () => {
+  for (const listener of listeners) await listener.close()
   await server?.stop()
 })
 
@@ -179,9 +204,14 @@ describe("two tenants at once", () => {
       expect(init).toContain("MINE=mallory-own-variable")
       expect(init).toContain("GROVE_REPOSITORY=mallory/spy")
       expect(init).not.toMatch(/GROVE_SECRET_KEY|GROVE_DATA_DIR|GROVE_TEST_CANARY|NODE_|npm_/)
-      // Network: on by default, off where the job says so.
-      expect(logs).toContain("network-on")
-      expect(jobLogs(spyRun, "offline")).toContain("offline-network-off")
+      // Network: on by default, to the machine's own address (that listener answered) but not to anything
+      // on its loopback, neither the test's listener nor the server's port; off where the job says so.
+      expect(logs).toContain(`REACHED outside outside-${nonce}`)
+      expect(logs).toContain("UNREACHABLE loopback")
+      expect(logs).toContain("UNREACHABLE server-loopback")
+      expect(logs).not.toContain(`loopback-${nonce}`)
+      const offline = jobLogs(spyRun, "offline")
+      for (const target of ["outside", "loopback", "server-loopback"]) expect(offline).toContain(`UNREACHABLE ${target}`)
     } finally {
       await as("olga").post(`/acme/app/ci/runs/${acmeRun}/cancel`)
     }

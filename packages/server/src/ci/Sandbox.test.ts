@@ -5,6 +5,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
+import { greeter, hostAddress, type Listener } from "../../../../test/support/hostNetwork.ts"
 import { type Isolation, jobUser, probe, stepCommand, UID_RANGE } from "./Sandbox.ts"
 
 const exec = promisify(execFile)
@@ -39,6 +40,11 @@ describe("Sandbox", () => {
     expect(found).toEqual({ _tag: "Unavailable", reason: "grove-no-such-bwrap (bubblewrap) is not on the PATH" })
   })
 
+  it("reports a missing pasta as unavailable: network-on steps need it", async () => {
+    const found = await Effect.runPromise(probe(settings, "bwrap", "grove-no-such-pasta"))
+    expect(found).toEqual({ _tag: "Unavailable", reason: "grove-no-such-pasta (passt) is not on the PATH; steps with the network on need it" })
+  })
+
   it("runs a step with only the system, its own /proc, /dev, /tmp and its checkout, as --ci-user inside", async () => {
     const isolation = await ready()
     const script = "echo =id; id -un; echo =nested; unshare -U true 2>/dev/null && echo allowed || echo refused; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
@@ -67,6 +73,29 @@ describe("Sandbox", () => {
     expect((await runIn(isolation, false, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")).stdout.trim()).toBe("lo")
   })
 
+  it("with the network on, reaches the host's own address but nothing on the host's loopback", async () => {
+    const isolation = await ready()
+    const address = hostAddress()
+    // pasta needs an external interface, so a machine where the probe passed has one.
+    expect(address).toBeDefined()
+    const greeting = `hello-${process.pid}-${Date.now()}`
+    const listeners: Array<Listener> = [await greeter(address!, greeting), await greeter("127.0.0.1", greeting)]
+    // ::1 where the host has IPv6.
+    const v6 = await greeter("::1", greeting).catch(() => undefined)
+    if (v6 !== undefined) listeners.push(v6)
+    try {
+      const script = listeners.map(({ host, port }) =>
+        `echo "${host} $(timeout 3 bash -c 'exec 3<>/dev/tcp/${host}/${port} && head -n1 <&3' 2>/dev/null || echo unreachable)"`
+      ).join("; ")
+      const online = (await runIn(isolation, true, script)).stdout.trim().split("\n")
+      expect(online).toEqual([`${address} ${greeting}`, "127.0.0.1 unreachable", ...(v6 === undefined ? [] : ["::1 unreachable"])])
+      const offline = (await runIn(isolation, false, script)).stdout.trim().split("\n")
+      expect(offline).toEqual(listeners.map(({ host }) => `${host} unreachable`))
+    } finally {
+      for (const listener of listeners) await listener.close()
+    }
+  })
+
   it.runIf(root)("gives each job its own host uid in the range, started through setpriv without groups", async () => {
     const isolation = await ready()
     const [a, b] = await Effect.runPromise(Effect.scoped(Effect.all([jobUser(isolation), jobUser(isolation)])))
@@ -78,5 +107,13 @@ describe("Sandbox", () => {
     expect(command.args.slice(0, 3)).toEqual([`--reuid=${a!.uid}`, `--regid=${a!.gid}`, "--clear-groups"])
     expect(command.args).toContain("--unshare-net")
     expect(command.args).toContain("--die-with-parent")
+    expect(command.args.some((arg) => arg.endsWith("pasta"))).toBe(false)
+    // Network on: bwrap inside pasta's namespace (none of the host's), as the job's uid too.
+    const online = await Effect.runPromise(stepCommand(isolation, a, "/w", true, "true"))
+    expect(online.args.slice(0, 4)).toEqual([`--reuid=${a!.uid}`, `--regid=${a!.gid}`, "--clear-groups", "--"])
+    expect(online.args[4]).toMatch(/pasta$/)
+    expect(online.args).toContain("--no-map-gw")
+    expect(online.args).not.toContain("--unshare-net")
+    expect(online.args).not.toContain("--share-net")
   })
 })

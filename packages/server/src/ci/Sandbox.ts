@@ -1,11 +1,19 @@
 /**
- * Where CI steps run: each step in its own bubblewrap (`bwrap`) sandbox. New user, PID, IPC, UTS and
- * cgroup namespaces (and a new network namespace when the job sets `network: false`); a fresh root
+ * Where CI steps run: each step in its own bubblewrap (`bwrap`) sandbox. New user, PID, IPC, UTS,
+ * cgroup and network namespaces; a fresh root
  * holding only the system read-only (/usr, /etc and the /bin, /lib… links), a private /proc, /dev and
  * /tmp, and the job's checkout read-write at its own path. Nothing else of the host is there: not the
  * data directory, not other runs' workspaces, not the server's secret key. PID 1 of the sandbox is
  * bwrap, started with the step's environment only; when the step's shell exits or is killed, the PID
  * namespace ends and takes every process in it along (a `setsid` daemon too).
+ *
+ * Network: with `network: false` the sandbox's namespace has only its own lo. On (the default), bwrap
+ * starts inside a namespace that pasta (passt) made and serves: user-mode TCP/UDP/ICMP through the
+ * host's sockets, like slirp. The namespace has an address of its own (10.0.2.15, fd67:726f:7665::2),
+ * so the host's own addresses are a way out like any other; no port is forwarded either way and the
+ * gateway is not mapped to the host (`--no-map-gw`), so 127.0.0.0/8 and ::1 are the sandbox's own
+ * loopback: services bound to the host's loopback only (PostgreSQL, Kafka, MinIO, the admin port) are
+ * out of reach. DNS uses the host's /etc/resolv.conf (a loopback resolver there does not answer inside).
  *
  * When the server runs as root, every running job gets its own host uid/gid from a range
  * (`--ci-uid-base`, 65,536 ids) and bwrap is started as that user (setpriv, supplementary groups
@@ -16,7 +24,7 @@
  * opted into the old shared runner (`--ci-unsafe-shared-runner`): steps on the host as `--ci-user`.
  */
 import { Effect, type Scope } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import { constants } from "node:fs"
 import { access, readlink } from "node:fs/promises"
 import * as path from "node:path"
@@ -33,6 +41,8 @@ export type Isolation =
   | {
     readonly _tag: "Sandboxed"
     readonly bwrap: string
+    /** Gives a network-on sandbox its network: own namespace, nothing of the host's loopback. */
+    readonly pasta: string
     /** Set when the server runs as root: each job is started as its own uid through it. */
     readonly setpriv: string | undefined
     readonly uidBase: number
@@ -85,6 +95,17 @@ export interface Command {
 
 const SYSTEM_LINKS = ["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"]
 
+/**
+ * pasta for a network-on sandbox: configure the namespace, no port forwarded in (-t, -u) or out to the
+ * host's ports (-T, -U: their `auto` default would carry 127.0.0.1:port to the host's loopback), the
+ * gateway not mapped to the host, and addresses of its own instead of copies of the host's (with
+ * those, a step reaching for the host's address would reach itself).
+ */
+const PASTA_ARGS = [
+  "--config-net", "--quiet", "--no-map-gw", "-t", "none", "-u", "none", "-T", "none", "-U", "none",
+  "-a", "10.0.2.15", "-n", "24", "-g", "10.0.2.2", "-a", "fd67:726f:7665::2", "-g", "fd67:726f:7665::1"
+]
+
 /** The bwrap arguments for a sandbox around `workspace` (none: only the system, for the probe). */
 const bwrapArgs = (inside: RunUser, workspace: string | undefined, network: boolean, links: ReadonlyMap<string, string>): Array<string> => {
   const args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -116,12 +137,23 @@ const readLinks = async (): Promise<Map<string, string>> => {
   return links
 }
 
+/** bwrap around `argv`, inside pasta's network namespace when the network is on. */
+const sandboxed = (
+  tools: { readonly bwrap: string; readonly pasta: string },
+  inside: RunUser,
+  workspace: string | undefined,
+  network: boolean,
+  links: ReadonlyMap<string, string>,
+  argv: ReadonlyArray<string>
+): Array<string> => {
+  const bwrap = [tools.bwrap, ...bwrapArgs(inside, workspace, network, links), "--", ...argv]
+  return network ? [tools.pasta, ...PASTA_ARGS, "--", ...bwrap] : bwrap
+}
+
 /** `argv` in a sandbox around `workspace` (or, shared, on the host) as `user`. */
 export const inSandbox = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, argv: ReadonlyArray<string>): Effect.Effect<Command> =>
   Effect.promise(async () => {
-    const inner = isolation._tag === "Sandboxed"
-      ? [isolation.bwrap, ...bwrapArgs(isolation.inside, workspace, network, await readLinks()), "--", ...argv]
-      : argv
+    const inner = isolation._tag === "Sandboxed" ? sandboxed(isolation, isolation.inside, workspace, network, await readLinks(), argv) : argv
     return asUser(isolation.setpriv, user, inner)
   })
 
@@ -155,11 +187,35 @@ const lookupUser = async (name: string): Promise<RunUser> => {
   return { uid, gid }
 }
 
+/** Runs a probe command; undefined when it succeeded, else what it printed (without pasta's syslog complaints). */
+const attempt = (command: Command): Promise<string | undefined> =>
+  new Promise((resolve) => {
+    // Its own process group, killed once it exits: a pasta that failed to set up leaves a child behind
+    // (holding stderr open, so "close" comes only after the kill).
+    const child = spawn(command.file, [...command.args], { env: { PATH: "/usr/bin:/bin" }, timeout: 20_000, detached: true, stdio: ["ignore", "ignore", "pipe"] })
+    let stderr = ""
+    let status = ""
+    child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+    child.on("error", (error) => resolve(error.message))
+    child.on("exit", (code, signal) => {
+      status = code === 0 ? "" : `exit ${code ?? signal}`
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // Nothing left.
+      }
+    })
+    child.on("close", () =>
+      resolve(
+        status === "" ? undefined : stderr.split("\n").filter((line) => !/^Failed to send \d+ bytes to syslog/.test(line)).join("\n").trim() || status
+      ))
+  })
+
 /**
- * Runs a trivial sandbox once, the way steps will run (as a job uid when root). Answers the isolation
- * to use, or a reason why there is none.
+ * Runs a trivial sandbox twice, the ways steps will run (as a job uid when root): without network and
+ * with pasta's. Answers the isolation to use, or a reason why there is none.
  */
-export const probe = (settings: SandboxSettings, bwrapName = "bwrap"): Effect.Effect<
+export const probe = (settings: SandboxSettings, bwrapName = "bwrap", pastaName = "pasta"): Effect.Effect<
   { readonly _tag: "Ready"; readonly isolation: Isolation } | { readonly _tag: "Unavailable"; readonly reason: string }
 > =>
   Effect.promise(async () => {
@@ -169,16 +225,18 @@ export const probe = (settings: SandboxSettings, bwrapName = "bwrap"): Effect.Ef
     if (root && setpriv === undefined) return { _tag: "Unavailable", reason: "setpriv (util-linux) is not on the PATH" } as const
     const bwrap = await which(bwrapName)
     if (bwrap === undefined) return { _tag: "Unavailable", reason: `${bwrapName} (bubblewrap) is not on the PATH` } as const
+    const pasta = await which(pastaName)
+    if (pasta === undefined) return { _tag: "Unavailable", reason: `${pastaName} (passt) is not on the PATH; steps with the network on need it` } as const
     const probeUser = root ? { uid: settings.uidBase, gid: settings.uidBase } : undefined
-    const argv = [bwrap, ...bwrapArgs(inside, undefined, false, await readLinks()), "--", "/bin/sh", "-c", "test \"$(id -u)\" = \"$1\"", "sh", String(inside.uid)]
-    const command = asUser(setpriv, probeUser, argv)
-    const failure = await exec(command.file, [...command.args], { env: { PATH: "/usr/bin:/bin" }, timeout: 20_000 }).then(
-      () => undefined,
-      (error: { stderr?: string; message?: string }) => (error.stderr ?? "").trim() || String(error.message)
-    )
-    return failure === undefined
-      ? { _tag: "Ready", isolation: { _tag: "Sandboxed", bwrap, setpriv, uidBase: settings.uidBase, inside } } as const
-      : { _tag: "Unavailable", reason: `${bwrap} could not start a sandbox: ${failure}` } as const
+    const check = ["/bin/sh", "-c", "test \"$(id -u)\" = \"$1\"", "sh", String(inside.uid)]
+    const links = await readLinks()
+    const offline = await attempt(asUser(setpriv, probeUser, sandboxed({ bwrap, pasta }, inside, undefined, false, links, check)))
+    if (offline !== undefined) return { _tag: "Unavailable", reason: `${bwrap} could not start a sandbox: ${offline}` } as const
+    const online = await attempt(asUser(setpriv, probeUser, sandboxed({ bwrap, pasta }, inside, undefined, true, links, check)))
+    if (online !== undefined) {
+      return { _tag: "Unavailable", reason: `${pasta} could not give a sandbox its own network (a default route and a /dev/net/tun all may open are needed): ${online}` } as const
+    }
+    return { _tag: "Ready", isolation: { _tag: "Sandboxed", bwrap, pasta, setpriv, uidBase: settings.uidBase, inside } } as const
   })
 
 /** The shared runner's isolation (the old behaviour): steps on the host as `--ci-user` when root. */
