@@ -24,6 +24,19 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 # bubblewrap: every CI step runs in its own sandbox (packages/server/src/ci/Sandbox.ts); without it a
 # node starts no CI runners. setpriv (util-linux, always there) starts it as each job's own uid.
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+# passt (pasta): a step with the network on gets its own network namespace behind it, without the host's loopback.
+command -v pasta >/dev/null 2>&1 || need+=(passt)
+
+# pasta opens /dev/net/tun as each job's uid: Debian's udev makes it 0666 (creating a device still needs
+# CAP_NET_ADMIN in one's own namespace); hosts without udev (containers, some VMs) leave it 0600.
+if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    chmod 0666 /dev/net/tun
+  else
+    echo "/dev/net/tun is not 0666: CI steps with the network on cannot start (as root: chmod 0666 /dev/net/tun)" >&2
+    exit 1
+  fi
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

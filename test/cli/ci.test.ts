@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { hostAddress } from "../support/hostNetwork.ts"
 import { at, grove, type GroveOptions, json, ok, removeTempDirs, spawnGrove, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
@@ -17,7 +18,8 @@ let work: string
 
 /**
  * build runs of `push` events wait until the test opens this gate, so merge --wait surely finds one still
- * running: the step reads a line from a port on the loopback (steps share the host's network, not its /tmp).
+ * running: the step reads a line from a port on the machine's non-loopback address (a step's network
+ * reaches that, not the host's loopback nor its /tmp).
  */
 let gateOpen = false
 const waiting: Array<net.Socket> = []
@@ -26,7 +28,9 @@ const gate = net.createServer((socket) => {
   if (gateOpen) socket.end("go\n")
   else waiting.push(socket)
 })
-await new Promise<void>((resolve) => gate.listen(0, "127.0.0.1", resolve))
+const GATE_HOST = hostAddress()
+if (GATE_HOST === undefined) throw new Error("this machine has no non-loopback IPv4 address for the CI gate")
+await new Promise<void>((resolve) => gate.listen(0, GATE_HOST, resolve))
 const GATE_PORT = (gate.address() as net.AddressInfo).port
 const openGate = () => {
   gateOpen = true
@@ -44,7 +48,7 @@ const WORKFLOWS: Record<string, string> = {
     "      - name: restore or build the dependencies",
     "        run: |",
     "          if [ -f deps/built.txt ]; then echo \"deps restored: $(cat deps/built.txt)\"; else mkdir -p deps; echo \"$GROVE_BRANCH\" > deps/built.txt; echo deps built; fi",
-    `      - run: if [ "$GROVE_EVENT" = push ]; then exec 3<>/dev/tcp/127.0.0.1/${GATE_PORT}; read -r go <&3; fi; echo built with $DEPLOY_TOKEN`
+    `      - run: if [ "$GROVE_EVENT" = push ]; then exec 3<>/dev/tcp/${GATE_HOST}/${GATE_PORT}; read -r go <&3; fi; echo built with $DEPLOY_TOKEN`
   ].join("\n"),
   ".oak/workflows/broken.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: echo about to fail; exit 3"].join("\n"),
   ".oak/workflows/long.yml": ["on: manual", "jobs:", "  a:", "    steps:", "      - run: for i in $(seq 1 100); do echo line $i; sleep 0.2; done"].join("\n"),

@@ -98,7 +98,7 @@ const isolationFor = (ci: CiConfig) =>
     }
     if (!ci.unsafeSharedRunner) {
       yield* Effect.logError(
-        `CI runners NOT started on this node: steps cannot be isolated (${found.reason}). Install bubblewrap (scripts/setup/system-deps.sh), ` +
+        `CI runners NOT started on this node: steps cannot be isolated (${found.reason}). Install bubblewrap and passt (scripts/setup/system-deps.sh), ` +
           "or pass --ci-unsafe-shared-runner to run steps unsandboxed on the host. Runs stay queued for other nodes."
       )
       return undefined
