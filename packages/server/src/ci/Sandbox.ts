@@ -1,24 +1,26 @@
 /**
  * Where CI steps run: each step in its own bubblewrap (`bwrap`) sandbox. New user, PID, IPC, UTS,
- * cgroup and network namespaces; a fresh root
- * holding only the system read-only (/usr, /etc and the /bin, /lib… links), a private /proc, /dev and
- * /tmp, and the job's checkout read-write at its own path. Nothing else of the host is there: not the
- * data directory, not other runs' workspaces, not the server's secret key. PID 1 of the sandbox is
- * bwrap, started with the step's environment only; when the step's shell exits or is killed, the PID
- * namespace ends and takes every process in it along (a `setsid` daemon too).
+ * cgroup and network namespaces; a fresh root holding only the system read-only (/usr, /etc and the
+ * /bin, /lib… links), a private /proc, /dev and /tmp, and the job's checkout read-write at its own
+ * path. Nothing else of the host is there: not the data directory, not other runs' workspaces, not the
+ * server's secret key. PID 1 of the sandbox is bwrap, started with the step's environment only; when
+ * the step's shell exits or is killed, the PID namespace ends and takes every process in it along (a
+ * `setsid` daemon too).
  *
  * Network: with `network: false` the sandbox's namespace has only its own lo. On (the default), bwrap
- * starts inside a namespace that pasta (passt) made and serves: user-mode TCP/UDP/ICMP through the
+ * starts inside a namespace that pasta (passt) made and serves: user-mode TCP and UDP through the
  * host's sockets, like slirp. The namespace has an address of its own (10.0.2.15, fd67:726f:7665::2),
  * so the host's own addresses are a way out like any other; no port is forwarded either way and the
  * gateway is not mapped to the host (`--no-map-gw`), so 127.0.0.0/8 and ::1 are the sandbox's own
- * loopback: services bound to the host's loopback only (PostgreSQL, Kafka, MinIO, the admin port) are
- * out of reach. DNS uses the host's /etc/resolv.conf (a loopback resolver there does not answer inside).
+ * loopback: services bound to the host's loopback only (PostgreSQL, Kafka, MinIO, the server's port)
+ * are out of reach. The step has no capability in that namespace (bwrap's user namespace is nested in
+ * pasta's), so it cannot reconfigure it. DNS uses the host's /etc/resolv.conf (a loopback resolver
+ * there does not answer inside).
  *
  * When the server runs as root, every running job gets its own host uid/gid from a range
- * (`--ci-uid-base`, 65,536 ids) and bwrap is started as that user (setpriv, supplementary groups
- * cleared), so the user namespace is an unprivileged one; inside, the step is `--ci-user` (default
- * nobody). Not root: bwrap runs as the server's user, still inside a user namespace.
+ * (`--ci-uid-base`, 65,536 ids) and bwrap (inside pasta, when there) is started as that user (setpriv,
+ * supplementary groups cleared), so the user namespaces are unprivileged ones; inside, the step is
+ * `--ci-user` (default nobody). Not root: both run as the server's user, still in user namespaces.
  *
  * The dispatcher probes this once at start; without it, it starts no runners unless the operator
  * opted into the old shared runner (`--ci-unsafe-shared-runner`): steps on the host as `--ci-user`.
