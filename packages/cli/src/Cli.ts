@@ -150,10 +150,13 @@ const switchCommand = Command.make("switch", {
   name: Argument.String("name").pipe(Argument.withDescription("The branch to work on"), Argument.optional),
   create: Switch("create").pipe(
     Flag.withAlias("c"),
-    Flag.withDescription("Create the branch from main (without a name: a personal branch <user>-<6 hex>)")
+    Flag.withDescription("Create the branch from main (without a name: a personal branch <user>-<6 hex>); work made on main moves to it")
+  ),
+  discard: Switch("discard").pipe(
+    Flag.withDescription("Leaving main: drop its uncommitted changes and unpushed commits instead of refusing")
   )
 }, (input) => action(() => Effect.flatMap(branchModule(), (m) => m.switchBranch(input)))).pipe(
-  Command.withDescription("Work on another branch (the working tree is committed first)")
+  Command.withDescription("Work on another branch (a branch's work is committed first; main's moves with -c)")
 )
 
 const desc = Command.make("desc", {

@@ -8,6 +8,8 @@ import { failure, usage } from "../Failures.ts"
 import { commitSnapshot, commitWorkingTree } from "../local/Commit.ts"
 import type { BranchState, RepoState } from "../local/State.ts"
 import { currentBranch, newBranch, withBranch } from "../local/State.ts"
+import { carryMainWork, guardLocalWork, workingChanges } from "../local/LocalWork.ts"
+import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { readIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
 import { openWorkspace, repositoryOf, saveState } from "../local/Workspace.ts"
@@ -30,44 +32,75 @@ export const checkName = (name: string, create = false) => {
 export interface SwitchOptions {
   readonly name: Option.Option<string>
   readonly create: boolean
+  /** Drop main's uncommitted changes and unpushed commits instead of refusing. */
+  readonly discard?: boolean | undefined
 }
 
 /**
  * Moves the checkout to another branch (an existing one, or a new one from main's newest head) and
- * saves the state; used by `grove switch` and by `grove merge` after the branch has landed.
+ * saves the state; used by `grove switch` and by `grove merge` after the branch has landed. Work on
+ * a branch is checkpointed there first. main changes only by merge, so its work cannot stay there:
+ * a new branch (-c) takes it along, and any other switch refuses unless told to discard it.
  */
 export const switchCheckout = Effect.fn("Branch.switchCheckout")(function*(workspace: Workspace, start: RepoState, options: SwitchOptions) {
   if (start.merge !== undefined) return yield* failure("a merge is in progress: finish it with grove commit first", "merge_in_progress")
-  // Nothing is lost by switching: the working tree is checkpointed on the branch being left.
-  let state = (yield* commitWorkingTree(workspace, start)).state
-  const from = currentBranch(state)
   const wanted = Option.getOrUndefined(options.name)
   if (wanted !== undefined) yield* checkName(wanted, options.create)
+  const creating = options.create || wanted === undefined
+  const name = creating ? wanted ?? personalBranchName(start.user) : wanted!
+  if (creating && start.branches[name] !== undefined) return yield* failure(`branch ${name} exists already: grove switch ${name}`, "branch_exists")
+  const leaving = currentBranch(start)
+  let state = start
+  // What the working tree holds when the target's files are written over it.
+  let tree: { readonly snapshot: Snapshot; readonly files: ReadonlyMap<string, IndexEntry> } | undefined
+  if (leaving.name !== "main") {
+    // Nothing is lost by switching: the working tree is checkpointed on the branch being left.
+    state = (yield* commitWorkingTree(workspace, start)).state
+  } else if (creating) {
+    const work = yield* workingChanges(workspace, start)
+    if (work.changes.length > 0 || leaving.unpushed.length > 0) {
+      // As `git switch -c`: the new branch starts where main's local work is, and the files stay.
+      const carried = yield* carryMainWork(workspace, start, name)
+      yield* saveState(workspace, carried.state)
+      return { state: carried.state, from: leaving, target: carried.target, applied: { written: 0, removed: 0, downloadedBlobs: 0, withheld: 0 } }
+    }
+  } else if (name !== "main") {
+    const work = yield* guardLocalWork(workspace, start, {
+      command: `grove switch ${name}`,
+      keep: "grove switch -c NAME takes it along to a new branch (main changes only by merge)",
+      discard: options.discard === true
+    })
+    tree = { snapshot: work.scanned.snapshot, files: work.scanned.files }
+    state = withBranch(start, { ...leaving, head: leaving.remote_head, unpushed: [] })
+  }
+  const from = currentBranch(state)
   const remote = repositoryOf(workspace) === undefined ? undefined : yield* remoteOf(workspace)
   let target: BranchState
   let blobs: PullAnswer["blobs"] = []
-  if (wanted !== undefined && state.branches[wanted] !== undefined && !options.create) {
-    target = state.branches[wanted]!
-  } else if (options.create || wanted === undefined) {
-    const name = wanted ?? personalBranchName(state.user)
-    if (state.branches[name] !== undefined) return yield* failure(`branch ${name} exists already: grove switch ${name}`, "branch_exists")
+  if (!creating && state.branches[name] !== undefined) {
+    target = state.branches[name]!
+  } else if (creating) {
     // A new branch starts from main's newest head the checkout can learn.
-    let mainHead = state.branches["main"]?.remote_head ?? null
+    const known = state.branches["main"]
+    let mainHead = known?.remote_head ?? null
     if (remote !== undefined) {
       const main = yield* fetchBranch(workspace, remote, "main", null).pipe(Effect.catchIf((e) => e.details?.["status"] === 404, () => Effect.succeed(undefined)))
       if (main !== undefined) {
         mainHead = main.head
         blobs = main.blobs
-        state = withBranch(state, { ...(state.branches["main"] ?? newBranch("main", { parent_branch: null })), remote_head: main.head, head: main.head, unpushed: [] })
+        // main's own local work (none once this command guards it) is never dropped here.
+        if ((known?.unpushed.length ?? 0) === 0) {
+          state = withBranch(state, { ...(known ?? newBranch("main", { parent_branch: null })), remote_head: main.head, head: main.head, unpushed: [] })
+        }
       }
     }
     target = newBranch(name, { head: mainHead })
   } else {
-    if (remote === undefined) return yield* failure(`no branch ${wanted} in this checkout`, "no_such_branch")
-    const answer = yield* fetchBranch(workspace, remote, wanted, null)
-    if (answer.branch === null) return yield* failure(`no branch ${wanted} here or on the server (create it with grove switch -c ${wanted})`, "no_such_branch")
+    if (remote === undefined) return yield* failure(`no branch ${name} in this checkout`, "no_such_branch")
+    const answer = yield* fetchBranch(workspace, remote, name, null)
+    if (answer.branch === null) return yield* failure(`no branch ${name} here or on the server (create it with grove switch -c ${name})`, "no_such_branch")
     blobs = answer.blobs
-    target = newBranch(wanted, {
+    target = newBranch(name, {
       parent_branch: answer.branch.parent_branch ?? null,
       description: answer.branch.description ?? null,
       status: answer.branch.status === "closed" || answer.branch.status === "merged" ? answer.branch.status : "open",
@@ -76,13 +109,12 @@ export const switchCheckout = Effect.fn("Branch.switchCheckout")(function*(works
       head: answer.head
     })
   }
-  const index = yield* readIndex(workspace.root)
   const applied = yield* materialize(
     workspace,
     remote,
-    yield* commitSnapshot(workspace, from.head),
+    tree?.snapshot ?? (yield* commitSnapshot(workspace, from.head)),
     yield* commitSnapshot(workspace, target.head),
-    index.files,
+    tree?.files ?? (yield* readIndex(workspace.root)).files,
     blobs
   )
   state = { ...withBranch(state, target), branch: target.name }

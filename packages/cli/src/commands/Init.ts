@@ -96,8 +96,16 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   if (parsed === undefined) return yield* usage(`expected a repository as owner/name, got ${JSON.stringify(options.repo)}`)
   if (Option.isSome(options.branch)) yield* checkName(options.branch.value)
   const root = path.resolve(cwd, Option.getOrElse(options.dest, () => parsed.name))
-  const entries = yield* io(`cannot read ${root}`, () => fs.readdir(root).catch((): Array<string> => []))
-  if (entries.length > 0) return yield* failure(`${root} exists and is not empty`, "destination_exists")
+  // Only a missing or empty folder: anything else (the user's files, hidden ones too; a file; a folder
+  // that cannot be read) is refused before anything is written, so a failed clone never removes them.
+  const entries = yield* io(`cannot read ${root}`, () =>
+    fs.readdir(root).catch((error: NodeJS.ErrnoException): Array<string> | undefined => error.code === "ENOENT" ? [] : undefined))
+  if (entries === undefined || entries.length > 0) {
+    return yield* failure(
+      `${root} exists and is not an empty folder: clone into a new or empty folder (grove clone ${options.repo} DEST)`,
+      "destination_exists"
+    )
+  }
 
   const connection = yield* connect(remote)
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))

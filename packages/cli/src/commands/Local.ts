@@ -2,15 +2,14 @@
  * `grove commit`, `grove status`, `grove log` and `grove diff`: local
  * commands (diff asks the server only for base content it does not keep).
  */
-import { Merge } from "@grove/core"
 import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { baseSnapshot, commitWorkingTree } from "../local/Commit.ts"
+import { commitWorkingTree } from "../local/Commit.ts"
+import { changeLine, workingChanges as changesOf } from "../local/LocalWork.ts"
 import { io } from "../local/Io.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
-import { readIndex, scan, writeIndex } from "../local/WorkingTree.ts"
 import { openWorkspace, repositoryOf } from "../local/Workspace.ts"
 import { CliEnv } from "../CliEnv.ts"
 import { type DiffedFile, diffText, fileDiff, wantsColor } from "../DiffText.ts"
@@ -18,8 +17,6 @@ import { usage } from "../Failures.ts"
 import { Output } from "../Output.ts"
 import { fetchBlobBytes } from "../sync/Download.ts"
 import { remoteOf } from "../sync/Session.ts"
-
-const CHANGE_LETTER: Record<string, string> = { added: "A", modified: "M", deleted: "D", renamed: "R" }
 
 export const commit = Effect.fn("Local.commit")(function*() {
   const out = yield* Output
@@ -41,21 +38,10 @@ export const commit = Effect.fn("Local.commit")(function*() {
   )
 })
 
-/** The working tree's changes against the head, with the index refreshed. */
+/** The checkout's working-tree changes against the head (LocalWork.ts: shared with the commands that guard local work). */
 const workingChanges = Effect.fn("Local.workingChanges")(function*() {
   const { state, workspace } = yield* openWorkspace()
-  const branch = currentBranch(state)
-  const index = yield* readIndex(workspace.root)
-  const scanned = yield* scan(workspace.root, index)
-  const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
-  const head = yield* baseSnapshot(workspace, index, base)
-  const changes = Merge.TreeDiff.diffSnapshots(head, scanned.snapshot)
-  // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
-  // otherwise the refreshed one saves re-hashing.
-  if (changes.length === 0) {
-    if (!scanned.unchanged || index.base !== base) yield* writeIndex(workspace.root, scanned.files, base)
-  } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null)
-  return { state, workspace, branch, head, scanned, changes }
+  return { state, workspace, ...(yield* changesOf(workspace, state)) }
 })
 
 export const status = Effect.fn("Local.status")(function*() {
@@ -88,7 +74,7 @@ export const status = Effect.fn("Local.status")(function*() {
       ...(merge === undefined ? [] : [`Merging ${merge.merge_parent.slice(0, 12)}; conflicts in: ${merge.conflicts.join(", ") || "(none)"}`]),
       changes.length === 0
         ? "Nothing changed since the last commit."
-        : `Changes since the last commit:\n${changes.map((c) => `  ${CHANGE_LETTER[c.change_type]} ${c.old_path == null ? c.path : `${c.old_path} -> ${c.path}`}`).join("\n")}`,
+        : `Changes since the last commit:\n${changes.map((c) => `  ${changeLine(c)}`).join("\n")}`,
       ...scanned.invalid.map((i) => `  ! ${i.path}: ${i.reason} (cannot be committed)`)
     ].join("\n"))
 })

@@ -165,7 +165,8 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
     const parentHead = parentAnswer.head
     if (parentHead !== null) {
       const tracked = known ?? newBranch(parentName, { parent_branch: null })
-      state = withBranch(state, { ...tracked, remote_head: parentHead, head: parentHead, unpushed: [] })
+      // The parent's own unpushed commits (an older checkout's work on main) are kept, never dropped.
+      state = withBranch(state, tracked.unpushed.length > 0 ? { ...tracked, remote_head: parentHead } : { ...tracked, remote_head: parentHead, head: parentHead, unpushed: [] })
       const current = currentBranch(state)
       const parents = yield* loadParents(workspace.root)
       if (current.head !== null && Merge.MergeBase.isAncestor(parentHead, current.head, parents)) {

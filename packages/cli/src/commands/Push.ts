@@ -181,7 +181,10 @@ export interface PushOutcome {
 export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, start: RepoState) {
   const branch0 = currentBranch(start)
   if (branch0.name === "main") {
-    return yield* failure("pushes to main are refused: main changes only by merge. Run grove switch -c to work on a branch", "main_refused")
+    return yield* failure(
+      "pushes to main are refused: main changes only by merge. Run grove switch -c NAME: your changes and unpushed commits move to the new branch, then grove push",
+      "main_refused"
+    )
   }
   const committed = yield* commitWorkingTree(opened, start)
   let state = committed.state
