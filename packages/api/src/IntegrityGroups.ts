@@ -65,8 +65,8 @@ const Paths = Schema.optionalKey(P.make({
   description: "Comma-separated path prefixes of a sparse clone: no control characters, no '.' or '..' segments.",
   pattern: "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",
   minLength: 0,
-  // Within what a request line may carry (Node refuses one past 16 KiB of headers).
-  maxLength: 8192,
+  // One prefix of the longest (SparseCone.MAX_PREFIX_BYTES, in ASCII), well within what a request line may carry.
+  maxLength: SparseCone.MAX_PREFIX_BYTES,
   // Counts and byte lengths per prefix, and the dot segments, are the check's.
   exact: false
 }))
