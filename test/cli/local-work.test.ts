@@ -263,3 +263,24 @@ describe("local work survives every command that rewrites the checkout", () => {
     await expectPublished(work, name, branch)
   })
 })
+
+describe("a push killed once the server took it, then a pull before the next push", () => {
+  it("the pull records the landed push; the work made since is pushed, nothing twice", async () => {
+    const name = "lw-interrupt-pull"
+    await seedRepo(name)
+    const work = await cloneOf(name)
+    const branch: string = (await status(work)).branch
+    write(work, "a.txt", "a\n")
+    const killed = await grove(["push"], { ...alice, cwd: work, env: { ...alice.env!, GROVE_TEST_CRASH_AT: "push:sent" } })
+    expect(killed.code).not.toBe(0)
+    editTree(work)
+
+    await ok(["pull"], at(alice, work))
+    expectEdited(work)
+    expect(read(work, "a.txt")).toBe("a\n")
+    expect(await status(work)).toMatchObject({ branch, unpushed: 1, changes: [] })
+    expect(json(await ok(["push", "--json"], at(alice, work)))).toMatchObject({ pushed_commits: 1 })
+    expect(await status(work)).toMatchObject({ branch, unpushed: 0, changes: [] })
+    await expectPublished(work, name, branch)
+  })
+})

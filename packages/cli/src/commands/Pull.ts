@@ -119,9 +119,17 @@ export const pullCheckout = Effect.fn("Pull.checkout")(function*(opened: { reado
   let conflicts: ReadonlyArray<{ readonly path: string; readonly kind: string }> = []
 
   // 1. The branch itself.
-  const branch = currentBranch(state)
+  let branch = currentBranch(state)
   const own: PullAnswer = yield* fetchSince(workspace, remote, branch.name, branch.remote_head)
   const serverHead = own.head
+  // A push stopped after the server took it: the server's head is one of our unpushed commits. It and
+  // those before it are published (not a divergence to merge); the ones after it are still ours to push.
+  const landed = serverHead === null ? -1 : branch.unpushed.indexOf(serverHead)
+  if (landed >= 0) {
+    branch = { ...branch, remote_head: serverHead, unpushed: branch.unpushed.slice(landed + 1) }
+    state = withBranch(state, branch)
+    events.push(`recorded the push of ${serverHead!.slice(0, 12)} that was interrupted`)
+  }
   if (serverHead !== null && serverHead !== branch.remote_head && serverHead !== branch.head) {
     const parents = yield* loadParents(workspace.root)
     if (branch.head === null || Merge.MergeBase.isAncestor(branch.head, serverHead, parents)) {
