@@ -83,14 +83,14 @@ describe("lists of more than ten items", () => {
     expect(created).toEqual([...names].reverse())
     const named = (await walk("/repos?sort=name", "repos")).map((r) => r.name).filter((n: string) => n !== "app")
     expect(named).toEqual(byName(names))
-  })
+  }, 120_000)
 
   it("branches: main first, then the most recently updated", async () => {
     const names = numbered("topic-")
     for (const name of names) expect((await as().post("/acme/app/branches", { name })).status).toBe(201)
     const listed = (await walk("/acme/app/branches", "branches")).map((b) => b.name).filter((n: string) => names.includes(n))
     expect(listed).toEqual([...names].reverse())
-  })
+  }, 120_000)
 
   it("organizations, members and groups by name; service accounts by name and their keys oldest first", async () => {
     const orgs = numbered("org-")
@@ -119,7 +119,7 @@ describe("lists of more than ten items", () => {
       keys.push(key.body.key_id)
     }
     expect((await walk("/orgs/acme/service-accounts/bot-1/keys", "keys")).map((k) => k.key_id)).toEqual(keys)
-  })
+  }, 300_000)
 
   it("personal keys oldest first; the audit log newest first by number", async () => {
     const names = numbered("laptop-")
@@ -131,5 +131,5 @@ describe("lists of more than ten items", () => {
     expect(entries.length).toBeGreaterThan(N)
     const ids = entries.map((e) => Number(e.id))
     expect(ids).toEqual([...ids].sort((a, b) => b - a))
-  })
+  }, 120_000)
 })

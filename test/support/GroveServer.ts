@@ -82,7 +82,8 @@ export const startServer = async (options: StartOptions = {}): Promise<GroveServ
   child.once("exit", () => live.delete(child))
   let output = ""
   const started = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000)
+    // Generous: on a busy 2-core machine (load 15-20) a start has taken over a minute.
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 180_000)
     const onData = (d: Buffer) => {
       output += d.toString()
       const match = /listening on (http:\/\/\S+)/.exec(output)

@@ -35,7 +35,7 @@ describe("test harness", () => {
         // Exits as a worker whose test failed would: without calling stop().
         "process.exit(1)"
       ].join("\n"))
-      const result = await run(script, [], { timeoutMs: 120_000 })
+      const result = await run(script, [], { timeoutMs: 240_000 })
       const pid = Number(/pid=(\d+)/.exec(result.stdout)?.[1])
       expect(pid, result.stdout + result.stderr).toBeGreaterThan(0)
       const alive = () => {
@@ -50,5 +50,5 @@ describe("test harness", () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 150_000)
+  }, 300_000)
 })
