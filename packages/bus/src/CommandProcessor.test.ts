@@ -5,7 +5,7 @@
  */
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Queue, Stream } from "effect"
+import { Effect, Fiber, Layer, Option, Queue, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestEntity, createTables, handlers } from "../test/support/TestEntity.ts"
 import { Bus, type BusRecord, type PartitionClaim } from "./Bus.ts"
@@ -72,7 +72,8 @@ const startWorker = Effect.gen(function*() {
   const relay = yield* OutboxRelay.make()
   const lookup = (entityType: string) =>
     Effect.succeed(entityType === TestEntity.name ? Option.some(registered) : Option.none())
-  const fiber = yield* CommandProcessor.worker({ bus, relay, health, lookup })(claim).pipe(Effect.forkChild)
+  const transactions = yield* Semaphore.make(4)
+  const fiber = yield* CommandProcessor.worker({ bus, relay, health, lookup, transactions })(claim).pipe(Effect.forkChild)
   const epochHeld = () => health.report().claimed.find((claimed) => claimed.partition === PARTITION)?.epoch
   const firstEpoch = yield* waitFor("the first claim", Effect.sync(() => Option.fromNullishOr(epochHeld())))
   return { records, owned, health, fiber, epochHeld, firstEpoch }

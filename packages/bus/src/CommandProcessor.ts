@@ -20,7 +20,7 @@
  * and answered; a record that cannot be decoded or settled goes to the
  * dead-letter topic. Either way the worker moves on to the next record.
  */
-import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
@@ -46,6 +46,13 @@ export interface ProcessorOptions {
   readonly bus: BusShape
   readonly relay: OutboxRelay
   readonly health: PartitionHealth
+  /**
+   * Command transactions of this node's partitions at a time. Below the database pool's size: a
+   * handler may read through another pooled connection inside its transaction, and a burst on every
+   * partition at once (a backlog after a broker restart) must not take every connection and wait
+   * for one more.
+   */
+  readonly transactions: Semaphore.Semaphore
   /** The registration of an entity type; `None` if there is none (waits for it only while the node starts). */
   readonly lookup: (entityType: string) => Effect.Effect<Option.Option<Registered>>
 }
@@ -286,7 +293,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         // Settled at once (its operation answers) and set aside: it must not hold the partition.
         const outcome = unknown !== undefined
           ? yield* settle(record, message, unknown, true)
-          : yield* persist("a command transaction", transact(record, message, Option.getOrThrow(registered))).pipe(
+          : yield* persist("a command transaction", options.transactions.withPermit(transact(record, message, Option.getOrThrow(registered)))).pipe(
             Effect.flatMap((attempted) =>
               attempted._tag === "Done" ? Effect.succeed(attempted.value) : settle(record, message, attempted.message)
             )

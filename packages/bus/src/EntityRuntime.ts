@@ -14,7 +14,7 @@
  * const repo = yield* runtime.send(Repository, "alice/hello", "Create", payload)
  * ```
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schedule, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
@@ -120,6 +120,8 @@ export interface EntityRuntimeOptions {
    * since they are gone and were never applied. Only for a single node.
    */
   readonly settleInFlightOnStart?: boolean | undefined
+  /** Command transactions this node runs at once, over all its partitions (keep it below the database pool's size). Default 4. */
+  readonly concurrentCommands?: number | undefined
 }
 
 export const defaultGroup = "grove.entities"
@@ -163,6 +165,8 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   const grace = options.registrationGrace ?? Duration.seconds(30)
 
   const registry = new Map<string, Registered>()
+  /** Entity types registered at some point: one gone again is being stopped with the node, not unknown. */
+  const known = new Set<string>()
   const waiting = new Map<string, Deferred.Deferred<void>>()
   const waiterOf = (entityType: string) => {
     let waiter = waiting.get(entityType)
@@ -176,6 +180,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   const register: EntityRuntimeShape["register"] = (entity, handlers) =>
     Effect.suspend(() => {
       registry.set(entity.name, { entity, handlers: handlers as unknown as Registered["handlers"] })
+      known.add(entity.name)
       return Deferred.succeed(waiterOf(entity.name), undefined)
     })
 
@@ -190,6 +195,8 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     Effect.gen(function*() {
       const found = registry.get(entityType)
       if (found !== undefined) return Option.some(found)
+      // Unregistered while the node stops: the command waits for the worker's end (the next owner handles it).
+      if (known.has(entityType)) return yield* Effect.never
       const left = startedAt + Duration.toMillis(Duration.fromInputUnsafe(grace)) - (yield* Clock.currentTimeMillis)
       if (left <= 0) return Option.none()
       return yield* Deferred.await(waiterOf(entityType)).pipe(
@@ -281,7 +288,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     yield* bus.consume(
       options.group ?? defaultGroup,
       Topics.commands,
-      CommandProcessor.worker({ bus, relay, lookup, health })
+      CommandProcessor.worker({ bus, relay, lookup, health, transactions: yield* Semaphore.make(options.concurrentCommands ?? 4) })
     )
     const retention = options.retention ?? Duration.days(7)
     yield* Effect.forkScoped(

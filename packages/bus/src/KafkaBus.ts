@@ -3,7 +3,9 @@
  *
  * Choices:
  * - One idempotent producer per node (acks from all in-sync replicas, no
- *   duplicates or reordering on retries). Records go to the partition our
+ *   duplicates or reordering on retries), replaced by a new one when a send
+ *   fails or is not acknowledged within 10 s (after a broker restart one was
+ *   seen to hang on every send while metadata requests still answered). Records go to the partition our
  *   murmur2 computes, the same as Kafka's default partitioner; the producer is
  *   also configured with `compatibilityPartitioner` so the two never differ.
  * - Topics are created at start from `infra/topics.json` when missing; a topic
@@ -19,6 +21,7 @@ import { Admin, compatibilityPartitioner, Producer, stringSerializers } from "@p
 import { Data, Duration, Effect, Layer, Schedule } from "effect"
 import { Bus, BusError, type BusShape, Headers, type OutgoingRecord, type PartitionClaim } from "./Bus.ts"
 import * as BusStatus from "./BusStatus.ts"
+import * as KafkaMember from "./KafkaMember.ts"
 import * as KafkaPartitions from "./KafkaPartitions.ts"
 import * as KafkaReplies from "./KafkaReplies.ts"
 import * as KafkaTail from "./KafkaTail.ts"
@@ -56,6 +59,8 @@ const kafkaError = KafkaPartitions.kafkaError
 /** How often, and how patiently, the broker's reachability is checked. */
 const PROBE_EVERY = Duration.seconds(1)
 const PROBE_TIMEOUT = Duration.seconds(3)
+/** A send the broker has not acknowledged within this long failed (and its producer is replaced). */
+const SEND_TIMEOUT = Duration.seconds(10)
 
 class PartitionCountMismatch extends Data.TaggedError("PartitionCountMismatch")<{
   readonly topic: string
@@ -140,19 +145,33 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
     topics.map((spec) => new Topics.TopicSpec({ ...spec, name: prefix + spec.name }))
   )
 
-  const producer = yield* Effect.acquireRelease(
-    Effect.sync(() =>
-      new Producer<string, string, string, string>({
-        clientId: nodeId,
-        bootstrapBrokers: [...bootstrap],
-        idempotent: true,
-        acks: -1,
-        partitioner: compatibilityPartitioner,
-        serializers: stringSerializers
-      })
-    ),
-    (producer) => Effect.promise(() => producer.close()).pipe(Effect.ignore)
-  )
+  const makeProducer = () =>
+    new Producer<string, string, string, string>({
+      clientId: nodeId,
+      bootstrapBrokers: [...bootstrap],
+      idempotent: true,
+      acks: -1,
+      partitioner: compatibilityPartitioner,
+      serializers: stringSerializers,
+      ...KafkaMember.clientTimeouts
+    })
+  const closeProducer = (closing: Producer<string, string, string, string>) =>
+    Effect.promise(() => closing.close()).pipe(Effect.timeout("3 seconds"), Effect.ignore)
+  let producer = makeProducer()
+  yield* Effect.addFinalizer(() => closeProducer(producer))
+  /**
+   * A producer whose send failed or hung is replaced by a new one: after a broker restart an idempotent
+   * producer was seen to hang on every send for good while metadata requests still answered.
+   */
+  const replaceProducer = (failed: Producer<string, string, string, string>, why: string) =>
+    Effect.suspend(() => {
+      if (producer !== failed) return Effect.void
+      producer = makeProducer()
+      return Effect.logWarning("replaced the Kafka producer after a failed send", { why }).pipe(
+        Effect.andThen(Effect.forkDetach(closeProducer(failed))),
+        Effect.asVoid
+      )
+    })
 
   const tracker = BusStatus.make()
   const reachability = <A, E extends BusError>(effect: Effect.Effect<A, E>) =>
@@ -185,19 +204,30 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   }
 
   const send = (records: ReadonlyArray<OutgoingRecord & { readonly partition: number }>) =>
-    Effect.tryPromise({
-      try: () =>
-        producer.send({
-          messages: records.map((record) => ({
-            topic: prefix + record.topic,
-            key: record.key,
-            value: JSON.stringify(record.value),
-            partition: record.partition,
-            headers: { ...record.headers }
-          }))
+    Effect.suspend(() => {
+      const used = producer
+      return Effect.tryPromise({
+        try: () =>
+          used.send({
+            messages: records.map((record) => ({
+              topic: prefix + record.topic,
+              key: record.key,
+              value: JSON.stringify(record.value),
+              partition: record.partition,
+              headers: { ...record.headers }
+            }))
+          }),
+        catch: kafkaError("could not publish")
+      }).pipe(
+        Effect.timeoutOrElse({
+          duration: SEND_TIMEOUT,
+          orElse: () => Effect.fail(new BusError({ message: `the broker did not take the records within ${Duration.format(SEND_TIMEOUT)}` }))
         }),
-      catch: kafkaError("could not publish")
-    }).pipe(Effect.asVoid, reachability)
+        Effect.tapError((error) => replaceProducer(used, error.message)),
+        Effect.asVoid,
+        reachability
+      )
+    })
 
   const publish: BusShape["publish"] = (records) =>
     Effect.suspend(() => {

@@ -41,17 +41,33 @@ export interface Member<C extends AnyConsumer> {
   readonly stop: Effect.Effect<void>
 }
 
+/**
+ * How long a join may take: the other members rejoin within a heartbeat or two, and a join stuck on
+ * a broker that went away must not hold the next attempt up for a whole rebalance timeout.
+ */
+export const joinTimeout = (options: { readonly rebalanceTimeout: Duration.Duration; readonly sessionTimeout: Duration.Duration }) =>
+  Duration.sum(Duration.min(options.rebalanceTimeout, Duration.seconds(10)), options.sessionTimeout)
+
+/**
+ * Request timeout and retry pause of every Kafka client here. The client's defaults (5 s, retried 3 times
+ * 1 s apart) held a send on a connection the broker's restart had cut for up to 24 s.
+ */
+export const clientTimeouts = { timeout: 3000, retryDelay: 250 } as const
+
 /** The wait before rejoin attempt `attempt` (0-based): 0.5 s doubling, at most 10 s. */
 export const rejoinBackoff = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(10_000, 500 * 2 ** Math.min(attempt, 5)))
 
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
 
-/** Closes a consumer: leaving the group if the broker answers soon, dropping it otherwise. */
+/**
+ * Closes a consumer: leaving the group if the broker answers soon, dropping it otherwise. A close can
+ * hang for good on a broker that went away (seen on restarts), so neither step is waited for long.
+ */
 const close = (consumer: AnyConsumer) =>
   Effect.promise(() => consumer.close()).pipe(
     Effect.timeout("3 seconds"),
-    Effect.catchCause(() => Effect.promise(() => consumer.close(true))),
+    Effect.catchCause(() => Effect.promise(() => consumer.close(true)).pipe(Effect.timeout("1 second"))),
     Effect.ignore
   )
 
@@ -109,7 +125,8 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
         })
         current = undefined
         yield* options.lost(reason)
-        yield* Scope.close(member.scope, Exit.void)
+        // In the background: the next member does not wait for the old one's goodbye.
+        yield* Effect.forkDetach(Scope.close(member.scope, Exit.void))
       })
 
     /** Joins again, for as long as it takes. */

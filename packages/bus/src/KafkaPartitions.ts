@@ -279,7 +279,8 @@ export const consume = <R>(
           heartbeatStallTimeout: Duration.toMillis(options.sessionTimeout),
           protocols: [{ name: COOPERATIVE_STICKY_ASSIGNOR, version: 3 }],
           deserializers: stringDeserializers,
-          maxWaitTime: 500
+          maxWaitTime: 500,
+          ...KafkaMember.clientTimeouts
         })
         created.on("consumer:group:join", signal)
         created.on("consumer:group:rebalance", signal)
@@ -292,7 +293,7 @@ export const consume = <R>(
           fallbackMode: MessagesStreamFallbackModes.EARLIEST,
           autocommit: false
         }),
-      joinTimeout: Duration.sum(options.rebalanceTimeout, options.sessionTimeout),
+      joinTimeout: KafkaMember.joinTimeout(options),
       joined: (created) =>
         Effect.gen(function*() {
           consumer = created

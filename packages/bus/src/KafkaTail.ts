@@ -31,14 +31,13 @@ export const tail = Effect.fnUntraced(function*<R>(
   const context = yield* Effect.context<R>()
   const positioned = yield* Deferred.make<void>()
   const filter = reader.filter ?? (() => true)
-  // The group is this process's alone: a lost membership only means a new consumer, from the end again.
-  const groupId = `${options.prefix}${topic}.${reader.name}.${randomUUID()}`
   yield* KafkaMember.make<Consumer<string, string, string, string>>({
     name: `the reader of ${topic}`,
     create: () =>
       new Consumer<string, string, string, string>({
-        // Unique per process: two processes under one node id must not split the records between them.
-        groupId,
+        // A group of this consumer alone: two processes under one node id must not split the records between
+        // them, nor may a lost member whose close hangs keep (and drop) part of them after it was replaced.
+        groupId: `${options.prefix}${topic}.${reader.name}.${randomUUID()}`,
         clientId: reader.name,
         bootstrapBrokers: [...options.bootstrap],
         autocommit: false,
@@ -46,11 +45,12 @@ export const tail = Effect.fnUntraced(function*<R>(
         heartbeatInterval: Duration.toMillis(options.heartbeatInterval),
         heartbeatStallTimeout: Duration.toMillis(options.sessionTimeout),
         deserializers: stringDeserializers,
-        maxWaitTime: 500
+        maxWaitTime: 500,
+        ...KafkaMember.clientTimeouts
       }),
     open: (consumer) =>
       consumer.consume({ topics: [options.prefix + topic], mode: MessagesStreamModes.LATEST, autocommit: false }),
-    joinTimeout: Duration.sum(options.rebalanceTimeout, options.sessionTimeout),
+    joinTimeout: KafkaMember.joinTimeout(options),
     // Positioned once the stream knows where the topic ends.
     joined: (_, stream) => Effect.sync(() => stream.once("offsets", () => Deferred.doneUnsafe(positioned, Effect.void))),
     run: (_, stream) =>
