@@ -23,7 +23,7 @@ export const Health = Schema.Struct({
   node_id: Schema.String,
   /** Partitions retrying right now (not yet long enough to make the node unready). */
   stalled_partitions: Schema.Array(Schema.Number),
-  /** "host": serves the command partitions below; "client": owns none right now and only sends writes. */
+  /** "host": serves the command partitions below; "client": a client-only node, it hosts none and only sends writes. */
   role: Schema.optionalKey(Schema.Literals(["host", "client"])),
   /** The command partitions this node serves (each claimed by a live worker). */
   partitions: Schema.optionalKey(Schema.Array(Schema.Number))

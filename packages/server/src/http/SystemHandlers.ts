@@ -48,6 +48,10 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
           unserved: []
         })
       }
+      // A hosting node the group gives nothing is mid-rebalance (32 partitions, fewer nodes): it serves nothing yet.
+      if (report.host && group !== undefined && group.assigned.length === 0) {
+        return yield* notReady("this node owns no command partition right now (a rebalance is under way)", { bus: true, unserved: [] })
+      }
       if (dead.length > 0) {
         return yield* notReady(`no worker for partitions ${dead.map((d) => d.partition).join(", ")}`, { bus: true, unserved })
       }
@@ -65,8 +69,8 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
         mode: config.mode,
         node_id: config.nodeId,
         stalled_partitions: stalled.map((s) => s.partition),
-        // A node the group gives no partition is ready only as a client: it sends writes, it serves none.
-        role: report.host && partitions.length > 0 ? "host" as const : "client" as const,
+        // A client-only node (it hosts no partitions) is ready as a client: it sends writes, it serves none.
+        role: report.host ? "host" as const : "client" as const,
         partitions
       }
     }),
