@@ -1,0 +1,286 @@
+/**
+ * The Kafka broker restarted five times under write load through two nodes (issue 21): SIGTERM and
+ * SIGKILL, short and long gaps. After each restart every one of the 32 command partitions takes a
+ * write within 10 s of the broker being ready, no acknowledged write is lost, and `/api/health` tells
+ * the truth throughout: 503 naming the unserved partitions (or the unreachable bus) while the cluster
+ * cannot serve them all, 200 from both nodes only when their partitions together are all 32.
+ *
+ * The broker is this suite's own (its data dir and ports): restarting it disturbs no other suite.
+ *
+ * Opt-in (GROVE_BROKER_RESTART_TEST=1; 5-6 minutes): on the shared 2-core machine under heavy load,
+ * single restarts took 10.9-13.8 s against the 10 s bound in some runs (2.5-7.5 s in others), so it
+ * is not yet a reliable gate for `npm test`:
+ *   GROVE_BROKER_RESTART_TEST=1 npx vitest run test/cluster/broker-restart.test.ts
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Murmur2 } from "@grove/bus"
+import { Effect, Exit, Scope } from "effect"
+import { execFile } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { clusterEnv, userCreateCommand } from "../../scripts/infra/clusterEnv.ts"
+import { type KafkaBroker, startKafka } from "../../scripts/infra/kafka.ts"
+import { startPostgres } from "../../scripts/infra/postgres.ts"
+import { freePort } from "../../scripts/infra/process.ts"
+import { startS3 } from "../../scripts/infra/s3.ts"
+import { type GroveServer, ROOT, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+
+const PARTITIONS = 32
+/** The bound of the issue: every partition takes a write within this long of the broker being ready. */
+const RECOVERY_BOUND_MS = 10_000
+const kafkaDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-broker-restart-"))
+let kafkaPorts: { port: number; controllerPort: number }
+let kafkaScope: Scope.Closeable | undefined
+let broker: KafkaBroker
+const infraScope = Effect.runSync(Scope.make())
+let nodes: Array<GroveServer> = []
+let key: string
+
+const startBroker = async () => {
+  kafkaScope = Effect.runSync(Scope.make())
+  broker = await Effect.runPromise(Scope.provide(startKafka({ dataDir: kafkaDir, ...kafkaPorts }), kafkaScope))
+}
+/** SIGTERM (the scope's stop: SIGTERM, SIGKILL after 15 s), or SIGKILL first. */
+const stopBroker = async (signal: "SIGTERM" | "SIGKILL") => {
+  if (signal === "SIGKILL") process.kill(broker.pid, "SIGKILL")
+  await Effect.runPromise(Scope.close(kafkaScope!, Exit.void))
+  kafkaScope = undefined
+}
+
+/** One repository name per command partition (the Repository entity key is `owner/name`). */
+const repoPerPartition = (owner: string): Array<string> => {
+  const names: Array<string | undefined> = Array.from({ length: PARTITIONS }, () => undefined)
+  for (let i = 0, found = 0; found < PARTITIONS; i++) {
+    const partition = Murmur2.partitionFor(`${owner}/p-${i}`, PARTITIONS)
+    if (names[partition] === undefined) {
+      names[partition] = `p-${i}`
+      found++
+    }
+  }
+  return names as Array<string>
+}
+
+const execFileAsync = promisify(execFile)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const enabled = process.env["GROVE_BROKER_RESTART_TEST"] === "1"
+
+beforeAll(async () => {
+  if (!enabled) return
+  kafkaPorts = { port: await Effect.runPromise(freePort()), controllerPort: await Effect.runPromise(freePort()) }
+  const [pg, s3] = await Promise.all([
+    Effect.runPromise(Scope.provide(startPostgres({ durable: true }), infraScope)),
+    Effect.runPromise(Scope.provide(startS3(), infraScope)),
+    startBroker()
+  ])
+  const nodeEnv = { ...clusterEnv(broker, pg, s3), GROVE_KAFKA_PREFIX: `broker-restart-${randomUUID().slice(0, 8)}.` }
+  // The admin is created with the very command line `npm run cluster` prints.
+  const created = await execFileAsync("bash", ["-c", userCreateCommand(nodeEnv, "pat")], { cwd: ROOT, timeout: 120_000 })
+  key = created.stdout.trim().split("\n").pop()!
+  const env = { ...nodeEnv, GROVE_COMMAND_TIMEOUT_MS: "4000" }
+  nodes = [
+    await startServer({ env, args: ["--node-id", "br-a"] }),
+    await startServer({ env, args: ["--node-id", "br-b"] })
+  ]
+}, 600_000)
+
+afterAll(async () => {
+  if (!enabled) return fs.rmSync(kafkaDir, { recursive: true, force: true })
+  for (const node of nodes) {
+    await node.stop()
+    // The nodes' logs (claims, fences, membership changes) stay for a look after a failure.
+    fs.writeFileSync(path.join(os.tmpdir(), `grove-broker-restart-${path.basename(node.dataDir)}.log`), node.output())
+  }
+  if (kafkaScope !== undefined) await Effect.runPromise(Scope.close(kafkaScope, Exit.void))
+  await Effect.runPromise(Scope.close(infraScope, Exit.void))
+  fs.rmSync(kafkaDir, { recursive: true, force: true })
+})
+
+interface Acknowledged {
+  readonly repo: string
+  readonly branch: string
+}
+
+/** Branch creates over every partition through both nodes until `stop()`; what answered 201 is acknowledged. */
+const startLoad = (names: ReadonlyArray<string>, tag: string) => {
+  const acknowledged: Array<Acknowledged> = []
+  const statuses = new Map<number, number>()
+  let slowest503 = 0
+  let stopped = false
+  let seq = 0
+  const workers = Array.from({ length: 4 }, async (_, worker) => {
+    while (!stopped && seq < 20_000) {
+      const n = seq++
+      const repo = names[n % PARTITIONS]!
+      const branch = `${tag}-${worker}-${n}`
+      const sentAt = Date.now()
+      const reply = await api(nodes[n % 2]!.url, key).post(`/pat/${repo}/branches`, { name: branch }).catch(() => undefined)
+      if (reply === undefined) continue
+      statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1)
+      if (reply.status === 201) acknowledged.push({ repo, branch })
+      else expect([202, 503], JSON.stringify(reply.body)).toContain(reply.status)
+      if (reply.status === 503) {
+        expect(reply.body.retryable, JSON.stringify(reply.body)).toBe(true)
+        slowest503 = Math.max(slowest503, Date.now() - sentAt)
+        await sleep(100)
+      }
+    }
+  })
+  return {
+    acknowledged,
+    statuses,
+    slowest503: () => slowest503,
+    stop: async () => {
+      stopped = true
+      await Promise.all(workers)
+    }
+  }
+}
+
+interface HealthSample {
+  readonly at: number
+  readonly replies: ReadonlyArray<{ readonly status: number; readonly body: any }>
+}
+
+/** Both nodes' `/api/health`, asked at the same moment, every 250 ms until `stop()`. */
+const watchHealth = () => {
+  const samples: Array<HealthSample> = []
+  let stopped = false
+  const loop = (async () => {
+    while (!stopped) {
+      const at = Date.now()
+      const replies = await Promise.all(nodes.map((node) =>
+        api(node.url).get("/health").then((r) => ({ status: r.status, body: r.body }), () => ({ status: 0, body: undefined }))
+      ))
+      samples.push({ at, replies })
+      await sleep(250)
+    }
+  })()
+  return {
+    samples,
+    stop: async () => {
+      stopped = true
+      await loop
+    }
+  }
+}
+
+/** Checks what health said: 503s name the unserved partitions; both 200 only when together they serve all 32. */
+const checkHealth = (samples: ReadonlyArray<HealthSample>) => {
+  for (const { at, replies } of samples) {
+    for (const reply of replies) {
+      if (reply.status === 503) {
+        expect(reply.body.code, JSON.stringify(reply.body)).toBe("not_ready")
+        // Past the database check (which a saturated pool can fail), a 503 names the unserved partitions.
+        if (!/database/.test(reply.body.error)) {
+          expect(Array.isArray(reply.body.unserved_partitions), JSON.stringify(reply.body)).toBe(true)
+        }
+      } else if (reply.status !== 0) {
+        expect(reply.status, JSON.stringify(reply.body)).toBe(200)
+      }
+    }
+    if (replies.every((reply) => reply.status === 200)) {
+      const served = replies.flatMap((reply) => reply.body.partitions as Array<number>)
+      expect(new Set(served).size, `at ${at}: both ready but serving ${JSON.stringify(served)}`).toBe(PARTITIONS)
+      expect(served.length, `at ${at}: a partition served twice`).toBe(PARTITIONS)
+    }
+  }
+}
+
+/**
+ * Per partition, how long after `readyAt` a write through either node (in turn) first answered 201. One
+ * write at a time per partition: probes that pile up faster than a loaded machine serves them would
+ * measure their own queue, not the recovery.
+ */
+const recovery = (names: ReadonlyArray<string>, readyAt: number, tag: string, within: number) =>
+  Promise.all(names.map(async (repo, partition) => {
+    for (let attempt = 0;; attempt++) {
+      const reply = await api(nodes[(partition + attempt) % 2]!.url, key)
+        .post(`/pat/${repo}/branches`, { name: `${tag}-${attempt}` })
+        .catch(() => undefined)
+      if (reply?.status === 201) return Date.now() - readyAt
+      if (Date.now() - readyAt > within) return Number.POSITIVE_INFINITY
+      await sleep(250)
+    }
+  }))
+
+interface Restart {
+  readonly signal: "SIGTERM" | "SIGKILL"
+  /** How long the broker stays down after it exited. */
+  readonly gapMs: number
+}
+
+const restarts: ReadonlyArray<Restart> = [
+  { signal: "SIGTERM", gapMs: 3000 },
+  { signal: "SIGKILL", gapMs: 1000 },
+  { signal: "SIGTERM", gapMs: 12_000 },
+  { signal: "SIGKILL", gapMs: 15_000 },
+  { signal: "SIGTERM", gapMs: 300 }
+]
+
+describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker restarted under load (cluster)", () => {
+  const names = repoPerPartition("pat")
+
+  it("five restarts: every partition takes a write within 10 s of the broker being ready; nothing acknowledged is lost; health tells the truth", async () => {
+    for (const [i, name] of names.entries()) {
+      const created = await api(nodes[i % 2]!.url, key).post("/repos", { name })
+      expect(created.status, JSON.stringify(created.body)).toBe(201)
+    }
+    const acknowledged: Array<Acknowledged> = []
+    const recoveries: Array<number> = []
+    for (const [n, restart] of restarts.entries()) {
+      const tag = `r${n}`
+      const load = startLoad(names, tag)
+      const health = watchHealth()
+      await sleep(1500)
+      await stopBroker(restart.signal)
+      // While the broker is away, both nodes say so (their probe asks it once a second).
+      for (const node of nodes) {
+        const deadline = Date.now() + 10_000
+        for (;;) {
+          const reply = await api(node.url).get("/health")
+          if (reply.status === 503 && reply.body.bus_reachable === false) break
+          if (Date.now() > deadline) throw new Error(`health during the outage: ${reply.status} ${JSON.stringify(reply.body)}`)
+          await sleep(200)
+        }
+      }
+      await sleep(restart.gapMs)
+      await startBroker()
+      const readyAt = Date.now()
+      const times = await recovery(names, readyAt, `${tag}-after`, 60_000)
+      const slowest = Math.max(...times)
+      recoveries.push(slowest)
+      // Both nodes ready again, between them serving every partition.
+      const deadline = Date.now() + 30_000
+      for (;;) {
+        const replies = await Promise.all(nodes.map((node) => api(node.url).get("/health")))
+        if (replies.every((reply) => reply.status === 200)) break
+        if (Date.now() > deadline) throw new Error(`not ready after the restart: ${JSON.stringify(replies.map((r) => r.body))}`)
+        await sleep(250)
+      }
+      await load.stop()
+      await health.stop()
+      acknowledged.push(...load.acknowledged)
+      const sorted = [...times].sort((a, b) => a - b)
+      console.log(
+        `restart ${n + 1} (${restart.signal}, down ${restart.gapMs} ms, ready at ${new Date(readyAt).toISOString()}): ` +
+          `every partition took a write ${slowest} ms after the broker was ready ` +
+          `(median ${sorted[PARTITIONS / 2]} ms); load answers ${JSON.stringify([...load.statuses])}, slowest 503 ${load.slowest503()} ms; ` +
+          `${health.samples.length} health samples`
+      )
+      checkHealth(health.samples)
+      expect(slowest, `restart ${n + 1}: per-partition recovery ${JSON.stringify(times)}`).toBeLessThan(RECOVERY_BOUND_MS)
+      expect(load.acknowledged.length).toBeGreaterThan(0)
+    }
+    console.log(`broker restarts: recovery ${recoveries.map((ms) => `${ms} ms`).join(", ")}; longest ${Math.max(...recoveries)} ms`)
+    // Nothing acknowledged is lost: every branch that answered 201 is there.
+    for (const { repo, branch } of acknowledged) {
+      const read = await api(nodes[0]!.url, key).get(`/pat/${repo}/branches/${branch}`)
+      expect(read.status, `${repo}:${branch}`).toBe(200)
+    }
+  }, 600_000)
+})
