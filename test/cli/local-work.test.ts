@@ -77,6 +77,17 @@ const expectPublished = async (root: string, name: string, branch: string) => {
 const status = async (root: string) => json(await ok(["status", "--json"], at(alice, root)))
 const paths = (s: { changes: ReadonlyArray<{ path: string }> }) => s.changes.map((c) => c.path).sort()
 
+/** A checkout of a new repository whose push of `a.txt` was killed once the server took it. */
+const killedPush = async (name: string) => {
+  await seedRepo(name)
+  const work = await cloneOf(name)
+  const branch: string = (await status(work)).branch
+  write(work, "a.txt", "a\n")
+  const killed = await grove(["push"], { ...alice, cwd: work, env: { ...alice.env!, GROVE_TEST_CRASH_AT: "push:sent" } })
+  expect(killed.code).not.toBe(0)
+  return { work, branch }
+}
+
 describe("local work survives every command that rewrites the checkout", () => {
   it("edits on main: push says to switch -c, and switch -c takes the edits along (the reported loss)", async () => {
     await seedRepo("lw-switch-c")
@@ -245,12 +256,7 @@ describe("local work survives every command that rewrites the checkout", () => {
 
   it("work made after a push was killed once the server took it survives the resumed push", async () => {
     const name = "lw-interrupt"
-    await seedRepo(name)
-    const work = await cloneOf(name)
-    const branch: string = (await status(work)).branch
-    write(work, "a.txt", "a\n")
-    const killed = await grove(["push"], { ...alice, cwd: work, env: { ...alice.env!, GROVE_TEST_CRASH_AT: "push:sent" } })
-    expect(killed.code).not.toBe(0)
+    const { work, branch } = await killedPush(name)
     fs.appendFileSync(path.join(work, "a.txt"), "more\n")
     editTree(work)
     await ok(["commit"], at(alice, work))
@@ -267,12 +273,7 @@ describe("local work survives every command that rewrites the checkout", () => {
 describe("a push killed once the server took it, then a pull before the next push", () => {
   it("the pull records the landed push; the work made since is pushed, nothing twice", async () => {
     const name = "lw-interrupt-pull"
-    await seedRepo(name)
-    const work = await cloneOf(name)
-    const branch: string = (await status(work)).branch
-    write(work, "a.txt", "a\n")
-    const killed = await grove(["push"], { ...alice, cwd: work, env: { ...alice.env!, GROVE_TEST_CRASH_AT: "push:sent" } })
-    expect(killed.code).not.toBe(0)
+    const { work, branch } = await killedPush(name)
     editTree(work)
 
     await ok(["pull"], at(alice, work))
