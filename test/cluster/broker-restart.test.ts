@@ -13,7 +13,6 @@
  *   GROVE_BROKER_RESTART_TEST=1 npx vitest run test/cluster/broker-restart.test.ts
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Murmur2 } from "@grove/bus"
 import { Effect, Exit, Scope } from "effect"
 import { execFile } from "node:child_process"
 import { randomUUID } from "node:crypto"
@@ -28,6 +27,7 @@ import { freePort } from "../../scripts/infra/process.ts"
 import { startS3 } from "../../scripts/infra/s3.ts"
 import { type GroveServer, ROOT, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { type Acknowledged, type LoadTarget, recovery, repoPerPartition, startLoad } from "../support/PartitionLoad.ts"
 
 const PARTITIONS = 32
 /** The bound of the issue: every partition takes a write within this long of the broker being ready. */
@@ -49,19 +49,6 @@ const stopBroker = async (signal: "SIGTERM" | "SIGKILL") => {
   if (signal === "SIGKILL") process.kill(broker.pid, "SIGKILL")
   await Effect.runPromise(Scope.close(kafkaScope!, Exit.void))
   kafkaScope = undefined
-}
-
-/** One repository name per command partition (the Repository entity key is `owner/name`). */
-const repoPerPartition = (owner: string): Array<string> => {
-  const names: Array<string | undefined> = Array.from({ length: PARTITIONS }, () => undefined)
-  for (let i = 0, found = 0; found < PARTITIONS; i++) {
-    const partition = Murmur2.partitionFor(`${owner}/p-${i}`, PARTITIONS)
-    if (names[partition] === undefined) {
-      names[partition] = `p-${i}`
-      found++
-    }
-  }
-  return names as Array<string>
 }
 
 const execFileAsync = promisify(execFile)
@@ -99,47 +86,6 @@ afterAll(async () => {
   await Effect.runPromise(Scope.close(infraScope, Exit.void))
   fs.rmSync(kafkaDir, { recursive: true, force: true })
 })
-
-interface Acknowledged {
-  readonly repo: string
-  readonly branch: string
-}
-
-/** Branch creates over every partition through both nodes until `stop()`; what answered 201 is acknowledged. */
-const startLoad = (names: ReadonlyArray<string>, tag: string) => {
-  const acknowledged: Array<Acknowledged> = []
-  const statuses = new Map<number, number>()
-  let slowest503 = 0
-  let stopped = false
-  let seq = 0
-  const workers = Array.from({ length: 4 }, async (_, worker) => {
-    while (!stopped && seq < 20_000) {
-      const n = seq++
-      const repo = names[n % PARTITIONS]!
-      const branch = `${tag}-${worker}-${n}`
-      const sentAt = Date.now()
-      const reply = await api(nodes[n % 2]!.url, key).post(`/pat/${repo}/branches`, { name: branch }).catch(() => undefined)
-      if (reply === undefined) continue
-      statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1)
-      if (reply.status === 201) acknowledged.push({ repo, branch })
-      else expect([202, 503], JSON.stringify(reply.body)).toContain(reply.status)
-      if (reply.status === 503) {
-        expect(reply.body.retryable, JSON.stringify(reply.body)).toBe(true)
-        slowest503 = Math.max(slowest503, Date.now() - sentAt)
-        await sleep(100)
-      }
-    }
-  })
-  return {
-    acknowledged,
-    statuses,
-    slowest503: () => slowest503,
-    stop: async () => {
-      stopped = true
-      await Promise.all(workers)
-    }
-  }
-}
 
 interface HealthSample {
   readonly at: number
@@ -191,23 +137,6 @@ const checkHealth = (samples: ReadonlyArray<HealthSample>) => {
   }
 }
 
-/**
- * Per partition, how long after `readyAt` a write through either node (in turn) first answered 201. One
- * write at a time per partition: probes that pile up faster than a loaded machine serves them would
- * measure their own queue, not the recovery.
- */
-const recovery = (names: ReadonlyArray<string>, readyAt: number, tag: string, within: number) =>
-  Promise.all(names.map(async (repo, partition) => {
-    for (let attempt = 0;; attempt++) {
-      const reply = await api(nodes[(partition + attempt) % 2]!.url, key)
-        .post(`/pat/${repo}/branches`, { name: `${tag}-${attempt}` })
-        .catch(() => undefined)
-      if (reply?.status === 201) return Date.now() - readyAt
-      if (Date.now() - readyAt > within) return Number.POSITIVE_INFINITY
-      await sleep(250)
-    }
-  }))
-
 interface Restart {
   readonly signal: "SIGTERM" | "SIGKILL"
   /** How long the broker stays down after it exited. */
@@ -223,7 +152,8 @@ const restarts: ReadonlyArray<Restart> = [
 ]
 
 describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker restarted under load (cluster)", () => {
-  const names = repoPerPartition("pat")
+  const names = repoPerPartition("pat", PARTITIONS)
+  const target: LoadTarget = { nodes: () => nodes, key: () => key, owner: "pat", names }
 
   it("five restarts: every partition takes a write within 10 s of the broker being ready; nothing acknowledged is lost; health tells the truth", async () => {
     for (const [i, name] of names.entries()) {
@@ -234,7 +164,7 @@ describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker 
     const recoveries: Array<number> = []
     for (const [n, restart] of restarts.entries()) {
       const tag = `r${n}`
-      const load = startLoad(names, tag)
+      const load = startLoad(target, tag, 20_000)
       const health = watchHealth()
       await sleep(1500)
       await stopBroker(restart.signal)
@@ -251,7 +181,7 @@ describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker 
       await sleep(restart.gapMs)
       await startBroker()
       const readyAt = Date.now()
-      const times = await recovery(names, readyAt, `${tag}-after`, 60_000)
+      const times = await recovery(target, readyAt, `${tag}-after`, 60_000, 250)
       const slowest = Math.max(...times)
       recoveries.push(slowest)
       // Both nodes ready again, between them serving every partition.

@@ -6,7 +6,6 @@
  * ready, with no manual step. No acknowledged write is lost.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Murmur2 } from "@grove/bus"
 import { Effect, Exit, Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
@@ -19,6 +18,7 @@ import { freePort } from "../../scripts/infra/process.ts"
 import { type S3Server, startS3 } from "../../scripts/infra/s3.ts"
 import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { type LoadTarget, recovery, repoPerPartition, startLoad } from "../support/PartitionLoad.ts"
 
 const PARTITIONS = 32
 const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-pg-restart-"))
@@ -46,21 +46,6 @@ const startBroker = async () => {
   return Effect.runPromise(Scope.provide(startKafka({ dataDir: kafkaDir, ...kafkaPorts }), kafkaScope))
 }
 const stopBroker = () => Effect.runPromise(Scope.close(kafkaScope, Exit.void))
-
-/** One repository name per command partition (the Repository entity key is `owner/name`). */
-const repoPerPartition = (owner: string): Array<string> => {
-  const names: Array<string | undefined> = Array.from({ length: PARTITIONS }, () => undefined)
-  let found = 0
-  for (let i = 0; found < PARTITIONS; i++) {
-    const name = `p-${i}`
-    const partition = Murmur2.partitionFor(`${owner}/${name}`, PARTITIONS)
-    if (names[partition] === undefined) {
-      names[partition] = name
-      found++
-    }
-  }
-  return names as Array<string>
-}
 
 beforeAll(async () => {
   pgPort = await Effect.runPromise(freePort())
@@ -92,51 +77,6 @@ afterAll(async () => {
   fs.rmSync(kafkaDir, { recursive: true, force: true })
 })
 
-/** A bounded write load through both nodes (branch creates over every partition) until `stop()`. */
-const startLoad = (names: ReadonlyArray<string>, tag: string) => {
-  const acknowledged: Array<{ readonly repo: string; readonly branch: string }> = []
-  const statuses = new Map<number, number>()
-  let stopped = false
-  let seq = 0
-  const workers = Array.from({ length: 4 }, async (_, worker) => {
-    while (!stopped && seq < 5000) {
-      const n = seq++
-      const repo = names[n % PARTITIONS]!
-      const branch = `${tag}-${worker}-${n}`
-      const reply = await api(nodes[n % 2]!.url, key).post(`/pat/${repo}/branches`, { name: branch }).catch(() => undefined)
-      if (reply === undefined) continue
-      statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1)
-      if (reply.status === 201) acknowledged.push({ repo, branch })
-      else expect([202, 503], JSON.stringify(reply.body)).toContain(reply.status)
-      if (reply.status === 503) {
-        expect(reply.body.retryable, JSON.stringify(reply.body)).toBe(true)
-        await new Promise((r) => setTimeout(r, 100))
-      }
-    }
-  })
-  return {
-    acknowledged,
-    statuses,
-    stop: async () => {
-      stopped = true
-      await Promise.all(workers)
-    }
-  }
-}
-
-/** Per partition, how long after `readyAt` a write through either node first succeeded. */
-const recovery = (names: ReadonlyArray<string>, readyAt: number, tag: string, within: number) =>
-  Promise.all(names.map(async (repo, partition) => {
-    for (let attempt = 0;; attempt++) {
-      const reply = await api(nodes[partition % 2]!.url, key)
-        .post(`/pat/${repo}/branches`, { name: `${tag}-${attempt}` })
-        .catch(() => undefined)
-      if (reply?.status === 201) return Date.now() - readyAt
-      if (Date.now() - readyAt > within) return Number.POSITIVE_INFINITY
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }))
-
 const summary = (times: ReadonlyArray<number>) =>
   `slowest ${Math.max(...times)} ms, median ${[...times].sort((a, b) => a - b)[PARTITIONS / 2]} ms`
 
@@ -164,10 +104,11 @@ const restartUnderLoad = async (
   outage: () => Promise<void>,
   bound: number
 ) => {
-  const load = startLoad(names, tag)
+  const target: LoadTarget = { nodes: () => nodes, key: () => key, owner: "pat", names }
+  const load = startLoad(target, tag, 5000)
   await new Promise((r) => setTimeout(r, 1500))
   await outage()
-  const times = await recovery(names, Date.now(), `after-${tag}`, Math.max(30_000, 2 * bound))
+  const times = await recovery(target, Date.now(), `after-${tag}`, Math.max(30_000, 2 * bound), 100)
   await load.stop()
   console.log(`${what}: every partition served again (${summary(times)}); load answers ${JSON.stringify([...load.statuses])}`)
   expect(Math.max(...times)).toBeLessThan(bound)
@@ -175,7 +116,7 @@ const restartUnderLoad = async (
 }
 
 describe("infrastructure restarted under load (cluster)", () => {
-  const names = repoPerPartition("pat")
+  const names = repoPerPartition("pat", PARTITIONS)
 
   it("PostgreSQL: every partition serves again within 5 s of it being ready; nothing acknowledged is lost", async () => {
     for (const [i, name] of names.entries()) {
