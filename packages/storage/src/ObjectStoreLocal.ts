@@ -9,6 +9,7 @@ import { Effect, Layer, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { readRange, streamObject } from "./ObjectRead.ts"
 import {
   backendError,
   ObjectNotFound,
@@ -104,47 +105,33 @@ export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: Object
       return { size: stored ?? size, created: false }
     }).pipe(Effect.scoped, Effect.withSpan("ObjectStoreLocal.put"))
 
+  const isNotFound = (cause: unknown) => errnoCode(cause) === "ENOENT"
+
   const get = (rawKey: ObjectKey): Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound> =>
-    Stream.unwrap(Effect.gen(function*() {
-      const key = yield* validateKey("get", rawKey)
-      const file = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => fs.open(objectPath(key), "r"),
-          catch: (cause) =>
-            errnoCode(cause) === "ENOENT"
-              ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
-              : backendError("get", key, cause)
-        }),
-        (handle) => Effect.promise(() => handle.close().catch(() => undefined))
-      )
+    streamObject(rawKey, {
+      acquire: (key) => fs.open(objectPath(key), "r"),
+      release: (handle) => handle.close(),
       // An open descriptor keeps reading the whole object even if it is deleted meanwhile.
-      return Stream.fromAsyncIterable(
-        file.createReadStream({ highWaterMark: READ_CHUNK, autoClose: false }) as AsyncIterable<Uint8Array>,
-        (cause) => backendError("get", key, cause)
-      )
-    }))
+      body: async (handle) => handle.createReadStream({ highWaterMark: READ_CHUNK, autoClose: false }) as AsyncIterable<Uint8Array>,
+      isNotFound
+    })
 
   const getRange = Effect.fn("ObjectStoreLocal.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
-    const key = yield* validateKey("get", rawKey)
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const handle = await fs.open(objectPath(key), "r")
-        try {
-          const buffer = new Uint8Array(length)
-          let filled = 0
-          while (filled < length) {
-            const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled)
-            if (bytesRead === 0) throw new Error(`object ends before byte ${offset + length}`)
-            filled += bytesRead
-          }
-          return buffer
-        } finally {
-          await handle.close()
+    return yield* readRange(rawKey, length, async (key) => {
+      const handle = await fs.open(objectPath(key), "r")
+      try {
+        const buffer = new Uint8Array(length)
+        let filled = 0
+        while (filled < length) {
+          const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled)
+          if (bytesRead === 0) break
+          filled += bytesRead
         }
-      },
-      catch: (cause) =>
-        errnoCode(cause) === "ENOENT" ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash }) : backendError("get", key, cause)
-    })
+        return buffer.subarray(0, filled)
+      } finally {
+        await handle.close()
+      }
+    }, isNotFound)
   })
 
   const has = Effect.fn("ObjectStoreLocal.has")(function*(rawKey: ObjectKey) {

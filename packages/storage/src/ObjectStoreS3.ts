@@ -23,6 +23,7 @@ import {
   UploadPartCommand
 } from "@aws-sdk/client-s3"
 import { Effect, Exit, Layer, Redacted, Stream } from "effect"
+import { readRange, streamObject } from "./ObjectRead.ts"
 import {
   backendError,
   ObjectNotFound,
@@ -204,44 +205,26 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
       return { size: stored ?? size, created: false }
     }).pipe(Effect.withSpan("ObjectStoreS3.put"))
 
+  const isNotFound = (cause: unknown) => statusOf(cause) === 404
+
   const getRange = Effect.fn("ObjectStoreS3.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
-    const key = yield* validateKey("get", rawKey)
-    if (length === 0) return new Uint8Array(0)
-    const response = yield* Effect.tryPromise({
-      try: () => client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key), Range: `bytes=${offset}-${offset + length - 1}` })),
-      catch: (cause) =>
-        statusOf(cause) === 404 ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash }) : backendError("get", key, cause)
-    })
-    const bytes = yield* Effect.tryPromise({
-      try: async () => (response.Body === undefined ? new Uint8Array(0) : await response.Body.transformToByteArray()),
-      catch: (cause) => backendError("get", key, cause)
-    })
-    if (bytes.length !== length) return yield* backendError("get", key, new Error(`range returned ${bytes.length} bytes, not ${length}`))
-    return bytes
+    return yield* readRange(rawKey, length, async (key) => {
+      if (length === 0) return new Uint8Array(0)
+      const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key), Range: `bytes=${offset}-${offset + length - 1}` }))
+      return response.Body === undefined ? new Uint8Array(0) : await response.Body.transformToByteArray()
+    }, isNotFound)
   })
 
   const get = (rawKey: ObjectKey): Stream.Stream<Uint8Array, ObjectStoreError | ObjectNotFound> =>
-    Stream.unwrap(Effect.gen(function*() {
-      const key = yield* validateKey("get", rawKey)
+    streamObject(rawKey, {
       // Ending the stream early aborts the download rather than reading the rest.
-      const controller = yield* Effect.acquireRelease(
-        Effect.sync(() => new AbortController()),
-        (controller) => Effect.sync(() => controller.abort())
-      )
-      const response = yield* Effect.tryPromise({
-        try: () =>
-          client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key) }), {
-            abortSignal: controller.signal
-          }),
-        catch: (cause) =>
-          statusOf(cause) === 404
-            ? new ObjectNotFound({ namespace: key.namespace, hash: key.hash })
-            : backendError("get", key, cause)
-      })
-      const bytes = response.Body as AsyncIterable<Uint8Array> | undefined
-      if (bytes === undefined) return Stream.empty
-      return Stream.fromAsyncIterable(bytes, (cause) => backendError("get", key, cause))
-    }))
+      acquire: async () => new AbortController(),
+      release: (controller) => controller.abort(),
+      body: (controller, key) =>
+        client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal: controller.signal })
+          .then((response) => response.Body as AsyncIterable<Uint8Array> | undefined),
+      isNotFound
+    })
 
   const has = Effect.fn("ObjectStoreS3.has")(function*(rawKey: ObjectKey) {
     const key = yield* validateKey("has", rawKey)
