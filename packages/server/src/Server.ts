@@ -21,7 +21,7 @@ import { WebhookGateway } from "./webhooks/WebhookGateway.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { BranchGateway } from "./content/BranchGateway.ts"
 import { StagedPushGateway } from "./staged-push/StagedPushGateway.ts"
-import { RepositoryEntityLive } from "./entities/RepositoryEntity.ts"
+import { RepositoryEntityLive } from "./Entities.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 import { OrganizationEntityLive } from "./orgs/OrganizationLive.ts"
 

@@ -6,9 +6,9 @@ import { ApiErrors, type Caller, CurrentCaller } from "@grove/api"
 import { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
-import { type Organization, Organizations } from "../orgs/Organizations.ts"
-import { Repositories } from "../repos/Repositories.ts"
-import type { RepositoryRecord } from "../repos/RepositoryRecord.ts"
+import { type Organization, Organizations } from "./Organizations.ts"
+import { Repositories } from "./Repositories.ts"
+import type { RepositoryRecord } from "./RepositoryRecord.ts"
 
 export type Denied = ApiErrors.Unauthorized | ApiErrors.Forbidden | ApiErrors.NotFound
 

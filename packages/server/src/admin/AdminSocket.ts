@@ -7,7 +7,7 @@ import { Effect, Schema } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
-import type { Identity } from "../identity/Identity.ts"
+import type { Identity } from "../access/Identity.ts"
 import { AdminFailure, createUser, CreateUserRequest, setPassword, SetPasswordRequest } from "./UserAdmin.ts"
 
 export const socketPath = (dataDir: string) => path.join(dataDir, "admin.sock")

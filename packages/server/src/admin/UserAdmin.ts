@@ -3,7 +3,7 @@
  * socket (server running) and the direct path (server stopped).
  */
 import { Effect, Schema } from "effect"
-import { Identity } from "../identity/Identity.ts"
+import { Identity } from "../access/Identity.ts"
 
 export const CreateUserRequest = Schema.Struct({
   username: Schema.String,

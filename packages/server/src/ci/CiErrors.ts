@@ -1,7 +1,7 @@
 /** CI's typed errors (stored as command replies) and the one mapping from them to the API's answers. */
 import { ApiErrors } from "@grove/api"
 import { Effect, Option, Schema } from "effect"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
 import { apiErrorOf, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { QueueError } from "./CiQueueCommand.ts"
 import { CiRunError } from "./CiRunCommands.ts"

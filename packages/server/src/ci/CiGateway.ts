@@ -6,8 +6,8 @@ import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
 import { BranchEntity } from "../entities/BranchEntity.ts"
-import { RepositoryEntity } from "../entities/RepositoryCommands.ts"
-import { sender } from "../entities/RepositoryGateway.ts"
+import { RepositoryEntity } from "../repos/RepositoryCommands.ts"
+import { sender } from "../entities/Sending.ts"
 import { CiRunEntity, handlers } from "./CiRunCommands.ts"
 
 const make = Effect.gen(function*() {

@@ -10,7 +10,7 @@ import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { emit, load as loadRepository } from "../entities/CommandSupport.ts"
-import type { RepositoryRecord } from "../repos/RepositoryRecord.ts"
+import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
 
 export class BranchRepositoryGone extends Schema.TaggedError<BranchRepositoryGone>()("BranchRepositoryGone", {

@@ -6,7 +6,7 @@ import type { ApiSync } from "@grove/api"
 import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { type GatewayFailure, sender, type WriteRequest } from "../entities/RepositoryGateway.ts"
+import { type GatewayFailure, sender, type WriteRequest } from "../entities/Sending.ts"
 import { BranchEntity, handlers } from "../entities/BranchEntity.ts"
 import type * as Commands from "./BranchCommands.ts"
 

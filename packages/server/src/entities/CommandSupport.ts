@@ -5,7 +5,7 @@
 import { Outbox } from "@grove/bus"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { repositoryColumns, type RepositoryRecord } from "../repos/RepositoryRecord.ts"
+import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 
 /** Appends a repository event (`grove.events`) in the command's transaction. */
 export const emit = Effect.fnUntraced(function*(type: string, payload: Record<string, unknown>) {

@@ -26,7 +26,7 @@ import { callerOf } from "../http/Authentication.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeParams } from "../http/PathParams.ts"
 import { answer, routeRepository } from "../http/RawRoutes.ts"
-import { Identity } from "../identity/Identity.ts"
+import { Identity } from "../access/Identity.ts"
 import type { RepositoryEvent } from "./RepositoryEvent.ts"
 import { RepositoryEventStream, type SequencedEvent } from "./RepositoryEventStream.ts"
 

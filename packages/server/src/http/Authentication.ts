@@ -10,7 +10,7 @@ import { ApiErrors, Authentication, type Caller, CurrentCaller, RequestValidatio
 import { Effect, Layer, Schema, type Types } from "effect"
 import { type HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
-import { Identity } from "../identity/Identity.ts"
+import { Identity } from "../access/Identity.ts"
 import { checkRouteParams, invalidParams } from "./PathParams.ts"
 
 const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }

@@ -8,7 +8,7 @@ import { EntityRuntime } from "@grove/bus"
 import { Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { createHash } from "node:crypto"
-import { IdempotencyKeyReused, type WriteRequest } from "../entities/RepositoryGateway.ts"
+import { IdempotencyKeyReused, type WriteRequest } from "../entities/Sending.ts"
 import { dbUnavailable, gatewayApiError } from "./Failures.ts"
 
 /** Who a caller is, as operations record it: only they may read an operation or reuse its key. */

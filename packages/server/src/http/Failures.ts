@@ -3,7 +3,7 @@ import { ApiErrors } from "@grove/api"
 import type { Names } from "@grove/core"
 import { Effect } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
 
 /** A database failure is the server's problem, never the caller's: 503, retryable. */
 export const dbUnavailable = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>

@@ -10,15 +10,15 @@ import { HttpApiBuilder } from "effect/http-api"
 import { randomUUID } from "node:crypto"
 import { Authorizer } from "../access/Authorizer.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
 import { commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
 import { actorOf } from "../orgs/OrgsHandlers.ts"
 import { ServiceAccountGateway } from "../service-accounts/ServiceAccountGateway.ts"
 import { type ServiceAccountError, serviceAccountApiError } from "../service-accounts/ServiceAccountErrors.ts"
-import { type ApiKeyRecord, Identity } from "./Identity.ts"
-import * as Secrets from "./Secrets.ts"
+import { type ApiKeyRecord, Identity } from "../access/Identity.ts"
+import * as Secrets from "../access/Secrets.ts"
 
 const toApi = (k: ApiKeyRecord) => ({
   id: k.id,

@@ -13,7 +13,7 @@ import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { audit, emit } from "../entities/CommandSupport.ts"
-import { type Organization, toApiOrganization } from "./Organizations.ts"
+import { type Organization, toApiOrganization } from "../access/Organizations.ts"
 import {
   AlreadyInGroup,
   AlreadyMember,

@@ -8,13 +8,13 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
 import { type OrganizationError, organizationApiError } from "./OrganizationErrors.ts"
 import { OrganizationGateway } from "./OrganizationGateway.ts"
-import { type Organization, Organizations, toApiOrganization } from "./Organizations.ts"
+import { type Organization, Organizations, toApiOrganization } from "../access/Organizations.ts"
 
 const toApi = (o: Organization & { readonly role?: "member" | "admin" | "owner" | undefined }) => toApiOrganization(o, o.role)
 

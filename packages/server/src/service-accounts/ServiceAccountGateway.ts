@@ -2,7 +2,7 @@
 import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { sender } from "../entities/RepositoryGateway.ts"
+import { sender } from "../entities/Sending.ts"
 import { OrganizationEntity } from "../orgs/OrganizationEntity.ts"
 
 const make = Effect.gen(function*() {

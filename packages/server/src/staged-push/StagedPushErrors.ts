@@ -1,8 +1,8 @@
 /** How staged pushes and blob proofs fail, as the API answers it (live, and for operations read back later). */
 import { ApiErrors } from "@grove/api"
 import { Effect, Option, Schema } from "effect"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
-import { branchErrorResponse } from "../http/BranchErrors.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
+import { branchErrorResponse } from "../content/BranchErrors.ts"
 import { apiErrorOf, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import type { ProofRefused } from "./BlobProofs.ts"
 import { FinalizeError } from "./FinalizeStageCommand.ts"

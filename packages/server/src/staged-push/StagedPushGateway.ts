@@ -3,7 +3,7 @@ import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
 import { BranchEntity } from "../entities/BranchEntity.ts"
-import { sender } from "../entities/RepositoryGateway.ts"
+import { sender } from "../entities/Sending.ts"
 
 const make = Effect.gen(function*() {
   const config = yield* ServerConfig

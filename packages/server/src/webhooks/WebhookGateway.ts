@@ -2,8 +2,8 @@
 import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
 import { ServerConfig } from "../Config.ts"
-import { RepositoryEntity } from "../entities/RepositoryCommands.ts"
-import { sender } from "../entities/RepositoryGateway.ts"
+import { RepositoryEntity } from "../repos/RepositoryCommands.ts"
+import { sender } from "../entities/Sending.ts"
 
 const make = Effect.gen(function*() {
   const config = yield* ServerConfig

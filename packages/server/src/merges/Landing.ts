@@ -13,8 +13,8 @@ import * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
-import { ContentObjects } from "./ContentObjects.ts"
-import type { TreeCache } from "./TreeCache.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import type { TreeCache } from "../content/TreeCache.ts"
 
 /** A merge, sync or revert that cannot be planned; the status is the answer's. */
 export class LandingRefused extends Schema.TaggedError<LandingRefused>()("LandingRefused", {

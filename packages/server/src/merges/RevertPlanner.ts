@@ -9,11 +9,11 @@ import * as MergeBase from "@grove/core/merge/MergeBase"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import type * as FileChanges from "@grove/core/objects/FileChanges"
 import { Effect } from "effect"
-import { Branches } from "./Branches.ts"
-import { ContentObjects } from "./ContentObjects.ts"
-import { History } from "./History.ts"
+import { Branches } from "../content/Branches.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { History } from "../content/History.ts"
 import { type ComputedCommit, refuse, snapshotOf, writeCommit } from "./Landing.ts"
-import { makeTreeCache } from "./TreeCache.ts"
+import { makeTreeCache } from "../content/TreeCache.ts"
 
 export interface PlannedRevert {
   readonly branch: string

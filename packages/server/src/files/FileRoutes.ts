@@ -9,9 +9,9 @@ import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
 import { ChunkStore, readChunks } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
-import { dbUnavailable } from "./Failures.ts"
-import { routeParams } from "./PathParams.ts"
-import { answer, routeRepository } from "./RawRoutes.ts"
+import { dbUnavailable } from "../http/Failures.ts"
+import { routeParams } from "../http/PathParams.ts"
+import { answer, routeRepository } from "../http/RawRoutes.ts"
 
 const TYPES: Record<string, string> = {
   txt: "text/plain; charset=utf-8",

@@ -5,9 +5,9 @@
 import type { ApiSchemas } from "@grove/api"
 import type { Entity, EntityRuntime, Messages } from "@grove/bus"
 import { Context, Data, Duration, Effect } from "effect"
-import type * as MergeCommand from "../content/MergeCommand.ts"
-import type * as SyncRevert from "../content/SyncRevertCommands.ts"
-import type * as Commands from "./RepositoryCommands.ts"
+import type * as MergeCommand from "../merges/MergeCommand.ts"
+import type * as SyncRevert from "../merges/SyncRevertCommands.ts"
+import type * as Commands from "../repos/RepositoryCommands.ts"
 
 /** The command did not answer before the deadline; it may still apply. Poll the operation. */
 export class CommandPending extends Data.TaggedError("CommandPending")<{ readonly operationId: string }> {}

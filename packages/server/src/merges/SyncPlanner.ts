@@ -8,12 +8,12 @@ import * as MergeBase from "@grove/core/merge/MergeBase"
 import * as ThreeWay from "@grove/core/merge/ThreeWay"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { Effect } from "effect"
-import { Branches } from "./Branches.ts"
-import { ContentObjects } from "./ContentObjects.ts"
-import { History } from "./History.ts"
+import { Branches } from "../content/Branches.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { History } from "../content/History.ts"
 import { type ComputedCommit, refuse, snapshotOf, writeCommit } from "./Landing.ts"
 import { MAIN } from "./MergePlanner.ts"
-import { makeTreeCache } from "./TreeCache.ts"
+import { makeTreeCache } from "../content/TreeCache.ts"
 
 export type PlannedSync =
   /** The branch already contains its parent's head. */

@@ -8,7 +8,7 @@ import type { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { audit, emit, load } from "../entities/CommandSupport.ts"
-import { account, BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, QuotaExceeded } from "./BranchCommands.ts"
+import { account, BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, QuotaExceeded } from "../content/BranchCommands.ts"
 import { BranchMoved } from "./MergeCommand.ts"
 
 export const LandError = Schema.Union([BranchRepositoryGone, BranchNotFound, BranchStateInvalid, QuotaExceeded, BranchMoved])

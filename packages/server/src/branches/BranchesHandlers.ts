@@ -10,11 +10,11 @@ import { branchKey } from "../content/BranchCommands.ts"
 import { BranchGateway } from "../content/BranchGateway.ts"
 import { toApiBranch } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
-import { repositoryKey } from "../repos/RepositoryRecord.ts"
-import { actorName, commandRequest } from "./CallerContext.ts"
-import { branchCommandFailure } from "./ContentFailures.ts"
-import { dbUnavailable } from "./Failures.ts"
-import { pageRequest, pageResponse } from "./Pagination.ts"
+import { repositoryKey } from "../access/RepositoryRecord.ts"
+import { actorName, commandRequest } from "../http/CallerContext.ts"
+import { branchCommandFailure } from "../content/ContentFailures.ts"
+import { dbUnavailable } from "../http/Failures.ts"
+import { pageRequest, pageResponse } from "../http/Pagination.ts"
 
 export const BranchesHandlers = HttpApiBuilder.group(GroveApi, "branches", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer

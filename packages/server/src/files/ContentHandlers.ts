@@ -6,7 +6,7 @@ import { Authorizer } from "../access/Authorizer.ts"
 import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
-import { dbUnavailable } from "./Failures.ts"
+import { dbUnavailable } from "../http/Failures.ts"
 
 export const ContentHandlers = HttpApiBuilder.group(GroveApi, "content", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer

@@ -1,9 +1,9 @@
 /** Content failures at the handler edge: rejections are the caller's (400), storage trouble is ours (503). */
 import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
-import type { BranchError } from "../content/BranchCommands.ts"
-import type { GatewayFailure } from "../entities/RepositoryGateway.ts"
-import { type GatewayApiError, gatewayApiError, isGatewayFailure } from "./Failures.ts"
+import type { BranchError } from "./BranchCommands.ts"
+import type { GatewayFailure } from "../entities/Sending.ts"
+import { type GatewayApiError, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { type BranchApiError, branchApiError } from "./BranchErrors.ts"
 
 const unavailable = (what: string) =>

@@ -3,8 +3,8 @@
  * the API's answer, used for replies that arrive in time and for operations
  * read back later.
  */
-import type { BranchError } from "../content/BranchCommands.ts"
-import { apiErrorOf, type StatusApiError } from "./Failures.ts"
+import type { BranchError } from "./BranchCommands.ts"
+import { apiErrorOf, type StatusApiError } from "../http/Failures.ts"
 
 export interface BranchErrorResponse {
   readonly status: 400 | 403 | 404 | 409 | 413

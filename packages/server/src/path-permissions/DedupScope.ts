@@ -7,9 +7,9 @@
 import type { Caller } from "@grove/api"
 import { Access } from "@grove/core"
 import { Effect } from "effect"
-import { unavailable } from "../path-permissions/CallerPolicy.ts"
-import { PathPermissions } from "../path-permissions/PathPermissions.ts"
-import { ContentObjects, type DedupScope, type RestrictedRepository, type Uploader } from "./ContentObjects.ts"
+import { unavailable } from "./CallerPolicy.ts"
+import { PathPermissions } from "./PathPermissions.ts"
+import { ContentObjects, type DedupScope, type RestrictedRepository, type Uploader } from "../content/ContentObjects.ts"
 
 /** The stable name of whoever uploads: `user:<id>` or `service_account:<id>`; undefined for anonymous callers. */
 export const principalKey = (principal: Access.Principal): string | undefined =>

@@ -9,7 +9,7 @@ import type { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { audit, emit, load } from "../entities/CommandSupport.ts"
-import { account, BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, QuotaExceeded } from "./BranchCommands.ts"
+import { account, BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, QuotaExceeded } from "../content/BranchCommands.ts"
 
 export class MainMoved extends Schema.TaggedError<MainMoved>()("MainMoved", { branch: Schema.String }) {}
 export class BranchMoved extends Schema.TaggedError<BranchMoved>()("BranchMoved", { branch: Schema.String }) {}

@@ -1,8 +1,8 @@
 import { ApiErrors, GroveApi } from "@grove/api"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Identity } from "../identity/Identity.ts"
-import { dbUnavailable } from "./Failures.ts"
+import { Identity } from "../access/Identity.ts"
+import { dbUnavailable } from "../http/Failures.ts"
 
 export const CliAuthHandlers = HttpApiBuilder.group(GroveApi, "cliAuth", Effect.fn(function*(handlers) {
   const identity = yield* Identity

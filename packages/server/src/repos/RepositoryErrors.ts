@@ -3,7 +3,7 @@
  * for replies that arrive in time and for operations read back later.
  */
 import { ApiErrors } from "@grove/api"
-import type { RepositoryError } from "../entities/RepositoryCommands.ts"
+import type { RepositoryError } from "./RepositoryCommands.ts"
 
 export interface ErrorResponse {
   readonly status: 404 | 409

@@ -18,8 +18,8 @@ import { HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } fro
 import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
-import { Identity } from "../identity/Identity.ts"
-import * as Secrets from "../identity/Secrets.ts"
+import { Identity } from "../access/Identity.ts"
+import * as Secrets from "../access/Secrets.ts"
 import { escapeHtml, page, pageHeaders } from "./Html.ts"
 import { SignInThrottle } from "./SignInThrottle.ts"
 

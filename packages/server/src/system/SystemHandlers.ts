@@ -7,9 +7,9 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { ServerConfig } from "../Config.ts"
 import { Operations } from "../entities/Operations.ts"
-import { Repositories } from "../repos/Repositories.ts"
+import { Repositories } from "../access/Repositories.ts"
 import { SERVER_VERSION } from "../Version.ts"
-import { dbUnavailable } from "./Failures.ts"
+import { dbUnavailable } from "../http/Failures.ts"
 
 /** A partition retrying this long (the database or the bus is away) makes the node unready. */
 const STUCK_AFTER_MS = 5_000

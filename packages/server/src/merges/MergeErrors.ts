@@ -2,10 +2,10 @@
  * Merge answers (spec: merge responses): 409 `main_moved` / `branch_moved` (retryable, nothing
  * merged), 409 with `conflict_paths`, 400 for a branch already merged or closed, 404 for a missing one.
  */
-import type { MergeError } from "../content/MergeCommand.ts"
-import type { LandingRefused } from "../content/Landing.ts"
-import { branchErrorResponse } from "./BranchErrors.ts"
-import { apiErrorOf } from "./Failures.ts"
+import type { MergeError } from "./MergeCommand.ts"
+import type { LandingRefused } from "./Landing.ts"
+import { branchErrorResponse } from "../content/BranchErrors.ts"
+import { apiErrorOf } from "../http/Failures.ts"
 
 export interface MergeErrorResponse {
   readonly status: number

@@ -12,10 +12,10 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../repos/RepositoryRecord.ts"
-import * as MergeCommand from "../content/MergeCommand.ts"
-import * as SyncRevert from "../content/SyncRevertCommands.ts"
-import { audit, emit, load } from "./CommandSupport.ts"
+import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
+import * as MergeCommand from "../merges/MergeCommand.ts"
+import * as SyncRevert from "../merges/SyncRevertCommands.ts"
+import { audit, emit, load } from "../entities/CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
   fullName: Schema.String
