@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { Objects } from "@grove/core"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -87,6 +88,55 @@ describe("TreeStatus", () => {
       const fromFile = parseIndex(text, 1000)
       expect(fromFile.writtenAt).toBe(1000)
       expect(treeUnchanged(root, fromFile)).toBe(false) // every file is "newer" than a 1970 index
+    }).pipe(Effect.scoped))
+
+  it.effect("a stale entry whose stat matches exactly is re-hashed while racily clean, and trusted once older than the index", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const file = path.join(root, "a.txt")
+      const stale = readIndexSync(root).files.get("a.txt")!
+      // Changed within one clock tick of being indexed: same size, and the stat the index now sees is the file's.
+      fs.writeFileSync(file, "ALPHA")
+      const stats = fs.lstatSync(file)
+      const entry = { ...stale, mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino, size: stats.size }
+      const at = (writtenAt: number) => ({ ...readIndexSync(root), writtenAt, files: new Map([...readIndexSync(root).files, ["a.txt", entry]]) })
+      const fresh = Objects.Blake3.hash("ALPHA")
+      // Index written in the same tick as the change (mtime == index time): not trusted, re-hashed.
+      const racy = yield* scan(root, at(stats.mtimeMs))
+      expect(treeUnchanged(root, at(stats.mtimeMs))).toBe(false)
+      expect({ hashed: racy.hashed, hash: racy.snapshot.get("a.txt")?.hash }).toEqual({ hashed: 1, hash: fresh })
+      // The same stale entry in an index written a tick later is trusted: the rule, not luck, caught it above.
+      const trusted = yield* scan(root, at(stats.mtimeMs + 1))
+      expect({ hashed: trusted.hashed, hash: trusted.snapshot.get("a.txt")?.hash }).toEqual({ hashed: 0, hash: stale.hash })
+    }).pipe(Effect.scoped))
+
+  it.effect("a same-size rewrite whose mtime was put back (touch -r, rsync -t) is seen by its ctime", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const file = path.join(root, "dir/b.txt")
+      const before = fs.lstatSync(file)
+      // ctime has a coarse clock tick: wait until it has moved past the indexed one.
+      while (Date.now() <= before.ctimeMs + 20) yield* Effect.promise(() => new Promise((done) => setTimeout(done, 5)))
+      fs.writeFileSync(file, "BETA")
+      fs.utimesSync(file, before.atime, before.mtime)
+      const after = fs.lstatSync(file)
+      expect({ size: after.size, mtimeMs: after.mtimeMs, ino: after.ino }).toEqual({ size: before.size, mtimeMs: before.mtimeMs, ino: before.ino })
+      const index = readIndexSync(root)
+      expect(treeUnchanged(root, index)).toBe(false)
+      const scanned = yield* scan(root, index)
+      expect({ hashed: scanned.hashed, hash: scanned.snapshot.get("dir/b.txt")?.hash }).toEqual({ hashed: 1, hash: Objects.Blake3.hash("BETA") })
+    }).pipe(Effect.scoped))
+
+  it.effect("an index without ctimes (older client) is still trusted, and gains them on the next scan", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const text = JSON.parse(fs.readFileSync(indexPath(root), "utf8")) as { files: Array<Array<unknown>> }
+      const legacy = parseIndex(JSON.stringify({ ...text, files: text.files.map((row) => row.slice(0, 6)) }), Date.now())
+      expect([...legacy.files.values()].every((e) => e.ctimeMs === undefined)).toBe(true)
+      expect(treeUnchanged(root, legacy)).toBe(true)
+      const scanned = yield* scan(root, legacy)
+      expect(scanned.hashed).toBe(0)
+      expect([...scanned.files.values()].every((e) => typeof e.ctimeMs === "number")).toBe(true)
     }).pipe(Effect.scoped))
 
   it("reads the first index layout and treats a broken one as empty", () => {

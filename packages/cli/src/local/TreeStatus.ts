@@ -4,9 +4,11 @@
  * describes? Node built-ins only, so the no-op push check (`NoopPush.ts`) can
  * answer it before Effect is loaded.
  *
- * An entry is trusted when size, mtime, inode and file kind match and its mtime
- * is older than the index itself (the racy-timestamp rule: a file changed in the
- * same clock tick as the index was written may have changed unseen). `base` is
+ * An entry is trusted when size, mtime, ctime, inode and file kind match and its
+ * mtime is older than the index itself (the racy-timestamp rule: a file changed
+ * in the same clock tick as the index was written may have changed unseen). The
+ * ctime, as in git's index, catches a rewrite whose mtime was put back (`touch
+ * -r`, `rsync -t`, tar): no call can set it. `base` is
  * the commit whose files the index holds exactly, when known: an unchanged tree
  * at that commit needs no tree read and no hashing.
  */
@@ -23,7 +25,19 @@ export interface IndexEntry {
   readonly size: number
   readonly mtimeMs: number
   readonly ino: number
+  /** Absent in entries of an index written before ctime was kept: not compared then. */
+  readonly ctimeMs?: number | undefined
 }
+
+/** The entry for a file just hashed or written. */
+export const entryOf = (hash: Hash, mode: BlobMode, stats: Stats): IndexEntry => ({
+  hash,
+  mode,
+  size: stats.size,
+  mtimeMs: stats.mtimeMs,
+  ino: stats.ino,
+  ctimeMs: stats.ctimeMs
+})
 
 export interface WorkIndex {
   /** When the index was written: an entry modified at or after this may have changed unseen ("racily clean"). */
@@ -42,7 +56,7 @@ const IGNORED_DIRS = new Set([".grove", ".git"])
 export const indexPath = (root: string): string => path.join(root, ".grove", "index.json")
 
 /** One file in the index file: an array per file parses twice as fast as an object keyed by path. */
-type IndexRow = readonly [path: string, hash: Hash, mode: BlobMode, size: number, mtimeMs: number, ino: number]
+type IndexRow = readonly [path: string, hash: Hash, mode: BlobMode, size: number, mtimeMs: number, ino: number, ctimeMs?: number]
 
 /** The first layout (an object keyed by path), still read so an upgrade does not re-hash the tree. */
 type LegacyRow = readonly [hash: Hash, mode: BlobMode, size: number, mtimeMs: number, ino: number]
@@ -61,7 +75,9 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
     }
     const files = new Map<string, IndexEntry>()
     if (Array.isArray(parsed.files)) {
-      for (const [file, hash, mode, size, mtimeMs, ino] of parsed.files) files.set(file, { hash, mode, size, mtimeMs, ino })
+      for (const [file, hash, mode, size, mtimeMs, ino, ctimeMs] of parsed.files) {
+        files.set(file, ctimeMs === undefined ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
+      }
     } else {
       for (const [file, [hash, mode, size, mtimeMs, ino]] of Object.entries(parsed.files)) files.set(file, { hash, mode, size, mtimeMs, ino })
     }
@@ -113,7 +129,9 @@ export const serializeIndex = (
   writtenAt: number
 ): string => {
   const rows: Array<IndexRow> = []
-  for (const [file, e] of files) rows.push([file, e.hash, e.mode, e.size, e.mtimeMs, e.ino])
+  for (const [file, e] of files) {
+    rows.push(e.ctimeMs === undefined ? [file, e.hash, e.mode, e.size, e.mtimeMs, e.ino] : [file, e.hash, e.mode, e.size, e.mtimeMs, e.ino, e.ctimeMs])
+  }
   return `${JSON.stringify({ written_at: writtenAt, base, files: rows, dirs: base === null ? [] : [...dirs] })}\n`
 }
 
@@ -160,9 +178,10 @@ export const walk = (root: string): Array<Found> => {
 export const modeOf = (stats: Stats, symlink: boolean): BlobMode =>
   symlink ? "symlink" : (stats.mode & 0o111) !== 0 ? "executable" : "regular"
 
-/** The entry still describes the file's bytes: same size, mtime, inode and kind, and not racily clean. */
+/** The entry still describes the file's bytes: same size, mtime, ctime, inode and kind, and not racily clean. */
 export const statMatches = (known: IndexEntry | undefined, stats: Stats, symlink: boolean, writtenAt: number): known is IndexEntry =>
   known !== undefined && known.size === stats.size && known.mtimeMs === stats.mtimeMs && known.ino === stats.ino &&
+  (known.ctimeMs === undefined || known.ctimeMs === stats.ctimeMs) &&
   (known.mode === "symlink") === symlink && stats.mtimeMs < writtenAt
 
 /**

@@ -18,7 +18,7 @@ import { hashFile } from "./Hashing.ts"
 import { errorMessage, io, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
 import type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
-import { forgetIndexRead, indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
+import { entryOf, forgetIndexRead, indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
 
 export type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
 export { indexPath } from "./TreeStatus.ts"
@@ -102,13 +102,14 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
       if (statMatches(known, stats, symlink, index.writtenAt)) {
         if (known.mode !== mode) sameModes = false
         snapshot.set(file, { hash: known.hash, mode })
-        files.set(file, known.mode === mode ? known : { ...known, mode }) // same stat: the same entry
+        // Same stat: the same entry (an entry from before ctime was kept gets it now).
+        files.set(file, known.mode === mode && known.ctimeMs !== undefined ? known : { ...known, mode, ctimeMs: stats.ctimeMs })
       } else changed.push({ file, absolute, symlink, stats, mode })
     }
     await mapLimit(changed, 16, async ({ file, absolute, symlink, stats, mode }) => {
       const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
       snapshot.set(file, { hash, mode })
-      files.set(file, { hash, mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+      files.set(file, entryOf(hash, mode, stats))
     })
     const unchanged = changed.length === 0 && invalid.length === 0 && sameModes && files.size === index.files.size
     return { snapshot, files, hashed: changed.length, invalid, unchanged }
@@ -189,7 +190,7 @@ export const applySnapshot = (
         if (entry.mode === "executable") fsSync.chmodSync(bytes, 0o755)
         fsSync.renameSync(bytes, target)
         const stats = fsSync.lstatSync(target)
-        files.set(file, { hash: entry.hash, mode: entry.mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+        files.set(file, entryOf(entry.hash, entry.mode, stats))
         continue
       }
       const temp = `${prefix}${n++}`
@@ -207,7 +208,7 @@ export const applySnapshot = (
       }
       fsSync.renameSync(temp, target)
       const stats = fsSync.lstatSync(target)
-      files.set(file, { hash: entry.hash, mode: entry.mode, size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino })
+      files.set(file, entryOf(entry.hash, entry.mode, stats))
     }
     for (const copy of aside.values()) await fs.rm(copy, { force: true })
     // Prune directories that removals left empty, deepest first, never the root.
