@@ -38,7 +38,7 @@ export const breadcrumbs = (crumbs: ReadonlyArray<Crumb>): Node =>
 const account = (session: PageSession): Node =>
   session.user === undefined
     ? html`<a href="/-/signin">Sign in</a>`
-    : html`<a href=${`/${encodeURIComponent(session.user.username)}`}>${session.user.username}</a>
+    : html`<span>${session.user.username}</span>
       <a href="/-/settings/keys">API keys</a>
       <form method="post" action="/-/signout">${csrfField(session)}<button type="submit">Sign out</button></form>`
 

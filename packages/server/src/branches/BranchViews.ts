@@ -1,0 +1,65 @@
+/** The pieces of the branch pages: state badges, the branch table, the commit list, the actions. */
+import type { BranchRecord } from "../content/BranchRecord.ts"
+import type { CommitRow } from "../content/ContentObjects.ts"
+import { csrfField } from "../web/Layout.ts"
+import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
+import { branchHref, type RepoShape } from "../web/RepoFrame.ts"
+import type { PageSession } from "../web/Session.ts"
+import { idempotencyField } from "../web/Forms.ts"
+
+export interface MergeState {
+  /** clean, conflicts, no_changes or not_mergeable (merge preview's words). */
+  readonly merge: string
+  /** none, passed, running or failing. */
+  readonly ci: string
+}
+
+export const stateBadge = (status: BranchRecord["status"]): Node =>
+  html`<span class=${`badge ${status === "open" ? "ok" : status === "merged" ? "" : "warn"}`}>${status}</span>`
+
+export const ciBadge = (ci: string): Node =>
+  ci === "none" ? html`<span class="badge">no CI</span>`
+  : html`<span class=${`badge ${ci === "passed" ? "ok" : ci === "running" ? "warn" : "bad"}`}>CI ${ci}</span>`
+
+export const mergeBadge = (merge: string): Node =>
+  merge === "clean" ? html`<span class="badge ok">merges cleanly</span>`
+  : merge === "conflicts" ? html`<span class="badge bad">conflicts</span>`
+  : merge === "no_changes" ? html`<span class="badge">no changes</span>`
+  : null
+
+export const branchTable = (repo: RepoShape, rows: ReadonlyArray<{ readonly branch: BranchRecord; readonly state: MergeState | undefined }>): Node =>
+  html`<div class="box"><table class="list"><caption class="skip">Branches</caption>
+<thead><tr><th scope="col">Branch</th><th scope="col" class="hide-narrow">Author</th><th scope="col" class="hide-narrow">Head</th><th scope="col">Updated</th><th scope="col">State</th></tr></thead>
+<tbody>${
+    rows.map(({ branch, state }) =>
+      html`<tr><td><a href=${branchHref(repo, branch.name)}>${branch.name}</a>${
+        branch.description === null ? null : html`<div class="muted">${branch.description.split("\n")[0]}</div>`
+      }</td><td class="hide-narrow">${branch.createdBy}</td><td class="hide-narrow mono">${shortHash(branch.head)}</td>
+<td class="muted">${formatTime(branch.updatedAt)}</td>
+<td>${stateBadge(branch.status)} ${state === undefined ? null : html`${ciBadge(state.ci)} ${mergeBadge(state.merge)}`}</td></tr>`
+    )
+  }</tbody></table></div>`
+
+export const commitList = (commits: ReadonlyArray<Pick<CommitRow, "hash" | "author" | "message" | "timestamp">>): Node =>
+  commits.length === 0 ? html`<p class="muted">No commits of its own.</p>` : html`<div class="box"><table class="list"><caption class="skip">Commits</caption>
+<thead><tr><th scope="col">Message</th><th scope="col" class="hide-narrow">Author</th><th scope="col">Commit</th></tr></thead><tbody>${
+    commits.map((c) =>
+      html`<tr><td>${(c.message ?? "").split("\n")[0] || html`<span class="muted">(no message)</span>`}<div class="muted">${formatTime(c.timestamp)}</div></td>
+<td class="hide-narrow">${c.author}</td><td class="mono">${shortHash(c.hash)}</td></tr>`
+    )
+  }</tbody></table></div>`
+
+/** A button that posts to one of the branch's actions (merge, close, reopen). */
+export const actionForm = (session: PageSession, repo: RepoShape, branch: string, action: string, label: string, options: { readonly force?: boolean; readonly primary?: boolean } = {}): Node =>
+  html`<form method="post" action=${branchHref(repo, branch) + `/${action}`} data-enhance>
+${csrfField(session)}${idempotencyField()}${options.force === true ? html`<input type="hidden" name="force" value="1" />` : null}
+<button type="submit" class=${options.primary === true ? "primary" : undefined}>${label}</button></form>`
+
+/** What a refused merge (or close, reopen) answered, in words, with the conflicting paths or the Force button. */
+export const refusalNotice = (session: PageSession, repo: RepoShape, branch: string, status: number, body: Record<string, unknown>): Node => {
+  const message = typeof body["error"] === "string" ? body["error"] : `the server answered ${status}`
+  const paths = Array.isArray(body["conflict_paths"]) ? body["conflict_paths"].filter((p): p is string => typeof p === "string") : []
+  return html`<div class="notice bad" role="alert"><p><strong>${status === 409 && paths.length > 0 ? "Conflicts with main." : status === 412 ? "CI does not allow this merge yet." : "Not done."}</strong> ${message}</p>${
+    paths.length === 0 ? null : html`<p>Conflicting paths:</p><ul class="conflicts">${paths.map((p) => html`<li class="mono">${p}</li>`)}</ul>`
+  }${status === 412 ? html`<div class="actions">${actionForm(session, repo, branch, "merge", "Merge anyway (force)", { force: true })}</div>` : null}</div>`
+}

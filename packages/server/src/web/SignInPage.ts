@@ -1,0 +1,98 @@
+/**
+ * Browser sign-in and sign-out for the web pages (`/-/signin`, `/-/signout`). The password check,
+ * the failure throttle and the session are the ones `grove login`'s page uses (Identity,
+ * SignInThrottle); the session token goes into the `HttpOnly` cookie (`Session.ts`), never into a
+ * page or a URL. The form carries a double-submit CSRF token and is refused from another origin.
+ */
+import { Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Identity } from "../access/Identity.ts"
+import { ServerConfig } from "../Config.ts"
+import { dbUnavailable } from "../http/Failures.ts"
+import { submittedForm } from "./Forms.ts"
+import { csrfField, layout } from "./Layout.ts"
+import { htmlResponse, pageRoute } from "./Page.ts"
+import { html } from "./Render.ts"
+import { clearSessionCookie, newCsrfSecret, type PageSession, sessionCookie, signinCsrfCookie } from "./Session.ts"
+import { SignInThrottle } from "./SignInThrottle.ts"
+
+/** Only a path on this site: never `//host` or a scheme, so sign-in cannot redirect elsewhere. */
+export const localTarget = (next: string | null): string =>
+  next !== null && next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") && !/[\x00-\x1f]/.test(next) ? next : "/"
+
+const form = (session: PageSession, next: string, options: { readonly error?: string; readonly username?: string } = {}) =>
+  layout({
+    title: "Sign in",
+    session,
+    body: html`<div class="narrow"><h1>Sign in to Grove</h1>
+${options.error === undefined ? null : html`<p class="notice bad" role="alert">${options.error}</p>`}
+<form method="post" action="/-/signin">
+${csrfField(session)}<input type="hidden" name="next" value=${next} />
+<label for="username">User name</label>
+<input type="text" id="username" name="username" autocomplete="username" required value=${options.username ?? ""} />
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="current-password" required />
+<div class="actions"><button type="submit" class="primary">Sign in</button></div>
+</form>
+<p class="muted">No password yet? An administrator sets one with <code>grove-server user passwd</code>.</p></div>`
+  })
+
+/** The sign-in form; a browser without the CSRF cookie gets one (and its masked copy in the form). */
+const show = HttpRouter.add("GET", "/-/signin", pageRoute((signedOut) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const config = yield* ServerConfig
+    const next = localTarget(new URL(request.url, "http://x").searchParams.get("next"))
+    if (signedOut.user !== undefined) return HttpServerResponse.redirect(next, { status: 303 })
+    const secret = signedOut.csrfSecret ?? newCsrfSecret()
+    return yield* htmlResponse(form({ ...signedOut, csrfSecret: secret }, next), {
+      cache: "no-store",
+      headers: { "set-cookie": signinCsrfCookie(secret, config.siteUrl) }
+    })
+  })
+))
+
+const submit = HttpRouter.add("POST", "/-/signin", pageRoute((session) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const config = yield* ServerConfig
+    const identity = yield* Identity
+    const throttle = yield* SignInThrottle
+    const fields = yield* submittedForm(session)
+    const username = (fields.get("username") ?? "").trim().slice(0, 200)
+    const password = fields.get("password") ?? ""
+    const next = localTarget(fields.get("next"))
+    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+    const verdict = yield* throttle.check(username, address)
+    if (!verdict.allowed) {
+      return yield* htmlResponse(form(session, next, { username, error: `Too many failed attempts. Wait ${verdict.retryAfterSeconds} seconds and try again.` }), {
+        status: 429,
+        cache: "no-store",
+        headers: { "retry-after": String(verdict.retryAfterSeconds) }
+      })
+    }
+    const user = yield* dbUnavailable(identity.checkPassword(username, password))
+    if (Option.isNone(user)) {
+      yield* throttle.failed(username, address)
+      return yield* htmlResponse(form(session, next, { username, error: "Wrong user name or password." }), { status: 401, cache: "no-store" })
+    }
+    yield* throttle.succeeded(username, address)
+    const issued = yield* dbUnavailable(identity.createSession(user.value.id))
+    return HttpServerResponse.redirect(next, {
+      status: 303,
+      headers: { "set-cookie": sessionCookie(issued.token, issued.expiresAt, config.siteUrl), "cache-control": "no-store" }
+    })
+  })
+))
+
+/** Signing out forgets the cookie in this browser. */
+const signOut = HttpRouter.add("POST", "/-/signout", pageRoute((session) =>
+  Effect.gen(function*() {
+    const config = yield* ServerConfig
+    if (session.user === undefined) return HttpServerResponse.redirect("/", { status: 303 })
+    yield* submittedForm(session)
+    return HttpServerResponse.redirect("/", { status: 303, headers: { "set-cookie": clearSessionCookie(config.siteUrl), "cache-control": "no-store" } })
+  })
+))
+
+export const SignInPages = Layer.mergeAll(show, submit, signOut)
