@@ -43,6 +43,8 @@ export interface Tracker {
   readonly unreachable: (error: string) => void
   /** Completes when the broker next answers after being unreachable (a rejoin need not wait out its backoff). */
   readonly recovered: Effect.Effect<void>
+  /** Whether the broker answered the last attempt to reach it. */
+  readonly up: () => boolean
   readonly group: (group: string, topic: string) => GroupTracker
   readonly status: () => BusStatus
 }
@@ -59,6 +61,7 @@ export const make = (now: () => number = Date.now): Tracker => {
       back = Deferred.makeUnsafe<void>()
     },
     recovered: Effect.suspend(() => Deferred.await(back)),
+    up: () => down === undefined,
     unreachable: (error) => {
       down = { since: down?.since ?? now(), error }
     },

@@ -56,8 +56,9 @@ export interface KafkaBusOptions {
 
 const kafkaError = KafkaPartitions.kafkaError
 
-/** How often, and how patiently, the broker's reachability is checked. */
+/** How often, and how patiently, the broker's reachability is checked; more often while it is down (its return wakes the rejoins). */
 const PROBE_EVERY = Duration.seconds(1)
+const PROBE_WHILE_DOWN = Duration.millis(250)
 const PROBE_TIMEOUT = Duration.seconds(3)
 /** A send the broker has not acknowledged within this long failed (and its producer is replaced). */
 const SEND_TIMEOUT = Duration.seconds(10)
@@ -179,7 +180,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       Effect.tap(() => Effect.sync(tracker.reachable)),
       Effect.tapError((error) => Effect.sync(() => tracker.unreachable(error.message)))
     )
-  // A metadata round trip per second: the broker answers, or the bus is down.
+  // A metadata round trip per second (4 while it is down): the broker answers, or the bus is down.
   yield* Effect.forkScoped(
     Effect.tryPromise({
       try: () => producer.metadata({ topics: [prefix + Topics.commands], forceUpdate: true }),
@@ -191,7 +192,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       }),
       reachability,
       Effect.ignore,
-      Effect.andThen(Effect.sleep(PROBE_EVERY)),
+      Effect.andThen(Effect.suspend(() => Effect.sleep(tracker.up() ? PROBE_EVERY : PROBE_WHILE_DOWN))),
       Effect.forever
     )
   )
@@ -241,7 +242,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
     })
 
   const replies = yield* Replies.make(nodeId)
-  yield* KafkaReplies.read(group, nodeId, replies, tracker.recovered)
+  yield* KafkaReplies.read(group, nodeId, replies, tracker)
 
   const consume = <R>(
     groupId: string,
@@ -270,7 +271,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
   const tail: BusShape["tail"] = (topic, onRecord) =>
     partitionsOf(topic) === undefined
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
-      : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord, recovered: tracker.recovered })
+      : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord, broker: tracker })
 
   return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
 })

@@ -6,10 +6,17 @@
  * as it takes. A `Consumer` of `@platformatic/kafka` whose rejoin failed once
  * stays out of the group for good (it schedules no more heartbeats), so a
  * fresh one is the only sure way back.
+ *
+ * After a broker restart the waits are short: a join that failed while the
+ * broker answers (its group coordinator still loading) is tried again after
+ * 0.5 s, and with `keepMemberId` the new consumer joins under the lost one's
+ * member id, so the coordinator, which reloaded the group with the old members,
+ * need not wait a session timeout for the old member to expire.
  */
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
 import { Deferred, Duration, Effect, Exit, Fiber, Scope } from "effect"
 import { BusError } from "./Bus.ts"
+import type { Tracker } from "./BusStatus.ts"
 
 // oxlint-disable-next-line typescript/no-explicit-any -- the key/value/header types do not matter here
 type AnyConsumer = Consumer<any, any, any, any>
@@ -30,8 +37,13 @@ export interface MemberOptions<C extends AnyConsumer> {
   readonly joined: (consumer: C, stream: StreamOf<C>) => Effect.Effect<void>
   /** The member was lost: it owns nothing any more. Runs before it is closed. */
   readonly lost: (reason: string) => Effect.Effect<void>
-  /** Completes when the broker answers again after an outage: the next attempt goes at once. */
-  readonly recovered: Effect.Effect<void>
+  /**
+   * The broker's reachability: `recovered` completes when it answers again after an outage (the next
+   * attempt goes at once); while it is `up`, a failed join is tried again after `REJOIN_WHILE_UP`.
+   */
+  readonly broker: Pick<Tracker, "recovered" | "up">
+  /** Join under the lost member's id (a group shared with other nodes; not for a group of one's own). */
+  readonly keepMemberId?: boolean | undefined
 }
 
 export interface Member<C extends AnyConsumer> {
@@ -49,16 +61,42 @@ export const joinTimeout = (options: { readonly rebalanceTimeout: Duration.Durat
   Duration.sum(Duration.min(options.rebalanceTimeout, Duration.seconds(10)), options.sessionTimeout)
 
 /**
- * Request timeout and retry pause of every Kafka client here. The client's defaults (5 s, retried 3 times
- * 1 s apart) held a send on a connection the broker's restart had cut for up to 24 s.
+ * The produce acknowledgement timeout (`timeout`, which the client also gives the broker for InitProducerId)
+ * and the pause between the client's retries. The client's defaults (5 s, retried 3 times 1 s apart) held a
+ * send on a connection the broker's restart had cut for up to 24 s. `timeout` does not bound a request the
+ * broker never answers: that is the connection's `requestTimeout` (30 s by default), left so because a
+ * JoinGroup may rightly wait for the other members up to the rebalance timeout. Our own limits (joins,
+ * sends, probes) bound the waits instead.
  */
 export const clientTimeouts = { timeout: 3000, retryDelay: 250 } as const
 
-/** The wait before rejoin attempt `attempt` (0-based): 0.5 s doubling, at most 10 s. */
+/** The wait before rejoin attempt `attempt` (0-based) while the broker does not answer: 0.5 s doubling, at most 10 s. */
 export const rejoinBackoff = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(10_000, 500 * 2 ** Math.min(attempt, 5)))
 
-const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
+/**
+ * The wait before the next attempt while the broker answers: a join that fails then failed on the group
+ * (a coordinator still loading after a restart), which clears up in moments, not on the network.
+ */
+export const REJOIN_WHILE_UP = Duration.millis(500)
+
+/** How long a rejoin waits for the lost member's close before it takes over that member's id. */
+const TAKEOVER_WAIT = Duration.seconds(1)
+
+/** The broker's error codes anywhere in a client error (its nested `errors`), e.g. `COORDINATOR_LOAD_IN_PROGRESS`. */
+const codesOf = (error: unknown, found = new Set<string>()): Set<string> => {
+  if (typeof error !== "object" || error === null) return found
+  const { apiId, errors } = error as { readonly apiId?: unknown; readonly errors?: unknown }
+  if (typeof apiId === "string") found.add(apiId)
+  if (Array.isArray(errors)) for (const inner of errors) codesOf(inner, found)
+  return found
+}
+
+const describe = (error: unknown) => {
+  const message = error instanceof Error ? error.message : String(error)
+  const codes = [...codesOf(error)]
+  return codes.length === 0 ? message : `${message} [${codes.join(", ")}]`
+}
 
 /**
  * Closes a consumer: leaving the group if the broker answers soon, dropping it otherwise. A close can
@@ -79,7 +117,7 @@ interface Joined<C extends AnyConsumer> {
   readonly consumer: C
   readonly stream: StreamOf<C>
   readonly scope: Scope.Closeable
-  /** Completes with the reason when the member's heartbeats stall. */
+  /** Completes with the reason when the member's heartbeats stall or its own rejoin fails. */
   readonly stalled: Deferred.Deferred<string>
 }
 
@@ -87,14 +125,35 @@ interface Joined<C extends AnyConsumer> {
 export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.Effect<Member<C>, BusError, Scope.Scope> =>
   Effect.gen(function*() {
     let current: Joined<C> | undefined
+    /** The lost member's id, once its close is done (so its goodbye cannot remove the member that takes it over). */
+    let takeOver: { readonly memberId: string; readonly closed: Fiber.Fiber<void> } | undefined
 
     const join: Effect.Effect<Joined<C>, BusError> = Effect.gen(function*() {
       const scope = yield* Scope.make()
       return yield* Effect.gen(function*() {
-        const consumer = yield* Effect.acquireRelease(Effect.sync(options.create), close)
+        const previous = takeOver
+        const closedInTime = previous === undefined ? false : yield* Fiber.await(previous.closed).pipe(
+          Effect.timeoutOption(TAKEOVER_WAIT),
+          Effect.map((done) => done._tag === "Some")
+        )
+        const consumer = yield* Effect.acquireRelease(
+          Effect.sync(options.create),
+          (consumer, exit) => {
+            // A join that failed leaves no member behind: no goodbye under an id a later attempt takes over.
+            if (Exit.isFailure(exit) && previous !== undefined) consumer.memberId = null
+            return close(consumer)
+          }
+        )
+        // An id the group no longer knows is refused (UNKNOWN_MEMBER_ID) and the consumer joins afresh.
+        if (previous !== undefined && closedInTime) consumer.memberId = previous.memberId
         const stalled = yield* Deferred.make<string>()
         consumer.on("consumer:heartbeat:stalled", (payload: { readonly lastError?: unknown }) => {
           Deferred.doneUnsafe(stalled, Exit.succeed(`heartbeats stalled: ${describe(payload.lastError ?? "no answer")}`))
+        })
+        // The consumer emits "error" when its own rejoin failed (it then stays out of the group); with no
+        // listener, that emit would throw out of a socket callback and end the process.
+        consumer.on("error", (error: unknown) => {
+          Deferred.doneUnsafe(stalled, Exit.succeed(`the consumer's rejoin failed: ${describe(error)}`))
         })
         const stream = yield* Effect.tryPromise({
           try: () => options.open(consumer),
@@ -106,6 +165,7 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
           })
         )
         const joined: Joined<C> = { consumer, stream, scope, stalled }
+        takeOver = undefined
         current = joined
         yield* options.joined(consumer, stream)
         return joined
@@ -125,14 +185,19 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
         })
         current = undefined
         yield* options.lost(reason)
-        // In the background: the next member does not wait for the old one's goodbye.
-        yield* Effect.forkDetach(Scope.close(member.scope, Exit.void))
+        const memberId = member.consumer.memberId
+        // In the background: the next member does not wait long for the old one's goodbye.
+        const closed = yield* Effect.forkDetach(Scope.close(member.scope, Exit.void))
+        if (options.keepMemberId === true && memberId !== null && memberId !== "") takeOver = { memberId, closed }
       })
+
+    /** The wait before attempt `attempt`: short while the broker answers, a growing backoff while it does not. */
+    const pause = (attempt: number) => options.broker.up() ? Duration.min(REJOIN_WHILE_UP, rejoinBackoff(attempt)) : rejoinBackoff(attempt)
 
     /** Joins again, for as long as it takes. */
     const rejoin = Effect.gen(function*() {
       for (let attempt = 0;; attempt++) {
-        yield* Effect.raceFirst(Effect.sleep(rejoinBackoff(attempt)), options.recovered)
+        yield* Effect.raceFirst(Effect.sleep(pause(attempt)), options.broker.recovered)
         const result = yield* Effect.result(join)
         if (result._tag === "Success") {
           yield* Effect.logInfo(`${options.name}: joined the group again`, {
@@ -147,7 +212,7 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
           yield* Effect.logWarning(`${options.name}: could not join the group; trying again`, {
             attempt: attempt + 1,
             error: result.failure.message,
-            next_in: Duration.format(rejoinBackoff(attempt + 1))
+            next_in: Duration.format(pause(attempt + 1))
           })
         }
       }

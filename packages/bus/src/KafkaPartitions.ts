@@ -104,6 +104,9 @@ const RECHECK_MS = 1000
 /** How many records may wait for a partition's worker before the fetch loop waits. */
 const FEED_CAPACITY = 1024
 
+/** How long a change of assignment waits for the revoked partitions' offset commits. */
+const LOST_COMMIT_WAIT = Duration.seconds(1)
+
 export const consume = <R>(
   options: GroupOptions,
   group: string,
@@ -215,7 +218,9 @@ export const consume = <R>(
         const owned = ownedNow()
         const lost = workers.running().filter((partition) => !owned.includes(partition))
         return workers.sync(owned, target.generation).pipe(
-          Effect.andThen(committer.flush(lost)),
+          // The revoked partitions' last commits, briefly: a commit during a rebalance can wait on the
+          // coordinator, and the next owner's inbox absorbs what an uncommitted offset redelivers.
+          Effect.andThen(committer.flush(lost).pipe(Effect.timeoutOption(LOST_COMMIT_WAIT))),
           Effect.andThen(Effect.sync(() => {
             synced = target
             if (target.member !== undefined) membership.joined(target.generation, owned)
@@ -306,7 +311,9 @@ export const consume = <R>(
           Effect.catch((error) => Effect.succeed(`the consumer stream failed: ${error.message}`)),
           Effect.ensuring(KafkaMember.closeStream(stream))
         ),
-      recovered: status.recovered,
+      broker: status,
+      // The group is shared by the nodes: a new member takes the lost one's place without a session timeout's wait.
+      keepMemberId: true,
       // Not a member: it owns nothing. Its partitions go to the other members, which claim them.
       lost: (reason) =>
         Effect.gen(function*() {

@@ -8,17 +8,17 @@
  * would take a hand-written fetch loop.) Replies sent while the stream is
  * reopened are lost: their requests time out.
  */
-import type { Effect } from "effect"
+import type { Tracker } from "./BusStatus.ts"
 import type { GroupOptions } from "./KafkaPartitions.ts"
 import * as KafkaTail from "./KafkaTail.ts"
 import type { Replies } from "./Replies.ts"
 import * as Topics from "./Topics.ts"
 
 /** Reads replies for `nodeId` until the scope closes; returns once replies to new requests will be seen. */
-export const read = (options: GroupOptions, nodeId: string, replies: Replies, recovered: Effect.Effect<void>) =>
+export const read = (options: GroupOptions, nodeId: string, replies: Replies, broker: Pick<Tracker, "recovered" | "up">) =>
   KafkaTail.tail(options, Topics.replies, {
     name: `${nodeId}-replies`,
     filter: (message) => message.key === nodeId,
     onRecord: replies.complete,
-    recovered
+    broker
   })

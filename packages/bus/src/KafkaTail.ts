@@ -9,6 +9,7 @@ import { Consumer, type Message, MessagesStreamModes, stringDeserializers } from
 import { Deferred, Duration, Effect, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { BusError, type BusRecord } from "./Bus.ts"
+import type * as BusStatus from "./BusStatus.ts"
 import * as KafkaMember from "./KafkaMember.ts"
 import { type GroupOptions, kafkaError, toRecord } from "./KafkaPartitions.ts"
 
@@ -24,8 +25,8 @@ export const tail = Effect.fnUntraced(function*<R>(
     /** Records that fail it are skipped before they are decoded into a `BusRecord`. */
     readonly filter?: ((message: StringMessage) => boolean) | undefined
     readonly onRecord: (record: BusRecord) => Effect.Effect<void, never, R>
-    /** Completes when the broker answers again after an outage (see `BusStatus.Tracker.recovered`). */
-    readonly recovered: Effect.Effect<void>
+    /** The broker's reachability (see `KafkaMember.MemberOptions.broker`). */
+    readonly broker: Pick<BusStatus.Tracker, "recovered" | "up">
   }
 ) {
   const context = yield* Effect.context<R>()
@@ -63,7 +64,7 @@ export const tail = Effect.fnUntraced(function*<R>(
         Effect.provideContext(context)
       ),
     lost: () => Effect.void,
-    recovered: reader.recovered
+    broker: reader.broker
   })
   yield* Deferred.await(positioned).pipe(
     Effect.timeoutOrElse({
