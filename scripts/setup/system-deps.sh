@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # Schemathesis (pinned, in .venv/schemathesis) for test/server/fuzz.test.ts, once python3-venv is there.
-trap 'if [ $? -eq 0 ]; then bash "$(dirname "$0")/schemathesis.sh" || exit 1; fi' EXIT
+# kubernetes-validate (pinned, in .venv/kubernetes-validate) for test/ops/deploy-files.test.ts.
+trap 'if [ $? -eq 0 ]; then bash "$(dirname "$0")/schemathesis.sh" && bash "$(dirname "$0")/kubernetes-validate.sh" || exit 1; fi' EXIT
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
@@ -26,6 +27,15 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # passt (pasta): a step with the network on gets its own network namespace behind it, without the host's loopback.
 command -v pasta >/dev/null 2>&1 || need+=(passt)
+# The server image and its smoke test (test/ops/container.test.ts): podman builds and runs it (with runc:
+# crun refuses a host whose cgroups mix v1 and v2), mmdebstrap makes the local base image; docker-compose
+# validates docker/compose.yaml (test/ops/deploy-files.test.ts).
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v buildah >/dev/null 2>&1 || need+=(buildah)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v newuidmap >/dev/null 2>&1 || need+=(uidmap)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 
 # pasta opens /dev/net/tun as each job's uid: Debian's udev makes it 0666 (creating a device still needs
 # CAP_NET_ADMIN in one's own namespace); hosts without udev (containers, some VMs) leave it 0600.
