@@ -16,6 +16,7 @@ import serviceAccounts from "./0008_service_accounts.ts"
 import ci from "./0009_ci.ts"
 import webhooks from "./0010_webhooks.ts"
 import pushStages from "./0011_push_stages.ts"
+import ciRunnerHeartbeats from "./0012_ci_runner_heartbeats.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -28,5 +29,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0008_service_accounts": serviceAccounts,
   "0009_ci": ci,
   "0010_webhooks": webhooks,
-  "0011_push_stages": pushStages
+  "0011_push_stages": pushStages,
+  "0012_ci_runner_heartbeats": ciRunnerHeartbeats
 }
