@@ -13,7 +13,7 @@ import { GroveApi, TOKEN_REQUIRED } from "@grove/api"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
-import { OAK_CLIENT_ROUTES } from "../oak-client/OakClientRoutes.ts"
+import { OAK_CLIENT_ROUTES } from "./OakClientRoutes.ts"
 import { pathnameOf } from "./BodyLimits.ts"
 
 interface Route {
