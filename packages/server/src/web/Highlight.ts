@@ -3,8 +3,16 @@
  * CSP needs no inline styles. The language comes from the file name; unknown or very large files
  * are shown as escaped plain text (auto-detection costs too much per request).
  */
-import hljs from "highlight.js/lib/common"
+import { createRequire } from "node:module"
 import { escapeHtml } from "./Html.ts"
+
+/** The part of highlight.js's API used here (its own types would bring the DOM's into the whole project). */
+interface Highlighter {
+  readonly getLanguage: (name: string) => object | undefined
+  readonly highlight: (code: string, options: { readonly language: string; readonly ignoreIllegals: boolean }) => { readonly value: string }
+}
+
+const hljs = createRequire(import.meta.url)("highlight.js/lib/common") as Highlighter
 
 const BY_EXTENSION: Record<string, string> = {
   ts: "typescript", tsx: "typescript", mts: "typescript", cts: "typescript",

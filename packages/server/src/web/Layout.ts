@@ -2,10 +2,9 @@
  * The frame of every page: landmarks (banner with the site navigation, main, contentinfo), a skip
  * link, breadcrumbs, and the sign-in state. One stylesheet; the script only on pages that ask for it.
  */
-import type { VNode } from "preact"
 import { SERVER_VERSION } from "../Version.ts"
 import { scriptUrl, stylesheetUrl } from "./Assets.ts"
-import { html, type Node } from "./Render.ts"
+import { type Html, html, type Node } from "./Render.ts"
 import { maskCsrf, type PageSession } from "./Session.ts"
 
 export interface Crumb {
@@ -42,7 +41,7 @@ const account = (session: PageSession): Node =>
       <a href="/-/settings/keys">API keys</a>
       <form method="post" action="/-/signout">${csrfField(session)}<button type="submit">Sign out</button></form>`
 
-export const layout = (input: LayoutInput): VNode =>
+export const layout = (input: LayoutInput): Html =>
   html`<html lang="en">
 <head>
 <meta charset="utf-8" />

@@ -8,11 +8,10 @@
 import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { VNode } from "preact"
 import { gzipSync } from "node:zlib"
 import type { Identity } from "../access/Identity.ts"
 import { layout } from "./Layout.ts"
-import { html, renderDocument } from "./Render.ts"
+import { type Html, html, renderDocument } from "./Render.ts"
 import { type PageSession, pageSession } from "./Session.ts"
 
 export const WEB_CSP =
@@ -39,7 +38,7 @@ const acceptsGzip = (header: string | undefined) => /(^|,)\s*gzip\s*(;\s*q=(1|0?
 /** Below this, compressing costs more than the bytes it saves. */
 const COMPRESS_FROM = 1024
 
-export const htmlResponse = (document: VNode, options: PageOptions = {}) =>
+export const htmlResponse = (document: Html, options: PageOptions = {}) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const text = renderDocument(document)
