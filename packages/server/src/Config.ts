@@ -8,8 +8,14 @@ import { IpNetwork } from "effect/net"
 import { randomBytes } from "node:crypto"
 import { hostname, tmpdir } from "node:os"
 import * as path from "node:path"
-import { parseAllowList } from "./egress/AllowList.ts"
-import { DEFAULT_RECHECK_MS, DEFAULT_STREAM_LIMITS } from "./events/StreamSlots.ts"
+import { parseAllowList } from "@grove/core/net/AllowList"
+
+
+/** Event streams open at once, per caller and per node (events/StreamSlots.ts), unless configured. */
+export const DEFAULT_STREAM_LIMITS = { perCaller: 20, perNode: 1000 } as const
+
+/** Every event stream re-checks its caller's access this often too, in case an access event was missed. */
+export const DEFAULT_RECHECK_MS = 60_000
 
 export type Mode = "embedded" | "cluster"
 
@@ -60,7 +66,7 @@ export interface ServerConfigShape {
   readonly egressAllow?: ReadonlyArray<string> | undefined
   /**
    * Networks (CIDR or one address) and host names (`name`, `*.suffix`) webhooks may reach although they are
-   * not public (`--webhook-allow`, like Gitea's ALLOWED_HOST_LIST); empty by default. See egress/AllowList.ts.
+   * not public (`--webhook-allow`, like Gitea's ALLOWED_HOST_LIST); empty by default. See packages/core/src/net/AllowList.ts.
    */
   readonly webhookAllow?: ReadonlyArray<string> | undefined
   /** DNS servers (`ip` or `ip:port`) outbound calls resolve names with; the system's resolver when empty. */

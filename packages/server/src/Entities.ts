@@ -1,42 +1,91 @@
 /**
- * The Repository entity on the entity runtime: its handlers (run by the owner
- * of the repository's partition), the gateway the HTTP edge sends commands
- * through, and the reading of operations that outlived their request.
+ * The entities on the entity runtime, composed from the features' slices: each feature defines its
+ * commands and handlers for the Repository, Branch, Organization or CiRun entity (and a gateway
+ * that sends them); this registers each entity once, to run on the owner of its partition. Also the
+ * reading of operations that outlived their request, from each feature's mapping of its own errors.
  */
 import { ApiErrors } from "@grove/api"
-import { EntityRuntime } from "@grove/bus"
-import { Effect, Layer, Option, Schema } from "effect"
-import { storedCiErrorResponse } from "./ci/CiErrors.ts"
-import { storedWebhookErrorResponse } from "./webhooks/WebhookErrors.ts"
-import { storedStageErrorResponse } from "./staged-push/StagedPushErrors.ts"
-import { ServerConfig } from "./Config.ts"
+import { type Entity, EntityRuntime } from "@grove/bus"
+import { Effect, Layer, Option } from "effect"
 import * as BranchCommands from "./content/BranchCommands.ts"
-import * as MergeCommand from "./merges/MergeCommand.ts"
-import { mergeErrorResponse } from "./merges/MergeErrors.ts"
-import { branchErrorResponse } from "./content/BranchErrors.ts"
-import { principalKey } from "./http/CallerContext.ts"
-import { repositoryErrorResponse } from "./repos/RepositoryErrors.ts"
-import { OrganizationError, organizationErrorResponse } from "./orgs/OrganizationErrors.ts"
-import { ServiceAccountError, serviceAccountErrorResponse } from "./service-accounts/ServiceAccountErrors.ts"
+import { storedBranchErrorResponse } from "./content/BranchErrors.ts"
+import { BranchGateway } from "./content/BranchGateway.ts"
+import { storedCiErrorResponse } from "./ci/CiErrors.ts"
+import { CiGateway } from "./ci/CiGateway.ts"
+import * as CiQueue from "./ci/CiQueueCommand.ts"
+import * as CiRun from "./ci/CiRunCommands.ts"
+import * as CiSecretCommands from "./ci/CiSecretCommands.ts"
+import { branchSlice, organizationSlice, repositorySlice } from "./entities/EntitySlices.ts"
 import { Operations } from "./entities/Operations.ts"
-import * as Commands from "./repos/RepositoryCommands.ts"
-import { RepositoryGateway, sender } from "./entities/Sending.ts"
+import { principalKey } from "./http/CallerContext.ts"
+import * as ApiKeyCommands from "./identity/ApiKeyCommands.ts"
+import { ApiKeyGateway } from "./identity/ApiKeyGateway.ts"
+import * as MergeCommand from "./merges/MergeCommand.ts"
+import { storedMergeErrorResponse } from "./merges/MergeErrors.ts"
+import { MergeGateway } from "./merges/MergeGateway.ts"
+import * as SyncRevert from "./merges/SyncRevertCommands.ts"
+import * as OrganizationCommands from "./orgs/OrganizationCommands.ts"
+import { storedOrganizationErrorResponse } from "./orgs/OrganizationErrors.ts"
+import { OrganizationGateway } from "./orgs/OrganizationGateway.ts"
+import * as RepositoryCommands from "./repos/RepositoryCommands.ts"
+import { storedRepositoryErrorResponse } from "./repos/RepositoryErrors.ts"
+import { RepositoryGateway } from "./repos/RepositoryGateway.ts"
+import * as ServiceAccountCommands from "./service-accounts/ServiceAccountCommands.ts"
+import { storedServiceAccountErrorResponse } from "./service-accounts/ServiceAccountErrors.ts"
+import { ServiceAccountGateway } from "./service-accounts/ServiceAccountGateway.ts"
+import * as FinalizeStage from "./staged-push/FinalizeStageCommand.ts"
+import { storedStageErrorResponse } from "./staged-push/StagedPushErrors.ts"
+import { StagedPushGateway } from "./staged-push/StagedPushGateway.ts"
+import * as WebhookCommands from "./webhooks/WebhookCommands.ts"
+import { storedWebhookErrorResponse } from "./webhooks/WebhookErrors.ts"
+import { WebhookGateway } from "./webhooks/WebhookGateway.ts"
 
-const Handlers = EntityRuntime.EntityRuntime.register(Commands.RepositoryEntity, Commands.handlers)
+/** Key `owner/name`: the repository's own commands, merges, syncs and reverts, CI secrets, webhooks. */
+const Repository = repositorySlice({
+  ...RepositoryCommands.commands,
+  ...MergeCommand.commands,
+  ...SyncRevert.commands,
+  ...CiSecretCommands.commands,
+  ...WebhookCommands.commands
+})
+const repositoryHandlers: Entity.Handlers<typeof Repository> = {
+  ...RepositoryCommands.handlers,
+  ...MergeCommand.handlers,
+  ...SyncRevert.handlers,
+  ...CiSecretCommands.handlers,
+  ...WebhookCommands.handlers
+}
 
-const Gateway = Layer.effect(RepositoryGateway, Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const send = sender(yield* EntityRuntime.EntityRuntime, Commands.RepositoryEntity, config.commandTimeoutMs)
-  return RepositoryGateway.of({
-    create: send("Create"),
-    remove: send("Delete"),
-    setVisibility: send("SetVisibility"),
-    merge: send("Merge"),
-    sync: send("Sync"),
-    revert: send("Revert"),
-    transfer: send("Transfer")
-  })
-}))
+/** Key `owner/name:branch`: the branch's own commands, queuing CI runs (serialized with pushes), finishing a staged push. */
+const Branch = branchSlice({ ...BranchCommands.commands, ...CiQueue.commands, ...FinalizeStage.commands })
+const branchHandlers: Entity.Handlers<typeof Branch> = { ...BranchCommands.handlers, ...CiQueue.handlers, ...FinalizeStage.handlers }
+
+/** Key the slug: the organization, its members and groups, its service accounts, a user's personal keys. */
+const Organization = organizationSlice({ ...OrganizationCommands.commands, ...ServiceAccountCommands.commands, ...ApiKeyCommands.commands })
+const organizationHandlers: Entity.Handlers<typeof Organization> = {
+  ...OrganizationCommands.handlers,
+  ...ServiceAccountCommands.handlers,
+  ...ApiKeyCommands.handlers
+}
+
+const Registered = Layer.mergeAll(
+  EntityRuntime.EntityRuntime.register(Repository, repositoryHandlers),
+  EntityRuntime.EntityRuntime.register(Branch, branchHandlers),
+  EntityRuntime.EntityRuntime.register(Organization, organizationHandlers),
+  EntityRuntime.EntityRuntime.register(CiRun.CiRunEntity, CiRun.handlers)
+)
+
+const Gateways = Layer.mergeAll(
+  RepositoryGateway.layer,
+  MergeGateway.layer,
+  BranchGateway.layer,
+  StagedPushGateway.layer,
+  CiGateway.layer,
+  WebhookGateway.layer,
+  OrganizationGateway.layer,
+  ServiceAccountGateway.layer,
+  ApiKeyGateway.layer
+)
 
 /** The status of a command's success, where it is not 200 (the Repository and Organization entities agree on names). */
 const successStatus: Record<string, number> = {
@@ -58,25 +107,25 @@ const successStatus: Record<string, number> = {
   RemoveWebhook: 204
 }
 
-const decodeRepositoryError = Schema.decodeUnknownOption(Commands.RepositoryError)
-const decodeBranchError = Schema.decodeUnknownOption(BranchCommands.BranchError)
-const decodeMergeError = Schema.decodeUnknownOption(MergeCommand.MergeError)
-const decodeOrganizationError = Schema.decodeUnknownOption(OrganizationError)
-const decodeServiceAccountError = Schema.decodeUnknownOption(ServiceAccountError)
+/** Each feature's reading of its stored errors, asked in turn (branch errors before merges', which include them). */
+const storedErrorAnswers = [
+  storedRepositoryErrorResponse,
+  storedBranchErrorResponse,
+  storedMergeErrorResponse,
+  storedOrganizationErrorResponse,
+  storedServiceAccountErrorResponse,
+  storedCiErrorResponse,
+  storedWebhookErrorResponse,
+  storedStageErrorResponse
+]
 
 /** A stored command error as the API would have answered it live. */
-const storedErrorResponse = (error: unknown): { status: number; body: unknown } | undefined => {
-  const repositoryError = decodeRepositoryError(error)
-  if (Option.isSome(repositoryError)) return repositoryErrorResponse(repositoryError.value)
-  const branchError = decodeBranchError(error)
-  if (Option.isSome(branchError)) return branchErrorResponse(branchError.value)
-  const mergeError = decodeMergeError(error)
-  if (Option.isSome(mergeError)) return mergeErrorResponse(mergeError.value)
-  const organizationError = decodeOrganizationError(error)
-  if (Option.isSome(organizationError)) return organizationErrorResponse(organizationError.value)
-  const serviceAccountError = decodeServiceAccountError(error)
-  if (Option.isSome(serviceAccountError)) return serviceAccountErrorResponse(serviceAccountError.value)
-  return storedCiErrorResponse(error) ?? storedWebhookErrorResponse(error) ?? storedStageErrorResponse(error)
+const storedErrorResponse = (error: unknown) => {
+  for (const answer of storedErrorAnswers) {
+    const found = answer(error)
+    if (found !== undefined) return found
+  }
+  return undefined
 }
 
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
@@ -114,4 +163,5 @@ const notApplied = {
   response: { error: "the write failed and was not applied; retry with a new Idempotency-Key", code: "write_failed" }
 } as const
 
-export const RepositoryEntityLive = Layer.mergeAll(Handlers, Gateway, OperationsLive)
+/** Every entity registered, every feature's gateway, and the operations. */
+export const EntitiesLive = Layer.mergeAll(Registered, Gateways, OperationsLive)

@@ -13,17 +13,12 @@ import { DomainLive, HttpAppLive } from "./App.ts"
 import { drainingServer } from "./http/DrainingServer.ts"
 import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
-import { CiGateway } from "./ci/CiGateway.ts"
 import { CiTriggersLive } from "./ci/CiTriggers.ts"
 import { WebhookDeliveryLive } from "./webhooks/WebhookDelivery.ts"
 import { WebhookFanoutLive } from "./webhooks/WebhookFanout.ts"
-import { WebhookGateway } from "./webhooks/WebhookGateway.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
-import { BranchGateway } from "./content/BranchGateway.ts"
-import { StagedPushGateway } from "./staged-push/StagedPushGateway.ts"
-import { RepositoryEntityLive } from "./Entities.ts"
+import { EntitiesLive } from "./Entities.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
-import { OrganizationEntityLive } from "./orgs/OrganizationLive.ts"
 
 const banner = Effect.gen(function*() {
   // Requiring the HTTP server orders this after it is listening.
@@ -78,7 +73,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
   return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries).pipe(
     Layer.provide(NoTracing),
-    Layer.provide(Layer.mergeAll(RepositoryEntityLive, BranchGateway.live, OrganizationEntityLive, CiGateway.live, WebhookGateway.layer, StagedPushGateway.layer)),
+    Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(ConfigLive)

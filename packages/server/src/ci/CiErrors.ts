@@ -1,8 +1,8 @@
 /** CI's typed errors (stored as command replies) and the one mapping from them to the API's answers. */
 import { ApiErrors } from "@grove/api"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { GatewayFailure } from "../entities/Sending.ts"
-import { apiErrorOf, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
+import { apiErrorOf, gatewayApiError, isGatewayFailure, storedErrorAnswer } from "../http/Failures.ts"
 import { QueueError } from "./CiQueueCommand.ts"
 import { CiRunError } from "./CiRunCommands.ts"
 import { SecretError } from "./CiSecretCommands.ts"
@@ -37,13 +37,8 @@ export const ciErrorResponse = (error: CiError): { status: number; body: { error
   }
 }
 
-const decodeCiError = Schema.decodeUnknownOption(CiError)
-
 /** A stored command error of CI, as the API would have answered it live. */
-export const storedCiErrorResponse = (error: unknown) => {
-  const decoded = decodeCiError(error)
-  return Option.isSome(decoded) ? ciErrorResponse(decoded.value) : undefined
-}
+export const storedCiErrorResponse = storedErrorAnswer(CiError, ciErrorResponse)
 
 export const ciApiError = (error: CiError) => {
   const { status, body } = ciErrorResponse(error)

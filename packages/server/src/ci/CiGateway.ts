@@ -2,20 +2,17 @@
  * How CI sends its commands: queuing runs to the Branch entity, run transitions to the CiRun
  * entity, secrets to the Repository entity; through the entity runtime in both modes.
  */
-import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { BranchEntity } from "../entities/BranchEntity.ts"
-import { RepositoryEntity } from "../repos/RepositoryCommands.ts"
-import { sender } from "../entities/Sending.ts"
-import { CiRunEntity, handlers } from "./CiRunCommands.ts"
+import { branchSlice, repositorySlice } from "../entities/EntitySlices.ts"
+import { gatewaySender } from "../entities/Sending.ts"
+import * as CiQueue from "./CiQueueCommand.ts"
+import { CiRunEntity } from "./CiRunCommands.ts"
+import * as CiSecretCommands from "./CiSecretCommands.ts"
 
 const make = Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const runtime = yield* EntityRuntime.EntityRuntime
-  const branch = sender(runtime, BranchEntity, config.commandTimeoutMs)
-  const run = sender(runtime, CiRunEntity, config.commandTimeoutMs)
-  const repository = sender(runtime, RepositoryEntity, config.commandTimeoutMs)
+  const branch = yield* gatewaySender(branchSlice(CiQueue.commands))
+  const run = yield* gatewaySender(CiRunEntity)
+  const repository = yield* gatewaySender(repositorySlice(CiSecretCommands.commands))
   return {
     queue: branch("QueueCiRuns"),
     start: run("Start"),
@@ -30,6 +27,4 @@ const make = Effect.gen(function*() {
 
 export class CiGateway extends Context.Service<CiGateway, Effect.Success<typeof make>>()("grove/server/ci/CiGateway") {
   static readonly layer = Layer.effect(CiGateway, make)
-  /** Registers the CiRun entity's handlers and provides the gateway. */
-  static readonly live = Layer.merge(EntityRuntime.EntityRuntime.register(CiRunEntity, handlers), CiGateway.layer)
 }

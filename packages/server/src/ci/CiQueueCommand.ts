@@ -7,8 +7,8 @@
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { emit, load as loadRepository } from "../entities/CommandSupport.ts"
-import { BranchNotFound, BranchRepositoryGone, loadBranch, splitBranchKey } from "../content/BranchCommands.ts"
+import { emit, load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
+import { BranchNotFound, BranchRepositoryGone, loadBranch } from "../content/BranchCommands.ts"
 
 /** The branch's head is no longer the commit the trigger expected (412). */
 export class CiHeadMoved extends Schema.TaggedError<CiHeadMoved>()("CiHeadMoved", { branch: Schema.String, head: Schema.NullOr(Schema.String) }) {}

@@ -9,7 +9,7 @@ import { ApiSync } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { emit, load as loadRepository } from "../entities/CommandSupport.ts"
+import { emit, load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
 
@@ -68,11 +68,6 @@ export const ReopenPayload = Schema.Struct({ ...Actor })
 
 export const branchKey = (repositoryKey: string, branch: string) => `${repositoryKey}:${branch}`
 
-/** `owner/name:branch` -> [`owner/name`, `branch`]; repository names never contain `:`. */
-export const splitBranchKey = (entityId: string): readonly [string, string] => {
-  const colon = entityId.indexOf(":")
-  return [entityId.slice(0, colon), entityId.slice(colon + 1)]
-}
 
 const nowRfc3339 = () => new Date().toISOString().replace("Z", "+00:00")
 
@@ -335,7 +330,7 @@ export const reopen = Effect.fn("Branch.reopen")(function*(_payload: typeof Reop
   return toApiBranch(yield* updateBranch(current, sql.update({ status: "open", close_reason: null })))
 })
 
-/** The branch's own commands; `entities/BranchEntity.ts` composes the Branch entity from these and CI's. */
+/** The branch's own slice of the Branch entity; `Entities.ts` composes the entity from the slices. */
 export const commands = {
   Push: { payload: PushPayload, success: ApiSync.PushResponse, error: BranchError },
   Create: { payload: CreatePayload, success: ApiSync.Branch, error: BranchError },

@@ -3,8 +3,8 @@
  * the API's answer, used for replies that arrive in time and for operations
  * read back later.
  */
-import type { BranchError } from "./BranchCommands.ts"
-import { apiErrorOf, type StatusApiError } from "../http/Failures.ts"
+import { BranchError } from "./BranchCommands.ts"
+import { apiErrorOf, type StatusApiError, storedErrorAnswer } from "../http/Failures.ts"
 
 export interface BranchErrorResponse {
   readonly status: 400 | 403 | 404 | 409 | 413
@@ -49,3 +49,6 @@ export const branchApiError = (error: BranchError): BranchApiError => {
   const { status, body } = branchErrorResponse(error)
   return apiErrorOf(status, body)
 }
+
+/** A stored branch command error, as the API would have answered it live. */
+export const storedBranchErrorResponse = storedErrorAnswer(BranchError, branchErrorResponse)

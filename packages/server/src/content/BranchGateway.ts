@@ -3,12 +3,10 @@
  * owner of the repository's partition, in embedded and cluster mode alike.
  */
 import type { ApiSync } from "@grove/api"
-import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { type GatewayFailure, sender, type WriteRequest } from "../entities/Sending.ts"
-import { BranchEntity, handlers } from "../entities/BranchEntity.ts"
-import type * as Commands from "./BranchCommands.ts"
+import { branchSlice } from "../entities/EntitySlices.ts"
+import { type GatewayFailure, gatewaySender, type WriteRequest } from "../entities/Sending.ts"
+import * as Commands from "./BranchCommands.ts"
 
 type Failure = Commands.BranchError | GatewayFailure
 type Reply<A> = Effect.Effect<A, Failure>
@@ -20,11 +18,7 @@ export class BranchGateway extends Context.Service<BranchGateway, {
   readonly reopen: (entityId: string, payload: typeof Commands.ReopenPayload.Type, request?: WriteRequest) => Reply<ApiSync.Branch>
 }>()("grove/server/content/BranchGateway") {
   static readonly layer = Layer.effect(BranchGateway, Effect.gen(function*() {
-    const config = yield* ServerConfig
-    const send = sender(yield* EntityRuntime.EntityRuntime, BranchEntity, config.commandTimeoutMs)
+    const send = yield* gatewaySender(branchSlice(Commands.commands))
     return BranchGateway.of({ push: send("Push"), create: send("Create"), close: send("Close"), reopen: send("Reopen") })
   }))
-
-  /** Registers the handlers with the runtime and provides the gateway. */
-  static readonly live = Layer.merge(EntityRuntime.EntityRuntime.register(BranchEntity, handlers), BranchGateway.layer)
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as os from "node:os"
 import { startFakeDns } from "../../../../test/support/FakeDns.ts"
-import { parseAllowList } from "./AllowList.ts"
+import { parseAllowList } from "@grove/core/net/AllowList"
 import { makeEgress } from "./Egress.ts"
 
 /** Every form the issue names; refused with no allow-list. */

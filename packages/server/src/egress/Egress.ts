@@ -6,7 +6,7 @@
  * not followed; an attempt has a deadline and reads at most a bounded part of the answer.
  *
  * Operators open networks and host names on an internal network with `--webhook-allow`
- * (`AllowList.ts`), shown at start. Tests may still use `GROVE_UNSAFE_EGRESS_ALLOW` (exact addresses,
+ * (`@grove/core/net/AllowList`), shown at start. Tests may still use `GROVE_UNSAFE_EGRESS_ALLOW` (exact addresses,
  * from the environment only, warned about at start).
  */
 import { classify, isIpLiteral, sameAddress } from "@grove/core/net/PublicAddress"
@@ -17,7 +17,7 @@ import * as https from "node:https"
 import type { LookupFunction } from "node:net"
 import * as os from "node:os"
 import { ServerConfig } from "../Config.ts"
-import { type AllowList, EMPTY_ALLOW_LIST, parseAllowList } from "./AllowList.ts"
+import { type AllowList, EMPTY_ALLOW_LIST, parseAllowList } from "@grove/core/net/AllowList"
 
 /** The URL or an address it resolves to may not be called; `reason` says why (never the addresses). */
 export class EgressRefused extends Data.TaggedError("EgressRefused")<{ readonly reason: string }> {}

@@ -22,6 +22,12 @@ export const load = Effect.fnUntraced(function*(entityId: string) {
   return rows[0]
 })
 
+/** `owner/name:branch` -> [`owner/name`, `branch`]; repository names never contain `:`. */
+export const splitBranchKey = (entityId: string): readonly [string, string] => {
+  const colon = entityId.indexOf(":")
+  return [entityId.slice(0, colon), entityId.slice(colon + 1)]
+}
+
 /** `owner/name` -> [owner, name]. */
 export const splitRepositoryKey = (entityId: string): readonly [string, string] => {
   const slash = entityId.indexOf("/")

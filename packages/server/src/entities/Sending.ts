@@ -1,13 +1,10 @@
 /**
- * How the HTTP edge sends Repository commands: through the entity runtime to
- * the partition owner of `owner/name`, in embedded and cluster mode alike.
+ * How the features' gateways send entity commands: through the entity runtime to the owner of the
+ * entity's partition, in embedded and cluster mode alike, and how the runtime's failures look to them.
  */
-import type { ApiSchemas } from "@grove/api"
-import type { Entity, EntityRuntime, Messages } from "@grove/bus"
-import { Context, Data, Duration, Effect } from "effect"
-import type * as MergeCommand from "../merges/MergeCommand.ts"
-import type * as SyncRevert from "../merges/SyncRevertCommands.ts"
-import type * as Commands from "../repos/RepositoryCommands.ts"
+import { type Entity, EntityRuntime, type Messages } from "@grove/bus"
+import { Data, Duration, Effect } from "effect"
+import { ServerConfig } from "../Config.ts"
 
 /** The command did not answer before the deadline; it may still apply. Poll the operation. */
 export class CommandPending extends Data.TaggedError("CommandPending")<{ readonly operationId: string }> {}
@@ -50,6 +47,13 @@ export const sender = <E extends Entity.Entity>(runtime: EntityRuntime.EntityRun
     Effect.mapError((error) => toGatewayError<Entity.Failure<E, C>>(error))
   )
 
+/** What every gateway starts from: `(yield* gatewaySender(slice))("Create")`, with the configured command timeout. */
+export const gatewaySender = <E extends Entity.Entity>(entity: E) =>
+  Effect.gen(function*() {
+    const config = yield* ServerConfig
+    return sender(yield* EntityRuntime.EntityRuntime, entity, config.commandTimeoutMs)
+  })
+
 type SendFailure = Messages.CommandTimeout | Messages.CommandFailed | Messages.CommandIdReused
 
 /** A command's typed error passes through; the runtime's failures become the gateway's. */
@@ -70,17 +74,3 @@ export const toGatewayError = <E>(e: E | SendFailure): E | GatewayFailure => {
       return e as E
   }
 }
-
-type MergeReply = Effect.Effect<typeof MergeCommand.MergeSuccess.Type, MergeCommand.MergeError | GatewayFailure>
-type Landing<A> = Effect.Effect<A, SyncRevert.LandError | GatewayFailure>
-type Reply = Effect.Effect<ApiSchemas.Repository, Commands.RepositoryError | GatewayFailure>
-
-export class RepositoryGateway extends Context.Service<RepositoryGateway, {
-  readonly create: (entityId: string, payload: typeof Commands.CreatePayload.Type, request?: WriteRequest) => Reply
-  readonly remove: (entityId: string, payload: typeof Commands.DeletePayload.Type, request?: WriteRequest) => Reply
-  readonly setVisibility: (entityId: string, payload: typeof Commands.SetVisibilityPayload.Type, request?: WriteRequest) => Reply
-  readonly merge: (entityId: string, payload: typeof MergeCommand.MergePayload.Type, request?: WriteRequest) => MergeReply
-  readonly sync: (entityId: string, payload: typeof SyncRevert.SyncPayload.Type, request?: WriteRequest) => Landing<typeof SyncRevert.SyncSuccess.Type>
-  readonly revert: (entityId: string, payload: typeof SyncRevert.RevertPayload.Type, request?: WriteRequest) => Landing<typeof SyncRevert.RevertSuccess.Type>
-  readonly transfer: (entityId: string, payload: typeof Commands.TransferPayload.Type, request?: WriteRequest) => Reply
-}>()("grove/server/entities/RepositoryGateway") {}

@@ -13,9 +13,9 @@ import { Bus, Topics } from "@grove/bus"
 import { Context, Effect, Layer, PubSub } from "effect"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import { isAccessEvent } from "../cache/AccessEventsFollower.ts"
-import { ServerConfig } from "../Config.ts"
+import { DEFAULT_RECHECK_MS, DEFAULT_STREAM_LIMITS, ServerConfig } from "../Config.ts"
 import { type RepositoryEvent, repositoryEventOf } from "./RepositoryEvent.ts"
-import { DEFAULT_RECHECK_MS, DEFAULT_STREAM_LIMITS, StreamSlots } from "./StreamSlots.ts"
+import { StreamSlots } from "./StreamSlots.ts"
 
 /** An item as this node published it: `seq` counts every item, so a gap means some were dropped. */
 export type SequencedEvent =

@@ -7,11 +7,6 @@ export interface StreamLimits {
   readonly perNode: number
 }
 
-export const DEFAULT_STREAM_LIMITS: StreamLimits = { perCaller: 20, perNode: 1000 }
-
-/** Every stream re-checks its caller's access this often too, in case an access event was missed. */
-export const DEFAULT_RECHECK_MS = 60_000
-
 export class StreamSlots {
   private readonly byCaller = new Map<string, number>()
   private total = 0

@@ -66,3 +66,14 @@ export const actorName = Effect.gen(function*() {
     ? `service:${principal.name}`
     : "anonymous"
 })
+
+/** What every command carries about its sender. */
+export const actorOf = Effect.fnUntraced(function*(caller: Caller) {
+  const { principal, limits } = caller
+  return {
+    actor: yield* actorName,
+    // A service-account key acts with its creator's standing (checked again by commands that need an owner).
+    actorUserId: principal.kind === "user" ? principal.userId : limits.kind === "service" ? limits.creatorId ?? null : null,
+    actorSiteAdmin: principal.kind === "user" && principal.siteAdmin
+  }
+})

@@ -1,7 +1,7 @@
 /** Turning internal failures into the API's errors at the handler edge. */
 import { ApiErrors } from "@grove/api"
 import type { Names } from "@grove/core"
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { GatewayFailure } from "../entities/Sending.ts"
 
@@ -84,3 +84,22 @@ export const gatewayApiError = (error: GatewayFailure): GatewayApiError => {
 const gatewayTags: ReadonlySet<string> = new Set(["CommandPending", "CommandUnavailable", "CommandNotApplied", "IdempotencyKeyReused"])
 
 export const isGatewayFailure = (error: { readonly _tag: string }): error is GatewayFailure => gatewayTags.has(error._tag)
+
+/** An answer as the API gives it: a status and its JSON body. */
+export interface StoredAnswer {
+  readonly status: number
+  readonly body: unknown
+}
+
+/**
+ * A feature's reading of a stored command error (an operation's reply): the answer the API would have
+ * given live, or undefined when the error is not one of `schema`'s. The wiring asks each feature's in turn.
+ */
+// oxlint-disable-next-line no-explicit-any
+export const storedErrorAnswer = <A>(schema: Schema.Codec<A, any, never, never>, answer: (error: A) => StoredAnswer) => {
+  const decode = Schema.decodeUnknownOption(schema)
+  return (error: unknown): StoredAnswer | undefined => {
+    const decoded = decode(error)
+    return Option.isSome(decoded) ? answer(decoded.value) : undefined
+  }
+}

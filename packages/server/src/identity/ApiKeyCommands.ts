@@ -7,7 +7,7 @@
 import type { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { Actor, Done, lockOrg, record } from "../orgs/OrganizationCommands.ts"
+import { Actor, Done, lockOrg, record } from "../orgs/OrganizationCommandSupport.ts"
 import { PersonalKeyGone, ServiceAccountError } from "../service-accounts/ServiceAccountErrors.ts"
 
 export const CreatePersonalKeyPayload = Schema.Struct({

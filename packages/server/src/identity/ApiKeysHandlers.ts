@@ -11,12 +11,11 @@ import { randomUUID } from "node:crypto"
 import { Authorizer } from "../access/Authorizer.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import type { GatewayFailure } from "../entities/Sending.ts"
-import { commandRequest } from "../http/CallerContext.ts"
+import { actorOf, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
-import { actorOf } from "../orgs/OrgsHandlers.ts"
-import { ServiceAccountGateway } from "../service-accounts/ServiceAccountGateway.ts"
 import { type ServiceAccountError, serviceAccountApiError } from "../service-accounts/ServiceAccountErrors.ts"
+import { ApiKeyGateway } from "./ApiKeyGateway.ts"
 import { type ApiKeyRecord, Identity } from "../access/Identity.ts"
 import * as Secrets from "../access/Secrets.ts"
 
@@ -45,7 +44,7 @@ const commandFailure = (error: ServiceAccountError | GatewayFailure) =>
 export const ApiKeysHandlers = HttpApiBuilder.group(GroveApi, "apiKeys", Effect.fn(function*(handlers) {
   const identity = yield* Identity
   const authorizer = yield* Authorizer
-  const gateway = yield* ServiceAccountGateway
+  const gateway = yield* ApiKeyGateway
   const caches = yield* AccessCaches
   return handlers.handleAll({
     list: Effect.fn(function*({ query }) {

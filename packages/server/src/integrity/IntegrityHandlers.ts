@@ -13,7 +13,7 @@ import { Authorizer } from "../access/Authorizer.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { callerPolicy, withheldAtHeads } from "../path-permissions/CallerPolicy.ts"
 import { IntegrityProof, type Verification } from "./IntegrityProof.ts"
-import { encodeSnapshot, type SelectedBranch } from "./IntegritySnapshot.ts"
+import { checkSelected, encodeSnapshot } from "./IntegritySnapshot.ts"
 
 export const PROOF_PROFILE = "bounded_v1"
 export const SELECTED_BRANCH_ACQUISITION = "exact_head_v1"
@@ -32,16 +32,6 @@ const branchName = (value: string | undefined, what: string) => {
   return value === "" || Names.hasControlCharacters(value) || value.length > 1024
     ? bad(`${what} must be a branch name without control characters`)
     : Effect.succeed(value)
-}
-
-/** A selected branch must exist, be open and sit at the expected head (412 otherwise, as a clone's precondition). */
-export const checkSelected = (requested: string | null, expectedHead: string | null, selected: SelectedBranch | undefined) => {
-  if (requested === null) return Effect.void
-  const failed = (error: string) => Effect.fail(new ApiErrors.PreconditionFailed({ error, code: "selected_branch_changed" }))
-  if (selected === undefined) return failed(`selected branch '${requested}' is missing or has no published head`)
-  if (selected.status !== "open") return failed(`selected branch '${requested}' is not open`)
-  if (expectedHead !== null && expectedHead !== selected.head) return failed(`selected branch '${requested}' does not match expected_head`)
-  return Effect.void
 }
 
 export const IntegrityHandlers = HttpApiBuilder.group(GroveApi, "integrity", Effect.fn(function*(handlers) {

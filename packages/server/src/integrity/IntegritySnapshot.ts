@@ -4,7 +4,9 @@
  * history head). Hex of JSON, as the Oak client carries it opaquely; the pull recomputes the same
  * capture and answers 412 when anything moved. Not a secret and not a grant: it only narrows.
  */
+import { ApiErrors } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
+import { Effect } from "effect"
 
 export interface SelectedBranch {
   readonly name: string
@@ -84,4 +86,14 @@ export const snapshotProblem = (token: string, scope: SnapshotScope, capture: Ca
     return "repository branch roots changed after integrity preflight; rerun clone preflight"
   }
   return undefined
+}
+
+/** A selected branch must exist, be open and sit at the expected head (412 otherwise, as a clone's precondition). */
+export const checkSelected = (requested: string | null, expectedHead: string | null, selected: SelectedBranch | undefined) => {
+  if (requested === null) return Effect.void
+  const failed = (error: string) => Effect.fail(new ApiErrors.PreconditionFailed({ error, code: "selected_branch_changed" }))
+  if (selected === undefined) return failed(`selected branch '${requested}' is missing or has no published head`)
+  if (selected.status !== "open") return failed(`selected branch '${requested}' is not open`)
+  if (expectedHead !== null && expectedHead !== selected.head) return failed(`selected branch '${requested}' does not match expected_head`)
+  return Effect.void
 }

@@ -98,3 +98,10 @@ export const merge = Effect.fn("Repository.merge")(function*(payload: typeof Mer
     merge_parent_hash: payload.expectedBranchHead
   }
 })
+
+/** The merge's slice of the Repository entity; `Entities.ts` composes the entity from the slices. */
+export const commands = {
+  Merge: { payload: MergePayload, success: MergeSuccess, error: MergeError }
+} as const
+
+export const handlers = { Merge: merge }

@@ -2,10 +2,10 @@
  * Merge answers (spec: merge responses): 409 `main_moved` / `branch_moved` (retryable, nothing
  * merged), 409 with `conflict_paths`, 400 for a branch already merged or closed, 404 for a missing one.
  */
-import type { MergeError } from "./MergeCommand.ts"
+import { MergeError } from "./MergeCommand.ts"
 import type { LandingRefused } from "./Landing.ts"
 import { branchErrorResponse } from "../content/BranchErrors.ts"
-import { apiErrorOf } from "../http/Failures.ts"
+import { apiErrorOf, storedErrorAnswer } from "../http/Failures.ts"
 
 export interface MergeErrorResponse {
   readonly status: number
@@ -35,3 +35,6 @@ export const mergeApiError = (error: MergeError | LandingRefused) => {
   const { status, body } = mergeErrorResponse(error)
   return apiErrorOf(status, body)
 }
+
+/** A stored merge command error, as the API would have answered it live. */
+export const storedMergeErrorResponse = storedErrorAnswer(MergeError, mergeErrorResponse)

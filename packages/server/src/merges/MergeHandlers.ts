@@ -22,7 +22,8 @@ import type * as SyncRevert from "./SyncRevertCommands.ts"
 import { planMerge, previewMerge } from "./MergePlanner.ts"
 import { planRevert } from "./RevertPlanner.ts"
 import { planSync } from "./SyncPlanner.ts"
-import { CommandNotApplied, type GatewayFailure, RepositoryGateway } from "../entities/Sending.ts"
+import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
+import { MergeGateway } from "./MergeGateway.ts"
 import { Repositories } from "../access/Repositories.ts"
 import { repositoryKey } from "../access/RepositoryRecord.ts"
 import { actorName, writeRequest } from "../http/CallerContext.ts"
@@ -56,7 +57,7 @@ const storedReply = (previous: Option.Option<Inbox.Operation>) =>
 
 export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(function*(handlers) {
   const authorizer = yield* Authorizer
-  const gateway = yield* RepositoryGateway
+  const gateway = yield* MergeGateway
   const repositories = yield* Repositories
   const context = yield* Effect.context<Branches | ContentObjects | History | SqlClient.SqlClient>()
   const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | SqlClient.SqlClient>) =>

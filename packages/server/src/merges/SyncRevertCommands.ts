@@ -105,3 +105,11 @@ export const revert = Effect.fn("Repository.revert")(function*(payload: typeof R
     message: payload.message
   }
 })
+
+/** Syncing a branch with main and reverting on main: their slice of the Repository entity. */
+export const commands = {
+  Sync: { payload: SyncPayload, success: SyncSuccess, error: LandError },
+  Revert: { payload: RevertPayload, success: RevertSuccess, error: LandError }
+} as const
+
+export const handlers = { Sync: sync, Revert: revert }

@@ -12,8 +12,8 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { audit, emit } from "../entities/CommandSupport.ts"
-import { type Organization, toApiOrganization } from "../access/Organizations.ts"
+import { Actor, type ActorFields, Done, lockOrg, type OrgRow, record } from "./OrganizationCommandSupport.ts"
+import { toApiOrganization } from "../access/Organizations.ts"
 import {
   AlreadyInGroup,
   AlreadyMember,
@@ -24,20 +24,12 @@ import {
   NotMember,
   OrganizationError,
   OrgChanged,
-  OrgGone,
   OrgNameTaken,
   OrgNotEmpty,
   OwnerRequired,
   PersonalOrganization,
   UserUnknown
 } from "./OrganizationErrors.ts"
-
-/** Who sends the command: their name (audit rows) and, for owner changes, who they are. */
-export const Actor = {
-  actor: Schema.String,
-  actorUserId: Schema.NullOr(Schema.String),
-  actorSiteAdmin: Schema.Boolean
-}
 
 export const CreatePayload = Schema.Struct({
   name: Schema.String,
@@ -58,26 +50,6 @@ export const DeleteGroupPayload = Schema.Struct({ group: Schema.String, ...Actor
 export const GroupMemberPayload = Schema.Struct({ group: Schema.String, username: Schema.String, ...Actor })
 export const SetQuotaPayload = Schema.Struct({ quotaBytes: Schema.Number, ...Actor })
 
-export const Done = Schema.Struct({ slug: Schema.String })
-
-export type ActorFields = { readonly actor: string; readonly actorUserId: string | null; readonly actorSiteAdmin: boolean }
-
-interface OrgRow extends Organization {
-  readonly version: number
-}
-
-const orgColumns = (sql: SqlClient.SqlClient) =>
-  sql`id, slug, name, description, personal_user_id IS NOT NULL AS personal, created_at AS "createdAt", version`
-
-
-/** The organization of the command's key, locked for the transaction. */
-export const lockOrg = Effect.fnUntraced(function*(slug: string) {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<OrgRow>`SELECT ${orgColumns(sql)} FROM organizations WHERE slug = ${slug} FOR UPDATE`
-  const row = rows[0]
-  if (row === undefined) return yield* new OrgGone({ slug })
-  return row
-})
 
 /** The compare-and-set every change makes on the organization's version. */
 const bump = Effect.fnUntraced(function*(org: OrgRow) {
@@ -152,16 +124,6 @@ const toApiGroup = Effect.fnUntraced(function*(row: GroupRow) {
     members: members.map((m) => m.username),
     created_at: row.createdAt.toISOString()
   } satisfies ApiOrgs.Group
-})
-
-/** What every command records: the audit row and the event, in the command's transaction. */
-export const record = Effect.fnUntraced(function*(
-  org: OrgRow,
-  payload: ActorFields,
-  change: { readonly action: string; readonly event: string; readonly target?: string; readonly details?: Record<string, unknown> }
-) {
-  yield* audit(org.id, payload.actor, change.action, change.target ?? org.slug, change.details ?? {})
-  yield* emit(change.event, { org: org.slug, org_id: org.id, actor: payload.actor, ...change.details })
 })
 
 const isUniqueViolation = (error: unknown) => error instanceof SqlError && error.reason._tag === "UniqueViolation"

@@ -3,7 +3,7 @@
  * them to the API's answers, for replies that arrive in time and operations read back later.
  */
 import { Schema } from "effect"
-import { apiErrorOf } from "../http/Failures.ts"
+import { apiErrorOf, storedErrorAnswer } from "../http/Failures.ts"
 
 export class OrgGone extends Schema.TaggedError<OrgGone>()("OrgGone", { slug: Schema.String }) {}
 export class OrgNameTaken extends Schema.TaggedError<OrgNameTaken>()("OrgNameTaken", { slug: Schema.String }) {}
@@ -102,3 +102,6 @@ export const organizationApiError = (error: OrganizationError) => {
   const { status, body } = organizationErrorResponse(error)
   return apiErrorOf(status, body)
 }
+
+/** A stored organization command error, as the API would have answered it live. */
+export const storedOrganizationErrorResponse = storedErrorAnswer(OrganizationError, organizationErrorResponse)

@@ -2,15 +2,13 @@
  * How the HTTP edge sends Organization commands: through the entity runtime to the owner of the
  * slug's partition, in embedded and cluster mode alike.
  */
-import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { sender } from "../entities/Sending.ts"
-import { OrganizationEntity } from "./OrganizationEntity.ts"
+import { organizationSlice } from "../entities/EntitySlices.ts"
+import { gatewaySender } from "../entities/Sending.ts"
+import * as OrganizationCommands from "./OrganizationCommands.ts"
 
 const make = Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const send = sender(yield* EntityRuntime.EntityRuntime, OrganizationEntity, config.commandTimeoutMs)
+  const send = yield* gatewaySender(organizationSlice(OrganizationCommands.commands))
   return {
     create: send("Create"),
     update: send("Update"),

@@ -3,13 +3,13 @@
  * Organization entity (key: the slug) through the gateway. Managing members and groups needs the
  * owner or admin role (a member gets 403, a non-member 404); setting a quota, an instance admin.
  */
-import { ApiErrors, type Caller, CurrentCaller, GroveApi } from "@grove/api"
+import { ApiErrors, CurrentCaller, GroveApi } from "@grove/api"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import type { GatewayFailure } from "../entities/Sending.ts"
-import { actorName, commandRequest } from "../http/CallerContext.ts"
+import { actorOf, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { pageRequest, pageResponse } from "../http/Pagination.ts"
 import { type OrganizationError, organizationApiError } from "./OrganizationErrors.ts"
@@ -28,17 +28,6 @@ const notRepoLimited = Effect.gen(function*() {
 
 const commandFailure = (error: OrganizationError | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : organizationApiError(error))
-
-/** What every command carries about its sender. */
-export const actorOf = Effect.fnUntraced(function*(caller: Caller) {
-  const { principal, limits } = caller
-  return {
-    actor: yield* actorName,
-    // A service-account key acts with its creator's standing (checked again by commands that need an owner).
-    actorUserId: principal.kind === "user" ? principal.userId : limits.kind === "service" ? limits.creatorId ?? null : null,
-    actorSiteAdmin: principal.kind === "user" && principal.siteAdmin
-  }
-})
 
 export const OrgsHandlers = HttpApiBuilder.group(GroveApi, "orgs", Effect.fn(function*(handlers) {
   const organizations = yield* Organizations

@@ -4,17 +4,13 @@
  * the inbox check; it changes rows with a compare-and-set on `version` and
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
-import * as CiSecretCommands from "../ci/CiSecretCommands.ts"
-import * as WebhookCommands from "../webhooks/WebhookCommands.ts"
 import { ApiSchemas } from "@grove/api"
-import { Entity } from "@grove/bus"
+import type { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
-import * as MergeCommand from "../merges/MergeCommand.ts"
-import * as SyncRevert from "../merges/SyncRevertCommands.ts"
 import { audit, emit, load } from "../entities/CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
@@ -156,27 +152,12 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
   return toApiRepository(rows[0]!)
 })
 
-/** The Repository entity: key `owner/name` (case-folded), which is also its partition key. */
-export const RepositoryEntity = Entity.make("Repository", {
-  Merge: { payload: MergeCommand.MergePayload, success: MergeCommand.MergeSuccess, error: MergeCommand.MergeError },
-  Sync: { payload: SyncRevert.SyncPayload, success: SyncRevert.SyncSuccess, error: SyncRevert.LandError },
-  Revert: { payload: SyncRevert.RevertPayload, success: SyncRevert.RevertSuccess, error: SyncRevert.LandError },
+/** The repository's own slice of the Repository entity; `Entities.ts` composes the entity from the slices. */
+export const commands = {
   Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
   SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
-  Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError },
-  ...CiSecretCommands.commands,
-  ...WebhookCommands.commands
-})
+  Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError }
+} as const
 
-export const handlers: Entity.Handlers<typeof RepositoryEntity> = {
-  Merge: MergeCommand.merge,
-  Sync: SyncRevert.sync,
-  Revert: SyncRevert.revert,
-  Create: create,
-  Delete: remove,
-  SetVisibility: setVisibility,
-  Transfer: transfer,
-  ...CiSecretCommands.handlers,
-  ...WebhookCommands.handlers
-}
+export const handlers = { Create: create, Delete: remove, SetVisibility: setVisibility, Transfer: transfer }

@@ -3,7 +3,8 @@
  * for replies that arrive in time and for operations read back later.
  */
 import { ApiErrors } from "@grove/api"
-import type { RepositoryError } from "./RepositoryCommands.ts"
+import { storedErrorAnswer } from "../http/Failures.ts"
+import { RepositoryError } from "./RepositoryCommands.ts"
 
 export interface ErrorResponse {
   readonly status: 404 | 409
@@ -28,3 +29,6 @@ export const repositoryApiError = (error: RepositoryError): ApiErrors.NotFound |
   const { status, body } = repositoryErrorResponse(error)
   return status === 404 ? new ApiErrors.NotFound(body) : new ApiErrors.Conflict(body)
 }
+
+/** A stored repository command error, as the API would have answered it live. */
+export const storedRepositoryErrorResponse = storedErrorAnswer(RepositoryError, repositoryErrorResponse)

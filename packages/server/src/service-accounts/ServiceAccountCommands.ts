@@ -9,7 +9,7 @@ import type { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import { Actor, Done, lockOrg, record } from "../orgs/OrganizationCommands.ts"
+import { Actor, Done, lockOrg, record } from "../orgs/OrganizationCommandSupport.ts"
 import { AccountGone, AccountKeyGone, AccountNameTaken, ServiceAccountError } from "./ServiceAccountErrors.ts"
 
 export const CreateAccountPayload = Schema.Struct({ name: Schema.String, displayName: Schema.NullOr(Schema.String), ...Actor })

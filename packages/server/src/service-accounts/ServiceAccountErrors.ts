@@ -3,7 +3,7 @@
  * them to the API's answers.
  */
 import { Schema } from "effect"
-import { apiErrorOf } from "../http/Failures.ts"
+import { apiErrorOf, storedErrorAnswer } from "../http/Failures.ts"
 import { OrgGone } from "../orgs/OrganizationErrors.ts"
 
 export class AccountGone extends Schema.TaggedError<AccountGone>()("AccountGone", { name: Schema.String }) {}
@@ -33,3 +33,6 @@ export const serviceAccountApiError = (error: ServiceAccountError) => {
   const { status, body } = serviceAccountErrorResponse(error)
   return apiErrorOf(status, body)
 }
+
+/** A stored service-account or personal-key command error, as the API would have answered it live. */
+export const storedServiceAccountErrorResponse = storedErrorAnswer(ServiceAccountError, serviceAccountErrorResponse)

@@ -1,21 +1,17 @@
-/** How the HTTP edge sends service-account and personal-key commands to the Organization entity. */
-import { EntityRuntime } from "@grove/bus"
+/** How the HTTP edge sends service-account commands to the Organization entity. */
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { sender } from "../entities/Sending.ts"
-import { OrganizationEntity } from "../orgs/OrganizationEntity.ts"
+import { organizationSlice } from "../entities/EntitySlices.ts"
+import { gatewaySender } from "../entities/Sending.ts"
+import * as ServiceAccountCommands from "./ServiceAccountCommands.ts"
 
 const make = Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const send = sender(yield* EntityRuntime.EntityRuntime, OrganizationEntity, config.commandTimeoutMs)
+  const send = yield* gatewaySender(organizationSlice(ServiceAccountCommands.commands))
   return {
     create: send("CreateServiceAccount"),
     update: send("UpdateServiceAccount"),
     remove: send("DeleteServiceAccount"),
     createKey: send("CreateServiceAccountKey"),
-    revokeKey: send("RevokeServiceAccountKey"),
-    createPersonalKey: send("CreatePersonalKey"),
-    revokePersonalKey: send("RevokePersonalKey")
+    revokeKey: send("RevokeServiceAccountKey")
   }
 })
 

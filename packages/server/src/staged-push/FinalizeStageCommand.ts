@@ -9,7 +9,7 @@ import { ApiSync } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { load as loadRepository } from "../entities/CommandSupport.ts"
+import { load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
 import {
   account,
   BranchError,
@@ -17,8 +17,7 @@ import {
   BranchStateInvalid,
   loadBranch,
   MainProtected,
-  moveHead,
-  splitBranchKey
+  moveHead
 } from "../content/BranchCommands.ts"
 import { sameBoundary, stageColumns, TOMBSTONE_DAYS, toStageRow } from "./PushStages.ts"
 

@@ -1,9 +1,9 @@
 /** How staged pushes and blob proofs fail, as the API answers it (live, and for operations read back later). */
 import { ApiErrors } from "@grove/api"
-import { Effect, Option, Schema } from "effect"
+import { Effect } from "effect"
 import type { GatewayFailure } from "../entities/Sending.ts"
 import { branchErrorResponse } from "../content/BranchErrors.ts"
-import { apiErrorOf, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
+import { apiErrorOf, gatewayApiError, isGatewayFailure, storedErrorAnswer } from "../http/Failures.ts"
 import type { ProofRefused } from "./BlobProofs.ts"
 import { FinalizeError } from "./FinalizeStageCommand.ts"
 
@@ -20,13 +20,8 @@ export const stageErrorResponse = (error: FinalizeError): { readonly status: num
   }
 }
 
-const decodeFinalizeError = Schema.decodeUnknownOption(FinalizeError)
-
 /** A stored FinalizeStage failure, as the API would have answered it live. */
-export const storedStageErrorResponse = (error: unknown) => {
-  const decoded = decodeFinalizeError(error)
-  return Option.isSome(decoded) ? stageErrorResponse(decoded.value) : undefined
-}
+export const storedStageErrorResponse = storedErrorAnswer(FinalizeError, stageErrorResponse)
 
 export const finalizeFailure = (error: FinalizeError | GatewayFailure) => {
   if (isGatewayFailure(error)) return Effect.fail(gatewayApiError(error))

@@ -1,13 +1,11 @@
 /** How the HTTP edge finishes a staged push: the Branch entity's FinalizeStage command, in both modes. */
-import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { BranchEntity } from "../entities/BranchEntity.ts"
-import { sender } from "../entities/Sending.ts"
+import { branchSlice } from "../entities/EntitySlices.ts"
+import { gatewaySender } from "../entities/Sending.ts"
+import * as FinalizeStage from "./FinalizeStageCommand.ts"
 
 const make = Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const branch = sender(yield* EntityRuntime.EntityRuntime, BranchEntity, config.commandTimeoutMs)
+  const branch = yield* gatewaySender(branchSlice(FinalizeStage.commands))
   return { finalize: branch("FinalizeStage") }
 })
 

@@ -1,6 +1,6 @@
 /** The webhook commands' typed errors and the one mapping from them to the API's answers. */
-import { Option, Schema } from "effect"
-import { apiErrorOf } from "../http/Failures.ts"
+import { Schema } from "effect"
+import { apiErrorOf, storedErrorAnswer } from "../http/Failures.ts"
 import { TooManyWebhooks, WebhookError } from "./WebhookCommands.ts"
 
 const AnyWebhookError = Schema.Union([WebhookError, TooManyWebhooks])
@@ -17,12 +17,7 @@ export const webhookErrorResponse = (error: AnyWebhookError) => {
   }
 }
 
-const decode = Schema.decodeUnknownOption(AnyWebhookError)
-
-export const storedWebhookErrorResponse = (error: unknown) => {
-  const decoded = decode(error)
-  return Option.isSome(decoded) ? webhookErrorResponse(decoded.value) : undefined
-}
+export const storedWebhookErrorResponse = storedErrorAnswer(AnyWebhookError, webhookErrorResponse)
 
 export const webhookApiError = (error: AnyWebhookError) => {
   const { status, body } = webhookErrorResponse(error)

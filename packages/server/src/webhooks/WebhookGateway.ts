@@ -1,13 +1,11 @@
 /** How the edge sends webhook changes: Repository entity commands, through the entity runtime in both modes. */
-import { EntityRuntime } from "@grove/bus"
 import { Context, Effect, Layer } from "effect"
-import { ServerConfig } from "../Config.ts"
-import { RepositoryEntity } from "../repos/RepositoryCommands.ts"
-import { sender } from "../entities/Sending.ts"
+import { repositorySlice } from "../entities/EntitySlices.ts"
+import { gatewaySender } from "../entities/Sending.ts"
+import * as WebhookCommands from "./WebhookCommands.ts"
 
 const make = Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const send = sender(yield* EntityRuntime.EntityRuntime, RepositoryEntity, config.commandTimeoutMs)
+  const send = yield* gatewaySender(repositorySlice(WebhookCommands.commands))
   return { add: send("AddWebhook"), remove: send("RemoveWebhook") }
 })
 

@@ -6,7 +6,7 @@
  * name led there. Egress applies it where it applies the public-address rule: when a URL is
  * accepted and again in the socket's lookup at connection.
  */
-import { parseIpv4, parseIpv6 } from "@grove/core/net/PublicAddress"
+import { parseIpv4, parseIpv6 } from "./PublicAddress.ts"
 
 interface Network {
   readonly bytes: ReadonlyArray<number>
