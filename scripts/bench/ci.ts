@@ -21,10 +21,9 @@ import { buildCommit, pushBody } from "../../test/support/content.ts"
 import { type GroveServer, startServer } from "../../test/support/GroveServer.ts"
 import { api } from "../../test/support/http.ts"
 import { numberArg } from "./load.ts"
+import { type Measure, MiB, percentile } from "./table/measure.ts"
 
-const pty = createRequire(path.resolve("packages/server/package.json"))("node-pty") as typeof Pty
-const RUNS = numberArg("runs", 30)
-const THROUGHPUT = numberArg("throughput", 40)
+const pty = createRequire(path.resolve(import.meta.dirname, "../../packages/server/package.json"))("node-pty") as typeof Pty
 
 const WORKFLOWS = {
   ".oak/workflows/noop.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
@@ -32,11 +31,6 @@ const WORKFLOWS = {
   ".oak/workflows/hold.yml": "on: [manual]\njobs:\n  a:\n    steps:\n      - run: echo holding; sleep 4\n"
 }
 
-const percentile = (values: ReadonlyArray<number>, p: number) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
-}
-const ms = (n: number) => `${n.toFixed(1).padStart(7)} ms`
 const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n))
 
 /** One shell in a pty, as a step runs: resolves with the time to its first byte and its end. */
@@ -79,17 +73,45 @@ const until = async (as: ReturnType<typeof api>, id: number, status: "running" |
 
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0)
 
-const main = async () => {
+export interface CiOptions {
+  /** Runs per latency measure. */
+  readonly runs: number
+  /** No-op runs for the throughput measure. */
+  readonly throughput: number
+}
+
+export interface CiResult {
+  readonly options: CiOptions
+  readonly cores: number
+  /** Milliseconds per run, and of the same-run baselines. */
+  readonly toRunning: ReadonlyArray<number>
+  readonly direct: ReadonlyArray<number>
+  readonly firstByte: ReadonlyArray<number>
+  readonly firstByteDirect: ReadonlyArray<number>
+  readonly perMinute: number
+  readonly directPerMinute: number
+  /** KiB: the server idle, and its peak with 20 runs at once. */
+  readonly idleRss: number
+  readonly peakRss: number
+  readonly runningAtPeak: number
+}
+
+export const measureCi = async (options: CiOptions): Promise<CiResult> => {
+  const RUNS = options.runs
+  const THROUGHPUT = options.throughput
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-ci-"))
   const server = await startServer({ dataDir })
+  const direct: Array<number> = []
+  const toRunning: Array<number> = []
+  const firstByteDirect: Array<number> = []
+  const firstByte: Array<number> = []
+  let perMinute = 0
+  let directPerMinute = 0
   try {
     const { as, key } = await setup(server)
-    console.log(`CI benchmark: ${RUNS} runs per latency, ${THROUGHPUT} no-op runs for throughput, on ${os.cpus().length} cores\n`)
 
     // Trigger to running.
-    const direct: Array<number> = []
     for (let i = 0; i < RUNS; i++) direct.push((await directShell("true")).total)
-    const toRunning: Array<number> = []
     for (let i = 0; i < RUNS; i++) {
       const t0 = performance.now()
       const id = await start(as, "noop")
@@ -97,13 +119,9 @@ const main = async () => {
       toRunning.push(performance.now() - t0)
       await until(as, id, "completed", 20)
     }
-    console.log(`trigger -> running          p50 ${ms(percentile(toRunning, 0.5))}  p99 ${ms(percentile(toRunning, 0.99))}`)
-    console.log(`  baseline: a pty shell     p50 ${ms(percentile(direct, 0.5))}  p99 ${ms(percentile(direct, 0.99))}   ratio p50 ${(percentile(toRunning, 0.5) / percentile(direct, 0.5)).toFixed(1)}x`)
 
     // First byte of a live log.
-    const firstByteDirect: Array<number> = []
     for (let i = 0; i < RUNS; i++) firstByteDirect.push((await directShell("echo hi")).firstByte)
-    const firstByte: Array<number> = []
     for (let i = 0; i < Math.min(RUNS, 15); i++) {
       const id = await start(as, "stamp")
       const response = await fetch(`${server.url}/api/bench/ci/ci/runs/${id}/logs?follow=1`, { headers: { authorization: `Bearer ${key}` } })
@@ -122,20 +140,16 @@ const main = async () => {
       }
       await until(as, id, "completed", 20)
     }
-    console.log(`live log first byte         p50 ${ms(percentile(firstByte, 0.5))}  p99 ${ms(percentile(firstByte, 0.99))}`)
-    console.log(`  baseline: a pty's output  p50 ${ms(percentile(firstByteDirect, 0.5))}  p99 ${ms(percentile(firstByteDirect, 0.99))}`)
 
     // Throughput with the default pool.
     const t0 = performance.now()
     const ids: Array<number> = []
     for (let i = 0; i < THROUGHPUT; i++) ids.push(await start(as, "noop"))
     for (const id of ids) await until(as, id, "completed", 50)
-    const perMinute = THROUGHPUT / ((performance.now() - t0) / 60_000)
+    perMinute = THROUGHPUT / ((performance.now() - t0) / 60_000)
     const d0 = performance.now()
     for (let i = 0; i < THROUGHPUT; i += 2) await Promise.all([directShell("true"), directShell("true")])
-    const directPerMinute = THROUGHPUT / ((performance.now() - d0) / 60_000)
-    console.log(`no-op runs per minute       ${perMinute.toFixed(0).padStart(7)}      (default pool: 2 runners)`)
-    console.log(`  baseline: shells, 2 at once ${directPerMinute.toFixed(0).padStart(5)}      ratio ${(perMinute / directPerMinute).toFixed(3)}x`)
+    directPerMinute = THROUGHPUT / ((performance.now() - d0) / 60_000)
   } finally {
     await server.stop()
     fs.rmSync(dataDir, { recursive: true, force: true })
@@ -162,12 +176,78 @@ const main = async () => {
       peak = Math.max(peak, rssKiB(pid))
       await sleep(100)
     }
-    console.log(`server RSS, 20 runs at once ${(peak / 1024).toFixed(1).padStart(7)} MiB   (${running} running at the peak sample)`)
-    console.log(`  baseline: idle            ${(idle / 1024).toFixed(1).padStart(7)} MiB   ratio ${(peak / idle).toFixed(3)}x`)
     for (const id of ids) await until(as, id, "completed", 100)
+    return { options, cores: os.cpus().length, toRunning, direct, firstByte, firstByteDirect, perMinute, directPerMinute, idleRss: idle, peakRss: peak, runningAtPeak: running }
   } finally {
     await wide.stop()
   }
 }
 
-await main()
+export const ciMeasures = (r: CiResult): Array<Measure> => [
+  {
+    id: "ci.trigger",
+    name: "CI trigger -> running, p50",
+    value: percentile(r.toRunning, 0.5),
+    unit: "ms",
+    baselineName: "bare pty shell",
+    baseline: percentile(r.direct, 0.5),
+    better: "lower",
+    goal: "< 15 ms",
+    met: percentile(r.toRunning, 0.5) < 15,
+    detail: `p99 ${percentile(r.toRunning, 0.99).toFixed(1)} ms over ${r.toRunning.length} runs`
+  },
+  {
+    id: "ci.first-byte",
+    name: "CI first log byte, p50",
+    value: percentile(r.firstByte, 0.5),
+    unit: "ms",
+    baselineName: "local pty first byte",
+    baseline: percentile(r.firstByteDirect, 0.5),
+    better: "lower",
+    goal: "< 15 ms",
+    met: percentile(r.firstByte, 0.5) < 15,
+    detail: `p99 ${percentile(r.firstByte, 0.99).toFixed(1)} ms over ${r.firstByte.length} runs`
+  },
+  {
+    id: "ci.noop",
+    name: "CI no-op runs/min, default pool",
+    value: r.perMinute,
+    unit: "/min",
+    baselineName: "bare pty shells, 2 at once",
+    baseline: r.directPerMinute,
+    better: "higher",
+    goal: ">= 3000/min",
+    met: r.perMinute >= 3000,
+    detail: `${r.options.throughput} runs`
+  },
+  {
+    id: "rss.ci20",
+    name: "server RSS with 20 CI runs",
+    value: r.peakRss / 1024,
+    unit: "MiB",
+    baselineName: "the same server idle",
+    baseline: r.idleRss / 1024,
+    better: "lower",
+    goal: "< 300 MiB",
+    met: r.peakRss * 1024 < 300 * MiB,
+    detail: `${r.runningAtPeak} running at the peak sample`
+  }
+]
+
+const ms = (n: number) => `${n.toFixed(1).padStart(7)} ms`
+
+const main = async () => {
+  const options = { runs: numberArg("runs", 30), throughput: numberArg("throughput", 40) }
+  console.log(`CI benchmark: ${options.runs} runs per latency, ${options.throughput} no-op runs for throughput, on ${os.cpus().length} cores\n`)
+  const r = await measureCi(options)
+  console.log(`trigger -> running          p50 ${ms(percentile(r.toRunning, 0.5))}  p99 ${ms(percentile(r.toRunning, 0.99))}`)
+  console.log(`  baseline: a pty shell     p50 ${ms(percentile(r.direct, 0.5))}  p99 ${ms(percentile(r.direct, 0.99))}   ratio p50 ${(percentile(r.toRunning, 0.5) / percentile(r.direct, 0.5)).toFixed(1)}x`)
+  console.log(`live log first byte         p50 ${ms(percentile(r.firstByte, 0.5))}  p99 ${ms(percentile(r.firstByte, 0.99))}`)
+  console.log(`  baseline: a pty's output  p50 ${ms(percentile(r.firstByteDirect, 0.5))}  p99 ${ms(percentile(r.firstByteDirect, 0.99))}`)
+  console.log(`no-op runs per minute       ${r.perMinute.toFixed(0).padStart(7)}      (default pool: 2 runners)`)
+  console.log(`  baseline: shells, 2 at once ${r.directPerMinute.toFixed(0).padStart(5)}      ratio ${(r.perMinute / r.directPerMinute).toFixed(3)}x`)
+  console.log(`server RSS, 20 runs at once ${(r.peakRss / 1024).toFixed(1).padStart(7)} MiB   (${r.runningAtPeak} running at the peak sample)`)
+  console.log(`  baseline: idle            ${(r.idleRss / 1024).toFixed(1).padStart(7)} MiB   ratio ${(r.peakRss / r.idleRss).toFixed(3)}x`)
+}
+
+if (import.meta.main) await main()

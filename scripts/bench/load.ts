@@ -3,18 +3,27 @@ import autocannon from "autocannon"
 
 export interface Result {
   readonly rps: number
+  /** Requests answered in the run. */
+  readonly total: number
   readonly p50: number
   readonly p99: number
   readonly non2xx: number
   readonly errors: number
 }
 
-export const load = (url: string, headers: Record<string, string>, options: { readonly connections: number; readonly duration: number }): Promise<Result> =>
+/** A run of `duration` seconds, or of exactly `amount` requests when given. */
+export const load = (
+  url: string,
+  headers: Record<string, string>,
+  options: { readonly connections: number; readonly duration: number; readonly amount?: number }
+): Promise<Result> =>
   new Promise((resolve, reject) => {
-    autocannon({ url, connections: options.connections, duration: options.duration, headers, pipelining: 1 }, (error, result) => {
+    const size = options.amount === undefined ? { duration: options.duration } : { amount: options.amount }
+    autocannon({ url, connections: options.connections, ...size, headers, pipelining: 1 }, (error, result) => {
       if (error) return reject(error)
       resolve({
         rps: result.requests.average,
+        total: result.requests.total,
         p50: result.latency.p50,
         p99: result.latency.p99,
         non2xx: result.non2xx,

@@ -15,7 +15,7 @@ import * as path from "node:path"
 import { startGitHttp } from "./gitHttp.ts"
 import { cleanupAll, cpuOf, onCleanup, rssOf, run, sampleRss, startGuarded } from "./procs.ts"
 import { type Exchange, startProxy } from "./proxy.ts"
-import { compareTree, ensureTree, FULL_SPEC, MIB, SMALL_SPEC } from "./tree.ts"
+import { compareTree, ensureTree, FULL_SPEC, MIB, SMALL_SPEC, type TreeSpec } from "./tree.ts"
 import { fmtBytes, fmtMs, median, phases, printReport, type Row } from "./report.ts"
 
 const ROOT = path.resolve(import.meta.dirname, "../../..")
@@ -25,17 +25,26 @@ const argValue = (name: string) => {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : undefined
 }
-const RUNS = Number(argValue("runs") ?? 3)
-/** Repetitions of the big push/clone stop early past this (the whole run should stay near 10 minutes). */
-const BUDGET_MS = Number(argValue("budget-s") ?? 540) * 1000
 const SMALL_RUNS = 3
 
-const began = performance.now()
+export interface ContentOptions {
+  readonly spec: TreeSpec
+  /** Rounds of the big push and clone (each tool), at most. */
+  readonly runs: number
+  /** Further rounds stop early past this (the whole run should stay near 10 minutes). */
+  readonly budgetMs: number
+  /** Also git's push from a repacked repository (a row of the report, not of the table). Default true. */
+  readonly packed?: boolean
+}
+
+let began = performance.now()
 const log = (line: string) => console.error(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 const sum = (xs: ReadonlyArray<Exchange>, f: (x: Exchange) => number) => xs.reduce((s, x) => s + f(x), 0)
 
-const main = async () => {
-  const tree = ensureTree(process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC, log)
+/** The whole content benchmark; answers its report and the medians the table shows. */
+export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, packed: PACKED = true }: ContentOptions) => {
+  began = performance.now()
+  const tree = ensureTree(spec, log)
   const { manifest } = tree
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-content-"))
   onCleanup(() => fs.rmSync(tmp, { recursive: true, force: true }))
@@ -141,6 +150,8 @@ const main = async () => {
   const groveCloneBytes: Array<number> = []
   const rssGrowth: Array<number> = []
   const rssBeforeClone: Array<number> = []
+  const rssAfterClone: Array<number> = []
+  const rssPeakClone: Array<number> = []
   const groveCloneCpu: Array<{ client: number; server: number }> = []
   const clonePhases: Array<string> = []
   const groveCloneOnce = async (i: number) => {
@@ -155,11 +166,13 @@ const main = async () => {
     groveCloneBytes.push(sum(exchanges, (x) => x.responseBytes))
     rssGrowth.push(rss.peak - rss.first)
     rssBeforeClone.push(rss.first)
+    rssPeakClone.push(rss.peak)
     log(`grove clone #${i}: ${fmtMs(cloned.ms)}, ${fmtBytes(groveCloneBytes.at(-1)!)} received, server RSS ${fmtBytes(rss.first)} -> peak ${fmtBytes(rss.peak)}`)
     clonePhases.push(phases(`grove clone #${i}`, cloned, exchanges, "bench1/tree"))
     const problems = compareTree(dest, manifest.entries)
     if (problems.length > 0) throw new Error(`grove clone #${i} differs from the tree:\n${problems.join("\n")}`)
     fs.rmSync(dest, { recursive: true, force: true })
+    rssAfterClone.push(rssOf(server.pid))
   }
 
   // One round of everything first, then more rounds while the budget allows.
@@ -184,16 +197,18 @@ const main = async () => {
   log(`first round took ${fmtMs(roundMs)}`)
 
   // The same push from a packed repository (after `git repack`, not timed): git reuses the packed deltas.
-  const repacked = await git(["repack", "-a", "-d", "-q"], { env: srcEnv })
   const gitPackedPush: Array<number> = []
-  for (let i = 1; i <= gitPush.length; i++) {
-    const bare = path.join(projectRoot, `p${i}.git`)
-    await git(["init", "-q", "--bare", bare])
-    await git(["config", "http.receivepack", "true"], { cwd: bare })
-    const pushed = await git(["push", "-q", `${gitProxy.url}/p${i}.git`, "main:main"], { env: srcEnv })
-    gitPackedPush.push(pushed.ms)
+  if (PACKED) {
+    const repacked = await git(["repack", "-a", "-d", "-q"], { env: srcEnv })
+    for (let i = 1; i <= gitPush.length; i++) {
+      const bare = path.join(projectRoot, `p${i}.git`)
+      await git(["init", "-q", "--bare", bare])
+      await git(["config", "http.receivepack", "true"], { cwd: bare })
+      const pushed = await git(["push", "-q", `${gitProxy.url}/p${i}.git`, "main:main"], { env: srcEnv })
+      gitPackedPush.push(pushed.ms)
+    }
+    log(`git repack ${fmtMs(repacked.ms)}; git push from the packed repository: ${gitPackedPush.map(fmtMs).join(", ")}`)
   }
-  log(`git repack ${fmtMs(repacked.ms)}; git push from the packed repository: ${gitPackedPush.map(fmtMs).join(", ")}`)
 
   // ---- small changes (git in its first clone, grove in its last checkout) -----
   const groveWork = async (label: string, edit: () => void, commitFirst: boolean) => {
@@ -255,7 +270,7 @@ const main = async () => {
   ]
   const insertChunks = groveInsert.chunks
   const rss = Math.max(...rssGrowth)
-  printReport({
+  const report = {
     title: `Content benchmark: ${manifest.entries.length} files, ${fmtBytes(manifest.totalBytes)} (incl. ${fmtBytes(manifest.spec.bigBytes)} incompressible), git ${(await git(["--version"])).stdout.trim()}, Node ${process.version}, ${os.cpus().length} cores`,
     rows,
     checks: [
@@ -273,14 +288,31 @@ const main = async () => {
       `both tools go through the same counting proxy on 127.0.0.1; total run ${fmtMs(performance.now() - began)}`
     ],
     details: [...pushPhases.slice(0, 1), ...clonePhases.slice(0, 1), noop.detail, oneFile.detail, groveInsert.detail]
-  })
+  }
+  await cleanupAll()
+  return {
+    report,
+    files: manifest.entries.length,
+    totalBytes: manifest.totalBytes,
+    push: { git: median(gitPush), grove: median(grovePush), gitBytes: median(gitPushBytes), groveBytes: median(grovePushBytes) },
+    clone: { git: median(gitClone), grove: median(groveClone), gitBytes: median(gitCloneBytes), groveBytes: median(groveCloneBytes) },
+    noop: { git: median(noop.git), grove: median(noop.grove) },
+    oneFile: { git: median(oneFile.git), grove: median(oneFile.grove) },
+    /** Server RSS in bytes around the clones (medians): before, the highest sample during, after. */
+    cloneRss: { before: median(rssBeforeClone), peak: median(rssPeakClone), after: median(rssAfterClone) }
+  }
 }
 
-try {
-  await main()
-} catch (error) {
-  console.error(error instanceof Error ? error.message : String(error))
-  process.exitCode = 1
-} finally {
-  await cleanupAll()
+export type ContentResult = Awaited<ReturnType<typeof measureContent>>
+
+if (import.meta.main) {
+  try {
+    const spec = process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC
+    printReport((await measureContent({ spec, runs: Number(argValue("runs") ?? 3), budgetMs: Number(argValue("budget-s") ?? 540) * 1000 })).report)
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error))
+    process.exitCode = 1
+  } finally {
+    await cleanupAll()
+  }
 }

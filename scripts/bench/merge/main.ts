@@ -1,33 +1,36 @@
 /**
  * Benchmark: squash merges through the Repository entity.
  *
- *   npm run bench:merge [-- --merges 200 --per-repo 40 --skip-kafka]
+ *   npm run bench:merge [-- --merges 200 --per-repo 40 --tree-files 1,1000 --skip-kafka --nodes 2]
  *
  * Embedded: merges of prepared branches one after another on one repository (serialized by the
- * entity), and 16 repositories merged at once (one client per repository). Baseline in the same
- * run: a minimal entity command (PATCH visibility) on the same server, one after another.
- * Kafka: the 16-repository run against one node, then against two nodes (clients split between
- * them); the ratio two/one is the target (>= 1.6x). Branches are pushed before timing starts; each
- * adds its own file to a main made from a first merge, so every merge is clean.
+ * entity), once per tree size (`--tree-files`: the files main holds before the merges), and 16
+ * repositories merged at once (one client per repository). Baseline in the same run: a minimal
+ * entity command (PATCH visibility) on the same server, one after another.
+ * Kafka: the many-repository run (16, or 8 per node if more) against one node, then against
+ * `--nodes` N nodes (default 2; clients split between them); the ratio N/one is the scale-out (target
+ * >= 0.8 N). Per node: CPU time per merge, and the CPU of Kafka, PostgreSQL and MinIO (from /proc).
+ * Branches are pushed before timing starts; each adds its own file to a main made from a first
+ * merge, so every merge is clean.
  */
-import { buildCommit, type Built, pushBody } from "../../../test/support/content.ts"
-import { startClusterInfra } from "../../../test/support/ClusterInfra.ts"
-import { type GroveServer, run, SERVER_BIN, startServer } from "../../../test/support/GroveServer.ts"
+import { buildCommit, type Built, inlineBlobs, pushBody } from "../../../test/support/content.ts"
+import * as os from "node:os"
+import { createClusterUser, startClusterInfra } from "../../../test/support/ClusterInfra.ts"
+import { type GroveServer, startServer } from "../../../test/support/GroveServer.ts"
 import { api } from "../../../test/support/http.ts"
 import { mainState } from "../../../test/support/Workload.ts"
+import { numberArg } from "../load.ts"
+import { costReport, cpuDuring } from "../table/cpu.ts"
+import { type Measure, percentile } from "../table/measure.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? Number(process.argv[i + 1]) : fallback
-}
-const MERGES = arg("merges", 200)
-const PER_REPO = arg("per-repo", 40)
-const REPOS = 16
+const MERGES = numberArg("merges", 200)
+const PER_REPO = numberArg("per-repo", 40)
+const NODES = numberArg("nodes", 2)
+const REPOS = Math.max(16, 8 * NODES)
+const TREE_FILES = (process.argv[process.argv.indexOf("--tree-files") + 1] ?? "").split(",").map(Number).filter((n) => n > 0)
 const skipKafka = process.argv.includes("--skip-kafka")
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0
-
-interface Stats {
+export interface Stats {
   readonly count: number
   readonly seconds: number
   readonly perSecond: number
@@ -35,34 +38,44 @@ interface Stats {
   readonly p99: number
 }
 
-const stats = (latencies: Array<number>, seconds: number): Stats => {
-  const sorted = [...latencies].sort((a, b) => a - b)
-  return { count: sorted.length, seconds, perSecond: sorted.length / seconds, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) }
+const stats = (latencies: Array<number>, seconds: number): Stats =>
+  ({ count: latencies.length, seconds, perSecond: latencies.length / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) })
+
+/** The files main holds before the merges: a README and `treeFiles - 1` small files, 50 to a directory. */
+const baseFiles = (repo: string, treeFiles: number) => {
+  const files: Record<string, string> = { "README.md": `# ${repo}\n` }
+  for (let i = 1; i < treeFiles; i++) files[`tree/d${Math.floor(i / 50)}/f${i}.txt`] = `base file ${i}\n`
+  return files
 }
 
-/** A repository whose main holds one file, and `count` branches that each add their own file. */
-const prepare = async (url: string, token: string, owner: string, repo: string, count: number) => {
+/** A repository whose main holds `treeFiles` files, and `count` branches that each add their own file. */
+const prepare = async (url: string, token: string, owner: string, repo: string, count: number, treeFiles = 1) => {
   const a = api(url, token)
   const created = await a.post("/repos", { name: repo })
   if (created.status !== 201 && created.status !== 202) throw new Error(`create ${repo}: ${JSON.stringify(created.body)}`)
   for (let i = 0; i < 100 && (await a.get(`/${owner}/${repo}`)).status !== 200; i++) await new Promise((r) => setTimeout(r, 100))
-  const base = buildCommit({ branch: "base", files: { "README.md": `# ${repo}\n` } })
+  const files = baseFiles(repo, treeFiles)
+  const base = buildCommit({ branch: "base", files })
   await push(a, owner, repo, "base", [base])
   const merged = await a.post(`/${owner}/${repo}/branches/base/merge`)
   if (merged.status !== 200) throw new Error(`base merge: ${JSON.stringify(merged.body)}`)
   const main = await mainState(url, token, owner, repo)
+  const known = new Set(base.trees.map((t) => t.hash))
   const branches: Array<string> = []
   for (let i = 0; i < count; i++) {
     const branch = `b${i}`
-    const c = buildCommit({ branch, files: { "README.md": `# ${repo}\n`, [`files/${i}.txt`]: `file ${i} of ${repo}\n` }, parentHash: main.head, parentSnapshot: main.snapshot })
-    await push(a, owner, repo, branch, [c])
+    const added = `file ${i} of ${repo}\n`
+    const c = buildCommit({ branch, files: { ...files, [`files/${i}.txt`]: added }, parentHash: main.head, parentSnapshot: main.snapshot })
+    // Only what main lacks: the new file's blob and the trees on its path.
+    const blob = [...c.contents].find(([, bytes]) => Buffer.from(bytes).toString() === added)![0]
+    await push(a, owner, repo, branch, [c], { blobs: inlineBlobs(c, new Set([blob])), trees: c.trees.filter((t) => !known.has(t.hash)) })
     branches.push(branch)
   }
   return branches
 }
 
-const push = async (a: ReturnType<typeof api>, owner: string, repo: string, branch: string, commits: ReadonlyArray<Built>) => {
-  const reply = await a.post(`/${owner}/${repo}/push`, pushBody({ branch, commits, description: `merge ${branch}` }))
+const push = async (a: ReturnType<typeof api>, owner: string, repo: string, branch: string, commits: ReadonlyArray<Built>, only: Partial<Pick<ReturnType<typeof pushBody>, "blobs" | "trees">> = {}) => {
+  const reply = await a.post(`/${owner}/${repo}/push`, { ...pushBody({ branch, commits, description: `merge ${branch}` }), ...only })
   if (reply.status !== 200 || reply.body.success !== true) throw new Error(`push ${repo}/${branch}: ${JSON.stringify(reply.body)}`)
 }
 
@@ -81,53 +94,107 @@ const mergeAll = async (url: string, token: string, owner: string, repo: string,
   }
 }
 
-const oneRepo = async (server: GroveServer, token: string, owner: string) => {
-  const branches = await prepare(server.url, token, owner, "solo", MERGES)
+const oneRepo = async (server: GroveServer, token: string, owner: string, merges: number, treeFiles: number) => {
+  const repo = treeFiles <= 1 ? "solo" : `solo-${treeFiles}`
+  const branches = await prepare(server.url, token, owner, repo, merges, treeFiles)
   const latencies: Array<number> = []
   const t0 = performance.now()
-  await mergeAll(server.url, token, owner, "solo", branches, latencies)
+  await mergeAll(server.url, token, owner, repo, branches, latencies)
   return stats(latencies, (performance.now() - t0) / 1000)
 }
 
-const manyRepos = async (urls: ReadonlyArray<string>, token: string, owner: string, prefix: string) => {
+const manyRepos = async (nodes: ReadonlyArray<GroveServer>, token: string, owner: string, prefix: string) => {
+  const urls = nodes.map((n) => n.url)
   const repos = Array.from({ length: REPOS }, (_, i) => `${prefix}${i}`)
   const prepared = await Promise.all(repos.map((repo, i) => prepare(urls[i % urls.length]!, token, owner, repo, PER_REPO)))
   const latencies: Array<number> = []
-  const t0 = performance.now()
-  await Promise.all(repos.map((repo, i) => mergeAll(urls[i % urls.length]!, token, owner, repo, prepared[i]!, latencies)))
-  return stats(latencies, (performance.now() - t0) / 1000)
+  const { result, cpu } = await cpuDuring(nodes.map((n) => n.process.pid!), async () => {
+    const t0 = performance.now()
+    await Promise.all(repos.map((repo, i) => mergeAll(urls[i % urls.length]!, token, owner, repo, prepared[i]!, latencies)))
+    return stats(latencies, (performance.now() - t0) / 1000)
+  })
+  return { ...result, cpu }
 }
 
-const baseline = async (server: GroveServer, token: string, owner: string) => {
+/** `count` minimal commands one after another, after 10 untimed ones (a warm-up of the command path). */
+const baseline = async (server: GroveServer, token: string, owner: string, count: number) => {
   const a = api(server.url, token)
   await a.post("/repos", { name: "baseline" })
   const latencies: Array<number> = []
-  const t0 = performance.now()
-  for (let i = 0; i < MERGES; i++) {
+  let t0 = performance.now()
+  for (let i = -10; i < count; i++) {
+    if (i === 0) t0 = performance.now()
     const s = performance.now()
     const reply = await a.patch(`/${owner}/baseline/visibility`, { is_public: i % 2 === 0 })
     if (reply.status !== 200) throw new Error(`visibility: ${JSON.stringify(reply.body)}`)
-    latencies.push(performance.now() - s)
+    if (i >= 0) latencies.push(performance.now() - s)
   }
   return stats(latencies, (performance.now() - t0) / 1000)
 }
 
+export interface MergeResult {
+  /** The minimal entity command, serialized: the same-run baseline. */
+  readonly baseline: Stats
+  /** Serialized merges on one repository, per tree size (files on main). */
+  readonly trees: ReadonlyArray<{ readonly files: number; readonly stats: Stats }>
+}
+
+/** Embedded: the baseline, then `merges` serialized merges on one repository per tree size. */
+export const measureMerges = async (options: { readonly merges: number; readonly treeFiles: ReadonlyArray<number> }, server?: GroveServer): Promise<MergeResult> => {
+  const own = server === undefined ? await startServer() : undefined
+  const target = server ?? own!
+  try {
+    const token = await target.createUser("bench")
+    const base = await baseline(target, token, "bench", options.merges)
+    const trees: Array<{ files: number; stats: Stats }> = []
+    for (const files of options.treeFiles) trees.push({ files, stats: await oneRepo(target, token, "bench", options.merges, files) })
+    return { baseline: base, trees }
+  } finally {
+    await own?.stop()
+  }
+}
+
+export const mergeMeasures = (r: MergeResult): Array<Measure> =>
+  r.trees.map(({ files, stats }) => ({
+    id: `merge.${files}`,
+    name: `merges/s, one repository, ${files.toLocaleString("en")}-file tree`,
+    value: stats.perSecond,
+    unit: "/s",
+    baselineName: "PATCH visibility/s",
+    baseline: r.baseline.perSecond,
+    better: "higher",
+    goal: ">= 150/s, p99 < 50 ms",
+    met: stats.perSecond >= 150 && stats.p99 < 50,
+    detail: `p50 ${stats.p50.toFixed(1)} ms, p99 ${stats.p99.toFixed(1)} ms (baseline p50 ${r.baseline.p50.toFixed(1)} ms) over ${stats.count} merges`
+  }))
+
 const line = (name: string, s: Stats, extra = "") =>
   console.log(`${name.padEnd(44)} ${String(s.count).padStart(5)}  ${s.perSecond.toFixed(1).padStart(8)}/s  p50 ${s.p50.toFixed(1).padStart(6)} ms  p99 ${s.p99.toFixed(1).padStart(6)} ms ${extra}`)
 
+/** Every node's health is 200: the group has given each node partitions. */
+const settled = async (nodes: ReadonlyArray<GroveServer>) => {
+  for (let i = 0; i < 600; i++) {
+    const codes = await Promise.all(nodes.map((n) => fetch(`${n.url}/api/health`).then((r) => r.status, () => 0)))
+    if (codes.every((c) => c === 200)) return
+    await new Promise((r) => setTimeout(r, 250))
+  }
+  throw new Error("the nodes did not all become ready")
+}
+
 const main = async () => {
-  console.log(`merge benchmark: ${MERGES} serialized merges on one repository; ${REPOS} repositories x ${PER_REPO} merges at once\n`)
+  const treeFiles = TREE_FILES.length > 0 ? TREE_FILES : [1]
+  console.log(`merge benchmark: ${MERGES} serialized merges on one repository (tree of ${treeFiles.join(", ")} file(s)); ${REPOS} repositories x ${PER_REPO} merges at once\n`)
   const server = await startServer()
   try {
-    const token = await server.createUser("bench")
-    const base = await baseline(server, token, "bench")
-    const solo = await oneRepo(server, token, "bench")
-    const many = await manyRepos([server.url], token, "bench", "r")
+    const result = await measureMerges({ merges: MERGES, treeFiles }, server)
+    const many = await manyRepos([server], await server.createUser("bench2"), "bench2", "r")
     console.log("embedded".padEnd(44), "count", "     rate", "       latency")
-    line("baseline: PATCH visibility, serialized", base)
-    line("merge, one repository, serialized", solo, `(${(solo.perSecond / base.perSecond).toFixed(2)}x baseline)`)
+    line("baseline: PATCH visibility, serialized", result.baseline)
+    for (const { files, stats: solo } of result.trees) {
+      line(`merge, one repository, serialized${files > 1 ? `, ${files} files` : ""}`, solo, `(${(solo.perSecond / result.baseline.perSecond).toFixed(2)}x baseline)`)
+      console.log(`  target >= 150 merges/s on one repository: ${solo.perSecond >= 150 ? "MET" : "NOT MET"}; p99 < 50 ms: ${solo.p99 < 50 ? "MET" : "NOT MET"}`)
+    }
     line(`merge, ${REPOS} repositories at once`, many)
-    console.log(`  target >= 100 merges/s on one repository: ${solo.perSecond >= 100 ? "MET" : "NOT MET"}; p99 < 100 ms: ${solo.p99 < 100 ? "MET" : "NOT MET"}`)
   } finally {
     await server.stop()
   }
@@ -135,26 +202,29 @@ const main = async () => {
   const infra = await startClusterInfra()
   const nodes: Array<GroveServer> = []
   try {
-    const created = await run(SERVER_BIN, ["user", "create", "bench"], { env: infra.env })
-    const token = created.stdout.trim().split("\n").pop()!
+    const token = await createClusterUser(infra, "bench")
     const start = async (id: string) => {
       const node = await startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: "30000" }, args: ["--node-id", id] })
       nodes.push(node)
       return node
     }
-    const a = await start("bench-a")
-    const one = await manyRepos([a.url], token, "bench", "one")
-    const b = await start("bench-b")
-    // Let the group settle so both nodes own partitions before timing.
-    await new Promise((r) => setTimeout(r, 8000))
-    const two = await manyRepos([a.url, b.url], token, "bench", "two")
-    console.log("\nkafka + postgresql".padEnd(45), "count", "     rate", "       latency")
+    await settled([await start("bench-1")])
+    const one = await manyRepos(nodes, token, "bench", "one")
+    for (let i = 2; i <= NODES; i++) await start(`bench-${i}`)
+    // Let the group settle so every node owns partitions before timing.
+    await settled(nodes)
+    const all = await manyRepos(nodes, token, "bench", "all")
+    console.log(`\nkafka + postgresql + minio, on ${os.cpus().length} cores`.padEnd(45), "count", "     rate", "       latency")
     line(`merge, ${REPOS} repositories, one node`, one)
-    line(`merge, ${REPOS} repositories, two nodes`, two, `(${(two.perSecond / one.perSecond).toFixed(2)}x one node; target >= 1.6x)`)
+    line(`merge, ${REPOS} repositories, ${NODES} nodes`, all, `(${(all.perSecond / one.perSecond).toFixed(2)}x one node; target >= ${(0.8 * NODES).toFixed(1)}x)`)
+    console.log("\nCPU, one node:")
+    for (const text of costReport(one.cpu, one.count, "merge")) console.log(text)
+    console.log(`CPU, ${NODES} nodes (a node may run merges another node received: per merge of all):`)
+    for (const text of costReport(all.cpu, all.count, "merge")) console.log(text)
   } finally {
     for (const node of nodes) await node.stop()
     await infra.close()
   }
 }
 
-await main()
+if (import.meta.main) await main()

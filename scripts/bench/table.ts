@@ -1,0 +1,91 @@
+/**
+ * `npm run bench`: every benchmark at a reduced but meaningful size, one after another (never in
+ * parallel: they would skew each other), and one table: each measure, its baseline measured in
+ * the same run, the ratio, the goal, met or not, and the change against the last table
+ * (scripts/bench/baseline.json; a row more than 20% worse is marked REGRESSION and the exit code
+ * is 1). The `bench:*` scripts run the same measurements at full size.
+ *
+ *   npm run bench [-- --update-baseline] [--only read,merge,webhooks,ci,content]
+ */
+import { execFileSync } from "node:child_process"
+import * as os from "node:os"
+import { apiReadMeasures, measureApiRead } from "./api-read.ts"
+import { ciMeasures, measureCi } from "./ci.ts"
+import { measureContent } from "./content/main.ts"
+import { contentMeasures } from "./content/measures.ts"
+import { cleanupAll } from "./content/procs.ts"
+import { MIB } from "./content/tree.ts"
+import { measureMerges, mergeMeasures } from "./merge/main.ts"
+import { readBaseline, renderTable, TOLERANCE, writeBaseline } from "./table/baseline.ts"
+import type { Measure } from "./table/measure.ts"
+import { measureWebhooks, webhookMeasures } from "./webhooks.ts"
+
+/** The reduced sizes (the full ones are the `bench:*` defaults). */
+const SIZES = {
+  read: { duration: 5, connections: 64, reads: 10_000 },
+  merge: { merges: 30, treeFiles: [1_000, 5_000] },
+  webhooks: { events: 15 },
+  ci: { runs: 8, throughput: 16 },
+  content: { spec: { files: 5_000, totalBytes: 50 * MIB, bigBytes: 12 * MIB, seed: 0x5eed_2024 }, runs: 1, budgetMs: 0, packed: false }
+}
+
+const benches: ReadonlyArray<{ readonly name: keyof typeof SIZES; readonly run: () => Promise<Array<Measure>> }> = [
+  { name: "read", run: async () => apiReadMeasures(await measureApiRead(SIZES.read)) },
+  { name: "merge", run: async () => mergeMeasures(await measureMerges(SIZES.merge)) },
+  { name: "webhooks", run: async () => webhookMeasures(await measureWebhooks(SIZES.webhooks.events)) },
+  { name: "ci", run: async () => ciMeasures(await measureCi(SIZES.ci)) },
+  {
+    name: "content",
+    run: async () => {
+      try {
+        return contentMeasures(await measureContent(SIZES.content))
+      } finally {
+        await cleanupAll()
+      }
+    }
+  }
+]
+
+const only = (() => {
+  const i = process.argv.indexOf("--only")
+  return i > 0 ? new Set(process.argv[i + 1]!.split(",")) : undefined
+})()
+const update = process.argv.includes("--update-baseline")
+
+const began = performance.now()
+const loadBefore = os.loadavg()
+const measures: Array<Measure> = []
+const failed: Array<string> = []
+for (const bench of benches) {
+  if (only !== undefined && !only.has(bench.name)) continue
+  const t0 = performance.now()
+  console.error(`[bench] ${bench.name} ...`)
+  try {
+    measures.push(...(await bench.run()))
+    console.error(`[bench] ${bench.name} done in ${((performance.now() - t0) / 1000).toFixed(0)} s`)
+  } catch (error) {
+    failed.push(bench.name)
+    console.error(`[bench] ${bench.name} FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+  }
+}
+
+const stored = readBaseline()
+const { text, regressions } = renderTable(measures, stored)
+const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: import.meta.dirname }).toString().trim()
+const loadAfter = os.loadavg()
+const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), load average ${loadBefore[0]!.toFixed(1)} at the start, ${loadAfter[0]!.toFixed(1)} at the end`
+console.log(`\nGrove benchmark table: commit ${commit}, ${machine}, ${((performance.now() - began) / 1000).toFixed(0)} s`)
+console.log(`ratio = value / baseline measured in the same run; "vs last table" compares ratios with scripts/bench/baseline.json` +
+  (stored === undefined ? " (none yet)" : ` (commit ${stored.commit}, ${stored.date})`) + `; worse by more than ${TOLERANCE * 100}% is a REGRESSION\n`)
+console.log(text)
+if (failed.length > 0) console.log(`\nFAILED (no rows): ${failed.join(", ")}`)
+if (regressions.length > 0) console.log(`\nREGRESSIONS against the last table: ${regressions.join("; ")}`)
+if (update) {
+  if (failed.length > 0 || only !== undefined) {
+    console.log("\nbaseline NOT updated: a partial table (a benchmark failed or --only was given)")
+    process.exitCode = 1
+  } else {
+    writeBaseline(measures, { about: "the ratios of the last `npm run bench` table; rewrite with `npm run bench -- --update-baseline`", commit, date: new Date().toISOString(), machine })
+    console.log("\nscripts/bench/baseline.json rewritten from this table")
+  }
+} else if (failed.length > 0 || regressions.length > 0) process.exitCode = 1
