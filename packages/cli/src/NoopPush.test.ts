@@ -45,6 +45,7 @@ describe("NoopPush", () => {
         pushed_commits: 0,
         uploaded_chunks: 0,
         uploaded_bytes: 0,
+        sent_bytes: 0,
         created_repository: false
       })
     }).pipe(Effect.scoped))

@@ -64,7 +64,7 @@ export const noopPush = ({ args, cwd, env, home }: NoopPushInput): string | unde
   if (index.base !== head || !treeUnchanged(found.root, index)) return undefined
   return json
     ? JSON.stringify(
-      { branch: branch["name"], head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, created_repository: false },
+      { branch: branch["name"], head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, sent_bytes: 0, created_repository: false },
       null,
       2
     )

@@ -4,7 +4,7 @@
  * unpushed commits with an optimistic check on the branch head. Also the
  * metadata-only push that `desc` and `close` use.
  */
-import type { ApiSync } from "@grove/api"
+import { ApiSync } from "@grove/api"
 import { Effect, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import { crashPoint } from "../CrashPoints.ts"
@@ -95,6 +95,9 @@ export const pushMetadata = Effect.fn("Push.metadata")(function*(remote: RemoteR
 
 type TreeEntry = ApiSync.TreeData["entries"][number]
 
+/** Up to 10 minutes of polling a push the server answered 202 (still landing). */
+const PUSH_POLL = { attempts: 600, interval: "1 second" } as const
+
 /**
  * The trees a push of `commits` must carry: every tree of each commit that is not, at the same
  * path, a tree of one of its parents. A parent is either in the same push (its trees are sent too)
@@ -174,6 +177,8 @@ export interface PushOutcome {
   readonly head: string | null
   readonly uploadedBytes: number
   readonly uploadedChunks: number
+  /** Bytes of chunk data on the wire (compressed chunks count as sent). */
+  readonly sentBytes: number
   readonly createdRepository: boolean
 }
 
@@ -191,7 +196,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
   const branch = currentBranch(state)
   if (nothingToPush(branch)) {
     // The server has this head already: no request at all (`NoopPush.ts` answers this before loading the client).
-    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: false } satisfies PushOutcome
+    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, sentBytes: 0, createdRepository: false } satisfies PushOutcome
   }
   const { created, remote, workspace } = yield* repositoryFor(opened, branch)
   yield* crashPoint("push:repository")
@@ -199,16 +204,21 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     if (branch.description_pending === true || branch.close_pending === true) yield* pushMetadata(remote, branch)
     state = withBranch(state, { ...branch, description_pending: false, close_pending: false })
     yield* saveState(workspace, state)
-    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, createdRepository: created } satisfies PushOutcome
+    return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, sentBytes: 0, createdRepository: created } satisfies PushOutcome
   }
   const { blobs, commits: allCommits, trees } = yield* outgoing(workspace, branch)
   const uploaded = yield* uploadBlobs(remote, blobs)
   yield* crashPoint("push:uploaded")
   const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>) =>
-    remote.connection.call(remote.connection.client.sync.push({
-      params: { owner: remote.owner, name: remote.name },
-      payload: { expected_head: expected, force: false, branch: branchRecord(branch), commits: [...commits], blobs: [...uploaded.blobs], trees }
-    })).pipe(Effect.mapError((error) =>
+    remote.connection.write(
+      remote.connection.client.sync.push({
+        params: { owner: remote.owner, name: remote.name },
+        payload: { expected_head: expected, force: false, branch: branchRecord(branch), commits: [...commits], blobs: [...uploaded.blobs], trees }
+      }),
+      ApiSync.PushResponse,
+      // A large push can outlast the server's reply wait (202 and an operation): follow it to the end.
+      PUSH_POLL
+    ).pipe(Effect.mapError((error) =>
       error.details?.["status"] === 400 && /main/i.test(error.message)
         ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
         : error
@@ -253,6 +263,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     head: tip,
     uploadedBytes: uploaded.uploadedBytes,
     uploadedChunks: uploaded.uploadedChunks,
+    sentBytes: uploaded.sentBytes,
     createdRepository: created
   } satisfies PushOutcome
 })
@@ -269,6 +280,7 @@ export const push = Effect.fn("Push.run")(function*() {
       pushed_commits: result.pushed,
       uploaded_chunks: result.uploadedChunks,
       uploaded_bytes: result.uploadedBytes,
+      sent_bytes: result.sentBytes,
       created_repository: result.createdRepository
     },
     () =>

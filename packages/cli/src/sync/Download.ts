@@ -3,16 +3,18 @@
  * come through the binary `chunks/fetch` route in batches (<= 16 MiB, three
  * in flight), each chunk is checked against its BLAKE3 hash as it arrives and
  * written at its offsets, and every reassembled blob is hashed again before it
- * is handed over. Files land in a temp directory as `<blob hash>`.
+ * is handed over. Files land in a temp directory as `<blob hash>`; whole small
+ * blobs are written on the thread pool, several at once (`concurrentWrites`),
+ * while the next frames are read and verified.
  */
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
-import { writeFileSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
+import { concurrentWrites } from "../local/Io.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer } from "./RemoteRepo.ts"
@@ -26,6 +28,9 @@ export interface IncomingBlob {
 const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_HASHES = 4096
 const IN_FLIGHT = 3
+const { ChunkCompression } = Objects
+/** Ask for zstd frames (a server that does not compress ignores the field and answers raw). */
+const compression = true
 /** The route that answers framed chunk bytes; see packages/server/src/http/ChunkRoutes.ts. */
 export const FETCH_ROUTE = "chunks/fetch"
 
@@ -104,6 +109,7 @@ export const downloadBlobs = (
     if (current.length > 0) batches.push(current)
     const total = [...chunkSizes.values()].reduce((a, b) => a + b, 0)
     const progress = makeProgress("Downloading", total)
+    const writes = concurrentWrites()
 
     const finishBlob = async (hash: string) => {
       const blob = blobs.find((b) => b.hash === hash)!
@@ -118,27 +124,31 @@ export const downloadBlobs = (
       transfer("download failed", async () => {
         const response = await remote.binary(FETCH_ROUTE, {
           method: "POST",
-          body: JSON.stringify({ hashes: batch }),
+          body: JSON.stringify({ hashes: batch, ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}) }),
           contentType: "application/json"
         })
         if (response.body === null) throw new Error("empty answer to a chunk download")
+        // Without the header the server sent every chunk raw (it does not compress, or was not asked).
+        const compressed = response.headers.get(ChunkCompression.RESPONSE_HEADER) === ChunkCompression.ZSTD_V1
         const received = new Set<string>()
         for await (const frame of Objects.Frames.decodeFrames(response.body)) {
           const where = placements.get(frame.hash)
           if (where === undefined || received.has(frame.hash)) throw new Error(`the server sent an unrequested chunk ${frame.hash}`)
-          if (Objects.Blake3.hash(frame.data) !== frame.hash) throw new Error(`chunk ${frame.hash} does not match its hash`)
+          const data = compressed
+            ? ChunkCompression.plainChunkBytes(frame.hash, frame.data, chunkSizes.get(frame.hash)!)
+            : Objects.Blake3.hash(frame.data) === frame.hash ? frame.data : undefined
+          if (data === undefined) throw new Error(`chunk ${frame.hash} does not match its hash`)
           received.add(frame.hash)
-          progress.add(frame.data.length)
+          progress.add(data.length)
           for (const place of where) {
             if (single.has(place.blob)) {
-              // Synchronously: most blobs are small files, and a promise write is three thread-pool trips.
-              writeFileSync(path.join(dir, place.blob), frame.data)
+              await writes.write(path.join(dir, place.blob), data)
               files.set(place.blob, path.join(dir, place.blob))
               continue
             }
             const handle = await fs.open(partial(place.blob), "r+")
             try {
-              await handle.write(frame.data, 0, frame.data.length, place.offset)
+              await handle.write(data, 0, data.length, place.offset)
             } finally {
               await handle.close()
             }
@@ -151,7 +161,12 @@ export const downloadBlobs = (
         if (lost.length > 0) {
           throw new Error(`the server did not send ${lost.length} chunk(s), e.g. ${lost[0]} (missing, or not readable with this key)`)
         }
-      }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
+      }), { concurrency: IN_FLIGHT, discard: true }).pipe(
+      Effect.andThen(transfer("cannot write a downloaded file", writes.drain)),
+      // After a failure, no write may still be running when the caller removes the directory.
+      Effect.ensuring(Effect.promise(writes.settle)),
+      Effect.ensuring(Effect.sync(progress.done))
+    )
     for (const blob of blobs) {
       if (!files.has(blob.hash)) return yield* transfer("download failed", () => Promise.reject(new Error(`blob ${blob.hash} is incomplete`)))
     }
