@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { errorMessage, io, isMissing, writeAtomic, writeJsonAtomic } from "./Io.ts"
+import { concurrentWrites, errorMessage, io, isMissing, writeAtomic, writeJsonAtomic } from "./Io.ts"
 
 type TreeEntry = Objects.Tree.TreeEntry
 type Hash = string
@@ -41,6 +41,8 @@ export interface ObjectStore {
   readonly readTree: (hash: Hash) => Effect.Effect<ReadonlyArray<TreeEntry> | undefined, CliFailure>
   /** Stores a tree; true when it was new here. */
   readonly writeTree: (hash: Hash, entries: ReadonlyArray<TreeEntry>) => Effect.Effect<boolean, CliFailure>
+  /** Stores many trees (a clone's or a pull's): each checked against its hash, the new ones written several at once. */
+  readonly writeTrees: (list: ReadonlyArray<{ readonly hash: Hash; readonly entries: ReadonlyArray<TreeEntry> }>) => Effect.Effect<void, CliFailure>
   readonly hasTree: (hash: Hash) => Effect.Effect<boolean, CliFailure>
   readonly readCommit: (hash: Hash) => Effect.Effect<StoredCommit | undefined, CliFailure>
   readonly writeCommit: (stored: StoredCommit) => Effect.Effect<void, CliFailure>
@@ -72,18 +74,27 @@ const readSmall = (what: string, file: string): Effect.Effect<string | undefined
     catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
   })
 
+/** A tree's canonical text, once it is known to hash to `hash`. */
+const treeText = (hash: Hash, entries: ReadonlyArray<TreeEntry>): Effect.Effect<string, CliFailure> => {
+  const text = Objects.Tree.encodeTree(entries)
+  return Objects.Blake3.hash(text) === hash ? Effect.succeed(text) : failure(`tree ${hash} does not hash to its name`, "bad_object")
+}
+
 export const openObjects = (root: string): ObjectStore => {
   const trees = new Map<Hash, ReadonlyArray<TreeEntry>>()
   const madeDirs = new Set<string>()
   /** Writes a small object through a temp file renamed into place, synchronously (a clone stores thousands of trees). */
+  const makeDirOf = (file: string) => {
+    const dir = path.dirname(file)
+    if (!madeDirs.has(dir)) {
+      fsSync.mkdirSync(dir, { recursive: true })
+      madeDirs.add(dir)
+    }
+  }
   const writeSmall = (what: string, file: string, text: string): Effect.Effect<void, CliFailure> =>
     Effect.try({
       try: () => {
-        const dir = path.dirname(file)
-        if (!madeDirs.has(dir)) {
-          fsSync.mkdirSync(dir, { recursive: true })
-          madeDirs.add(dir)
-        }
+        makeDirOf(file)
         const temp = `${file}.${process.pid}.tmp`
         try {
           fsSync.writeFileSync(temp, text)
@@ -116,11 +127,34 @@ export const openObjects = (root: string): ObjectStore => {
     writeTree: (hash, entries) =>
       Effect.gen(function*() {
         if (yield* hasTree(hash)) return false
-        const text = Objects.Tree.encodeTree(entries)
-        if (Objects.Blake3.hash(text) !== hash) return yield* failure(`tree ${hash} does not hash to its name`, "bad_object")
+        const text = yield* treeText(hash, entries)
         yield* writeSmall(`cannot write tree ${hash}`, treePath(root, hash), text)
         trees.set(hash, entries)
         return true
+      }),
+    writeTrees: (list) =>
+      Effect.gen(function*() {
+        const fresh = new Map<Hash, { readonly entries: ReadonlyArray<TreeEntry>; readonly text: string }>()
+        for (const { entries, hash } of list) {
+          if (fresh.has(hash) || (yield* hasTree(hash))) continue
+          fresh.set(hash, { entries, text: yield* treeText(hash, entries) })
+        }
+        yield* io("cannot write trees", async () => {
+          const writes = concurrentWrites()
+          try {
+            for (const [hash, { text }] of fresh) {
+              const file = treePath(root, hash)
+              makeDirOf(file)
+              // Through a temp file renamed into place, as one tree at a time does.
+              const temp = `${file}.${process.pid}.tmp`
+              await writes.write(temp, Buffer.from(text), () => fs.rename(temp, file))
+            }
+            await writes.drain()
+          } finally {
+            await writes.settle()
+          }
+        })
+        for (const [hash, { entries }] of fresh) trees.set(hash, entries)
       }),
     readCommit: (hash) =>
       Effect.gen(function*() {

@@ -26,12 +26,12 @@ export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(
   workspace: Workspace,
   answer: { readonly commits: ReadonlyArray<ApiSync.CommitData>; readonly trees: ReadonlyArray<ApiSync.TreeData> }
 ) {
-  for (const tree of answer.trees) {
-    const entries = tree.entries as ReadonlyArray<Objects.Tree.TreeEntry>
-    const check = Objects.Tree.checkTree({ hash: tree.hash, entries })
+  const trees = answer.trees.map((tree) => ({ hash: tree.hash, entries: tree.entries as ReadonlyArray<Objects.Tree.TreeEntry> }))
+  for (const tree of trees) {
+    const check = Objects.Tree.checkTree(tree)
     if (!check.ok) return yield* failure(`the server sent a bad tree: ${check.reason}`, "bad_object")
-    yield* workspace.objects.writeTree(tree.hash, entries)
   }
+  yield* workspace.objects.writeTrees(trees)
   for (const commit of answer.commits) {
     const check = Objects.Commit.checkCommit({
       ...commit,
