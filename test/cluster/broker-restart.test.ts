@@ -6,11 +6,10 @@
  * cannot serve them all, 200 from both nodes only when their partitions together are all 32.
  *
  * The broker is this suite's own (its data dir and ports): restarting it disturbs no other suite.
- *
- * Opt-in (GROVE_BROKER_RESTART_TEST=1; about 3-6 minutes): a full run passed with recoveries of
- * 5.1, 5.4, 4.3, 1.6 and 4.2 s, but on the shared 2-core machine under heavy load single restarts took
- * 10.9-13.8 s in earlier runs, so it is not yet a reliable gate for `npm test`:
- *   GROVE_BROKER_RESTART_TEST=1 npx vitest run test/cluster/broker-restart.test.ts
+ * "Ready" is the broker's first answer to a Metadata request (`startKafka` polls for it every 100 ms).
+ * Each restart prints where the recovery went: per node, when the replies reader and the
+ * `grove.entities` member joined again and when the last partition was claimed, all counted from
+ * "ready" (the nodes' logs stay in the temp dir for a look after a failure).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
@@ -54,10 +53,7 @@ const stopBroker = async (signal: "SIGTERM" | "SIGKILL") => {
 const execFileAsync = promisify(execFile)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-const enabled = process.env["GROVE_BROKER_RESTART_TEST"] === "1"
-
 beforeAll(async () => {
-  if (!enabled) return
   kafkaPorts = { port: await Effect.runPromise(freePort()), controllerPort: await Effect.runPromise(freePort()) }
   const [pg, s3] = await Promise.all([
     Effect.runPromise(Scope.provide(startPostgres({ durable: true }), infraScope)),
@@ -68,7 +64,9 @@ beforeAll(async () => {
   // The admin is created with the very command line `npm run cluster` prints.
   const created = await execFileAsync("bash", ["-c", userCreateCommand(nodeEnv, "pat")], { cwd: ROOT, timeout: 120_000 })
   key = created.stdout.trim().split("\n").pop()!
-  const env = { ...nodeEnv, GROVE_COMMAND_TIMEOUT_MS: "4000" }
+  // A write waits for its reply up to the recovery bound: one sent while its partition was unserved answers
+  // 201 when it is applied, instead of 202 and a new write at the back of the partition's backlog.
+  const env = { ...nodeEnv, GROVE_COMMAND_TIMEOUT_MS: String(RECOVERY_BOUND_MS) }
   nodes = [
     await startServer({ env, args: ["--node-id", "br-a"] }),
     await startServer({ env, args: ["--node-id", "br-b"] })
@@ -76,7 +74,6 @@ beforeAll(async () => {
 }, 600_000)
 
 afterAll(async () => {
-  if (!enabled) return fs.rmSync(kafkaDir, { recursive: true, force: true })
   for (const node of nodes) {
     await node.stop()
     // The nodes' logs (claims, fences, membership changes) stay for a look after a failure.
@@ -151,7 +148,37 @@ const restarts: ReadonlyArray<Restart> = [
   { signal: "SIGTERM", gapMs: 300 }
 ]
 
-describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker restarted under load (cluster)", () => {
+/** Milliseconds since local midnight of a log line's `[HH:MM:SS.mmm]` stamp (the nodes log in local time). */
+const stampOf = (line: string): number | undefined => {
+  const match = /^\[(\d\d):(\d\d):(\d\d)\.(\d\d\d)\]/.exec(line)
+  return match === null ? undefined : ((Number(match[1]) * 60 + Number(match[2])) * 60 + Number(match[3])) * 1000 + Number(match[4])
+}
+const dayMillis = (at: number) => {
+  const date = new Date(at)
+  return ((date.getHours() * 60 + date.getMinutes()) * 60 + date.getSeconds()) * 1000 + date.getMilliseconds()
+}
+
+/**
+ * Where one node's recovery went, from its log lines since `from` (an offset into its output): the last
+ * time each phase was logged, in ms after `readyAt` (negative: before the broker was ready).
+ */
+const phases = (node: GroveServer, from: number, readyAt: number) => {
+  const last = (pattern: RegExp) => {
+    let found: number | undefined
+    for (const line of node.output().slice(from).split("\n")) {
+      const stamp = pattern.test(line) ? stampOf(line) : undefined
+      if (stamp !== undefined) found = stamp - dayMillis(readyAt)
+    }
+    return found ?? "-"
+  }
+  return {
+    replies: last(/the reader of grove\.replies: joined the group again/),
+    entities: last(/grove\.entities on grove\.commands: joined the group again/),
+    claimed: last(/claimed the partition/)
+  }
+}
+
+describe("Kafka broker restarted under load (cluster)", () => {
   const names = repoPerPartition("pat", PARTITIONS)
   const target: LoadTarget = { nodes: () => nodes, key: () => key, owner: "pat", names }
 
@@ -164,6 +191,7 @@ describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker 
     const recoveries: Array<number> = []
     for (const [n, restart] of restarts.entries()) {
       const tag = `r${n}`
+      const logFrom = nodes.map((node) => node.output().length)
       const load = startLoad(target, tag, 20_000)
       const health = watchHealth()
       await sleep(1500)
@@ -181,7 +209,8 @@ describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker 
       await sleep(restart.gapMs)
       await startBroker()
       const readyAt = Date.now()
-      const times = await recovery(target, readyAt, `${tag}-after`, 60_000, 250)
+      const attempts: Array<Array<string>> = []
+      const times = await recovery(target, readyAt, `${tag}-after`, 60_000, 250, attempts)
       const slowest = Math.max(...times)
       recoveries.push(slowest)
       // Both nodes ready again, between them serving every partition.
@@ -200,7 +229,10 @@ describe.skipIf(process.env["GROVE_BROKER_RESTART_TEST"] !== "1")("Kafka broker 
         `restart ${n + 1} (${restart.signal}, down ${restart.gapMs} ms, ready at ${new Date(readyAt).toISOString()}): ` +
           `every partition took a write ${slowest} ms after the broker was ready ` +
           `(median ${sorted[PARTITIONS / 2]} ms); load answers ${JSON.stringify([...load.statuses])}, slowest 503 ${load.slowest503()} ms; ` +
-          `${health.samples.length} health samples`
+          `${health.samples.length} health samples; ` +
+          `phases after ready (replies reader joined / entities joined / last claim, ms): ` +
+          nodes.map((node, i) => JSON.stringify(phases(node, logFrom[i]!, readyAt))).join(" ") +
+          `; the slowest partition's probes (status@ms): ${attempts[times.indexOf(slowest)]?.join(" ")}`
       )
       checkHealth(health.samples)
       expect(slowest, `restart ${n + 1}: per-partition recovery ${JSON.stringify(times)}`).toBeLessThan(RECOVERY_BOUND_MS)

@@ -82,14 +82,23 @@ export const startLoad = (target: LoadTarget, tag: string, maxWrites: number) =>
  * Per partition, how long after `readyAt` a write through either node (in turn) first answered 201
  * (infinity past `within`). One write at a time per partition, `pauseMs` apart: probes that pile up
  * faster than a loaded machine serves them would measure their own queue, not the recovery.
+ * `attempts`, when given, gets every probe's answer per partition: `status@ms after readyAt` (0: no answer).
  */
-export const recovery = (target: LoadTarget, readyAt: number, tag: string, within: number, pauseMs: number) =>
+export const recovery = (
+  target: LoadTarget,
+  readyAt: number,
+  tag: string,
+  within: number,
+  pauseMs: number,
+  attempts?: Array<Array<string>>
+) =>
   Promise.all(target.names.map(async (repo, partition) => {
     for (let attempt = 0;; attempt++) {
       const nodes = target.nodes()
       const reply = await api(nodes[(partition + attempt) % nodes.length]!.url, target.key())
         .post(`/${target.owner}/${repo}/branches`, { name: `${tag}-${attempt}` })
         .catch(() => undefined)
+      if (attempts !== undefined) (attempts[partition] ??= []).push(`${reply?.status ?? 0}@${Date.now() - readyAt}`)
       if (reply?.status === 201) return Date.now() - readyAt
       if (Date.now() - readyAt > within) return Number.POSITIVE_INFINITY
       await sleep(pauseMs)
