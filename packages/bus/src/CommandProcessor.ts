@@ -24,6 +24,7 @@ import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Semaphore, Stream
 import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
+import * as CommandMetrics from "./CommandMetrics.ts"
 import { type CommandContext, commandOf, decodeJson, encodeJson, type Entity } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
 import { CommandMessage, type DeadLetter, type ReplyMessage, type StoredReply } from "./Messages.ts"
@@ -282,6 +283,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
 
     const handleOnce = (record: BusRecord) =>
       Effect.gen(function*() {
+        const started = performance.now()
         const decoded = yield* Effect.result(decodeCommand(record.value))
         if (decoded._tag === "Failure") {
           yield* deadLetter(record, `not a command: ${decoded.failure.message}`)
@@ -303,6 +305,13 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
         yield* answer(record, message.commandId, outcome.reply)
+        CommandMetrics.record(
+          message.entityType,
+          message.command,
+          outcome.reply._tag === "Success" ? "success" : outcome.reply._tag === "Failure" ? "failure" : "defect",
+          claim.partition,
+          (performance.now() - started) / 1000
+        )
         yield* claim.commit(record.offset)
       })
 
