@@ -59,7 +59,13 @@ import { ServiceAccountsHandlers } from "./service-accounts/ServiceAccountsHandl
 import { CliAuthPageRoutes } from "./web/CliAuthPage.ts"
 import { ExportRoutes, GitPacks } from "./files/ExportRoutes.ts"
 import { HomePage } from "./web/HomePage.ts"
+import { AssetRoutes } from "./web/Assets.ts"
+import { SignInPages } from "./web/SignInPage.ts"
+import { BranchPages } from "./branches/BranchPages.ts"
+import { FilePages } from "./files/FilePages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
+import { OpsRoutes } from "./ops/OpsRoutes.ts"
+import { RequestLogLive } from "./ops/RequestLog.ts"
 import { SignInThrottle } from "./web/SignInThrottle.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
@@ -117,7 +123,10 @@ const ApiRoutes = HttpApiBuilder.layer(GroveApi, { openapiPath: "/api/openapi.js
 // Then JSON errors, then, before routing, each route's body limit (413, 415) and unsupported
 // methods and missing tokens (405, 401), then, for the routes with large bodies, the caller's access (AccessBeforeBody).
 export const Routes = Layer.mergeAll(
+  // First, so it times and logs each request as a whole, whichever middleware answers it.
+  RequestLogLive,
   SecurityHeadersLive,
+  OpsRoutes,
   ApiRoutes,
   ChunkRoutes,
   FileRoutes,
@@ -127,6 +136,10 @@ export const Routes = Layer.mergeAll(
   ExportRoutes,
   CliAuthPageRoutes,
   HomePage,
+  SignInPages,
+  AssetRoutes,
+  FilePages,
+  BranchPages,
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,
