@@ -8,11 +8,11 @@
  * S3 PUTs in cluster mode). Nothing is stored under a hash its bytes do not have.
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
+import { plainChunkBytes } from "@grove/core/objects/ChunkCompression"
 import { ObjectStore } from "@grove/storage"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { zstdDecompressSync } from "node:zlib"
 
 /** Bytes that do not hash to the hash they were sent under, or break a limit. */
 export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRejected", {
@@ -27,26 +27,6 @@ const SPAN_MAX = 1024 * 1024
 /** Chunks up to this size that arrive together go into one pack object; larger ones are objects of their own. */
 export const INLINE_MAX = 1024 * 1024
 const MAX_PLAIN = 64 * 1024 * 1024
-
-const ZSTD_MAGIC = [0x28, 0xb5, 0x2f, 0xfd] as const
-
-const hasZstdMagic = (bytes: Uint8Array) => ZSTD_MAGIC.every((b, i) => bytes[i] === b)
-
-/**
- * The plain bytes of a received chunk: zstd-compressed bytes whose decompression hashes to `hash`,
- * else the bytes themselves if they do. Undefined when neither matches.
- */
-export const plainChunkBytes = (hash: string, received: Uint8Array, maxPlainBytes: number): Uint8Array | undefined => {
-  if (hasZstdMagic(received)) {
-    try {
-      const plain = zstdDecompressSync(received, { maxOutputLength: maxPlainBytes })
-      if (Blake3.hash(plain) === hash) return new Uint8Array(plain.buffer, plain.byteOffset, plain.byteLength)
-    } catch {
-      // Not valid zstd (or too large): the bytes may still be a raw chunk that happens to start with the magic.
-    }
-  }
-  return Blake3.hash(received) === hash ? received : undefined
-}
 
 export const namespaceOf = (orgId: string) => orgId
 

@@ -5,12 +5,15 @@
  *   <= 256 entries and <= 64 MiB; parsed as they stream in, one chunk in memory at a time.
  * - `POST /api/{owner}/{name}/chunks/fetch`: JSON `{hashes}` (<= 10,000) answered with the same frames,
  *   streamed, for every chunk the caller may read, in request order (Grove's binary download). With
+ *   `compression: "zstd_v1"` a frame's data is zstd when that shrinks the chunk (`ChunkCompression`),
+ *   and the answer says so in a header; without it (the Oak client) every frame is raw. With
  *   `tokens` (one per hash) and no key, the links `chunks/download` handed out (ChunkLinks) authorize
  *   instead: the Oak client's batch URL.
  * - `GET /api/{owner}/{name}/chunks/fetch/{hash}?t=…`: one chunk's bytes, authorized by its link.
  * Every received chunk is re-hashed before it is stored.
  */
 import { ApiErrors, ApiParams } from "@grove/api"
+import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -110,8 +113,17 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
 
 const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({
   hashes: Schema.Array(Schema.String),
-  tokens: Schema.optionalKey(Schema.Array(Schema.String))
+  tokens: Schema.optionalKey(Schema.Array(Schema.String)),
+  compression: Schema.optionalKey(Schema.Literal(ChunkCompression.ZSTD_V1))
 }))
+
+/** Chunks this large are compressed on the thread pool, a few at once; small ones inline (a pool trip costs more). */
+const ASYNC_COMPRESS_FROM = 256 * 1024
+
+const compressed = (chunk: Frames.Frame): Effect.Effect<Frames.Frame> =>
+  chunk.data.length >= ASYNC_COMPRESS_FROM
+    ? Effect.map(Effect.promise(() => ChunkCompression.encodeChunkAsync(chunk.data)), (data) => ({ hash: chunk.hash, data }))
+    : Effect.sync(() => ({ hash: chunk.hash, data: ChunkCompression.encodeChunk(chunk.data) }))
 
 const badLink = new ApiErrors.Unauthorized({ error: "the chunk link is invalid or has expired; ask chunks/download again", code: "invalid_link" })
 
@@ -123,12 +135,27 @@ const linkedRepository = Effect.gen(function*() {
   return found.value
 })
 
-const frameStream = (chunks: ChunkStore["Service"], orgId: string, hashes: ReadonlyArray<string>, located: ReadonlyMap<string, ChunkLocation>) =>
-  HttpServerResponse.stream(
-    // Read in bounded groups (one range read for neighbours in a pack), framed as they go: memory stays bounded whatever the response size.
-    readInOrder(chunks, orgId, hashes, located).pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
-    { contentType: "application/octet-stream", headers: { "x-grove-chunk-count": String(hashes.filter((h) => located.has(h)).length) } }
+const frameStream = (
+  chunks: ChunkStore["Service"],
+  orgId: string,
+  hashes: ReadonlyArray<string>,
+  located: ReadonlyMap<string, ChunkLocation>,
+  compress: boolean
+) => {
+  // Read in bounded groups (one range read for neighbours in a pack), framed as they go: memory stays bounded whatever the response size.
+  const read = readInOrder(chunks, orgId, hashes, located)
+  const sent = compress ? read.pipe(Stream.mapEffect(compressed, { concurrency: 4 })) : read
+  return HttpServerResponse.stream(
+    sent.pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
+    {
+      contentType: "application/octet-stream",
+      headers: {
+        "x-grove-chunk-count": String(hashes.filter((h) => located.has(h)).length),
+        ...(compress ? { [ChunkCompression.RESPONSE_HEADER]: ChunkCompression.ZSTD_V1 } : {})
+      }
+    }
   )
+}
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
   // The path first: a malformed owner or name answers 400 before the body is read.
@@ -139,9 +166,11 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   const body = yield* readBody(2 * 1024 * 1024)
   const parsed = yield* Effect.try({
     try: () => decodeFetchRequest(JSON.parse(new TextDecoder().decode(body))),
-    catch: () => new ApiErrors.BadRequest({ error: "the body must be JSON {\"hashes\": [...]}", code: "invalid_request" })
+    catch: () =>
+      new ApiErrors.BadRequest({ error: "the body must be JSON {\"hashes\": [...], \"compression\"?: \"zstd_v1\"}", code: "invalid_request" })
   })
   yield* checkHashList(parsed.hashes, MAX_FETCH)
+  const compress = parsed.compression === ChunkCompression.ZSTD_V1
   if (parsed.tokens !== undefined && request.headers["authorization"] === undefined) {
     // The Oak client's batch URL: each hash carries the token of its own link.
     const links = yield* ChunkLinks
@@ -150,14 +179,14 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
       return yield* new ApiErrors.BadRequest({ error: "tokens must list one token per hash", code: "invalid_request" })
     }
     if (!parsed.hashes.every((h, i) => links.check(repo.id, h, parsed.tokens![i]!))) return yield* badLink
-    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)))
+    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)), compress)
   }
   const { repo, caller } = yield* routeRepository("read")
   const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
   const allowed = yield* readableChunksOf(yield* callerPolicy(caller, repo), repo, [...inRepo])
   const wanted = parsed.hashes.filter((h) => allowed.has(h))
-  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)))
+  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)), compress)
 })))
 
 const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {

@@ -44,6 +44,8 @@ export const CAPABILITIES = {
   chunk_batch_protocol: "bounded_v1",
   /** Grove's binary chunk download: POST chunks/fetch {hashes} answers length-framed chunks. */
   chunk_fetch_protocol: "frames_v1",
+  /** zstd per chunk on the wire (only when it shrinks): taken in chunks/batch and PUT, given by chunks/fetch when asked. */
+  chunk_compression: "zstd_v1",
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
 } as const

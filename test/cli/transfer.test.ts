@@ -1,0 +1,146 @@
+/**
+ * What the real `grove` binary puts on the wire, seen through a recording
+ * proxy in front of the real server: a first push sends compressible chunks
+ * zstd-compressed and incompressible ones raw (and a clone gets the same bytes
+ * back); a push after touching nothing, or after only touching mtimes, sends
+ * nothing; a push after one changed byte in one file among many sends that
+ * file's chunk alone.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Objects } from "@grove/core"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { zstdDecompressSync } from "node:zlib"
+import { decodeBatch, noise } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { type Recorded, type RecordingProxy, startRecordingProxy } from "../support/RecordingProxy.ts"
+import { at, type GroveOptions, json, listing, ok, removeTempDirs, tempDir } from "./harness.ts"
+
+let server: GroveServer
+let proxy: RecordingProxy
+let tess: GroveOptions
+
+beforeAll(async () => {
+  server = await startServer({ dataDir: tempDir("data") })
+  proxy = await startRecordingProxy(server.url)
+  tess = { home: tempDir("tess"), env: { SERVICE_API_KEY: await server.createUser("tess"), GROVE_REMOTE: proxy.url } }
+}, 180_000)
+
+afterAll(async () => {
+  await proxy?.close()
+  await server?.stop()
+  removeTempDirs()
+})
+
+const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd])
+
+/** The chunk frames of every `chunks/batch` upload among `records`. */
+const uploadedFrames = async (records: ReadonlyArray<Recorded>) => {
+  const frames: Array<{ hash: string; data: Uint8Array }> = []
+  for (const r of records.filter((x) => x.method === "POST" && x.path.endsWith("/chunks/batch"))) frames.push(...await decodeBatch(r.body))
+  return frames
+}
+
+/** Source-like text, different in every file (and checkout: the organization dedups), that zstd shrinks well. */
+const text = (name: string, i: number, size: number) => {
+  let out = ""
+  for (let line = 0; out.length < size; line++) out += `export const ${name}_${i}_${line} = compute("file ${i}", ${line}) // keep ${line % 7}\n`
+  return out.slice(0, size)
+}
+
+/** Writes `files` (path -> bytes) under `root`; answers path -> bytes. */
+const writeTree = (root: string, files: Record<string, string | Uint8Array>) => {
+  for (const [file, bytes] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
+    fs.writeFileSync(path.join(root, file), bytes)
+  }
+  return files
+}
+
+/** A pushed checkout of `count` text files (about 4 KiB each) and a few incompressible ones. */
+const pushedCheckout = async (name: string, count: number) => {
+  const work = tempDir(name)
+  const files: Record<string, string | Uint8Array> = {}
+  for (let i = 0; i < count; i++) files[`src/d${i % 8}/file${i}.ts`] = text(name, i, 3000 + (i % 5) * 500)
+  for (let i = 0; i < 4; i++) files[`assets/blob${i}.bin`] = noise(20_000 + i * 3000, [...name].reduce((a, c) => (a * 31 + c.charCodeAt(0)) >>> 0, 7) + i)
+  writeTree(work, files)
+  await ok(["init", "--name", name, "--json"], at(tess, work))
+  await ok(["commit", "--json"], at(tess, work))
+  proxy.take()
+  const pushed = json(await ok(["push", "--json"], at(tess, work)))
+  return { work, files, pushed, records: proxy.take() }
+}
+
+describe("grove transfers on the wire", () => {
+  it("a first push sends compressible chunks zstd-compressed and incompressible ones raw; a clone gets the same bytes", async () => {
+    const { files, pushed, records, work } = await pushedCheckout("squeeze", 120)
+    // The client asked whether the server takes compressed chunks before sending any.
+    expect(records.some((r) => r.method === "GET" && r.path === "/api/capabilities")).toBe(true)
+    const frames = await uploadedFrames(records)
+    const byHash = new Map(Object.entries(files).map(([file, bytes]) => [Objects.Blake3.hash(bytes), { file, bytes: Buffer.from(bytes) }]))
+    expect(new Set(frames.map((f) => f.hash))).toEqual(new Set(byHash.keys()))
+    let plain = 0
+    let sent = 0
+    for (const frame of frames) {
+      const { bytes, file } = byHash.get(frame.hash)!
+      const data = Buffer.from(frame.data)
+      plain += bytes.length
+      sent += data.length
+      if (file.endsWith(".bin")) {
+        expect({ file, raw: data.equals(bytes) }).toEqual({ file, raw: true })
+      } else {
+        expect({ file, zstd: data.subarray(0, 4).equals(ZSTD_MAGIC), smaller: data.length < bytes.length / 2 }).toEqual({ file, zstd: true, smaller: true })
+        expect(zstdDecompressSync(data).equals(bytes)).toBe(true)
+      }
+    }
+    expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: frames.length, uploaded_bytes: plain })
+    expect(pushed.sent_bytes).toBeLessThan(plain / 2)
+    expect(pushed.sent_bytes).toBeGreaterThanOrEqual(sent) // frames plus their headers
+
+    // The server stored the plain bytes: a clone (which asks for compressed frames) gets every file back.
+    const copy = path.join(tempDir("squeeze-clone"), "copy")
+    await ok(["clone", `tess/squeeze`, copy, "--branch", pushed.branch, "--json"], tess)
+    expect(listing(copy)).toEqual(listing(work))
+    const fetches = proxy.take().filter((r) => r.path.endsWith("/chunks/fetch"))
+    expect(fetches.length).toBeGreaterThan(0)
+    for (const r of fetches) {
+      expect(JSON.parse(r.body.toString())).toMatchObject({ compression: "zstd_v1" })
+      expect(r.responseHeaders[Objects.ChunkCompression.RESPONSE_HEADER]).toBe("zstd_v1")
+    }
+  }, 180_000)
+
+  it("a push after touching nothing, or only mtimes, sends nothing; after one changed byte in one file among many, only that file's chunk", async () => {
+    const { files, records, work } = await pushedCheckout("steady", 300)
+    expect((await uploadedFrames(records)).length).toBe(Object.keys(files).length)
+
+    const noop = json(await ok(["push", "--json"], at(tess, work)))
+    expect(noop).toMatchObject({ pushed_commits: 0, uploaded_chunks: 0, sent_bytes: 0 })
+    expect(proxy.take().map((r) => `${r.method} ${r.path}`)).toEqual([])
+
+    // Every file's mtime moves (a build tool, a checkout of the same branch): each is hashed again, nothing sent.
+    const earlier = new Date(Date.now() - 3_600_000)
+    for (const file of Object.keys(files)) fs.utimesSync(path.join(work, file), earlier, earlier)
+    expect(json(await ok(["push", "--json"], at(tess, work)))).toMatchObject({ pushed_commits: 0, uploaded_chunks: 0 })
+    expect(proxy.take().map((r) => `${r.method} ${r.path}`)).toEqual([])
+
+    // One byte of one file, its size unchanged.
+    const target = "src/d5/file157.ts"
+    const bytes = Buffer.from(files[target] as string)
+    bytes[1000] = bytes[1000] === 0x41 ? 0x42 : 0x41
+    fs.writeFileSync(path.join(work, target), bytes)
+    const changed = json(await ok(["push", "--json"], at(tess, work)))
+    expect(changed).toMatchObject({ pushed_commits: 1, uploaded_chunks: 1, uploaded_bytes: bytes.length })
+    const sent = proxy.take()
+    const frames = await uploadedFrames(sent)
+    expect(frames.map((f) => f.hash)).toEqual([Objects.Blake3.hash(bytes)])
+    // Raw or compressed (a 4 KiB push is not worth asking the server's capabilities), the bytes are that file's.
+    const plain = Objects.ChunkCompression.plainChunkBytes(frames[0]!.hash, frames[0]!.data, bytes.length)
+    expect(plain !== undefined && Buffer.from(plain).equals(bytes)).toBe(true)
+    const checked = sent.filter((r) => r.path.endsWith("/blobs/check")).flatMap((r) => JSON.parse(r.body.toString()).hashes)
+    expect(checked).toEqual([Objects.Blake3.hash(bytes)])
+    const push = JSON.parse(sent.find((r) => r.path.endsWith("/push"))!.body.toString())
+    expect(push.commits.map((c: { files: Array<{ path: string; change_type: string }> }) => c.files)).toEqual([
+      [expect.objectContaining({ path: target, change_type: "modified" })]
+    ])
+  }, 240_000)
+})
