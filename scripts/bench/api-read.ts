@@ -191,7 +191,8 @@ const clusterRun = async (nodeCount: number, options: ApiReadOptions) => {
     for (let i = 0; i < nodeCount; i++) nodes.push(await startServer({ env: { ...infra.env, GROVE_COMMAND_TIMEOUT_MS: "30000" }, args: ["--node-id", `bench-${i + 1}`] }))
     const { headers, target } = await prepare(nodes[0]!, key)
     for (const node of nodes) await readBody(`${node.url}${target}`, headers)
-    const each = { connections: Math.max(1, Math.round(options.connections / nodeCount)), duration: options.duration }
+    // One load per node, each in a worker thread of its own, so the load generator can use every core.
+    const each = { connections: Math.max(1, Math.round(options.connections / nodeCount)), duration: options.duration, workers: 1 }
     await Promise.all(nodes.map((node) => load(`${node.url}${target}`, headers, each)))
     const { result, cpu } = await cpuDuring(nodes.map((n) => n.process.pid!), () => Promise.all(nodes.map((node) => load(`${node.url}${target}`, headers, each))))
     console.log(`GET /api/{owner}/{name}, ${nodeCount} node(s) in cluster mode, ${each.connections} connections per node, ${options.duration} s, on ${os.cpus().length} cores`)
