@@ -218,6 +218,28 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
     expect(watch.errors).toEqual([])
   }, 180_000)
 
+  it("creates an API key shown once, which works, and revokes it", async () => {
+    const { page, watch } = await newPage()
+    await signIn(page, "bob", BOB_PASSWORD)
+    await page.goto(`${server.url}/-/settings/keys`)
+    await check(page, "keys", "New key")
+    await page.getByLabel("Name").fill("browser-made")
+    await page.getByRole("button", { name: "Create key" }).click()
+    const shown = (await page.locator("#new-key").textContent())!
+    expect(shown).toMatch(/^grove_[0-9A-Za-z]{20,}$/)
+    expect(await page.locator("#new-key").count()).toBe(1)
+    await check(page, "key-created", "not shown again")
+    expect((await api(server.url, shown).get("/whoami")).body).toMatchObject({ name: "bob" })
+    // Shown once: the list shows its prefix only.
+    await page.goto(`${server.url}/-/settings/keys`)
+    expect(await page.locator("main").innerText()).not.toContain(shown)
+    await Promise.all([page.waitForURL(`${server.url}/-/settings/keys`), page.getByRole("button", { name: "Revoke browser-made" }).click()])
+    expect(await page.getByRole("button", { name: "Revoke browser-made" }).count()).toBe(0)
+    expect((await api(server.url, shown).get("/whoami")).status).toBe(401)
+    expect(watch.violations).toEqual([])
+    expect(watch.errors).toEqual([])
+  }, 120_000)
+
   it("answers a private repository with the same 404 page as a missing one", async () => {
     const { page, watch } = await newPage()
     await signIn(page, "bob", BOB_PASSWORD)

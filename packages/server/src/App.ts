@@ -63,6 +63,7 @@ import { AssetRoutes } from "./web/Assets.ts"
 import { SignInPages } from "./web/SignInPage.ts"
 import { BranchPages } from "./branches/BranchPages.ts"
 import { FilePages } from "./files/FilePages.ts"
+import { KeyPages } from "./identity/KeyPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
 import { OpsRoutes } from "./ops/OpsRoutes.ts"
 import { RequestLogLive } from "./ops/RequestLog.ts"
@@ -140,6 +141,7 @@ export const Routes = Layer.mergeAll(
   AssetRoutes,
   FilePages,
   BranchPages,
+  KeyPages,
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,
