@@ -13,6 +13,7 @@ import { ObjectStore } from "@grove/storage"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { inBatches } from "../db/Batches.ts"
 
 /** Bytes that do not hash to the hash they were sent under, or break a limit. */
 export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRejected", {
@@ -76,13 +77,11 @@ export class ChunkStore extends Context.Service<ChunkStore, {
 
     const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
       const out = new Map<string, ChunkLocation>()
-      const unique = [...new Set(hashes)]
-      for (let i = 0; i < unique.length; i += 2000) {
-        const rows = yield* sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
+      const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+        sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
           SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
-          WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 2000)})`
-        for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
-      }
+          WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+      for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
       return out as ReadonlyMap<string, ChunkLocation>
     })
 

@@ -10,6 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
+import { inBatches } from "../db/Batches.ts"
 
 export interface BlobInfo {
   readonly hash: string
@@ -83,19 +84,10 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
   entries: entries.map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
 })
 
-const BATCH = 2000
-
 type Row = Record<string, unknown>
 /** `sql.insert` wants a non-empty array type; callers check emptiness first. */
 const rows = <A extends Row>(items: ReadonlyArray<A>) => items as unknown as readonly [A, ...Array<A>]
 
-/** Runs `f` over slices of at most BATCH items (bounds the size of `= ANY(...)` parameters). */
-const inBatches = <A, B, E, R>(items: ReadonlyArray<A>, f: (slice: Array<A>) => Effect.Effect<ReadonlyArray<B>, E, R>) =>
-  Effect.gen(function*() {
-    const out: Array<B> = []
-    for (let i = 0; i < items.length; i += BATCH) out.push(...(yield* f(items.slice(i, i + BATCH))))
-    return out
-  })
 
 export class ContentObjects extends Context.Service<ContentObjects, {
   /** Trees the organization has, parsed; hashes it lacks are absent from the map. */
