@@ -3,7 +3,10 @@
  * plus the stored ones, loaded from the database on demand. The pure walks of
  * `@grove/core` take a synchronous lookup; `resolve` reruns such a walk,
  * loading the trees it missed in one query per round, until nothing is
- * missing or the missing trees do not exist.
+ * missing or the missing trees do not exist. Within a round a tree not loaded
+ * yet reads as empty, so the walk goes on past it and one round finds every
+ * missing tree of a level (rounds follow the depth, not the number of trees);
+ * only a round that missed nothing answers.
  */
 import type * as Tree from "@grove/core/objects/Tree"
 import * as Blake3 from "@grove/core/objects/Blake3"
@@ -42,8 +45,9 @@ export const makeTreeCache = (objects: ContentObjects["Service"], orgId: string)
         const missed = new Set<string>()
         const result = walk((h) => {
           const entries = trees.get(h)
-          if (entries === undefined && !absent.has(h)) missed.add(h)
-          return entries
+          if (entries !== undefined || absent.has(h)) return entries
+          missed.add(h)
+          return []
         })
         if (missed.size === 0) return result
         yield* load(missed)

@@ -1,12 +1,12 @@
 /**
- * What merges, syncs and reverts share before their entity command: whole
- * snapshots of published manifests, and writing a computed commit (its new
- * trees and the unpublished commit row) so the command only has to publish it
- * with a compare-and-set.
+ * What merges, syncs and reverts share before their entity command: snapshots
+ * of published manifests, and writing a computed commit (the trees of the
+ * directories it changes and the unpublished commit row) so the command only
+ * has to publish it with a compare-and-set.
  */
 import { ApiSync } from "@grove/api"
-import * as Snapshots from "@grove/core/merge/Snapshots"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as TreeMerge from "@grove/core/merge/TreeMerge"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Commit from "@grove/core/objects/Commit"
 import * as FileChanges from "@grove/core/objects/FileChanges"
@@ -44,22 +44,28 @@ export interface ComputedCommit {
 
 /**
  * Writes the commit that turns `before` into `after` on `branch`: its trees, the unpublished commit row and the
- * staged list of trees the repository does not reach yet (blobs all come from published snapshots).
+ * staged list of trees the repository does not reach yet (blobs all come from published snapshots). `before` and
+ * `after` may hold only the paths that can differ (the rest is `beforeRoot`'s): only the directories on the way
+ * to a changed path are rebuilt, so the cost follows the change, not the tree's size.
  */
 export const writeCommit = Effect.fnUntraced(function*(
   repo: { readonly id: string; readonly orgId: string },
+  cache: TreeCache,
   options: {
     readonly branch: string
     readonly parent: string | null
     readonly mergeParent: string | null
     readonly author: string
     readonly message: string | null
+    /** The manifest `before` is (part of). */
+    readonly beforeRoot: string
     readonly before: FileChanges.Snapshot
     readonly after: FileChanges.Snapshot
   }
 ) {
   const objects = yield* ContentObjects
-  const built = Snapshots.buildTrees(options.after)
+  const edits = TreeMerge.editsBetween(options.before, options.after)
+  const built = yield* cache.resolve((lookup) => TreeMerge.editTree(options.beforeRoot, edits, lookup))
   if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
   const files = TreeDiff.diffSnapshots(options.before, options.after)
   // Microseconds, as the Oak client stamps its commits.

@@ -7,8 +7,9 @@
  * nothing merges.
  */
 import * as MergeBase from "@grove/core/merge/MergeBase"
-import * as ThreeWay from "@grove/core/merge/ThreeWay"
+import type * as ThreeWay from "@grove/core/merge/ThreeWay"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as TreeMerge from "@grove/core/merge/TreeMerge"
 import { ApiSync } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import type * as FileChanges from "@grove/core/objects/FileChanges"
@@ -19,7 +20,7 @@ import { Branches } from "../content/Branches.ts"
 import { ciGate } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
-import { refuse, snapshotOf, writeCommit } from "./Landing.ts"
+import { refuse, writeCommit } from "./Landing.ts"
 import { makeTreeCache } from "../content/TreeCache.ts"
 
 export const MAIN = "main"
@@ -50,8 +51,9 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
 }
 
 /**
- * Main's head, the merge base with `branchHead`, the three snapshots and their three-way merge, as the
- * merge and its preview compute them; `no_changes` when main already contains the branch head.
+ * Main's head, the merge base with `branchHead`, and the three-way merge of the three manifests at the
+ * paths either side changed (TreeMerge: the cost follows the changes, not the tree's size), as the merge
+ * and its preview compute them; `no_changes` when main already contains the branch head.
  */
 const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, branchHead: string) {
   const branches = yield* Branches
@@ -68,14 +70,15 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
     if (base !== null) baseManifest = (yield* objects.loadCommits(repo.id, [base])).get(base)?.manifest_hash ?? Blake3.EMPTY_HASH
   }
   const cache = makeTreeCache(objects, repo.orgId)
-  const baseFiles = yield* snapshotOf(cache, baseManifest)
-  const ours = yield* snapshotOf(cache, commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH)
-  const theirs = yield* snapshotOf(cache, commits.get(branchHead)!.manifest_hash)
-  const result = base === branchHead ? "no_changes" as const : ThreeWay.mergeSnapshots(baseFiles, ours, theirs)
-  return { mainHead, base, baseFiles, ours, theirs, result }
+  const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
+  const theirsRoot = commits.get(branchHead)!.manifest_hash
+  const merged = yield* cache.resolve((lookup) => TreeMerge.mergeTrees(baseManifest, oursRoot, theirsRoot, lookup))
+  if (!merged.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${merged.reason}`))
+  const result = base === branchHead ? "no_changes" as const : merged
+  return { mainHead, base, cache, oursRoot, merged, result }
 })
 
-/** The merge would leave main's files as they are. */
+/** The merge would leave main's files as they are (`ours` and `result` hold the same paths' versions). */
 const unchangedMain = (ours: FileChanges.Snapshot, result: ThreeWay.MergeResult) =>
   result.merged.size === ours.size && [...result.merged].every(([p, f]) => {
     const o = ours.get(p)
@@ -98,22 +101,23 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
     return yield* refuse(412, `CI ${what} on the branch head (${gate.workflows.join(", ")}); wait for it, fix it, or merge with force=1`, `ci_${gate.reason}`)
   }
 
-  const { mainHead, ours, result } = yield* mergeOfHeads(repo, branchHead)
+  const { cache, mainHead, oursRoot, result } = yield* mergeOfHeads(repo, branchHead)
   if (result === "no_changes") return yield* refuse(400, `branch '${name}' has no changes that are not on main; close it instead`, "no_changes")
   if (result.conflicts.length > 0) {
     const paths = result.conflicts.map((c) => c.path)
     return yield* refuse(409, `branch '${name}' conflicts with main in ${paths.length} path(s): sync it with main, resolve, push`, "conflict", paths)
   }
-  if (unchangedMain(ours, result)) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
+  if (unchangedMain(result.ours, result)) return yield* refuse(400, `branch '${name}' has no changes relative to main; close it instead`, "no_changes")
 
   const message = branch!.description?.trim() || name
-  const commit = yield* writeCommit(repo, {
+  const commit = yield* writeCommit(repo, cache, {
     branch: MAIN,
     parent: mainHead,
     mergeParent: branchHead,
     author: actor,
     message,
-    before: ours,
+    beforeRoot: oursRoot,
+    before: result.ours,
     after: result.merged
   })
   const planned: PlannedMerge = {
@@ -156,13 +160,13 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
   const ci = !gate.open
     ? { state: gate.reason, workflows: gate.workflows }
     : { state: Number(ran?.runs ?? 0) === 0 ? "none" as const : "passed" as const, workflows: [] }
-  const { base, baseFiles, mainHead, ours, result, theirs } = yield* mergeOfHeads(repo, head)
+  const { base, mainHead, merged, result } = yield* mergeOfHeads(repo, head)
   const conflictPaths = result === "no_changes" ? [] : result.conflicts.map((c) => c.path)
   const merge = refused !== undefined
     ? "not_mergeable" as const
     : conflictPaths.length > 0
     ? "conflicts" as const
-    : result === "no_changes" || unchangedMain(ours, result)
+    : result === "no_changes" || unchangedMain(result.ours, result)
     ? "no_changes" as const
     : "clean" as const
   const commits = (yield* history.branchCommits(repo.id, name, head)).slice(-PREVIEW_COMMITS).reverse()
@@ -176,6 +180,7 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
     conflict_paths: conflictPaths,
     ci,
     commits: commits.map((c) => ({ hash: c.hash, author: c.author, timestamp: c.timestamp, message: c.message, files: c.files.length })),
-    files: TreeDiff.diffSnapshots(baseFiles, theirs).map(ApiSync.toFileChangeData)
+    // Where the branch did not change a path, its version is the base's: the changed paths are all it differs in.
+    files: TreeDiff.diffSnapshots(merged.base, merged.theirs).map(ApiSync.toFileChangeData)
   }
 })

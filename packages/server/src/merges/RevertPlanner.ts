@@ -67,12 +67,13 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
     else result.set(p, old)
   }
   const message = `Revert "${(target.message ?? hash.slice(0, 12)).split("\n")[0]}"\n\nThis reverts commit ${hash}.`
-  const commit = yield* writeCommit(repo, {
+  const commit = yield* writeCommit(repo, cache, {
     branch: branch.name,
     parent: branch.head,
     mergeParent: null,
     author: actor,
     message,
+    beforeRoot: head.manifest_hash,
     before: current,
     after: result
   })

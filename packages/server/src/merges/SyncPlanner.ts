@@ -5,13 +5,13 @@
  * with a compare-and-set on the branch head (`branch_moved` if it moved).
  */
 import * as MergeBase from "@grove/core/merge/MergeBase"
-import * as ThreeWay from "@grove/core/merge/ThreeWay"
+import * as TreeMerge from "@grove/core/merge/TreeMerge"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
-import { type ComputedCommit, refuse, snapshotOf, writeCommit } from "./Landing.ts"
+import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { MAIN } from "./MergePlanner.ts"
 import { makeTreeCache } from "../content/TreeCache.ts"
 
@@ -50,21 +50,23 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   const base = MergeBase.mergeBase(branch.head, parentHead, parents)
   const commits = yield* objects.loadCommits(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
   const cache = makeTreeCache(objects, repo.orgId)
-  const baseFiles = yield* snapshotOf(cache, base === null ? Blake3.EMPTY_HASH : commits.get(base)!.manifest_hash)
-  const ours = yield* snapshotOf(cache, commits.get(branch.head)!.manifest_hash)
-  const theirs = yield* snapshotOf(cache, commits.get(parentHead)!.manifest_hash)
-  const result = ThreeWay.mergeSnapshots(baseFiles, ours, theirs)
+  const oursRoot = commits.get(branch.head)!.manifest_hash
+  const result = yield* cache.resolve((lookup) =>
+    TreeMerge.mergeTrees(base === null ? Blake3.EMPTY_HASH : commits.get(base)!.manifest_hash, oursRoot, commits.get(parentHead)!.manifest_hash, lookup)
+  )
+  if (!result.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${result.reason}`))
   if (result.conflicts.length > 0) {
     const paths = result.conflicts.map((c) => c.path)
     return yield* refuse(409, `syncing '${name}' with its parent conflicts in ${paths.length} path(s): resolve locally (grove pull), push`, "conflict", paths)
   }
-  const commit = yield* writeCommit(repo, {
+  const commit = yield* writeCommit(repo, cache, {
     branch: name,
     parent: branch.head,
     mergeParent: parentHead,
     author: actor,
     message: null,
-    before: ours,
+    beforeRoot: oursRoot,
+    before: result.ours,
     after: result.merged
   })
   return { kind: "sync", branchHead: branch.head, parentHead, commit } satisfies PlannedSync
