@@ -1,0 +1,92 @@
+/**
+ * ContentObjects.present against a migrated in-memory database: a batch larger than one query's
+ * slice (2,000 hashes) mixing objects a readable repository reaches, objects only an unreadable one
+ * reaches, objects a restricted repository withholds or lets the caller read, and objects uploaded by
+ * the caller, by someone else, or no longer stored keeps each object's own answer (dedup never grants).
+ */
+import { DbEmbedded, Migrations } from "@grove/storage"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { createHash, randomUUID } from "node:crypto"
+import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
+
+const h = (label: string) => createHash("sha256").update(label).digest("hex")
+
+layer(Objects, { timeout: 120_000 })("ContentObjects.present", (it) => {
+  it.effect("answers each object of a mixed batch on its own, across slices", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      const [written, readable, restricted, hidden] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()]
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "o", name: "o" })}`
+      for (const [id, name] of [[written, "w"], [readable, "r"], [restricted, "p"], [hidden, "h"]] as const) {
+        yield* sql`INSERT INTO repositories ${sql.insert({ id, org_id: orgId, name })}`
+      }
+      const blob = (hash: string) => sql`INSERT INTO blobs ${sql.insert({ org_id: orgId, hash, size: 1, chunk_count: 1 })}`
+      const chunk = (hash: string) => sql`INSERT INTO chunks ${sql.insert({ org_id: orgId, hash, size: 1 })}`
+      const maps = (blobHash: string, chunkHash: string) =>
+        sql`INSERT INTO blob_chunks ${sql.insert({ org_id: orgId, blob_hash: blobHash, seq: 0, chunk_hash: chunkHash, byte_offset: 0, size: 1 })}`
+      const reaches = (repoId: string, blobHash: string) => sql`INSERT INTO repo_blobs ${sql.insert({ repo_id: repoId, blob_hash: blobHash })}`
+      const uploaded = (repoId: string, principal: string, hash: string) =>
+        sql`INSERT INTO object_uploads ${sql.insert({ repo_id: repoId, principal, hash })}`
+
+      // 2,100 blobs (and their chunks) the readable repository reaches: the batch spans two slices.
+      const filler = Array.from({ length: 2100 }, (_, i) => h(`filler ${i}`))
+      yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) SELECT ${orgId}, unnest(${filler}::text[]), 1, 1`
+      yield* sql`INSERT INTO chunks (org_id, hash, size) SELECT ${orgId}, unnest(${filler.map((f) => h(`c ${f}`))}::text[]), 1`
+      yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+        SELECT ${orgId}, b, 0, 'c' || b, 0, 1 FROM unnest(${filler}::text[]) AS b`
+      yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${readable}, unnest(${filler}::text[])`
+
+      const named = {
+        readable: h("readable"), onlyHidden: h("only hidden"), restrictedOk: h("restricted ok"), restrictedWithheld: h("withheld"),
+        mine: h("mine"), mineGone: h("mine, not stored"), others: h("someone else's"), mineElsewhere: h("mine, unreadable repo"), unknown: h("unknown")
+      }
+      for (const b of [named.readable, named.onlyHidden, named.restrictedOk, named.restrictedWithheld, named.mine, named.others, named.mineElsewhere]) {
+        yield* blob(b)
+        yield* chunk(h(`chunk ${b}`))
+        yield* maps(b, h(`chunk ${b}`))
+      }
+      yield* reaches(readable, named.readable)
+      yield* reaches(hidden, named.onlyHidden)
+      yield* reaches(restricted, named.restrictedOk)
+      yield* reaches(restricted, named.restrictedWithheld)
+      for (const b of [named.mine, named.mineGone]) yield* uploaded(written, "user:me", b)
+      yield* uploaded(written, "user:me", h(`chunk ${named.mine}`))
+      yield* uploaded(written, "user:other", named.others)
+      yield* uploaded(hidden, "user:me", named.mineElsewhere)
+
+      const scope: DedupScope = {
+        orgId,
+        repoId: written,
+        principal: "user:me",
+        readable: [written, readable, restricted],
+        restricted: [{ repoId: restricted, canRead: () => false, readableBlobs: Effect.succeed(new Set([named.restrictedOk])) }]
+      }
+      // The named ones sit on both sides of the slice boundary.
+      const blobs = [...filler.slice(0, 1995), ...Object.values(named), ...filler.slice(1995)]
+      const present = yield* objects.present("blob", scope, blobs)
+      expect(new Set([...present].filter((b) => !filler.includes(b)))).toEqual(new Set([named.readable, named.restrictedOk, named.mine]))
+      expect(filler.every((f) => present.has(f))).toBe(true)
+
+      const chunkOf = (b: string) => h(`chunk ${b}`)
+      const chunks = yield* objects.present("chunk", scope, [...filler.map((f) => `c${f}`), ...Object.values(named).map(chunkOf)])
+      expect(new Set(Object.values(named).map(chunkOf).filter((c) => chunks.has(c)))).toEqual(
+        new Set([named.readable, named.restrictedOk, named.mine].map(chunkOf))
+      )
+      expect(filler.every((f) => chunks.has(`c${f}`))).toBe(true)
+
+      // Trees are sent whole to every reader: a restricted repository's trees count, an unreadable one's do not.
+      const [inRestricted, inHidden, myTree] = [h("tree p"), h("tree h"), h("tree mine")]
+      for (const t of [inRestricted, inHidden, myTree]) yield* sql`INSERT INTO trees ${sql.insert({ org_id: orgId, hash: t, body: "" })}`
+      yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: restricted, tree_hash: inRestricted })}`
+      yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: hidden, tree_hash: inHidden })}`
+      yield* uploaded(written, "user:me", myTree)
+      expect(yield* objects.present("tree", scope, [inRestricted, inHidden, myTree, named.unknown])).toEqual(new Set([inRestricted, myTree]))
+    }))
+})
