@@ -2,11 +2,13 @@
  * Native CI in cluster mode, on two nodes sharing Kafka, PostgreSQL and S3: runs spread over both
  * nodes' runners; a run's live log is followed through the node that does not run it; automatic
  * triggers start exactly one run per event and workflow although the node consuming the events is
- * killed (SIGKILL) while branches are being pushed; a node killed in the middle of a run leaves no
+ * killed (SIGKILL) while branches are being pushed; a run whose entity partition is held up longer than the
+ * sweeper's staleness window is not failed while its runner heartbeats; a node killed in the middle of a run leaves no
  * run `running`: the survivor fails it with a clear error within the session timeout plus 30 s,
  * and the killed step's processes die with their terminal.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Murmur2 } from "@grove/bus"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import { promisify } from "node:util"
@@ -17,6 +19,9 @@ import { api } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
 
 const exec = promisify(execFile)
+
+/** The CI sweeper's staleness window (packages/server/src/ci/CiDispatcher.ts). */
+const STALE_AFTER_MS = 15_000
 
 let cluster: TwoNodes
 let nodeA: GroveServer
@@ -99,6 +104,43 @@ describe("CI on two nodes", () => {
       seen += value
     }
     expect(seen).toContain('"conclusion":"cancelled"')
+  }, 180_000)
+
+  it("does not fail a run whose partition's commands are held up while its runner heartbeats, and fails none as lost meanwhile", async () => {
+    const id = (await api(nodeA.url, key).post("/cara/app/ci/runs", { workflow: "ticker" })).body.run_ids[0]
+    // The runner's own heartbeat row, written straight to the database by the node that runs the step.
+    await waitFor("the runner's heartbeat", async () => (await psql(`SELECT node FROM ci_runner_heartbeats WHERE run_id = ${id}`)) || undefined)
+    const beatAge = async () => Number(await psql(`SELECT extract(epoch FROM now() - heartbeat_at) FROM ci_runner_heartbeats WHERE run_id = ${id}`))
+    // Hold the partition of cara/app (its CiRun commands' partition) in the database: every command transaction
+    // there waits on the partition's fence row, as when the partition is unserved, while both nodes stay up.
+    const partition = Murmur2.partitionFor("cara/app", 32)
+    const holdMs = STALE_AFTER_MS + 10_000
+    const heldAt = Date.now()
+    const hold = psql(
+      `BEGIN; SELECT 1 FROM partition_epochs WHERE topic = 'grove.commands' AND partition = ${partition} FOR UPDATE; ` +
+        `SELECT pg_sleep(${holdMs / 1000}); COMMIT;`
+    )
+    // A cancel sent now waits behind the hold: the run must still be running (not failed) when it lands.
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const cancel = api(nodeB.url, key).post(`/cara/app/ci/runs/${id}/cancel`)
+    const ages: Array<number> = []
+    while (Date.now() - heldAt < holdMs - 1000) {
+      const run = await api(nodeB.url, key).get(`/cara/app/ci/runs/${id}`)
+      expect(run.body.status, JSON.stringify(run.body)).toBe("running")
+      ages.push(await beatAge())
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+    }
+    await hold
+    console.log(`partition ${partition} held ${Date.now() - heldAt} ms; the runner's heartbeat age meanwhile at most ${Math.max(...ages).toFixed(1)} s`)
+    // The runner kept beating through the hold (every 2 s; generous for a loaded machine).
+    expect(Math.max(...ages)).toBeLessThan(STALE_AFTER_MS / 1000 / 2)
+    expect([202, 204]).toContain((await cancel).status)
+    const run = await waitFor("the cancel to land", async () => {
+      const reply = await api(nodeA.url, key).get(`/cara/app/ci/runs/${id}`)
+      return reply.body.status === "completed" ? reply.body : undefined
+    }, 60_000)
+    expect(run.conclusion, JSON.stringify(run)).toBe("cancelled")
+    expect(run.error ?? "").not.toContain("stopped reporting")
   }, 180_000)
 
   it("starts exactly one run per event and workflow although the events' consumer is killed while branches are pushed", async () => {

@@ -2,7 +2,9 @@
  * This node's share of CI: a pool of `ci.concurrency` runners that claim queued runs (a `Start`
  * command to the run's entity: of several nodes racing for a run, one wins the compare-and-set),
  * woken by `ci.run.queued` events and a one-second poll; and a sweeper that fails runs whose
- * runner stopped reporting (a killed node) within ~20 s, so no run stays `running` forever.
+ * runner stopped beating (a killed node) within ~20 s, so no run stays `running` forever. A runner's
+ * liveness is its own heartbeat row (CiHeartbeats), written by this node straight to the database, never
+ * a command through the run's partition: a partition unserved for minutes does not make a live runner lost.
  * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
@@ -11,13 +13,14 @@ import { Cause, Effect, Layer, Queue } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
+import * as CiHeartbeats from "./CiHeartbeats.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
 import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
 import { prepareRoot, remove } from "./Workspace.ts"
 
-/** A running run whose runner has not reported for this long is taken for lost. */
+/** A running run whose runner has not beaten for this long is taken for lost (it beats every 2 s). */
 export const STALE_AFTER_MS = 15_000
 const SWEEP_EVERY = "5 seconds"
 
@@ -36,7 +39,8 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* prepareRoot(root)
   // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
   yield* Effect.addFinalizer(() => remove(root))
-  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation }
+  const beats = yield* CiHeartbeats.make(config.nodeId)
+  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* Queue.dropping<void>(1)
   let active = 0
@@ -85,6 +89,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         reason: `the runner on node ${run.node} stopped reporting (last at ${run.heartbeatAt.toISOString()}); the run did not finish. Start it again.`
       }).pipe(Effect.ignore)
     }
+    yield* runs.forgetBeats
   }).pipe(Effect.catchCause((cause) => Effect.logWarning("CI sweep failed", Cause.squash(cause))))).pipe(Effect.forkScoped)
 }))
 

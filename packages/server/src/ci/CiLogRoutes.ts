@@ -16,7 +16,8 @@ import type { CiRunRecord, StepState } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 
 const logParams = routeParams({ ...ApiParams.OwnerRepo, id: ApiCi.RunId })
-const POLL = "50 millis"
+/** A follower is woken by the run's appends and reports (CiLogStore.ticket); this is only its safety net. */
+const SAFETY_POLL = "500 millis"
 const KEEPALIVE_MS = 15_000
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
@@ -59,11 +60,13 @@ const logs = HttpRouter.add("GET", "/api/:owner/:name/ci/runs/:id/logs", answer(
     readonly lastId: number
     readonly seen: ReadonlyMap<number, string>
     readonly lastSent: number
-    readonly first: boolean
+    /** The ticket taken before the last read: the next change after it (undefined before the first read). */
+    readonly changed: Effect.Effect<void> | undefined
   }
   const poll = (state: State): Effect.Effect<readonly [ReadonlyArray<string>, Option.Option<State>]> =>
     Effect.gen(function*() {
-      if (!state.first) yield* Effect.sleep(POLL)
+      if (state.changed !== undefined) yield* state.changed.pipe(Effect.timeoutOption(SAFETY_POLL))
+      const changed = store.ticket(runId)
       // The run's state is read before the pieces: once it says completed, the pieces read after it are all there are.
       const run = yield* runs.get(repo.id, runId).pipe(Effect.orElseSucceed(() => undefined))
       if (run === undefined) return [[sse("end", { status: "deleted" })], Option.none()] as const
@@ -97,9 +100,9 @@ const logs = HttpRouter.add("GET", "/api/:owner/:name/ci/runs/:id/logs", answer(
       }
       const now = Date.now()
       if (out.length === 0 && now - state.lastSent > KEEPALIVE_MS) out.push(": keepalive\n\n")
-      return [out, Option.some({ lastId, seen, lastSent: out.length > 0 ? now : state.lastSent, first: false })] as const
+      return [out, Option.some({ lastId, seen, lastSent: out.length > 0 ? now : state.lastSent, changed })] as const
     })
-  const body = Stream.paginate<State, string>({ lastId: 0, seen: new Map(), lastSent: Date.now(), first: true }, poll).pipe(Stream.encodeText)
+  const body = Stream.paginate<State, string>({ lastId: 0, seen: new Map(), lastSent: Date.now(), changed: undefined }, poll).pipe(Stream.encodeText)
   return HttpServerResponse.stream(body, {
     contentType: "text/event-stream",
     headers: { "cache-control": "no-store", "x-accel-buffering": "no" }

@@ -2,11 +2,21 @@
  * Step logs: the runner writes each step's output in pieces while it runs, every piece an object
  * in the object store (namespace `ci-<organization>`, keyed by its SHA-256) indexed by a
  * `ci_log_chunks` row, so any node reads a run's logs, complete or still growing, in write order.
+ *
+ * Followers are woken, not polling: an append (or a runner's `notify` of a state change) completes
+ * the run's ticket on this node, and in cluster mode a `pg_notify` on `CHANNEL` wakes the other
+ * nodes, which LISTEN. A follower takes its ticket before it reads, so an append between its read
+ * and its wait still wakes it.
  */
+import { PgClient } from "@effect/sql-pg"
 import { ObjectStore } from "@grove/storage"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Layer, Option, Queue, Schedule, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
+import { ServerConfig } from "../Config.ts"
+
+/** The PostgreSQL channel of "run N's log or state changed" (payload: the run id). */
+export const CHANNEL = "grove_ci_log"
 
 export interface LogPiece {
   /** Increases in write order across the run: a follower asks for pieces after the last it saw. */
@@ -23,10 +33,47 @@ export class CiLogStore extends Context.Service<CiLogStore, {
   readonly after: (orgId: string, runId: number, afterId: number, limit?: number) => Effect.Effect<ReadonlyArray<LogPiece>, unknown>
   /** Every step's whole log so far. */
   readonly byStep: (orgId: string, runId: number) => Effect.Effect<Map<number, string>, unknown>
+  /** Completes at the next append or `notify` of the run after this call (take it before reading). */
+  readonly ticket: (runId: number) => Effect.Effect<void>
+  /** The run's state changed (a runner's report): wakes its followers on every node. */
+  readonly notify: (runId: number) => Effect.Effect<void>
 }>()("grove/server/ci/CiLogStore") {
   static readonly layer = Layer.effect(CiLogStore, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const store = yield* ObjectStore.ObjectStore
+    const waiters = new Map<number, Deferred.Deferred<void>>()
+    const wake = (runId: number) => {
+      const waiter = waiters.get(runId)
+      if (waiter === undefined) return
+      waiters.delete(runId)
+      Deferred.doneUnsafe(waiter, Exit.void)
+    }
+    const ticket = (runId: number) => {
+      let waiter = waiters.get(runId)
+      if (waiter === undefined) {
+        waiter = Deferred.makeUnsafe<void>()
+        waiters.set(runId, waiter)
+      }
+      return Deferred.await(waiter)
+    }
+    // Cluster mode: the other nodes' appends and reports, through PostgreSQL. Embedded mode has one process (and
+    // one database connection, which a LISTEN would hold for good).
+    const pg = (yield* ServerConfig).mode === "cluster" ? yield* Effect.serviceOption(PgClient.PgClient) : Option.none()
+    if (Option.isSome(pg)) {
+      yield* Effect.gen(function*() {
+        const notifications = yield* pg.value.listen(CHANNEL)
+        yield* Queue.take(notifications).pipe(Effect.map((notification) => wake(Number(notification.payload))), Effect.forever)
+      }).pipe(
+        Effect.scoped,
+        Effect.tapCause((cause) => Effect.logWarning("not listening for CI log changes; followers on this node poll", Cause.squash(cause))),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.forkScoped
+      )
+    }
+    const notify = (runId: number) =>
+      Effect.sync(() => wake(runId)).pipe(
+        Effect.andThen(Option.isSome(pg) ? pg.value.notify(CHANNEL, String(runId)).pipe(Effect.ignore) : Effect.void)
+      )
     const read = (orgId: string, hash: string) =>
       Effect.gen(function*() {
         const parts: Array<Uint8Array> = []
@@ -47,8 +94,11 @@ export class CiLogStore extends Context.Service<CiLogStore, {
         yield* store.put({ namespace: namespace(orgId), hash }, Stream.make(new Uint8Array(bytes)))
         yield* sql`INSERT INTO ci_log_chunks ${sql.insert({ run_id: runId, step_id: stepId, seq, object_hash: hash, bytes: bytes.length })}
           ON CONFLICT (run_id, step_id, seq) DO NOTHING`
+        yield* notify(runId)
       }),
       after,
+      ticket,
+      notify,
       byStep: Effect.fnUntraced(function*(orgId, runId) {
         const out = new Map<number, string>()
         let last = 0

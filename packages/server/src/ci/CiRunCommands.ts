@@ -32,7 +32,7 @@ export const FinishPayload = Schema.Struct({
   error: Schema.NullOr(Schema.String)
 })
 export const CancelPayload = Schema.Struct({ actor: Schema.String })
-/** Sent by a sweeper: fails the run if its runner's last heartbeat is still the one the sweeper saw. */
+/** Sent by a sweeper: fails the run if its runner's last heartbeat (`ci_runner_heartbeats`) is still the one the sweeper saw. */
 export const FailLostPayload = Schema.Struct({ heartbeatAt: Schema.String, reason: Schema.String })
 
 export const RunState = Schema.Struct({
@@ -153,9 +153,13 @@ const cancel = Effect.fn("CiRun.cancel")(function*(payload: typeof CancelPayload
 })
 
 const failLost = Effect.fn("CiRun.failLost")(function*(payload: typeof FailLostPayload.Type, { entityId }: Entity.CommandContext) {
+  const sql = yield* SqlClient.SqlClient
   const run = yield* loadRun(entityId)
-  // Its runner spoke again since the sweeper looked, or it finished: nothing to do.
-  if (run.status !== "running" || run.heartbeatAt === null || run.heartbeatAt.getTime() > new Date(payload.heartbeatAt).getTime()) {
+  // The runner's own heartbeat row (CiHeartbeats), or the run's start when no runner ever beat for it.
+  const beats = yield* sql<{ heartbeat_at: Date | string }>`SELECT heartbeat_at FROM ci_runner_heartbeats WHERE run_id = ${run.id}`
+  const lastBeat = beats[0] === undefined ? run.startedAt : new Date(beats[0].heartbeat_at)
+  // Its runner beat again since the sweeper looked, or it finished: nothing to do.
+  if (run.status !== "running" || lastBeat === null || lastBeat.getTime() > new Date(payload.heartbeatAt).getTime()) {
     return state(run)
   }
   const failed = yield* updateRun(run, {

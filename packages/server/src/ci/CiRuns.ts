@@ -21,8 +21,13 @@ export class CiRuns extends Context.Service<CiRuns, {
   readonly runnable: (runId: number) => Effect.Effect<RunnableRun | undefined, SqlError>
   /** The oldest queued runs (ids), for runners with free slots. */
   readonly queued: (limit: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string }>, SqlError>
-  /** Running runs whose runner has not spoken for `staleMs`. */
+  /**
+   * Running runs whose runner has not beaten for `staleMs` (its `ci_runner_heartbeats` row; a run no runner
+   * ever beat for counts from its start), by the database's clock.
+   */
   readonly stale: (staleMs: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string; readonly heartbeatAt: Date; readonly node: string }>, SqlError>
+  /** Drops the heartbeat rows of runs that completed. */
+  readonly forgetBeats: Effect.Effect<void, SqlError>
   readonly secretNames: (repoId: string) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly updated_at: string; readonly updated_by: string }>, SqlError>
   /** The repository's secrets, decrypted, for a run's environment. */
   readonly secretValues: (repoId: string) => Effect.Effect<ReadonlyMap<string, string>, SqlError>
@@ -60,13 +65,18 @@ export class CiRuns extends Context.Service<CiRuns, {
         ),
       stale: (staleMs) =>
         sql<{ id: string; repo_key: string; heartbeat_at: Date | string; runner_node: string }>`SELECT c.id::int8::text AS id,
-            ${repoKey} AS repo_key, c.heartbeat_at, c.runner_node FROM ci_runs c
+            ${repoKey} AS repo_key, coalesce(h.heartbeat_at, c.started_at) AS heartbeat_at, c.runner_node FROM ci_runs c
           JOIN repositories r ON r.id = c.repo_id JOIN organizations o ON o.id = r.org_id
-          WHERE c.status = 'running' AND c.heartbeat_at < ${new Date(Date.now() - staleMs)}`.pipe(
+          LEFT JOIN ci_runner_heartbeats h ON h.run_id = c.id
+          WHERE c.status = 'running'
+            AND coalesce(h.heartbeat_at, c.started_at) < now() - ${staleMs} * interval '1 millisecond'`.pipe(
           Effect.map((rows) =>
             rows.map((row) => ({ id: Number(row.id), repoKey: row.repo_key, heartbeatAt: new Date(row.heartbeat_at), node: row.runner_node }))
           )
         ),
+      forgetBeats: sql`DELETE FROM ci_runner_heartbeats h USING ci_runs c WHERE c.id = h.run_id AND c.status = 'completed'`.pipe(
+        Effect.asVoid
+      ),
       secretNames: (repoId) =>
         sql<{ name: string; updated_at: Date | string; updated_by: string }>`SELECT name, updated_at, updated_by FROM ci_secrets
           WHERE repo_id = ${repoId} ORDER BY name`.pipe(

@@ -3,15 +3,17 @@
  * fresh checkout of the run's commit owned by a host user of the job's own, each step in its own
  * sandbox (Sandbox) in a pseudo-terminal (StepProcess) with the workflow's environment and the
  * repository's secrets. Output is masked, capped per step and
- * written to the log store every 50 ms while the step runs. Every transition of a job or step
- * is reported to the CiRun entity; the report doubles as the runner's heartbeat and tells it
- * when the run was cancelled, which interrupts the jobs (killing their process groups).
+ * written to the log store as it comes (what arrives while a piece is stored goes in the next one). Every transition of a job or step
+ * is reported to the CiRun entity. The runner's heartbeat is its own row (CiHeartbeats, every 2 s, straight to
+ * the database); the beat also tells it when the run was cancelled, which interrupts the jobs (killing their
+ * process groups).
  */
 import type { Workflow, WorkflowJob, WorkflowStep } from "@grove/core/ci/Workflow"
 import { makeMasker } from "@grove/core/ci/LogMask"
-import { Cause, Effect, Exit, Fiber, Option, Semaphore } from "effect"
+import { Cause, Effect, Exit, Fiber, Option, Queue, Semaphore } from "effect"
 import type { CiConfig } from "../Config.ts"
 import * as CiCache from "./CiCache.ts"
+import type { CiHeartbeats } from "./CiHeartbeats.ts"
 import { CiGateway } from "./CiGateway.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
@@ -24,6 +26,8 @@ export interface RunnerContext {
   readonly node: string
   readonly config: CiConfig
   readonly isolation: Isolation
+  /** This node's runner heartbeats. */
+  readonly beats: CiHeartbeats
 }
 
 /** What a step sees besides the workflow's env and the secrets: none of the server's own variables. */
@@ -56,6 +60,8 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   const logStore = yield* CiLogStore
   const entityId = runKey(repoKey, runId)
   const node = context.node
+  // The runner's heartbeat, from now until the run is recorded as finished (the scope's end).
+  yield* context.beats.track(runId).pipe(Effect.orDie)
   const loaded = yield* runs.runnable(runId).pipe(Effect.orElseSucceed(() => undefined))
   if (loaded === undefined) {
     yield* gateway.finish(entityId, { node, jobs: "[]", conclusion: "failure", error: "the run's workflow could not be read" }).pipe(Effect.ignore)
@@ -77,6 +83,8 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   /** Reports the jobs; answers false when the run was cancelled (or failed) meanwhile. */
   const report = reporting.withPermits(1)(
     Effect.suspend(() => gateway.progress(entityId, { node, jobs: JSON.stringify(jobs) })).pipe(
+      // The log's followers show the steps' states: wake them.
+      Effect.tap(() => logStore.notify(run.id)),
       Effect.map((state) => state.status !== "completed"),
       Effect.catch((error) => Effect.succeed(error._tag !== "CiRunStateInvalid"))
     )
@@ -110,9 +118,14 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
           Effect.catchCause((cause) => Effect.logWarning("a CI log piece could not be stored", Cause.squash(cause)))
         )
       }))
-      const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Effect.sleep("50 millis"), flush)))
+      // Pushed, not polled: a write wakes the flusher.
+      const written = yield* Queue.dropping<void>(1)
+      const flusher = yield* Effect.forkDetach(Effect.forever(Effect.andThen(Queue.take(written), flush)))
       return {
-        write: (text: string) => add(masker.push(text)),
+        write: (text: string) => {
+          add(masker.push(text))
+          Queue.offerUnsafe(written, undefined)
+        },
         close: Effect.gen(function*() {
           yield* Fiber.interrupt(flusher)
           add(masker.end())
@@ -237,10 +250,10 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   })
 
   const main = yield* Effect.forkChild(runJobs)
-  // Heartbeat: report every second; a run completed by someone else (cancel) stops the jobs.
+  // A run completed by someone else (cancel, or failed as lost) stops the jobs: the heartbeat says so.
   const watcher = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
     yield* Effect.sleep("1 second")
-    if (!(yield* report)) {
+    if (!context.beats.running(runId)) {
       cancelled = true
       yield* Fiber.interrupt(main)
     }
@@ -264,4 +277,5 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
     Effect.retry({ times: 5, schedule: undefined }),
     Effect.catchCause((cause) => Effect.logWarning(`CI run ${run.id} could not be recorded as finished`, Cause.squash(cause)))
   )
-})
+  yield* logStore.notify(run.id)
+}, Effect.scoped)
