@@ -66,7 +66,7 @@ import { FilePages } from "./files/FilePages.ts"
 import { KeyPages } from "./identity/KeyPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
 import { OpsRoutes } from "./ops/OpsRoutes.ts"
-import { RequestLogLive } from "./ops/RequestLog.ts"
+import { RequestLogLive, RouteNoteLive } from "./ops/RequestLog.ts"
 import { SignInThrottle } from "./web/SignInThrottle.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
@@ -145,7 +145,9 @@ export const Routes = Layer.mergeAll(
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,
-  AccessBeforeBodyLive
+  AccessBeforeBodyLive,
+  // Last: innermost, around the router itself (the route template for the access log and the metrics).
+  RouteNoteLive
 )
 
 export const HttpAppLive = HttpRouter.serve(Routes, {

@@ -81,6 +81,14 @@ export interface ServerConfigShape {
   readonly eventStreamsPerNode?: number | undefined
   /** How often an open event stream re-checks its caller's access besides at every access event. */
   readonly eventStreamRecheckMs?: number | undefined
+  /** The bearer token `/metrics` requires; without one `/metrics` answers 404 (ops/OpsRoutes.ts). */
+  readonly metricsToken?: string | undefined
+  /** On SIGTERM, how long the node keeps serving with `/readyz` at 503 before its listener closes (ops/Drain.ts). */
+  readonly shutdownDelayMs?: number | undefined
+  /** `auto`: apply pending migrations at start; `wait`: wait for `grove-server migrate`. */
+  readonly migrations?: "auto" | "wait" | undefined
+  /** Log lines as JSON objects or readable text (ops/Logging.ts); JSON when stdout is not a terminal. */
+  readonly logFormat?: "json" | "text" | undefined
 }
 
 export interface CiConfig {
@@ -150,7 +158,11 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--webhook-retry-base-ms": "GROVE_WEBHOOK_RETRY_BASE_MS",
   "--event-streams-per-caller": "GROVE_EVENT_STREAMS_PER_CALLER",
   "--event-streams-per-node": "GROVE_EVENT_STREAMS_PER_NODE",
-  "--event-stream-recheck-ms": "GROVE_EVENT_STREAM_RECHECK_MS"
+  "--event-stream-recheck-ms": "GROVE_EVENT_STREAM_RECHECK_MS",
+  "--metrics-token": "GROVE_METRICS_TOKEN",
+  "--shutdown-delay-ms": "GROVE_SHUTDOWN_DELAY_MS",
+  "--migrations": "GROVE_MIGRATIONS",
+  "--log-format": "GROVE_LOG_FORMAT"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -273,6 +285,18 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d{1,5}))?$/.exec(server)
     if (match === null || !isIpLiteral(match[1] ?? match[2] ?? "")) throw new ConfigError(`GROVE_DNS_SERVERS takes ip or ip:port entries, not ${JSON.stringify(server)}`)
   }
+  const metricsToken = values.GROVE_METRICS_TOKEN
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
+    throw new ConfigError("GROVE_METRICS_TOKEN must be 16 to 256 printable characters without spaces")
+  }
+  const shutdownDelayMs = Number(values.GROVE_SHUTDOWN_DELAY_MS ?? "0")
+  if (!Number.isSafeInteger(shutdownDelayMs) || shutdownDelayMs < 0 || shutdownDelayMs > 600_000) {
+    throw new ConfigError("GROVE_SHUTDOWN_DELAY_MS must be a whole number of milliseconds from 0 to 600000")
+  }
+  const migrations = values.GROVE_MIGRATIONS ?? "auto"
+  if (migrations !== "auto" && migrations !== "wait") throw new ConfigError(`GROVE_MIGRATIONS must be auto or wait, not ${migrations}`)
+  const logFormat = values.GROVE_LOG_FORMAT ?? (process.stdout.isTTY === true ? "text" : "json")
+  if (logFormat !== "json" && logFormat !== "text") throw new ConfigError(`GROVE_LOG_FORMAT must be json or text, not ${logFormat}`)
   const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
   return {
     mode,
@@ -293,6 +317,10 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       secretAccessKey: values.GROVE_S3_SECRET_ACCESS_KEY
     },
     commandTimeoutMs: timeout,
+    metricsToken,
+    shutdownDelayMs,
+    migrations,
+    logFormat,
     orgQuotaBytes: quota,
     trustedProxies,
     secretKey,

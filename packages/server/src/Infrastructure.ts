@@ -4,18 +4,24 @@
  */
 import { EntityRuntime, MemoryBus } from "@grove/bus"
 import * as KafkaBus from "@grove/bus/KafkaBus"
-import { DbEmbedded, DbPostgres, Migrations, ObjectStoreLocal, ObjectStoreS3 } from "@grove/storage"
-import { Duration, Layer } from "effect"
+import { DbEmbedded, DbPostgres, Migrations, ObjectStore, ObjectStoreLocal, ObjectStoreS3 } from "@grove/storage"
+import { Duration, Effect, Layer } from "effect"
 import * as path from "node:path"
 import type { ServerConfigShape } from "./Config.ts"
+import { instrumentObjectStore } from "./ops/Metrics.ts"
 
-/** The database of the mode, migrated. */
-export const databaseLayer = (config: ServerConfigShape) => {
-  const db = config.mode === "embedded"
+/** The database of the mode, as it is (`grove-server migrate` migrates it). */
+export const connectionLayer = (config: ServerConfigShape) =>
+  config.mode === "embedded"
     ? DbEmbedded.layer({ dataDir: path.join(config.dataDir, "db") })
     : DbPostgres.layer({ url: config.databaseUrl! })
-  return Migrations.layer.pipe(Layer.provideMerge(db), Layer.orDie)
-}
+
+/**
+ * The database of the mode, at this version's schema: migrated at start (`--migrations auto`), or
+ * waited for until `grove-server migrate` has run (`wait`). A newer schema is refused either way.
+ */
+export const databaseLayer = (config: ServerConfigShape) =>
+  Migrations.layerFor(config.migrations ?? "auto").pipe(Layer.provideMerge(connectionLayer(config)), Layer.orDie)
 
 /** The bus of the mode. Kafka's heartbeat interval is KafkaBus's default: a third of the session timeout. */
 export const busLayer = (config: ServerConfigShape) =>
@@ -28,8 +34,15 @@ export const busLayer = (config: ServerConfigShape) =>
       sessionTimeout: Duration.millis(config.kafkaSessionTimeoutMs)
     })
 
-/** Where content bytes live: files in the data directory, or an S3 bucket. */
+/** Where content bytes live: files in the data directory, or an S3 bucket; each operation timed (ops/Metrics.ts). */
 export const objectStoreLayer = (config: ServerConfigShape) =>
+  Layer.effect(ObjectStore.ObjectStore, Effect.gen(function*() {
+    return instrumentObjectStore(yield* ObjectStore.ObjectStore)
+  })).pipe(
+    Layer.provide(storeOfMode(config))
+  )
+
+const storeOfMode = (config: ServerConfigShape) =>
   config.mode === "embedded"
     ? ObjectStoreLocal.layer({ root: path.join(config.dataDir, "objects") }).pipe(Layer.orDie)
     : ObjectStoreS3.layer({

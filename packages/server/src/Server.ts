@@ -11,6 +11,8 @@ import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
 import { drainingServer } from "./http/DrainingServer.ts"
+import * as Drain from "./ops/Drain.ts"
+import * as Logging from "./ops/Logging.ts"
 import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
 import { CiTriggersLive } from "./ci/CiTriggers.ts"
@@ -48,6 +50,8 @@ const banner = Effect.gen(function*() {
 
 export const serverLayer = (config: ServerConfigShape) => {
   const ConfigLive = Layer.succeed(ServerConfig, config)
+  // Draining from SIGTERM on (/readyz 503), while the listener stays open for --shutdown-delay-ms.
+  const drain = Drain.make()
   const embedded = config.mode === "embedded"
   const Lock = embedded ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
   const Infra = infrastructureLayer(config).pipe(Layer.provide(Lock))
@@ -61,7 +65,10 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Banner = Layer.effectDiscard(Effect.andThen(quota, banner))
   const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
     // A SIGTERM under keep-alive load stops at once: see DrainingServer.
-    Layer.provide(NodeHttpServer.layer(drainingServer(), { host: config.host, port: config.port }))
+    Layer.provide(NodeHttpServer.layer(
+      drainingServer(undefined, { closeDelayMs: config.shutdownDelayMs, onClosing: drain.begin }),
+      { host: config.host, port: config.port }
+    ))
   )
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
   // No trace exporter is configured, so spans would only cost time on every request.
@@ -76,6 +83,8 @@ export const serverLayer = (config: ServerConfigShape) => {
     Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
-    Layer.provideMerge(ConfigLive)
+    Layer.provideMerge(Drain.layer(drain)),
+    Layer.provideMerge(ConfigLive),
+    Layer.provide(Logging.layer(config.logFormat ?? "json"))
   )
 }

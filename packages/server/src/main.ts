@@ -1,6 +1,7 @@
 /**
  * `grove-server`: `serve` runs the server (embedded by default); `user create`
- * and `user passwd` manage users whether or not a server is running.
+ * and `user passwd` manage users whether or not a server is running; `migrate`
+ * applies the database migrations.
  */
 import { ConfigError, parseConfig } from "./Config.ts"
 import { freePort, listenProblem } from "./net.ts"
@@ -13,6 +14,7 @@ Usage:
                                             create a user and its personal organization;
                                             prints a new personal API key as the last line
   grove-server user passwd <name> [options]  set the password for browser sign-in (read from stdin)
+  grove-server migrate [options]            apply the pending database migrations (before an upgrade's rollout)
 
 Options (each also read from the environment variable in brackets):
   --mode embedded|cluster       [GROVE_MODE]          default embedded
@@ -47,6 +49,10 @@ Options (each also read from the environment variable in brackets):
   --webhook-retry-base-ms MS    [GROVE_WEBHOOK_RETRY_BASE_MS] first retry delay, doubling up to an hour (default 10000)
   --webhook-allow NET|HOST,...  [GROVE_WEBHOOK_ALLOW] networks (10.0.0.0/8, 192.168.1.5) and host names (hooks.corp,
                                 *.corp.example) webhooks may reach although not public (default: none)
+  --metrics-token TOKEN         [GROVE_METRICS_TOKEN] the bearer token GET /metrics requires (default: /metrics off)
+  --shutdown-delay-ms MS        [GROVE_SHUTDOWN_DELAY_MS] on SIGTERM, serve this long with /readyz at 503 (default 0)
+  --migrations auto|wait        [GROVE_MIGRATIONS]    apply migrations at start, or wait for grove-server migrate
+  --log-format json|text        [GROVE_LOG_FORMAT]    default json when stdout is not a terminal
 `
 
 const fail = (message: string, code: number): never => {
@@ -58,6 +64,11 @@ const main = async () => {
   const [command = "serve", ...rest] = process.argv.slice(2)
   if (command === "--help" || command === "-h" || command === "help") {
     process.stdout.write(USAGE)
+    return
+  }
+  if (command === "migrate") {
+    const { runMigrateCommand } = await import("./admin/MigrateCommand.ts")
+    process.exitCode = await runMigrateCommand(rest)
     return
   }
   if (command === "user") {
@@ -87,7 +98,7 @@ const main = async () => {
   if (busy !== undefined) return fail(dataDirBusy(config.dataDir, busy), 1)
   const problem = await listenProblem(config.host, config.port)
   if (problem !== undefined) return fail(cannotListen(listening, problem.code ?? problem.message), 1)
-  const [{ NodeRuntime }, { Cause, Effect, Layer }, { serverLayer }] = await Promise.all([
+  const [{ NodeRuntime }, { Cause, Effect, Exit, Layer, Runtime }, { serverLayer }] = await Promise.all([
     import("@effect/platform-node"),
     import("effect"),
     import("./Server.ts")
@@ -97,12 +108,18 @@ const main = async () => {
       // The same mistakes, when another process got there between the check and the start.
       const error = Cause.squash(cause) as { _tag?: string; pid?: number; cause?: NodeJS.ErrnoException }
       if (error?._tag === "DataDirBusy") return Effect.sync(() => fail(dataDirBusy(config.dataDir, error.pid ?? 0), 1))
+      if (error?._tag === "SchemaTooNew") return Effect.sync(() => fail((error as { message: string }).message, 1))
       if (error?._tag === "ServeError" && error.cause?.code !== undefined) {
         return Effect.sync(() => fail(cannotListen(listening, error.cause!.code!), 1))
       }
       return Effect.andThen(Effect.logError("grove-server stopped", cause), Effect.failCause(cause))
     }),
-    NodeRuntime.runMain
+    // Stopped by a signal (SIGTERM, Ctrl-C) after draining: a clean stop, exit 0.
+    (program) =>
+      NodeRuntime.runMain(program, {
+        teardown: (exit, onExit) =>
+          Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+      })
   )
 }
 

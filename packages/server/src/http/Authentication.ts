@@ -12,6 +12,7 @@ import { type HttpRouter, HttpServerRequest, type HttpServerResponse } from "eff
 import { HttpApiError } from "effect/http-api"
 import { Identity } from "../access/Identity.ts"
 import { checkRouteParams, invalidParams } from "./PathParams.ts"
+import { noteCaller } from "./RequestRecord.ts"
 
 const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
 
@@ -24,6 +25,8 @@ export const callerOf = (identity: Identity["Service"], header: string | undefin
       return yield* new ApiErrors.Unauthorized({ error: "the Authorization header must be 'Bearer <token>'", code: "bad_authorization" })
     }
     return yield* identity.authenticate(match[1]!).pipe(
+      // The access log names the caller (never the token).
+      Effect.tap((caller) => Effect.withFiber((fiber) => Effect.succeed(noteCaller(fiber.context, caller.principal)))),
       Effect.catchTags({
         InvalidToken: () =>
           Effect.fail(new ApiErrors.Unauthorized({ error: "the token is invalid, expired or revoked", code: "invalid_token" })),

@@ -5,13 +5,22 @@
  * idle keep-alive connections at once, answers every request still in flight or arriving with
  * `Connection: close` (the client does not reuse the connection, which closes after its response),
  * and closes whatever is still open after `drainMs` (long streams).
+ *
+ * With `closeDelayMs` (`--shutdown-delay-ms`) the listener stays open that long after the stop began,
+ * every response saying `Connection: close`, so a load balancer that sees the node unready (`/readyz`,
+ * told by `onClosing`) stops sending before new connections are refused.
  */
 import * as http from "node:http"
 
 /** Connections still open this long after the stop began are closed. */
 export const DRAIN_MS = 5_000
 
-export const drainingServer = (drainMs: number = DRAIN_MS) => (): http.Server => {
+export interface DrainOptions {
+  readonly closeDelayMs?: number | undefined
+  readonly onClosing?: (() => void) | undefined
+}
+
+export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions = {}) => (): http.Server => {
   const server = http.createServer()
   let closing = false
   const inFlight = new Set<http.ServerResponse>()
@@ -25,14 +34,22 @@ export const drainingServer = (drainMs: number = DRAIN_MS) => (): http.Server =>
     response.once("close", () => inFlight.delete(response))
   })
   const close = server.close.bind(server)
-  server.close = ((callback?: (error?: Error) => void) => {
-    if (!closing) {
-      closing = true
-      for (const response of inFlight) lastOnConnection(response)
-      setTimeout(() => server.closeAllConnections(), drainMs).unref()
-    }
+  const stop = (callback?: (error?: Error) => void) => {
+    for (const response of inFlight) lastOnConnection(response)
+    setTimeout(() => server.closeAllConnections(), drainMs).unref()
     close(callback)
     server.closeIdleConnections()
+  }
+  server.close = ((callback?: (error?: Error) => void) => {
+    if (closing) {
+      close(callback)
+      return server
+    }
+    closing = true
+    options.onClosing?.()
+    const delay = options.closeDelayMs ?? 0
+    if (delay > 0) setTimeout(() => stop(callback), delay)
+    else stop(callback)
     return server
   }) as typeof server.close
   return server

@@ -9,10 +9,8 @@ import { ServerConfig } from "../Config.ts"
 import { Operations } from "../entities/Operations.ts"
 import { Repositories } from "../access/Repositories.ts"
 import { SERVER_VERSION } from "../Version.ts"
+import { commandSide } from "../ops/Readiness.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-
-/** A partition retrying this long (the database or the bus is away) makes the node unready. */
-const STUCK_AFTER_MS = 5_000
 
 export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn(function*(handlers) {
   const config = yield* ServerConfig
@@ -34,44 +32,15 @@ export const SystemHandlers = HttpApiBuilder.group(GroveApi, "system", Effect.fn
         })
       const database = yield* sql`SELECT 1`.pipe(Effect.timeout("2 seconds"), Effect.as(true), Effect.catchCause(() => Effect.succeed(false)))
       if (!database) return yield* notReady("the database does not answer")
-      const report = runtime.health()
-      const { stalled, dead, group, unserved } = report
-      if (!report.bus.reachable) {
-        return yield* notReady(`the message bus cannot be reached (${report.bus.error ?? "no answer"})`, {
-          bus: false,
-          unserved: group?.assigned ?? []
-        })
-      }
-      if (report.host && (group === undefined || !group.joined)) {
-        return yield* notReady(`not a member of the command partitions' group (${group?.error ?? "not joined"}); rejoining`, {
-          bus: true,
-          unserved: []
-        })
-      }
-      // A hosting node the group gives nothing is mid-rebalance (32 partitions, fewer nodes): it serves nothing yet.
-      if (report.host && group !== undefined && group.assigned.length === 0) {
-        return yield* notReady("this node owns no command partition right now (a rebalance is under way)", { bus: true, unserved: [] })
-      }
-      if (dead.length > 0) {
-        return yield* notReady(`no worker for partitions ${dead.map((d) => d.partition).join(", ")}`, { bus: true, unserved })
-      }
-      if (unserved.length > 0) {
-        return yield* notReady(`partitions ${unserved.join(", ")} are assigned here but not served yet`, { bus: true, unserved })
-      }
-      const now = Date.now()
-      const stuck = stalled.filter((stall) => now - stall.since >= STUCK_AFTER_MS)
-      if (stuck.length > 0) {
-        return yield* notReady(`partitions ${stuck.map((s) => s.partition).join(", ")} are stuck retrying`, { bus: true, unserved: [] })
-      }
-      const partitions = report.claimed.map((claim) => claim.partition)
+      const side = commandSide(runtime.health())
+      if (!side.ready) return yield* notReady(side.why, { bus: side.busReachable, unserved: side.unserved })
       return {
         status: "ok" as const,
         mode: config.mode,
         node_id: config.nodeId,
-        stalled_partitions: stalled.map((s) => s.partition),
-        // A client-only node (it hosts no partitions) is ready as a client: it sends writes, it serves none.
-        role: report.host ? "host" as const : "client" as const,
-        partitions
+        stalled_partitions: [...side.stalled],
+        role: side.role,
+        partitions: [...side.partitions]
       }
     }),
     whoami: Effect.fnUntraced(function*() {

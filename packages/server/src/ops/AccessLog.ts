@@ -1,0 +1,58 @@
+/**
+ * The access log: one line per answered request, written straight to stdout (not through the Effect
+ * logger, whose per-line machinery costs more than the request's own work on the fast reads) and in
+ * batches, one write per turn of the event loop. Lines are JSON, or readable text on a terminal, as
+ * the other log lines (ops/Logging.ts).
+ */
+import type { LogFormat } from "./Logging.ts"
+
+export interface AccessEntry {
+  readonly requestId: string
+  readonly method: string
+  /** The route template (`/api/:owner/:name`), never the path: it may name private repositories. */
+  readonly route: string
+  readonly status: number
+  readonly seconds: number
+  /** The body's length when known before it is sent; undefined for a streamed body. */
+  readonly bytes: number | undefined
+  readonly caller: string | undefined
+}
+
+export const formatEntry = (format: LogFormat, entry: AccessEntry, now: Date): string => {
+  const ms = Math.round(entry.seconds * 1e6) / 1e3
+  if (format === "json") {
+    return JSON.stringify({
+      timestamp: now.toISOString(),
+      level: "INFO",
+      message: "request",
+      request_id: entry.requestId,
+      method: entry.method,
+      route: entry.route,
+      status: entry.status,
+      duration_ms: ms,
+      bytes: entry.bytes ?? null,
+      caller: entry.caller ?? null
+    })
+  }
+  return `[${now.toISOString()}] ${entry.method} ${entry.route} ${entry.status} ${ms}ms ` +
+    `${entry.bytes === undefined ? "-" : `${entry.bytes}B`} ${entry.caller ?? "-"} request_id=${entry.requestId}`
+}
+
+export interface AccessLogWriter {
+  readonly write: (entry: AccessEntry) => void
+}
+
+export const writer = (format: LogFormat, out: (text: string) => void = (text) => process.stdout.write(text)): AccessLogWriter => {
+  let pending: Array<string> = []
+  const flush = () => {
+    const lines = pending
+    pending = []
+    out(lines.join("\n") + "\n")
+  }
+  return {
+    write: (entry) => {
+      if (pending.length === 0) setImmediate(flush)
+      pending.push(formatEntry(format, entry, new Date()))
+    }
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * Per request, before routing: a request id (the `X-Request-Id` a proxy sent, when it is a plain token,
+ * else a new one; sent back in the response), the HTTP metrics (requests by method, route template and
+ * status; time to the response's headers by method and route template) and the access-log line.
+ *
+ * Kept cheap for the hot read path: the metric series of a route are made once and found from the
+ * router's own route object; the id is a process tag and a counter; the record is one small object.
+ */
+import { MetricHandles } from "@grove/bus"
+import { Context, Effect, Layer } from "effect"
+import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { Metric } from "effect"
+import { randomBytes } from "node:crypto"
+import { ServerConfig } from "../Config.ts"
+import { type AccessLogWriter, writer } from "./AccessLog.ts"
+import { RequestRecord, type RequestRecordShape } from "../http/RequestRecord.ts"
+
+const requestsTotal = MetricHandles.counterSeries("grove_http_requests_total", "HTTP requests answered, by method, route template and status")
+const requestSeconds = MetricHandles.histogramSeries(
+  "grove_http_request_duration_seconds",
+  "Time from a request's arrival to its response's headers, by method and route template"
+)
+
+/** Requests no route matched share one label, so unknown paths cannot grow the series without bound. */
+export const UNMATCHED = "(unmatched)"
+
+interface RouteSeries {
+  readonly seconds: Metric.Histogram<number>
+  readonly byStatus: Map<number, Metric.Counter<number>>
+}
+
+const seriesOf = new WeakMap<object, RouteSeries>()
+const unmatchedSeries = new Map<string, RouteSeries>()
+
+const routeSeries = (route: object | undefined, method: string, path: string): RouteSeries => {
+  const found = route === undefined ? unmatchedSeries.get(method) : seriesOf.get(route)
+  if (found !== undefined) return found
+  const made: RouteSeries = {
+    seconds: requestSeconds(`${method} ${path}`, () => ({ method, route: path })),
+    byStatus: new Map()
+  }
+  if (route === undefined) unmatchedSeries.set(method, made)
+  else seriesOf.set(route, made)
+  return made
+}
+
+const countRequest = (series: RouteSeries, method: string, path: string, status: number) => {
+  let counter = series.byStatus.get(status)
+  if (counter === undefined) {
+    counter = requestsTotal(`${method} ${path} ${status}`, () => ({ method, route: path, status: String(status) }))
+    series.byStatus.set(status, counter)
+  }
+  counter.updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
+}
+
+const processTag = randomBytes(4).toString("hex")
+let sequence = 0
+const PLAIN_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+const requestId = (incoming: string | undefined) =>
+  incoming !== undefined && PLAIN_ID.test(incoming) ? incoming : `${processTag}-${(++sequence).toString(36)}`
+
+const bodyBytes = (response: HttpServerResponse.HttpServerResponse): number | undefined => {
+  const body = response.body
+  return body._tag === "Empty" ? 0 : "contentLength" in body ? body.contentLength : undefined
+}
+
+export const requestLog = (log: AccessLogWriter | undefined) =>
+  HttpRouter.middleware(
+    (app) =>
+      Effect.withFiber((fiber) => {
+        const started = performance.now()
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+        const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"]), caller: undefined, route: undefined }
+        // Restored with the rest of the request's context when the request ends (HttpEffect's frame).
+        fiber.setContext(Context.add(fiber.context, RequestRecord, record))
+        HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => {
+          const seconds = (performance.now() - started) / 1000
+          const matched = record.route
+          const method = request.method
+          const path = matched?.path ?? UNMATCHED
+          const series = routeSeries(matched, method, path)
+          series.seconds.updateUnsafe(seconds, MetricHandles.DEFAULT_CONTEXT)
+          countRequest(series, method, path, response.status)
+          log?.write({
+            requestId: record.id,
+            method,
+            route: path,
+            status: response.status,
+            seconds,
+            bytes: bodyBytes(response),
+            caller: record.caller
+          })
+          return Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", record.id))
+        })
+        return app
+      }),
+    { global: true }
+  )
+
+/** The middleware, writing the access log in the configured format. */
+export const RequestLogLive = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* ServerConfig
+  return requestLog(writer(config.logFormat ?? "json"))
+}))
+
+/**
+ * The innermost global middleware: notes the matched route on the request's record as the route's
+ * handler ends, while the router's context is still the fiber's (the middlewares around it restore
+ * their own contexts on the way out).
+ */
+export const RouteNoteLive = HttpRouter.middleware(
+  (app) =>
+    Effect.withFiber((fiber) => {
+      const record = Context.getOrUndefined(fiber.context, RequestRecord)
+      if (record === undefined) return app
+      return Effect.onExit(app, () =>
+        Effect.withFiber((inner) => {
+          record.route = Context.getOrUndefined(inner.context, HttpRouter.RouteContext)?.route
+          return Effect.void
+        }))
+    }),
+  { global: true }
+)
