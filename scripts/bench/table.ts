@@ -22,7 +22,7 @@ import { measureWebhooks, webhookMeasures } from "./webhooks.ts"
 
 /** The reduced sizes (the full ones are the `bench:*` defaults). */
 const SIZES = {
-  read: { duration: 5, connections: 64, reads: 10_000 },
+  read: { duration: 3, connections: 64, reads: 10_000, rounds: 3 },
   merge: { merges: 30, treeFiles: [1_000, 5_000] },
   webhooks: { events: 15 },
   ci: { runs: 8, throughput: 16 },
