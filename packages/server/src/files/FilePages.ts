@@ -12,6 +12,7 @@ import { toApiRepository } from "../access/RepositoryRecord.ts"
 import { ServerConfig } from "../Config.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { answer, requestCaller, routeRepository } from "../http/RawRoutes.ts"
+import { highlightBlob } from "../web/Highlight.ts"
 import { layout } from "../web/Layout.ts"
 import { htmlResponse, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatSize, html, shortHash } from "../web/Render.ts"
@@ -19,7 +20,7 @@ import { repoCrumbs, repoHeader } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
 import { type FileAt, fileBytes, fileStream, pathAt } from "./FileReads.ts"
 import { contentTypeOf } from "./FileRoutes.ts"
-import { blobHref, cloneHints, directoryTable, fileBody, rawHref, readmeOf, readmeView, SHOW_MAX_BYTES, treeHref } from "./FileViews.ts"
+import { blobHref, cloneHints, directoryTable, fileBody, rawHref, readmeOf, readmeView, SHOW_MAX_BYTES, shownText, treeHref } from "./FileViews.ts"
 
 const MAIN = "main"
 
@@ -104,6 +105,8 @@ const blob = HttpRouter.add("GET", "/:owner/:name/blob/:ref/*", pageRoute((sessi
     const found = yield* pathAt(session.caller, repo, ref, path)
     if (found.kind === "tree") return HttpServerResponse.redirect(treeHref(repo, ref, found.path), { status: 302 })
     const bytes = found.size <= SHOW_MAX_BYTES ? yield* fileBytes(repo, found) : undefined
+    const text = shownText(bytes)
+    const highlighted = text === undefined ? undefined : yield* highlightBlob(found.hash, text, found.path)
     const name = found.path.slice(found.path.lastIndexOf("/") + 1)
     return yield* htmlResponse(layout({
       title: `${found.path} · ${repo.owner}/${repo.name}`,
@@ -112,7 +115,7 @@ const blob = HttpRouter.add("GET", "/:owner/:name/blob/:ref/*", pageRoute((sessi
       body: html`${repoHeader(repo, "code")}
 <section class="box" aria-labelledby="file-title"><header><h2 id="file-title">${name}</h2><span class="muted">${formatSize(found.size)}</span>
 <span class="spacer"></span><a href=${rawHref(repo, ref, found.path)}>Raw</a><a href=${`${rawHref(repo, ref, found.path)}?download=1`}>Download</a></header>
-${fileBody(found.path, found.size, bytes)}</section>`
+${fileBody(found.path, found.size, bytes, text, highlighted)}</section>`
     }))
   })
 ))

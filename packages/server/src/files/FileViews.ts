@@ -1,6 +1,5 @@
 /** The pieces of the code pages: a directory listing, a file's view, the clone hints, a README. */
 import { isBinary } from "@grove/core/merge/TextMerge"
-import { highlight } from "../web/Highlight.ts"
 import { renderMarkdown } from "../web/Markdown.ts"
 import { formatSize, html, type Node, trusted } from "../web/Render.ts"
 import { pathHref, repoHref, type RepoShape } from "../web/RepoFrame.ts"
@@ -48,18 +47,22 @@ export const readmeView = (entry: DirectoryEntry, bytes: Uint8Array): Node => {
   }</section>`
 }
 
-/** Line numbers beside the (highlighted) text; the numbers are hidden from screen readers. */
-export const codeView = (text: string, path: string): Node => {
+/** Line numbers beside the highlighted text (`highlighted`: escaped HTML); the numbers are hidden from screen readers. */
+export const codeView = (text: string, path: string, highlighted: string): Node => {
   const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n").length : text.split("\n").length
   const numbers = Array.from({ length: lines }, (_, i) => i + 1).join("\n")
   return html`<div class="code" tabindex="0" role="region" aria-label=${`Contents of ${path}`}><pre class="gutter" aria-hidden="true">${numbers}</pre>${
-    trusted("pre", "hljs", `<code>${highlight(text, path)}</code>`)
+    trusted("pre", "hljs", `<code>${highlighted}</code>`)
   }</div>`
 }
 
-/** A file's body: its text, or why it is not shown. */
-export const fileBody = (path: string, size: number, bytes: Uint8Array | undefined): Node => {
+/** A file's text, when it is shown: not too large, not binary. */
+export const shownText = (bytes: Uint8Array | undefined): string | undefined =>
+  bytes === undefined || isBinary(bytes) ? undefined : new TextDecoder().decode(bytes)
+
+/** A file's body: its highlighted text, or why it is not shown. */
+export const fileBody = (path: string, size: number, bytes: Uint8Array | undefined, text: string | undefined, highlighted: string | undefined): Node => {
   if (bytes === undefined) return html`<p class="notice">This file is ${formatSize(size)}: too large to show here. Use the raw or download link.</p>`
-  if (isBinary(bytes)) return html`<p class="notice">Binary file (${formatSize(size)}). Use the download link.</p>`
-  return codeView(new TextDecoder().decode(bytes), path)
+  if (text === undefined || highlighted === undefined) return html`<p class="notice">Binary file (${formatSize(size)}). Use the download link.</p>`
+  return codeView(text, path, highlighted)
 }

@@ -3,7 +3,9 @@
  * CSP needs no inline styles. The language comes from the file name; unknown or very large files
  * are shown as escaped plain text (auto-detection costs too much per request).
  */
+import { Effect } from "effect"
 import { createRequire } from "node:module"
+import { TtlCache } from "../cache/TtlCache.ts"
 import { escapeHtml } from "./Html.ts"
 
 /** The part of highlight.js's API used here (its own types would bring the DOM's into the whole project). */
@@ -39,3 +41,12 @@ export const highlight = (text: string, path: string): string => {
   const language = text.length > HIGHLIGHT_MAX_BYTES ? undefined : languageOf(path)
   return language === undefined ? escapeHtml(text) : hljs.highlight(text, { language, ignoreIllegals: true }).value
 }
+
+/**
+ * Highlighting a large file takes hundreds of milliseconds; a blob never changes, so its highlighted
+ * form is kept by hash (and language) for a while, a few dozen files at most.
+ */
+const highlighted = new TtlCache<string, string>(10 * 60_000, { maxEntries: 32 })
+
+export const highlightBlob = (hash: string, text: string, path: string): Effect.Effect<string> =>
+  highlighted.get(`${hash}:${text.length > HIGHLIGHT_MAX_BYTES ? "" : languageOf(path) ?? ""}`, Effect.sync(() => highlight(text, path)))
