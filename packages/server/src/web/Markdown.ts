@@ -16,7 +16,7 @@ const SANITIZE: sanitizeHtml.IOptions = {
     "input"
   ],
   allowedAttributes: {
-    a: ["href", "title"],
+    a: ["href", "title", "rel"],
     img: ["src", "alt", "title"],
     code: ["class"],
     th: ["align"],
