@@ -9,6 +9,7 @@ import { ApiSync } from "@grove/api"
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { plannedFor } from "../db/Batches.ts"
 import { emit, load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
@@ -115,24 +116,24 @@ export const account = Effect.fnUntraced(function*(
 ) {
   const sql = yield* SqlClient.SqlClient
   if (body.trees.length > 0) {
-    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${[...body.trees]}::text[]) ON CONFLICT DO NOTHING`
+    yield* plannedFor(body.trees.length, sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${[...body.trees]}::text[]) ON CONFLICT DO NOTHING`)
   }
   if (body.blobs.length === 0) return
-  const added = yield* sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
-    SELECT ${repo.id}, unnest(${[...body.blobs]}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`
+  const added = yield* plannedFor(body.blobs.length, sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
+    SELECT ${repo.id}, unnest(${[...body.blobs]}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`)
   if (added.length === 0) return
   const addedHashes = added.map((r) => r.blob_hash)
-  yield* sql`UPDATE repositories SET
+  yield* plannedFor(addedHashes.length, sql`UPDATE repositories SET
     size_bytes = size_bytes + (SELECT coalesce(sum(size), 0) FROM blobs WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[])),
     object_count = object_count + ${addedHashes.length}
-    WHERE id = ${repo.id}`
-  const firstUse = yield* sql<{ hash: string }>`UPDATE blobs SET referenced = true
-    WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[]) AND NOT referenced RETURNING hash`
+    WHERE id = ${repo.id}`)
+  const firstUse = yield* plannedFor(addedHashes.length, sql<{ hash: string }>`UPDATE blobs SET referenced = true
+    WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[]) AND NOT referenced RETURNING hash`)
   if (firstUse.length === 0) return
-  const chunks = yield* sql<{ size: string }>`UPDATE chunks SET referenced = true
+  const chunks = yield* plannedFor(firstUse.length, sql<{ size: string }>`UPDATE chunks SET referenced = true
     WHERE org_id = ${repo.orgId} AND NOT referenced AND hash IN (
       SELECT chunk_hash FROM blob_chunks WHERE org_id = ${repo.orgId} AND blob_hash = ANY(${firstUse.map((r) => r.hash)}::text[]))
-    RETURNING size::text AS size`
+    RETURNING size::text AS size`)
   const needed = chunks.reduce((sum, c) => sum + Number(c.size), 0)
   if (needed === 0) return
   const charged = yield* sql`UPDATE organizations SET used_bytes = used_bytes + ${needed}
