@@ -17,6 +17,7 @@ import ci from "./0009_ci.ts"
 import webhooks from "./0010_webhooks.ts"
 import pushStages from "./0011_push_stages.ts"
 import ciRunnerHeartbeats from "./0012_ci_runner_heartbeats.ts"
+import releases from "./0013_releases.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -30,5 +31,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0009_ci": ci,
   "0010_webhooks": webhooks,
   "0011_push_stages": pushStages,
-  "0012_ci_runner_heartbeats": ciRunnerHeartbeats
+  "0012_ci_runner_heartbeats": ciRunnerHeartbeats,
+  "0013_releases": releases
 }
