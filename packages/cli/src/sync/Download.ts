@@ -17,7 +17,7 @@ import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
-import { transfer } from "./RemoteRepo.ts"
+import { downloadCompression, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
   readonly hash: string
@@ -29,8 +29,6 @@ const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_HASHES = 4096
 const IN_FLIGHT = 3
 const { ChunkCompression } = Objects
-/** Ask for zstd frames (a server that does not compress ignores the field and answers raw). */
-const compression = true
 /** The route that answers framed chunk bytes; see packages/server/src/http/ChunkRoutes.ts. */
 export const FETCH_ROUTE = "chunks/fetch"
 
@@ -110,6 +108,8 @@ export const downloadBlobs = (
     const total = [...chunkSizes.values()].reduce((a, b) => a + b, 0)
     const progress = makeProgress("Downloading", total)
     const writes = concurrentWrites()
+    // Asked for zstd frames: a server that does not compress ignores the field and answers raw.
+    const compression = downloadCompression(remote.site)
 
     const finishBlob = async (hash: string) => {
       const blob = blobs.find((b) => b.hash === hash)!

@@ -16,7 +16,7 @@ import * as fs from "node:fs/promises"
 import type { CliFailure } from "../Failures.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
-import { transfer } from "./RemoteRepo.ts"
+import { transfer, uploadCompression } from "./RemoteRepo.ts"
 
 /** A blob to offer: its bytes are in `file`. */
 export interface OutgoingBlob {
@@ -136,7 +136,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   }
   if (current.length > 0) batches.push(current)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const compress = total >= COMPRESS_FROM && (yield* serverCompresses(remote))
+  const compress = total >= COMPRESS_FROM && uploadCompression() && (yield* serverCompresses(remote))
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
   const progress = makeProgress("Uploading", total)
