@@ -24,6 +24,8 @@ let browser: Browser
 let aliceKey: string
 let bobKey: string
 let folder: string
+/** The squash commit that merged `other` onto main (a.txt "one" -> "three from other"). */
+let otherMerge: string
 const contexts: Array<BrowserContext> = []
 
 const a = () => api(server.url, aliceKey)
@@ -55,7 +57,9 @@ const seed = async () => {
   await push("hello", "clash", [clash], "Change a.txt one way")
   const other = buildCommit({ branch: "other", files: { "README.md": README, "src/main.ts": MAIN_TS, "a.txt": "three from other\n" }, parentHash: main.head, parentSnapshot: main.snapshot })
   await push("hello", "other", [other], "Change a.txt another way")
-  expect((await a().post("/alice/hello/branches/other/merge")).status).toBe(200)
+  const otherMerged = await a().post("/alice/hello/branches/other/merge")
+  expect(otherMerged.status).toBe(200)
+  otherMerge = otherMerged.body.commit_hash
   // A private repository bob may not see.
   expect((await a().post("/repos", { name: "secret" })).status).toBe(201)
 }
@@ -217,6 +221,22 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
     expect(watch.violations).toEqual([])
     expect(watch.errors).toEqual([])
   }, 180_000)
+
+  it("shows main's history and a commit's diff, and reverts the commit", async () => {
+    const { page, watch } = await newPage()
+    await signIn(page, "alice", ALICE_PASSWORD)
+    await page.goto(`${server.url}/alice/hello/commits`)
+    await check(page, "commits", "Change a.txt another way")
+    await page.getByRole("link", { name: otherMerge.slice(0, 10) }).click()
+    await check(page, "commit", "three from other")
+    await expect(page.locator("table.diff tr.add", { hasText: "three from other" }).count()).resolves.toBe(1)
+    await page.getByRole("button", { name: "Revert" }).click()
+    await page.locator("h2", { hasText: "Revert" }).waitFor({ timeout: 30_000 })
+    const raw = await fetch(`${server.url}/api/alice/hello/raw/main/a.txt`, { headers: { authorization: `Bearer ${aliceKey}` } })
+    expect(await raw.text()).toBe("one\n")
+    expect(watch.violations).toEqual([])
+    expect(watch.errors).toEqual([])
+  }, 120_000)
 
   it("creates an API key shown once, which works, and revokes it", async () => {
     const { page, watch } = await newPage()

@@ -62,6 +62,7 @@ import { HomePage } from "./web/HomePage.ts"
 import { AssetRoutes } from "./web/Assets.ts"
 import { SignInPages } from "./web/SignInPage.ts"
 import { BranchPages } from "./branches/BranchPages.ts"
+import { CommitPages } from "./branches/CommitPages.ts"
 import { FilePages } from "./files/FilePages.ts"
 import { KeyPages } from "./identity/KeyPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
@@ -141,6 +142,7 @@ export const Routes = Layer.mergeAll(
   AssetRoutes,
   FilePages,
   BranchPages,
+  CommitPages,
   KeyPages,
   JsonErrorsLive,
   BodyLimitsLive,

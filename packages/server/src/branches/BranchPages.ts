@@ -96,7 +96,7 @@ ${notice?.body ?? null}
 ${branch.description === null ? html`<p class="muted">No description. It becomes the squash commit's message: set it with <code>grove desc</code>.</p>` : html`<div class="box"><pre class="description markdown">${branch.description}</pre></div>`}
 ${readers.length === 0 ? null : html`<p class="muted">Also read by ${readers.map((r) => r.name).join(", ")}.</p>`}
 ${actions}
-<h2>Commits</h2>${commitList(planned.commits)}
+<h2>Commits</h2>${commitList(repo, planned.commits)}
 <h2>Changes against main</h2>${
         files.length === 0 ? html`<p class="muted">No changes since the merge base.</p>` : files.map((f) =>
           fileDiff({

@@ -3,7 +3,7 @@ import type { BranchRecord } from "../content/BranchRecord.ts"
 import type { CommitRow } from "../content/ContentObjects.ts"
 import { csrfField } from "../web/Layout.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
-import { branchHref, type RepoShape } from "../web/RepoFrame.ts"
+import { branchHref, repoHref, type RepoShape } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
 import { idempotencyField } from "../web/Forms.ts"
 
@@ -40,12 +40,14 @@ export const branchTable = (repo: RepoShape, rows: ReadonlyArray<{ readonly bran
     )
   }</tbody></table></div>`
 
-export const commitList = (commits: ReadonlyArray<Pick<CommitRow, "hash" | "author" | "message" | "timestamp">>): Node =>
+export const commitHref = (repo: RepoShape, hash: string) => repoHref(repo, `/commits/${hash}`)
+
+export const commitList = (repo: RepoShape, commits: ReadonlyArray<Pick<CommitRow, "hash" | "author" | "message" | "timestamp">>): Node =>
   commits.length === 0 ? html`<p class="muted">No commits of its own.</p>` : html`<div class="box"><table class="list"><caption class="skip">Commits</caption>
 <thead><tr><th scope="col">Message</th><th scope="col" class="hide-narrow">Author</th><th scope="col">Commit</th></tr></thead><tbody>${
     commits.map((c) =>
       html`<tr><td>${(c.message ?? "").split("\n")[0] || html`<span class="muted">(no message)</span>`}<div class="muted">${formatTime(c.timestamp)}</div></td>
-<td class="hide-narrow">${c.author}</td><td class="mono">${shortHash(c.hash)}</td></tr>`
+<td class="hide-narrow">${c.author}</td><td class="mono"><a href=${commitHref(repo, c.hash)}>${shortHash(c.hash)}</a></td></tr>`
     )
   }</tbody></table></div>`
 

@@ -28,7 +28,7 @@ export const repoCrumbs = (repo: Pick<RepoShape, "owner" | "name">, more: Readon
   ...more
 ]
 
-const TABS: ReadonlyArray<readonly [RepoTab, string, string]> = [["code", "Code", ""], ["branches", "Branches", "/branches"]]
+const TABS: ReadonlyArray<readonly [RepoTab, string, string]> = [["code", "Code", ""], ["branches", "Branches", "/branches"], ["commits", "Commits", "/commits"]]
 
 export const repoHeader = (repo: RepoShape, current: RepoTab, extra?: Node): Node =>
   html`<h1>${repo.owner}/${repo.name}</h1>
