@@ -15,6 +15,9 @@ import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 
+/** How many recently appended pieces this node keeps in memory for its followers. */
+const RECENT_PIECES = 256
+
 /** The PostgreSQL channel of "run N's log or state changed" (payload: the run id). */
 export const CHANNEL = "grove_ci_log"
 
@@ -74,8 +77,14 @@ export class CiLogStore extends Context.Service<CiLogStore, {
       Effect.sync(() => wake(runId)).pipe(
         Effect.andThen(Option.isSome(pg) ? pg.value.notify(CHANNEL, String(runId)).pipe(Effect.ignore) : Effect.void)
       )
+    // The pieces appended on this node lately: a follower here reads a fresh piece without the object store.
+    const recent = new Map<string, string>()
+    const remember = (key: string, text: string) => {
+      recent.set(key, text)
+      if (recent.size > RECENT_PIECES) recent.delete(recent.keys().next().value!)
+    }
     const read = (orgId: string, hash: string) =>
-      Effect.gen(function*() {
+      recent.has(`${orgId}/${hash}`) ? Effect.succeed(recent.get(`${orgId}/${hash}`)!) : Effect.gen(function*() {
         const parts: Array<Uint8Array> = []
         yield* Stream.runForEach(store.get({ namespace: namespace(orgId), hash }), (part) => Effect.sync(() => parts.push(part)))
         return Buffer.concat(parts).toString("utf8")
@@ -92,6 +101,7 @@ export class CiLogStore extends Context.Service<CiLogStore, {
         const bytes = Buffer.from(text, "utf8")
         const hash = createHash("sha256").update(bytes).digest("hex")
         yield* store.put({ namespace: namespace(orgId), hash }, Stream.make(new Uint8Array(bytes)))
+        remember(`${orgId}/${hash}`, text)
         yield* sql`INSERT INTO ci_log_chunks ${sql.insert({ run_id: runId, step_id: stepId, seq, object_hash: hash, bytes: bytes.length })}
           ON CONFLICT (run_id, step_id, seq) DO NOTHING`
         yield* notify(runId)
