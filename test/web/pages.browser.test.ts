@@ -60,6 +60,22 @@ const seed = async () => {
   const otherMerged = await a().post("/alice/hello/branches/other/merge")
   expect(otherMerged.status).toBe(200)
   otherMerge = otherMerged.body.commit_hash
+  // alice/guarded (public): secret/ is readable by alice only; branch `leak` changes a secret file and the README.
+  expect((await a().post("/repos", { name: "guarded", is_public: true })).status).toBe(201)
+  const guardedFiles = { "README.md": "guarded\n", "secret/key.txt": "the key\n", ".oak/PERMISSIONS": "/secret/ @alice\n" }
+  const guarded = buildCommit({ branch: "setup", files: guardedFiles, parentHash: null, parentSnapshot: new Map() })
+  const guardedPush = await a().post("/alice/guarded/push", pushBody({ branch: "setup", commits: [guarded], description: "Guarded files" }))
+  expect(guardedPush.body, JSON.stringify(guardedPush.body)).toMatchObject({ success: true })
+  const guardedMerge = await a().post("/alice/guarded/branches/setup/merge")
+  expect(guardedMerge.status).toBe(200)
+  const leak = buildCommit({
+    branch: "leak",
+    files: { ...guardedFiles, "README.md": "guarded, changed\n", "secret/key.txt": "the new key\n" },
+    parentHash: guardedMerge.body.commit_hash,
+    parentSnapshot: guarded.snapshot
+  })
+  const leakPush = await a().post("/alice/guarded/push", pushBody({ branch: "leak", commits: [leak], description: "Rotate the key" }))
+  expect(leakPush.body, JSON.stringify(leakPush.body)).toMatchObject({ success: true })
   // A private repository bob may not see.
   expect((await a().post("/repos", { name: "secret" })).status).toBe(201)
 }
@@ -256,6 +272,29 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
     await Promise.all([page.waitForURL(`${server.url}/-/settings/keys`), page.getByRole("button", { name: "Revoke browser-made" }).click()])
     expect(await page.getByRole("button", { name: "Revoke browser-made" }).count()).toBe(0)
     expect((await api(server.url, shown).get("/whoami")).status).toBe(401)
+    expect(watch.violations).toEqual([])
+    expect(watch.errors).toEqual([])
+  }, 120_000)
+
+  it("never shows a withheld file: not in a tree, a diff, a file page or raw", async () => {
+    const { page, watch } = await newPage()
+    await signIn(page, "bob", BOB_PASSWORD)
+    await page.goto(`${server.url}/alice/guarded/tree/main/secret`)
+    await check(page, "withheld-tree", "Name")
+    expect(await page.getByRole("link", { name: "key.txt" }).count()).toBe(0)
+    expect((await page.goto(`${server.url}/alice/guarded/blob/main/secret/key.txt`))?.status()).toBe(404)
+    expect((await page.request.get(`${server.url}/alice/guarded/raw/main/secret/key.txt`)).status()).toBe(404)
+    await page.goto(`${server.url}/alice/guarded/branches/leak`)
+    await check(page, "withheld-diff", "README.md")
+    const text = await page.locator("main").innerText()
+    expect(text).toContain("guarded, changed")
+    expect(text).not.toContain("key.txt")
+    expect(text).not.toContain("the new key")
+    // alice, who may read it, sees it in the same diff.
+    const { page: owner } = await newPage()
+    await signIn(owner, "alice", ALICE_PASSWORD)
+    await owner.goto(`${server.url}/alice/guarded/branches/leak`)
+    expect(await owner.locator("main").innerText()).toContain("the new key")
     expect(watch.violations).toEqual([])
     expect(watch.errors).toEqual([])
   }, 120_000)
