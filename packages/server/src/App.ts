@@ -69,6 +69,9 @@ import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
 import { OpsRoutes } from "./ops/OpsRoutes.ts"
 import { RequestLogLive, RouteNoteLive } from "./ops/RequestLog.ts"
 import { SignInThrottle } from "./web/SignInThrottle.ts"
+import { ReleaseRoutes } from "./releases/ReleaseRoutes.ts"
+import { Releases } from "./releases/Releases.ts"
+import { ReleaseSigner } from "./releases/ReleaseSigner.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
 export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe(
@@ -91,7 +94,9 @@ export const DomainLive = Layer.mergeAll(
   PushStages.layer,
   BlobProofs.layer,
   ChunkLinks.layer.pipe(Layer.provide(SecretBox.layer)),
-  IntegrityProof.layer
+  IntegrityProof.layer,
+  Releases.layer,
+  ReleaseSigner.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -136,6 +141,7 @@ export const Routes = Layer.mergeAll(
   EventRoutes,
   OakClientRoutes,
   ExportRoutes,
+  ReleaseRoutes,
   CliAuthPageRoutes,
   HomePage,
   SignInPages,

@@ -89,7 +89,22 @@ export interface ServerConfigShape {
   readonly migrations?: "auto" | "wait" | undefined
   /** Log lines as JSON objects or readable text (ops/Logging.ts); JSON when stdout is not a terminal. */
   readonly logFormat?: "json" | "text" | undefined
+  /** Client releases (releases/): who may publish, the minisign key that signs, the largest binary. */
+  readonly release?: ReleaseConfig | undefined
 }
+
+export interface ReleaseConfig {
+  /** The organization whose service accounts' `release` keys publish; unset: publishing is off (403). */
+  readonly org: string | undefined
+  /** A minisign secret key file (`minisign -G`); unset: publishing answers 503 `signing_key_missing`. */
+  readonly signingKeyFile: string | undefined
+  /** From `GROVE_RELEASE_SIGNING_KEY_PASSWORD` only (never a flag: it would show in the process list). */
+  readonly signingKeyPassword: string | undefined
+  readonly maxBytes: number
+}
+
+/** A single-file client is about 120 MB; room for larger platforms' builds. */
+export const DEFAULT_RELEASE_MAX_BYTES = 512 * 1024 * 1024
 
 export interface CiConfig {
   /** Runs this node executes at once. */
@@ -162,7 +177,10 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--metrics-token": "GROVE_METRICS_TOKEN",
   "--shutdown-delay-ms": "GROVE_SHUTDOWN_DELAY_MS",
   "--migrations": "GROVE_MIGRATIONS",
-  "--log-format": "GROVE_LOG_FORMAT"
+  "--log-format": "GROVE_LOG_FORMAT",
+  "--release-org": "GROVE_RELEASE_ORG",
+  "--release-signing-key-file": "GROVE_RELEASE_SIGNING_KEY_FILE",
+  "--release-max-bytes": "GROVE_RELEASE_MAX_BYTES"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -333,6 +351,12 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     webhookRetryBaseMs: positive("GROVE_WEBHOOK_RETRY_BASE_MS", 10_000),
     eventStreamsPerCaller: positive("GROVE_EVENT_STREAMS_PER_CALLER", DEFAULT_STREAM_LIMITS.perCaller),
     eventStreamsPerNode: positive("GROVE_EVENT_STREAMS_PER_NODE", DEFAULT_STREAM_LIMITS.perNode),
-    eventStreamRecheckMs: positive("GROVE_EVENT_STREAM_RECHECK_MS", DEFAULT_RECHECK_MS)
+    eventStreamRecheckMs: positive("GROVE_EVENT_STREAM_RECHECK_MS", DEFAULT_RECHECK_MS),
+    release: {
+      org: values.GROVE_RELEASE_ORG,
+      signingKeyFile: values.GROVE_RELEASE_SIGNING_KEY_FILE,
+      signingKeyPassword: env.GROVE_RELEASE_SIGNING_KEY_PASSWORD,
+      maxBytes: positive("GROVE_RELEASE_MAX_BYTES", DEFAULT_RELEASE_MAX_BYTES)
+    }
   }
 }

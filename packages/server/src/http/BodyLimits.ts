@@ -31,6 +31,8 @@ export const DEFAULT_LIMIT = 1 * MiB
 export const PUSH_LIMIT = 256 * MiB
 /** One chunk or one batch of chunks (`ChunkRoutes`). */
 export const CHUNK_UPLOAD_LIMIT = 64 * MiB
+/** A release binary: the route checks the configured limit (`--release-max-bytes`) itself, after authorizing; this is its ceiling. */
+export const RELEASE_UPLOAD_CEILING = 8 * 1024 * MiB
 
 /** Captured, so that a rule's `owner` and `name` (the first two parameters) can be read. */
 const SEGMENT = "([^/]+)"
@@ -67,7 +69,8 @@ const RULES: ReadonlyArray<Rule> = [
   // No access rule: a chunk link's token (in the body) may be the credential; the route reads at most 2 MiB.
   route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, { raw: true }),
   route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, { raw: true }),
-  route("POST", "/cli-auth", 16 * KiB, { raw: true })
+  route("POST", "/cli-auth", 16 * KiB, { raw: true }),
+  route("PUT", "/api/releases/:version/:platform", RELEASE_UPLOAD_CEILING, { raw: true })
 ]
 
 export interface BodyLimit {

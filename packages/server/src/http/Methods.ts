@@ -56,6 +56,13 @@ const ROUTES: ReadonlyArray<Route> = [
   route("GET", "/api/:owner/:name/raw/:commit/*"),
   route("GET", "/api/:owner/:name/ci/runs/:id/logs"),
   route("GET", "/api/:owner/:name/events"),
+  // Client releases (releases/ReleaseRoutes.ts).
+  route("GET", "/api/releases"),
+  route("GET", "/api/releases/latest"),
+  route("GET", "/api/releases/:version/:platform"),
+  route("PUT", "/api/releases/:version/:platform"),
+  route("GET", "/api/releases/:version/:platform/sha256"),
+  route("GET", "/api/releases/:version/:platform/minisig"),
   ...OAK_CLIENT_ROUTES.map(([method, path]) => route(method, path))
 ]
 
