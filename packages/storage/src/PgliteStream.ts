@@ -10,11 +10,25 @@ import { Duplex } from "node:stream"
 const SSL_REQUEST = 80877103
 const CANCEL_REQUEST = 80877102
 const PROTOCOL_V3 = 196608
+const TERMINATE = 0x58
 
 export const pgliteStream = (db: PGlite) => (): Duplex => {
   let pending: Buffer = Buffer.alloc(0)
   // Messages run strictly one after another, in arrival order.
   let chain: Promise<void> = Promise.resolve()
+  const run = (messages: Uint8Array) => {
+    chain = chain.then(() =>
+      db.runExclusive(() =>
+        db.execProtocolRawStream(messages, {
+          onRawData: (bytes) => {
+            duplex.push(Buffer.from(bytes))
+          }
+        })
+      )
+    ).catch((error: unknown) => {
+      duplex.destroy(error instanceof Error ? error : new Error(String(error)))
+    })
+  }
   const duplex: Duplex = new Duplex({
     read() {},
     write(chunk: Buffer, _encoding, callback) {
@@ -29,25 +43,28 @@ export const pgliteStream = (db: PGlite) => (): Duplex => {
           pending = pending.subarray(16)
           continue
         }
-        const length = pending.length >= 8 && pending.readInt32BE(4) === PROTOCOL_V3
-          ? pending.readInt32BE(0)
-          : pending.length >= 5
-          ? 1 + pending.readInt32BE(1)
-          : Number.POSITIVE_INFINITY
-        if (pending.length < length) break
-        const message = new Uint8Array(pending.subarray(0, length))
-        pending = pending.subarray(length)
-        chain = chain.then(() =>
-          db.runExclusive(() =>
-            db.execProtocolRawStream(message, {
-              onRawData: (bytes) => {
-                duplex.push(Buffer.from(bytes))
-              }
-            })
-          )
-        ).catch((error: unknown) => {
-          duplex.destroy(error instanceof Error ? error : new Error(String(error)))
-        })
+        if (pending.length >= 8 && pending.readInt32BE(4) === PROTOCOL_V3) {
+          // The startup message goes alone: PGlite answers it on a path of its own.
+          const length = pending.readInt32BE(0)
+          if (pending.length < length) break
+          run(new Uint8Array(pending.subarray(0, length)))
+          pending = pending.subarray(length)
+          continue
+        }
+        // Every complete message in the chunk (a pipelined Parse/Bind/Describe/Execute/Sync, often several
+        // queries' worth) in one call: PGlite's main loop reads them in turn as a backend reads its socket,
+        // and one call instead of one per message saves its per-call mutex and promise round trips.
+        // A Terminate ('X') goes alone too: PGlite ignores it only as the first byte of a call.
+        let end = 0
+        while (pending.length - end >= 5 && pending[end] !== 0 && pending.length - end >= 1 + pending.readInt32BE(end + 1)) {
+          const terminate = pending[end] === TERMINATE
+          if (terminate && end > 0) break
+          end += 1 + pending.readInt32BE(end + 1)
+          if (terminate) break
+        }
+        if (end === 0) break
+        run(new Uint8Array(pending.subarray(0, end)))
+        pending = pending.subarray(end)
       }
       callback()
     },
