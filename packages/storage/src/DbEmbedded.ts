@@ -14,10 +14,21 @@ export interface DbEmbeddedOptions {
   readonly dataDir?: string | undefined
 }
 
+/**
+ * PostgreSQL's defaults size memory for a server of its own (shared_buffers 128MB, work_mem 4MB,
+ * wal_buffers 4MB); inside this process they cost resident memory the embedded server keeps. Measured
+ * on a restarted embedded server, idle: 459 MiB RSS with the defaults, 346 MiB with these (README, Memory).
+ */
+export const MEMORY_SETTINGS: ReadonlyArray<string> = ["shared_buffers=16MB", "work_mem=1MB", "wal_buffers=64kB"]
+
 const openPglite = (options: DbEmbeddedOptions) =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => PGlite.create(options.dataDir ?? "memory://"),
+      try: () =>
+        PGlite.create({
+          dataDir: options.dataDir ?? "memory://",
+          startParams: [...PGlite.defaultStartParams, ...MEMORY_SETTINGS.flatMap((setting) => ["-c", setting])]
+        }),
       catch: (cause) =>
         new SqlError({ reason: new ConnectionError({ cause, message: "could not open the embedded database" }) })
     }),
