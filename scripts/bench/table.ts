@@ -23,9 +23,9 @@ import { measureWebhooks, webhookMeasures } from "./webhooks.ts"
 /** The reduced sizes (the full ones are the `bench:*` defaults). */
 const SIZES = {
   read: { duration: 3, connections: 64, reads: 10_000, rounds: 3 },
-  merge: { merges: 30, treeFiles: [1_000, 5_000] },
+  merge: { merges: 25, treeFiles: [1_000, 5_000] },
   webhooks: { events: 15 },
-  ci: { runs: 8, throughput: 16 },
+  ci: { runs: 6, throughput: 12 },
   content: { spec: { files: 5_000, totalBytes: 50 * MIB, bigBytes: 12 * MIB, seed: 0x5eed_2024 }, runs: 1, budgetMs: 0, packed: false }
 }
 
