@@ -1,10 +1,12 @@
 /**
  * What is known of the request being served, for its access-log line and for every log line written
- * while it runs: its id, and the caller once authenticated. One small mutable object per request, put
- * in the fiber's context by the request middleware (ops/RequestLog.ts); the logger (ops/Logging.ts) reads it there,
- * so no log annotation is set up per request.
+ * while it runs: its id, the caller once authenticated, the matched route. One small mutable object per
+ * request, kept beside the request object (a weak map: a `Context.add` per request would copy the whole
+ * service map), found from any fiber whose context holds the request, which forked fibers inherit.
+ * Made by the request middleware (ops/RequestLog.ts); read by the logger (ops/Logging.ts).
  */
 import { Context } from "effect"
+import { HttpServerRequest } from "effect/http"
 
 export interface RequestRecordShape {
   readonly id: string
@@ -14,7 +16,17 @@ export interface RequestRecordShape {
   route: { readonly path: string } | undefined
 }
 
-export class RequestRecord extends Context.Service<RequestRecord, RequestRecordShape>()("grove/server/http/RequestRecord") {}
+const records = new WeakMap<object, RequestRecordShape>()
+
+export const attach = (request: HttpServerRequest.HttpServerRequest, record: RequestRecordShape) => {
+  records.set(request, record)
+}
+
+/** The record of the request in `context`, if it holds one. */
+export const recordIn = (context: Context.Context<never>): RequestRecordShape | undefined => {
+  const request = Context.getOrUndefined(context, HttpServerRequest.HttpServerRequest)
+  return request === undefined ? undefined : records.get(request)
+}
 
 /** Notes who the caller is on the current request, if there is one (a no-op outside requests). */
 export const noteCaller = (context: Context.Context<never>, principal: {
@@ -23,7 +35,7 @@ export const noteCaller = (context: Context.Context<never>, principal: {
   readonly orgSlug?: string
   readonly name?: string
 }) => {
-  const record = Context.getOrUndefined(context, RequestRecord)
+  const record = recordIn(context)
   if (record === undefined) return
   record.caller = principal.kind === "user"
     ? `user:${principal.username}`

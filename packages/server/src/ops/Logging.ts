@@ -4,12 +4,13 @@
  * served carries its request id (ops/RequestRecord.ts); the partition workers' lines carry their topic
  * and partition, and the command's id where it is known, as log annotations.
  */
-import { Context, Logger } from "effect"
-import { RequestRecord } from "../http/RequestRecord.ts"
+import type { Context } from "effect"
+import { Logger } from "effect"
+import { recordIn } from "../http/RequestRecord.ts"
 
 export type LogFormat = "json" | "text"
 
-const requestIdOf = (context: Context.Context<never>) => Context.getOrUndefined(context, RequestRecord)?.id
+const requestIdOf = (context: Context.Context<never>) => recordIn(context)?.id
 
 const jsonLogger = Logger.make((options) => {
   const structured = Logger.formatStructured.log(options)

@@ -13,7 +13,7 @@ import type { Metric } from "effect"
 import { randomBytes } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { type AccessLogWriter, writer } from "./AccessLog.ts"
-import { RequestRecord, type RequestRecordShape } from "../http/RequestRecord.ts"
+import { attach, recordIn, type RequestRecordShape } from "../http/RequestRecord.ts"
 
 const requestsTotal = MetricHandles.counterSeries("grove_http_requests_total", "HTTP requests answered, by method, route template and status")
 const requestSeconds = MetricHandles.histogramSeries(
@@ -72,8 +72,7 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
         const started = performance.now()
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"]), caller: undefined, route: undefined }
-        // Restored with the rest of the request's context when the request ends (HttpEffect's frame).
-        fiber.setContext(Context.add(fiber.context, RequestRecord, record))
+        attach(request, record)
         HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => {
           const seconds = (performance.now() - started) / 1000
           const matched = record.route
@@ -112,7 +111,7 @@ export const RequestLogLive = Layer.unwrap(Effect.gen(function*() {
 export const RouteNoteLive = HttpRouter.middleware(
   (app) =>
     Effect.withFiber((fiber) => {
-      const record = Context.getOrUndefined(fiber.context, RequestRecord)
+      const record = recordIn(fiber.context)
       if (record === undefined) return app
       return Effect.onExit(app, () =>
         Effect.withFiber((inner) => {
