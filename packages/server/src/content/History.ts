@@ -8,8 +8,13 @@ import type * as Tree from "@grove/core/objects/Tree"
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import type { Fragment } from "effect/sql/Statement"
 import { type BlobInfo, ContentObjects, type CommitRow, toTreeData } from "./ContentObjects.ts"
 import { makeTreeCache } from "./TreeCache.ts"
+
+/** Repositories whose commit edges a node keeps, and the fetches of new commits before it reloads one whole. */
+const ANCESTRY_REPOSITORIES = 64
+const MAX_ANCESTRY_ROUNDS = 16
 
 /** Longest first-parent walk when checking whether `since` is on a branch. */
 const MAX_CHAIN = 100_000
@@ -57,8 +62,12 @@ export class History extends Context.Service<History, {
   readonly branchCommits: (repoId: string, branch: string, head: string) => Effect.Effect<Array<CommitRow>, SqlError>
   /** The newest `limit` commits of the first-parent chain from `head`, newest first. */
   readonly firstParentChain: (repoId: string, head: string, limit: number) => Effect.Effect<Array<CommitRow>, SqlError>
-  /** Parent and merge-parent edges of every published commit (for merge bases). */
-  readonly ancestry: (repoId: string) => Effect.Effect<Map<string, ReadonlyArray<string>>, SqlError>
+  /**
+   * Parent and merge-parent edges of published commits, every ancestor of `heads` included (for merge bases).
+   * Kept per repository on this node: a published commit's parents never change, so later calls fetch only
+   * the commits published since (usually a new head or two), not the whole history again.
+   */
+  readonly ancestry: (repoId: string, heads: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<string>>, SqlError>
   readonly isOnFirstParentChain: (repoId: string, head: string, commit: string) => Effect.Effect<boolean, SqlError>
   readonly publishedCommits: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitRow>, SqlError>
   /** Every tree and blob (with its chunk list) the root trees reach. */
@@ -67,6 +76,14 @@ export class History extends Context.Service<History, {
   static readonly layer = Layer.effect(History, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const objects = yield* ContentObjects
+
+    /** Per repository (most recently used last), its published commits' edges, closed under parents. */
+    const ancestries = new Map<string, Map<string, ReadonlyArray<string>>>()
+    const parentsOf = (row: { readonly parent_hash: string | null; readonly merge_parent_hash: string | null }) =>
+      [row.parent_hash, row.merge_parent_hash].filter((p): p is string => p !== null)
+    const edgeRows = (repoId: string) => (where: Fragment) =>
+      sql<{ hash: string; parent_hash: string | null; merge_parent_hash: string | null }>`SELECT hash, parent_hash, merge_parent_hash
+        FROM commits WHERE repo_id = ${repoId} AND published ${where}`
 
     const chain = (repoId: string, head: string, limit: number) =>
       sql<CommitRow & { n: number }>`WITH RECURSIVE chain AS (
@@ -92,13 +109,33 @@ export class History extends Context.Service<History, {
           Effect.map((rows) => topologicalOrder(rows.map(parseFiles)))
         ),
       firstParentChain: (repoId, head, limit) => chain(repoId, head, limit),
-      ancestry: (repoId) =>
-        sql<{ hash: string; parent_hash: string | null; merge_parent_hash: string | null }>`SELECT hash, parent_hash, merge_parent_hash
-          FROM commits WHERE repo_id = ${repoId} AND published`.pipe(
-          Effect.map((rows) =>
-            new Map(rows.map((r) => [r.hash, [r.parent_hash, r.merge_parent_hash].filter((p): p is string => p !== null)]))
-          )
-        ),
+      ancestry: Effect.fnUntraced(function*(repoId, heads) {
+        const rowsOf = edgeRows(repoId)
+        let edges = ancestries.get(repoId)
+        ancestries.delete(repoId)
+        if (edges !== undefined) {
+          // Closed under parents: what is missing is what was published since, reached from the heads down to known commits.
+          let missing = [...new Set(heads)].filter((h) => !edges!.has(h))
+          const found = new Map<string, ReadonlyArray<string>>()
+          for (let round = 0; missing.length > 0 && edges !== undefined; round++) {
+            if (round === MAX_ANCESTRY_ROUNDS) edges = undefined
+            else {
+              const rows = yield* rowsOf(sql`AND hash = ANY(${missing}::text[])`)
+              missing = []
+              for (const row of rows) {
+                const parents = parentsOf(row)
+                found.set(row.hash, parents)
+                for (const p of parents) if (!edges.has(p) && !found.has(p)) missing.push(p)
+              }
+            }
+          }
+          for (const [hash, parents] of found) edges?.set(hash, parents)
+        }
+        edges ??= new Map((yield* rowsOf(sql.literal(""))).map((row) => [row.hash, parentsOf(row)]))
+        ancestries.set(repoId, edges)
+        for (const stale of [...ancestries.keys()].slice(0, Math.max(0, ancestries.size - ANCESTRY_REPOSITORIES))) ancestries.delete(stale)
+        return edges as ReadonlyMap<string, ReadonlyArray<string>>
+      }),
       isOnFirstParentChain: (repoId, head, commit) =>
         sql<{ hash: string }>`WITH RECURSIVE chain AS (
             SELECT hash, parent_hash, 1 AS n FROM commits WHERE repo_id = ${repoId} AND hash = ${head}

@@ -65,7 +65,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
   let base: string | null = null
   let baseManifest = Blake3.EMPTY_HASH
   if (mainHead !== null) {
-    const edges = yield* history.ancestry(repo.id)
+    const edges = yield* history.ancestry(repo.id, [mainHead, branchHead])
     base = MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
     if (base !== null) baseManifest = (yield* objects.loadCommits(repo.id, [base])).get(base)?.manifest_hash ?? Blake3.EMPTY_HASH
   }

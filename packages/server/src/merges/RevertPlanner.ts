@@ -42,7 +42,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
     return yield* refuse(404, `branch '${target.branch_name}' of commit ${hash} not found`, "branch_not_found")
   }
   if (branch.status === "merged") return yield* refuse(400, `branch '${branch.name}' was merged; revert on main instead`, "branch_merged")
-  const edges = yield* history.ancestry(repo.id)
+  const edges = yield* history.ancestry(repo.id, [hash, branch.head])
   if (!MergeBase.isAncestor(hash, branch.head, (h) => edges.get(h))) {
     return yield* refuse(409, `commit ${hash} is no longer in the history of '${branch.name}'`, "not_on_branch")
   }

@@ -43,7 +43,7 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   const parentHead = parent?.head ?? null
   if (parentHead === null) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
   if (branch.head === null) return yield* refuse(400, `branch '${name}' has no commits; push first`, "empty_branch")
-  const edges = yield* history.ancestry(repo.id)
+  const edges = yield* history.ancestry(repo.id, [branch.head, parentHead])
   const parents = (h: string) => edges.get(h)
   if (MergeBase.isAncestor(parentHead, branch.head, parents)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
 
