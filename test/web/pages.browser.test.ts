@@ -194,6 +194,9 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
     // The receipt: bob, reading with record_read=1 through the API, sees that alice read it.
     const seen = await api(server.url, bobKey).get("/alice/hello/branches/feature%2Fx?record_read=1")
     expect(seen.body.readers.map((r: { name: string }) => r.name)).toContain("alice")
+    // JSON at the same address for a client that asks for it.
+    const json = await fetch(`${server.url}/alice/hello/branches/feature%2Fx`, { headers: { accept: "application/json" } })
+    expect(await json.json()).toMatchObject({ name: "feature/x", status: "open", description: "Greet more warmly\n\nAnd add new.ts." })
 
     await page.goto(`${server.url}/alice/hello/branches`)
     await check(page, "branches", "feature/x")

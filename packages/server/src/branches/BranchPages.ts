@@ -9,18 +9,18 @@ import { ApiErrors } from "@grove/api"
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
-import type { BranchRecord } from "../content/BranchRecord.ts"
+import { type BranchRecord, toApiBranch } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { blobsByHash } from "../files/FileReads.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-import { routeRepository } from "../http/RawRoutes.ts"
+import { answer, requestCaller, routeRepository } from "../http/RawRoutes.ts"
 import { previewMerge } from "../merges/MergePlanner.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
 import { fileDiff } from "../web/Diff.ts"
 import { callApi, submittedForm } from "../web/Forms.ts"
 import { layout } from "../web/Layout.ts"
-import { htmlResponse, pageRoute } from "../web/Page.ts"
+import { htmlResponse, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
 import { branchHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
@@ -114,12 +114,25 @@ ${actions}
 
 const branchName = Effect.map(HttpRouter.params, (params) => params.branch ?? "")
 
-const show = HttpRouter.add("GET", "/:owner/:name/branches/:branch", pageRoute((session) =>
-  Effect.gen(function*() {
-    const { repo } = yield* routeRepository("read", session.caller)
-    return yield* branchPage(session, repo, yield* branchName)
-  })
-))
+/** A client asking for JSON gets what `GET /api/{owner}/{name}/branches/{branch}` answers, by its bearer token. */
+const branchJson = answer(Effect.gen(function*() {
+  const { repo } = yield* routeRepository("read", yield* requestCaller)
+  const branches = yield* Branches
+  const name = yield* branchName
+  const branch = yield* dbUnavailable(branches.get(repo.id, name))
+  if (branch === undefined) return yield* new ApiErrors.NotFound({ error: `branch '${name}' not found`, code: "branch_not_found" })
+  return HttpServerResponse.jsonUnsafe(toApiBranch(branch), { headers: { vary: "accept", "cache-control": "private, no-cache" } })
+}))
+
+const show = HttpRouter.add("GET", "/:owner/:name/branches/:branch", Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return yield* (wantsJson(request) ? branchJson : pageRoute((session) =>
+    Effect.gen(function*() {
+      const { repo } = yield* routeRepository("read", session.caller)
+      return yield* branchPage(session, repo, yield* branchName)
+    })
+  ))
+}))
 
 const list = HttpRouter.add("GET", "/:owner/:name/branches", pageRoute(listPage))
 

@@ -18,7 +18,7 @@ import { htmlResponse, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatSize, html, shortHash } from "../web/Render.ts"
 import { repoCrumbs, repoHeader } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
-import { type FileAt, fileBytes, fileStream, pathAt } from "./FileReads.ts"
+import { blobsByHash, type FileAt, fileBytes, fileStream, pathAt } from "./FileReads.ts"
 import { contentTypeOf } from "./FileRoutes.ts"
 import { blobHref, cloneHints, directoryTable, fileBody, rawHref, readmeOf, readmeView, SHOW_MAX_BYTES, shownText, treeHref } from "./FileViews.ts"
 
@@ -41,16 +41,16 @@ const repositoryPage = (session: PageSession) =>
     const { repo } = yield* routeRepository("read", session.caller)
     const repositories = yield* Repositories
     const config = yield* ServerConfig
-    const usage = yield* dbUnavailable(repositories.usage(repo.id))
-    const size = Option.match(usage, { onNone: () => 0, onSome: (u) => u.sizeBytes })
     // An empty repository has no main yet: its page says how to fill it.
-    const listing = yield* pathAt(session.caller, repo, MAIN, "").pipe(
-      Effect.catchIf((e) => e instanceof ApiErrors.NotFound, () => Effect.succeed(undefined))
-    )
+    const [usage, listing] = yield* Effect.all([
+      dbUnavailable(repositories.usage(repo.id)),
+      pathAt(session.caller, repo, MAIN, "").pipe(Effect.catchIf((e) => e instanceof ApiErrors.NotFound, () => Effect.succeed(undefined)))
+    ], { concurrency: 2 })
+    const size = Option.match(usage, { onNone: () => 0, onSome: (u) => u.sizeBytes })
     const directory = listing?.kind === "tree" ? listing : undefined
+    // The listing left out what the caller may not read, so the README it names is readable: read it by its hash.
     const readme = directory === undefined ? undefined : readmeOf(directory.entries)
-    const readmeFile = readme === undefined ? undefined : yield* pathAt(session.caller, repo, MAIN, readme.path)
-    const readmeBytes = readmeFile?.kind === "blob" ? yield* fileBytes(repo, readmeFile) : undefined
+    const readmeBytes = readme === undefined ? undefined : (yield* blobsByHash(repo.orgId, [readme.hash], SHOW_MAX_BYTES)).get(readme.hash)
     return yield* htmlResponse(layout({
       title: `${repo.owner}/${repo.name}`,
       session,
