@@ -315,7 +315,7 @@ describe("Permissions: matching", () => {
     expect(withUnknownPrincipals(parsed, () => true)).toBe(parsed)
   })
 
-  // Not a timed test (the machine is shared): 1000 rules against 100 in the same run, best of three. Checking a
+  // Not a timed test (the machine is shared): 1000 rules against 100 in the same run. Checking a
   // path grows with the rules at most linearly (10x); a matcher that backtracked or recompiled would grow far more.
   it("grows at most linearly with the rules: 1000 rules x 2000 paths against 100 rules", () => {
     const rules = (n: number) =>
@@ -324,20 +324,25 @@ describe("Permissions: matching", () => {
       )
     const big = rules(MAX_RULES)
     expect(big.lockdown).toBe(false)
-    const time = (parsed: ReturnType<typeof parsePermissions>) => {
-      const check = accessChecker(parsed, { user: "u3" })
-      let best = Infinity
+    // One pass over 2000 paths; the two rule sets are measured in turns, five rounds, best of each, so a burst of
+    // load on the shared machine during one round does not decide the comparison.
+    const pass = (check: ReturnType<typeof accessChecker>) => {
+      const start = performance.now()
       let restricted = 0
-      for (let k = 0; k < 3; k++) {
-        const start = performance.now()
-        restricted = 0
-        for (let i = 0; i < 2000; i++) if (check(`dir${i % 50}/a/b/c/file${i}.md`).restricted) restricted++
-        best = Math.min(best, performance.now() - start)
-      }
-      return { best, restricted }
+      for (let i = 0; i < 2000; i++) if (check(`dir${i % 50}/a/b/c/file${i}.md`).restricted) restricted++
+      return { ms: performance.now() - start, restricted }
     }
-    const small = time(rules(MAX_RULES / 10))
-    const large = time(big)
+    const smallCheck = accessChecker(rules(MAX_RULES / 10), { user: "u3" })
+    const largeCheck = accessChecker(big, { user: "u3" })
+    const small = { best: Infinity, restricted: 0 }
+    const large = { best: Infinity, restricted: 0 }
+    for (let round = 0; round < 5; round++) {
+      const s = pass(smallCheck)
+      const l = pass(largeCheck)
+      small.best = Math.min(small.best, s.ms)
+      large.best = Math.min(large.best, l.ms)
+      large.restricted = l.restricted
+    }
     expect(large.restricted).toBeGreaterThan(0)
     expect(large.best, `${large.best.toFixed(1)} ms vs ${small.best.toFixed(1)} ms`).toBeLessThan(15 * small.best + 50)
   })
