@@ -17,7 +17,7 @@ export interface DbEmbeddedOptions {
 /**
  * PostgreSQL's defaults size memory for a server of its own (shared_buffers 128MB, work_mem 4MB,
  * wal_buffers 4MB); inside this process they cost resident memory the embedded server keeps. Measured
- * on a restarted embedded server, idle: 459 MiB RSS with the defaults, 346 MiB with these (README, Memory).
+ * on a restarted embedded server, idle: 459 MiB RSS with the defaults, 346 MiB with these.
  */
 export const MEMORY_SETTINGS: ReadonlyArray<string> = ["shared_buffers=16MB", "work_mem=1MB", "wal_buffers=64kB"]
 
