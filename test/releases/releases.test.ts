@@ -138,7 +138,7 @@ describe("client releases", () => {
       expect(isErrorBody(reply.body), route).toBe(true)
     }
     expect((await anonymous.get("/releases/..%2F..%2Fetc/linux-x86_64")).status).toBe(400)
-    expect((await publish(server.url, releaseKey, "1.0.0", "..", binaryB)).status).toBe(400)
+    expect((await publish(server.url, releaseKey, "1.0.0", "..%2F..", binaryB)).status).toBe(400)
   })
 
   it("answers 503 signing_key_missing when no signing key is configured", async () => {

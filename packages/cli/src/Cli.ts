@@ -9,11 +9,13 @@ import { ChildProcessSpawner } from "effect/process"
 import { group, key, org, perms, sa } from "./AccessCommands.ts"
 import { ci } from "./CiCommands.ts"
 import { webhook } from "./WebhookCommands.ts"
+import { release, upgrade } from "./ReleaseCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
+import { PLATFORM, VERSION } from "./BuildInfo.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
 
-export const VERSION = "0.1.0"
+export { VERSION } from "./BuildInfo.ts"
 
 export { JsonFlag, RemoteFlag }
 
@@ -286,6 +288,8 @@ export const grove = Command.make("grove").pipe(
     merge,
     ci,
     webhook,
+    release,
+    upgrade,
     revert,
     status,
     log,
@@ -357,7 +361,7 @@ const cliPlatform = Layer.mergeAll(
 
 /** Runs one invocation (arguments without `node grove`) and answers its exit code. */
 export const run = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode, never, Exclude<CommandServices, Output>> =>
-  Command.runWith(grove, { version: VERSION })(argv).pipe(
+  Command.runWith(grove, { version: `${VERSION} (${PLATFORM})` })(argv).pipe(
     Effect.as(ExitCode.ok),
     Effect.catch((error) =>
       Effect.succeed(
