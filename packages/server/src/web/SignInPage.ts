@@ -4,6 +4,7 @@
  * SignInThrottle); the session token goes into the `HttpOnly` cookie (`Session.ts`), never into a
  * page or a URL. The form carries a double-submit CSRF token and is refused from another origin.
  */
+import { Names } from "@grove/core"
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Identity } from "../access/Identity.ts"
@@ -18,7 +19,7 @@ import { SignInThrottle } from "./SignInThrottle.ts"
 
 /** Only a path on this site: never `//host` or a scheme, so sign-in cannot redirect elsewhere. */
 export const localTarget = (next: string | null): string =>
-  next !== null && next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") && !/[\x00-\x1f]/.test(next) ? next : "/"
+  next !== null && next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") && !Names.hasControlCharacters(next) ? next : "/"
 
 const form = (session: PageSession, next: string, options: { readonly error?: string; readonly username?: string } = {}) =>
   layout({
