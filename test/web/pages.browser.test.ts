@@ -120,7 +120,7 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
     await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole("button", { name: "Sign in" }).click()])
   }
 
-  it("signs in with an HttpOnly SameSite=Lax session cookie, shows the home page, and signs out", async () => {
+  it("signs in with an HttpOnly SameSite=Lax session cookie, shows the home page, and signs out (the session ends)", async () => {
     const { context, page, watch } = await newPage()
     const signedOut = await page.goto(`${server.url}/`)
     expect(signedOut?.status()).toBe(200)
@@ -141,6 +141,8 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
 
     await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole("button", { name: "Sign out" }).click()])
     expect((await context.cookies()).find((c) => c.name === "grove_session")).toBeUndefined()
+    // The session itself ended: the old cookie's token no longer works anywhere.
+    expect((await api(server.url, cookie.value).get("/whoami")).status).toBe(401)
     expect(await page.getByRole("link", { name: "Sign in" }).count()).toBeGreaterThan(0)
     expect(watch.violations).toEqual([])
     expect(watch.errors).toEqual([])

@@ -101,6 +101,8 @@ export class Identity extends Context.Service<Identity, {
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
   readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | TokenExpired | SqlError>
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
+  /** Ends a session (a browser's sign-out): it stops working on this node at once, on the others within TOKEN_CACHE_TTL_MS. */
+  readonly endSession: (token: string) => Effect.Effect<void, SqlError>
   /** One of the user's live personal keys. */
   readonly apiKey: (userId: string, keyId: string) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
   /** One page of the user's live personal keys, oldest first: at most `page.limit + 1` rows after `page.after`. */
@@ -315,6 +317,11 @@ export class Identity extends Context.Service<Identity, {
         const expiresAt = new Date(Date.now() + SESSION_LIFETIME_MS)
         const issued = yield* issue({ kind: "session", userId, expiresAt })
         return { id: issued.id, token: issued.token, expiresAt }
+      }),
+      endSession: Effect.fn("Identity.endSession")(function*(token: string) {
+        const hash = Secrets.hashToken(token)
+        yield* sql`UPDATE tokens SET revoked_at = now() WHERE secret_hash = ${hash} AND kind = 'session' AND revoked_at IS NULL`
+        tokens.invalidate(hash)
       }),
       apiKey: (userId, keyId) => Effect.map(keyRecords(userId, { keyId }), (rows) => rows[0]?.row),
       listApiKeys: (userId, page) => keyRecords(userId, { page }),

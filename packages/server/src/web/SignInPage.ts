@@ -86,12 +86,14 @@ const submit = HttpRouter.add("POST", "/-/signin", pageRoute((session) =>
   })
 ))
 
-/** Signing out forgets the cookie in this browser. */
+/** Signing out ends the session (revoked, so a copied cookie stops working too) and forgets the cookie. */
 const signOut = HttpRouter.add("POST", "/-/signout", pageRoute((session) =>
   Effect.gen(function*() {
     const config = yield* ServerConfig
-    if (session.user === undefined) return HttpServerResponse.redirect("/", { status: 303 })
+    const identity = yield* Identity
+    if (session.user === undefined || session.token === undefined) return HttpServerResponse.redirect("/", { status: 303 })
     yield* submittedForm(session)
+    yield* dbUnavailable(identity.endSession(session.token))
     return HttpServerResponse.redirect("/", { status: 303, headers: { "set-cookie": clearSessionCookie(config.siteUrl), "cache-control": "no-store" } })
   })
 ))
