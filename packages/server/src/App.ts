@@ -71,6 +71,8 @@ import { RequestLogLive, RouteNoteLive } from "./ops/RequestLog.ts"
 import { SignInThrottle } from "./web/SignInThrottle.ts"
 import { ReleaseRoutes } from "./releases/ReleaseRoutes.ts"
 import { Releases } from "./releases/Releases.ts"
+import { SiteSettingsRoutes } from "./sites/SiteRoutes.ts"
+import { Sites } from "./sites/Sites.ts"
 import { ReleaseSigner } from "./releases/ReleaseSigner.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
@@ -96,7 +98,8 @@ export const DomainLive = Layer.mergeAll(
   ChunkLinks.layer.pipe(Layer.provide(SecretBox.layer)),
   IntegrityProof.layer,
   Releases.layer,
-  ReleaseSigner.layer
+  ReleaseSigner.layer,
+  Sites.layer
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),
@@ -142,6 +145,7 @@ export const Routes = Layer.mergeAll(
   OakClientRoutes,
   ExportRoutes,
   ReleaseRoutes,
+  SiteSettingsRoutes,
   CliAuthPageRoutes,
   HomePage,
   SignInPages,

@@ -91,6 +91,8 @@ export interface ServerConfigShape {
   readonly logFormat?: "json" | "text" | undefined
   /** Client releases (releases/): who may publish, the minisign key that signs, the largest binary. */
   readonly release?: ReleaseConfig | undefined
+  /** Organization sites (sites/) are also served at `<org>.<sitesDomain>` (a host name, no scheme or port). */
+  readonly sitesDomain?: string | undefined
 }
 
 export interface ReleaseConfig {
@@ -180,7 +182,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--log-format": "GROVE_LOG_FORMAT",
   "--release-org": "GROVE_RELEASE_ORG",
   "--release-signing-key-file": "GROVE_RELEASE_SIGNING_KEY_FILE",
-  "--release-max-bytes": "GROVE_RELEASE_MAX_BYTES"
+  "--release-max-bytes": "GROVE_RELEASE_MAX_BYTES",
+  "--sites-domain": "GROVE_SITES_DOMAIN"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -357,6 +360,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       signingKeyFile: values.GROVE_RELEASE_SIGNING_KEY_FILE,
       signingKeyPassword: env.GROVE_RELEASE_SIGNING_KEY_PASSWORD,
       maxBytes: positive("GROVE_RELEASE_MAX_BYTES", DEFAULT_RELEASE_MAX_BYTES)
-    }
+    },
+    sitesDomain: values.GROVE_SITES_DOMAIN?.toLowerCase().replace(/^\.+|\.+$/g, "") || undefined
   }
 }

@@ -30,6 +30,9 @@ import { OrganizationGateway } from "./orgs/OrganizationGateway.ts"
 import * as RepositoryCommands from "./repos/RepositoryCommands.ts"
 import { storedRepositoryErrorResponse } from "./repos/RepositoryErrors.ts"
 import { RepositoryGateway } from "./repos/RepositoryGateway.ts"
+import * as SiteCommands from "./sites/SiteCommands.ts"
+import { storedSiteErrorResponse } from "./sites/SiteErrors.ts"
+import { SiteGateway } from "./sites/SiteGateway.ts"
 import * as ServiceAccountCommands from "./service-accounts/ServiceAccountCommands.ts"
 import { storedServiceAccountErrorResponse } from "./service-accounts/ServiceAccountErrors.ts"
 import { ServiceAccountGateway } from "./service-accounts/ServiceAccountGateway.ts"
@@ -61,11 +64,17 @@ const Branch = branchSlice({ ...BranchCommands.commands, ...CiQueue.commands, ..
 const branchHandlers: Entity.Handlers<typeof Branch> = { ...BranchCommands.handlers, ...CiQueue.handlers, ...FinalizeStage.handlers }
 
 /** Key the slug: the organization, its members and groups, its service accounts, a user's personal keys. */
-const Organization = organizationSlice({ ...OrganizationCommands.commands, ...ServiceAccountCommands.commands, ...ApiKeyCommands.commands })
+const Organization = organizationSlice({
+  ...OrganizationCommands.commands,
+  ...ServiceAccountCommands.commands,
+  ...ApiKeyCommands.commands,
+  ...SiteCommands.commands
+})
 const organizationHandlers: Entity.Handlers<typeof Organization> = {
   ...OrganizationCommands.handlers,
   ...ServiceAccountCommands.handlers,
-  ...ApiKeyCommands.handlers
+  ...ApiKeyCommands.handlers,
+  ...SiteCommands.handlers
 }
 
 const Registered = Layer.mergeAll(
@@ -84,7 +93,8 @@ const Gateways = Layer.mergeAll(
   WebhookGateway.layer,
   OrganizationGateway.layer,
   ServiceAccountGateway.layer,
-  ApiKeyGateway.layer
+  ApiKeyGateway.layer,
+  SiteGateway.layer
 )
 
 /** The status of a command's success, where it is not 200 (the Repository and Organization entities agree on names). */
@@ -104,7 +114,8 @@ const successStatus: Record<string, number> = {
   RevokePersonalKey: 204,
   DeleteCiSecret: 204,
   AddWebhook: 201,
-  RemoveWebhook: 204
+  RemoveWebhook: 204,
+  DeleteSite: 204
 }
 
 /** Each feature's reading of its stored errors, asked in turn (branch errors before merges', which include them). */
@@ -116,7 +127,8 @@ const storedErrorAnswers = [
   storedServiceAccountErrorResponse,
   storedCiErrorResponse,
   storedWebhookErrorResponse,
-  storedStageErrorResponse
+  storedStageErrorResponse,
+  storedSiteErrorResponse
 ]
 
 /** A stored command error as the API would have answered it live. */

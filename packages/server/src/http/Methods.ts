@@ -63,6 +63,11 @@ const ROUTES: ReadonlyArray<Route> = [
   route("PUT", "/api/releases/:version/:platform"),
   route("GET", "/api/releases/:version/:platform/sha256"),
   route("GET", "/api/releases/:version/:platform/minisig"),
+  // Organization sites (sites/SiteRoutes.ts).
+  route("GET", "/api/orgs/:slug/site"),
+  route("PUT", "/api/orgs/:slug/site"),
+  route("DELETE", "/api/orgs/:slug/site"),
+  route("GET", "/api/sites"),
   ...OAK_CLIENT_ROUTES.map(([method, path]) => route(method, path))
 ]
 

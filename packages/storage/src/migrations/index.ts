@@ -18,6 +18,7 @@ import webhooks from "./0010_webhooks.ts"
 import pushStages from "./0011_push_stages.ts"
 import ciRunnerHeartbeats from "./0012_ci_runner_heartbeats.ts"
 import releases from "./0013_releases.ts"
+import sites from "./0014_sites.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -32,5 +33,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0010_webhooks": webhooks,
   "0011_push_stages": pushStages,
   "0012_ci_runner_heartbeats": ciRunnerHeartbeats,
-  "0013_releases": releases
+  "0013_releases": releases,
+  "0014_sites": sites
 }
