@@ -9,7 +9,8 @@
  * `--version` (or GROVE_BUILD_VERSION) is what `grove --version` names; `--public-key` (or
  * GROVE_RELEASE_PUBLIC_KEY_FILE) is the minisign public key `grove upgrade` will trust, built in.
  * Builds are cached by their inputs (sources, version, key, Node) under .tmp/sea-cache/ (not in
- * git): a second build of the same inputs is a copy. Prints the built file's path last.
+ * git; the 6 most recently used are kept): a second build of the same inputs is a copy. Prints the
+ * built file's path last.
  */
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -101,6 +102,14 @@ if (!fs.existsSync(cached)) {
     throw error
   }
 }
+// Keep the cache bounded (each build is ~130 MB): the newest few, whatever built them.
+const cacheRoot = path.dirname(cacheDir)
+const KEEP = 6
+fs.utimesSync(cacheDir, new Date(), new Date())
+const entries = fs.readdirSync(cacheRoot).filter((name) => /^[0-9a-f]{24}$/.test(name))
+  .map((name) => ({ name, at: fs.statSync(path.join(cacheRoot, name)).mtimeMs }))
+  .sort((a, b) => b.at - a.at)
+for (const stale of entries.slice(KEEP)) fs.rmSync(path.join(cacheRoot, stale.name), { recursive: true, force: true })
 const out = option("out")
 if (out !== undefined) {
   fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true })
