@@ -72,6 +72,7 @@ import { SignInThrottle } from "./web/SignInThrottle.ts"
 import { ReleaseRoutes } from "./releases/ReleaseRoutes.ts"
 import { Releases } from "./releases/Releases.ts"
 import { SiteSettingsRoutes } from "./sites/SiteRoutes.ts"
+import { SiteServingRoutes } from "./sites/SiteServing.ts"
 import { Sites } from "./sites/Sites.ts"
 import { ReleaseSigner } from "./releases/ReleaseSigner.ts"
 
@@ -146,6 +147,7 @@ export const Routes = Layer.mergeAll(
   ExportRoutes,
   ReleaseRoutes,
   SiteSettingsRoutes,
+  SiteServingRoutes,
   CliAuthPageRoutes,
   HomePage,
   SignInPages,
