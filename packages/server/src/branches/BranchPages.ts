@@ -20,7 +20,7 @@ import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
 import { fileDiff } from "../web/Diff.ts"
 import { callApi, submittedForm } from "../web/Forms.ts"
 import { layout } from "../web/Layout.ts"
-import { htmlResponse, pageRoute, wantsJson } from "../web/Page.ts"
+import { htmlResponse, notUnderApi, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
 import { branchHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
@@ -126,6 +126,7 @@ const branchJson = answer(Effect.gen(function*() {
 
 const show = HttpRouter.add("GET", "/:owner/:name/branches/:branch", Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
+  yield* notUnderApi
   return yield* (wantsJson(request) ? branchJson : pageRoute((session) =>
     Effect.gen(function*() {
       const { repo } = yield* routeRepository("read", session.caller)

@@ -14,7 +14,7 @@ import { dbUnavailable } from "../http/Failures.ts"
 import { answer, requestCaller, routeRepository } from "../http/RawRoutes.ts"
 import { highlightBlob } from "../web/Highlight.ts"
 import { layout } from "../web/Layout.ts"
-import { htmlResponse, pageRoute, wantsJson } from "../web/Page.ts"
+import { htmlResponse, notUnderApi, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatSize, html, shortHash } from "../web/Render.ts"
 import { repoCrumbs, repoHeader } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
@@ -80,6 +80,7 @@ const repositoryJson = answer(Effect.gen(function*() {
 
 const repository = HttpRouter.add("GET", "/:owner/:name", Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
+  yield* notUnderApi
   return yield* (wantsJson(request) ? repositoryJson : pageRoute(repositoryPage))
 }))
 

@@ -7,9 +7,8 @@
  */
 import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { gzipSync } from "node:zlib"
-import type { Identity } from "../access/Identity.ts"
 import { layout } from "./Layout.ts"
 import { type Html, html, renderDocument } from "./Render.ts"
 import { type PageSession, pageSession } from "./Session.ts"
@@ -106,6 +105,17 @@ export const errorPage = (session: PageSession, error: PageError) => {
 }
 
 /**
+ * Addresses under `/api` are the API's: a page route that matched one (`/api/x` fits `/:owner/:name`)
+ * answers as the router does for a path it does not know, so the API's 404 stays JSON.
+ */
+export const notUnderApi = Effect.gen(function*() {
+  const params = yield* HttpRouter.params
+  if (params.owner !== "api") return
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return yield* Effect.fail(new HttpServerError.HttpServerError({ reason: new HttpServerError.RouteNotFound({ request }) }))
+})
+
+/**
  * A page route: the browser's session first, then the handler; its API errors become error pages.
  * A session that cannot be checked (database down) is a 503 page.
  */
@@ -113,10 +123,11 @@ export const pageRoute = <E extends PageError, R>(
   handler: (session: PageSession) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ) =>
   Effect.gen(function*() {
+    yield* notUnderApi
     const session = yield* pageSession.pipe(Effect.catch((error) => Effect.succeed(error)))
     if (session instanceof ApiErrors.ServiceUnavailable) return yield* errorPage(anonymousSession, session)
     return yield* handler(session).pipe(Effect.catch((error: E) => errorPage(session, error)))
-  }) satisfies Effect.Effect<HttpServerResponse.HttpServerResponse, never, R | Identity | HttpServerRequest.HttpServerRequest>
+  })
 
 /** Whether the request asks for JSON rather than a page (where both live at one address). */
 export const wantsJson = (request: HttpServerRequest.HttpServerRequest): boolean => {
