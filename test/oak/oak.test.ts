@@ -336,6 +336,22 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(repos.some((r) => r.full_name === `${OWNER}/${REPO}` || (r.owner === OWNER && r.name === REPO))).toBe(true)
   })
 
+  it("oak site enable, show, list and disable manage the organization's site; show without a token reads a published one", async () => {
+    expect((await api(server.url, key).post("/repos", { name: "www", organization_slug: OWNER, is_public: true })).status).toBe(201)
+    const remote = ["--remote", server.url]
+    ok(await oak(["site", "enable", "--repo", `${OWNER}/www`, "--source", "/docs", ...remote], root), "oak site enable")
+    const saved = await api(server.url).get(`/orgs/${OWNER}/site`)
+    expect(saved.body).toMatchObject({ organization_slug: OWNER, repo_name: "www", branch: "main", source_dir: "/docs" })
+    const shown = ok(await oak(["site", "show", "--organization", OWNER, ...remote], root), "oak site show")
+    expect(shown.stdout).toContain("www")
+    expect(shown.stdout).toContain(saved.body.url)
+    expect(ok(await oak(["site", "list", ...remote], root), "oak site list").stdout).toContain(OWNER)
+    ok(await oak(["site", "disable", "--organization", OWNER, ...remote], root), "oak site disable")
+    expect((await api(server.url).get(`/orgs/${OWNER}/site`)).status).toBe(404)
+    const none = await oak(["site", "show", "--organization", OWNER, ...remote], root)
+    expect(`${none.stdout}${none.stderr}`.toLowerCase()).toMatch(/no site|not enabled|disabled|no .*site/)
+  })
+
   it("branch list --remote reports merged branches closed, as the client knows them", async () => {
     const listed = ok(await oak(["branch", "list", "--remote", "--json"], w1), "oak branch list --remote")
     const rows = jsonOf(listed)
