@@ -82,7 +82,8 @@ const recall = (key: string) => {
 
 const headers = { "content-security-policy": SITE_CSP, "x-content-type-options": "nosniff", "cache-control": "no-cache" }
 
-const plainNotFound = () =>
+/** No site, or nothing there and no 404.html: a plain 404, under the same sandbox. */
+export const plainNotFound = () =>
   HttpServerResponse.text("404 not found\n", { status: 404, contentType: "text/plain; charset=utf-8", headers })
 
 /** The byte range a `Range` header asks for: one range; undefined for none or several (served whole), "bad" past the end. */

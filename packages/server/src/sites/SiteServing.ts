@@ -7,7 +7,7 @@
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ServerConfig } from "../Config.ts"
-import { serveSite } from "./SiteFiles.ts"
+import { plainNotFound, serveSite } from "./SiteFiles.ts"
 
 // `/sites/<org>` itself routes here too (and is redirected to `/sites/<org>/`).
 const byPath = HttpRouter.add("GET", "/sites/:org/*", Effect.gen(function*() {
@@ -15,7 +15,7 @@ const byPath = HttpRouter.add("GET", "/sites/:org/*", Effect.gen(function*() {
   const org = (yield* HttpRouter.params).org ?? ""
   const pathname = request.url.split("?")[0]!
   const base = `/sites/${org}`
-  if (!SLUG.test(org) || !pathname.startsWith(base)) return HttpServerResponse.text("404 not found\n", { status: 404 })
+  if (!SLUG.test(org) || !pathname.startsWith(base)) return plainNotFound()
   return yield* serveSite(org, pathname.slice(base.length), base)
 }))
 
