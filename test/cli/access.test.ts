@@ -21,7 +21,7 @@ beforeAll(async () => {
   olgaKey = await server.createUser("olga")
   olga = userOf(server, "olga", olgaKey)
   mia = userOf(server, "mia", await server.createUser("mia"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

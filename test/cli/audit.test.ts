@@ -18,7 +18,7 @@ beforeAll(async () => {
   await ok(["repo", "create", "tools"], alice)
   await ok(["repo", "visibility", "public", "alice/tools"], alice)
   await ok(["repo", "delete", "alice/tools", "--yes"], alice)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

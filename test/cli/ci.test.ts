@@ -69,7 +69,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   ada = userOf(server, "ada", await server.createUser("ada"))
   work = tempDir("work")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -20,7 +20,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   aliceKey = await server.createUser("alice")
   alice = userOf(server, "alice", aliceKey)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

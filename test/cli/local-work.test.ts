@@ -19,7 +19,7 @@ let alice: GroveOptions
 beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   alice = userOf(server, "alice", await server.createUser("alice"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

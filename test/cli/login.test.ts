@@ -20,7 +20,7 @@ beforeAll(async () => {
   await server.createUser("alice", { password: PASSWORD })
   bobKey = await server.createUser("bob")
   carolKey = await server.createUser("carol")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

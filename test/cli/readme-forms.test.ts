@@ -56,7 +56,7 @@ beforeAll(async () => {
   await new Promise((resolve) => probe.close(resolve))
   server = await startServer({ dataDir: tempDir("data") })
   user = userOf(server, "alice", await server.createUser("alice"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -18,7 +18,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   // GROVE_REMOTE stands for the default server address (http://127.0.0.1:8080) of the README.
   alice = userOf(server, "alice", await server.createUser("alice"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -16,7 +16,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   alice = userOf(server, "alice", await server.createUser("alice"))
   bob = userOf(server, "bob", await server.createUser("bob"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -28,7 +28,7 @@ beforeAll(async () => {
   expect((await api(server.url, annKey).post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
   expect((await api(server.url, annKey).post("/orgs/acme/members", { username: "bo" })).status).toBe(201)
   annWork = tempDir("ann")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -18,7 +18,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   annKey = await server.createUser("ann", { password: PASSWORD, admin: true })
   bob = userOf(server, "bob", await server.createUser("bob"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

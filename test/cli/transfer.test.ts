@@ -25,7 +25,7 @@ beforeAll(async () => {
   server = await startServer({ dataDir: tempDir("data") })
   proxy = await startRecordingProxy(server.url)
   tess = { home: tempDir("tess"), env: { SERVICE_API_KEY: await server.createUser("tess"), GROVE_REMOTE: proxy.url } }
-}, 180_000)
+}, 300_000)
 
 afterAll(async () => {
   await proxy?.close()

@@ -20,7 +20,7 @@ beforeAll(async () => {
   // The receiver on 127.0.0.1 is reached the operator's way (README: receivers on an internal network).
   server = await startServer({ dataDir: tempDir("data"), args: ["--webhook-allow", "127.0.0.1/32"] })
   hana = userOf(server, "hana", await server.createUser("hana"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

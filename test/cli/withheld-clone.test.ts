@@ -35,7 +35,7 @@ beforeAll(async () => {
   const c = buildCommit({ branch: "setup", files: FILES })
   expect((await as("alice").post("/acme/app/push", pushBody({ branch: "setup", commits: [c] }))).body.success).toBe(true)
   expect((await as("alice").post("/acme/app/branches/setup/merge")).status).toBe(200)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

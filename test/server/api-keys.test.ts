@@ -15,7 +15,7 @@ beforeAll(async () => {
   server = await startServer()
   alice = await server.createUser("alice", { admin: false })
   expect((await api(server.url, alice).post("/repos", { name: "pub", is_public: true })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -14,7 +14,7 @@ beforeAll(async () => {
   server = await startServer()
   alice = await server.createUser("alice", { admin: false })
   bob = await server.createUser("bob")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

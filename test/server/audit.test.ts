@@ -62,7 +62,7 @@ beforeAll(async () => {
   expect(forced.status, JSON.stringify(forced.body)).toBe(200)
   // A member's own write is audited under the member's name.
   expect((await as("bob").post("/repos", { name: "bobs", organization_slug: "acme" })).status).toBe(201)
-}, 180_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

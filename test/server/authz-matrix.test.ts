@@ -11,7 +11,7 @@ let server: GroveServer
 
 beforeAll(async () => {
   server = await startServer()
-}, 60_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -16,7 +16,7 @@ beforeAll(async () => {
   server = await startServer({ env: { GROVE_ORG_QUOTA_BYTES: String(64 * 1024) } })
   ann = await server.createUser("ann")
   ben = await server.createUser("ben")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

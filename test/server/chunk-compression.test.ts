@@ -19,7 +19,7 @@ let token: string
 beforeAll(async () => {
   server = await startServer()
   token = await server.createUser("zed")
-}, 180_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -32,7 +32,7 @@ beforeAll(async () => {
   ]
   const pushed = await api(server.url, sam).post("/sam/links/push", pushBody({ branch: "links", commits: [commit], blobs }))
   expect(pushed.body.success).toBe(true)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

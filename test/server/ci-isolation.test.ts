@@ -161,7 +161,7 @@ beforeAll(async () => {
   expect((await as("mallory").post("/mallory/spy/push", pushBody({ branch: "setup", commits: [spyCommit], description: "Spy" }))).body.success).toBe(true)
   // She has no access to acme at all.
   expect((await as("mallory").get("/acme/app/ci/runs")).status).toBe(404)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   for (const listener of listeners) await listener.close()

@@ -27,7 +27,7 @@ beforeAll(async () => {
   server = await startServer()
   token = await server.createUser("tess")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

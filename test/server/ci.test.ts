@@ -126,7 +126,7 @@ beforeAll(async () => {
   head = c.commit.hash
   const pushed = await as("olga").post("/acme/app/push", pushBody({ branch: "setup", commits: [c], description: "Setup" }))
   expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

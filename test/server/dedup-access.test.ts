@@ -41,7 +41,7 @@ beforeAll(async () => {
   expect((await a.post("/repos", { name: "priv" })).status).toBe(201)
   privCommit = buildCommit({ branch: "secret", files: { "secret.txt": secret } })
   expect((await a.post("/alice/priv/push", pushBody({ branch: "secret", commits: [privCommit] }))).body.success).toBe(true)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -30,7 +30,7 @@ beforeAll(async () => {
   const key = await a.post("/api-keys", { name: "spare" })
   expect(key.status).toBe(201)
   keyId = key.body.id
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

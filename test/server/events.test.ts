@@ -28,7 +28,7 @@ beforeAll(async () => {
     ...["alice", "bob", "olga"].map(async (user) => (tokens[user] = await server.createUser(user))),
     ...["carol", "dave"].map(async (user) => (tokens[`capped:${user}`] = await capped.createUser(user)))
   ])
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await closeAll()

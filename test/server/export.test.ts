@@ -26,7 +26,7 @@ beforeAll(async () => {
   token = await server.createUser("uma")
   otherToken = await server.createUser("victor")
   work = fs.mkdtempSync(path.join(os.tmpdir(), "grove-export-"))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -21,7 +21,7 @@ beforeAll(async () => {
   expect((await api(server.url, sam).post("/repos", { name: "secret" })).status).toBe(201)
   first = buildCommit({ branch: "feat", files: { "a.txt": "a\n", "dir/b.txt": "b\n" } })
   expect((await api(server.url, sam).post("/sam/proved/push", pushBody({ branch: "feat", commits: [first] }))).body.success).toBe(true)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -16,7 +16,7 @@ let alice: string
 beforeAll(async () => {
   server = await startServer()
   alice = await server.createUser("alice")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -38,7 +38,7 @@ beforeAll(async () => {
   token = await server.createUser("lena")
   expect((await as().post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
   expect((await as().post("/repos", { name: "app", organization_slug: "acme" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -18,7 +18,7 @@ beforeAll(async () => {
   pam = await server.createUser("pam")
   stranger = await server.createUser("sid")
   expect((await api(server.url, pam).post("/repos", { name: "app" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

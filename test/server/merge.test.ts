@@ -15,7 +15,7 @@ let token: string
 beforeAll(async () => {
   server = await startServer()
   token = await server.createUser("mia")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -24,7 +24,7 @@ let server: GroveServer
 
 beforeAll(async () => {
   server = await startServer()
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -15,7 +15,7 @@ beforeAll(async () => {
   server = await startServer({ env: { GROVE_COMMAND_TIMEOUT_MS: "1" } })
   owner = await server.createUser("olga")
   other = await server.createUser("oscar")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

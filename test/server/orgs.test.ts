@@ -19,7 +19,7 @@ beforeAll(async () => {
   tokens.root = await server.createUser("root", { admin: true })
   for (const user of ["olga", "adam", "mia", "nina", "otto"]) tokens[user] = await server.createUser(user)
   expect((await as("olga").post("/orgs", { slug: "acme", name: "Acme", description: "Widgets" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

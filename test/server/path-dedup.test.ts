@@ -43,7 +43,7 @@ beforeAll(async () => {
   // The permissions hold: bob cannot read the file, alice can.
   expect((await as("bob").get("/acme/app/raw/main/secret/keys.txt")).status).toBe(404)
   expect((await as("alice").get("/acme/app/raw/main/secret/keys.txt")).status).toBe(200)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -58,7 +58,7 @@ beforeAll(async () => {
   const pushed = await as("olga").post("/acme/app/push", pushBody({ branch: "setup", commits: [c], description: "Setup" }))
   expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
   expect((await as("olga").post("/acme/app/branches/setup/merge")).status).toBe(200)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -21,7 +21,7 @@ beforeAll(async () => {
   expect((await as("olga").post("/orgs/acme/members", { username: "mia" })).status).toBe(201)
   expect((await as("olga").post("/repos", { name: "app", organization_slug: "acme" })).status).toBe(201)
   expect((await as("nina").post("/repos", { name: "elsewhere" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

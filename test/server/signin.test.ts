@@ -59,7 +59,7 @@ const postForm = async (
 beforeAll(async () => {
   server = await startServer()
   await server.createUser("carol", { password: "carol-password-1" })
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

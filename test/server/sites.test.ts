@@ -67,7 +67,7 @@ beforeAll(async () => {
   expect((await as("zed").post("/orgs", { slug: "zorg", name: "Zorg" })).status).toBe(201)
   expect((await as("zed").post("/repos", { name: "hidden", organization_slug: "zorg", is_public: false })).status).toBe(201)
   main = await merge(buildCommit({ branch: "setup", files: FILES }))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

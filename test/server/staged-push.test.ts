@@ -20,7 +20,7 @@ beforeAll(async () => {
   sam = await server.createUser("sam")
   tina = await server.createUser("tina")
   expect((await api(server.url, sam).post("/repos", { name: "staged" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -20,7 +20,7 @@ const tempDir = () => {
 
 beforeAll(async () => {
   server = await startServer()
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -21,7 +21,7 @@ beforeAll(async () => {
   server = await startServer()
   token = await server.createUser("sam")
   otherToken = await server.createUser("tina")
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -44,7 +44,7 @@ beforeAll(async () => {
   })
   key = await server.createUser("wes")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -14,7 +14,7 @@ beforeAll(async () => {
   server = await startServer()
   token = await server.createUser("stress")
   expect((await api(server.url, token).post("/repos", { name: "busy" })).status).toBe(201)
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   await server?.stop()
