@@ -11,23 +11,20 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { type BranchRecord, toApiBranch } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
-import { blobsByHash } from "../files/FileReads.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { answer, requestCaller, routeRepository } from "../http/RawRoutes.ts"
 import { previewMerge } from "../merges/MergePlanner.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
-import { fileDiff } from "../web/Diff.ts"
 import { callApi, submittedForm } from "../web/Forms.ts"
 import { layout } from "../web/Layout.ts"
 import { htmlResponse, notUnderApi, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
 import { branchHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
-import { actionForm, branchTable, ciBadge, commitList, mergeBadge, type MergeState, refusalNotice, stateBadge } from "./BranchViews.ts"
+import { actionForm, branchTable, ciBadge, commitList, mergeBadge, type MergeState, refusalNotice, stateBadge, visibleFileDiffs } from "./BranchViews.ts"
 
 /** Files above this are shown as "too large" in a diff. */
-const DIFF_FILE_MAX_BYTES = 512 * 1024
 /** Open branches whose merge state the list computes (each is a merge preview). */
 const LIST_PREVIEWS = 20
 
@@ -72,13 +69,8 @@ const branchPage = (session: PageSession, repo: RepositoryRecord & RepositoryRef
     // Opening the page is reading the branch: the receipt is the API's (`record_read=1`), by the same read service.
     const readers = session.user === undefined ? [] : yield* dbUnavailable(branches.recordRead(repo.id, branch.name, session.user.username))
     const planned = yield* preview(repo, branch.name)
-    const policy = yield* callerPolicy(session.caller, repo)
     // A withheld file never appears: not in the file list, not in the diff.
-    const files = planned.files.filter((f) => policy.canRead(f.path) && (f.old_path == null || policy.canRead(f.old_path)))
-    const hashes = files.flatMap((f) => [f.old_blob_hash, f.new_blob_hash].filter((h): h is string => typeof h === "string"))
-    const blobs = yield* blobsByHash(repo.orgId, hashes, DIFF_FILE_MAX_BYTES)
-    const side = (hash: string | null | undefined) => (typeof hash === "string" ? blobs.get(hash) : undefined)
-    const missing = (hash: string | null | undefined) => typeof hash === "string" && !blobs.has(hash)
+    const files = yield* visibleFileDiffs(session.caller, repo, planned.files)
     const canAct = session.user !== undefined && branch.name !== "main"
     const actions: Node = !canAct ? null : branch.status === "open"
       ? html`<div class="actions">${actionForm(session, repo, branch.name, "merge", "Merge into main", { primary: true })}${actionForm(session, repo, branch.name, "close", "Close")}</div>`
@@ -98,16 +90,7 @@ ${readers.length === 0 ? null : html`<p class="muted">Also read by ${readers.map
 ${actions}
 <h2>Commits</h2>${commitList(repo, planned.commits)}
 <h2>Changes against main</h2>${
-        files.length === 0 ? html`<p class="muted">No changes since the merge base.</p>` : files.map((f) =>
-          fileDiff({
-            path: f.path,
-            change: f.change_type,
-            oldPath: f.old_path ?? undefined,
-            before: side(f.old_blob_hash),
-            after: side(f.new_blob_hash),
-            tooLarge: missing(f.old_blob_hash) || missing(f.new_blob_hash)
-          })
-        )
+        files.length === 0 ? html`<p class="muted">No changes since the merge base.</p>` : files
       }`
     }), { status: notice?.status ?? 200 })
   })

@@ -1,4 +1,6 @@
-/** The pieces of the branch pages: state badges, the branch table, the commit list, the actions. */
+/** The pieces of the branch pages: state badges, the branch table, the commit list, the actions, the diffs. */
+import type { Caller } from "@grove/api"
+import { Effect } from "effect"
 import type { BranchRecord } from "../content/BranchRecord.ts"
 import type { CommitRow } from "../content/ContentObjects.ts"
 import { csrfField } from "../web/Layout.ts"
@@ -6,6 +8,10 @@ import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
 import { branchHref, repoHref, type RepoShape } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
 import { idempotencyField } from "../web/Forms.ts"
+import { blobsByHash } from "../files/FileReads.ts"
+import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
+import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
+import { fileDiff } from "../web/Diff.ts"
 
 export interface MergeState {
   /** clean, conflicts, no_changes or not_mergeable (merge preview's words). */
@@ -65,3 +71,38 @@ export const refusalNotice = (session: PageSession, repo: RepoShape, branch: str
     paths.length === 0 ? null : html`<p>Conflicting paths:</p><ul class="conflicts">${paths.map((p) => html`<li class="mono">${p}</li>`)}</ul>`
   }${status === 412 ? html`<div class="actions">${actionForm(session, repo, branch, "merge", "Merge anyway (force)", { force: true })}</div>` : null}</div>`
 }
+
+/** Files larger than this show as "too large" in a diff (the file's own page shows them). */
+const DIFF_FILE_MAX_BYTES = 512 * 1024
+
+interface ChangedFile {
+  readonly path: string
+  readonly change_type: string
+  readonly old_path?: string | null | undefined
+  readonly old_blob_hash?: string | null | undefined
+  readonly new_blob_hash?: string | null | undefined
+}
+
+/**
+ * The per-file diffs of a branch or a commit as the caller may see them: a withheld file (by its path or
+ * its old path) never appears; every side's blob is read in one go.
+ */
+export const visibleFileDiffs = (caller: Caller, repo: RepositoryRef, changed: ReadonlyArray<ChangedFile>) =>
+  Effect.gen(function*() {
+    const policy = yield* callerPolicy(caller, repo)
+    const files = changed.filter((f) => policy.canRead(f.path) && (f.old_path == null || policy.canRead(f.old_path)))
+    const hashes = files.flatMap((f) => [f.old_blob_hash, f.new_blob_hash].filter((h): h is string => typeof h === "string"))
+    const blobs = yield* blobsByHash(repo.orgId, hashes, DIFF_FILE_MAX_BYTES)
+    const side = (hash: string | null | undefined) => (typeof hash === "string" ? blobs.get(hash) : undefined)
+    const missing = (hash: string | null | undefined) => typeof hash === "string" && !blobs.has(hash)
+    return files.map((f) =>
+      fileDiff({
+        path: f.path,
+        change: f.change_type,
+        oldPath: f.old_path ?? undefined,
+        before: side(f.old_blob_hash),
+        after: side(f.new_blob_hash),
+        tooLarge: missing(f.old_blob_hash) || missing(f.new_blob_hash)
+      })
+    )
+  })

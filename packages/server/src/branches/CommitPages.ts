@@ -10,22 +10,18 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { Branches } from "../content/Branches.ts"
 import { History } from "../content/History.ts"
-import { blobsByHash } from "../files/FileReads.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeRepository } from "../http/RawRoutes.ts"
-import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
-import { fileDiff } from "../web/Diff.ts"
 import { callApi, idempotencyField, submittedForm } from "../web/Forms.ts"
 import { csrfField, layout } from "../web/Layout.ts"
 import { htmlResponse, pageRoute } from "../web/Page.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
 import { branchHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
-import { commitHref, commitList } from "./BranchViews.ts"
+import { commitHref, commitList, visibleFileDiffs } from "./BranchViews.ts"
 
 const HISTORY = 100
-const DIFF_FILE_MAX_BYTES = 512 * 1024
 
 const history = HttpRouter.add("GET", "/:owner/:name/commits", pageRoute((session) =>
   Effect.gen(function*() {
@@ -55,12 +51,8 @@ const commitPage = (session: PageSession, repo: RepositoryRecord & RepositoryRef
     const commits = yield* History
     const commit = (yield* dbUnavailable(commits.publishedCommits(repo.id, [hash]))).get(hash)
     if (commit === undefined) return yield* new ApiErrors.NotFound({ error: `commit '${hash.slice(0, 100)}' not found`, code: "commit_not_found" })
-    const policy = yield* callerPolicy(session.caller, repo)
-    const files = commit.files.filter((f) => policy.canRead(f.path) && (f.old_path == null || policy.canRead(f.old_path)))
-    const hashes = files.flatMap((f) => [f.old_blob_hash, f.new_blob_hash].filter((h): h is string => typeof h === "string"))
-    const blobs = yield* blobsByHash(repo.orgId, hashes, DIFF_FILE_MAX_BYTES)
-    const side = (h: string | null | undefined) => (typeof h === "string" ? blobs.get(h) : undefined)
-    const missing = (h: string | null | undefined) => typeof h === "string" && !blobs.has(h)
+    // A withheld file never appears: not in the file list, not in the diff.
+    const files = yield* visibleFileDiffs(session.caller, repo, commit.files)
     const [title, ...rest] = (commit.message ?? "").split("\n")
     return yield* htmlResponse(layout({
       title: `${shortHash(commit.hash)} · ${repo.owner}/${repo.name}`,
@@ -77,16 +69,7 @@ ${rest.join("\n").trim() === "" ? null : html`<div class="box"><pre class="descr
       }</div>
 ${session.user === undefined ? null : html`<div class="actions"><form method="post" action=${`${commitHref(repo, commit.hash)}/revert`} data-enhance>${csrfField(session)}${idempotencyField()}<button type="submit">Revert</button></form></div>`}
 <h2>Changes</h2>${
-        files.length === 0 ? html`<p class="muted">No file changes you can see.</p>` : files.map((f) =>
-          fileDiff({
-            path: f.path,
-            change: f.change_type,
-            oldPath: f.old_path ?? undefined,
-            before: side(f.old_blob_hash),
-            after: side(f.new_blob_hash),
-            tooLarge: missing(f.old_blob_hash) || missing(f.new_blob_hash)
-          })
-        )
+        files.length === 0 ? html`<p class="muted">No file changes you can see.</p>` : files
       }`
     }), { status: notice?.status ?? 200 })
   })

@@ -25,6 +25,8 @@ export interface Directory {
   readonly kind: "tree"
   readonly commit: CommitRow
   readonly path: string
+  /** The directory's own tree hash. */
+  readonly hash: string
   readonly entries: ReadonlyArray<DirectoryEntry>
 }
 
@@ -68,7 +70,7 @@ export const pathAt = Effect.fnUntraced(function*(caller: Caller, repo: Reposito
     hash: e.hash,
     ...(e.kind === "blob" ? { size: sizes.get(e.hash) ?? 0 } : {})
   }))
-  return { kind: "tree", commit, path: prefix, entries } satisfies Directory
+  return { kind: "tree", commit, path: prefix, hash: target.hash, entries } satisfies Directory
 })
 
 /** A file's bytes, streamed from the object store. */

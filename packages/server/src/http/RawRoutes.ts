@@ -13,7 +13,8 @@ import { callerOf } from "./Authentication.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
 
-type AnyApiError =
+/** The API errors a route outside the JSON contract (or a page) answers with. */
+export type AnyApiError =
   | ApiErrors.BadRequest
   | ApiErrors.Unauthorized
   | ApiErrors.Forbidden
@@ -22,7 +23,7 @@ type AnyApiError =
   | ApiErrors.PayloadTooLarge
   | ApiErrors.ServiceUnavailable
 
-const statusOf = (error: AnyApiError): number =>
+export const statusOf = (error: AnyApiError): number =>
   error instanceof ApiErrors.BadRequest
     ? 400
     : error instanceof ApiErrors.Unauthorized

@@ -9,6 +9,7 @@ import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { gzipSync } from "node:zlib"
+import { type AnyApiError, statusOf } from "../http/RawRoutes.ts"
 import { layout } from "./Layout.ts"
 import { type Html, html, renderDocument } from "./Render.ts"
 import { type PageSession, pageSession } from "./Session.ts"
@@ -54,24 +55,8 @@ export const htmlResponse = (document: Html, options: PageOptions = {}) =>
     return HttpServerResponse.text(text, { status, contentType: "text/html; charset=utf-8", headers })
   })
 
-/** Anything a page may fail with that the browser should see as a page of its own. */
-export type PageError =
-  | ApiErrors.BadRequest
-  | ApiErrors.Unauthorized
-  | ApiErrors.Forbidden
-  | ApiErrors.NotFound
-  | ApiErrors.Conflict
-  | ApiErrors.PayloadTooLarge
-  | ApiErrors.ServiceUnavailable
-
-const statusOf = (error: PageError): number =>
-  error instanceof ApiErrors.BadRequest ? 400
-  : error instanceof ApiErrors.Unauthorized ? 401
-  : error instanceof ApiErrors.Forbidden ? 403
-  : error instanceof ApiErrors.NotFound ? 404
-  : error instanceof ApiErrors.Conflict ? 409
-  : error instanceof ApiErrors.PayloadTooLarge ? 413
-  : 503
+/** Anything a page may fail with that the browser should see as a page of its own: the raw routes' API errors. */
+export type PageError = AnyApiError
 
 const anonymousSession: PageSession = { caller: { principal: { kind: "anonymous" }, limits: { kind: "none" } }, user: undefined, token: undefined, csrfSecret: undefined }
 
