@@ -15,20 +15,12 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import type { Browser, BrowserContext } from "playwright-core"
+import { launchBrowser, skipWithoutChromium, watchPage } from "../support/browser.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 
-const CANDIDATES = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable"]
-const chromiumPath = [process.env["GROVE_CHROMIUM"], ...CANDIDATES].find((candidate): candidate is string =>
-  candidate !== undefined && candidate !== "" && fs.existsSync(candidate)
-)
-if (chromiumPath === undefined) {
-  console.warn(
-    `signin.browser.test.ts skipped: no Chromium binary (looked for ${CANDIDATES.join(", ")}; ` +
-      "install Debian's chromium, e.g. bash scripts/setup/system-deps.sh, or set GROVE_CHROMIUM)"
-  )
-}
+const skipped = skipWithoutChromium("signin.browser.test.ts")
 
 const PASSWORD = "erin-password-1"
 
@@ -67,37 +59,13 @@ const startLoopback = (): Promise<Loopback> =>
     })
   })
 
-/** Console lines and `securitypolicyviolation` events of a page, however many documents it goes through. */
-const watchCsp = async (page: Page) => {
-  const violations: Array<string> = []
-  const errors: Array<string> = []
-  page.on("console", (message) => {
-    if (/Content[ -]Security[ -]Policy/i.test(message.text())) violations.push(`console: ${message.text()}`)
-    // The browser asks every origin for /favicon.ico; neither the server nor the loopback listener has one.
-    else if (message.type() === "error" && !message.location().url.endsWith("/favicon.ico")) {
-      errors.push(`${message.text()} (${message.location().url})`)
-    }
-  })
-  page.on("pageerror", (error) => errors.push(error.message))
-  await page.exposeBinding("groveReportCsp", (_source, text: string) => {
-    violations.push(`event: ${text}`)
-  })
-  // Runs in each document before its own content (as a string: this project's types have no DOM).
-  await page.addInitScript({
-    content: `document.addEventListener("securitypolicyviolation", (event) => {
-      void window.groveReportCsp(event.violatedDirective + " blocked " + event.blockedURI + " on " + event.documentURI)
-    })`
-  })
-  return { violations, errors }
-}
-
 let server: GroveServer
 let loopback: Loopback
 let browser: Browser
 let context: BrowserContext
 let shots: string
 
-describe.skipIf(chromiumPath === undefined)("sign-in page in headless Chromium", () => {
+describe.skipIf(skipped)("sign-in page in headless Chromium", () => {
   beforeAll(async () => {
     shots = fs.mkdtempSync(path.join(os.tmpdir(), "grove-signin-shots-"))
     ;[server, loopback, browser] = await Promise.all([
@@ -106,7 +74,7 @@ describe.skipIf(chromiumPath === undefined)("sign-in page in headless Chromium",
         return started
       }),
       startLoopback(),
-      chromium.launch({ executablePath: chromiumPath!, headless: true, timeout: 30_000 })
+      launchBrowser()
     ])
     context = await browser.newContext({ viewport: { width: 800, height: 600 } })
   }, 120_000)
@@ -127,7 +95,7 @@ describe.skipIf(chromiumPath === undefined)("sign-in page in headless Chromium",
 
   it("signs in: lands on the loopback callback with a one-time code and the state, and the code gives a session", async () => {
     const page = await context.newPage()
-    const csp = await watchCsp(page)
+    const csp = await watchPage(page)
     const { state, url } = signInAddress()
     const shown = await page.goto(url)
     expect(shown?.status()).toBe(200)
@@ -172,7 +140,7 @@ describe.skipIf(chromiumPath === undefined)("sign-in page in headless Chromium",
 
   it("shows an error on the page for a wrong password, and sends nothing to the callback", async () => {
     const page = await context.newPage()
-    const csp = await watchCsp(page)
+    const csp = await watchPage(page)
     const before = loopback.received.length
     const { url } = signInAddress()
     await page.goto(url)
