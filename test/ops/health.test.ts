@@ -6,6 +6,7 @@
  * request id; never the token).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
@@ -36,6 +37,12 @@ const sample = (text: string, name: string, labels: Record<string, string>) => {
 }
 
 describe("health", () => {
+  it("serve replaced itself (same pid) with a young generation bounded to 2 x 8 MiB, which keeps an idle node's RSS down", () => {
+    const cmdline = fs.readFileSync(`/proc/${server.process.pid}/cmdline`, "utf8").split("\0")
+    expect(cmdline).toContain("--max-semi-space-size=8")
+    expect(cmdline).toContain("serve")
+  })
+
   it("/healthz says the process lives and /readyz names each check, without a token", async () => {
     const health = await fetch(`${server.url}/healthz`)
     expect(health.status).toBe(200)
