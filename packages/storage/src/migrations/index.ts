@@ -19,6 +19,7 @@ import pushStages from "./0011_push_stages.ts"
 import ciRunnerHeartbeats from "./0012_ci_runner_heartbeats.ts"
 import releases from "./0013_releases.ts"
 import sites from "./0014_sites.ts"
+import gcMarks from "./0015_gc_marks.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -34,5 +35,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0011_push_stages": pushStages,
   "0012_ci_runner_heartbeats": ciRunnerHeartbeats,
   "0013_releases": releases,
-  "0014_sites": sites
+  "0014_sites": sites,
+  "0015_gc_marks": gcMarks
 }
