@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import { buildCommit, pushBody } from "../support/content.ts"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-import { grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import { grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let olga: GroveOptions
@@ -17,16 +17,13 @@ let mia: GroveOptions
 let olgaKey: string
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   olgaKey = await server.createUser("olga")
   olga = userOf(server, "olga", olgaKey)
   mia = userOf(server, "mia", await server.createUser("mia"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("grove org, sa and perms", () => {
   it("org: create, show, add, role, members, remove", async () => {

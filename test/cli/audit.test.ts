@@ -4,15 +4,15 @@
  * organization (404), 6 without a credential (401), 2 for a bad argument.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 let bob: GroveOptions
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   alice = userOf(server, "alice", await server.createUser("alice"))
   bob = userOf(server, "bob", await server.createUser("bob"))
   await ok(["repo", "create", "tools"], alice)
@@ -20,10 +20,7 @@ beforeAll(async () => {
   await ok(["repo", "delete", "alice/tools", "--yes"], alice)
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("grove audit", () => {
   it("--json: the caller's organization's entries, newest first, with actor, action, target and details", async () => {

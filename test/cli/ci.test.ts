@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { hostAddress } from "../support/hostNetwork.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, spawnGrove, tempDir, userOf } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, spawnGrove, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let ada: GroveOptions
@@ -66,14 +66,13 @@ const runsOf = async (filter: (run: any) => boolean) => {
 }
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   ada = userOf(server, "ada", await server.createUser("ada"))
   work = tempDir("work")
 }, 300_000)
 
 afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
+  await stopSuiteServers()
   for (const socket of waiting) socket.destroy()
   gate.close()
 })

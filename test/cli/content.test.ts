@@ -9,23 +9,20 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, listing, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { at, grove, type GroveOptions, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 let aliceKey: string
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   aliceKey = await server.createUser("alice")
   alice = userOf(server, "alice", aliceKey)
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 
 const api = async (pathname: string, init: RequestInit = {}) => {

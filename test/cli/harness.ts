@@ -8,7 +8,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { CLI_BIN, type GroveServer } from "../support/GroveServer.ts"
+import { CLI_BIN, type GroveServer, startServer } from "../support/GroveServer.ts"
 import { expect } from "@effect/vitest"
 
 export interface GroveRun {
@@ -43,6 +43,21 @@ export const tempDir = (prefix: string): string => {
 
 export const removeTempDirs = () => {
   for (const dir of created.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+}
+
+const suiteServers: Array<GroveServer> = []
+
+/** The suite's server, on a fresh data directory; `stopSuiteServers` (an afterAll) stops it. */
+export const startSuiteServer = async (): Promise<GroveServer> => {
+  const server = await startServer({ dataDir: tempDir("data") })
+  suiteServers.push(server)
+  return server
+}
+
+/** Stops the suite's servers and removes its temporary directories. */
+export const stopSuiteServers = async () => {
+  for (const server of suiteServers.splice(0)) await server.stop()
+  removeTempDirs()
 }
 
 const start = (args: ReadonlyArray<string>, options: GroveOptions): ChildProcessWithoutNullStreams => {

@@ -10,21 +10,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, listing, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { at, grove, type GroveOptions, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   alice = userOf(server, "alice", await server.createUser("alice"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 const SEED = { "README.md": "# Seed\n", "keep.txt": "keep\n", "gone.txt": "gone\n" }
 

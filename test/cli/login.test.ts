@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, json, oneTimeCode, postSignIn, removeTempDirs, spawnGrove, tempDir, writeCheckout } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { grove, json, oneTimeCode, postSignIn, spawnGrove, startSuiteServer, stopSuiteServers, tempDir, writeCheckout } from "./harness.ts"
 
 let server: GroveServer
 let bobKey: string
@@ -16,16 +16,13 @@ let carolKey: string
 const PASSWORD = "alice-password-1"
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   await server.createUser("alice", { password: PASSWORD })
   bobKey = await server.createUser("bob")
   carolKey = await server.createUser("carol")
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 /** A home with a login session of alice, made by a headless login. */
 const signedInHome = async () => {

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
-import { ROOT, type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, type GroveOptions, ok, removeTempDirs, spawnGrove, tempDir, userOf } from "./harness.ts"
+import { ROOT, type GroveServer } from "../support/GroveServer.ts"
+import { at, type GroveOptions, ok, spawnGrove, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 interface Example {
   readonly file: string
@@ -54,14 +54,11 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve))
   offline = `http://127.0.0.1:${(probe.address() as net.AddressInfo).port}`
   await new Promise((resolve) => probe.close(resolve))
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   user = userOf(server, "alice", await server.createUser("alice"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("the READMEs' grove examples", () => {
   it("every documented form parses", async () => {

@@ -8,22 +8,19 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   // GROVE_REMOTE stands for the default server address (http://127.0.0.1:8080) of the README.
   alice = userOf(server, "alice", await server.createUser("alice"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 const sh = (cwd: string, command: string, args: ReadonlyArray<string>) =>
   spawnSync(command, args, { cwd, encoding: "utf8", timeout: 60_000, env: { PATH: "/usr/bin:/bin", HOME: cwd, GIT_TERMINAL_PROMPT: "0" } })

@@ -5,23 +5,20 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as net from "node:net"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { grove, type GroveOptions, json, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
 let bob: GroveOptions
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   alice = userOf(server, "alice", await server.createUser("alice"))
   bob = userOf(server, "bob", await server.createUser("bob"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("grove repo", () => {
   it("create, list, show and delete with --json: one JSON document, the API's response", async () => {

@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let ann: GroveOptions
@@ -21,7 +21,7 @@ const write = (dir: string, file: string, text: string) => fs.writeFileSync(path
 const branchOf = async (options: GroveOptions) => json(await ok(["status", "--json"], options)).branch as string
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   const annKey = await server.createUser("ann")
   ann = userOf(server, "ann", annKey)
   bo = userOf(server, "bo", await server.createUser("bo"))
@@ -30,10 +30,7 @@ beforeAll(async () => {
   annWork = tempDir("ann")
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("reviewing from the CLI", () => {
   it("branch list, branch show, diff BRANCH (coloured on a terminal only), merge BRANCH from another checkout, and who can merge", async () => {

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { grove, type GroveOptions, json, ok, oneTimeCode, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { grove, type GroveOptions, json, ok, oneTimeCode, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let annKey: string
@@ -15,15 +15,12 @@ let bob: GroveOptions
 const PASSWORD = "ann-password-1"
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   annKey = await server.createUser("ann", { password: PASSWORD, admin: true })
   bob = userOf(server, "bob", await server.createUser("bob"))
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 describe("the server is remembered after login", () => {
   it("grove login --remote URL, then grove repo list outside a checkout talks to URL; --remote and GROVE_REMOTE override it", async () => {

@@ -13,24 +13,23 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { zstdDecompressSync } from "node:zlib"
 import { decodeBatch, noise } from "../support/content.ts"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { type Recorded, type RecordingProxy, startRecordingProxy } from "../support/RecordingProxy.ts"
-import { at, type GroveOptions, json, listing, ok, removeTempDirs, tempDir } from "./harness.ts"
+import { at, type GroveOptions, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir } from "./harness.ts"
 
 let server: GroveServer
 let proxy: RecordingProxy
 let tess: GroveOptions
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   proxy = await startRecordingProxy(server.url)
   tess = { home: tempDir("tess"), env: { SERVICE_API_KEY: await server.createUser("tess"), GROVE_REMOTE: proxy.url } }
 }, 300_000)
 
 afterAll(async () => {
   await proxy?.close()
-  await server?.stop()
-  removeTempDirs()
+  await stopSuiteServers()
 })
 
 const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd])

@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { buildCommit, pushBody } from "../support/content.ts"
-import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
+import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let bob: GroveOptions
@@ -26,7 +26,7 @@ const FILES = {
 }
 
 beforeAll(async () => {
-  server = await startServer({ dataDir: tempDir("data") })
+  server = await startSuiteServer()
   for (const user of ["alice", "bob"]) tokens[user] = await server.createUser(user)
   bob = userOf(server, "bob", tokens.bob!)
   expect((await as("alice").post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
@@ -37,10 +37,7 @@ beforeAll(async () => {
   expect((await as("alice").post("/acme/app/branches/setup/merge")).status).toBe(200)
 }, 300_000)
 
-afterAll(async () => {
-  await server?.stop()
-  removeTempDirs()
-})
+afterAll(stopSuiteServers)
 
 const checkoutKeys = async () =>
   ((await as("bob").get("/api-keys")).body.api_keys as Array<{ name: string }>).filter((k) => k.name.startsWith("grove checkout")).length
