@@ -33,7 +33,9 @@ export class Repositories extends Context.Service<Repositories, {
     principal: Access.Principal,
     limits: Access.TokenLimits,
     sort: RepositorySort,
-    page: PageRequest
+    page: PageRequest,
+    /** Only this organization's (its overview page). */
+    orgId?: string
   ) => Effect.Effect<ReadonlyArray<Keyed<RepositoryRecord>>, SqlError>
   /** Storage accounted to the repository (maintained by pushes). */
   readonly usage: (id: string) => Effect.Effect<Option.Option<{ readonly sizeBytes: number; readonly objects: number }>, SqlError>
@@ -71,7 +73,7 @@ export class Repositories extends Context.Service<Repositories, {
             Option.map(Option.fromNullishOr(rows[0]), (r) => ({ sizeBytes: Number(r.sizeBytes), objects: Number(r.objects) }))
           )
         ),
-      listReadable: (principal, limits, sort, page) => {
+      listReadable: (principal, limits, sort, page, orgId) => {
         const repoLimit = limits.kind === "personal" ? limits.repoId : undefined
         const filter = repoLimit !== undefined
           ? sql`r.id = ${repoLimit}`
@@ -87,7 +89,7 @@ export class Repositories extends Context.Service<Repositories, {
         const key = keys(sort)
         return sql<RepositoryRecord>`SELECT ${columns} ${Keyset.selectKeys(sql, key)}
           FROM repositories r JOIN organizations o ON o.id = r.org_id
-          WHERE ${filter} AND ${Keyset.after(sql, key, page.after)}
+          WHERE ${filter} AND ${orgId === undefined ? sql`true` : sql`r.org_id = ${orgId}`} AND ${Keyset.after(sql, key, page.after)}
           ${Keyset.orderBy(sql, key)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) => Keyset.keyed(rows, key)))
       }
     })

@@ -5,13 +5,13 @@
  */
 import { ApiErrors } from "@grove/api"
 import { Effect, Layer } from "effect"
-import { HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpRouter } from "effect/http"
 import { Identity } from "../access/Identity.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-import { callApi, idempotencyField, submittedForm } from "../web/Forms.ts"
+import { apiRefusal, callApi, formWrite, idempotencyField, type Notice, submittedForm } from "../web/Forms.ts"
 import { csrfField, layout } from "../web/Layout.ts"
 import { htmlResponse, pageRoute } from "../web/Page.ts"
-import { formatTime, html, type Node } from "../web/Render.ts"
+import { formatTime, html } from "../web/Render.ts"
 import type { PageSession } from "../web/Session.ts"
 
 const KEYS = "/-/settings/keys"
@@ -21,7 +21,7 @@ const signedIn = (session: PageSession) =>
     ? Effect.fail(new ApiErrors.Unauthorized({ error: "Sign in to manage your API keys.", code: "unauthenticated" }))
     : Effect.succeed(session.user)
 
-const keysPage = (session: PageSession, notice?: { readonly status: number; readonly body: Node }) =>
+const keysPage = (session: PageSession, notice?: Notice) =>
   Effect.gen(function*() {
     const user = yield* signedIn(session)
     const identity = yield* Identity
@@ -49,11 +49,6 @@ ${
     }), { status: notice?.status ?? 200, cache: notice === undefined ? "private" : "no-store" })
   })
 
-const refused = (answer: { readonly status: number; readonly body: Record<string, unknown> }) => ({
-  status: answer.status,
-  body: html`<p class="notice bad" role="alert">${typeof answer.body["error"] === "string" ? answer.body["error"] : `The server answered ${answer.status}.`}</p>`
-})
-
 const list = HttpRouter.add("GET", KEYS, pageRoute((session) => keysPage(session)))
 
 const create = HttpRouter.add("POST", KEYS, pageRoute((session) =>
@@ -64,7 +59,7 @@ const create = HttpRouter.add("POST", KEYS, pageRoute((session) =>
       body: { name: (fields.get("name") ?? "").trim(), scope: fields.get("scope") === "read" ? "read" : "full" },
       idempotencyKey: fields.get("idem")
     })
-    if (answer.status !== 201 && answer.status !== 200) return yield* keysPage(session, refused(answer))
+    if (answer.status !== 201 && answer.status !== 200) return yield* keysPage(session, apiRefusal(answer))
     return yield* keysPage(session, {
       status: 201,
       body: html`<div class="notice ok" role="alert"><p>Your new key <strong>${String(answer.body["name"] ?? "")}</strong>. Copy it now: it is not shown again.</p>
@@ -76,11 +71,8 @@ const create = HttpRouter.add("POST", KEYS, pageRoute((session) =>
 const revoke = HttpRouter.add("POST", `${KEYS}/:id/revoke`, pageRoute((session) =>
   Effect.gen(function*() {
     yield* signedIn(session)
-    yield* submittedForm(session)
     const params = yield* HttpRouter.params
-    const answer = yield* callApi(session, "DELETE", `/api-keys/${encodeURIComponent(params.id ?? "")}`)
-    if (answer.status >= 300) return yield* keysPage(session, refused(answer))
-    return HttpServerResponse.redirect(KEYS, { status: 303 })
+    return yield* formWrite(session, () => ({ method: "DELETE", path: `/api-keys/${encodeURIComponent(params.id ?? "")}` }), KEYS, (notice) => keysPage(session, notice))
   })
 ))
 

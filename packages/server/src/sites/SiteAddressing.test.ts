@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { rangeOf, siteContentType } from "./SiteFiles.ts"
-import { parseSettings, siteUrl } from "./SiteRoutes.ts"
+import { parseSettings } from "./SiteRoutes.ts"
+import { siteUrl } from "./Sites.ts"
 import { siteOfHost } from "./SiteServing.ts"
 
 describe("siteOfHost", () => {

@@ -17,14 +17,8 @@ import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failur
 import { answer, readBody, requestCaller } from "../http/RawRoutes.ts"
 import { type SiteError, siteApiError } from "./SiteErrors.ts"
 import { SiteGateway } from "./SiteGateway.ts"
-import { type Site, Sites } from "./Sites.ts"
+import { type Site, Sites, siteUrl } from "./Sites.ts"
 import type { GatewayFailure } from "../entities/Sending.ts"
-
-/** Where a site is served: on its own host under the sites domain when there is one, else by path. */
-export const siteUrl = (config: { readonly siteUrl: string; readonly sitesDomain?: string | undefined }, slug: string) =>
-  config.sitesDomain === undefined
-    ? `${config.siteUrl}/sites/${slug}/`
-    : `${new URL(config.siteUrl).protocol}//${slug}.${config.sitesDomain}/`
 
 const toRecord = (config: ServerConfig["Service"], site: { readonly organization_slug: string; readonly repo_name: string; readonly source_dir: string; readonly created_at: string; readonly updated_at: string }) => ({
   organization_slug: site.organization_slug,

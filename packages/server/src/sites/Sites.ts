@@ -20,6 +20,12 @@ export interface Site {
   readonly updatedAt: Date
 }
 
+/** Where a site is served: on its own host under the sites domain when there is one, else by path. */
+export const siteUrl = (config: { readonly siteUrl: string; readonly sitesDomain?: string | undefined }, slug: string) =>
+  config.sitesDomain === undefined
+    ? `${config.siteUrl}/sites/${slug}/`
+    : `${new URL(config.siteUrl).protocol}//${slug}.${config.sitesDomain}/`
+
 export class Sites extends Context.Service<Sites, {
   readonly find: (slug: string) => Effect.Effect<Site | undefined, SqlError>
   readonly listVisible: (principal: Access.Principal) => Effect.Effect<ReadonlyArray<Site>, SqlError>

@@ -7,7 +7,7 @@
  */
 import { ApiErrors } from "@grove/api"
 import { Effect } from "effect"
-import { HttpServerRequest } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { sameOrigin } from "./CliAuthPage.ts"
@@ -96,3 +96,40 @@ export const callApi = (
 
 /** A path segment for an API or page address (a branch's `/` becomes %2F, as the Oak client sends it). */
 export const segment = (value: string) => encodeURIComponent(value)
+
+/** What a page shows above itself after a form: the status to answer with and the message. */
+export interface Notice {
+  readonly status: number
+  readonly body: Node
+}
+
+/** The API's refusal of a form's request, as a notice (its `error` text, or the status). */
+export const apiRefusal = (answer: ApiAnswer): Notice => ({
+  status: answer.status,
+  body: html`<p class="notice bad" role="alert">${typeof answer.body["error"] === "string" ? answer.body["error"] : `The server answered ${answer.status}.`}</p>`
+})
+
+export interface ApiRequest {
+  readonly method: "POST" | "PUT" | "PATCH" | "DELETE"
+  readonly path: string
+  readonly body?: unknown
+}
+
+/**
+ * A form's write: the form checked, then `request` of its fields sent to the API (with the form's
+ * Idempotency-Key). A success goes back to `back` (303, so a reload does not post again); a refusal
+ * shows the page again with the API's error and status.
+ */
+export const formWrite = <E, R>(
+  session: PageSession,
+  request: (fields: URLSearchParams) => ApiRequest,
+  back: string,
+  page: (notice: Notice) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+) =>
+  Effect.gen(function*() {
+    const fields = yield* submittedForm(session)
+    const { method, path, body } = request(fields)
+    const answer = yield* callApi(session, method, path, { body, idempotencyKey: fields.get("idem") })
+    if (answer.status >= 300) return yield* page(apiRefusal(answer))
+    return HttpServerResponse.redirect(back, { status: 303 })
+  })
