@@ -18,14 +18,13 @@
  */
 import { ApiErrors, ApiParams, type Caller } from "@grove/api"
 import { Effect, Layer, Option, PubSub, Stream } from "effect"
-import { HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { IpNetwork } from "effect/net"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Authorizer } from "../access/Authorizer.ts"
-import { ServerConfig } from "../Config.ts"
 import { callerOf } from "../http/Authentication.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeParams } from "../http/PathParams.ts"
 import { answer, routeRepository } from "../http/RawRoutes.ts"
+import { addBehindProxies } from "../http/TrustedProxies.ts"
 import { Identity } from "../access/Identity.ts"
 import type { RepositoryEvent } from "./RepositoryEvent.ts"
 import { RepositoryEventStream, type SequencedEvent } from "./RepositoryEventStream.ts"
@@ -153,17 +152,9 @@ const handleEvents = answer(Effect.gen(function*() {
 }))
 
 /**
- * Behind trusted proxies (`--trusted-proxies`) an anonymous client's address is the one they name in
- * `X-Forwarded-For` (as for the sign-in throttle); from any other peer that header is ignored.
+ * Behind trusted proxies an anonymous client's address is the one they name in `X-Forwarded-For`
+ * (as for the sign-in throttle; http/TrustedProxies.ts); from any other peer that header is ignored.
  */
-const events = Layer.unwrap(Effect.gen(function*() {
-  const config = yield* ServerConfig
-  const proxies = (config.trustedProxies ?? []).map((network) => IpNetwork.fromStringUnsafe(network))
-  return HttpRouter.add(
-    "GET",
-    "/api/:owner/:name/events",
-    proxies.length === 0 ? handleEvents : HttpMiddleware.xForwardedHeaders({ trustedProxies: proxies })(handleEvents)
-  )
-}))
+const events = addBehindProxies("GET", "/api/:owner/:name/events", handleEvents)
 
 export const EventRoutes = Layer.mergeAll(events)

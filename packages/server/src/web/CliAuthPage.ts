@@ -14,11 +14,11 @@
  * throttled per user name and client address (`SignInThrottle`).
  */
 import { Effect, Layer, Option } from "effect"
-import { HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { IpNetwork } from "effect/net"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { Identity } from "../access/Identity.ts"
+import { addBehindProxies } from "../http/TrustedProxies.ts"
 import * as Secrets from "../access/Secrets.ts"
 import { escapeHtml, page, pageHeaders } from "./Html.ts"
 import { SignInThrottle } from "./SignInThrottle.ts"
@@ -166,19 +166,7 @@ ${escapeHtml(session.expiresAt!.toISOString())}; it is not shown again.</p>
   return HttpServerResponse.redirect(target.toString(), { status: 303, headers: pageHeaders })
 })
 
-/**
- * Behind trusted proxies (`--trusted-proxies`) the client address the throttle counts is the one
- * they name in `X-Forwarded-For`; from any other peer that header is ignored, so it cannot be forged.
- */
-const submit = Layer.unwrap(Effect.gen(function*() {
-  // Parsed once, when the route is built: the configuration does not change while the server runs.
-  const config = yield* ServerConfig
-  const proxies = (config.trustedProxies ?? []).map((network) => IpNetwork.fromStringUnsafe(network))
-  return HttpRouter.add(
-    "POST",
-    "/cli-auth",
-    proxies.length === 0 ? handleSubmit : HttpMiddleware.xForwardedHeaders({ trustedProxies: proxies })(handleSubmit)
-  )
-}))
+/** Behind trusted proxies the client address the throttle counts is the one they name (http/TrustedProxies.ts). */
+const submit = addBehindProxies("POST", "/cli-auth", handleSubmit)
 
 export const CliAuthPageRoutes = Layer.mergeAll(show, submit)

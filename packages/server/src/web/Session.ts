@@ -1,7 +1,7 @@
 /**
  * The browser session of the web pages: the session token `POST /-/signin` got from
  * `Identity.createSession` (the same kind of token `grove login` receives) in an `HttpOnly`,
- * `SameSite=Lax` cookie, `Secure` when the site is served over https. A page resolves it with
+ * `SameSite=Lax` cookie, `Secure` when the site is served over https (or a trusted proxy says so). A page resolves it with
  * `Identity.authenticate`, exactly as the API resolves a bearer token, so every read of a page is
  * authorized as the API would authorize the same user.
  *
@@ -58,17 +58,25 @@ export const checkCsrf = (submitted: string, secret: string | undefined): boolea
   return timingSafeEqual(unmasked, expected)
 }
 
-const secure = (siteUrl: string) => (siteUrl.startsWith("https:") ? "; Secure" : "")
+/**
+ * Whether the browser reached this page over https: the site URL says so, or a trusted proxy does
+ * (`X-Forwarded-Proto`; the request's `protocol` is set from it only for a peer in `--trusted-proxies`,
+ * see http/TrustedProxies.ts). Then the cookies are `Secure`.
+ */
+export const overHttps = (request: HttpServerRequest.HttpServerRequest, siteUrl: string): boolean =>
+  siteUrl.startsWith("https:") || request.protocol === "https"
 
-export const sessionCookie = (token: string, expiresAt: Date | undefined, siteUrl: string) =>
+const secure = (https: boolean) => (https ? "; Secure" : "")
+
+export const sessionCookie = (token: string, expiresAt: Date | undefined, https: boolean) =>
   `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax${
     expiresAt === undefined ? "" : `; Max-Age=${Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000))}`
-  }${secure(siteUrl)}`
+  }${secure(https)}`
 
-export const clearSessionCookie = (siteUrl: string) => `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0${secure(siteUrl)}`
+export const clearSessionCookie = (https: boolean) => `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0${secure(https)}`
 
-export const signinCsrfCookie = (secret: string, siteUrl: string) =>
-  `${SIGNIN_CSRF_COOKIE}=${secret}; Path=/-/; HttpOnly; SameSite=Strict; Max-Age=3600${secure(siteUrl)}`
+export const signinCsrfCookie = (secret: string, https: boolean) =>
+  `${SIGNIN_CSRF_COOKIE}=${secret}; Path=/-/; HttpOnly; SameSite=Strict; Max-Age=3600${secure(https)}`
 
 export const newCsrfSecret = () => randomBytes(24).toString("base64url")
 

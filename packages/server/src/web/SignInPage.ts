@@ -3,18 +3,21 @@
  * the failure throttle and the session are the ones `grove login`'s page uses (Identity,
  * SignInThrottle); the session token goes into the `HttpOnly` cookie (`Session.ts`), never into a
  * page or a URL. The form carries a double-submit CSRF token and is refused from another origin.
+ * Behind `--trusted-proxies`, the throttle counts the client the proxy names and the cookies are
+ * `Secure` when it forwarded https (http/TrustedProxies.ts); from other peers those headers are ignored.
  */
 import { Names } from "@grove/core"
 import { Effect, Layer, Option } from "effect"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Identity } from "../access/Identity.ts"
 import { ServerConfig } from "../Config.ts"
 import { dbUnavailable } from "../http/Failures.ts"
+import { addBehindProxies } from "../http/TrustedProxies.ts"
 import { submittedForm } from "./Forms.ts"
 import { csrfField, layout } from "./Layout.ts"
 import { htmlResponse, pageRoute } from "./Page.ts"
 import { html } from "./Render.ts"
-import { clearSessionCookie, newCsrfSecret, type PageSession, sessionCookie, signinCsrfCookie } from "./Session.ts"
+import { clearSessionCookie, newCsrfSecret, overHttps, type PageSession, sessionCookie, signinCsrfCookie } from "./Session.ts"
 import { SignInThrottle } from "./SignInThrottle.ts"
 
 /** Only a path on this site: never `//host` or a scheme, so sign-in cannot redirect elsewhere. */
@@ -39,7 +42,7 @@ ${csrfField(session)}<input type="hidden" name="next" value=${next} />
   })
 
 /** The sign-in form; a browser without the CSRF cookie gets one (and its masked copy in the form). */
-const show = HttpRouter.add("GET", "/-/signin", pageRoute((signedOut) =>
+const show = addBehindProxies("GET", "/-/signin", pageRoute((signedOut) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const config = yield* ServerConfig
@@ -48,12 +51,12 @@ const show = HttpRouter.add("GET", "/-/signin", pageRoute((signedOut) =>
     const secret = signedOut.csrfSecret ?? newCsrfSecret()
     return yield* htmlResponse(form({ ...signedOut, csrfSecret: secret }, next), {
       cache: "no-store",
-      headers: { "set-cookie": signinCsrfCookie(secret, config.siteUrl) }
+      headers: { "set-cookie": signinCsrfCookie(secret, overHttps(request, config.siteUrl)) }
     })
   })
 ))
 
-const submit = HttpRouter.add("POST", "/-/signin", pageRoute((session) =>
+const submit = addBehindProxies("POST", "/-/signin", pageRoute((session) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const config = yield* ServerConfig
@@ -81,20 +84,21 @@ const submit = HttpRouter.add("POST", "/-/signin", pageRoute((session) =>
     const issued = yield* dbUnavailable(identity.createSession(user.value.id))
     return HttpServerResponse.redirect(next, {
       status: 303,
-      headers: { "set-cookie": sessionCookie(issued.token, issued.expiresAt, config.siteUrl), "cache-control": "no-store" }
+      headers: { "set-cookie": sessionCookie(issued.token, issued.expiresAt, overHttps(request, config.siteUrl)), "cache-control": "no-store" }
     })
   })
 ))
 
 /** Signing out ends the session (revoked, so a copied cookie stops working too) and forgets the cookie. */
-const signOut = HttpRouter.add("POST", "/-/signout", pageRoute((session) =>
+const signOut = addBehindProxies("POST", "/-/signout", pageRoute((session) =>
   Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
     const config = yield* ServerConfig
     const identity = yield* Identity
     if (session.user === undefined || session.token === undefined) return HttpServerResponse.redirect("/", { status: 303 })
     yield* submittedForm(session)
     yield* dbUnavailable(identity.endSession(session.token))
-    return HttpServerResponse.redirect("/", { status: 303, headers: { "set-cookie": clearSessionCookie(config.siteUrl), "cache-control": "no-store" } })
+    return HttpServerResponse.redirect("/", { status: 303, headers: { "set-cookie": clearSessionCookie(overHttps(request, config.siteUrl)), "cache-control": "no-store" } })
   })
 ))
 
