@@ -33,6 +33,7 @@ import * as Outboxes from "./Outbox.ts"
 import type { OutboxRelay } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
 import type { PartitionHealth } from "./PartitionHealth.ts"
+import * as TraceContext from "./TraceContext.ts"
 import * as Topics from "./Topics.ts"
 
 /** A registered entity type, with handlers typed loosely for dispatch. */
@@ -290,6 +291,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
           return yield* claim.commit(record.offset)
         }
         const message = decoded.success
+        yield* Effect.annotateCurrentSpan({ "grove.entity_type": message.entityType, "grove.command": message.command })
         const registered = yield* options.lookup(message.entityType)
         const unknown = unknownCommand(message, registered)
         // Settled at once (its operation answers) and set aside: it must not hold the partition.
@@ -304,7 +306,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         if (outcome.events > 0) relay.wake()
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
-        yield* answer(record, message.commandId, outcome.reply)
+        yield* answer(record, message.commandId, outcome.reply).pipe(TraceContext.span("EntityRuntime.reply", { kind: "producer" }))
         CommandMetrics.record(
           message.entityType,
           message.command,
@@ -315,9 +317,26 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         yield* claim.commit(record.offset)
       })
 
+    /**
+     * The command's span on this node, a child of the sender's span when the record carries its
+     * traceparent (only while tracing is on): its transaction and reply are spans inside it.
+     */
+    const traced = (record: BusRecord) =>
+      TraceContext.span("EntityRuntime.command", {
+        kind: "consumer",
+        parent: TraceContext.incoming(record.headers),
+        attributes: {
+          "messaging.destination.name": topic,
+          "messaging.destination.partition.id": String(partition),
+          "grove.command_id": record.headers["command-id"] ?? "",
+          "grove.node": bus.nodeId
+        }
+      })
+
     /** A fenced record is handled again under the new epoch (its transaction was rolled back). */
     const handle = (record: BusRecord): Effect.Effect<boolean, never, SqlClient.SqlClient> =>
       handleOnce(record).pipe(
+        traced(record),
         Effect.as(true),
         Effect.catchTag("Fenced", (fenced) =>
           Effect.flatMap(reclaim(fenced), (again) => again ? handle(record) : Effect.succeed(false)))

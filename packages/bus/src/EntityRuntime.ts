@@ -28,6 +28,7 @@ import * as Inbox from "./Inbox.ts"
 import { CommandFailed, CommandIdReused, CommandTimeout, ReplyMessage, type StoredReply } from "./Messages.ts"
 import * as OutboxRelay from "./OutboxRelay.ts"
 import * as PartitionHealth from "./PartitionHealth.ts"
+import * as TraceContext from "./TraceContext.ts"
 import * as Topics from "./Topics.ts"
 
 export interface SendOptions {
@@ -227,6 +228,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         owner: sendOptions?.owner,
         fingerprint: sendOptions?.fingerprint
       }
+      yield* Effect.annotateCurrentSpan({ "grove.command_id": commandId, "messaging.destination.partition.id": String(request.partition) })
       const earlier = yield* Inbox.register(request).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((error) => failed(`could not record the command: ${error.message}`, false))
@@ -241,11 +243,13 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         // Handled before: its answer, without the bus. In flight: sent again below (the inbox handles it once).
         if (before.reply !== undefined) return decodeReply(entity, command, commandId, before.reply)
       }
+      // The sending span's traceparent (none while tracing is off): the owner's command span continues the trace.
+      const trace = yield* TraceContext.outgoing
       const pending = yield* bus.request({
         topic: Topics.commands,
         key,
         value: { type: "grove.command", v: 1, commandId, entityType: entity.name, entityId, command, payload: encoded },
-        headers: { "command-id": commandId }
+        headers: { ...trace, "command-id": commandId }
       }, sendOptions?.timeout ?? defaultTimeout).pipe(
         // A broker that went away a moment ago (before the probe saw it) can hold a publish for long.
         Effect.timeoutOrElse({
@@ -269,8 +273,14 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       )
     })
 
+  // One span from the send to the reply (only while tracing is on): the request's side of the command.
   const send: EntityRuntimeShape["send"] = (entity, entityId, command, payload, sendOptions) =>
-    Effect.flatten(submit(entity, entityId, command, payload, sendOptions))
+    Effect.flatten(submit(entity, entityId, command, payload, sendOptions)).pipe(
+      TraceContext.span("EntityRuntime.send", {
+        kind: "producer",
+        attributes: { "grove.entity_type": entity.name, "grove.entity_id": entityId, "grove.command": command }
+      })
+    )
 
   const operation: EntityRuntimeShape["operation"] = (operationId) =>
     Inbox.read(operationId).pipe(Effect.provideService(SqlClient.SqlClient, sql))

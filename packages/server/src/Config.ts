@@ -93,6 +93,10 @@ export interface ServerConfigShape {
   readonly release?: ReleaseConfig | undefined
   /** Organization sites (sites/) are also served at `<org>.<sitesDomain>` (a host name, no scheme or port). */
   readonly sitesDomain?: string | undefined
+  /** Where traces go (an OTLP/HTTP traces URL, ops/Tracing.ts); unset: tracing is off. */
+  readonly otlpTracesUrl?: string | undefined
+  /** Headers every trace export carries (`OTEL_EXPORTER_OTLP_HEADERS`, `k=v,k2=v2`), e.g. a vendor's key. */
+  readonly otlpHeaders?: Readonly<Record<string, string>> | undefined
 }
 
 export interface ReleaseConfig {
@@ -183,7 +187,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--release-org": "GROVE_RELEASE_ORG",
   "--release-signing-key-file": "GROVE_RELEASE_SIGNING_KEY_FILE",
   "--release-max-bytes": "GROVE_RELEASE_MAX_BYTES",
-  "--sites-domain": "GROVE_SITES_DOMAIN"
+  "--sites-domain": "GROVE_SITES_DOMAIN",
+  "--otlp-endpoint": "GROVE_OTLP_ENDPOINT"
 }
 
 export const FLAGS = Object.keys(FLAG_TO_ENV)
@@ -205,6 +210,40 @@ export const DEFAULT_KAFKA_SESSION_TIMEOUT_MS = 3000
 
 /** Below 1 s a busy node would lose its partitions to a garbage collection; 30 min is a stock broker's maximum. */
 const KAFKA_SESSION_TIMEOUT_RANGE = { min: 1000, max: 1_800_000 } as const
+
+/**
+ * The OTLP/HTTP traces URL: `GROVE_OTLP_ENDPOINT` (a collector's base URL, `/v1/traces` appended unless
+ * given), else OpenTelemetry's own `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL) or
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` (a base); none, or `OTEL_SDK_DISABLED=true`: tracing is off.
+ */
+const otlpTracesUrl = (grove: string | undefined, env: NodeJS.ProcessEnv): string | undefined => {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return undefined
+  const full = grove === undefined ? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT : undefined
+  const base = grove ?? env.OTEL_EXPORTER_OTLP_ENDPOINT
+  const given = (full ?? base)?.trim()
+  if (given === undefined || given === "") return undefined
+  const name = grove !== undefined ? "GROVE_OTLP_ENDPOINT" : full !== undefined ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT"
+  let url: URL
+  try {
+    url = new URL(given)
+  } catch {
+    throw new ConfigError(`${name} must be an http(s) URL, not ${JSON.stringify(given)}`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`${name} must be an http(s) URL, not ${JSON.stringify(given)}`)
+  if (full === undefined && !url.pathname.endsWith("/v1/traces")) url.pathname = `${url.pathname.replace(/\/+$/, "")}/v1/traces`
+  return url.toString()
+}
+
+const otlpHeaders = (value: string | undefined): Record<string, string> | undefined => {
+  if (value === undefined || value.trim() === "") return undefined
+  const headers: Record<string, string> = {}
+  for (const pair of value.split(",")) {
+    const at = pair.indexOf("=")
+    if (at <= 0) throw new ConfigError("OTEL_EXPORTER_OTLP_HEADERS takes key=value pairs separated by commas")
+    headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim())
+  }
+  return headers
+}
 
 /** Reads `--flag value` / `--flag=value` pairs over the environment. Unknown flags are an error. */
 export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): ServerConfigShape => {
@@ -361,6 +400,8 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
       signingKeyPassword: env.GROVE_RELEASE_SIGNING_KEY_PASSWORD,
       maxBytes: positive("GROVE_RELEASE_MAX_BYTES", DEFAULT_RELEASE_MAX_BYTES)
     },
-    sitesDomain: values.GROVE_SITES_DOMAIN?.toLowerCase().replace(/^\.+|\.+$/g, "") || undefined
+    sitesDomain: values.GROVE_SITES_DOMAIN?.toLowerCase().replace(/^\.+|\.+$/g, "") || undefined,
+    otlpTracesUrl: otlpTracesUrl(values.GROVE_OTLP_ENDPOINT, env),
+    otlpHeaders: otlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS)
   }
 }

@@ -4,7 +4,7 @@
  * the entity runtime and the infrastructure of the mode.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Console, Effect, Layer, References } from "effect"
+import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import * as AdminSocket from "./admin/AdminSocket.ts"
@@ -13,6 +13,7 @@ import { DomainLive, HttpAppLive } from "./App.ts"
 import { drainingServer } from "./http/DrainingServer.ts"
 import * as Drain from "./ops/Drain.ts"
 import * as Logging from "./ops/Logging.ts"
+import * as Tracing from "./ops/Tracing.ts"
 import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
 import { CiTriggersLive } from "./ci/CiTriggers.ts"
@@ -20,6 +21,7 @@ import { WebhookDeliveryLive } from "./webhooks/WebhookDelivery.ts"
 import { WebhookFanoutLive } from "./webhooks/WebhookFanout.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { EntitiesLive } from "./Entities.ts"
+import { GcLive } from "./housekeeping/GcRun.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 
 const banner = Effect.gen(function*() {
@@ -71,20 +73,20 @@ export const serverLayer = (config: ServerConfigShape) => {
     ))
   )
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
-  // No trace exporter is configured, so spans would only cost time on every request.
-  const NoTracing = Layer.succeed(References.TracerEnabled, false)
   // Body limits: none here. Each request's route sets its own (http/BodyLimits.ts); a value provided
   // here would be captured by the API's handlers and override the route's.
   // The CI runners and the automatic triggers start after the HTTP server and the entities.
   const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
-  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries).pipe(
-    Layer.provide(NoTracing),
+  // Garbage collection and retention, every --gc-interval-seconds.
+  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries, GcLive).pipe(
     Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
     Layer.provideMerge(Drain.layer(drain)),
     Layer.provideMerge(ConfigLive),
-    Layer.provide(Logging.layer(config.logFormat ?? "json"))
+    Layer.provide(Logging.layer(config.logFormat ?? "json")),
+    // Outermost, for every fiber of the node: off (no spans at all) unless an OTLP endpoint is set.
+    Layer.provide(Tracing.layer(config))
   )
 }

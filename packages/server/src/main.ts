@@ -53,6 +53,8 @@ Options (each also read from the environment variable in brackets):
   --shutdown-delay-ms MS        [GROVE_SHUTDOWN_DELAY_MS] on SIGTERM, serve this long with /readyz at 503 (default 0)
   --migrations auto|wait        [GROVE_MIGRATIONS]    apply migrations at start, or wait for grove-server migrate
   --log-format json|text        [GROVE_LOG_FORMAT]    default json when stdout is not a terminal
+  --otlp-endpoint URL           [GROVE_OTLP_ENDPOINT] send OpenTelemetry traces to this OTLP/HTTP collector (JSON to
+                                URL/v1/traces; OTEL_EXPORTER_OTLP_ENDPOINT is honoured too; default: tracing off)
 `
 
 const fail = (message: string, code: number): never => {

@@ -7,7 +7,7 @@
  * router's own route object; the id is a process tag and a counter; the record is one small object.
  */
 import { MetricHandles } from "@grove/bus"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Tracer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { Metric } from "effect"
 import { randomBytes } from "node:crypto"
@@ -73,6 +73,8 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"]), caller: undefined, route: undefined }
         attach(request, record)
+        // The HTTP server span (only while tracing is on) learns its route template once routing is done.
+        const span = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
         HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => {
           const seconds = (performance.now() - started) / 1000
           const matched = record.route
@@ -81,6 +83,7 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
           const series = routeSeries(matched, method, path)
           series.seconds.updateUnsafe(seconds, MetricHandles.DEFAULT_CONTEXT)
           countRequest(series, method, path, response.status)
+          if (span?._tag === "Span") span.attribute("http.route", path)
           log?.write({
             requestId: record.id,
             method,
