@@ -89,6 +89,8 @@ export interface ServerConfigShape {
   readonly migrations?: "auto" | "wait" | undefined
   /** Log lines as JSON objects or readable text (ops/Logging.ts); JSON when stdout is not a terminal. */
   readonly logFormat?: "json" | "text" | undefined
+  /** Garbage collection and retention (housekeeping/GcRun.ts); DEFAULT_GC when absent. */
+  readonly gc?: GcConfig | undefined
   /** Client releases (releases/): who may publish, the minisign key that signs, the largest binary. */
   readonly release?: ReleaseConfig | undefined
   /** Organization sites (sites/) are also served at `<org>.<sitesDomain>` (a host name, no scheme or port). */
@@ -141,6 +143,22 @@ export const DEFAULT_CI: Omit<CiConfig, "workDir"> = {
   unsafeSharedRunner: false
 }
 
+export interface GcConfig {
+  /** How long an unreferenced object stays before it is marked, and a mark before it is swept. */
+  readonly graceMs: number
+  /** The server's periodic run; 0: off. */
+  readonly intervalMs: number
+  /** Each unset: kept forever. */
+  readonly retention: {
+    readonly ciLogsMs?: number | undefined
+    readonly ciCachesMs?: number | undefined
+    readonly webhookDeliveriesMs?: number | undefined
+  }
+}
+
+/** Grace 1 h, a run every 6 h, everything kept (as before gc existed). */
+export const DEFAULT_GC: GcConfig = { graceMs: 3_600_000, intervalMs: 6 * 3_600_000, retention: {} }
+
 export class ServerConfig extends Context.Service<ServerConfig, ServerConfigShape>()("grove/server/ServerConfig") {}
 
 export class ConfigError extends Error {}
@@ -184,6 +202,11 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--shutdown-delay-ms": "GROVE_SHUTDOWN_DELAY_MS",
   "--migrations": "GROVE_MIGRATIONS",
   "--log-format": "GROVE_LOG_FORMAT",
+  "--gc-grace-seconds": "GROVE_GC_GRACE_SECONDS",
+  "--gc-interval-seconds": "GROVE_GC_INTERVAL_SECONDS",
+  "--retention-ci-logs-days": "GROVE_RETENTION_CI_LOGS_DAYS",
+  "--retention-ci-caches-days": "GROVE_RETENTION_CI_CACHES_DAYS",
+  "--retention-webhook-deliveries-days": "GROVE_RETENTION_WEBHOOK_DELIVERIES_DAYS",
   "--release-org": "GROVE_RELEASE_ORG",
   "--release-signing-key-file": "GROVE_RELEASE_SIGNING_KEY_FILE",
   "--release-max-bytes": "GROVE_RELEASE_MAX_BYTES",
@@ -357,6 +380,18 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   if (migrations !== "auto" && migrations !== "wait") throw new ConfigError(`GROVE_MIGRATIONS must be auto or wait, not ${migrations}`)
   const logFormat = values.GROVE_LOG_FORMAT ?? (process.stdout.isTTY === true ? "text" : "json")
   if (logFormat !== "json" && logFormat !== "text") throw new ConfigError(`GROVE_LOG_FORMAT must be json or text, not ${logFormat}`)
+  const gcInterval = Number(values.GROVE_GC_INTERVAL_SECONDS ?? String(DEFAULT_GC.intervalMs / 1000))
+  if (!Number.isFinite(gcInterval) || gcInterval < 0) throw new ConfigError("GROVE_GC_INTERVAL_SECONDS must be 0 (off) or a positive number of seconds")
+  const days = (name: string) => values[name] === undefined ? undefined : positive(name, 0, false) * 86_400_000
+  const gc: GcConfig = {
+    graceMs: positive("GROVE_GC_GRACE_SECONDS", DEFAULT_GC.graceMs / 1000, false) * 1000,
+    intervalMs: gcInterval * 1000,
+    retention: {
+      ciLogsMs: days("GROVE_RETENTION_CI_LOGS_DAYS"),
+      ciCachesMs: days("GROVE_RETENTION_CI_CACHES_DAYS"),
+      webhookDeliveriesMs: days("GROVE_RETENTION_WEBHOOK_DELIVERIES_DAYS")
+    }
+  }
   const displayHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
   return {
     mode,
@@ -381,6 +416,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     shutdownDelayMs,
     migrations,
     logFormat,
+    gc,
     orgQuotaBytes: quota,
     trustedProxies,
     secretKey,

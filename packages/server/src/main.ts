@@ -15,6 +15,9 @@ Usage:
                                             prints a new personal API key as the last line
   grove-server user passwd <name> [options]  set the password for browser sign-in (read from stdin)
   grove-server migrate [options]            apply the pending database migrations (before an upgrade's rollout)
+  grove-server gc [--dry-run] [--json] [options]
+                                            one garbage collection and retention run, and what it freed
+                                            (embedded: with the server stopped; it also runs on its own)
 
 Options (each also read from the environment variable in brackets):
   --mode embedded|cluster       [GROVE_MODE]          default embedded
@@ -49,6 +52,12 @@ Options (each also read from the environment variable in brackets):
   --webhook-retry-base-ms MS    [GROVE_WEBHOOK_RETRY_BASE_MS] first retry delay, doubling up to an hour (default 10000)
   --webhook-allow NET|HOST,...  [GROVE_WEBHOOK_ALLOW] networks (10.0.0.0/8, 192.168.1.5) and host names (hooks.corp,
                                 *.corp.example) webhooks may reach although not public (default: none)
+  --gc-grace-seconds S          [GROVE_GC_GRACE_SECONDS] unreferenced content is marked, then freed, after this (default 3600)
+  --gc-interval-seconds S       [GROVE_GC_INTERVAL_SECONDS] the server's own gc run (default 21600; 0: off)
+  --retention-ci-logs-days D    [GROVE_RETENTION_CI_LOGS_DAYS] prune CI log pieces of runs finished longer ago
+  --retention-ci-caches-days D  [GROVE_RETENTION_CI_CACHES_DAYS] prune CI caches not written for longer
+  --retention-webhook-deliveries-days D [GROVE_RETENTION_WEBHOOK_DELIVERIES_DAYS] prune finished deliveries
+                                older than this, with their attempts (each retention: default keep forever)
   --metrics-token TOKEN         [GROVE_METRICS_TOKEN] the bearer token GET /metrics requires (default: /metrics off)
   --shutdown-delay-ms MS        [GROVE_SHUTDOWN_DELAY_MS] on SIGTERM, serve this long with /readyz at 503 (default 0)
   --migrations auto|wait        [GROVE_MIGRATIONS]    apply migrations at start, or wait for grove-server migrate
@@ -71,6 +80,11 @@ const main = async () => {
   if (command === "migrate") {
     const { runMigrateCommand } = await import("./admin/MigrateCommand.ts")
     process.exitCode = await runMigrateCommand(rest)
+    return
+  }
+  if (command === "gc") {
+    const { runGcCommand } = await import("./admin/GcCommand.ts")
+    process.exitCode = await runGcCommand(rest)
     return
   }
   if (command === "user") {

@@ -287,7 +287,9 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const unique = [...new Set(hashes)]
         for (let i = 0; i < unique.length; i += 1000) {
           const slice = unique.slice(i, i + 1000).map((hash) => ({ repo_id: scope.repoId, principal: scope.principal, hash }))
-          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ON CONFLICT DO NOTHING`
+          // A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace.
+          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ON CONFLICT (repo_id, principal, hash)
+            DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'`
         }
       })
     })

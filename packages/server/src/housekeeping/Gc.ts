@@ -1,0 +1,242 @@
+/**
+ * Garbage collection of content: blob and chunk rows no published commit and no live push reaches,
+ * with their chunk and pack objects, and the staged push lists failed commands left behind.
+ *
+ * Why mark-and-sweep with a grace window, and not reference counts: a push takes many requests
+ * (chunk uploads, object lists, the command) and dedups against whatever is stored, so a count kept
+ * in the same transactions would have to be written on every upload and every dedup answer, on the
+ * hot path of every push. Marks cost nothing until gc runs. How a run stays safe against pushes:
+ *
+ * - Live is: reached by a repository's published commits (repo_blobs), named by an active push stage,
+ *   a staged push list or an unexpired blob proof, or granted to an uploader (object_uploads) within the
+ *   grace period; a chunk is also live while any blob row maps it, or while younger than the grace.
+ * - Mark: what is not live is marked, and in the same transaction its upload grants are revoked. From
+ *   then on no dedup answer (ContentObjects.present) counts it as present except through a new upload
+ *   (a new grant: live again) or a new publish (reached: live again).
+ * - Sweep: a mark is due once it is `grace` old. Its object is checked again (any grant now counts,
+ *   since the old ones are gone) and deleted only if still not live; blobs before chunks, rows before
+ *   objects, in one transaction that holds the rows' locks while the objects go (a concurrent upload of
+ *   the same bytes sees the row until the commit, so it never dedups against an object being deleted).
+ * - A push that got its dedup answer (or uploaded) before the mark publishes within the grace, i.e.
+ *   before the mark is due: the sweep's check then sees it reached. One that got it after the mark got
+ *   it from a new grant or a publish, which the check also sees. A repository deleted after a mark
+ *   (which may take away what such a push relied on) restarts its organization's marks.
+ * The assumption is that no single push takes longer than the grace period from its dedup answers to
+ * its command; a staged push's batches are covered by its stage (live until it expires).
+ */
+import { ObjectStore } from "@grove/storage"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { namespaceOf } from "../content/ChunkStore.ts"
+
+/** Marks swept per transaction. */
+const SWEEP_BATCH = 5000
+
+export interface ContentReport {
+  /** Staged push lists (too large for a bus message) whose command never took them. */
+  readonly stagedPushes: number
+  readonly marked: { readonly blobs: number; readonly chunks: number }
+  /** Marks dropped because their object is reached or uploaded again. */
+  readonly unmarked: number
+  readonly freed: {
+    readonly blobs: number
+    readonly chunks: number
+    /** Object-store objects deleted: chunks stored alone, and packs whose every chunk went. */
+    readonly objects: number
+    /** The freed chunks' bytes. */
+    readonly bytes: number
+    /** Of those, bytes the organizations' quotas had counted (their used bytes go down by this). */
+    readonly usedBytes: number
+  }
+}
+
+type Sql = SqlClient.SqlClient
+
+/** Objects a repository's published commits reach, or a push in flight names (blob hashes, per organization). */
+const liveBlobs = (sql: Sql) =>
+  sql`SELECT r.org_id, rb.blob_hash AS hash FROM repo_blobs rb JOIN repositories r ON r.id = rb.repo_id
+    UNION SELECT r.org_id, so.hash FROM push_stage_objects so
+      JOIN push_stages s ON s.repo_id = so.repo_id AND s.stage_id = so.stage_id JOIN repositories r ON r.id = so.repo_id
+      WHERE so.kind = 'blob' AND s.state = 'active' AND s.expires_at > now()
+    UNION SELECT r.org_id, jsonb_array_elements_text(sp.body -> 'blobs') FROM staged_pushes sp JOIN repositories r ON r.id = sp.repo_id`
+
+/** Chunks an unexpired blob proof lists (its blob is registered from them when it completes). */
+const proofChunks = (sql: Sql) =>
+  sql`SELECT r.org_id, e ->> 'hash' AS hash FROM blob_proof_pages p JOIN blob_proofs b ON b.token = p.token
+    JOIN repositories r ON r.id = b.repo_id, jsonb_array_elements(p.chunks) e WHERE b.expires_at > now()`
+
+/** Upload grants of the organization's repositories newer than `since` (`-infinity`: any). */
+const granted = (sql: Sql, org: string, hash: string, since: string) =>
+  sql`EXISTS (SELECT 1 FROM object_uploads u JOIN repositories r ON r.id = u.repo_id
+    WHERE r.org_id = ${sql.literal(org)} AND u.hash = ${sql.literal(hash)} AND u.created_at > ${since}::timestamptz)`
+
+interface Due {
+  readonly org_id: string
+  readonly hash: string
+}
+
+const cutoffOf = (graceMs: number) => new Date(Date.now() - graceMs).toISOString()
+
+/** The object keys to delete for removed chunk rows: chunks stored alone, and packs no chunk row uses any more. */
+const orphanedObjects = (sql: Sql, removed: ReadonlyArray<{ org_id: string; hash: string; pack: string | null }>) =>
+  Effect.gen(function*() {
+    const alone = removed.filter((r) => r.pack === null)
+    const packs = [...new Map(removed.filter((r) => r.pack !== null).map((r) => [`${r.org_id}/${r.pack}`, { org_id: r.org_id, hash: r.pack! }])).values()]
+    const candidates = [...alone.map((r) => ({ org_id: r.org_id, hash: r.hash })), ...packs]
+    if (candidates.length === 0) return []
+    // An object stays while any chunk row still reads it (as a pack, or as a chunk stored alone under the same hash).
+    return yield* sql<Due>`SELECT g.org_id::text AS org_id, g.hash FROM unnest(${candidates.map((c) => c.org_id)}::uuid[], ${
+      candidates.map((c) => c.hash)
+    }::text[]) AS g(org_id, hash)
+      WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.org_id = g.org_id AND c.pack = g.hash)
+        AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.org_id = g.org_id AND c.hash = g.hash AND c.pack IS NULL)`.unprepared
+  })
+
+/** One kind's due marks (at most SWEEP_BATCH), locked; skipped when another node's gc holds them. */
+const dueMarks = (sql: Sql, kind: "blob" | "chunk", graceMs: number) =>
+  sql<Due & { marked_at: string }>`SELECT org_id::text AS org_id, hash, marked_at::text AS marked_at FROM gc_marks
+    WHERE kind = ${kind} AND marked_at <= now() - make_interval(secs => ${graceMs / 1000})
+    ORDER BY marked_at LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED`
+
+const dropMarks = (sql: Sql, kind: "blob" | "chunk", marks: ReadonlyArray<Due>) =>
+  marks.length === 0 ? Effect.void : sql`DELETE FROM gc_marks m USING unnest(${marks.map((m) => m.org_id)}::uuid[], ${
+    marks.map((m) => m.hash)
+  }::text[]) AS g(org_id, hash) WHERE m.org_id = g.org_id AND m.kind = ${kind} AND m.hash = g.hash`.unprepared.pipe(Effect.asVoid)
+
+/** Sweeps due blob marks: the blobs still not live lose their rows (and chunk mappings). */
+const sweepBlobs = (sql: Sql, graceMs: number) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const due = yield* dueMarks(sql, "blob", graceMs)
+    if (due.length === 0) return { blobs: 0, unmarked: 0, more: false }
+    const gone = yield* sql<Due>`WITH due AS (SELECT * FROM unnest(${due.map((d) => d.org_id)}::uuid[], ${
+      due.map((d) => d.hash)
+    }::text[]) AS g(org_id, hash)),
+      live AS (${liveBlobs(sql)})
+      DELETE FROM blobs b USING due WHERE b.org_id = due.org_id AND b.hash = due.hash
+        AND NOT EXISTS (SELECT 1 FROM live WHERE live.org_id = due.org_id AND live.hash = due.hash)
+        AND NOT ${granted(sql, "b.org_id", "b.hash", "-infinity")}
+      RETURNING b.org_id::text AS org_id, b.hash`.unprepared
+    yield* dropMarks(sql, "blob", due)
+    return { blobs: gone.length, unmarked: due.length - gone.length, more: due.length === SWEEP_BATCH }
+  }))
+
+/** Sweeps due chunk marks: rows, then objects (inside the transaction), then the quota. */
+const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: number, dryRun: boolean) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const due = yield* dueMarks(sql, "chunk", graceMs)
+    if (due.length === 0) return { chunks: 0, objects: 0, bytes: 0, usedBytes: 0, unmarked: 0, more: false }
+    const removed = yield* sql<Due & { pack: string | null; size: string; referenced: boolean }>`WITH due AS (
+        SELECT * FROM unnest(${due.map((d) => d.org_id)}::uuid[], ${due.map((d) => d.hash)}::text[], ${
+      due.map((d) => d.marked_at)
+    }::timestamptz[]) AS g(org_id, hash, marked_at)),
+      proofs AS (${proofChunks(sql)})
+      DELETE FROM chunks c USING due WHERE c.org_id = due.org_id AND c.hash = due.hash
+        AND c.created_at <= due.marked_at
+        AND NOT EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = c.org_id AND bc.chunk_hash = c.hash)
+        AND NOT EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = c.org_id AND proofs.hash = c.hash)
+        AND NOT ${granted(sql, "c.org_id", "c.hash", "-infinity")}
+      RETURNING c.org_id::text AS org_id, c.hash, c.pack, c.size::text AS size, c.referenced`.unprepared
+    const objects = yield* orphanedObjects(sql, removed)
+    if (!dryRun) {
+      yield* Effect.forEach(objects, (o) => store.delete({ namespace: namespaceOf(o.org_id), hash: o.hash }), { concurrency: 8, discard: true })
+    }
+    const charged = new Map<string, number>()
+    for (const r of removed) if (r.referenced) charged.set(r.org_id, (charged.get(r.org_id) ?? 0) + Number(r.size))
+    for (const [org, bytes] of charged) {
+      yield* sql`UPDATE organizations SET used_bytes = GREATEST(0, used_bytes - ${bytes}) WHERE id = ${org}`
+    }
+    yield* dropMarks(sql, "chunk", due)
+    return {
+      chunks: removed.length,
+      objects: objects.length,
+      bytes: removed.reduce((sum, r) => sum + Number(r.size), 0),
+      usedBytes: [...charged.values()].reduce((a, b) => a + b, 0),
+      unmarked: due.length - removed.length,
+      more: due.length === SWEEP_BATCH
+    }
+  }))
+
+/**
+ * Drops marks whose object is live again, marks what is not live, and revokes the marked objects' old
+ * upload grants: all in one transaction (see the header for why the revocation goes with the mark).
+ */
+const mark = (sql: Sql, graceMs: number) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const cutoff = cutoffOf(graceMs)
+    // A repository deleted after a mark may have taken away what a push relied on: its organization's marks restart.
+    yield* sql`UPDATE gc_marks m SET marked_at = now() WHERE EXISTS (SELECT 1 FROM audit_log a
+      WHERE a.org_id = m.org_id AND a.action = 'repo.delete' AND a.created_at > m.marked_at)`.unprepared
+    const liveAgain = yield* sql<{ n: string }>`WITH live AS (${liveBlobs(sql)}), proofs AS (${proofChunks(sql)}),
+      gone AS (DELETE FROM gc_marks m WHERE
+        (m.kind = 'blob' AND (EXISTS (SELECT 1 FROM live WHERE live.org_id = m.org_id AND live.hash = m.hash)
+          OR ${granted(sql, "m.org_id", "m.hash", "-infinity")}))
+        OR (m.kind = 'chunk' AND (EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = m.org_id AND proofs.hash = m.hash)
+          OR ${granted(sql, "m.org_id", "m.hash", "-infinity")}
+          OR EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = m.org_id AND bc.chunk_hash = m.hash
+            AND NOT EXISTS (SELECT 1 FROM gc_marks b WHERE b.org_id = bc.org_id AND b.kind = 'blob' AND b.hash = bc.blob_hash))))
+        RETURNING 1)
+      SELECT count(*)::text AS n FROM gone`.unprepared
+    const blobs = yield* sql<{ n: string }>`WITH live AS (${liveBlobs(sql)}),
+      marked AS (INSERT INTO gc_marks (org_id, kind, hash)
+        SELECT b.org_id, 'blob', b.hash FROM blobs b
+        WHERE NOT EXISTS (SELECT 1 FROM live WHERE live.org_id = b.org_id AND live.hash = b.hash)
+          AND NOT ${granted(sql, "b.org_id", "b.hash", cutoff)}
+        ON CONFLICT DO NOTHING RETURNING 1)
+      SELECT count(*)::text AS n FROM marked`.unprepared
+    // A chunk is a candidate when only marked blobs map it (or none), it is older than the grace, and no one was granted it since.
+    const chunks = yield* sql<{ n: string }>`WITH proofs AS (${proofChunks(sql)}),
+      marked AS (INSERT INTO gc_marks (org_id, kind, hash)
+        SELECT c.org_id, 'chunk', c.hash FROM chunks c
+        WHERE c.created_at <= ${cutoff}::timestamptz
+          AND NOT EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = c.org_id AND bc.chunk_hash = c.hash
+            AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = bc.org_id AND m.kind = 'blob' AND m.hash = bc.blob_hash))
+          AND NOT EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = c.org_id AND proofs.hash = c.hash)
+          AND NOT ${granted(sql, "c.org_id", "c.hash", cutoff)}
+        ON CONFLICT DO NOTHING RETURNING 1)
+      SELECT count(*)::text AS n FROM marked`.unprepared
+    // Revoked: a dedup answer no longer counts a marked object as present for its old uploaders (they upload it again).
+    yield* sql`DELETE FROM object_uploads u USING repositories r, gc_marks m
+      WHERE r.id = u.repo_id AND m.org_id = r.org_id AND m.hash = u.hash AND u.created_at <= ${cutoff}::timestamptz`.unprepared
+    return { blobs: Number(blobs[0]?.n ?? 0), chunks: Number(chunks[0]?.n ?? 0), unmarked: Number(liveAgain[0]?.n ?? 0) }
+  }))
+
+/** Push object lists whose command never ran (the command takes its list in its own transaction). */
+const dropStagedPushes = (sql: Sql, graceMs: number) =>
+  sql<{ n: string }>`WITH gone AS (DELETE FROM staged_pushes WHERE created_at < ${cutoffOf(graceMs)}::timestamptz RETURNING 1)
+    SELECT count(*)::text AS n FROM gone`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)))
+
+/**
+ * One gc pass over content: stale staged push lists, then the due sweeps (blobs first, so a chunk is
+ * checked against the blob rows that remain), then new marks. With `dryRun` the caller rolls back the
+ * transaction this runs in; objects are then counted, not deleted.
+ */
+export const collectContent = Effect.fn("Gc.collectContent")(function*(options: { readonly graceMs: number; readonly dryRun: boolean }) {
+  const sql = yield* SqlClient.SqlClient
+  const store = yield* ObjectStore.ObjectStore
+  const stagedPushes = yield* dropStagedPushes(sql, options.graceMs)
+  let blobs = 0
+  let unmarked = 0
+  for (let more = true; more;) {
+    const swept = yield* sweepBlobs(sql, options.graceMs)
+    blobs += swept.blobs
+    unmarked += swept.unmarked
+    more = swept.more
+  }
+  const freed = { blobs, chunks: 0, objects: 0, bytes: 0, usedBytes: 0 }
+  for (let more = true; more;) {
+    const swept = yield* sweepChunks(sql, store, options.graceMs, options.dryRun)
+    freed.chunks += swept.chunks
+    freed.objects += swept.objects
+    freed.bytes += swept.bytes
+    freed.usedBytes += swept.usedBytes
+    unmarked += swept.unmarked
+    more = swept.more
+  }
+  const marked = yield* mark(sql, options.graceMs)
+  return {
+    stagedPushes,
+    marked: { blobs: marked.blobs, chunks: marked.chunks },
+    unmarked: unmarked + marked.unmarked,
+    freed
+  } satisfies ContentReport
+})
