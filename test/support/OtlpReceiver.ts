@@ -14,6 +14,9 @@ export interface ReceivedSpan {
   readonly name: string
   /** OTLP's numbers: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
   readonly kind: number
+  /** Epoch nanoseconds, as decimal strings. */
+  readonly startTimeUnixNano: string
+  readonly endTimeUnixNano: string
   readonly attributes: Readonly<Record<string, unknown>>
   /** The exporting process's resource attributes (`service.name`, `service.instance.id`, ...). */
   readonly resource: Readonly<Record<string, unknown>>
@@ -78,6 +81,8 @@ export const startOtlpReceiver = async (): Promise<OtlpReceiver> => {
               parentSpanId: typeof span.parentSpanId === "string" && span.parentSpanId !== "" ? span.parentSpanId : undefined,
               name: String(span.name),
               kind: Number(span.kind),
+              startTimeUnixNano: String(span.startTimeUnixNano),
+              endTimeUnixNano: String(span.endTimeUnixNano),
               attributes: attributesOf(span.attributes as Array<KeyValue> | undefined),
               resource
             })
