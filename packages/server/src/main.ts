@@ -15,6 +15,9 @@ Usage:
                                             prints a new personal API key as the last line
   grove-server user passwd <name> [options]  set the password for browser sign-in (read from stdin)
   grove-server migrate [options]            apply the pending database migrations (before an upgrade's rollout)
+  grove-server fsck [--json] [--concurrency N] [options]
+                                            check that every reference resolves to a stored object and every
+                                            object hashes to its name; exit 1 on any problem
   grove-server gc [--dry-run] [--json] [options]
                                             one garbage collection and retention run, and what it freed
                                             (embedded: with the server stopped; it also runs on its own)
@@ -85,6 +88,11 @@ const main = async () => {
   if (command === "gc") {
     const { runGcCommand } = await import("./admin/GcCommand.ts")
     process.exitCode = await runGcCommand(rest)
+    return
+  }
+  if (command === "fsck") {
+    const { runFsckCommand } = await import("./admin/FsckCommand.ts")
+    process.exitCode = await runFsckCommand(rest)
     return
   }
   if (command === "user") {

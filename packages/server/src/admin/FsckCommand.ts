@@ -1,0 +1,64 @@
+/**
+ * `grove-server fsck [--json] [--concurrency N] [options]`: checks that every reference resolves to
+ * a stored object and every stored object hashes to its name (housekeeping/Fsck.ts), printing each
+ * problem as it is found and a summary. Exit 0: no problems; 1: problems found (or the check could
+ * not finish); 2: bad usage. In embedded mode the server must be stopped (its data directory is
+ * locked); in cluster mode it runs beside the nodes, best with gc paused.
+ */
+import { Cause, Effect, Layer } from "effect"
+import { ConfigError, parseConfig } from "../Config.ts"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import * as Fsck from "../housekeeping/Fsck.ts"
+import { reporter, totalProblems } from "../housekeeping/FsckReport.ts"
+import { connectionLayer, objectStoreLayer } from "../Infrastructure.ts"
+import * as DataDirLock from "./DataDirLock.ts"
+
+const usage = (message: string) => {
+  process.stderr.write(`grove-server fsck: ${message}\n`)
+  return 2
+}
+
+export const runFsckCommand = async (argv: ReadonlyArray<string>): Promise<number> => {
+  const rest: Array<string> = []
+  let json = false
+  let concurrency = 8
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--json") json = true
+    else if (arg === "--concurrency" || arg.startsWith("--concurrency=")) {
+      const value = arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[++i]
+      concurrency = Number(value)
+      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) {
+        return usage(`--concurrency takes a whole number from 1 to 256, not ${JSON.stringify(value ?? "")}`)
+      }
+    } else rest.push(arg)
+  }
+  let config
+  try {
+    config = parseConfig(rest, process.env)
+  } catch (error) {
+    return usage(error instanceof ConfigError ? error.message : String(error))
+  }
+  const lock = config.mode === "embedded" ? Layer.effectDiscard(DataDirLock.acquire(config.dataDir)) : Layer.empty
+  const database = connectionLayer(config).pipe(Layer.provide(lock))
+  const objects = objectStoreLayer(config)
+  const layer = ChunkStore.layer.pipe(Layer.provideMerge(Layer.merge(database, objects)))
+  const out = reporter(json ? "json" : "text", (line) => process.stdout.write(line))
+  return Effect.runPromise(
+    Fsck.run({ concurrency }, out.problem).pipe(
+      Effect.tap(out.summary),
+      Effect.map((summary) => totalProblems(summary) === 0 ? 0 : 1),
+      Effect.provide(layer),
+      Effect.catchCause((cause) =>
+        Effect.sync(() => {
+          const error = Cause.squash(cause) as { _tag?: string; message?: string; pid?: number } | undefined
+          const message = error?._tag === "DataDirBusy"
+            ? `the data directory ${config.dataDir} is in use by a running grove-server (pid ${error.pid}): stop it first`
+            : error?.message ?? String(cause)
+          process.stderr.write(`grove-server fsck: the check could not finish: ${message}\n`)
+          return 1
+        })
+      )
+    )
+  )
+}
