@@ -20,7 +20,7 @@ import { callApi, submittedForm } from "../web/Forms.ts"
 import { layout } from "../web/Layout.ts"
 import { htmlResponse, notUnderApi, pageRoute, wantsJson } from "../web/Page.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
-import { branchHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
+import { branchHref, ciRunsHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
 import { actionForm, branchTable, ciBadge, commitList, mergeBadge, type MergeState, refusalNotice, stateBadge, visibleFileDiffs } from "./BranchViews.ts"
 
@@ -83,7 +83,7 @@ const branchPage = (session: PageSession, repo: RepositoryRecord & RepositoryRef
       body: html`${repoHeader(repo, "branches")}
 ${notice?.body ?? null}
 <h2>${branch.name}</h2>
-<div class="meta">${stateBadge(branch.status)} ${ciBadge(planned.ci.state)} ${mergeBadge(planned.merge)}
+<div class="meta">${stateBadge(branch.status)} ${ciBadge(planned.ci.state, ciRunsHref(repo, branch.name))} ${mergeBadge(planned.merge)}
 <span>by ${branch.createdBy}</span><span>head <span class="mono">${shortHash(branch.head)}</span></span><span>updated ${formatTime(branch.updatedAt)}</span></div>
 ${branch.description === null ? html`<p class="muted">No description. It becomes the squash commit's message: set it with <code>grove desc</code>.</p>` : html`<div class="box"><pre class="description markdown">${branch.description}</pre></div>`}
 ${readers.length === 0 ? null : html`<p class="muted">Also read by ${readers.map((r) => r.name).join(", ")}.</p>`}

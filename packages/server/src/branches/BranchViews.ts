@@ -5,7 +5,7 @@ import type { BranchRecord } from "../content/BranchRecord.ts"
 import type { CommitRow } from "../content/ContentObjects.ts"
 import { csrfField } from "../web/Layout.ts"
 import { formatTime, html, type Node, shortHash } from "../web/Render.ts"
-import { branchHref, repoHref, type RepoShape } from "../web/RepoFrame.ts"
+import { branchHref, ciRunsHref, repoHref, type RepoShape } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
 import { idempotencyField } from "../web/Forms.ts"
 import { blobsByHash } from "../files/FileReads.ts"
@@ -23,9 +23,12 @@ export interface MergeState {
 export const stateBadge = (status: BranchRecord["status"]): Node =>
   html`<span class=${`badge ${status === "open" ? "ok" : status === "merged" ? "" : "warn"}`}>${status}</span>`
 
-export const ciBadge = (ci: string): Node =>
-  ci === "none" ? html`<span class="badge">no CI</span>`
-  : html`<span class=${`badge ${ci === "passed" ? "ok" : ci === "running" ? "warn" : "bad"}`}>CI ${ci}</span>`
+/** The branch's CI state; with `href` (the branch's CI runs) a link to them. */
+export const ciBadge = (ci: string, href?: string): Node => {
+  const badge = ci === "none" ? html`<span class="badge">no CI</span>`
+    : html`<span class=${`badge ${ci === "passed" ? "ok" : ci === "running" ? "warn" : "bad"}`}>CI ${ci}</span>`
+  return href === undefined ? badge : html`<a class="badge-link" href=${href}>${badge}</a>`
+}
 
 export const mergeBadge = (merge: string): Node =>
   merge === "clean" ? html`<span class="badge ok">merges cleanly</span>`
@@ -42,7 +45,7 @@ export const branchTable = (repo: RepoShape, rows: ReadonlyArray<{ readonly bran
         branch.description === null ? null : html`<div class="muted">${branch.description.split("\n")[0]}</div>`
       }</td><td class="hide-narrow">${branch.createdBy}</td><td class="hide-narrow mono">${shortHash(branch.head)}</td>
 <td class="muted">${formatTime(branch.updatedAt)}</td>
-<td>${stateBadge(branch.status)} ${state === undefined ? null : html`${ciBadge(state.ci)} ${mergeBadge(state.merge)}`}</td></tr>`
+<td>${stateBadge(branch.status)} ${state === undefined ? null : html`${ciBadge(state.ci, ciRunsHref(repo, branch.name))} ${mergeBadge(state.merge)}`}</td></tr>`
     )
   }</tbody></table></div>`
 

@@ -36,6 +36,8 @@ export class CiLogStore extends Context.Service<CiLogStore, {
   readonly after: (orgId: string, runId: number, afterId: number, limit?: number) => Effect.Effect<ReadonlyArray<LogPiece>, unknown>
   /** Every step's whole log so far. */
   readonly byStep: (orgId: string, runId: number) => Effect.Effect<Map<number, string>, unknown>
+  /** The same, with the id of the last piece read (a follower continues after it). */
+  readonly snapshot: (orgId: string, runId: number) => Effect.Effect<{ readonly byStep: Map<number, string>; readonly lastId: number }, unknown>
   /** Completes at the next append or `notify` of the run after this call (take it before reading). */
   readonly ticket: (runId: number) => Effect.Effect<void>
   /** The run's state changed (a runner's report): wakes its followers on every node. */
@@ -96,6 +98,16 @@ export class CiLogStore extends Context.Service<CiLogStore, {
       return yield* Effect.forEach(rows, (row) =>
         Effect.map(read(orgId, row.object_hash), (text): LogPiece => ({ id: Number(row.id), stepId: row.step_id, text })), { concurrency: 8 })
     })
+    const snapshot = Effect.fnUntraced(function*(orgId: string, runId: number) {
+      const byStep = new Map<number, string>()
+      let lastId = 0
+      for (;;) {
+        const pieces = yield* after(orgId, runId, lastId)
+        for (const piece of pieces) byStep.set(piece.stepId, (byStep.get(piece.stepId) ?? "") + piece.text)
+        if (pieces.length > 0) lastId = pieces[pieces.length - 1]!.id
+        if (pieces.length < 1000) return { byStep, lastId }
+      }
+    })
     return CiLogStore.of({
       append: Effect.fnUntraced(function*(orgId, runId, stepId, seq, text) {
         const bytes = Buffer.from(text, "utf8")
@@ -109,16 +121,8 @@ export class CiLogStore extends Context.Service<CiLogStore, {
       after,
       ticket,
       notify,
-      byStep: Effect.fnUntraced(function*(orgId, runId) {
-        const out = new Map<number, string>()
-        let last = 0
-        for (;;) {
-          const pieces = yield* after(orgId, runId, last)
-          for (const piece of pieces) out.set(piece.stepId, (out.get(piece.stepId) ?? "") + piece.text)
-          if (pieces.length < 1000) return out
-          last = pieces[pieces.length - 1]!.id
-        }
-      })
+      byStep: (orgId, runId) => Effect.map(snapshot(orgId, runId), (s) => s.byStep),
+      snapshot
     })
   }))
 }

@@ -16,6 +16,11 @@ export interface RunnableRun extends CiRunRecord {
 export class CiRuns extends Context.Service<CiRuns, {
   /** The repository's runs, newest first. */
   readonly list: (repoId: string, limit: number) => Effect.Effect<ReadonlyArray<CiRunRecord>, SqlError>
+  /** A page of the runs, newest first: ids below `before` (from the newest when undefined), of one branch when given. */
+  readonly page: (
+    repoId: string,
+    options: { readonly branch?: string | undefined; readonly before?: number | undefined; readonly limit: number }
+  ) => Effect.Effect<ReadonlyArray<CiRunRecord>, SqlError>
   readonly get: (repoId: string, runId: number) => Effect.Effect<CiRunRecord | undefined, SqlError>
   /** A run with what its runner needs: the workflow and the repository's names. */
   readonly runnable: (runId: number) => Effect.Effect<RunnableRun | undefined, SqlError>
@@ -36,12 +41,14 @@ export class CiRuns extends Context.Service<CiRuns, {
     const sql = yield* SqlClient.SqlClient
     const box = yield* SecretBox
     const repoKey = sql`o.slug || '/' || lower(r.name)`
+    // `ci_runs.id`, not `id`: ORDER BY would take the text alias of the select list and sort 9 above 10.
+    const page = (repoId: string, { branch, before, limit }: { readonly branch?: string | undefined; readonly before?: number | undefined; readonly limit: number }) =>
+      sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId}
+        ${branch === undefined ? sql`` : sql`AND branch = ${branch}`} ${before === undefined ? sql`` : sql`AND ci_runs.id < ${before}`}
+        ORDER BY ci_runs.id DESC LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map(fromRow)))
     return CiRuns.of({
-      // `ci_runs.id`, not `id`: ORDER BY would take the text alias of the select list and sort 9 above 10.
-      list: (repoId, limit) =>
-        sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} ORDER BY ci_runs.id DESC LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map(fromRow))
-        ),
+      list: (repoId, limit) => page(repoId, { limit }),
+      page,
       get: (repoId, runId) =>
         sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId} AND id = ${runId}`.pipe(
           Effect.map((rows) => rows[0] === undefined ? undefined : fromRow(rows[0]))

@@ -10,7 +10,7 @@ export interface RepoShape {
   readonly isPublic: boolean
 }
 
-export type RepoTab = "code" | "branches" | "commits"
+export type RepoTab = "code" | "branches" | "commits" | "ci"
 
 /** `/{owner}/{name}` with each part percent-encoded; `rest` is appended as given. */
 export const repoHref = (repo: Pick<RepoShape, "owner" | "name">, rest = "") =>
@@ -22,13 +22,17 @@ export const pathHref = (path: string) => path.split("/").map(encodeURIComponent
 export const branchHref = (repo: Pick<RepoShape, "owner" | "name">, branch: string) =>
   repoHref(repo, `/branches/${encodeURIComponent(branch)}`)
 
+/** The CI runs page, of one branch when given (`?branch=`). */
+export const ciRunsHref = (repo: Pick<RepoShape, "owner" | "name">, branch?: string) =>
+  repoHref(repo, branch === undefined ? "/ci" : `/ci?branch=${encodeURIComponent(branch)}`)
+
 export const repoCrumbs = (repo: Pick<RepoShape, "owner" | "name">, more: ReadonlyArray<Crumb> = []): ReadonlyArray<Crumb> => [
   { label: repo.owner },
   { label: repo.name, href: repoHref(repo) },
   ...more
 ]
 
-const TABS: ReadonlyArray<readonly [RepoTab, string, string]> = [["code", "Code", ""], ["branches", "Branches", "/branches"], ["commits", "Commits", "/commits"]]
+const TABS: ReadonlyArray<readonly [RepoTab, string, string]> = [["code", "Code", ""], ["branches", "Branches", "/branches"], ["commits", "Commits", "/commits"], ["ci", "CI", "/ci"]]
 
 export const repoHeader = (repo: RepoShape, current: RepoTab, extra?: Node): Node =>
   html`<h1>${repo.owner}/${repo.name}</h1>
