@@ -63,6 +63,7 @@ import { AssetRoutes } from "./web/Assets.ts"
 import { SignInPages } from "./web/SignInPage.ts"
 import { BranchPages } from "./branches/BranchPages.ts"
 import { CommitPages } from "./branches/CommitPages.ts"
+import { CiPages } from "./ci/CiPages.ts"
 import { FilePages } from "./files/FilePages.ts"
 import { KeyPages } from "./identity/KeyPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
@@ -155,6 +156,7 @@ export const Routes = Layer.mergeAll(
   FilePages,
   BranchPages,
   CommitPages,
+  CiPages,
   KeyPages,
   JsonErrorsLive,
   BodyLimitsLive,
