@@ -66,6 +66,9 @@ import { CommitPages } from "./branches/CommitPages.ts"
 import { CiPages } from "./ci/CiPages.ts"
 import { FilePages } from "./files/FilePages.ts"
 import { KeyPages } from "./identity/KeyPages.ts"
+import { OrgPages } from "./orgs/OrgPages.ts"
+import { OrgPeoplePages } from "./orgs/OrgPeoplePages.ts"
+import { ServiceAccountPages } from "./service-accounts/ServiceAccountPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
 import { OpsRoutes } from "./ops/OpsRoutes.ts"
 import { RequestLogLive, RouteNoteLive } from "./ops/RequestLog.ts"
@@ -158,6 +161,9 @@ export const Routes = Layer.mergeAll(
   CommitPages,
   CiPages,
   KeyPages,
+  OrgPages,
+  OrgPeoplePages,
+  ServiceAccountPages,
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,

@@ -11,6 +11,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
 import { ServerConfig } from "../Config.ts"
 import { sameOrigin } from "./CliAuthPage.ts"
+import { csrfField } from "./Layout.ts"
 import { html, type Node } from "./Render.ts"
 import { checkCsrf, type PageSession } from "./Session.ts"
 
@@ -123,7 +124,7 @@ export interface ApiRequest {
 export const formWrite = <E, R>(
   session: PageSession,
   request: (fields: URLSearchParams) => ApiRequest,
-  back: string,
+  back: string | ((fields: URLSearchParams, answer: ApiAnswer) => string),
   page: (notice: Notice) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ) =>
   Effect.gen(function*() {
@@ -131,5 +132,16 @@ export const formWrite = <E, R>(
     const { method, path, body } = request(fields)
     const answer = yield* callApi(session, method, path, { body, idempotencyKey: fields.get("idem") })
     if (answer.status >= 300) return yield* page(apiRefusal(answer))
-    return HttpServerResponse.redirect(back, { status: 303 })
+    return HttpServerResponse.redirect(typeof back === "string" ? back : back(fields, answer), { status: 303 })
   })
+
+/** A one-button form posting to `action` (with the CSRF token, an idempotency key and any hidden fields). */
+export const postButton = (
+  session: PageSession,
+  action: string,
+  label: string,
+  options: { readonly danger?: boolean; readonly primary?: boolean; readonly ariaLabel?: string; readonly fields?: Record<string, string> } = {}
+): Node =>
+  html`<form method="post" action=${action} class="inline">${csrfField(session)}${idempotencyField()}${
+    Object.entries(options.fields ?? {}).map(([name, value]) => html`<input type="hidden" name=${name} value=${value} />`)
+  }<button type="submit" class=${options.danger === true ? "danger" : options.primary === true ? "primary" : undefined} aria-label=${options.ariaLabel}>${label}</button></form>`

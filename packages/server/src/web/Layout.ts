@@ -38,6 +38,7 @@ const account = (session: PageSession): Node =>
   session.user === undefined
     ? html`<a href="/-/signin">Sign in</a>`
     : html`<span>${session.user.username}</span>
+      <a href="/-/orgs">Organizations</a>
       <a href="/-/settings/keys">API keys</a>
       <form method="post" action="/-/signout">${csrfField(session)}<button type="submit">Sign out</button></form>`
 

@@ -6,10 +6,13 @@
  */
 import { Access } from "@grove/core"
 import { Effect } from "effect"
+import { HttpRouter } from "effect/http"
 import { Authorizer } from "../access/Authorizer.ts"
 import type { Organization } from "../access/Organizations.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-import type { Crumb } from "./Layout.ts"
+import type { Notice } from "./Forms.ts"
+import { type Crumb, layout } from "./Layout.ts"
+import { htmlResponse } from "./Page.ts"
 import { html, type Node } from "./Render.ts"
 import type { PageSession } from "./Session.ts"
 
@@ -19,6 +22,12 @@ export type OrgTab = "overview" | "members" | "groups" | "service-accounts" | "w
 
 /** `/-/orgs/{slug}` with the slug percent-encoded; `rest` ("/members", ...) is appended as given. */
 export const orgHref = (slug: string, rest = "") => `/-/orgs/${encodeURIComponent(slug)}${rest}`
+
+/** `/api/orgs/{slug}{rest}` as `callApi` (web/Forms.ts) takes it. */
+export const orgApi = (slug: string, rest = "") => `/orgs/${encodeURIComponent(slug)}${rest}`
+
+/** The `:slug` of an organization page's route. */
+export const slugParam = Effect.map(HttpRouter.params, (params) => params.slug ?? "")
 
 /** The viewer's organizations (signed in). */
 export const ORGS_HREF = "/-/orgs"
@@ -78,3 +87,24 @@ ${org.description === null ? null : html`<p>${org.description}</p>`}
     )
   }</nav>`
 }
+
+/**
+ * An organization page: the frame, then a form's notice (a refusal or a secret shown once), then the
+ * body. `no-store` when the page shows a secret.
+ */
+export const orgPage = (input: {
+  readonly session: PageSession
+  readonly org: OrgShape
+  readonly tab: OrgTab
+  readonly title: string
+  readonly body: Node
+  readonly crumbs?: ReadonlyArray<Crumb> | undefined
+  readonly notice?: Notice | undefined
+  readonly cache?: "private" | "no-store" | undefined
+}) =>
+  htmlResponse(layout({
+    title: `${input.title} · ${input.org.name}`,
+    session: input.session,
+    crumbs: orgCrumbs(input.org, input.crumbs ?? (input.tab === "overview" ? [] : [{ label: input.title }])),
+    body: html`${orgHeader(input.session, input.org, input.tab)}${input.notice?.body ?? null}${input.body}`
+  }), { status: input.notice?.status ?? 200, cache: input.cache ?? "private" })
