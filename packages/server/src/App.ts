@@ -69,6 +69,9 @@ import { KeyPages } from "./identity/KeyPages.ts"
 import { OrgPages } from "./orgs/OrgPages.ts"
 import { OrgPeoplePages } from "./orgs/OrgPeoplePages.ts"
 import { ServiceAccountPages } from "./service-accounts/ServiceAccountPages.ts"
+import { WebhookPages } from "./webhooks/WebhookPages.ts"
+import { CiSecretPages } from "./ci/CiSecretPages.ts"
+import { AuditPages } from "./audit/AuditPages.ts"
 import { SecurityHeadersLive } from "./web/SecurityHeaders.ts"
 import { OpsRoutes } from "./ops/OpsRoutes.ts"
 import { RequestLogLive, RouteNoteLive } from "./ops/RequestLog.ts"
@@ -164,6 +167,9 @@ export const Routes = Layer.mergeAll(
   OrgPages,
   OrgPeoplePages,
   ServiceAccountPages,
+  WebhookPages,
+  CiSecretPages,
+  AuditPages,
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,
