@@ -28,7 +28,7 @@ const sinceOf = (value: string): string | undefined => {
   return isSince(local) ? sinceInstant(local) : undefined
 }
 
-interface Query {
+export interface AuditQuery {
   readonly actor: string
   readonly action: string
   readonly since: string
@@ -36,7 +36,7 @@ interface Query {
 }
 
 /** The query's filters for the read service, or what is wrong with one of them. */
-const parse = (query: Query): { readonly filter: AuditFilter; readonly after?: ReadonlyArray<string> } | { readonly problem: string } => {
+export const parseAuditQuery = (query: AuditQuery): { readonly filter: AuditFilter; readonly after?: ReadonlyArray<string> } | { readonly problem: string } => {
   if (!fitsFilter(query.actor) || !fitsFilter(query.action)) return { problem: "Actor and action must be at most 200 characters, without control characters." }
   const since = query.since === "" ? undefined : sinceOf(query.since)
   if (query.since !== "" && since === undefined) return { problem: "Since must be a date and time, e.g. 2026-11-24T16:00 (UTC) or 2026-11-24T16:00:00+01:00." }
@@ -57,13 +57,13 @@ const auditPage = (session: PageSession, slug: string) =>
     const org = yield* pageOrganization(session, slug, "admin")
     const request = yield* HttpServerRequest.HttpServerRequest
     const params = new URL(request.url, "http://x").searchParams
-    const query: Query = {
+    const query: AuditQuery = {
       actor: (params.get("actor") ?? "").trim(),
       action: (params.get("action") ?? "").trim(),
       since: (params.get("since") ?? "").trim(),
       cursor: params.get("cursor") ?? ""
     }
-    const parsed = parse(query)
+    const parsed = parseAuditQuery(query)
     const notice: Notice | undefined = "problem" in parsed
       ? { status: 400, body: html`<p class="notice bad" role="alert">${parsed.problem}</p>` }
       : undefined
