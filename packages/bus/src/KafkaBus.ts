@@ -52,6 +52,8 @@ export interface KafkaBusOptions {
   readonly rebalanceTimeout?: Duration.Input | undefined
   /** Background offset commits. Default 200 ms. */
   readonly commitInterval?: Duration.Input | undefined
+  /** On a graceful stop, how long the partition workers may take to finish the record in hand. Default 5 seconds. */
+  readonly drainTimeout?: Duration.Input | undefined
 }
 
 const kafkaError = KafkaPartitions.kafkaError
@@ -138,7 +140,8 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       options.heartbeatInterval ?? Duration.min(Duration.divideUnsafe(sessionTimeout, 3), Duration.seconds(3))
     ),
     rebalanceTimeout: Duration.fromInputUnsafe(options.rebalanceTimeout ?? Duration.seconds(30)),
-    commitInterval: Duration.fromInputUnsafe(options.commitInterval ?? Duration.millis(200))
+    commitInterval: Duration.fromInputUnsafe(options.commitInterval ?? Duration.millis(200)),
+    drainTimeout: options.drainTimeout === undefined ? undefined : Duration.fromInputUnsafe(options.drainTimeout)
   }
 
   yield* ensureTopics(

@@ -28,7 +28,7 @@
 import { Consumer, type Message, MessagesStream, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
 import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers } from "@platformatic/kafka"
 import { Clock, Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
-import type { Scope } from "effect"
+import type { Cause, Scope } from "effect"
 import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
 import type * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
@@ -44,6 +44,8 @@ export interface GroupOptions {
   readonly heartbeatInterval: Duration.Duration
   readonly rebalanceTimeout: Duration.Duration
   readonly commitInterval: Duration.Duration
+  /** On a graceful stop, how long the workers may take to finish the record in hand. Default 5 seconds. */
+  readonly drainTimeout?: Duration.Duration | undefined
 }
 
 type StringMessage = Message<string, string, string, string>
@@ -90,9 +92,18 @@ const rewind = (stream: MessagesStream<string, string, string, string>) => {
   if (typeof method === "function") method.call(stream)
 }
 
+/**
+ * A feed's records until the stop: once `stopped()` answers true no further record is handed out (the
+ * reader finishes the one in hand; the rest are the next owner's, from the committed offset), and a
+ * reader waiting on an empty queue ends when the queue is ended. One record at a time, so the check is
+ * made before each record, not once per batch taken from the queue.
+ */
+export const feedRecords = <A>(queue: Queue.Dequeue<A, Cause.Done>, stopped: () => boolean): Stream.Stream<A> =>
+  Stream.fromQueue(queue).pipe(Stream.rechunk(1), Stream.takeWhile(() => !stopped()))
+
 /** Records routed to one worker, from the offset it expects next. */
 interface Feed {
-  readonly queue: Queue.Queue<StringMessage>
+  readonly queue: Queue.Queue<StringMessage, Cause.Done>
   next: bigint
   /** When the committed offset was last read because a record came past `next`. */
   checkedAt: number
@@ -106,6 +117,9 @@ const FEED_CAPACITY = 1024
 
 /** How long a change of assignment waits for the revoked partitions' offset commits. */
 const LOST_COMMIT_WAIT = Duration.seconds(1)
+
+/** How long a graceful stop lets the workers finish the record in hand, unless the caller says otherwise. */
+const DRAIN_TIMEOUT = Duration.seconds(5)
 
 export const consume = <R>(
   options: GroupOptions,
@@ -169,6 +183,8 @@ export const consume = <R>(
       })
 
     const feeds = new Map<number, Feed>()
+    /** A graceful stop began: the workers take no more records. */
+    let stopping = false
 
     const workers = yield* PartitionWorkers.make((partition, generation) =>
       Effect.gen(function*() {
@@ -178,14 +194,14 @@ export const consume = <R>(
           Effect.retry(Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")])),
           Effect.orDie
         )
-        const queue = yield* Queue.bounded<StringMessage>(FEED_CAPACITY)
+        const queue = yield* Queue.bounded<StringMessage, Cause.Done>(FEED_CAPACITY)
         const feed: Feed = { queue, next, checkedAt: 0 }
         feeds.set(partition, feed)
         const claim: PartitionClaim = {
           topic,
           partition,
           generation,
-          records: Stream.fromQueue(queue).pipe(Stream.map((message) => toRecord(topic, message))),
+          records: feedRecords(queue, () => stopping).pipe(Stream.map((message) => toRecord(topic, message))),
           commit: (offset) =>
             Effect.sync(() => {
               const leaderEpoch = lastEpoch.get(partition) ?? -1
@@ -256,7 +272,7 @@ export const consume = <R>(
       Effect.gen(function*() {
         yield* reconcile
         const feed = feeds.get(message.partition)
-        if (feed === undefined) return
+        if (feed === undefined || stopping) return
         if (message.offset > feed.next) yield* catchUp(stream, feed, message.partition, message.offset)
         if (message.offset !== feed.next) return
         feed.next = message.offset + 1n
@@ -323,8 +339,17 @@ export const consume = <R>(
         })
     })
 
-    // Graceful stop: workers first, then their last commits, then the consumer leaves the group.
+    // Graceful stop: the workers take no more records and finish the one in hand (up to the deadline; a
+    // command cut short is rolled back and redone by the next owner), then their last commits, then the
+    // consumer leaves the group (LeaveGroup), so the others take its partitions at once, not after a session timeout.
     yield* Effect.addFinalizer(() =>
-      workers.revoke(workers.running()).pipe(Effect.andThen(committer.flush()), Effect.andThen(member.stop))
+      Effect.suspend(() => {
+        stopping = true
+        return Effect.forEach(feeds.values(), (feed) => Queue.end(feed.queue), { discard: true })
+      }).pipe(
+        Effect.andThen(Effect.suspend(() => workers.finish(workers.running(), options.drainTimeout ?? DRAIN_TIMEOUT))),
+        Effect.andThen(committer.flush()),
+        Effect.andThen(member.stop)
+      )
     )
   })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as PartitionWorkers from "./PartitionWorkers.ts"
 
@@ -61,5 +61,30 @@ describe("PartitionWorkers", () => {
       yield* TestClock.adjust("10 seconds")
       yield* Effect.yieldNow
       assert.deepStrictEqual(starts, [1])
+    }).pipe(Effect.scoped))
+
+  it.effect("finish: waits for the workers to end by themselves up to the deadline, then interrupts the rest", () =>
+    Effect.gen(function*() {
+      const ended: Array<string> = []
+      const release = yield* Deferred.make<void>()
+      const workers = yield* PartitionWorkers.make((partition) =>
+        Effect.succeed(
+          // Partition 1 ends once released (its record in hand done); partition 2 never ends by itself.
+          (partition === 1 ? Deferred.await(release) : Effect.never).pipe(
+            Effect.onExit((exit) => Effect.sync(() => ended.push(`${partition}:${exit._tag}${exit._tag === "Failure" ? "(interrupted)" : ""}`)))
+          )
+        ))
+      yield* workers.sync([1, 2], 1)
+      yield* Effect.yieldNow
+      const finishing = yield* Effect.forkChild(workers.finish([1, 2], "5 seconds"))
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(ended, [], "nothing is cut before the deadline")
+      yield* Deferred.succeed(release, undefined)
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(ended, ["1:Success"])
+      yield* TestClock.adjust("4 seconds")
+      yield* Fiber.join(finishing)
+      assert.deepStrictEqual(ended, ["1:Success", "2:Failure(interrupted)"])
+      assert.deepStrictEqual(workers.running(), [])
     }).pipe(Effect.scoped))
 })

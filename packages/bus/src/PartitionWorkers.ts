@@ -27,6 +27,11 @@ export interface PartitionWorkers {
   readonly sync: (owned: ReadonlyArray<number>, generation: number) => Effect.Effect<void>
   /** Interrupts (and awaits) the workers of `partitions`. */
   readonly revoke: (partitions: Iterable<number>) => Effect.Effect<void>
+  /**
+   * A graceful stop: waits up to `deadline` for the workers of `partitions` to end by themselves (the
+   * caller has closed their intake, so each finishes the record in hand), then interrupts the rest.
+   */
+  readonly finish: (partitions: Iterable<number>, deadline: Duration.Input) => Effect.Effect<void>
   /** Partitions with a running worker. */
   readonly running: () => ReadonlyArray<number>
 }
@@ -67,6 +72,16 @@ export const make = (
           endedAt.delete(partition)
         }
         return Fiber.interruptAll(fibers)
+      })
+
+    const finish = (partitions: Iterable<number>, deadline: Duration.Input) =>
+      Effect.suspend(() => {
+        const chosen = [...partitions]
+        const fibers = chosen.flatMap((partition) => {
+          const worker = workers.get(partition)
+          return worker === undefined ? [] : [worker.fiber]
+        })
+        return Fiber.awaitAll(fibers).pipe(Effect.timeoutOption(deadline), Effect.andThen(revoke(chosen)))
       })
 
     const start = (partition: number, generation: number): Effect.Effect<void> =>
@@ -128,5 +143,5 @@ export const make = (
         }
       })
 
-    return { sync, revoke, running: () => [...workers.keys()] }
+    return { sync, revoke, finish, running: () => [...workers.keys()] }
   })

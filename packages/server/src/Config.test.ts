@@ -67,6 +67,15 @@ describe("Config", () => {
     expect(() => parseConfig([], { GROVE_KAFKA_SESSION_TIMEOUT_MS: "10 s" })).toThrow(ConfigError)
   })
 
+  it("takes the drain deadline from a flag or the environment, 5 s by default, 0 to 10 min", () => {
+    expect(parseConfig([], {}).drainTimeoutMs).toBe(5000)
+    expect(parseConfig([], { GROVE_DRAIN_TIMEOUT_MS: "20000" }).drainTimeoutMs).toBe(20_000)
+    expect(parseConfig(["--drain-timeout-ms", "0"], { GROVE_DRAIN_TIMEOUT_MS: "20000" }).drainTimeoutMs).toBe(0)
+    for (const bad of ["-1", "600001", "2.5", "5s"]) {
+      expect(() => parseConfig(["--drain-timeout-ms", bad], {}), bad).toThrow(/GROVE_DRAIN_TIMEOUT_MS must be/)
+    }
+  })
+
   it("rejects unknown flags, missing values and bad values", () => {
     expect(() => parseConfig(["--prot", "1"], {})).toThrow(/unknown option --prot/)
     expect(() => parseConfig(["--port"], {})).toThrow(/needs a value/)

@@ -85,6 +85,11 @@ export interface ServerConfigShape {
   readonly metricsToken?: string | undefined
   /** On SIGTERM, how long the node keeps serving with `/readyz` at 503 before its listener closes (ops/Drain.ts). */
   readonly shutdownDelayMs?: number | undefined
+  /**
+   * On SIGTERM, once the listener closes: how long in-flight requests, and the entity commands in hand,
+   * may take to finish before they are cut (http/DrainingServer.ts, the bus's partition workers).
+   */
+  readonly drainTimeoutMs?: number | undefined
   /** `auto`: apply pending migrations at start; `wait`: wait for `grove-server migrate`. */
   readonly migrations?: "auto" | "wait" | undefined
   /** Log lines as JSON objects or readable text (ops/Logging.ts); JSON when stdout is not a terminal. */
@@ -200,6 +205,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   "--event-stream-recheck-ms": "GROVE_EVENT_STREAM_RECHECK_MS",
   "--metrics-token": "GROVE_METRICS_TOKEN",
   "--shutdown-delay-ms": "GROVE_SHUTDOWN_DELAY_MS",
+  "--drain-timeout-ms": "GROVE_DRAIN_TIMEOUT_MS",
   "--migrations": "GROVE_MIGRATIONS",
   "--log-format": "GROVE_LOG_FORMAT",
   "--gc-grace-seconds": "GROVE_GC_GRACE_SECONDS",
@@ -376,6 +382,10 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
   if (!Number.isSafeInteger(shutdownDelayMs) || shutdownDelayMs < 0 || shutdownDelayMs > 600_000) {
     throw new ConfigError("GROVE_SHUTDOWN_DELAY_MS must be a whole number of milliseconds from 0 to 600000")
   }
+  const drainTimeoutMs = Number(values.GROVE_DRAIN_TIMEOUT_MS ?? "5000")
+  if (!Number.isSafeInteger(drainTimeoutMs) || drainTimeoutMs < 0 || drainTimeoutMs > 600_000) {
+    throw new ConfigError("GROVE_DRAIN_TIMEOUT_MS must be a whole number of milliseconds from 0 to 600000")
+  }
   const migrations = values.GROVE_MIGRATIONS ?? "auto"
   if (migrations !== "auto" && migrations !== "wait") throw new ConfigError(`GROVE_MIGRATIONS must be auto or wait, not ${migrations}`)
   const logFormat = values.GROVE_LOG_FORMAT ?? (process.stdout.isTTY === true ? "text" : "json")
@@ -414,6 +424,7 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     commandTimeoutMs: timeout,
     metricsToken,
     shutdownDelayMs,
+    drainTimeoutMs,
     migrations,
     logFormat,
     gc,

@@ -31,7 +31,8 @@ export const busLayer = (config: ServerConfigShape) =>
       nodeId: config.nodeId,
       bootstrap: config.kafkaBrokers,
       prefix: config.kafkaPrefix,
-      sessionTimeout: Duration.millis(config.kafkaSessionTimeoutMs)
+      sessionTimeout: Duration.millis(config.kafkaSessionTimeoutMs),
+      drainTimeout: Duration.millis(config.drainTimeoutMs ?? 5000)
     })
 
 /** Where content bytes live: files in the data directory, or an S3 bucket; each operation timed (ops/Metrics.ts). */

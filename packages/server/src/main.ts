@@ -63,6 +63,7 @@ Options (each also read from the environment variable in brackets):
                                 older than this, with their attempts (each retention: default keep forever)
   --metrics-token TOKEN         [GROVE_METRICS_TOKEN] the bearer token GET /metrics requires (default: /metrics off)
   --shutdown-delay-ms MS        [GROVE_SHUTDOWN_DELAY_MS] on SIGTERM, serve this long with /readyz at 503 (default 0)
+  --drain-timeout-ms MS         [GROVE_DRAIN_TIMEOUT_MS] then let in-flight requests and commands finish this long (default 5000)
   --migrations auto|wait        [GROVE_MIGRATIONS]    apply migrations at start, or wait for grove-server migrate
   --log-format json|text        [GROVE_LOG_FORMAT]    default json when stdout is not a terminal
   --otlp-endpoint URL           [GROVE_OTLP_ENDPOINT] send OpenTelemetry traces to this OTLP/HTTP collector (JSON to
