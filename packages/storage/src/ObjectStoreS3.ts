@@ -10,18 +10,10 @@
  * puts of one object have exactly one creator and an existing object is never
  * overwritten (servers without conditional writes simply overwrite it with the
  * same bytes).
+ *
+ * The SDK is loaded when a store is made, not when this module is: an embedded
+ * server imports the storage package and never needs its tens of MiB.
  */
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  PutObjectCommand,
-  S3Client,
-  UploadPartCommand
-} from "@aws-sdk/client-s3"
 import { Effect, Exit, Layer, Redacted, Stream } from "effect"
 import { readRange, streamObject } from "./ObjectRead.ts"
 import {
@@ -64,9 +56,10 @@ const isConditionalFailure = (error: unknown) => statusOf(error) === 412 || stat
 export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectStoreS3Options) {
   const partSize = Math.max(options.partSize ?? DEFAULT_PART_SIZE, MIN_PART_SIZE)
   const bucket = options.bucket
+  const sdk = yield* Effect.promise(() => import("@aws-sdk/client-s3"))
   const client = yield* Effect.acquireRelease(
     Effect.sync(() =>
-      new S3Client({
+      new sdk.S3Client({
         ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
         region: options.region,
         forcePathStyle: options.forcePathStyle ?? true,
@@ -92,7 +85,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
   /** The object's size, or undefined when it does not exist. */
   const head = (operation: Operation, key: ObjectKey) =>
     send(operation, key, (abortSignal) =>
-      client.send(new HeadObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }).then(
+      client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }).then(
         (response) => response.ContentLength ?? 0,
         (error: unknown) => {
           if (statusOf(error) === 404) return undefined
@@ -104,7 +97,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
   const putWhole = (key: ObjectKey, body: Uint8Array) =>
     send("put", key, (abortSignal) =>
       client.send(
-        new PutObjectCommand({
+        new sdk.PutObjectCommand({
           Bucket: bucket,
           Key: objectName(key),
           Body: body,
@@ -141,7 +134,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
 
       const uploadPart = Effect.gen(function*() {
         const id = uploadId ?? (yield* send("put", key, (abortSignal) =>
-          client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal })
+          client.send(new sdk.CreateMultipartUploadCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal })
         ).pipe(Effect.map((response) => {
           uploadId = response.UploadId
           return uploadId ?? ""
@@ -150,7 +143,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
         const partNumber = parts.length + 1
         const response = yield* send("put", key, (abortSignal) =>
           client.send(
-            new UploadPartCommand({
+            new sdk.UploadPartCommand({
               Bucket: bucket,
               Key: objectName(key),
               UploadId: id,
@@ -175,7 +168,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
         const id = uploadId
         return yield* send("put", key, (abortSignal) =>
           client.send(
-            new CompleteMultipartUploadCommand({
+            new sdk.CompleteMultipartUploadCommand({
               Bucket: bucket,
               Key: objectName(key),
               UploadId: id,
@@ -195,7 +188,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
           const id = uploadId
           if (id === undefined || (Exit.isSuccess(exit) && exit.value)) return Effect.void
           return Effect.promise(() =>
-            client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: objectName(key), UploadId: id }))
+            client.send(new sdk.AbortMultipartUploadCommand({ Bucket: bucket, Key: objectName(key), UploadId: id }))
               .catch(() => undefined)
           )
         })
@@ -210,7 +203,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
   const getRange = Effect.fn("ObjectStoreS3.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
     return yield* readRange(rawKey, length, async (key) => {
       if (length === 0) return new Uint8Array(0)
-      const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key), Range: `bytes=${offset}-${offset + length - 1}` }))
+      const response = await client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: objectName(key), Range: `bytes=${offset}-${offset + length - 1}` }))
       return response.Body === undefined ? new Uint8Array(0) : await response.Body.transformToByteArray()
     }, isNotFound)
   })
@@ -221,7 +214,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
       acquire: async () => new AbortController(),
       release: (controller) => controller.abort(),
       body: (controller, key) =>
-        client.send(new GetObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal: controller.signal })
+        client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal: controller.signal })
           .then((response) => response.Body as AsyncIterable<Uint8Array> | undefined),
       isNotFound
     })
@@ -242,7 +235,7 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
     const key = yield* validateKey("delete", rawKey)
     // S3 answers 204 for a missing key too.
     yield* send("delete", key, (abortSignal) =>
-      client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }))
+      client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }))
   })
 
   return ObjectStore.of({ put, get, getRange, has, size, delete: remove })
