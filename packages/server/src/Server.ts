@@ -68,7 +68,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
     // A SIGTERM under keep-alive load stops at once: see DrainingServer.
     Layer.provide(NodeHttpServer.layer(
-      drainingServer(undefined, { closeDelayMs: config.shutdownDelayMs, onClosing: drain.begin }),
+      drainingServer(config.drainTimeoutMs, { closeDelayMs: config.shutdownDelayMs, onClosing: drain.begin }),
       { host: config.host, port: config.port }
     ))
   )

@@ -1,0 +1,86 @@
+/**
+ * The listener's part of a graceful drain, on a real node:http server: a request in flight when the stop
+ * begins is answered (with `Connection: close`), new connections are refused once the listener closes,
+ * the listener stays open for `closeDelayMs`, and a request still running at the drain deadline is cut.
+ */
+import { afterEach, describe, expect, it } from "@effect/vitest"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { drainingServer } from "./DrainingServer.ts"
+
+const servers: Array<http.Server> = []
+afterEach(() => {
+  for (const server of servers.splice(0)) server.closeAllConnections()
+})
+
+/** A server whose `/slow?ms=N` answers after N ms and `/hang` never answers; resolves once listening. */
+const serve = async (drainMs: number, closeDelayMs = 0) => {
+  let closing = 0
+  const server = drainingServer(drainMs, { closeDelayMs, onClosing: () => closing++ })()
+  servers.push(server)
+  const arrived: Array<string> = []
+  server.on("request", (request: http.IncomingMessage, response: http.ServerResponse) => {
+    const url = new URL(request.url ?? "/", "http://x")
+    arrived.push(url.pathname)
+    if (url.pathname === "/hang") return
+    setTimeout(() => response.end("done"), Number(url.searchParams.get("ms") ?? "0"))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as AddressInfo).port
+  const closed = () => new Promise<void>((resolve) => server.close(() => resolve()))
+  return { server, port, arrived, closing: () => closing, closed }
+}
+
+interface Answer {
+  readonly status?: number
+  readonly connection?: string | undefined
+  readonly body?: string
+  readonly error?: string
+}
+
+const get = (port: number, path: string) =>
+  new Promise<Answer>((resolve) => {
+    const request = http.get({ host: "127.0.0.1", port, path, agent: false }, (response) => {
+      let body = ""
+      response.on("data", (chunk: Buffer) => (body += chunk.toString()))
+      response.on("end", () => resolve({ status: response.statusCode!, connection: response.headers.connection, body }))
+      response.on("error", (error) => resolve({ error: (error as NodeJS.ErrnoException).code ?? error.message }))
+    })
+    request.on("error", (error) => resolve({ error: (error as NodeJS.ErrnoException).code ?? error.message }))
+  })
+
+const until = async (check: () => boolean) => {
+  while (!check()) await new Promise((r) => setTimeout(r, 5))
+}
+
+describe("drainingServer", () => {
+  it("answers a request in flight at the stop (Connection: close), then refuses new connections", async () => {
+    const { server, port, arrived, closing } = await serve(10_000)
+    const inFlight = get(port, "/slow?ms=400")
+    await until(() => arrived.length === 1)
+    const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
+    expect(closing()).toBe(1)
+    expect(await get(port, "/slow")).toEqual({ error: "ECONNREFUSED" })
+    expect(await inFlight).toEqual({ status: 200, connection: "close", body: "done" })
+    await stopped
+  })
+
+  it("keeps the listener open for closeDelayMs, every answer closing its connection", async () => {
+    const { port, closing, closed } = await serve(10_000, 600)
+    const stopped = closed()
+    expect(closing()).toBe(1)
+    expect(await get(port, "/slow?ms=1")).toEqual({ status: 200, connection: "close", body: "done" })
+    await stopped
+    expect(await get(port, "/slow")).toEqual({ error: "ECONNREFUSED" })
+  })
+
+  it("cuts a request still running at the drain deadline, so the stop ends", async () => {
+    const { port, arrived, closed } = await serve(300)
+    const hanging = get(port, "/hang")
+    await until(() => arrived.length === 1)
+    const began = Date.now()
+    await closed()
+    expect(Date.now() - began).toBeGreaterThanOrEqual(250)
+    expect((await hanging).error).toBe("ECONNRESET")
+  })
+})
