@@ -3,7 +3,7 @@
  * organization's overview (`/-/orgs/{slug}`: its repositories the viewer may see, storage against
  * quota, its site) and its settings (`/settings`, admins: name and description, the site on or off,
  * the quota, which only an instance admin may set). Reads use the API's read services
- * (Authorizer, Organizations, Repositories, ContentObjects); the site is read through the API's own
+ * (Authorizer, Organizations, web/OrgRepositories, ContentObjects); the site is read through the API's own
  * `GET /orgs/{slug}/site` (sites/ builds on orgs/, so orgs/ may not import it). Every change posts to
  * the API's own endpoint (`web/Forms.ts`).
  */
@@ -11,12 +11,12 @@ import { ApiErrors } from "@grove/api"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { Organizations } from "../access/Organizations.ts"
-import { Repositories } from "../access/Repositories.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { type ApiRequest, callApi, formWrite, idempotencyField, type Notice, postButton } from "../web/Forms.ts"
 import { csrfField, layout } from "../web/Layout.ts"
 import { managesOrg, orgApi, ORGS_HREF, orgHref, orgPage, type OrgShape, pageOrganization, slugParam } from "../web/OrgFrame.ts"
+import { orgRepositories } from "../web/OrgRepositories.ts"
 import { htmlResponse, pageRoute } from "../web/Page.ts"
 import { formatSize, formatTime, html, type Node } from "../web/Render.ts"
 import { repoHref } from "../web/RepoFrame.ts"
@@ -74,10 +74,7 @@ const siteLine = (site: Record<string, unknown> | undefined): Node =>
 const overview = (session: PageSession, slug: string) =>
   Effect.gen(function*() {
     const org = yield* pageOrganization(session, slug)
-    const repositories = yield* Repositories
-    const repos = (yield* dbUnavailable(
-      repositories.listReadable(session.caller.principal, session.caller.limits, "name", { limit: SHOWN }, org.id)
-    )).map((keyed) => keyed.row)
+    const repos = yield* orgRepositories(session, org)
     const usage = yield* usageOf(org)
     const site = yield* siteOf(session, org.slug)
     return yield* orgPage({
@@ -102,9 +99,7 @@ const overview = (session: PageSession, slug: string) =>
 const settings = (session: PageSession, slug: string, notice?: Notice) =>
   Effect.gen(function*() {
     const org = yield* pageOrganization(session, slug, "admin")
-    const repos = (yield* dbUnavailable(
-      (yield* Repositories).listReadable(session.caller.principal, session.caller.limits, "name", { limit: SHOWN }, org.id)
-    )).map((keyed) => keyed.row)
+    const repos = yield* orgRepositories(session, org)
     const usage = yield* usageOf(org)
     const site = yield* siteOf(session, org.slug)
     const action = (rest: string) => orgHref(org.slug, `/settings${rest}`)

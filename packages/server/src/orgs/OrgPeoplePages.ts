@@ -39,7 +39,7 @@ const membersPage = (session: PageSession, slug: string, notice?: Notice) =>
       tab: "members",
       title: "Members",
       notice,
-      body: html`<div class="box"><table class="list"><caption class="skip">Members</caption>
+      body: html`<div class="box"><table class="list middle"><caption class="skip">Members</caption>
 <thead><tr><th scope="col">Member</th><th scope="col">Role</th><th scope="col" class="hide-narrow">Joined</th>${
         manages ? html`<th scope="col"><span class="skip">Actions</span></th>` : null
       }</tr></thead><tbody>${
