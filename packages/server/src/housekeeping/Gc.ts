@@ -163,9 +163,6 @@ const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: num
 const mark = (sql: Sql, graceMs: number) =>
   sql.withTransaction(Effect.gen(function*() {
     const cutoff = cutoffOf(graceMs)
-    // A repository deleted after a mark may have taken away what a push relied on: its organization's marks restart.
-    yield* sql`UPDATE gc_marks m SET marked_at = now() WHERE EXISTS (SELECT 1 FROM audit_log a
-      WHERE a.org_id = m.org_id AND a.action = 'repo.delete' AND a.created_at > m.marked_at)`.unprepared
     const liveAgain = yield* sql<{ n: string }>`WITH live AS (${liveBlobs(sql)}), proofs AS (${proofChunks(sql)}),
       gone AS (DELETE FROM gc_marks m WHERE
         (m.kind = 'blob' AND (EXISTS (SELECT 1 FROM live WHERE live.org_id = m.org_id AND live.hash = m.hash)
@@ -200,6 +197,14 @@ const mark = (sql: Sql, graceMs: number) =>
     return { blobs: Number(blobs[0]?.n ?? 0), chunks: Number(chunks[0]?.n ?? 0), unmarked: Number(liveAgain[0]?.n ?? 0) }
   }))
 
+/**
+ * A repository deleted after a mark may have taken away what a push relied on (it was reached there when
+ * the push asked): its organization's marks restart, before any sweep.
+ */
+const restartAfterDeletions = (sql: Sql) =>
+  sql`UPDATE gc_marks m SET marked_at = now() WHERE EXISTS (SELECT 1 FROM audit_log a
+    WHERE a.org_id = m.org_id AND a.action = 'repo.delete' AND a.created_at > m.marked_at)`.unprepared
+
 /** Push object lists whose command never ran (the command takes its list in its own transaction). */
 const dropStagedPushes = (sql: Sql, graceMs: number) =>
   sql<{ n: string }>`WITH gone AS (DELETE FROM staged_pushes WHERE created_at < ${cutoffOf(graceMs)}::timestamptz RETURNING 1)
@@ -214,6 +219,7 @@ export const collectContent = Effect.fn("Gc.collectContent")(function*(options: 
   const sql = yield* SqlClient.SqlClient
   const store = yield* ObjectStore.ObjectStore
   const stagedPushes = yield* dropStagedPushes(sql, options.graceMs)
+  yield* restartAfterDeletions(sql)
   let blobs = 0
   let unmarked = 0
   for (let more = true; more;) {
