@@ -6,6 +6,7 @@
  * request id; never the token).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Murmur2 } from "@grove/bus"
 import * as fs from "node:fs"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -94,6 +95,20 @@ describe("metrics", () => {
     expect(sample(text, "grove_outbox_pending_events", {})).toBeGreaterThanOrEqual(0)
     expect(sample(text, "grove_process_memory_bytes", { kind: "rss" })).toBeGreaterThan(10 * 1024 * 1024)
     expect(text).toMatch(/grove_object_store_operation_duration_seconds_count\{operation="has",outcome="ok"\} [1-9]/)
+    // Consumer lag per group, topic and partition: every command partition of this node, the one that ran the create
+    // caught up (the in-process bus: its log's end against the worker's position).
+    const lags = [...text.matchAll(/^grove_bus_consumer_lag\{group="grove\.entities",topic="grove\.commands",partition="(\d+)"\} (\d+)$/gm)]
+    expect(lags.length, text).toBe(32)
+    const createdPartition = Murmur2.partitionFor("olive/metered", 32)
+    expect(sample(text, "grove_bus_consumer_lag", { group: "grove.entities", topic: "grove.commands", partition: String(createdPartition) })).toBe(0)
+    // The database's round trip, webhook and CI gauges.
+    expect(sample(text, "grove_db_ping_duration_seconds", {})).toBeGreaterThan(0)
+    expect(sample(text, "grove_webhook_deliveries_pending", {})).toBe(0)
+    expect(sample(text, "grove_ci_runs", { status: "queued" })).toBe(0)
+    expect(sample(text, "grove_ci_runs", { status: "running" })).toBe(0)
+    expect(sample(text, "grove_ci_runner_slots", {})).toBeGreaterThanOrEqual(0)
+    expect(sample(text, "grove_ci_runner_slots_busy", {})).toBe(0)
+    expect(sample(text, "grove_metrics_scrape_errors_total", {}) ?? 0).toBe(0)
     // Unknown paths share one label.
     await fetch(`${server.url}/no/such/${Date.now()}`)
     const again = (await scrape(server.url, METRICS_TOKEN)).text

@@ -10,6 +10,7 @@
  */
 import { Context, type Duration, type Effect, Schema, type Scope, type Stream } from "effect"
 import type { BusStatus } from "./BusStatus.ts"
+import type { PartitionLag } from "./PartitionLag.ts"
 import type { TopicSpec } from "./Topics.ts"
 
 /** A message as written to a topic. Anything else in it is the message's own data. */
@@ -120,6 +121,8 @@ export interface BusShape {
    */
   /** Whether the broker answers and, per group this node consumes, its membership and assignment (for health). */
   readonly status: () => BusStatus
+  /** Per partition of every group this node consumes: records its worker has not processed yet (asks the broker). */
+  readonly lag: Effect.Effect<ReadonlyArray<PartitionLag>>
   readonly tail: <R>(
     topic: string,
     onRecord: (record: BusRecord) => Effect.Effect<void, never, R>

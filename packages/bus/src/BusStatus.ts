@@ -5,6 +5,7 @@
  * its `status` out as `Bus.status`.
  */
 import { Deferred, Effect } from "effect"
+import * as PartitionLag from "./PartitionLag.ts"
 
 export interface GroupStatus {
   readonly group: string
@@ -47,6 +48,8 @@ export interface Tracker {
   readonly up: () => boolean
   readonly group: (group: string, topic: string) => GroupTracker
   readonly status: () => BusStatus
+  /** The consumer groups' lag, registered by `consume` (for `/metrics`). */
+  readonly lag: PartitionLag.Registry
 }
 
 export const make = (now: () => number = Date.now): Tracker => {
@@ -91,6 +94,7 @@ export const make = (now: () => number = Date.now): Tracker => {
         }
       }
     },
+    lag: PartitionLag.registry(),
     status: () => ({
       reachable: down === undefined,
       ...(down === undefined ? {} : { since: down.since, error: down.error }),

@@ -276,7 +276,7 @@ export const make = Effect.fnUntraced(function*(options: KafkaBusOptions) {
       ? Effect.fail(new BusError({ message: `topic ${topic} is not declared` }))
       : KafkaTail.tail(group, topic, { name: `${nodeId}-tail`, onRecord, broker: tracker })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status, lag: tracker.lag.read })
 })
 
 export const layer = (options: KafkaBusOptions): Layer.Layer<Bus, BusError> => Layer.effect(Bus, make(options))

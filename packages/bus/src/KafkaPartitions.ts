@@ -33,6 +33,7 @@ import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
 import type * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
 import * as KafkaMember from "./KafkaMember.ts"
+import * as PartitionLag from "./PartitionLag.ts"
 import * as PartitionWorkers from "./PartitionWorkers.ts"
 
 export interface GroupOptions {
@@ -183,6 +184,18 @@ export const consume = <R>(
       })
 
     const feeds = new Map<number, Feed>()
+    // Lag, when a scrape asks: the partitions' end offsets from the broker against the workers' progress.
+    const lag = PartitionLag.make(group, topic, (partitions) =>
+      withConsumer("reading the end offsets", (member) =>
+        member.listOffsets({ topics: [physical], partitions: { [physical]: [...partitions] }, timestamp: ListOffsetTimestamps.LATEST })
+      ).pipe(
+        Effect.map((offsets) => {
+          const ends = offsets.get(physical) ?? []
+          return new Map(partitions.flatMap((partition) => ends[partition] === undefined ? [] : [[partition, ends[partition]!] as const]))
+        }),
+        Effect.orElseSucceed(() => new Map<number, bigint>())
+      ))
+    yield* status.lag.add(lag)
     /** A graceful stop began: the workers take no more records. */
     let stopping = false
 
@@ -197,6 +210,7 @@ export const consume = <R>(
         const queue = yield* Queue.bounded<StringMessage, Cause.Done>(FEED_CAPACITY)
         const feed: Feed = { queue, next, checkedAt: 0 }
         feeds.set(partition, feed)
+        lag.started(partition, next)
         const claim: PartitionClaim = {
           topic,
           partition,
@@ -206,13 +220,17 @@ export const consume = <R>(
             Effect.sync(() => {
               const leaderEpoch = lastEpoch.get(partition) ?? -1
               committer.mark(partition, offset + 1n, leaderEpoch)
+              lag.processed(partition, offset + 1n)
             }),
           owned: Effect.sync(() => ownedNow().includes(partition))
         }
         return onPartition(claim).pipe(
           Effect.provideContext(context),
           Effect.ensuring(Effect.suspend(() => {
-            if (feeds.get(partition) === feed) feeds.delete(partition)
+            if (feeds.get(partition) === feed) {
+              feeds.delete(partition)
+              lag.stopped(partition)
+            }
             return Queue.shutdown(queue)
           }))
         )

@@ -9,6 +9,7 @@ import * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
 import { MemoryBroker } from "./MemoryBroker.ts"
 import { partitionFor } from "./murmur2.ts"
+import * as PartitionLag from "./PartitionLag.ts"
 import * as PartitionWorkers from "./PartitionWorkers.ts"
 import * as Replies from "./Replies.ts"
 import * as Topics from "./Topics.ts"
@@ -66,7 +67,8 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
     topic: string,
     partition: number,
     generation: number,
-    committer: Committer.Committer<void>
+    committer: Committer.Committer<void>,
+    lag: PartitionLag.GroupLag
   ): PartitionClaim => ({
     topic,
     partition,
@@ -82,7 +84,11 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
         )
       ).pipe(Stream.flattenIterable)
     }),
-    commit: (offset) => Effect.sync(() => committer.mark(partition, offset + 1n, undefined)),
+    commit: (offset) =>
+      Effect.sync(() => {
+        committer.mark(partition, offset + 1n, undefined)
+        lag.processed(partition, offset + 1n)
+      }),
     owned: Effect.sync(() => broker.isAlive(nodeId) && broker.assignment(group, topic).get(partition) === nodeId)
   })
 
@@ -101,10 +107,18 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
           }),
         commitInterval
       )
+      // The broker is in this process: a partition's end is its log's.
+      const lag = PartitionLag.make(group, topic, (partitions) =>
+        Effect.sync(() => new Map(partitions.map((partition) => [partition, broker.end(topic, partition)]))))
+      yield* tracker.lag.add(lag)
       const workers = yield* PartitionWorkers.make((partition, generation) =>
-        Effect.succeed(
-          onPartition(claim(group, topic, partition, generation, committer)).pipe(Effect.provideContext(context))
-        )
+        Effect.sync(() => {
+          lag.started(partition, broker.committed(group, topic, partition))
+          return onPartition(claim(group, topic, partition, generation, committer, lag)).pipe(
+            Effect.provideContext(context),
+            Effect.ensuring(Effect.sync(() => lag.stopped(partition)))
+          )
+        })
       )
       const revoke = (partitions: ReadonlyArray<number>) =>
         workers.revoke(partitions).pipe(Effect.andThen(committer.flush(partitions)))
@@ -158,7 +172,7 @@ export const make = Effect.fnUntraced(function*(options: MemoryBusOptions) {
       }
     })
 
-  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status })
+  return Bus.of({ nodeId, topics, partitionFor: partitionForTopic, publish, consume, request, reply, tail, status: tracker.status, lag: tracker.lag.read })
 })
 
 /** A node on the process's shared `MemoryBroker`. */

@@ -8,13 +8,14 @@ import { DbEmbedded, DbPostgres, Migrations, ObjectStore, ObjectStoreLocal, Obje
 import { Duration, Effect, Layer } from "effect"
 import * as path from "node:path"
 import type { ServerConfigShape } from "./Config.ts"
-import { instrumentObjectStore } from "./ops/Metrics.ts"
+import { applicationName, instrumentObjectStore } from "./ops/Metrics.ts"
 
 /** The database of the mode, as it is (`grove-server migrate` migrates it). */
 export const connectionLayer = (config: ServerConfigShape) =>
   config.mode === "embedded"
     ? DbEmbedded.layer({ dataDir: path.join(config.dataDir, "db") })
-    : DbPostgres.layer({ url: config.databaseUrl! })
+    // Named per node, so /metrics finds this node's connections in pg_stat_activity.
+    : DbPostgres.layer({ url: config.databaseUrl!, applicationName: applicationName(config.nodeId) })
 
 /**
  * The database of the mode, at this version's schema: migrated at start (`--migrations auto`), or

@@ -8,8 +8,8 @@
  * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
-import { Bus, Topics } from "@grove/bus"
-import { Cause, Effect, Layer, Queue } from "effect"
+import { Bus, MetricHandles, Topics } from "@grove/bus"
+import { Cause, Effect, Layer, Metric, Queue } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
@@ -23,6 +23,9 @@ import { prepareRoot, remove } from "./Workspace.ts"
 /** A running run whose runner has not beaten for this long is taken for lost (it beats every 2 s). */
 export const STALE_AFTER_MS = 15_000
 const SWEEP_EVERY = "5 seconds"
+
+const runnerSlots = Metric.gauge("grove_ci_runner_slots", { description: "CI runs this node may run at once (0: no runners on this node)" })
+const runnerSlotsBusy = Metric.gauge("grove_ci_runner_slots_busy", { description: "CI runs running on this node now" })
 
 export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const config = yield* ServerConfig
@@ -44,6 +47,12 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* Queue.dropping<void>(1)
   let active = 0
+  runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
+  runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
+  const busy = (change: number) => {
+    active += change
+    runnerSlotsBusy.updateUnsafe(active, MetricHandles.DEFAULT_CONTEXT)
+  }
 
   yield* bus.tail(Topics.events, (record) =>
     (record.value as { type?: unknown } | null)?.type === "ci.run.queued" ? Queue.offer(wake, undefined).pipe(Effect.asVoid) : Effect.void
@@ -61,13 +70,11 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
           Effect.orElseSucceed(() => false)
         )
         if (!started) continue
-        active++
+        busy(1)
         claimed++
         yield* executeRun(context, candidate.id, candidate.repoKey).pipe(
           Effect.catchCause((cause) => Effect.logWarning(`CI run ${candidate.id} failed in its runner`, Cause.squash(cause))),
-          Effect.ensuring(Effect.sync(() => {
-            active--
-          }).pipe(Effect.andThen(Queue.offer(wake, undefined)))),
+          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Queue.offer(wake, undefined)))),
           Effect.provideContext(services),
           Effect.forkScoped
         )

@@ -11,7 +11,7 @@
  * the table (the poller picks it up when due), not in a consumer. The poller also picks up
  * deliveries whose node died mid-attempt (their lease ran out) or whose notice was lost.
  */
-import { Bus } from "@grove/bus"
+import { Bus, MetricHandles } from "@grove/bus"
 import { Cause, Effect, Layer, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { SecretBox } from "../ci/CiSecrets.ts"
@@ -27,6 +27,9 @@ const TIMEOUT_MS = 10_000
 const MAX_RESPONSE_BYTES = 64 * 1024
 /** A pending delivery no notice reached is picked up by the poller after this long. */
 const NOTICE_GRACE_MS = 3_000
+
+/** This node's delivery attempts, by outcome (`succeeded`, `retrying`, `dead`, `skipped`). */
+const attemptsTotal = MetricHandles.counterSeries("grove_webhook_delivery_attempts_total", "Webhook delivery attempts this node made, by outcome")
 
 /** The secret's slot in SecretBox terms: the webhook's id binds its ciphertext. */
 export const secretSlot = (webhookId: string) => `webhook:${webhookId}`
@@ -75,7 +78,7 @@ export const makeDeliverer = Effect.gen(function*() {
           last_error = ${outcome.error}, last_duration_ms = ${outcome.durationMs}, lease_until = NULL, updated_at = now(),
           next_attempt_at = ${outcome.nextAttemptAt ?? new Date()}
         WHERE id = ${claimed.id} AND status = 'delivering' AND attempts = ${claimed.attempts} RETURNING id`
-      if (updated.length === 0) return
+      if (updated.length === 0) return false
       yield* sql`INSERT INTO webhook_attempts ${
         sql.insert({
           delivery_id: claimed.id,
@@ -87,7 +90,13 @@ export const makeDeliverer = Effect.gen(function*() {
           node
         })
       } ON CONFLICT DO NOTHING`
-    }))
+      return true
+    })).pipe(
+      // Counted once recorded (an attempt whose lease another node took over is that node's to count).
+      Effect.tap((recorded) => Effect.sync(() => {
+        if (recorded) attemptsTotal(outcome.status, () => ({ outcome: outcome.status })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
+      }))
+    )
 
   /** One attempt of a delivery, if it is due and nobody else holds it. */
   const attempt = Effect.fnUntraced(function*(id: string) {
