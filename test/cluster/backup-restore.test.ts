@@ -1,7 +1,8 @@
 /**
  * Backup and restore in cluster mode, by the documented procedure (docs/operations.md): a running
  * cluster with several repositories (branches, merges, an executable, an 11 MiB binary split into
- * chunks) is backed up with scripts/ops/backup.sh (pg_dump first, then the bucket); a second, empty
+ * chunks, and one pushed to all through the backup) is backed up with scripts/ops/backup.sh (pg_dump
+ * first, then the bucket); a second, empty
  * cluster (its own PostgreSQL, MinIO bucket and Kafka) takes it with scripts/ops/restore.sh; a node
  * started on it passes `grove-server fsck` and serves clones byte-identical to the original's, by
  * the real `grove`. Then fsck is shown failing: one object overwritten and another deleted in the
@@ -122,8 +123,26 @@ afterAll(async () => {
 
 describe("backup and restore of a cluster", () => {
   it("backup.sh of a running cluster, restore.sh into an empty one: fsck is clean and every clone is byte-identical", async () => {
+    // A repository pushed to all through the backup: the dump catches it between two pushes, and the
+    // restore must hold exactly one of the states that were pushed, with every object it names.
+    const alice = userOf(nodeA!, "alice", key)
+    const busy = tempDir("busy")
+    await ok(["init", "--name", "busy"], at(alice, busy))
+    write(busy, "start.txt", "start\n")
+    const busyBranch: string = json(await ok(["push", "--json"], at(alice, busy))).branch
+    const pushed: Array<Record<string, string>> = [listing(busy)]
+    let backingUp = true
+    const writer = (async () => {
+      for (let i = 0; backingUp; i++) {
+        write(busy, `w/${i}.bin`, randomBytes(300_000))
+        write(busy, "start.txt", `start ${i}\n`)
+        await ok(["push"], at(alice, busy))
+        pushed.push(listing(busy))
+      }
+    })()
     const backup = tempDir("backup")
-    const made = await ops("backup.sh", backup, source!)
+    const made = await ops("backup.sh", backup, source!).finally(() => (backingUp = false))
+    await writer
     expect(made.stdout).toMatch(/backup: /)
     expect(fs.statSync(path.join(backup, "database.dump")).size).toBeGreaterThan(0)
 
@@ -137,15 +156,17 @@ describe("backup and restore of a cluster", () => {
     expect(checked.code, checked.stdout + checked.stderr).toBe(0)
     const { problems, summary } = parseFsck(checked.stdout)
     expect(problems).toEqual([])
-    expect(summary).toMatchObject({ ok: true, counts: { repositories: 3 } })
+    console.log(`fsck of the restored cluster: ${JSON.stringify(summary)}`)
+    expect(summary).toMatchObject({ ok: true, counts: { repositories: 4 } })
     expect(summary.counts.chunks).toBeGreaterThan(40)
     expect(summary.counts.packs).toBeGreaterThan(0)
 
-    const alice = userOf(nodeB, "alice", key)
+    const restoredAlice = userOf(nodeB, "alice", key)
     for (const original of originals) {
-      expect(await cloneListing(alice, original.repo, original.branch), `${original.repo} ${original.branch}`).toEqual(original.files)
+      expect(await cloneListing(restoredAlice, original.repo, original.branch), `${original.repo} ${original.branch}`).toEqual(original.files)
     }
     expect(Object.keys(originals[0]!.files)).toContain("assets/seed.bin")
+    expect(pushed).toContainEqual(await cloneListing(restoredAlice, "busy", busyBranch))
   }, 600_000)
 
   it("fsck names an overwritten object and a deleted one, and exits 1", async () => {
@@ -178,6 +199,6 @@ describe("backup and restore of a cluster", () => {
     const text = await run(SERVER_BIN, ["fsck"], { env: target!.env, timeoutMs: 240_000 })
     expect(text.code).toBe(1)
     expect(text.stdout).toContain(`missing    chunk ${lone!.split("/")[1]} (alice)`)
-    expect(text.stdout).toMatch(/fsck: 3 repositories, .* problems \(1 missing, \d+ corrupt\)/)
+    expect(text.stdout).toMatch(/fsck: 4 repositories, .* problems \(1 missing, \d+ corrupt\)/)
   }, 600_000)
 })
