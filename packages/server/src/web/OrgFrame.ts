@@ -81,7 +81,7 @@ export const orgHeader = (session: PageSession, org: OrgShape, current: OrgTab, 
     role === undefined ? null : html`<span class="badge">You: ${role}</span>`
   }${extra}</div>
 ${org.description === null ? null : html`<p>${org.description}</p>`}
-<nav class="tabs" aria-label="Organization">${
+<nav class="tabs org-tabs" aria-label="Organization">${
     ORG_TABS.filter((t) => t.needs === "read" || manages).map((t) =>
       html`<a href=${orgHref(org.slug, t.path)} aria-current=${t.tab === current ? "page" : undefined}>${t.label}</a>`
     )
