@@ -5,7 +5,9 @@
  * 503 within 1 s while --shutdown-delay-ms keeps the listener open, and the node exits 0.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { type ChildProcess, spawn } from "node:child_process"
+import { Murmur2 } from "@grove/bus"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { promisify } from "node:util"
 import { type ClusterInfra, createClusterUser, startClusterInfra } from "../support/ClusterInfra.ts"
 import { ROOT, run, SERVER_BIN } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -13,6 +15,7 @@ import { waitFor } from "../support/waitFor.ts"
 import { Effect } from "effect"
 import { freePort } from "../../scripts/infra/process.ts"
 
+const exec = promisify(execFile)
 const TOKEN = "cluster-scrape-token-0123"
 let infra: ClusterInfra
 let node: ChildProcess | undefined
@@ -68,6 +71,35 @@ describe("a cluster node", () => {
     const text = await scrape.text()
     expect(text).toMatch(/grove_entity_command_duration_seconds_count\{entity_type="Repository",command="[^"]+",partition="\d+"\} [1-9]/)
     expect(text).toMatch(/grove_object_store_operation_duration_seconds_count\{operation="has",outcome="ok"\} [1-9]/)
+
+    // Consumer lag per partition, read from Kafka at the scrape: all 32 command partitions are this node's.
+    const metrics = async () => (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+    const lagOf = (scraped: string, partition: number) => {
+      const match = new RegExp(`^grove_bus_consumer_lag\\{group="grove\\.entities",topic="grove\\.commands",partition="${partition}"\\} (\\d+)$`, "m").exec(scraped)
+      return match === null ? undefined : Number(match[1])
+    }
+    expect([...text.matchAll(/^grove_bus_consumer_lag\{group="grove\.entities",topic="grove\.commands",partition="\d+"\} \d+$/gm)].length, text).toBe(32)
+    expect(text).toMatch(/^grove_db_connections\{state="active"\} [1-9]/m)
+    // A backlog shows as lag: the partition's fence row is held in PostgreSQL, so its first create waits on the
+    // lock (a connection waiting_lock) and the second queues behind it; once the hold ends, the lag goes back to 0.
+    const partition = Murmur2.partitionFor("opal/held-0", 32)
+    const names = Array.from({ length: 500 }, (_, i) => `held-${i}`).filter((n) => Murmur2.partitionFor(`opal/${n}`, 32) === partition).slice(0, 2)
+    const psql = (query: string) => exec("psql", [infra.databaseUrl, "-v", "ON_ERROR_STOP=1", "-qtAc", query])
+    const hold = psql(
+      `BEGIN; SELECT 1 FROM partition_epochs WHERE topic = 'grove.commands' AND partition = ${partition} FOR UPDATE; SELECT pg_sleep(8); COMMIT;`
+    )
+    await waitFor("the fence row held", async () =>
+      (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(8)%' AND state = 'active' AND pid <> pg_backend_pid()")).stdout.trim() === "1" || undefined)
+    const creates = names.map((name) => api(url, key).post("/repos", { name }))
+    const backlog = await waitFor("a lag of 2 on the held partition", async () => {
+      const scraped = await metrics()
+      return (lagOf(scraped, partition) ?? 0) >= 2 ? scraped : undefined
+    }, 60_000).catch(explain)
+    expect(backlog).toMatch(/^grove_db_connections\{state="waiting_lock"\} [1-9]/m)
+    console.log(`partition ${partition} held: lag ${lagOf(backlog, partition)}, ${/^grove_db_connections\{state="waiting_lock"\} (\d+)/m.exec(backlog)?.[1]} connection(s) waiting on a lock`)
+    await hold
+    for (const reply of await Promise.all(creates)) expect([201, 202], JSON.stringify(reply.body)).toContain(reply.status)
+    await waitFor("the held partition's lag back to 0", async () => lagOf(await metrics(), partition) === 0 || undefined, 60_000).catch(explain)
 
     const signalled = Date.now()
     node.kill("SIGTERM")
