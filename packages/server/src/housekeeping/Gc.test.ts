@@ -3,7 +3,8 @@
  * back-dating rows (grace 1 h): what is unreferenced is marked, and its old upload grants revoked; a
  * mark is swept only when due and still unreferenced. The race cases: an upload after the mark (a new
  * grant), a publish after the mark, a repository deleted after the mark; packs go with their last
- * chunk row; the quota gets back what it counted; a dry run changes nothing.
+ * chunk row; the quota gets back what it counted; a dry run changes nothing; uploading an object again
+ * renews its old grant, so a push re-sending it is not undercut by a mark.
  */
 import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
@@ -13,6 +14,7 @@ import { createHash, randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { ContentObjects } from "../content/ContentObjects.ts"
 import { runGc } from "./GcRun.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
@@ -64,7 +66,7 @@ const world = Effect.gen(function*() {
   }
 })
 
-layer(Layer.mergeAll(Db, Store), { timeout: 120_000 })("gc mark and sweep", (it) => {
+layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), { timeout: 120_000 })("gc mark and sweep", (it) => {
   it.effect("marks what nothing references and revokes its old grants; sweeps it only when due; a dry run changes nothing", () =>
     Effect.gen(function*() {
       const w = yield* world
@@ -168,5 +170,17 @@ layer(Layer.mergeAll(Db, Store), { timeout: 120_000 })("gc mark and sweep", (it)
       expect(second.content.freed).toMatchObject({ blobs: 1, chunks: 1, objects: 1, usedBytes: 100 })
       expect(yield* w.stored(pack)).toBe(false)
       expect(yield* w.used).toBe(0)
+    }))
+
+  it.effect("uploading an object again renews its old grant: it is not marked while the grant is fresh", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const objects = yield* ContentObjects
+      const c = h("renewed")
+      yield* w.chunk(c)
+      yield* w.grant(c, "2 hours")
+      yield* objects.recordUploads({ repoId: w.repoId, principal: "user:u" }, [c])
+      expect((yield* runGc(SETTINGS, false)).content.marked).toEqual({ blobs: 0, chunks: 0 })
+      expect(yield* w.grants).toEqual([c])
     }))
 })
