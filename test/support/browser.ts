@@ -5,6 +5,7 @@
  *
  * GROVE_CHROMIUM names another binary. Screenshots go to `.tmp/test-output/<suite>/` (git-ignored).
  */
+import { expect } from "@effect/vitest"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
@@ -96,4 +97,26 @@ export const checkAtWidths = async (page: Page, folder: string, name: string) =>
     out.push({ width, file, bytes: fs.statSync(file).size, text, findings: await axeFindings(page), overflow })
   }
   return out
+}
+
+/**
+ * `checkAtWidths` asserted, as every browser suite does it: the visible text holds `expected`, the
+ * screenshot is not blank, axe finds nothing serious or critical, nothing overflows; back at 1280 px after.
+ */
+export const expectPageChecks = async (page: Page, folder: string, name: string, expected: string) => {
+  for (const shot of await checkAtWidths(page, folder, name)) {
+    expect(shot.text, `${name} at ${shot.width}`).toContain(expected)
+    expect(shot.bytes, `${name} screenshot at ${shot.width}`).toBeGreaterThan(5_000)
+    expect(shot.findings, `${name} axe at ${shot.width}`).toEqual([])
+    expect(shot.overflow, `${name} overflows at ${shot.width}`).toBe(false)
+  }
+  await page.setViewportSize({ width: 1280, height: 900 })
+}
+
+/** Signs in through the sign-in form and waits for the home page. */
+export const signInAs = async (page: Page, siteUrl: string, user: string, password: string) => {
+  await page.goto(`${siteUrl}/-/signin`)
+  await page.getByLabel("User name").fill(user)
+  await page.getByLabel("Password").fill(password)
+  await Promise.all([page.waitForURL(`${siteUrl}/`), page.getByRole("button", { name: "Sign in" }).click()])
 }

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import type { Browser, BrowserContext, Page } from "playwright-core"
-import { checkAtWidths, launchBrowser, outputFolder, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -103,22 +103,9 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
   }
 
   /** Screenshots, visible text, no overflow and no serious axe finding at both widths. */
-  const check = async (page: Page, name: string, expected: string) => {
-    for (const shot of await checkAtWidths(page, folder, name)) {
-      expect(shot.text, `${name} at ${shot.width}`).toContain(expected)
-      expect(shot.bytes, `${name} screenshot at ${shot.width}`).toBeGreaterThan(5_000)
-      expect(shot.findings, `${name} axe at ${shot.width}`).toEqual([])
-      expect(shot.overflow, `${name} overflows at ${shot.width}`).toBe(false)
-    }
-    await page.setViewportSize({ width: 1280, height: 900 })
-  }
+  const check = (page: Page, name: string, expected: string) => expectPageChecks(page, folder, name, expected)
 
-  const signIn = async (page: Page, user: string, password: string) => {
-    await page.goto(`${server.url}/-/signin`)
-    await page.getByLabel("User name").fill(user)
-    await page.getByLabel("Password").fill(password)
-    await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole("button", { name: "Sign in" }).click()])
-  }
+  const signIn = (page: Page, user: string, password: string) => signInAs(page, server.url, user, password)
 
   it("signs in with an HttpOnly SameSite=Lax session cookie, shows the home page, and signs out (the session ends)", async () => {
     const { context, page, watch } = await newPage()
