@@ -5,10 +5,11 @@
  * time leave behind: a staged push list a dead command never took, CI log pieces and a cache of a run
  * finished ten days ago, and old webhook deliveries with their attempts.
  *
- * The first run (dry, then real) marks; a run after the grace (dry, then real) frees exactly the
- * unreferenced chunks, packs and blobs, lowers the organization's used bytes by what the deleted
- * repository alone held, and every repository still clones byte-identical. A dry run's report equals
- * the real run's that follows it (so the dry run deleted nothing).
+ * The first run marks; after the grace a dry run reports, and the real run then frees, exactly the
+ * unreferenced chunks, packs and blobs (lowering the organization's used bytes by what the deleted
+ * repository alone held), the push list and what is past its retention; every repository still clones
+ * byte-identical, and content freed from under an old upload grant is pushed again whole. The real
+ * run's report equals the dry run's (so the dry run deleted nothing).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Objects } from "@grove/core"
@@ -105,7 +106,19 @@ describe("grove-server gc (embedded)", () => {
     await server!.stop()
     server = undefined
 
-    // What failures and time leave behind, and what the run must free (computed from the rows before it).
+    // Run 1: the unreferenced content is only marked (and its upload grants revoked); nothing is freed before the grace.
+    const zero = { ciLogPieces: 0, ciCaches: 0, ciObjects: 0, ciBytes: 0, webhookDeliveries: 0, webhookAttempts: 0 }
+    const first = await gc()
+    const markedAt = Date.now()
+    expect(first.content).toEqual({
+      stagedPushes: 0,
+      marked: { blobs: 3, chunks: 5 },
+      unmarked: 0,
+      freed: { blobs: 0, chunks: 0, objects: 0, bytes: 0, usedBytes: 0 }
+    })
+    expect(first.retention).toEqual(zero)
+
+    // What failures and time leave behind, and what the next run must free (computed from the rows before it).
     const before = await inDb(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const store = yield* ObjectStore.ObjectStore
@@ -166,33 +179,20 @@ describe("grove-server gc (embedded)", () => {
     const counted = sum(before.freed.filter((r) => r.referenced))
     expect(counted).toBe(sum(before.freed.filter((r) => goneOnly.includes(r.hash))))
 
-    // Run 1: staged push, retention; the unreferenced content is only marked (nothing is freed before the grace).
-    const retention = { ciLogPieces: 2, ciCaches: 1, ciObjects: 2, ciBytes: "old piece two\n".length + 5, webhookDeliveries: 2, webhookAttempts: 3 }
-    const firstDry = await gc("--dry-run")
-    expect(firstDry.dry_run).toBe(true)
-    expect(firstDry.content).toEqual({
-      stagedPushes: 1,
-      marked: { blobs: 3, chunks: before.freed.length },
-      unmarked: 0,
-      freed: { blobs: 0, chunks: 0, objects: 0, bytes: 0, usedBytes: 0 }
-    })
-    expect(firstDry.retention).toEqual(retention)
-    const first = await gc()
-    expect({ ...first, duration_ms: 0 }).toEqual({ ...firstDry, dry_run: false, duration_ms: 0 })
-
-    // Run 2, past the grace: the marked content goes.
-    const markedAt = Date.now()
+    // Run 2, past the grace: a dry run, then the real one, free the marked content, the push list and what is past its retention.
     await waitFor("the grace period", async () => Date.now() - markedAt > 1_500 ? true : undefined)
-    const secondDry = await gc("--dry-run")
-    expect(secondDry.content).toEqual({
-      stagedPushes: 0,
+    const dry = await gc("--dry-run")
+    expect(dry.dry_run).toBe(true)
+    expect(dry.content).toEqual({
+      stagedPushes: 1,
       marked: { blobs: 0, chunks: 0 },
       unmarked: 0,
       freed: { blobs: 3, chunks: before.freed.length, objects: before.freedObjects.length, bytes: sum(before.freed), usedBytes: counted }
     })
-    expect(secondDry.retention).toEqual({ ciLogPieces: 0, ciCaches: 0, ciObjects: 0, ciBytes: 0, webhookDeliveries: 0, webhookAttempts: 0 })
+    expect(dry.retention).toEqual({ ciLogPieces: 2, ciCaches: 1, ciObjects: 2, ciBytes: "old piece two\n".length + 5, webhookDeliveries: 2, webhookAttempts: 3 })
+    // The real run does exactly what the dry run reported (had the dry run deleted anything, this would find less).
     const second = await gc()
-    expect({ ...second, duration_ms: 0 }).toEqual({ ...secondDry, dry_run: false, duration_ms: 0 })
+    expect({ ...second, duration_ms: 0 }).toEqual({ ...dry, dry_run: false, duration_ms: 0 })
 
     const after = await inDb(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
