@@ -22,7 +22,11 @@
  *   it from a new grant or a publish, which the check also sees. A repository deleted after a mark
  *   (which may take away what such a push relied on) restarts its organization's marks.
  * The assumption is that no single push takes longer than the grace period from its dedup answers to
- * its command; a staged push's batches are covered by its stage (live until it expires).
+ * its command; a staged push's batches are covered by its stage (live until it expires). Not covered:
+ * a push command that runs more than the grace after its preparation (held that long on the bus), and
+ * an object swept in the moment its uploader sends it again (dedup against the row the sweep is
+ * deleting, and the push prepared before the sweep commits). Closing both needs the publishing
+ * transaction to lock the rows it references (the sweep locks before its check).
  */
 import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
