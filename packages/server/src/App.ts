@@ -107,7 +107,7 @@ export const DomainLive = Layer.mergeAll(
   IntegrityProof.layer,
   Releases.layer,
   ReleaseSigner.layer,
-  Sites.layer
+  Sites.orgSites.pipe(Layer.provideMerge(Sites.layer))
 ).pipe(
   Layer.provideMerge(ContentLive),
   Layer.provideMerge(Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer, SignInThrottle.layer)),

@@ -3,8 +3,8 @@
  * organization's overview (`/-/orgs/{slug}`: its repositories the viewer may see, storage against
  * quota, its site) and its settings (`/settings`, admins: name and description, the site on or off,
  * the quota, which only an instance admin may set). Reads use the API's read services
- * (Authorizer, Organizations, web/OrgRepositories, ContentObjects); the site is read through the API's own
- * `GET /orgs/{slug}/site` (sites/ builds on orgs/, so orgs/ may not import it). Every change posts to
+ * (Authorizer, Organizations, web/OrgRepositories, ContentObjects, and the site through web/OrgSite,
+ * which sites/ provides: sites/ builds on orgs/, so orgs/ may not import it). Every change posts to
  * the API's own endpoint (`web/Forms.ts`).
  */
 import { ApiErrors } from "@grove/api"
@@ -13,10 +13,11 @@ import { HttpRouter } from "effect/http"
 import { Organizations } from "../access/Organizations.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-import { type ApiRequest, callApi, formWrite, idempotencyField, type Notice, postButton } from "../web/Forms.ts"
+import { type ApiRequest, formWrite, idempotencyField, type Notice, postButton } from "../web/Forms.ts"
 import { csrfField, layout } from "../web/Layout.ts"
 import { managesOrg, orgApi, ORGS_HREF, orgHref, orgPage, type OrgShape, pageOrganization, slugParam } from "../web/OrgFrame.ts"
 import { orgRepositories } from "../web/OrgRepositories.ts"
+import { OrgSites, type OrgSiteView } from "../web/OrgSite.ts"
 import { htmlResponse, pageRoute } from "../web/Page.ts"
 import { formatSize, formatTime, html, type Node } from "../web/Render.ts"
 import { repoHref } from "../web/RepoFrame.ts"
@@ -54,9 +55,7 @@ ${
     }), { status: notice?.status ?? 200 })
   })
 
-/** The site's record as the API answers it, or undefined when there is none (404). */
-const siteOf = (session: PageSession, slug: string) =>
-  Effect.map(callApi(session, "GET", orgApi(slug, "/site")), (answer) => answer.status === 200 ? answer.body : undefined)
+const siteOf = (org: OrgShape) => Effect.flatMap(OrgSites, (sites) => dbUnavailable(sites.find(org.slug)))
 
 const usageOf = (org: OrgShape) => Effect.flatMap(ContentObjects, (objects) => dbUnavailable(objects.orgUsage(org.id)))
 
@@ -66,17 +65,19 @@ const storage = (usage: { readonly usedBytes: number; readonly quotaBytes: numbe
     usage.quotaBytes > 0 ? ` (${Math.round((usage.usedBytes / usage.quotaBytes) * 1000) / 10}%)` : ""
   }</span></p>`
 
-const siteLine = (site: Record<string, unknown> | undefined): Node =>
+const siteLine = (site: OrgSiteView | undefined): Node =>
   site === undefined
     ? html`<p>Site: <span class="badge">Off</span></p>`
-    : html`<p>Site: <span class="badge ok">On</span> serving <span class="mono">${String(site["repo_name"] ?? "")}${String(site["source_dir"] ?? "/")}</span> at <a href=${String(site["url"] ?? "")}>${String(site["url"] ?? "")}</a></p>`
+    : html`<p>Site: <span class="badge ok">On</span> serving <span class="mono">${site.repoName}/${site.sourceDir}</span> ${
+      site.published ? html`at <a href=${site.url}>${site.url}</a>` : html`<span class="muted">(not published while the repository is private)</span>`
+    }</p>`
 
 const overview = (session: PageSession, slug: string) =>
   Effect.gen(function*() {
     const org = yield* pageOrganization(session, slug)
     const repos = yield* orgRepositories(session, org)
     const usage = yield* usageOf(org)
-    const site = yield* siteOf(session, org.slug)
+    const site = yield* siteOf(org)
     return yield* orgPage({
       session,
       org,
@@ -101,7 +102,7 @@ const settings = (session: PageSession, slug: string, notice?: Notice) =>
     const org = yield* pageOrganization(session, slug, "admin")
     const repos = yield* orgRepositories(session, org)
     const usage = yield* usageOf(org)
-    const site = yield* siteOf(session, org.slug)
+    const site = yield* siteOf(org)
     const action = (rest: string) => orgHref(org.slug, `/settings${rest}`)
     const siteAdmin = session.user?.siteAdmin === true
     return yield* orgPage({
@@ -119,9 +120,9 @@ const settings = (session: PageSession, slug: string, notice?: Notice) =>
 <p class="muted">A site serves main's files of one repository of this organization; it is published while that repository is public.</p>${
         repos.length === 0 ? html`<p class="muted">Create a repository first.</p>` : html`<form method="post" action=${action("/site")} class="narrow">${csrfField(session)}${idempotencyField()}
 <label for="site-repo">Repository</label><select id="site-repo" name="repo">${
-          repos.map((r) => html`<option value=${r.name} selected=${site !== undefined && site["repo_name"] === r.name}>${r.name}${r.isPublic ? "" : " (private)"}</option>`)
+          repos.map((r) => html`<option value=${r.name} selected=${site?.repoName === r.name}>${r.name}${r.isPublic ? "" : " (private)"}</option>`)
         }</select>
-<label for="site-dir">Folder</label><input type="text" id="site-dir" name="source_dir" maxlength="1000" placeholder="/" value=${site === undefined ? "" : String(site["source_dir"] ?? "")} />
+<label for="site-dir">Folder</label><input type="text" id="site-dir" name="source_dir" maxlength="1000" placeholder="/" value=${site === undefined ? "" : `/${site.sourceDir}`} />
 <div class="actions"><button type="submit" class="primary">${site === undefined ? "Turn the site on" : "Save the site"}</button></div></form>`
       }${site === undefined ? null : html`<div class="actions">${postButton(session, action("/site/off"), "Turn the site off", { danger: true })}</div>`}</section>
 <section aria-labelledby="storage-title"><h2 id="storage-title">Storage</h2>${storage(usage)}${

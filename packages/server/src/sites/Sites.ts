@@ -8,6 +8,8 @@ import type { Access } from "@grove/core"
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { ServerConfig } from "../Config.ts"
+import { OrgSites } from "../web/OrgSite.ts"
 
 export interface Site {
   readonly orgId: string
@@ -47,6 +49,17 @@ export class Sites extends Context.Service<Sites, {
           : sql`r.is_public`
         return sql<Site>`SELECT ${columns} WHERE ${filter} ORDER BY o.slug LIMIT 1000`
       }
+    })
+  }))
+
+  /** The organization pages' view of a site (web/OrgSite.ts), by the same read. */
+  static readonly orgSites = Layer.effect(OrgSites, Effect.gen(function*() {
+    const sites = yield* Sites
+    const config = yield* ServerConfig
+    return OrgSites.of({
+      find: (slug) =>
+        Effect.map(sites.find(slug), (site) =>
+          site === undefined ? undefined : { repoName: site.repoName, sourceDir: site.sourceDir, url: siteUrl(config, site.orgSlug), published: site.isPublic })
     })
   }))
 }
