@@ -3,7 +3,8 @@
  *
  * - Server time: time to first byte and to the last byte of each page, measured from a loopback client
  *   (sequential requests after warm-up, the session cookie of a signed-in user; p50 and p95), for the
- *   repository page, a 2,000-line file page and a 200-file branch diff, and the JSON read as baseline.
+ *   repository page, a 2,000-line file page, a 200-file branch diff and an organization's overview
+ *   (its repositories, storage and site), and the JSON read as baseline.
  * - Full render: Chromium (Debian's, through playwright-core), a fresh browser context per navigation
  *   (cold cache), until the load event: median.
  * - Page weight on a cold cache: the bytes of the HTML, CSS and JS as sent compressed, and the requests.
@@ -110,7 +111,8 @@ const main = async () => {
       ["GET /api/bench/web (JSON, baseline)", "/api/bench/web", { authorization: `Bearer ${key}` }],
       ["repository page", "/bench/web", { cookie, "accept-encoding": "gzip" }],
       ["2,000-line file page", "/bench/web/blob/main/src/big.ts", { cookie, "accept-encoding": "gzip" }],
-      ["200-file branch diff", "/bench/web/branches/wide", { cookie, "accept-encoding": "gzip" }]
+      ["200-file branch diff", "/bench/web/branches/wide", { cookie, "accept-encoding": "gzip" }],
+      ["organization overview", "/-/orgs/bench", { cookie, "accept-encoding": "gzip" }]
     ] as const
     const rows: Array<string> = []
     let baseline = 0
