@@ -78,40 +78,47 @@ beforeAll(async () => {
   nodeA = await startNode(source, "backup-a")
   const alice = userOf(nodeA, "alice", key)
 
-  // garden: two merges onto main, an 11 MiB binary (several chunks), an executable, and an open branch.
-  const garden = tempDir("garden")
-  await ok(["init", "--name", "garden"], at(alice, garden))
-  write(garden, "README.md", "# Garden\n")
-  write(garden, "bin/run.sh", "#!/bin/sh\necho grow\n", 0o755)
-  write(garden, "assets/seed.bin", randomBytes(11 * 1024 * 1024))
-  for (let i = 0; i < 40; i++) write(garden, `beds/bed-${i}.txt`, `bed ${i}\n`.repeat(i + 1))
-  await ok(["push"], at(alice, garden))
-  await ok(["desc", "Plant the garden"], at(alice, garden))
-  await ok(["merge"], at(alice, garden))
-  write(garden, "README.md", "# Garden\n\nNow with paths.\n")
-  write(garden, "paths/stone.txt", "stone\n")
-  await ok(["push"], at(alice, garden))
-  await ok(["desc", "Lay the paths"], at(alice, garden))
-  await ok(["merge"], at(alice, garden))
-  write(garden, "beds/bed-0.txt", "replanted\n")
-  fs.rmSync(path.join(garden, "beds/bed-1.txt"))
-  const open = json(await ok(["push", "--json"], at(alice, garden)))
-  originals.push({ repo: "garden", branch: "main", files: await cloneListing(alice, "garden", "main") })
-  originals.push({ repo: "garden", branch: open.branch, files: listing(garden) })
-
-  // meadow: one merge; plot: a pushed branch that was never merged.
-  const meadow = tempDir("meadow")
-  await ok(["init", "--name", "meadow"], at(alice, meadow))
-  write(meadow, "grass.txt", "grass\n".repeat(1000))
-  await ok(["push"], at(alice, meadow))
-  await ok(["desc", "Sow"], at(alice, meadow))
-  await ok(["merge"], at(alice, meadow))
-  originals.push({ repo: "meadow", branch: "main", files: await cloneListing(alice, "meadow", "main") })
-  const plot = tempDir("plot")
-  await ok(["init", "--name", "plot"], at(alice, plot))
-  write(plot, "notes.md", "unmerged work\n")
-  const plotPush = json(await ok(["push", "--json"], at(alice, plot)))
-  originals.push({ repo: "plot", branch: plotPush.branch, files: listing(plot) })
+  // Three repositories set up side by side. garden: two merges onto main, an 11 MiB binary (several
+  // chunks), an executable, and an open branch; meadow: one merge; plot: a branch never merged.
+  const garden = async () => {
+    const dir = tempDir("garden")
+    await ok(["init", "--name", "garden"], at(alice, dir))
+    write(dir, "README.md", "# Garden\n")
+    write(dir, "bin/run.sh", "#!/bin/sh\necho grow\n", 0o755)
+    write(dir, "assets/seed.bin", randomBytes(11 * 1024 * 1024))
+    for (let i = 0; i < 40; i++) write(dir, `beds/bed-${i}.txt`, `bed ${i}\n`.repeat(i + 1))
+    await ok(["push"], at(alice, dir))
+    await ok(["desc", "Plant the garden"], at(alice, dir))
+    await ok(["merge"], at(alice, dir))
+    write(dir, "README.md", "# Garden\n\nNow with paths.\n")
+    write(dir, "paths/stone.txt", "stone\n")
+    await ok(["push"], at(alice, dir))
+    await ok(["desc", "Lay the paths"], at(alice, dir))
+    await ok(["merge"], at(alice, dir))
+    originals.push({ repo: "garden", branch: "main", files: await cloneListing(alice, "garden", "main") })
+    write(dir, "beds/bed-0.txt", "replanted\n")
+    fs.rmSync(path.join(dir, "beds/bed-1.txt"))
+    const open = json(await ok(["push", "--json"], at(alice, dir)))
+    originals.push({ repo: "garden", branch: open.branch, files: listing(dir) })
+  }
+  const meadow = async () => {
+    const dir = tempDir("meadow")
+    await ok(["init", "--name", "meadow"], at(alice, dir))
+    write(dir, "grass.txt", "grass\n".repeat(1000))
+    await ok(["push"], at(alice, dir))
+    await ok(["desc", "Sow"], at(alice, dir))
+    await ok(["merge"], at(alice, dir))
+    // After the merge the checkout is on a new branch from main: its files are main's.
+    originals.push({ repo: "meadow", branch: "main", files: listing(dir) })
+  }
+  const plot = async () => {
+    const dir = tempDir("plot")
+    await ok(["init", "--name", "plot"], at(alice, dir))
+    write(dir, "notes.md", "unmerged work\n")
+    const pushed = json(await ok(["push", "--json"], at(alice, dir)))
+    originals.push({ repo: "plot", branch: pushed.branch, files: listing(dir) })
+  }
+  await Promise.all([garden(), meadow(), plot()])
 }, 600_000)
 
 afterAll(async () => {
@@ -165,7 +172,7 @@ describe("backup and restore of a cluster", () => {
     for (const original of originals) {
       expect(await cloneListing(restoredAlice, original.repo, original.branch), `${original.repo} ${original.branch}`).toEqual(original.files)
     }
-    expect(Object.keys(originals[0]!.files)).toContain("assets/seed.bin")
+    expect(Object.keys(originals.find((o) => o.repo === "garden")!.files)).toContain("assets/seed.bin")
     expect(pushed).toContainEqual(await cloneListing(restoredAlice, "busy", busyBranch))
   }, 600_000)
 
