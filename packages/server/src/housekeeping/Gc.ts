@@ -96,6 +96,21 @@ const orphanedObjects = (sql: Sql, removed: ReadonlyArray<{ org_id: string; hash
         AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.org_id = g.org_id AND c.hash = g.hash AND c.pack IS NULL)`.unprepared
   })
 
+/**
+ * Deletes objects whose rows are gone, answering those deleted. A failed delete leaves an object no row
+ * names (space only) rather than rolling back to rows whose objects are partly gone, which a re-upload
+ * would then dedup against.
+ */
+export const deleteObjects = (store: ObjectStore.ObjectStoreShape, keys: ReadonlyArray<ObjectStore.ObjectKey>) =>
+  Effect.map(
+    Effect.forEach(keys, (key) =>
+      store.delete(key).pipe(
+        Effect.as([key]),
+        Effect.catch((error) => Effect.as(Effect.logWarning(`gc could not delete object ${key.namespace}/${key.hash}`, error), []))
+      ), { concurrency: 8 }),
+    (done) => done.flat()
+  )
+
 /** One kind's due marks (at most SWEEP_BATCH), locked; skipped when another node's gc holds them. */
 const dueMarks = (sql: Sql, kind: "blob" | "chunk", graceMs: number) =>
   sql<Due & { marked_at: string }>`SELECT org_id::text AS org_id, hash, marked_at::text AS marked_at FROM gc_marks
@@ -140,10 +155,8 @@ const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: num
         AND NOT EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = c.org_id AND proofs.hash = c.hash)
         AND NOT ${granted(sql, "c.org_id", "c.hash", "-infinity")}
       RETURNING c.org_id::text AS org_id, c.hash, c.pack, c.size::text AS size, c.referenced`.unprepared
-    const objects = yield* orphanedObjects(sql, removed)
-    if (!dryRun) {
-      yield* Effect.forEach(objects, (o) => store.delete({ namespace: namespaceOf(o.org_id), hash: o.hash }), { concurrency: 8, discard: true })
-    }
+    const found = yield* orphanedObjects(sql, removed)
+    const objects = dryRun ? found : yield* deleteObjects(store, found.map((o) => ({ namespace: namespaceOf(o.org_id), hash: o.hash })))
     const charged = new Map<string, number>()
     for (const r of removed) if (r.referenced) charged.set(r.org_id, (charged.get(r.org_id) ?? 0) + Number(r.size))
     for (const [org, bytes] of charged) {

@@ -12,6 +12,7 @@
 import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { deleteObjects } from "./Gc.ts"
 
 export interface RetentionSettings {
   readonly ciLogsMs?: number | undefined
@@ -60,11 +61,12 @@ export const applyRetention = Effect.fn("Retention.apply")(function*(settings: R
       DELETE FROM ci_caches k USING repositories r
       WHERE r.id = k.repo_id AND k.updated_at < ${before(settings.ciCachesMs)}::timestamptz
       RETURNING r.org_id::text AS org_id, k.object_hash, k.bytes::text AS bytes`.unprepared
-    const objects = yield* unnamed(sql, [...pieces, ...caches])
+    const found = yield* unnamed(sql, [...pieces, ...caches])
     const sizes = new Map([...pieces, ...caches].map((r) => [`${r.org_id}/${r.object_hash}`, Number(r.bytes)]))
-    if (!dryRun) {
-      yield* Effect.forEach(objects, (o) => store.delete({ namespace: ciNamespace(o.org_id), hash: o.hash }), { concurrency: 8, discard: true })
-    }
+    const keyOf = (o: { org_id: string; hash: string }) => ({ namespace: ciNamespace(o.org_id), hash: o.hash })
+    const deleted = dryRun ? found.map(keyOf) : yield* deleteObjects(store, found.map(keyOf))
+    const done = new Set(deleted.map((k) => `${k.namespace}/${k.hash}`))
+    const objects = found.filter((o) => done.has(`${ciNamespace(o.org_id)}/${o.hash}`))
     return {
       ciLogPieces: pieces.length,
       ciCaches: caches.length,
