@@ -14,7 +14,7 @@ import { drainingServer } from "./http/DrainingServer.ts"
 import * as Drain from "./ops/Drain.ts"
 import * as Logging from "./ops/Logging.ts"
 import * as Tracing from "./ops/Tracing.ts"
-import { AccessEventsFollowerLive } from "./cache/AccessEventsFollower.ts"
+import { AccessNotificationsLive } from "./cache/AccessNotifications.ts"
 import { CiDispatcherLive } from "./ci/CiDispatcher.ts"
 import { CiTriggersLive } from "./ci/CiTriggers.ts"
 import { WebhookDeliveryLive } from "./webhooks/WebhookDelivery.ts"
@@ -79,7 +79,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
   // Garbage collection and retention, every --gc-interval-seconds.
-  return Layer.mergeAll(Http, Admin, AccessEventsFollowerLive, Ci, Deliveries, GcLive).pipe(
+  return Layer.mergeAll(Http, Admin, AccessNotificationsLive, Ci, Deliveries, GcLive).pipe(
     Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),

@@ -2,6 +2,36 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import * as DbEmbedded from "./DbEmbedded.ts"
+import { notificationScanner } from "./PgliteStream.ts"
+
+/** A backend message: its type byte, then its length (itself included) and body. */
+const message = (type: string, body: Buffer) => {
+  const header = Buffer.alloc(5)
+  header.write(type, 0)
+  header.writeInt32BE(body.length + 4, 1)
+  return Buffer.concat([header, body])
+}
+const notification = (channel: string, payload: string) =>
+  message("A", Buffer.concat([Buffer.from([0, 0, 0, 7]), Buffer.from(`${channel}\0${payload}\0`)]))
+
+describe("notificationScanner", () => {
+  it("finds notifications among other messages however the output is cut", () => {
+    const output = Buffer.concat([
+      message("D", Buffer.alloc(300, 0x41)), // a row full of 'A' bytes is not a notification
+      notification("grove_access", "repository:1"),
+      message("C", Buffer.from("UPDATE 1\0")),
+      notification("other", "x"),
+      notification("grove_access", "tokens"),
+      message("Z", Buffer.from("I"))
+    ])
+    for (const size of [1, 2, 3, 5, 7, 64, output.length]) {
+      const seen: Array<string> = []
+      const scan = notificationScanner((channel, payload) => seen.push(`${channel} ${payload}`))
+      for (let i = 0; i < output.length; i += size) scan(new Uint8Array(output.subarray(i, i + size)))
+      assert.deepStrictEqual(seen, ["grove_access repository:1", "other x", "grove_access tokens"], `chunks of ${size}`)
+    }
+  })
+})
 
 // One PGlite for the suite: starting one takes tens of seconds on a busy machine.
 describe("DbEmbedded", () => {
@@ -38,6 +68,29 @@ describe("DbEmbedded", () => {
         assert.deepStrictEqual(results, Array.from({ length: 200 }, (_, i) => i === 77 ? "failed" : i))
         const after = yield* sql<{ v: number }>`SELECT 42 AS v`
         assert.strictEqual(after[0]?.v, 42)
+      }))
+
+    // The caches' exactness rests on this: the handler has run by the time the COMMIT answers, and a
+    // transaction that rolls back notifies nothing.
+    it.effect("delivers a committed NOTIFY in-process before the commit answers, a rolled-back one never", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const notifications = yield* DbEmbedded.Notifications
+        const seen: Array<string> = []
+        const unsubscribe = notifications.subscribe("grove_test", (payload) => seen.push(payload))
+        yield* sql`LISTEN grove_test`
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT pg_notify('grove_test', 'committed')`
+          // Not before the commit.
+          assert.deepStrictEqual(seen, [])
+        }))
+        assert.deepStrictEqual(seen, ["committed"])
+        yield* sql.withTransaction(sql`SELECT pg_notify('grove_test', 'rolled back')`.pipe(Effect.andThen(Effect.fail("abort" as const)))).pipe(Effect.flip)
+        yield* sql`SELECT pg_notify('grove_test', 'alone')`
+        assert.deepStrictEqual(seen, ["committed", "alone"])
+        unsubscribe()
+        yield* sql`SELECT pg_notify('grove_test', 'after')`
+        assert.deepStrictEqual(seen, ["committed", "alone"])
       }))
 
     it.effect("starts with the embedded memory settings", () =>

@@ -4,7 +4,7 @@
  */
 import { PGlite } from "@electric-sql/pglite"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ConnectionError, SqlError } from "effect/sql/SqlError"
 import { pgliteStream } from "./PgliteStream.ts"
@@ -35,14 +35,54 @@ const openPglite = (options: DbEmbeddedOptions) =>
     (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
   )
 
-export const layer = (options: DbEmbeddedOptions): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
+/**
+ * The embedded database's `NOTIFY`s, delivered in this process: a handler runs as the notifying
+ * transaction commits, before its COMMIT answers. The session must `LISTEN` on the channel (one SQL
+ * statement through the client: the session is the one connection, so it is never held for it).
+ */
+export class Notifications extends Context.Service<Notifications, {
+  /** Calls `handler` with the payload of each notification on `channel`, until the returned function is called. */
+  readonly subscribe: (channel: string, handler: (payload: string) => void) => () => void
+}>()("@grove/storage/DbEmbedded/Notifications") {}
+
+const makeNotifications = () => {
+  const handlers = new Map<string, Set<(payload: string) => void>>()
+  const service = Notifications.of({
+    subscribe: (channel, handler) => {
+      const set = handlers.get(channel) ?? new Set()
+      handlers.set(channel, set)
+      set.add(handler)
+      return () => void set.delete(handler)
+    }
+  })
+  const emit = (channel: string, payload: string) => {
+    for (const handler of handlers.get(channel) ?? []) {
+      try {
+        handler(payload)
+      } catch (error) {
+        // A subscriber's failure must not break the connection's stream.
+        console.error(`a handler of notifications on ${channel} failed`, error)
+      }
+    }
+  }
+  return { service, emit }
+}
+
+export const layer = (
+  options: DbEmbeddedOptions
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | Notifications, SqlError> =>
   Layer.unwrap(
-    Effect.map(openPglite(options), (db) =>
-      PgClient.layer({
-        stream: pgliteStream(db),
-        username: "postgres",
-        database: "postgres",
-        maxConnections: 1,
-        multiplex: true
-      }))
+    Effect.map(openPglite(options), (db) => {
+      const notifications = makeNotifications()
+      return Layer.merge(
+        PgClient.layer({
+          stream: pgliteStream(db, notifications.emit),
+          username: "postgres",
+          database: "postgres",
+          maxConnections: 1,
+          multiplex: true
+        }),
+        Layer.succeed(Notifications, notifications.service)
+      )
+    })
   )

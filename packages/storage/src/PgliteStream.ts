@@ -11,8 +11,54 @@ const SSL_REQUEST = 80877103
 const CANCEL_REQUEST = 80877102
 const PROTOCOL_V3 = 196608
 const TERMINATE = 0x58
+const NOTIFICATION = 0x41
 
-export const pgliteStream = (db: PGlite) => (): Duplex => {
+/**
+ * Finds the NotificationResponse messages ('A') in the backend's output, however it is cut into
+ * chunks, and hands each one's channel and payload to `emit`. Other messages are skipped by length.
+ */
+export const notificationScanner = (emit: (channel: string, payload: string) => void) => {
+  const header = Buffer.alloc(5)
+  let headerFill = 0
+  // The rest of the current message: skipped, or (an 'A') collected into `body`.
+  let remaining = 0
+  let body: Buffer | undefined
+  let bodyFill = 0
+  return (chunk: Uint8Array) => {
+    let i = 0
+    while (i < chunk.length) {
+      if (remaining > 0) {
+        const n = Math.min(remaining, chunk.length - i)
+        if (body !== undefined) body.set(chunk.subarray(i, i + n), bodyFill)
+        bodyFill += n
+        remaining -= n
+        i += n
+        if (remaining === 0 && body !== undefined) {
+          // Int32 process id, then the channel and the payload, each NUL-terminated.
+          const channelEnd = body.indexOf(0, 4)
+          const payloadEnd = body.indexOf(0, channelEnd + 1)
+          emit(body.toString("utf8", 4, channelEnd), body.toString("utf8", channelEnd + 1, payloadEnd))
+          body = undefined
+        }
+        continue
+      }
+      header[headerFill++] = chunk[i++]!
+      if (headerFill < 5) continue
+      headerFill = 0
+      remaining = header.readInt32BE(1) - 4
+      bodyFill = 0
+      body = header[0] === NOTIFICATION && remaining > 0 ? Buffer.alloc(remaining) : undefined
+    }
+  }
+}
+
+/**
+ * `onNotification`, when given, gets each notification the backend sends, before the client reads
+ * the rest of that output (so before the notifying transaction's COMMIT answers): the embedded
+ * database's notifications are read here, since its one connection cannot be held by a LISTEN.
+ */
+export const pgliteStream = (db: PGlite, onNotification?: (channel: string, payload: string) => void) => (): Duplex => {
+  const scan = onNotification === undefined ? undefined : notificationScanner(onNotification)
   let pending: Buffer = Buffer.alloc(0)
   // Messages run strictly one after another, in arrival order.
   let chain: Promise<void> = Promise.resolve()
@@ -21,6 +67,7 @@ export const pgliteStream = (db: PGlite) => (): Duplex => {
       db.runExclusive(() =>
         db.execProtocolRawStream(messages, {
           onRawData: (bytes) => {
+            scan?.(bytes)
             duplex.push(Buffer.from(bytes))
           }
         })

@@ -12,7 +12,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { CodeNotValid, InvalidInput, InvalidToken, NameTaken, TokenExpired, UserNotFound } from "./IdentityErrors.ts"
 import * as Secrets from "./Secrets.ts"
-import { AccessCaches } from "../cache/AccessCaches.ts"
+import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
@@ -25,12 +25,6 @@ const CODE_LIFETIME_MS = 10 * 60 * 1000
  * background, and a failed write never fails the request.
  */
 export const LAST_USED_GRANULARITY_MS = 60 * 1000
-/**
- * How long a token lookup is reused. A revocation on this node takes effect at
- * once; on other nodes within this time.
- */
-export const TOKEN_CACHE_TTL_MS = 2_000
-
 /** Verified against when a user is unknown or has no password: costs the same, never matches. */
 const UNUSABLE_PASSWORD_HASH = `scrypt$16384$8$1$${"00".repeat(16)}$${"00".repeat(32)}`
 
@@ -101,7 +95,7 @@ export class Identity extends Context.Service<Identity, {
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
   readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | TokenExpired | SqlError>
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
-  /** Ends a session (a browser's sign-out): it stops working on this node at once, on the others within TOKEN_CACHE_TTL_MS. */
+  /** Ends a session (a browser's sign-out): it stops working at once (the revocation is notified to every node, AccessCaches). */
   readonly endSession: (token: string) => Effect.Effect<void, SqlError>
   /** One of the user's live personal keys. */
   readonly apiKey: (userId: string, keyId: string) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
@@ -112,7 +106,7 @@ export class Identity extends Context.Service<Identity, {
 }>()("grove/server/identity/Identity") {
   static readonly layer = Layer.effect(Identity, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const tokens = new TtlCache<string, TokenRow | ServiceKeyRow | undefined>(TOKEN_CACHE_TTL_MS)
+    const tokens = new TtlCache<string, TokenRow | ServiceKeyRow | undefined>(ACCESS_CACHE_TTL_MS)
     const accessCaches = yield* AccessCaches
     accessCaches.register(tokens)
     const touched = new Map<string, number>()

@@ -9,11 +9,8 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
-import { AccessCaches } from "../cache/AccessCaches.ts"
+import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
-
-/** Organization and role reads are reused this long; changes through this node invalidate at once. */
-const CACHE_TTL_MS = 2_000
 
 export interface Organization {
   readonly id: string
@@ -56,8 +53,8 @@ export class Organizations extends Context.Service<Organizations, {
   static readonly layer = Layer.effect(Organizations, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // An absence is not kept: an organization created through another node is found at once.
-    const bySlug = new TtlCache<string, Option.Option<Organization>>(CACHE_TTL_MS, { keep: Option.isSome })
-    const roles = new TtlCache<string, Access.Role | undefined>(CACHE_TTL_MS)
+    const bySlug = new TtlCache<string, Option.Option<Organization>>(ACCESS_CACHE_TTL_MS, { keep: Option.isSome })
+    const roles = new TtlCache<string, Access.Role | undefined>(ACCESS_CACHE_TTL_MS)
     const accessCaches = yield* AccessCaches
     accessCaches.register(bySlug)
     accessCaches.register(roles)

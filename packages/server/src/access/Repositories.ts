@@ -6,17 +6,11 @@ import type { Access } from "@grove/core"
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { AccessCaches } from "../cache/AccessCaches.ts"
+import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
 import { TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
-
-/**
- * Reads by name are reused this long; writes through this node invalidate at once. An absence is
- * not kept: a repository created through another node is found by the next request here.
- */
-export const REPOSITORY_CACHE_TTL_MS = 2_000
 
 export type RepositorySort = "name" | "updated" | "created"
 
@@ -43,9 +37,15 @@ export class Repositories extends Context.Service<Repositories, {
   static readonly layer = Layer.effect(Repositories, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = repositoryColumns(sql)
-    const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(REPOSITORY_CACHE_TTL_MS, { keep: Option.isSome })
+    // Reads by name, forgotten when the database notifies a change of the row (its head and updated_at
+    // included), wherever it was made. An absence is not kept: nothing notifies an insert.
+    const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(ACCESS_CACHE_TTL_MS, { keep: Option.isSome })
     const accessCaches = yield* AccessCaches
-    accessCaches.register(byName)
+    accessCaches.register({
+      invalidateAll: () => byName.invalidateAll(),
+      setLive: (live) => byName.setLive(live),
+      invalidateRepository: (id) => byName.invalidateWhere((found) => Option.isSome(found) && found.value.id === id)
+    })
     const keys = (sort: RepositorySort): ReadonlyArray<KeyColumn> =>
       sort === "name"
         ? [{ expr: sql`o.slug` }, { expr: sql`lower(r.name)` }, { expr: sql`r.id`, cast: "uuid" }]

@@ -2,7 +2,7 @@
  * Token and password material. Tokens are `grove_` + 43 base62 characters
  * (256 random bits); only their SHA-256 is stored. Passwords use scrypt.
  */
-import { createHash, randomBytes, scrypt, timingSafeEqual } from "node:crypto"
+import { hash, randomBytes, scrypt, timingSafeEqual } from "node:crypto"
 
 export const TOKEN_PREFIX = "grove_"
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -21,7 +21,8 @@ const randomBase62 = (length: number): string => {
 export const newToken = (): string => TOKEN_PREFIX + randomBase62(43)
 
 /** Tokens are looked up by this hash; the secret itself is never stored. */
-export const hashToken = (token: string): string => createHash("sha256").update(token, "utf8").digest("hex")
+// One-shot `hash`: no Hash object per request.
+export const hashToken = (token: string): string => hash("sha256", token, "hex")
 
 /** What listings show of a token: enough to recognise it, far too little to use it. */
 export const tokenPrefix = (token: string): string => token.slice(0, TOKEN_PREFIX.length + 6)

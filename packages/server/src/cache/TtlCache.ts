@@ -1,10 +1,11 @@
 /**
  * A small read-through cache with a time-to-live, for the hot read path
- * (tokens, repositories, roles). Writes on this node invalidate entries at
- * once; the TTL bounds how long another node's write can go unseen.
- * Concurrent misses for one key share a single load. `keep` can refuse to
- * cache some answers: an absence, which another node's create would
- * otherwise hide here for a whole TTL.
+ * (tokens, repositories, roles). Whoever caches access data invalidates it on
+ * the database's change notifications (`AccessCaches`); the TTL only bounds
+ * memory and the damage of a change nobody notified. Concurrent misses for one
+ * key share a single load. `keep` can refuse to cache some answers: an absence,
+ * which nothing invalidates when a row is inserted. While not live (the change
+ * notifications are not being received) every read loads.
  */
 import { Deferred, Effect, Exit } from "effect"
 
@@ -18,6 +19,7 @@ export class TtlCache<K, V> {
   private readonly loading = new Map<K, Deferred.Deferred<V, unknown>>()
   /** Bumped by every invalidation, so a load that started before one is not cached after it. */
   private generation = 0
+  private live = true
   private readonly ttlMs: number
   private readonly maxEntries: number
   private readonly keep: (value: V) => boolean
@@ -29,6 +31,7 @@ export class TtlCache<K, V> {
   }
 
   get<E, R>(key: K, load: Effect.Effect<V, E, R>): Effect.Effect<V, E, R> {
+    if (!this.live) return load
     const hit = this.entries.get(key)
     if (hit !== undefined && hit.expires > Date.now()) return Effect.succeed(hit.value)
     const pending = this.loading.get(key)
@@ -69,5 +72,18 @@ export class TtlCache<K, V> {
     this.generation++
     this.entries.clear()
     this.loading.clear()
+  }
+
+  /** Forgets every entry whose value `matches` (and, like `invalidate`, keeps no load under way). */
+  invalidateWhere(matches: (value: V) => boolean): void {
+    this.generation++
+    for (const [key, entry] of this.entries) if (matches(entry.value)) this.entries.delete(key)
+    this.loading.clear()
+  }
+
+  /** Stops caching (`false`: every read loads, nothing is kept) or starts again; either way forgets all. */
+  setLive(live: boolean): void {
+    this.invalidateAll()
+    this.live = live
   }
 }

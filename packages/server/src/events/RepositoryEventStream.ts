@@ -12,7 +12,7 @@
 import { Bus, Topics } from "@grove/bus"
 import { Context, Effect, Layer, PubSub } from "effect"
 import { AccessCaches } from "../cache/AccessCaches.ts"
-import { isAccessEvent } from "../cache/AccessEventsFollower.ts"
+import { isAccessEvent } from "../cache/AccessCaches.ts"
 import { DEFAULT_RECHECK_MS, DEFAULT_STREAM_LIMITS, ServerConfig } from "../Config.ts"
 import { type RepositoryEvent, repositoryEventOf } from "./RepositoryEvent.ts"
 import { StreamSlots } from "./StreamSlots.ts"

@@ -73,6 +73,19 @@ const ROUTES: ReadonlyArray<Route> = [
 
 /** The most specific routes matching a path (all with the same rank); empty for a path no route knows. */
 const routesOf = (pathname: string): ReadonlyArray<Route> => {
+  // A scan tests every route's pattern (~150): a path seen lately (a hot read's) is answered from memory.
+  const known = matched.get(pathname)
+  if (known !== undefined) return known
+  const routes = scanRoutes(pathname)
+  // Bounded: at most 4,096 paths of at most 256 characters.
+  if (pathname.length > 256) return routes
+  if (matched.size >= 4096) matched.clear()
+  matched.set(pathname, routes)
+  return routes
+}
+const matched = new Map<string, ReadonlyArray<Route>>()
+
+const scanRoutes = (pathname: string): ReadonlyArray<Route> => {
   let best: Array<Route> = []
   for (const candidate of ROUTES) {
     if (!candidate.pattern.test(pathname)) continue

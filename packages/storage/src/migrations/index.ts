@@ -20,6 +20,7 @@ import ciRunnerHeartbeats from "./0012_ci_runner_heartbeats.ts"
 import releases from "./0013_releases.ts"
 import sites from "./0014_sites.ts"
 import gcMarks from "./0015_gc_marks.ts"
+import accessNotify from "./0016_access_notify.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -36,5 +37,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0012_ci_runner_heartbeats": ciRunnerHeartbeats,
   "0013_releases": releases,
   "0014_sites": sites,
-  "0015_gc_marks": gcMarks
+  "0015_gc_marks": gcMarks,
+  "0016_access_notify": accessNotify
 }
