@@ -16,9 +16,9 @@
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
-import * as path from "node:path"
 import { chromium } from "playwright-core"
 import { chromiumPath } from "../../test/support/browser.ts"
+import { LIVE_WORKFLOW, liveWorkdir, printedAt, releaseStep } from "../../test/support/ciLive.ts"
 import { buildCommit, pushBody } from "../../test/support/content.ts"
 import { startServer } from "../../test/support/GroveServer.ts"
 import { numberArg } from "./load.ts"
@@ -76,19 +76,10 @@ const weight = async (base: string, path: string, cookie: string) => {
   return { bytes, requests: 1 + assets.length, htmlBytes: html.bytes }
 }
 
-/** `log` prints 1,500 coloured lines; `live` waits for a marker file in its checkout, then prints its clock (ms). */
+/** `log` prints 1,500 coloured lines; `live` waits for a marker file in its checkout, then prints its clock (test/support/ciLive.ts). */
 const WORKFLOWS = {
   ".oak/workflows/log.yml": ["on: [manual]", "jobs:", "  log:", "    steps:", "      - run: for i in $(seq 1 1500); do printf '\\033[32mline %s\\033[0m of the log\\n' $i; done"].join("\n"),
-  ".oak/workflows/live.yml": [
-    "on: [manual]",
-    "jobs:",
-    "  live:",
-    "    steps:",
-    "      - run: |",
-    "          echo \"workdir=$PWD\"",
-    "          i=0; while [ ! -f go.marker ]; do sleep 0.01; i=$((i+1)); if [ $i -gt 30000 ]; then exit 9; fi; done",
-    "          echo \"printed at $(date +%s%3N)\""
-  ].join("\n")
+  ".oak/workflows/live.yml": LIVE_WORKFLOW
 }
 const LIVE_RUNS = 5
 
@@ -116,19 +107,18 @@ const completed = (base: string, key: string, id: number) => pollRun(base, key, 
  * lets the step print its clock; the delay is from that clock to the event's arrival here.
  */
 const liveLineDelay = async (base: string, key: string, cookie: string, id: number) => {
-  const workdir = await pollRun(base, key, id, (run) =>
-    /workdir=(\S+)/.exec((run.jobs ?? []).flatMap((job: any) => job.steps).map((step: any) => step.logs ?? "").join(""))?.[1])
+  const workdir = await liveWorkdir(async () => (await fetch(`${base}/api/bench/web/ci/runs/${id}`, { headers: { authorization: `Bearer ${key}` } })).json())
   const response = await fetch(`${base}/bench/web/ci/runs/${id}/events`, { headers: { cookie } })
   const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
-  fs.writeFileSync(path.join(workdir, "go.marker"), "go\n")
+  releaseStep(workdir)
   let seen = ""
   for (;;) {
     const { value, done } = await reader.read()
     if (done) throw new Error(`run ${id}'s events ended without the line`)
     seen += value
-    const printed = /printed at (\d+)/.exec(seen)
-    if (printed !== null) {
-      const delay = Date.now() - Number(printed[1])
+    const printed = printedAt(seen)
+    if (!Number.isNaN(printed)) {
+      const delay = Date.now() - printed
       await reader.cancel()
       return delay
     }

@@ -11,10 +11,9 @@
  * script error.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import type { Browser, BrowserContext, Page } from "playwright-core"
 import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import { LIVE_WORKFLOW, liveWorkdir, printedAt, releaseStep } from "../support/ciLive.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -27,21 +26,7 @@ const SECRET = "s3cr3t-Value-never-shown"
 
 const WORKFLOWS: Record<string, string> = {
   // Prints, waits for the test's marker file in its checkout (5 minutes at most), then prints its clock.
-  ".oak/workflows/live.yml": [
-    "on: [manual]",
-    "jobs:",
-    "  follow:",
-    "    name: Follow me",
-    "    steps:",
-    "      - name: talk",
-    "        run: |",
-    "          echo \"workdir=$PWD\"",
-    "          printf '\\033[1;31mred alert\\033[0m <b>not bold</b>\\n'",
-    "          echo \"token=$API_TOKEN\"",
-    "          i=0",
-    "          while [ ! -f go.marker ]; do sleep 0.02; i=$((i+1)); if [ $i -gt 15000 ]; then exit 9; fi; done",
-    "          echo \"later line printed at $(date +%s%3N)\""
-  ].join("\n"),
+  ".oak/workflows/live.yml": LIVE_WORKFLOW,
   ".oak/workflows/long.yml": ["on: [manual]", "jobs:", "  rows:", "    steps:", "      - run: seq 1 2500 | sed 's/^/row /'"].join("\n"),
   // Fails at once, before any sandbox: cheap runs for the list's pages.
   ".oak/workflows/broken.yml": ["on: [manual]", "jobs:", "  build:", "    stepz:", "      - run: x"].join("\n")
@@ -73,12 +58,7 @@ const completed = (repo: string, id: number) =>
   }, 120_000)
 
 /** The checkout of a live run, as its step printed it. */
-const workdirOf = (id: number) =>
-  waitFor(`run ${id}'s workdir line`, async () => {
-    const run = await runOf("app", id)
-    const logs = (run.jobs ?? []).flatMap((job: any) => job.steps).map((step: any) => step.logs ?? "").join("")
-    return /workdir=(\S+)/.exec(logs)?.[1]
-  }, 120_000)
+const workdirOf = (id: number) => liveWorkdir(() => runOf("app", id))
 
 /** A repository with the workflows on main (pushed on `setup`, merged). */
 const seedRepo = async (name: string, isPublic: boolean) => {
@@ -152,15 +132,15 @@ describe.skipIf(skip)("CI pages in headless Chromium", () => {
         observer.observe(document.querySelector("main"), { subtree: true, childList: true, characterData: true })
       })
       undefined`)
-    fs.writeFileSync(path.join(workdir, "go.marker"), "go\n")
+    releaseStep(workdir)
     const shownAt = await Promise.race([
       page.evaluate("window.groveShownAt") as Promise<number>,
       new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the later line did not appear within 60 s")), 60_000))
     ])
     const text = await page.locator("pre.log").first().textContent()
-    const printedAt = Number(/later line printed at (\d+)/.exec(text ?? "")?.[1])
-    const delay = shownAt - printedAt
-    console.log(`live log line: printed by the step at ${printedAt}, shown in the browser ${delay} ms later (goal < 1000 ms)`)
+    const printed = printedAt(text ?? "")
+    const delay = shownAt - printed
+    console.log(`live log line: printed by the step at ${printed}, shown in the browser ${delay} ms later (goal < 1000 ms)`)
     expect(delay).toBeGreaterThanOrEqual(0)
     expect(delay).toBeLessThan(10_000)
 
