@@ -13,6 +13,15 @@ import { reporter, totalProblems } from "../housekeeping/FsckReport.ts"
 import { connectionLayer, objectStoreLayer } from "../Infrastructure.ts"
 import * as DataDirLock from "./DataDirLock.ts"
 
+const HELP = `grove-server fsck [--json] [--concurrency N] [options]
+
+Checks that every reference resolves to a stored object and every stored object hashes to its name.
+Prints each problem as it is found, then a summary (--json: one JSON object per line). Exit 0: no
+problems; 1: problems found, or the check could not finish; 2: bad usage. Options: the server's
+(--mode, --data-dir, --database-url, --s3-*; see grove-server --help). --concurrency: objects read
+at once (default 8). Embedded mode needs the server stopped. See docs/operations.md.
+`
+
 const usage = (message: string) => {
   process.stderr.write(`grove-server fsck: ${message}\n`)
   return 2
@@ -24,6 +33,10 @@ export const runFsckCommand = async (argv: ReadonlyArray<string>): Promise<numbe
   let concurrency = 8
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
+    if (arg === "--help" || arg === "-h") {
+      process.stdout.write(HELP)
+      return 0
+    }
     if (arg === "--json") json = true
     else if (arg === "--concurrency" || arg.startsWith("--concurrency=")) {
       const value = arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[++i]
