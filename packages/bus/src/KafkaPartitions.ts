@@ -201,16 +201,20 @@ export const consume = <R>(
 
     const workers = yield* PartitionWorkers.make((partition, generation) =>
       Effect.gen(function*() {
-        // Nothing on this node consumes while Kafka cannot answer this, so wait for it.
-        const next = yield* startOffset(partition).pipe(
+        // Nothing on this node consumes while Kafka cannot answer this, so wait for it (until a stop).
+        const start = yield* startOffset(partition).pipe(
           Effect.tapError((error) => Effect.logWarning("retrying", error)),
-          Effect.retry(Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")])),
-          Effect.orDie
+          Effect.retry({ schedule: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")]), while: () => !stopping }),
+          Effect.option
         )
+        // A worker prepared while the stop began takes nothing: its records are the next owner's.
+        if (stopping || start._tag === "None") return Effect.void
         const queue = yield* Queue.bounded<StringMessage, Cause.Done>(FEED_CAPACITY)
-        const feed: Feed = { queue, next, checkedAt: 0 }
+        const feed: Feed = { queue, next: start.value, checkedAt: 0 }
         feeds.set(partition, feed)
-        lag.started(partition, next)
+        // The stop may have ended the feeds between the check above and here (no yield from the set on).
+        if (stopping) Queue.endUnsafe(queue)
+        lag.started(partition, start.value)
         const claim: PartitionClaim = {
           topic,
           partition,
@@ -366,6 +370,12 @@ export const consume = <R>(
         return Effect.forEach(feeds.values(), (feed) => Queue.end(feed.queue), { discard: true })
       }).pipe(
         Effect.andThen(Effect.suspend(() => workers.finish(workers.running(), options.drainTimeout ?? DRAIN_TIMEOUT))),
+        Effect.tap((cut) =>
+          cut.length === 0 ? Effect.void : Effect.logWarning("the drain deadline passed: stopped the workers still running", {
+            group,
+            partitions: cut.join(",")
+          })
+        ),
         Effect.andThen(committer.flush()),
         Effect.andThen(member.stop)
       )

@@ -83,7 +83,7 @@ describe("PartitionWorkers", () => {
       yield* Effect.yieldNow
       assert.deepStrictEqual(ended, ["1:Success"])
       yield* TestClock.adjust("4 seconds")
-      yield* Fiber.join(finishing)
+      assert.deepStrictEqual(yield* Fiber.join(finishing), [2], "the partitions cut at the deadline")
       assert.deepStrictEqual(ended, ["1:Success", "2:Failure(interrupted)"])
       assert.deepStrictEqual(workers.running(), [])
     }).pipe(Effect.scoped))

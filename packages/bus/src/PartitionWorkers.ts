@@ -29,9 +29,10 @@ export interface PartitionWorkers {
   readonly revoke: (partitions: Iterable<number>) => Effect.Effect<void>
   /**
    * A graceful stop: waits up to `deadline` for the workers of `partitions` to end by themselves (the
-   * caller has closed their intake, so each finishes the record in hand), then interrupts the rest.
+   * caller has closed their intake, so each finishes the record in hand), then interrupts the rest and
+   * answers their partitions.
    */
-  readonly finish: (partitions: Iterable<number>, deadline: Duration.Input) => Effect.Effect<void>
+  readonly finish: (partitions: Iterable<number>, deadline: Duration.Input) => Effect.Effect<ReadonlyArray<number>>
   /** Partitions with a running worker. */
   readonly running: () => ReadonlyArray<number>
 }
@@ -81,7 +82,11 @@ export const make = (
           const worker = workers.get(partition)
           return worker === undefined ? [] : [worker.fiber]
         })
-        return Fiber.awaitAll(fibers).pipe(Effect.timeoutOption(deadline), Effect.andThen(revoke(chosen)))
+        return Fiber.awaitAll(fibers).pipe(
+          Effect.timeoutOption(deadline),
+          Effect.andThen(Effect.sync(() => chosen.filter((partition) => workers.has(partition)))),
+          Effect.tap((late) => revoke(late))
+        )
       })
 
     const start = (partition: number, generation: number): Effect.Effect<void> =>
