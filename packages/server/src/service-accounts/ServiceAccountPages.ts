@@ -61,12 +61,10 @@ const accountPage = (session: PageSession, slug: string, name: string, notice?: 
   Effect.gen(function*() {
     const org = yield* pageOrganization(session, slug, "admin")
     const accounts = yield* ServiceAccounts
-    const account = (yield* dbUnavailable(accounts.list(org.id, org.slug, { limit: SHOWN }))).map((keyed) => keyed.row).find((a) => a.name === name)
-    const id = account === undefined ? undefined : yield* dbUnavailable(accounts.find(org.id, account.name))
-    if (account === undefined || id === undefined) {
-      return yield* new ApiErrors.NotFound({ error: `service account ${name} not found`, code: "not_found" })
-    }
-    const keys = (yield* dbUnavailable(accounts.keys(id, { limit: SHOWN }))).map((keyed) => keyed.row)
+    const found = yield* dbUnavailable(accounts.get(org.id, org.slug, name))
+    if (found === undefined) return yield* new ApiErrors.NotFound({ error: `service account ${name} not found`, code: "not_found" })
+    const { account } = found
+    const keys = (yield* dbUnavailable(accounts.keys(found.id, { limit: SHOWN }))).map((keyed) => keyed.row)
     // The scopes this viewer may put in a key (`release` only from an owner); the API decides again.
     const grantable = Access.grantableScopes(ownsOrg(session, org) ? "owner" : "admin")
     return yield* orgPage({

@@ -9,11 +9,20 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 
+interface AccountRow {
+  readonly name: string
+  readonly displayName: string | null
+  readonly disabled: boolean
+  readonly createdAt: Date
+}
+
 export class ServiceAccounts extends Context.Service<ServiceAccounts, {
   /** One page of the organization's accounts by name. */
   readonly list: (orgId: string, orgSlug: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiServiceAccounts.ServiceAccount>>, SqlError>
   /** The account's id, if it exists. */
   readonly find: (orgId: string, name: string) => Effect.Effect<string | undefined, SqlError>
+  /** The account and its id, if it exists (its page). */
+  readonly get: (orgId: string, orgSlug: string, name: string) => Effect.Effect<{ readonly id: string; readonly account: ApiServiceAccounts.ServiceAccount } | undefined, SqlError>
   /** One page of the account's live keys, oldest first. */
   readonly keys: (accountId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiServiceAccounts.ServiceAccountKey>>, SqlError>
 }>()("grove/server/service-accounts/ServiceAccounts") {
@@ -24,23 +33,26 @@ export class ServiceAccounts extends Context.Service<ServiceAccounts, {
       { expr: sql`k.created_at`, cast: "timestamptz", read: sql`k.created_at::text` },
       { expr: sql`k.id`, cast: "uuid" }
     ]
+    const columns = sql`a.name, a.display_name AS "displayName", a.disabled, a.created_at AS "createdAt"`
+    const toAccount = (row: AccountRow, orgSlug: string): ApiServiceAccounts.ServiceAccount => ({
+      name: row.name,
+      ...(row.displayName === null ? {} : { display_name: row.displayName }),
+      disabled: row.disabled,
+      organization: orgSlug,
+      created_at: row.createdAt.toISOString()
+    })
     return ServiceAccounts.of({
       list: (orgId, orgSlug, page) =>
-        sql<{ name: string; displayName: string | null; disabled: boolean; createdAt: Date }>`
-          SELECT a.name, a.display_name AS "displayName", a.disabled, a.created_at AS "createdAt" ${Keyset.selectKeys(sql, byName)}
+        sql<AccountRow>`
+          SELECT ${columns} ${Keyset.selectKeys(sql, byName)}
           FROM service_accounts a WHERE a.org_id = ${orgId} AND ${Keyset.after(sql, byName, page.after)}
           ${Keyset.orderBy(sql, byName)} ${Keyset.limitPlusOne(sql, page)}`.pipe(Effect.map((rows) =>
-          Keyset.keyed(rows, byName).map(({ key, row }) => ({
-            key,
-            row: {
-              name: row.name,
-              ...(row.displayName === null ? {} : { display_name: row.displayName }),
-              disabled: row.disabled,
-              organization: orgSlug,
-              created_at: row.createdAt.toISOString()
-            }
-          }))
+          Keyset.keyed(rows, byName).map(({ key, row }) => ({ key, row: toAccount(row, orgSlug) }))
         )),
+      get: (orgId, orgSlug, name) =>
+        sql<AccountRow & { id: string }>`SELECT a.id, ${columns} FROM service_accounts a WHERE a.org_id = ${orgId} AND a.name = ${name}`.pipe(
+          Effect.map((rows) => rows[0] === undefined ? undefined : { id: rows[0].id, account: toAccount(rows[0], orgSlug) })
+        ),
       find: (orgId, name) =>
         sql<{ id: string }>`SELECT id FROM service_accounts WHERE org_id = ${orgId} AND name = ${name}`.pipe(
           Effect.map((rows) => rows[0]?.id)
