@@ -3,10 +3,12 @@
  * node A (the session is the database's, so node B knows it), opens the branch page on node B at
  * the address the Oak client's `open` uses, and merges there: the merge goes through node B's API,
  * to the Repository entity on whichever node owns its partition. Both nodes then show main's new file.
+ * A CI run's page on each node follows the step's log live, whichever node runs it.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import type { Browser } from "playwright-core"
 import { launchBrowser, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import { LIVE_WORKFLOW, liveWorkdir, printedAt, releaseStep } from "../support/ciLive.ts"
 import { type ClusterInfra, startClusterInfra } from "../support/ClusterInfra.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
@@ -73,6 +75,44 @@ describe.skipIf(skip)("web pages on a two-node cluster", () => {
       }
       expect(watch.violations).toEqual([])
       expect(watch.errors).toEqual([])
+    } finally {
+      await context.close()
+    }
+  }, 300_000)
+
+  it("follows a CI log live on both nodes while one of them runs the step", async () => {
+    const a = api(nodeA.url, key)
+    expect((await a.post("/repos", { name: "live", is_public: true })).status).toBe(201)
+    const c = buildCommit({ branch: "setup", files: { ".oak/workflows/live.yml": LIVE_WORKFLOW }, parentHash: null, parentSnapshot: new Map() })
+    const pushed = await a.post("/alice/live/push", pushBody({ branch: "setup", commits: [c], description: "A live step" }))
+    expect(pushed.body, JSON.stringify(pushed.body)).toMatchObject({ success: true })
+    const started = await a.post("/alice/live/ci/runs", { workflow: "live", branch: "setup" })
+    expect(started.status, JSON.stringify(started.body)).toBe(201)
+    const id = started.body.run_ids[0] as number
+    const workdir = await liveWorkdir(async () => (await a.get(`/alice/live/ci/runs/${id}`)).body)
+    // A public repository: anonymous readers follow it. One node runs the step, so one page follows it from the other.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+    try {
+      const pages = []
+      for (const node of [nodeA, nodeB]) {
+        const page = await context.newPage()
+        const watch = await watchPage(page)
+        await page.goto(`${node.url}/alice/live/ci/runs/${id}`)
+        await page.getByText("workdir=").first().waitFor({ timeout: 30_000 })
+        pages.push({ node, page, watch })
+      }
+      releaseStep(workdir)
+      for (const { node, page } of pages) {
+        await page.getByText("later line printed at").first().waitFor({ timeout: 30_000 })
+        const delay = Date.now() - printedAt((await page.locator("pre.log").first().textContent()) ?? "")
+        console.log(`cluster: the live line on ${node === nodeA ? "node A" : "node B"}'s page at most ${delay} ms after the step printed it`)
+        expect(delay).toBeLessThan(10_000)
+      }
+      for (const { page, watch } of pages) {
+        await page.locator("#ci-run-state", { hasText: "success" }).waitFor({ timeout: 60_000 })
+        expect(watch.violations).toEqual([])
+        expect(watch.errors).toEqual([])
+      }
     } finally {
       await context.close()
     }
