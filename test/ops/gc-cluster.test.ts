@@ -60,7 +60,7 @@ const pushed = async (name: string, files: Record<string, string | Uint8Array>) 
 const gc = async () => {
   const result = await run(SERVER_BIN, ["gc", "--json", "--gc-grace-seconds", String(GRACE_SECONDS)], { env: infra.env, timeoutMs: 240_000 })
   expect(result.code, result.stderr).toBe(0)
-  return JSON.parse(result.stdout.trim().split("\n").at(-1)!) as { content: { freed: { chunks: number }; marked: { chunks: number } } }
+  return JSON.parse(result.stdout.trim().split("\n").at(-1)!) as { content: { freed: { chunks: number }; marked: { chunks: number } }; duration_ms: number }
 }
 
 const inCluster = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient | ObjectStore.ObjectStore>) =>
@@ -118,10 +118,12 @@ describe("gc in cluster mode", () => {
     let pushing = true
     let sweptChunks = 0
     let gcRuns = 0
+    const gcMs: Array<number> = []
     const gcLoop = (async () => {
       while (pushing) {
         const report = await gc()
         gcRuns += 1
+        gcMs.push(report.duration_ms)
         sweptChunks += report.content.freed.chunks
       }
     })()
@@ -143,6 +145,8 @@ describe("gc in cluster mode", () => {
     await new Promise((resolve) => setTimeout(resolve, GRACE_SECONDS * 1000))
     sweptChunks += (await gc()).content.freed.chunks
     // The 6 that no push brought back; and the 2 reborn ones too when a sweep came before their upload (stored anew then).
+    console.log(`gc-cluster: ${done.length} pushes and ${gcRuns} gc runs at once over ${Math.round((Date.now() - markedAt) / 1000)} s; ` +
+      `${sweptChunks} chunks swept in all; a run's own work took ${Math.min(...gcMs)}-${Math.max(...gcMs)} ms`)
     expect(sweptChunks).toBeGreaterThanOrEqual(doomed.length)
     expect(sweptChunks).toBeLessThanOrEqual(doomed.length + reborn.length)
 
