@@ -3,7 +3,7 @@
  * process). The lock file holds the owner's pid; a lock left by a dead process
  * is taken over.
  */
-import { Data, Effect } from "effect"
+import { Cause, Data, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -58,3 +58,14 @@ export const acquire = (dataDir: string) =>
     }),
     (file) => Effect.sync(() => fs.rmSync(file, { force: true }))
   )
+
+/**
+ * What an admin command (migrate, fsck, ...) says when it failed: a data directory a running server
+ * holds is named with its pid and `hint`; anything else by its message.
+ */
+export const failureMessage = (cause: Cause.Cause<unknown>, dataDir: string, hint = ""): string => {
+  const error = Cause.squash(cause) as { _tag?: string; message?: string; pid?: number } | undefined
+  return error?._tag === "DataDirBusy"
+    ? `the data directory ${dataDir} is in use by a running grove-server (pid ${error.pid}): stop it first${hint}`
+    : error?.message ?? String(cause)
+}

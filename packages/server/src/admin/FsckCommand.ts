@@ -5,7 +5,7 @@
  * not finish); 2: bad usage. In embedded mode the server must be stopped (its data directory is
  * locked); in cluster mode it runs beside the nodes, best with gc paused.
  */
-import { Cause, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { ConfigError, parseConfig } from "../Config.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import * as Fsck from "../housekeeping/Fsck.ts"
@@ -64,11 +64,7 @@ export const runFsckCommand = async (argv: ReadonlyArray<string>): Promise<numbe
       Effect.provide(layer),
       Effect.catchCause((cause) =>
         Effect.sync(() => {
-          const error = Cause.squash(cause) as { _tag?: string; message?: string; pid?: number } | undefined
-          const message = error?._tag === "DataDirBusy"
-            ? `the data directory ${config.dataDir} is in use by a running grove-server (pid ${error.pid}): stop it first`
-            : error?.message ?? String(cause)
-          process.stderr.write(`grove-server fsck: the check could not finish: ${message}\n`)
+          process.stderr.write(`grove-server fsck: the check could not finish: ${DataDirLock.failureMessage(cause, config.dataDir)}\n`)
           return 1
         })
       )

@@ -5,7 +5,7 @@
  * migrator locks its table.
  */
 import { Migrations } from "@grove/storage"
-import { Cause, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { ConfigError, parseConfig } from "../Config.ts"
 import * as DataDirLock from "./DataDirLock.ts"
 import { connectionLayer } from "../Infrastructure.ts"
@@ -34,11 +34,7 @@ export const runMigrateCommand = async (argv: ReadonlyArray<string>): Promise<nu
       Effect.provide(connectionLayer(config).pipe(Layer.provide(lock))),
       Effect.catchCause((cause) =>
         Effect.sync(() => {
-          const error = Cause.squash(cause) as { _tag?: string; message?: string; pid?: number } | undefined
-          const message = error?._tag === "DataDirBusy"
-            ? `the data directory ${config.dataDir} is in use by a running grove-server (pid ${error.pid}): stop it first`
-            : error?.message ?? String(cause)
-          process.stderr.write(`grove-server migrate: ${message}\n`)
+          process.stderr.write(`grove-server migrate: ${DataDirLock.failureMessage(cause, config.dataDir)}\n`)
           return 1
         })
       )
