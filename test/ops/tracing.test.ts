@@ -60,6 +60,10 @@ describe("tracing on an embedded server", () => {
     expect(found.trace.some((s) => s.name === "EntityRuntime.reply" && s.parentSpanId === command.spanId)).toBe(true)
     for (const span of found.trace) expect(span.resource).toMatchObject({ "service.name": "grove", "service.instance.id": "traced-embedded" })
     expect(receiver.spans().filter((s) => JSON.stringify(s.attributes).includes("/healthz"))).toEqual([])
+    // The merge's access-log line names its trace.
+    const logged = server.output().split("\n").filter((l) => l.includes(`"route":"/api/:owner/:name/branches/:branch/merge"`))
+    expect(logged.length, server.output().slice(-2000)).toBe(1)
+    expect(JSON.parse(logged[0]!)).toMatchObject({ status: 200, trace_id: found.request.traceId })
     expect(receiver.rejected()).toEqual([])
   }, 300_000)
 })

@@ -16,6 +16,8 @@ export interface AccessEntry {
   /** The body's length when known before it is sent; undefined for a streamed body. */
   readonly bytes: number | undefined
   readonly caller: string | undefined
+  /** The request's trace, while tracing is on (ops/Tracing.ts). */
+  readonly traceId?: string | undefined
 }
 
 export const formatEntry = (format: LogFormat, entry: AccessEntry, now: Date): string => {
@@ -31,11 +33,13 @@ export const formatEntry = (format: LogFormat, entry: AccessEntry, now: Date): s
       status: entry.status,
       duration_ms: ms,
       bytes: entry.bytes ?? null,
-      caller: entry.caller ?? null
+      caller: entry.caller ?? null,
+      ...(entry.traceId === undefined ? {} : { trace_id: entry.traceId })
     })
   }
   return `[${now.toISOString()}] ${entry.method} ${entry.route} ${entry.status} ${ms}ms ` +
-    `${entry.bytes === undefined ? "-" : `${entry.bytes}B`} ${entry.caller ?? "-"} request_id=${entry.requestId}`
+    `${entry.bytes === undefined ? "-" : `${entry.bytes}B`} ${entry.caller ?? "-"} request_id=${entry.requestId}` +
+    (entry.traceId === undefined ? "" : ` trace_id=${entry.traceId}`)
 }
 
 export interface AccessLogWriter {

@@ -83,7 +83,8 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
           const series = routeSeries(matched, method, path)
           series.seconds.updateUnsafe(seconds, MetricHandles.DEFAULT_CONTEXT)
           countRequest(series, method, path, response.status)
-          if (span?._tag === "Span") span.attribute("http.route", path)
+          const traced = span?._tag === "Span" ? span : undefined
+          traced?.attribute("http.route", path)
           log?.write({
             requestId: record.id,
             method,
@@ -91,7 +92,8 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
             status: response.status,
             seconds,
             bytes: bodyBytes(response),
-            caller: record.caller
+            caller: record.caller,
+            traceId: traced?.traceId
           })
           return Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", record.id))
         })
