@@ -1,6 +1,6 @@
 /**
- * A CI step the caller lets go: it prints its checkout's path, a coloured line and `$API_TOKEN`, waits for a
- * marker file in its checkout (which the test or bench writes from the host: the checkout is bound into the
+ * A CI step the caller lets go: it prints its checkout's path, a coloured line and `$API_TOKEN`, opens a
+ * colour, waits for a marker file in its checkout (which the test or bench writes from the host: the checkout is bound into the
  * sandbox at the same path), then prints its clock in ms, so the delay to a reader seeing that line can be
  * measured. Used by the CI browser suites and `npm run bench:web`.
  */
@@ -19,8 +19,11 @@ export const LIVE_WORKFLOW = [
   "          echo \"workdir=$PWD\"",
   "          printf '\\033[1;31mred alert\\033[0m <b>not bold</b>\\n'",
   "          echo \"token=$API_TOKEN\"",
+  // A colour left open across the wait: the live lines must carry it on from where the page's log ended.
+  "          printf '\\033[32mgreen from before the wait, '",
   "          i=0",
   "          while [ ! -f go.marker ]; do sleep 0.02; i=$((i+1)); if [ $i -gt 15000 ]; then exit 9; fi; done",
+  "          printf 'green after it\\033[0m\\n'",
   "          echo \"later line printed at $(date +%s%3N)\""
 ].join("\n")
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ansiToHtml, PLAIN, tailToHtml } from "./CiAnsi.ts"
+import { ansiToHtml, encodeStates, parseStates, PLAIN, tailToHtml } from "./CiAnsi.ts"
 
 const ESC = "\x1b"
 
@@ -42,5 +42,18 @@ describe("tailToHtml", () => {
     expect(cut).toBe(true)
     expect(html.split("\n").filter((l) => l !== "")).toHaveLength(1000)
     expect(html.startsWith("line 1501\n")).toBe(true)
+  })
+})
+
+describe("the colours carried from a page to its live events", () => {
+  it("round-trips the states that are not plain and refuses anything else", () => {
+    const states = new Map([[3, ansiToHtml(`${ESC}[1;35mhalf${ESC}[`).state], [4, PLAIN]])
+    const text = encodeStates(states)!
+    expect(parseStates(text)).toEqual(new Map([[3, { fg: 35, bold: true, pending: `${ESC}[` }]]))
+    expect(encodeStates(new Map([[4, PLAIN]]))).toBeUndefined()
+    expect(parseStates("{not json")).toEqual(new Map())
+    expect(parseStates(JSON.stringify({ "3": [31, 0, "<script>"], x: [31, 0, ""], "5": [12, 1, ""] }))).toEqual(new Map([[5, { fg: undefined, bold: true, pending: "" }]]))
+    // The page's last piece ended inside a sequence: the live piece finishes it.
+    expect(ansiToHtml("31mred", parseStates(text).get(3)!).html).toBe(`<span class="a-b a-f31">red</span>`)
   })
 })

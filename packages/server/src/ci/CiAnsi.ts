@@ -81,3 +81,38 @@ export const tailToHtml = (text: string, lines: number): { readonly html: string
   const rendered = ansiToHtml(text.slice(start), { ...before, pending: "" })
   return { html: rendered.html, cut: start > 0, state: rendered.state }
 }
+
+/**
+ * The colours in force at the end of each step's log on a page, for the live events that continue it:
+ * `{"<step>":[fg,bold,pending]}`, only the steps not plain. The events read it back with `parseStates`.
+ */
+export const encodeStates = (states: ReadonlyMap<number, AnsiState>): string | undefined => {
+  const out: Record<string, readonly [number, 0 | 1, string]> = {}
+  for (const [step, state] of states) {
+    if (state.fg !== undefined || state.bold || state.pending !== "") out[step] = [state.fg ?? 0, state.bold ? 1 : 0, state.pending]
+  }
+  return Object.keys(out).length === 0 ? undefined : JSON.stringify(out)
+}
+
+const COLOUR = (fg: unknown): fg is number => typeof fg === "number" && ((fg >= 30 && fg <= 37) || (fg >= 90 && fg <= 97))
+
+/** `encodeStates`' text back; anything malformed counts as plain (it only colours text). */
+export const parseStates = (text: string | null | undefined): Map<number, AnsiState> => {
+  const states = new Map<number, AnsiState>()
+  if (text === null || text === undefined || text.length > 4096) return states
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return states
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return states
+  for (const [step, value] of Object.entries(parsed)) {
+    if (!/^[1-9][0-9]{0,9}$/.test(step) || !Array.isArray(value) || value.length !== 3) continue
+    const [fg, bold, pending] = value as Array<unknown>
+    const unfinished = typeof pending === "string" && pending.length <= 64 && (pending === "" || UNFINISHED.exec(pending)?.[0] === pending)
+    if (!unfinished) continue
+    states.set(Number(step), { fg: COLOUR(fg) ? fg : undefined, bold: bold === 1, pending })
+  }
+  return states
+}

@@ -22,7 +22,7 @@ import { htmlResponse, pageHeaders, pageRoute } from "../web/Page.ts"
 import { html, type Node } from "../web/Render.ts"
 import { ciRunsHref, repoCrumbs, repoHeader, repoHref } from "../web/RepoFrame.ts"
 import type { PageSession } from "../web/Session.ts"
-import { ansiToHtml, type AnsiState, PLAIN } from "./CiAnsi.ts"
+import { ansiToHtml, type AnsiState, encodeStates, parseStates, PLAIN } from "./CiAnsi.ts"
 import { type FollowEvent, followRun, sse, sseHeaders } from "./CiLogFollow.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import type { CiRunRecord } from "./CiRecord.ts"
@@ -101,6 +101,8 @@ const runPage = (session: PageSession, repo: RepositoryRecord, run: CiRunRecord,
     const { byStep, lastId } = yield* store.snapshot(repo.orgId, run.id).pipe(Effect.mapError(logsUnavailable))
     const writer = yield* canWrite(session, repo)
     const live = run.status !== "completed"
+    // Where each log ends (a colour open, a sequence cut in half): the live events continue from there.
+    const states = live ? encodeStates(new Map([...byStep].map(([step, log]) => [step, ansiToHtml(log).state]))) : undefined
     return yield* htmlResponse(layout({
       title: `${run.workflowName} #${run.id} · ${repo.owner}/${repo.name}`,
       session,
@@ -108,7 +110,7 @@ const runPage = (session: PageSession, repo: RepositoryRecord, run: CiRunRecord,
       crumbs: repoCrumbs(repo, [{ label: "CI", href: ciRunsHref(repo) }, { label: `#${run.id}` }]),
       body: html`${repoHeader(repo, "ci")}
 ${notice?.body ?? null}
-<div class="ci-run" data-ci-events=${live ? runHref(repo, run.id, `/events?after=${lastId}`) : undefined}>
+<div class="ci-run" data-ci-events=${live ? runHref(repo, run.id, `/events?after=${lastId}${states === undefined ? "" : `&ansi=${encodeURIComponent(states)}`}`) : undefined}>
 ${runSummary(repo, run)}
 ${writer ? runActions(session, repo, run) : null}
 ${run.jobs.length === 0 ? html`<p class="muted">This run has no jobs.</p>` : run.jobs.map((job) => jobBlock(repo, run, job, byStep))}
@@ -173,7 +175,8 @@ const events = HttpRouter.add("GET", "/:owner/:name/ci/runs/:id/events", pageRou
     const request = yield* HttpServerRequest.HttpServerRequest
     // A reconnecting EventSource says where it stopped; a first connection, where the page's log ends.
     const after = idParam(request.headers["last-event-id"]) ?? idParam((yield* query).get("after")) ?? 0
-    const body = (yield* followRun(repo, run.id, after)).pipe(Stream.mapAccum((): Rendering => ({ colours: new Map() }), pageEvent), Stream.encodeText)
+    const colours = parseStates((yield* query).get("ansi"))
+    const body = (yield* followRun(repo, run.id, after)).pipe(Stream.mapAccum((): Rendering => ({ colours }), pageEvent), Stream.encodeText)
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { ...pageHeaders("no-store"), ...sseHeaders } })
   })
 ))
