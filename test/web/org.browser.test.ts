@@ -205,6 +205,12 @@ describe.skipIf(skip)("organization pages in headless Chromium", () => {
       expect(await carol.locator("main").innerText(), path).toBe(missingText)
     }
     await expectPageChecks(carol, folder, "org-not-found", "Not found")
+    // Signed out: the same 404 page (with a sign-in link), and a sign-in page for "your organizations".
+    const anonymous = await (await browser.newContext()).newPage()
+    contexts.push(anonymous.context())
+    expect((await anonymous.goto(`${server.url}${org()}`))?.status()).toBe(404)
+    expect(await anonymous.locator("main").innerText()).toContain("Sign in")
+    expect((await anonymous.goto(`${server.url}/-/orgs`))?.status()).toBe(401)
 
     // A write the page did not offer, with a valid form token: the API decides (member 403, non-member 404).
     const forge = async (page: Page) => {
