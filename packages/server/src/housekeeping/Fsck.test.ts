@@ -3,7 +3,8 @@
  * repository has no problems; then each kind of damage is planted once and fsck names exactly it —
  * a branch head to nothing, a commit whose fields do not hash to it, a tree whose text does not, a
  * tree entry to a blob that is not stored, a blob whose chunk list does not add up, a chunk object
- * deleted, a chunk inside a pack overwritten, a release binary that is not stored.
+ * deleted, a chunk inside a pack overwritten, a release binary, a tree a repository reaches, a
+ * staged push's commit and a CI cache that are not stored. Each check also runs a row per page.
  */
 import { expect, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
@@ -13,7 +14,7 @@ import * as Tree from "@grove/core/objects/Tree"
 import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -31,10 +32,20 @@ const Live = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(
 const created = "2026-11-25T00:00:00+00:00"
 const bytes = (text: string) => new TextEncoder().encode(text)
 
+const checkWith = (page: number | undefined) =>
+  Effect.gen(function*() {
+    const problems: Array<Problem> = []
+    const summary = yield* Fsck.run({ concurrency: 4, page }, (p) => Effect.sync(() => void problems.push(p)))
+    return { summary, found: problems.map((p) => `${p.kind} ${p.object} ${p.name}`).sort(), problems }
+  })
+
+/** One walk with the default page size, one a row per page (every walk's cursor used): both find the same. */
 const check = Effect.gen(function*() {
-  const problems: Array<Problem> = []
-  const summary = yield* Fsck.run({ concurrency: 4 }, (p) => Effect.sync(() => void problems.push(p)))
-  return { summary, found: problems.map((p) => `${p.kind} ${p.object} ${p.name}`).sort(), problems }
+  const whole = yield* checkWith(undefined)
+  const paged = yield* checkWith(1)
+  expect(paged.found).toEqual(whole.found)
+  expect(paged.summary.counts).toEqual(whole.summary.counts)
+  return whole
 })
 
 layer(Live, { timeout: 60_000 })("fsck", (it) => {
@@ -73,10 +84,19 @@ layer(Live, { timeout: 60_000 })("fsck", (it) => {
         }`
       yield* insertCommit(head, root)
       yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name: "main", head, created_by: "t", created_at: created })}`
+      yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: repoId, tree_hash: root })}`
+      // A CI log piece (SHA-256 in the organization's CI namespace).
+      const [run] = yield* sql<{ id: string }>`INSERT INTO ci_runs ${
+        sql.insert({ repo_id: repoId, workflow_name: "w", workflow_path: "w.yml", event: "push", branch: "main", commit_hash: head, triggered_by: "t", status: "completed" })
+      } RETURNING id::text AS id`
+      const log = bytes("step output\n")
+      const logHash = createHash("sha256").update(log).digest("hex")
+      yield* store.put({ namespace: `ci-${orgId}`, hash: logHash }, Stream.make(log))
+      yield* sql`INSERT INTO ci_log_chunks ${sql.insert({ run_id: run!.id, step_id: 0, seq: 0, object_hash: logHash, bytes: log.length })}`
 
       const healthy = yield* check
       expect(healthy.found).toEqual([])
-      expect(healthy.summary.counts).toMatchObject({ repositories: 1, branches: 1, commits: 1, trees: 1, blobs: 3, chunks: 3, packs: 1, objects: 2 })
+      expect(healthy.summary.counts).toMatchObject({ repositories: 1, branches: 1, commits: 1, trees: 1, blobs: 3, chunks: 3, packs: 1, objects: 3, ciObjects: 1 })
 
       // The damage, one of each kind.
       const ghost = "1".repeat(64)
@@ -96,6 +116,16 @@ layer(Live, { timeout: 60_000 })("fsck", (it) => {
       const release = "6".repeat(64)
       yield* sql`INSERT INTO releases ${sql.insert({ version: "1.0.0", platform: "linux-x64", sha256: release, size: 10, minisig: "m", published_by: "t" })}`
 
+      const unreached = "7".repeat(64)
+      yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: repoId, tree_hash: unreached })}`
+      const staged = "8".repeat(64)
+      yield* sql`INSERT INTO push_stages ${
+        sql.insert({ repo_id: repoId, stage_id: "s1", principal: "user:t", branch: "main", branch_identity: "i", force: false, state: "active", expires_at: "2999-01-01T00:00:00Z" })
+      }`
+      yield* sql`INSERT INTO push_stage_objects ${sql.insert({ repo_id: repoId, stage_id: "s1", kind: "commit", hash: staged })}`
+      const cache = "9".repeat(64)
+      yield* sql`INSERT INTO ci_caches ${sql.insert({ repo_id: repoId, branch: "main", cache_key: "k", object_hash: cache, bytes: 5 })}`
+
       const damaged = yield* check
       expect(damaged.found).toEqual([
         `corrupt chunk ${hb}`,
@@ -106,13 +136,19 @@ layer(Live, { timeout: 60_000 })("fsck", (it) => {
         `missing blob ${missingBlob}`,
         `missing chunk ${hc}`,
         `missing commit ${ghost}`,
-        `missing release ${release}`
+        `missing release ${release}`,
+        `missing tree ${unreached}`,
+        `missing commit ${staged}`,
+        `missing ci-cache ${cache}`
       ].sort())
       const byName = new Map(damaged.problems.map((p) => [p.name, p]))
       expect(byName.get(ghost)).toMatchObject({ owner: "o1/r", referencedBy: "branch ghost" })
       expect(byName.get(missingBlob)).toMatchObject({ owner: "o1", referencedBy: `tree ${badTree} (entry gone.txt)` })
       expect(byName.get(hc)?.referencedBy).toContain(`blob ${hc}`)
       expect(byName.get(release)).toMatchObject({ referencedBy: "release 1.0.0 linux-x64", detail: "not in the object store" })
-      expect(damaged.summary.problems).toEqual({ missing: 4, corrupt: 4, malformed: 1, unreadable: 0 })
+      expect(byName.get(unreached)).toMatchObject({ owner: "o1", referencedBy: "repository o1/r (repo_trees)" })
+      expect(byName.get(staged)).toMatchObject({ owner: "o1/r", referencedBy: "staged push s1 to o1/r" })
+      expect(byName.get(cache)).toMatchObject({ referencedBy: "CI cache k of o1/r on main" })
+      expect(damaged.summary.problems).toEqual({ missing: 7, corrupt: 4, malformed: 1, unreadable: 0 })
     }))
 })

@@ -29,6 +29,7 @@ import {
   checkReleases,
   type FsckContext,
   PAGE,
+  past,
   walk
 } from "./FsckObjects.ts"
 import { emptyCounts, type Problem, type ProblemKind, type Summary } from "./FsckReport.ts"
@@ -36,17 +37,19 @@ import { emptyCounts, type Problem, type ProblemKind, type Summary } from "./Fsc
 export interface FsckOptions {
   /** Objects read at once (default 8). */
   readonly concurrency?: number | undefined
+  /** Rows per page (default PAGE); tests walk many small pages with 1. */
+  readonly page?: number | undefined
 }
 
 const branchHeads = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ repo_id: string; name: string; head: string; repo: string; found: boolean }>`
         SELECT b.repo_id, b.name, b.head, o.slug || '/' || r.name AS repo,
           EXISTS (SELECT 1 FROM commits c WHERE c.repo_id = b.repo_id AND c.hash = b.head) AS found
         FROM branches b JOIN repositories r ON r.id = b.repo_id JOIN organizations o ON o.id = r.org_id
-        WHERE b.head IS NOT NULL AND ${after === undefined ? ctx.sql`true` : ctx.sql`(b.repo_id, b.name) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY b.repo_id, b.name LIMIT ${PAGE}`.unprepared,
+        WHERE b.head IS NOT NULL AND ${past(ctx.sql, "b.repo_id, b.name", after)}
+        ORDER BY b.repo_id, b.name LIMIT ${ctx.page}`.unprepared,
     (row) => [row.repo_id, row.name] as const,
     (rows) =>
       Effect.forEach(rows, (row) => {
@@ -64,7 +67,7 @@ const branchHeads = (ctx: FsckContext) =>
 
 /** Each commit re-hashed from its stored fields; its parents and root tree must be stored. */
 const commits = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{
         repo_id: string
@@ -88,8 +91,8 @@ const commits = (ctx: FsckContext) =>
           (c.merge_parent_hash IS NULL OR EXISTS (SELECT 1 FROM commits p WHERE p.repo_id = c.repo_id AND p.hash = c.merge_parent_hash)) AS merge_parent_found,
           EXISTS (SELECT 1 FROM trees t WHERE t.org_id = r.org_id AND t.hash = c.manifest_hash) AS tree_found
         FROM commits c JOIN repositories r ON r.id = c.repo_id JOIN organizations o ON o.id = r.org_id
-        WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`(c.repo_id, c.hash) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY c.repo_id, c.hash LIMIT ${PAGE}`.unprepared,
+        WHERE ${past(ctx.sql, "c.repo_id, c.hash", after)}
+        ORDER BY c.repo_id, c.hash LIMIT ${ctx.page}`.unprepared,
     (row) => [row.repo_id, row.hash] as const,
     (rows) =>
       Effect.forEach(rows, (row) =>
@@ -119,12 +122,12 @@ const TREE_PAGE = 200
 
 /** Each tree's stored text must hash to its name and decode; the trees and blobs it names must be stored. */
 const trees = (ctx: FsckContext) =>
-  walk(
+  walk(Math.min(ctx.page, TREE_PAGE),
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ org_id: string; slug: string; hash: string; body: string }>`
         SELECT t.org_id, o.slug, t.hash, t.body FROM trees t JOIN organizations o ON o.id = t.org_id
-        WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`(t.org_id, t.hash) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY t.org_id, t.hash LIMIT ${TREE_PAGE}`.unprepared,
+        WHERE ${past(ctx.sql, "t.org_id, t.hash", after)}
+        ORDER BY t.org_id, t.hash LIMIT ${Math.min(ctx.page, TREE_PAGE)}`.unprepared,
     (row) => [row.org_id, row.hash] as const,
     (rows) =>
       Effect.gen(function*() {
@@ -155,21 +158,20 @@ const trees = (ctx: FsckContext) =>
             }
           }
         }
-      }),
-    TREE_PAGE
+      })
   )
 
 /** What a repository's published commits reach (access and size accounting) must be stored. */
 const reach = (ctx: FsckContext) =>
   Effect.forEach([["repo_trees", "tree_hash", "trees", "tree"], ["repo_blobs", "blob_hash", "blobs", "blob"]] as const, ([table, column, stored, object]) =>
-    walk(
+    walk(ctx.page,
       (after: readonly [string, string] | undefined) =>
         ctx.sql<{ repo_id: string; hash: string; repo: string; slug: string }>`
           SELECT x.repo_id, x.${ctx.sql(column)} AS hash, o.slug || '/' || r.name AS repo, o.slug FROM ${ctx.sql(table)} x
           JOIN repositories r ON r.id = x.repo_id JOIN organizations o ON o.id = r.org_id
           WHERE NOT EXISTS (SELECT 1 FROM ${ctx.sql(stored)} s WHERE s.org_id = r.org_id AND s.hash = x.${ctx.sql(column)})
-            AND ${after === undefined ? ctx.sql`true` : ctx.sql`(x.repo_id, x.${ctx.sql(column)}) > (${after[0]}::uuid, ${after[1]})`}
-          ORDER BY x.repo_id, x.${ctx.sql(column)} LIMIT ${PAGE}`.unprepared,
+            AND ${past(ctx.sql, `x.repo_id, x.${column}`, after)}
+          ORDER BY x.repo_id, x.${ctx.sql(column)} LIMIT ${ctx.page}`.unprepared,
       (row) => [row.repo_id, row.hash] as const,
       (rows) =>
         Effect.forEach(rows, (row) =>
@@ -180,7 +182,7 @@ const reach = (ctx: FsckContext) =>
 
 /** Blob rows against their chunk lists: count and sizes add up, a one-chunk blob is its chunk, every chunk has a row. */
 const blobMappings = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ org_id: string; slug: string; hash: string; size: string; chunk_count: number; n: number; total: string; first_chunk: string | null; unknown: number }>`
         SELECT b.org_id, o.slug, b.hash, b.size::text AS size, b.chunk_count, m.n, m.total, m.first_chunk, m.unknown
@@ -190,8 +192,8 @@ const blobMappings = (ctx: FsckContext) =>
             (count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM chunks k WHERE k.org_id = bc.org_id AND k.hash = bc.chunk_hash)))::int AS unknown
           FROM blob_chunks bc WHERE bc.org_id = b.org_id AND bc.blob_hash = b.hash
         ) m
-        WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`(b.org_id, b.hash) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY b.org_id, b.hash LIMIT ${PAGE}`.unprepared,
+        WHERE ${past(ctx.sql, "b.org_id, b.hash", after)}
+        ORDER BY b.org_id, b.hash LIMIT ${ctx.page}`.unprepared,
     (row) => [row.org_id, row.hash] as const,
     (rows) =>
       Effect.forEach(rows, (row) =>
@@ -220,7 +222,7 @@ const stages = (ctx: FsckContext) =>
   Effect.gen(function*() {
     const [active] = yield* ctx.sql<{ n: number }>`SELECT count(*)::int AS n FROM push_stages WHERE state = 'active'`
     ctx.counts.stages = active?.n ?? 0
-    yield* walk(
+    yield* walk(ctx.page,
       (after: readonly [string, string, string, string] | undefined) =>
         ctx.sql<{ repo_id: string; stage_id: string; kind: "commit" | "tree" | "blob"; hash: string; repo: string; slug: string }>`
           SELECT p.repo_id, p.stage_id, p.kind, p.hash, o.slug || '/' || r.name AS repo, o.slug
@@ -230,8 +232,8 @@ const stages = (ctx: FsckContext) =>
               WHEN 'commit' THEN EXISTS (SELECT 1 FROM commits c WHERE c.repo_id = p.repo_id AND c.hash = p.hash)
               WHEN 'tree' THEN EXISTS (SELECT 1 FROM trees t WHERE t.org_id = r.org_id AND t.hash = p.hash)
               ELSE EXISTS (SELECT 1 FROM blobs b WHERE b.org_id = r.org_id AND b.hash = p.hash) END
-            AND ${after === undefined ? ctx.sql`true` : ctx.sql`(p.repo_id, p.stage_id, p.kind, p.hash) > (${after[0]}::uuid, ${after[1]}, ${after[2]}, ${after[3]})`}
-          ORDER BY p.repo_id, p.stage_id, p.kind, p.hash LIMIT ${PAGE}`.unprepared,
+            AND ${past(ctx.sql, "p.repo_id, p.stage_id, p.kind, p.hash", after)}
+          ORDER BY p.repo_id, p.stage_id, p.kind, p.hash LIMIT ${ctx.page}`.unprepared,
       (row) => [row.repo_id, row.stage_id, row.kind, row.hash] as const,
       (rows) =>
         Effect.forEach(rows, (row) =>
@@ -256,6 +258,7 @@ export const run = Effect.fn("Fsck.run")(function*(options: FsckOptions, report:
     chunks: yield* ChunkStore,
     counts: emptyCounts(),
     concurrency: Math.max(1, options.concurrency ?? 8),
+    page: Math.max(1, options.page ?? PAGE),
     report: (problem) => Effect.andThen(Effect.sync(() => problems[problem.kind]++), report(problem)),
     badChunks: new Set()
   }

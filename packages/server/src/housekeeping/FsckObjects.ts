@@ -9,6 +9,7 @@ import { ObjectStore } from "@grove/storage"
 import { Effect, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import type { Fragment } from "effect/sql/Statement"
 import { type ChunkStore, namespaceOf, readChunks } from "../content/ChunkStore.ts"
 import { RELEASE_NAMESPACE } from "../releases/Releases.ts"
 import type { Counts, ObjectType, Problem } from "./FsckReport.ts"
@@ -20,6 +21,8 @@ export interface FsckContext {
   readonly chunks: ChunkStore["Service"]
   readonly counts: Counts
   readonly concurrency: number
+  /** Rows per page (PAGE; fewer in tests, to walk many pages). */
+  readonly page: number
   readonly report: (problem: Problem) => Effect.Effect<void>
   /** `org/hash` of chunks found missing or corrupt: blobs made of them are not re-read (the chunk is named already). */
   readonly badChunks: Set<string>
@@ -30,14 +33,14 @@ export const PAGE = 500
 
 /**
  * Walks a query a page at a time: `fetch(after)` returns the rows after the last row's key, in key
- * order, at most PAGE of them. Keys are compared as a row value (`(a, b) > (x, y)`), which PostgreSQL
+ * order, at most `page` of them. Keys are compared as a row value (`(a, b) > (x, y)`), which PostgreSQL
  * turns into an index range; Keyset.after's OR form is not, and would rescan from the start each page.
  */
 export const walk = <A, K>(
+  page: number,
   fetch: (after: K | undefined) => Effect.Effect<ReadonlyArray<A>, SqlError>,
   keyOf: (row: A) => K,
-  each: (rows: ReadonlyArray<A>) => Effect.Effect<void, SqlError>,
-  page = PAGE
+  each: (rows: ReadonlyArray<A>) => Effect.Effect<void, SqlError>
 ): Effect.Effect<void, SqlError> =>
   Effect.gen(function*() {
     let after: K | undefined
@@ -48,6 +51,22 @@ export const walk = <A, K>(
       after = keyOf(rows.at(-1)!)
     }
   })
+
+/**
+ * `(columns) > (after)`: the rows after the previous page's last key (`true` for the first page). The
+ * first key part is cast to `first` (keys start with a uuid id, except where said).
+ */
+export const past = (
+  sql: SqlClient.SqlClient,
+  columns: string,
+  after: ReadonlyArray<string> | undefined,
+  first: "uuid" | "int8" | "text" = "uuid"
+): Fragment =>
+  after === undefined
+    ? sql`true`
+    : sql`(${sql.literal(columns)}) > (${
+      sql.csv(after.map((value, i) => i === 0 && first !== "text" ? sql`CAST(${value} AS ${sql.literal(first)})` : sql`${value}`))
+    })`
 
 type Read = { readonly _tag: "Read"; readonly verdict: Verdict } | { readonly _tag: "NotFound" } | { readonly _tag: "Failed"; readonly message: string }
 
@@ -114,12 +133,12 @@ const badChunk = (ctx: FsckContext, orgId: string, slug: string, hash: string, k
 
 /** Chunks stored as objects of their own: each read whole, hashed, and its size compared. */
 export const checkLoneChunks = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ org_id: string; slug: string; hash: string; size: string }>`
         SELECT c.org_id, o.slug, c.hash, c.size::text AS size FROM chunks c JOIN organizations o ON o.id = c.org_id
-        WHERE c.pack IS NULL AND ${after === undefined ? ctx.sql`true` : ctx.sql`(c.org_id, c.hash) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY c.org_id, c.hash LIMIT ${PAGE}`.unprepared,
+        WHERE c.pack IS NULL AND ${past(ctx.sql, "c.org_id, c.hash", after)}
+        ORDER BY c.org_id, c.hash LIMIT ${ctx.page}`.unprepared,
     (row) => [row.org_id, row.hash] as const,
     (rows) =>
       Effect.forEach(rows, (row) =>
@@ -139,12 +158,12 @@ const PACK_PAGE = 16
  * chunk's. (No index leads from a pack to its chunks, so each page of packs costs one scan of `chunks`.)
  */
 export const checkPacks = (ctx: FsckContext) =>
-  walk(
+  walk(Math.min(ctx.page, PACK_PAGE),
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ org_id: string; slug: string; pack: string }>`
         SELECT DISTINCT c.org_id, o.slug, c.pack FROM chunks c JOIN organizations o ON o.id = c.org_id
-        WHERE c.pack IS NOT NULL AND ${after === undefined ? ctx.sql`true` : ctx.sql`(c.org_id, c.pack) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY c.org_id, c.pack LIMIT ${PACK_PAGE}`.unprepared,
+        WHERE c.pack IS NOT NULL AND ${past(ctx.sql, "c.org_id, c.pack", after)}
+        ORDER BY c.org_id, c.pack LIMIT ${Math.min(ctx.page, PACK_PAGE)}`.unprepared,
     (row) => [row.org_id, row.pack] as const,
     (packs) =>
       Effect.gen(function*() {
@@ -180,18 +199,17 @@ export const checkPacks = (ctx: FsckContext) =>
               )
             }
           }), { concurrency: ctx.concurrency, discard: true })
-      }),
-    PACK_PAGE
+      })
   )
 
 /** Blobs of several chunks: the chunks' bytes, in order, must hash to the blob (one-chunk blobs are their chunk, checked above). */
 export const checkLargeBlobs = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ org_id: string; slug: string; hash: string; size: string }>`
         SELECT b.org_id, o.slug, b.hash, b.size::text AS size FROM blobs b JOIN organizations o ON o.id = b.org_id
-        WHERE b.chunk_count > 1 AND ${after === undefined ? ctx.sql`true` : ctx.sql`(b.org_id, b.hash) > (${after[0]}::uuid, ${after[1]})`}
-        ORDER BY b.org_id, b.hash LIMIT ${PAGE}`.unprepared,
+        WHERE b.chunk_count > 1 AND ${past(ctx.sql, "b.org_id, b.hash", after)}
+        ORDER BY b.org_id, b.hash LIMIT ${ctx.page}`.unprepared,
     (row) => [row.org_id, row.hash] as const,
     (rows) =>
       Effect.forEach(rows, (row) =>
@@ -212,12 +230,12 @@ export const checkLargeBlobs = (ctx: FsckContext) =>
 
 /** Release binaries (namespace `releases`, SHA-256). */
 export const checkReleases = (ctx: FsckContext) =>
-  walk(
+  walk(ctx.page,
     (after: readonly [string, string] | undefined) =>
       ctx.sql<{ version: string; platform: string; sha256: string; size: string }>`
         SELECT version, platform, sha256, size::text AS size FROM releases
-        WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`(version, platform) > (${after[0]}, ${after[1]})`}
-        ORDER BY version, platform LIMIT ${PAGE}`.unprepared,
+        WHERE ${past(ctx.sql, "version, platform", after, "text")}
+        ORDER BY version, platform LIMIT ${ctx.page}`.unprepared,
     (row) => [row.version, row.platform] as const,
     (rows) =>
       Effect.forEach(rows, (row) =>
@@ -237,13 +255,13 @@ export const checkReleases = (ctx: FsckContext) =>
 /** CI log pieces and cache archives (namespace `ci-<organization>`, SHA-256). */
 export const checkCiObjects = (ctx: FsckContext) =>
   Effect.gen(function*() {
-    yield* walk(
-      (after: string | undefined) =>
+    yield* walk(ctx.page,
+      (after: ReadonlyArray<string> | undefined) =>
         ctx.sql<{ id: string; org_id: string; slug: string; run_id: string; object_hash: string; bytes: number }>`
           SELECT l.id::text AS id, r.org_id, o.slug, l.run_id::text AS run_id, l.object_hash, l.bytes FROM ci_log_chunks l
           JOIN ci_runs cr ON cr.id = l.run_id JOIN repositories r ON r.id = cr.repo_id JOIN organizations o ON o.id = r.org_id
-          WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`l.id > ${after}::int8`} ORDER BY l.id LIMIT ${PAGE}`.unprepared,
-      (row) => row.id,
+          WHERE ${past(ctx.sql, "l.id", after, "int8")} ORDER BY l.id LIMIT ${ctx.page}`.unprepared,
+      (row) => [row.id],
       (rows) =>
         Effect.forEach(rows, (row) =>
           Effect.gen(function*() {
@@ -252,13 +270,13 @@ export const checkCiObjects = (ctx: FsckContext) =>
             yield* judge(ctx, read, { object: "ci-log", name: row.object_hash, owner: row.slug, referencedBy: `CI run ${row.run_id}'s log`, size: row.bytes })
           }), { concurrency: ctx.concurrency, discard: true })
     )
-    yield* walk(
+    yield* walk(ctx.page,
       (after: readonly [string, string, string] | undefined) =>
         ctx.sql<{ repo_id: string; branch: string; cache_key: string; org_id: string; repo: string; slug: string; object_hash: string; bytes: string }>`
           SELECT c.repo_id, c.branch, c.cache_key, r.org_id, o.slug || '/' || r.name AS repo, o.slug, c.object_hash, c.bytes::text AS bytes
           FROM ci_caches c JOIN repositories r ON r.id = c.repo_id JOIN organizations o ON o.id = r.org_id
-          WHERE ${after === undefined ? ctx.sql`true` : ctx.sql`(c.repo_id, c.branch, c.cache_key) > (${after[0]}::uuid, ${after[1]}, ${after[2]})`}
-          ORDER BY c.repo_id, c.branch, c.cache_key LIMIT ${PAGE}`.unprepared,
+          WHERE ${past(ctx.sql, "c.repo_id, c.branch, c.cache_key", after)}
+          ORDER BY c.repo_id, c.branch, c.cache_key LIMIT ${ctx.page}`.unprepared,
       (row) => [row.repo_id, row.branch, row.cache_key] as const,
       (rows) =>
         Effect.forEach(rows, (row) =>
