@@ -45,7 +45,8 @@ afterAll(async () => {
   removeTempDirs()
 }, 300_000)
 
-const pushed = async (name: string, files: Record<string, string | Uint8Array>) => {
+/** A checkout of `files` with one local commit, not pushed yet. */
+const committed = async (name: string, files: Record<string, string | Uint8Array>) => {
   const work = tempDir(name)
   for (const [file, bytes] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(work, file)), { recursive: true })
@@ -53,9 +54,15 @@ const pushed = async (name: string, files: Record<string, string | Uint8Array>) 
   }
   const branch: string = json(await ok(["init", "--name", name, "--json"], at(greta, work))).branch
   await ok(["commit", "--json"], at(greta, work))
-  await ok(["push", "--json"], at(greta, work))
   return { name, work, branch }
 }
+
+const push = async <C extends { readonly work: string }>(checkout: C) => {
+  await ok(["push", "--json"], at(greta, checkout.work))
+  return checkout
+}
+
+const pushed = async (name: string, files: Record<string, string | Uint8Array>) => push(await committed(name, files))
 
 const gc = async () => {
   const result = await run(SERVER_BIN, ["gc", "--json", "--gc-grace-seconds", String(GRACE_SECONDS)], { env: infra.env, timeoutMs: 240_000 })
@@ -107,6 +114,8 @@ describe("gc in cluster mode", () => {
       return [...new Set(rows.map((r) => r.pack ?? r.hash))].filter((o) => !keep.has(o))
     }))
 
+    // Committed now and pushed right after the mark, so that it likely uploads those chunks again before the sweep.
+    const rebornCheckout = await committed("reborn", { "a.bin": goneFiles["gone/0.bin"]!, "b.bin": goneFiles["gone/1.bin"]!, "new.txt": "reborn\n" })
     // Wait until the garbage is older than the grace, so that a run marks it.
     await new Promise((resolve) => setTimeout(resolve, GRACE_SECONDS * 1000))
     const first = await gc()
@@ -129,7 +138,7 @@ describe("gc in cluster mode", () => {
     })()
     const pushLoop = (async () => {
       try {
-        done.push(await pushed("reborn", { "a.bin": goneFiles["gone/0.bin"]!, "b.bin": goneFiles["gone/1.bin"]!, "new.txt": "reborn\n" }))
+        done.push(await push(rebornCheckout))
         for (let i = 0; i < 40 && (done.length < 4 || Date.now() - markedAt < (GRACE_SECONDS + 5) * 1000 || sweptChunks === 0); i++) {
           const files: Record<string, string | Uint8Array> = { "README.md": `push ${i}\n`, "data.bin": noise(9_000 + i, 500 + i) }
           for (let f = 0; f < 5; f++) files[`src/f${f}.txt`] = `push ${i} file ${f}\n`.repeat(50 + f)
