@@ -5,7 +5,7 @@
  */
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Queue, Semaphore, Stream } from "effect"
+import { Effect, Fiber, Layer, Logger, Option, Queue, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestEntity, createTables, handlers } from "../test/support/TestEntity.ts"
 import { Bus, type BusRecord, type PartitionClaim } from "./Bus.ts"
@@ -23,6 +23,12 @@ const Services = MemoryBus.layerEmbedded({ nodeId: "node-2" }).pipe(
   Layer.provideMerge(Layer.effectDiscard(Effect.andThen(Migrations.run, createTables))),
   Layer.provideMerge(DbEmbedded.layer({}))
 )
+
+/** The lines logged under `CaptureLogs`, with their annotations. */
+const logged: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown> }> = []
+const CaptureLogs = Logger.layer([Logger.make((options) => {
+  logged.push({ message: options.message, annotations: Logger.formatStructured.log(options).annotations })
+})])
 
 const registered = { entity: TestEntity, handlers } as unknown as CommandProcessor.Registered
 
@@ -119,4 +125,22 @@ describe("CommandProcessor: the claim protocol", () => {
       ))
       assert.strictEqual(owner[0]!.owner, "node-3", "the stopped worker did not claim it back")
     }).pipe(Effect.provide(Services)), { timeout: 60_000 })
+
+  it.live("every line logged while a command is handled names its command_id (from the record's header)", () =>
+    Effect.gen(function*() {
+      const worker = yield* startWorker
+      // A command the entity does not have is settled as failed, and that is logged.
+      const record = command(20n, "logged-a", 1)
+      yield* Queue.offer(worker.records, {
+        ...record,
+        value: { ...(record.value as object), command: "NoSuchCommand" },
+        headers: { "command-id": "logged-a" }
+      })
+      yield* waitFor("the settled reply", replyOf("logged-a"))
+      const settled = logged.find((line) => JSON.stringify(line.message).includes("settled as failed"))
+      assert.isDefined(settled, "the failure was logged")
+      assert.strictEqual(settled!.annotations.command_id, "logged-a")
+      assert.strictEqual(settled!.annotations.partition, PARTITION)
+      yield* Fiber.interrupt(worker.fiber)
+    }).pipe(Effect.provide(Services), Effect.provide(CaptureLogs)), { timeout: 60_000 })
 })

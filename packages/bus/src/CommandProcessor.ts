@@ -333,10 +333,14 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         }
       })
 
-    /** A fenced record is handled again under the new epoch (its transaction was rolled back). */
+    /**
+     * A fenced record is handled again under the new epoch (its transaction was rolled back). Every line
+     * logged while it is handled names its command (the sender's log has the same id).
+     */
     const handle = (record: BusRecord): Effect.Effect<boolean, never, SqlClient.SqlClient> =>
       handleOnce(record).pipe(
         traced(record),
+        Effect.annotateLogs("command_id", record.headers["command-id"] ?? ""),
         Effect.as(true),
         Effect.catchTag("Fenced", (fenced) =>
           Effect.flatMap(reclaim(fenced), (again) => again ? handle(record) : Effect.succeed(false)))
