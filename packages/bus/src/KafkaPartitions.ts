@@ -94,13 +94,12 @@ const rewind = (stream: MessagesStream<string, string, string, string>) => {
 }
 
 /**
- * A feed's records until the stop: once `stopped()` answers true no further record is handed out (the
- * reader finishes the one in hand; the rest are the next owner's, from the committed offset), and a
- * reader waiting on an empty queue ends when the queue is ended. One record at a time, so the check is
- * made before each record, not once per batch taken from the queue.
+ * Stops a feed: the records not taken yet are left to the partition's next owner (it starts from the
+ * committed offset), and the reader's stream ends once it is done with what it holds. (Handing records
+ * out one at a time instead, to stop between any two, slowed the recovery after a broker restart.)
  */
-export const feedRecords = <A>(queue: Queue.Dequeue<A, Cause.Done>, stopped: () => boolean): Stream.Stream<A> =>
-  Stream.fromQueue(queue).pipe(Stream.rechunk(1), Stream.takeWhile(() => !stopped()))
+export const stopFeed = <A>(queue: Queue.Queue<A, Cause.Done>): Effect.Effect<void> =>
+  Queue.clear(queue).pipe(Effect.andThen(Queue.end(queue)), Effect.asVoid)
 
 /** Records routed to one worker, from the offset it expects next. */
 interface Feed {
@@ -219,7 +218,7 @@ export const consume = <R>(
           topic,
           partition,
           generation,
-          records: feedRecords(queue, () => stopping).pipe(Stream.map((message) => toRecord(topic, message))),
+          records: Stream.fromQueue(queue).pipe(Stream.map((message) => toRecord(topic, message))),
           commit: (offset) =>
             Effect.sync(() => {
               const leaderEpoch = lastEpoch.get(partition) ?? -1
@@ -367,7 +366,7 @@ export const consume = <R>(
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         stopping = true
-        return Effect.forEach(feeds.values(), (feed) => Queue.end(feed.queue), { discard: true })
+        return Effect.forEach(feeds.values(), (feed) => stopFeed(feed.queue), { discard: true })
       }).pipe(
         Effect.andThen(Effect.suspend(() => workers.finish(workers.running(), options.drainTimeout ?? DRAIN_TIMEOUT))),
         Effect.tap((cut) =>
