@@ -1,8 +1,8 @@
 /**
  * Garbage collection's marks (packages/server/src/housekeeping/Gc.ts). A blob or chunk that nothing
  * reaches is marked first, and its upload grants are revoked in the same transaction; it is swept only
- * when its mark is at least the grace period old and it is still unreferenced. Packs are found by
- * `chunks_pack`, so a pack object goes with its last chunk row.
+ * when its mark is at least the grace period old and it is still unreferenced. No index is added to
+ * chunks or upload grants for gc: every push writes them, and gc reads them in bulk (hash joins).
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -17,6 +17,4 @@ export default Effect.gen(function*() {
     PRIMARY KEY (org_id, kind, hash)
   )`
   yield* sql`CREATE INDEX gc_marks_due ON gc_marks (marked_at)`
-  yield* sql`CREATE INDEX chunks_pack ON chunks (org_id, pack) WHERE pack IS NOT NULL`
-  yield* sql`CREATE INDEX object_uploads_hash ON object_uploads (hash)`
 })
