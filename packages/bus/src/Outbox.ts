@@ -18,9 +18,24 @@ export interface AppendOptions {
   readonly topic?: string | undefined
 }
 
+/** One `event_outbox` row. */
+export interface OutboxRow {
+  readonly eventId: string
+  readonly partition: number
+  readonly topic: string
+  readonly key: string
+  /** The published JSON, `{ ...event, id }`. */
+  readonly payload: string
+}
+
 export interface OutboxShape {
   /** Appends `event` (published as `{ ...event, id }`) and returns its id. */
   readonly append: (event: BusMessage, options?: AppendOptions) => Effect.Effect<string, SqlError>
+  /**
+   * The row `append` would write, for a handler that inserts it in one of its own statements in the
+   * command's transaction (saving a round trip on a hot command). A row it does not insert is never published.
+   */
+  readonly row: (event: BusMessage, options?: AppendOptions) => OutboxRow
 }
 
 export class Outbox extends Context.Service<Outbox, OutboxShape>()("grove/bus/Outbox") {}
@@ -29,14 +44,21 @@ export class Outbox extends Context.Service<Outbox, OutboxShape>()("grove/bus/Ou
 export const forCommand = (
   sql: SqlClient.SqlClient,
   options: { readonly partition: number; readonly key: string; readonly onAppend: () => void }
-): OutboxShape => ({
-  append: (event, append) =>
-    Effect.gen(function*() {
-      const id = randomUUID()
-      yield* sql`INSERT INTO event_outbox (event_id, partition, topic, key, payload) VALUES (
-        ${id}, ${options.partition}, ${append?.topic ?? Topics.events}, ${append?.key ?? options.key},
-        ${JSON.stringify({ ...event, id })}::jsonb)`
-      options.onAppend()
-      return id
-    })
-})
+): OutboxShape => {
+  const row = (event: BusMessage, append?: AppendOptions): OutboxRow => {
+    const id = randomUUID()
+    // Counted when made: a row its handler then does not insert only wakes the relay once for nothing.
+    options.onAppend()
+    return { eventId: id, partition: options.partition, topic: append?.topic ?? Topics.events, key: append?.key ?? options.key, payload: JSON.stringify({ ...event, id }) }
+  }
+  return {
+    row,
+    append: (event, append) =>
+      Effect.gen(function*() {
+        const r = row(event, append)
+        yield* sql`INSERT INTO event_outbox (event_id, partition, topic, key, payload) VALUES (
+          ${r.eventId}, ${r.partition}, ${r.topic}, ${r.key}, ${r.payload}::jsonb)`
+        return r.eventId
+      })
+  }
+}

@@ -70,7 +70,7 @@ export const ReopenPayload = Schema.Struct({ ...Actor })
 export const branchKey = (repositoryKey: string, branch: string) => `${repositoryKey}:${branch}`
 
 
-const nowRfc3339 = () => new Date().toISOString().replace("Z", "+00:00")
+export const nowRfc3339 = () => new Date().toISOString().replace("Z", "+00:00")
 
 export const loadBranch = Effect.fnUntraced(function*(repoId: string, name: string) {
   const sql = yield* SqlClient.SqlClient

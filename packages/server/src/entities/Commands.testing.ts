@@ -9,14 +9,21 @@ import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 
-/** The events appended, and the Outbox layer that appends them. */
+/**
+ * The events appended, and the Outbox layer that appends them. Rows a handler takes with `row` are
+ * inserted into `event_outbox` by the handler itself: read them there.
+ */
 export const recordingOutbox = () => {
   const events: Array<Record<string, unknown>> = []
   const layer = Layer.succeed(Outbox.Outbox, {
     append: (event) => Effect.sync(() => {
       events.push(event as Record<string, unknown>)
       return randomUUID()
-    })
+    }),
+    row: (event) => {
+      const id = randomUUID()
+      return { eventId: id, partition: 0, topic: "grove.events", key: "test", payload: JSON.stringify({ ...event, id }) }
+    }
   })
   return { events, layer }
 }

@@ -6,7 +6,7 @@
 import { Outbox } from "@grove/bus"
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Tracer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import { merge } from "./MergeCommand.ts"
@@ -45,6 +45,33 @@ const setup = (name: string, mainHead: string | null, branchHead: string) =>
 
 const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) => runCommand(TestOutbox, effect)
 
+/** The events in `event_outbox` of a repository, oldest first (the merge writes its own row). */
+const outboxed = (repoId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ payload: unknown }>`SELECT payload FROM event_outbox WHERE payload->>'repository_id' = ${repoId} ORDER BY id`
+    return rows.map((r) => (typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload) as Record<string, unknown>)
+  })
+
+/** The SQL statements `effect` runs (each is a client span carrying its text), with its outcome. */
+const statementsOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const spans: Array<Tracer.Span> = []
+    const tracer = Tracer.make({
+      span(options) {
+        const span = Tracer.nativeTracer.span(options)
+        spans.push(span)
+        return span
+      }
+    })
+    const result = yield* Effect.withTracer(effect, tracer)
+    const statements = spans.flatMap((s) => {
+      const text = s.attributes.get("db.query.text")
+      return typeof text === "string" ? [text] : []
+    })
+    return { result, statements }
+  })
+
 layer(Db, { timeout: 60_000 })("landing commands", (it) => {
   it.effect("merge: main_moved when main's head changed, branch_moved when the branch's did; nothing changes", () =>
     Effect.gen(function*() {
@@ -60,9 +87,57 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       const landed = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b"), newTrees: [h("e")] }, context(repo.key)))
       expect(landed._tag).toBe("Success")
       expect(yield* repo.heads).toEqual([{ name: "b", head: h("b"), status: "merged" }, { name: "main", head: h("c"), status: "open" }])
-      expect(events.at(-1)).toMatchObject({ type: "merge", branch: "b", commit: h("c") })
+      expect(yield* outboxed(repo.repoId)).toMatchObject([{ type: "merge", branch: "b", commit: h("c") }])
       // The squash commit's new trees are now reached by the repository (access and size accounting).
       expect(yield* repo.reached).toEqual([h("e")])
+    }))
+
+  it.effect("merge: lands in two statements (repository, landing with its event), with the audit row; a refusal writes nothing", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* setup("o3", h("a"), h("b"))
+      const base = { branch: "b", commit: h("c"), manifest: h("e"), message: "m", gateOverridden: true, actor: "t", newTrees: [h("e"), h("f")] }
+      const audits = sql<{ action: string; details: unknown }>`SELECT action, details FROM audit_log WHERE target = 'o3/r'`
+      const refused = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("9") }, context(repo.key)))
+      expect(refused._tag === "Failure" && refused.failure._tag).toBe("BranchMoved")
+      expect(yield* audits).toEqual([])
+      expect(yield* outboxed(repo.repoId)).toEqual([])
+      const { result, statements } = yield* statementsOf(run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b") }, context(repo.key))))
+      expect(result._tag).toBe("Success")
+      // Was ten: a read per row, a write per table, and the outbox's insert.
+      expect(statements.length).toBe(2)
+      expect(yield* outboxed(repo.repoId)).toMatchObject([{ type: "merge", v: 1, branch: "b", commit: h("c"), owner: "o3", repo: "r", pusher: "t" }])
+      const [audit] = yield* audits
+      expect(audit?.action).toBe("branch.merge.forced")
+      expect(typeof audit?.details === "string" ? JSON.parse(audit.details) : audit?.details)
+        .toEqual({ branch: "b", commit: h("c"), merge_parent: h("b"), ci_gate_overridden: true })
+      expect((yield* repo.reached).sort()).toEqual([h("e"), h("f")])
+      const [published] = yield* sql<{ published: boolean }>`SELECT published FROM commits WHERE repo_id = ${repo.repoId} AND hash = ${h("c")}`
+      expect(published?.published).toBe(true)
+      const [head] = yield* sql<{ head: string }>`SELECT head FROM repositories WHERE id = ${repo.repoId}`
+      expect(head?.head).toBe(h("c"))
+      // Merged: merging again is refused as such, and writes nothing.
+      const again = yield* run(merge({ ...base, expectedMainHead: h("c"), expectedBranchHead: h("b") }, context(repo.key)))
+      expect(again._tag === "Failure" && again.failure._tag === "BranchStateInvalid" && again.failure.code).toBe("already_merged")
+      expect((yield* audits).length).toBe(1)
+      expect((yield* outboxed(repo.repoId)).length).toBe(1)
+    }))
+
+  it.effect("merge: the first merge of a repository without main creates main; a stale null expectation is main_moved", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* setup("o4", null, h("b"))
+      yield* sql`DELETE FROM branches WHERE repo_id = ${repo.repoId} AND name = 'main'`
+      const base = { branch: "b", commit: h("c"), manifest: h("e"), message: "m", gateOverridden: false, actor: "t", newTrees: [] }
+      const stale = yield* run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b") }, context(repo.key)))
+      expect(stale._tag === "Failure" && stale.failure._tag).toBe("MainMoved")
+      const landed = yield* run(merge({ ...base, expectedMainHead: null, expectedBranchHead: h("b") }, context(repo.key)))
+      expect(landed._tag === "Success" && landed.success.parent_hash).toBe(undefined)
+      expect(yield* repo.heads).toEqual([{ name: "b", head: h("b"), status: "merged" }, { name: "main", head: h("c"), status: "open" }])
+      // main exists now: a second branch planned against "no main" does not land.
+      yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repo.repoId, name: "b2", head: h("d"), created_by: "t", created_at: "2026-11-22T00:00:00+00:00" })}`
+      const late = yield* run(merge({ ...base, branch: "b2", commit: h("d"), expectedMainHead: null, expectedBranchHead: h("d") }, context(repo.key)))
+      expect(late._tag === "Failure" && late.failure._tag).toBe("MainMoved")
     }))
 
   it.effect("sync and revert: branch_moved when the branch got commits meanwhile; nothing changes", () =>
