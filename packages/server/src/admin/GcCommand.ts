@@ -7,7 +7,7 @@
  * An unreferenced object is marked by one run and freed by a run at least the grace period later
  * (`--gc-grace-seconds`), so a fresh install's first run only marks.
  */
-import { Cause, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { ConfigError, DEFAULT_GC, parseConfig } from "../Config.ts"
 import { formatReport, runGc } from "../housekeeping/GcRun.ts"
 import { databaseLayer, objectStoreLayer } from "../Infrastructure.ts"
@@ -34,11 +34,8 @@ export const runGcCommand = async (argv: ReadonlyArray<string>): Promise<number>
       Effect.provide(layer),
       Effect.catchCause((cause) =>
         Effect.sync(() => {
-          const error = Cause.squash(cause) as { _tag?: string; message?: string; pid?: number } | undefined
-          const message = error?._tag === "DataDirBusy"
-            ? `the data directory ${config.dataDir} is in use by a running grove-server (pid ${error.pid}): stop it first (it collects on its own every --gc-interval-seconds)`
-            : error?.message ?? String(cause)
-          process.stderr.write(`grove-server gc: ${message}\n`)
+          const hint = " (it collects on its own every --gc-interval-seconds)"
+          process.stderr.write(`grove-server gc: ${DataDirLock.failureMessage(cause, config.dataDir, hint)}\n`)
           return 1
         })
       )
