@@ -1,0 +1,112 @@
+/**
+ * CI checkouts reused across runs (issue 24): the runs of one commit are copied from one base written
+ * once, and no run ever sees another's changes. A step that rewrites a file in place (the change a
+ * hard-linked copy would leak into the base), appends, deletes, creates and changes modes runs before,
+ * and at the same time as, steps that check the tree is the commit's exactly: contents, the executable
+ * bit, a symlink, ownership by the step's own user, and no base in reach. Another commit's run gets
+ * that commit's files.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { buildCommit, pushBody } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+import { waitFor } from "../support/waitFor.ts"
+
+let server: GroveServer
+let token = ""
+const as = () => api(server.url, token)
+
+const workflows = (expected: string): Record<string, string> => ({
+  ".oak/workflows/dirty.yml": [
+    "on: [manual]",
+    "jobs:",
+    "  dirty:",
+    "    steps:",
+    "      - run: |",
+    "          echo tampered > data/a.txt",
+    "          echo appended >> data/b.txt",
+    "          rm tool.sh",
+    "          echo planted > data/new.txt",
+    "          chmod 600 data/b.txt",
+    "          rm link && ln -s /etc/hostname link",
+    "          echo dirtied"
+  ].join("\n"),
+  ".oak/workflows/check.yml": [
+    "on: [manual]",
+    "jobs:",
+    "  check:",
+    "    steps:",
+    "      - run: |",
+    `          test "$(cat data/a.txt)" = "${expected}"`,
+    "          test \"$(cat data/b.txt)\" = b",
+    "          test ! -e data/new.txt",
+    "          test -x tool.sh && ./tool.sh",
+    "          test \"$(readlink link)\" = data/a.txt",
+    "          test \"$(stat -c %a data/b.txt)\" = 644",
+    "          test \"$(stat -c %u data/a.txt)\" = \"$(id -u)\" && test \"$(stat -c %u data)\" = \"$(id -u)\" && test \"$(stat -c %u .)\" = \"$(id -u)\"",
+    "          test ! -e ../.bases",
+    "          echo pristine"
+  ].join("\n")
+})
+
+const files = (expected: string) => ({
+  ...workflows(expected),
+  "data/a.txt": `${expected}\n`,
+  "data/b.txt": "b\n",
+  "tool.sh": { content: "#!/bin/sh\necho tool-ran\n", mode: "executable" as const },
+  "link": { content: "data/a.txt", mode: "symlink" as const }
+})
+
+const start = async (workflow: string, branch: string) => {
+  const reply = await as().post("/ops/app/ci/runs", { workflow, branch })
+  expect(reply.status, JSON.stringify(reply.body)).toBe(201)
+  return reply.body.run_ids[0] as number
+}
+
+const completed = (id: number) =>
+  waitFor(`run ${id}`, async () => {
+    const reply = await as().get(`/ops/app/ci/runs/${id}`)
+    return reply.body.status === "completed" ? reply.body : undefined
+  }, 120_000)
+
+const logsOf = (run: any): string => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
+
+const expectConclusion = (run: any, marker: string) => {
+  expect(run.conclusion, logsOf(run)).toBe("success")
+  expect(logsOf(run)).toContain(marker)
+}
+
+beforeAll(async () => {
+  server = await startServer({ args: ["--ci-concurrency", "4"] })
+  token = await server.createUser("ops")
+  expect((await as().post("/repos", { name: "app" })).status).toBe(201)
+  for (const [branch, expected] of [["one", "first"], ["two", "second"]] as const) {
+    const c = buildCommit({ branch, files: files(expected) })
+    const pushed = await as().post("/ops/app/push", pushBody({ branch, commits: [c], description: branch }))
+    expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
+  }
+}, 300_000)
+
+afterAll(async () => {
+  await server?.stop()
+})
+
+describe("CI checkout reuse", () => {
+  it("gives a run of the same commit a pristine tree after another run changed its own", async () => {
+    expectConclusion(await completed(await start("dirty", "one")), "dirtied")
+    expectConclusion(await completed(await start("check", "one")), "pristine")
+  }, 180_000)
+
+  it("keeps runs of one commit apart while they run at once", async () => {
+    const ids = await Promise.all(["dirty", "check", "dirty", "check", "dirty", "check"].map((w) => start(w, "one")))
+    const runs = await Promise.all(ids.map(completed))
+    runs.forEach((run, i) => expectConclusion(run, i % 2 === 0 ? "dirtied" : "pristine"))
+    // And after them all.
+    expectConclusion(await completed(await start("check", "one")), "pristine")
+  }, 240_000)
+
+  it("gives a run of another commit that commit's files", async () => {
+    expectConclusion(await completed(await start("check", "two")), "pristine")
+    expectConclusion(await completed(await start("check", "one")), "pristine")
+  }, 180_000)
+})
