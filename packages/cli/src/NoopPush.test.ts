@@ -5,6 +5,7 @@ import * as path from "node:path"
 import { tempDir } from "../test/support.ts"
 import { initialState, newBranch } from "./local/State.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
+import { indexPath, readIndexSync, serializeIndex } from "./local/TreeStatus.ts"
 import { readIndex, scan, writeIndex } from "./local/WorkingTree.ts"
 import { noopPush } from "./NoopPush.ts"
 
@@ -73,6 +74,30 @@ describe("NoopPush", () => {
       expect(ask(["push"], path.dirname(root))).toBeUndefined() // not in a checkout
       fs.writeFileSync(path.join(root, "sub/new.txt"), "new")
       expect(ask()).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.effect("a same-size change in the clock tick the index was written in is not answered as up to date (racy git)", () =>
+    Effect.gen(function*() {
+      const { ask, root } = yield* checkout()
+      const file = path.join(root, "a.txt")
+      // Changed unseen: same size, and the index's entry carries the changed file's exact stat with the old hash.
+      fs.writeFileSync(file, "A.TXT")
+      const stats = fs.lstatSync(file)
+      const files = new Map(readIndexSync(root).files)
+      files.set("a.txt", { ...files.get("a.txt")!, size: stats.size, mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino })
+      const writeAt = (writtenAt: number) => {
+        // As the client writes it: a new file renamed into place (a read is cached by inode and mtime).
+        fs.writeFileSync(`${indexPath(root)}.new`, serializeIndex(files, HEAD, new Map(), writtenAt))
+        const later = stats.mtimeMs / 1000 + 3600 // the index file's own mtime is not the earlier of the two
+        fs.utimesSync(`${indexPath(root)}.new`, later, later)
+        fs.renameSync(`${indexPath(root)}.new`, indexPath(root))
+      }
+      // Index written in the same tick as the change: the entry is racily clean, so the full command decides.
+      writeAt(stats.mtimeMs)
+      expect(ask()).toBeUndefined()
+      // The same entry in an index written a tick later is trusted: the racy rule, not luck, caught it above.
+      writeAt(stats.mtimeMs + 1)
+      expect(ask()).toBe("Already up to date (u-abcdef).")
     }).pipe(Effect.scoped))
 
   it.effect("an index based on another commit, or none, is not trusted", () =>
