@@ -73,11 +73,12 @@ export const AccessNotificationsLive = Layer.effectDiscard(Effect.gen(function*(
   }).pipe(Effect.scoped)
 
   // The caches are off (their start) until the first LISTEN is confirmed: a request before it reads the database.
+  let failures = 0
   yield* session.pipe(
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.gen(function*() {
-        // Said once per loss, not at every retry.
-        if (caches.live()) yield* Effect.logWarning("not receiving access changes: access caches off, every request reads the database until they are back", Cause.squash(cause))
+        // Said once per loss (and for a first LISTEN that fails), not at every retry.
+        if (caches.live() || failures++ === 0) yield* Effect.logWarning("not receiving access changes: access caches off, every request reads the database until they are back", Cause.squash(cause))
         caches.setLive(false)
         yield* Effect.sleep(RETRY_MS)
       })
