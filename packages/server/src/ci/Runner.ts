@@ -4,7 +4,8 @@
  * sandbox (Sandbox) in a pseudo-terminal (StepProcess) with the workflow's environment and the
  * repository's secrets. Output is masked, capped per step and
  * written to the log store as it comes (what arrives while a piece is stored goes in the next one). Every transition of a job or step
- * is reported to the CiRun entity. The runner's heartbeat is its own row (CiHeartbeats, every 2 s, straight to
+ * is reported to the CiRun entity, batched where nothing happens between two of them (a job's start with its first
+ * step's, the last job's end with the run's Finish). The runner's heartbeat is its own row (CiHeartbeats, every 2 s, straight to
  * the database); the beat also tells it when the run was cancelled, which interrupts the jobs (killing their
  * process groups).
  */
@@ -185,8 +186,8 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   const runJob = (job: WorkflowJob) =>
     Effect.gen(function*() {
       const state = jobs.find((j) => j.key === job.id)!
+      // Reported with its first step's start (one command, not two); a job that cannot start is reported at its end.
       setJob(job.id, { status: "running" })
-      yield* report
       const deadline = Date.now() + minutes(job.timeoutMinutes ?? context.config.defaultJobTimeoutMinutes)
       let dir: string | undefined
       // The job's host user is held until its checkout is gone (the scope ends after the removal below).
@@ -219,7 +220,8 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         if (step.status !== "completed") setStep(step.id, { status: "completed", conclusion: conclusion === "success" ? "skipped" : conclusion })
       }
       setJob(job.id, { status: "completed", conclusion })
-      yield* report
+      // The last job's end goes with the run's Finish.
+      if (jobs.some((j) => j.status !== "completed")) yield* report
       return conclusion
     })
 
