@@ -8,6 +8,7 @@
  * timings for the phase breakdown).
  *
  *   npm run bench:content [-- --runs 3 --small]
+ *   npm run bench:content -- --pushes-only   # the no-op and one-file push rows at 20k files (no clone rounds)
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -35,6 +36,11 @@ export interface ContentOptions {
   readonly budgetMs: number
   /** Also git's push from a repacked repository (a row of the report, not of the table). Default true. */
   readonly packed?: boolean
+  /**
+   * Only what the no-op and one-file push rows need: one round of the big pushes (the checkouts they
+   * start from) and git's clone, no grove clone, no packed push (`--pushes-only`).
+   */
+  readonly pushesOnly?: boolean
 }
 
 let began = performance.now()
@@ -42,8 +48,14 @@ const log = (line: string) => console.error(`[${((performance.now() - began) / 1
 const sum = (xs: ReadonlyArray<Exchange>, f: (x: Exchange) => number) => xs.reduce((s, x) => s + f(x), 0)
 
 /** The whole content benchmark; answers its report and the medians the table shows. */
-export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, packed: PACKED = true }: ContentOptions) => {
+export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, packed: PACKED = true, pushesOnly = false }: ContentOptions) => {
   began = performance.now()
+  // The client as `npm install` leaves it (bundled, see packages/cli/scripts/bundle.ts): sources edited
+  // since the last install would otherwise run unbundled and measure module loading instead.
+  const bundled = await run(process.execPath, [path.join(ROOT, "packages/cli/scripts/bundle.ts")])
+  // That bundle even if sources are edited during the run (unless GROVE_NO_BUNDLE=1 asks for the sources).
+  const bundle = process.env.GROVE_NO_BUNDLE === "1" ? {} : { GROVE_BUNDLE: "1" }
+  log(`grove client bundled in ${fmtMs(bundled.ms)} (not timed); the runs use ${process.env.GROVE_NO_BUNDLE === "1" ? "the sources" : "this bundle"}`)
   const tree = ensureTree(spec, log)
   const { manifest } = tree
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-content-"))
@@ -117,11 +129,11 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   }
   const grove = async (args: ReadonlyArray<string>, key: string, cwd: string) => {
     const serverBefore = cpuOf(server.pid)
-    const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url } })
+    const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, ...bundle, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url } })
     return { ...ran, serverCpuMs: cpuOf(server.pid) - serverBefore, json: JSON.parse(ran.stdout) as Record<string, unknown> }
   }
-  const startup = await run(process.execPath, [CLI_BIN, "--help"])
-  const startupMs = median([startup.ms, (await run(process.execPath, [CLI_BIN, "--help"])).ms])
+  const help = () => run(process.execPath, [CLI_BIN, "--help"], { env: { ...process.env, ...bundle } })
+  const startupMs = median([(await help()).ms, (await help()).ms])
 
   const checkout = path.join(tmp, "grove-checkout")
   await run("cp", ["-a", `${tree.dir}/.`, checkout])
@@ -181,9 +193,9 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   await grovePushOnce(1)
   const firstKey = key
   const firstBranch = branch
-  await groveCloneOnce(1)
+  if (!pushesOnly) await groveCloneOnce(1)
   const roundMs = performance.now() - began
-  for (let i = 2; i <= RUNS; i++) {
+  for (let i = 2; i <= (pushesOnly ? 1 : RUNS); i++) {
     const perRound = (gitPush[0]! + gitClone[0]! + grovePush[0]! + groveClone[0]!) * 1.6
     if (performance.now() - began + perRound > BUDGET_MS) {
       log(`stopping after ${i - 1} run(s) of push/clone: another would pass the ${BUDGET_MS / 1000} s budget`)
@@ -198,7 +210,7 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
 
   // The same push from a packed repository (after `git repack`, not timed): git reuses the packed deltas.
   const gitPackedPush: Array<number> = []
-  if (PACKED) {
+  if (PACKED && !pushesOnly) {
     const repacked = await git(["repack", "-a", "-d", "-q"], { env: srcEnv })
     for (let i = 1; i <= gitPush.length; i++) {
       const bare = path.join(projectRoot, `p${i}.git`)
@@ -218,25 +230,38 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     const pushed = await grove(["push", "--json"], key, checkout)
     const exchanges = since()
     const detail = phases(label, pushed, exchanges, `bench${grovePush.length}/tree`)
-    return { ms: pushed.ms, commitMs: commit?.ms ?? 0, bytes: sum(exchanges, (x) => x.requestBytes), chunks: sum(exchanges, (x) => x.chunks), json: pushed.json, detail }
+    return { ms: pushed.ms, cpuMs: pushed.cpuMs, commitMs: commit?.ms ?? 0, bytes: sum(exchanges, (x) => x.requestBytes), chunks: sum(exchanges, (x) => x.chunks), json: pushed.json, detail }
   }
   const gitWorkPush = async (edit: () => void, commitFirst: boolean) => {
     edit()
     if (commitFirst) await git(["commit", "-q", "-a", "-m", "change"], { cwd: gitWork })
     const since = gitProxy.mark()
     const pushed = await git(["push", "-q", "origin", "main"], { cwd: gitWork })
-    return { ms: pushed.ms, bytes: sum(since(), (x) => x.requestBytes) }
+    return { ms: pushed.ms, cpuMs: pushed.cpuMs, bytes: sum(since(), (x) => x.requestBytes) }
   }
-  const noop = { git: [] as Array<number>, grove: [] as Array<number>, detail: "" }
+  // CPU: of the client process (git: its children too, as for every git row).
+  const noop = { git: [] as Array<number>, grove: [] as Array<number>, gitCpu: [] as Array<number>, groveCpu: [] as Array<number>, detail: "" }
   for (let i = 0; i < SMALL_RUNS; i++) {
-    noop.git.push((await gitWorkPush(() => {}, false)).ms)
+    const g1 = await gitWorkPush(() => {}, false)
+    noop.git.push(g1.ms)
+    noop.gitCpu.push(g1.cpuMs)
     const g = await groveWork(`no-op push #${i + 1}`, () => {}, false)
     noop.grove.push(g.ms)
+    noop.groveCpu.push(g.cpuMs)
     noop.detail = g.detail
   }
   log(`no-op push: git ${noop.git.map(fmtMs).join(", ")}; grove ${noop.grove.map(fmtMs).join(", ")}`)
 
-  const oneFile = { git: [] as Array<number>, grove: [] as Array<number>, gitBytes: 0, groveBytes: 0, commit: [] as Array<number>, detail: "" }
+  const oneFile = {
+    git: [] as Array<number>,
+    grove: [] as Array<number>,
+    gitCpu: [] as Array<number>,
+    groveCpu: [] as Array<number>,
+    gitBytes: 0,
+    groveBytes: 0,
+    commit: [] as Array<number>,
+    detail: ""
+  }
   for (let i = 0; i < SMALL_RUNS; i++) {
     const rel = manifest.smallFiles[i % manifest.smallFiles.length]!
     const line = `// edited by the benchmark, round ${i + 1}\n`
@@ -244,6 +269,8 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     const g2 = await groveWork(`one-file push #${i + 1}`, () => fs.appendFileSync(path.join(checkout, rel), line), true)
     oneFile.git.push(g1.ms)
     oneFile.grove.push(g2.ms)
+    oneFile.gitCpu.push(g1.cpuMs)
+    oneFile.groveCpu.push(g2.cpuMs)
     oneFile.commit.push(g2.commitMs)
     oneFile.gitBytes = g1.bytes
     oneFile.groveBytes = g2.bytes
@@ -260,14 +287,24 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   log(`one-byte insert: git ${fmtMs(gitInsert.ms)} ${fmtBytes(gitInsert.bytes)}; grove ${fmtMs(groveInsert.ms)} ${fmtBytes(groveInsert.bytes)}, ${groveInsert.chunks} chunk(s) through the proxy, push says ${JSON.stringify(groveInsert.json)}`)
 
   // ---- report ----------------------------------------------------------------
-  const rows: Array<Row> = [
+  const allRows: Array<Row> = [
     { op: `push (full tree, fresh repo, median of ${grovePush.length})`, git: median(gitPush), grove: median(grovePush), ratioTarget: 1.0, note: `sent: git ${fmtBytes(median(gitPushBytes))}, grove ${fmtBytes(median(grovePushBytes))}` },
     { op: `  same, git pushing from a packed repo`, git: median(gitPackedPush), grove: median(grovePush), ratioTarget: 1.0, note: "" },
     { op: `clone (--branch, median of ${groveClone.length})`, git: median(gitClone), grove: median(groveClone), ratioTarget: 1.0, note: `received: git ${fmtBytes(median(gitCloneBytes))}, grove ${fmtBytes(median(groveCloneBytes))}` },
-    { op: `no-op push (median of ${SMALL_RUNS})`, git: median(noop.git), grove: median(noop.grove), limitMs: 100, note: "" },
-    { op: `one-file change push (median of ${SMALL_RUNS})`, git: median(oneFile.git), grove: median(oneFile.grove), limitMs: 300, note: `sent: git ${fmtBytes(oneFile.gitBytes)}, grove ${fmtBytes(oneFile.groveBytes)}; grove commit before it ${fmtMs(median(oneFile.commit))}` },
+    { op: `no-op push (median of ${SMALL_RUNS})`, git: median(noop.git), grove: median(noop.grove), limitMs: 100, note: `CPU: git ${fmtMs(median(noop.gitCpu))}, grove client ${fmtMs(median(noop.groveCpu))}` },
+    {
+      op: `one-file change push (median of ${SMALL_RUNS})`,
+      git: median(oneFile.git),
+      grove: median(oneFile.grove),
+      limitMs: 300,
+      note: `sent: git ${fmtBytes(oneFile.gitBytes)}, grove ${fmtBytes(oneFile.groveBytes)}; CPU: git ${fmtMs(median(oneFile.gitCpu))}, grove client ${
+        fmtMs(median(oneFile.groveCpu))
+      }; grove commit before it ${fmtMs(median(oneFile.commit))}`
+    },
     { op: "one-byte insert @ 50 MiB file, push", git: gitInsert.ms, grove: groveInsert.ms, note: `sent: git ${fmtBytes(gitInsert.bytes)}, grove ${fmtBytes(groveInsert.bytes)}; grove commit before it ${fmtMs(groveInsert.commitMs)}` }
   ]
+  // Without the clone rounds, their rows and check would only show empty medians.
+  const rows = pushesOnly ? allRows.filter((row) => !row.op.includes("clone") && !row.op.includes("packed")) : allRows
   const insertChunks = groveInsert.chunks
   const rss = Math.max(...rssGrowth)
   const report = {
@@ -275,7 +312,7 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     rows,
     checks: [
       { what: "chunks uploaded for the one-byte insert (frames in chunks/batch + PUT chunks/{hash})", value: `${insertChunks} (push reports ${String(groveInsert.json["uploaded_chunks"])})`, pass: insertChunks <= 2, target: "<= 2" },
-      { what: "server RSS growth during clone (max over runs)", value: fmtBytes(rss), pass: rss < 64 * MIB, target: "< 64 MiB" }
+      ...(pushesOnly ? [] : [{ what: "server RSS growth during clone (max over runs)", value: fmtBytes(rss), pass: rss < 64 * MIB, target: "< 64 MiB" }])
     ],
     notes: [
       `grove CLI start-up alone (grove --help): ${fmtMs(startupMs)}`,
@@ -308,7 +345,8 @@ export type ContentResult = Awaited<ReturnType<typeof measureContent>>
 if (import.meta.main) {
   try {
     const spec = process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC
-    printReport((await measureContent({ spec, runs: Number(argValue("runs") ?? 3), budgetMs: Number(argValue("budget-s") ?? 540) * 1000 })).report)
+    const pushesOnly = process.argv.includes("--pushes-only")
+    printReport((await measureContent({ spec, runs: Number(argValue("runs") ?? 3), budgetMs: Number(argValue("budget-s") ?? 540) * 1000, pushesOnly })).report)
   } catch (error) {
     console.error(error instanceof Error ? error.message : String(error))
     process.exitCode = 1
