@@ -11,7 +11,7 @@
  */
 import { Effect, Stream } from "effect"
 import { constants, type Dirent } from "node:fs"
-import { access, copyFile, lchown, mkdir, mkdtemp, open, readdir, readlink, rename, rm, symlink } from "node:fs/promises"
+import { access, copyFile, lchown, mkdir, mkdtemp, open, readdir, readlink, rm, symlink } from "node:fs/promises"
 import * as path from "node:path"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -55,9 +55,8 @@ const writeTree = Effect.fnUntraced(function*(dir: string, repo: { readonly id: 
 export const BASES_KEPT = 8
 
 interface Base {
-  readonly dir: string
-  /** Settles once the base is written; rejects when it could not be. */
-  readonly ready: Promise<void>
+  /** The base's directory once it is written; rejects when it could not be. */
+  readonly ready: Promise<string>
   users: number
 }
 /** By root, repository and commit; in use order (the last used at the end). */
@@ -68,7 +67,7 @@ const evict = () => {
     if (bases.size <= BASES_KEPT) return
     if (base.users > 0) continue
     bases.delete(key)
-    void rm(base.dir, { recursive: true, force: true }).catch(() => undefined)
+    void base.ready.then((dir) => rm(dir, { recursive: true, force: true })).catch(() => undefined)
   }
 }
 
@@ -77,23 +76,22 @@ const baseOf = (root: string, repo: { readonly id: string; readonly orgId: strin
   Effect.gen(function*() {
     const key = `${root}\0${repo.id}\0${commit}`
     let base = bases.get(key)
-    if (base !== undefined && !(yield* Effect.promise(() => base!.ready.then(() => access(base!.dir).then(() => true), () => false).catch(() => false)))) {
+    if (base !== undefined && !(yield* Effect.promise(() => base!.ready.then((dir) => access(dir).then(() => true), () => false).catch(() => false)))) {
       if (bases.get(key) === base) bases.delete(key)
-      base = undefined
+      // Another job may have started a new one meanwhile.
+      base = bases.get(key)
     }
     if (base === undefined) {
       const parent = path.join(root, ".bases")
-      const dir = path.join(parent, `${repo.id}-${commit}`)
       const services = yield* Effect.context<ContentObjects | ChunkStore>()
-      // Written into a temporary directory and renamed: a half-written base is never copied.
+      // A directory of its own (never one an eviction is still removing); copied from only once `ready` settles.
       const ready = Effect.gen(function*() {
         yield* Effect.promise(() => mkdir(parent, { recursive: true, mode: 0o700 }))
-        yield* Effect.promise(() => rm(dir, { recursive: true, force: true }))
-        const temp = yield* Effect.promise(() => mkdtemp(`${dir}.tmp-`))
-        yield* writeTree(temp, repo, commit).pipe(Effect.onError(() => remove(temp)))
-        yield* Effect.promise(() => rename(temp, dir))
+        const dir = yield* Effect.promise(() => mkdtemp(path.join(parent, `${repo.id}-${commit}-`)))
+        yield* writeTree(dir, repo, commit).pipe(Effect.onError(() => remove(dir)))
+        return dir
       }).pipe(Effect.provideContext(services), Effect.runPromise)
-      const fresh: Base = { dir, ready, users: 0 }
+      const fresh: Base = { ready, users: 0 }
       base = fresh
       bases.set(key, fresh)
       void ready.catch(() => bases.get(key) === fresh && bases.delete(key))
@@ -106,9 +104,9 @@ const baseOf = (root: string, repo: { readonly id: string; readonly orgId: strin
       held.users--
       evict()
     }))
-    yield* Effect.tryPromise({ try: () => held.ready, catch: (cause) => cause })
+    const dir = yield* Effect.tryPromise({ try: () => held.ready, catch: (cause) => cause })
     evict()
-    return held.dir
+    return dir
   })
 
 /** Copies `from` into the existing `into`, every entry created as `user` (as root: lchown as it is made). */
