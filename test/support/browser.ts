@@ -9,7 +9,7 @@ import { expect } from "@effect/vitest"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
-import { type Browser, chromium, type Page } from "playwright-core"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { ROOT } from "./GroveServer.ts"
 
 const CANDIDATES = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable"]
@@ -51,6 +51,25 @@ export const watchPage = async (page: Page) => {
     })`
   })
   return { violations, errors }
+}
+
+/**
+ * Pages, each in a fresh context 1280 px wide and watched (`watchPage`), for a suite whose browser is
+ * launched later; `closeAll` (in its afterAll) closes every context it opened.
+ */
+export const pageOpener = (browser: () => Browser) => {
+  const contexts: Array<BrowserContext> = []
+  return {
+    open: async () => {
+      const context = await browser().newContext({ viewport: { width: 1280, height: 900 } })
+      contexts.push(context)
+      const page = await context.newPage()
+      return { context, page, watch: await watchPage(page) }
+    },
+    closeAll: async () => {
+      for (const context of contexts.splice(0)) await context.close().catch(() => undefined)
+    }
+  }
 }
 
 const axeSource = fs.readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")

@@ -11,8 +11,8 @@
  * script error.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import type { Browser, BrowserContext, Page } from "playwright-core"
-import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import type { Browser, Page } from "playwright-core"
+import { expectPageChecks, launchBrowser, outputFolder, pageOpener, signInAs, skipWithoutChromium } from "../support/browser.ts"
 import { LIVE_WORKFLOW, liveWorkdir, printedAt, releaseStep } from "../support/ciLive.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
@@ -36,7 +36,7 @@ let server: GroveServer
 let browser: Browser
 let aliceKey: string
 let folder: string
-const contexts: Array<BrowserContext> = []
+const pages = pageOpener(() => browser)
 /** The live run, finished by the first test; re-run by the second, whose new run the third cancels. */
 let liveRun: number
 let rerun: number
@@ -87,17 +87,12 @@ describe.skipIf(skip)("CI pages in headless Chromium", () => {
   }, 300_000)
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => undefined)
+    await pages.closeAll()
     await browser?.close()
     await server?.stop()
   })
 
-  const newPage = async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-    contexts.push(context)
-    const page = await context.newPage()
-    return { context, page, watch: await watchPage(page) }
-  }
+  const newPage = pages.open
 
   const check = (page: Page, name: string, expected: string) => expectPageChecks(page, folder, name, expected)
 

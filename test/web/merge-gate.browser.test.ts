@@ -6,8 +6,8 @@
  * (A conflict's 409 with its paths is covered by pages.browser.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import type { Browser, BrowserContext } from "playwright-core"
-import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import type { Browser } from "playwright-core"
+import { expectPageChecks, launchBrowser, outputFolder, pageOpener, signInAs, skipWithoutChromium } from "../support/browser.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -20,7 +20,7 @@ let server: GroveServer
 let browser: Browser
 let folder: string
 const tokens: Record<string, string> = {}
-const contexts: Array<BrowserContext> = []
+const pages = pageOpener(() => browser)
 const as = (user: string) => api(server.url, tokens[user])
 
 /** Every event runs it (no `on`); it fails when the commit has broken.txt. */
@@ -61,16 +61,13 @@ describe.skipIf(skip)("the CI merge gate on the branch page", () => {
   }, 300_000)
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => undefined)
+    await pages.closeAll()
     await browser?.close()
     await server?.stop()
   })
 
   const signedIn = async (user: string) => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-    contexts.push(context)
-    const page = await context.newPage()
-    const watch = await watchPage(page)
+    const { page, watch } = await pages.open()
     await signInAs(page, server.url, user, PASSWORD(user))
     return { page, watch }
   }

@@ -7,8 +7,8 @@
  * browser suites do.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import type { Browser, BrowserContext } from "playwright-core"
-import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import type { Browser } from "playwright-core"
+import { expectPageChecks, launchBrowser, outputFolder, pageOpener, signInAs, skipWithoutChromium } from "../support/browser.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -27,7 +27,7 @@ let receiver: Receiver
 let browser: Browser
 let folder: string
 const tokens: Record<string, string> = {}
-const contexts: Array<BrowserContext> = []
+const pages = pageOpener(() => browser)
 const as = (user: string) => api(server.url, tokens[user])
 
 describe.skipIf(skip)("organization webhooks, CI secrets and audit log pages", () => {
@@ -43,17 +43,14 @@ describe.skipIf(skip)("organization webhooks, CI secrets and audit log pages", (
   }, 300_000)
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => undefined)
+    await pages.closeAll()
     await browser?.close()
     await server?.stop()
     await receiver?.close()
   })
 
   const signedIn = async (user: string) => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-    contexts.push(context)
-    const page = await context.newPage()
-    const watch = await watchPage(page)
+    const { page, watch } = await pages.open()
     await signInAs(page, server.url, user, PASSWORD(user))
     return { page, watch }
   }

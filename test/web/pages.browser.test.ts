@@ -9,8 +9,8 @@
  * critical findings; no page may log a CSP violation or a script error.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import type { Browser, BrowserContext, Page } from "playwright-core"
-import { expectPageChecks, launchBrowser, outputFolder, signInAs, skipWithoutChromium, watchPage } from "../support/browser.ts"
+import type { Browser, Page } from "playwright-core"
+import { expectPageChecks, launchBrowser, outputFolder, pageOpener, signInAs, skipWithoutChromium } from "../support/browser.ts"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -26,7 +26,7 @@ let bobKey: string
 let folder: string
 /** The squash commit that merged `other` onto main (a.txt "one" -> "three from other"). */
 let otherMerge: string
-const contexts: Array<BrowserContext> = []
+const pages = pageOpener(() => browser)
 
 const a = () => api(server.url, aliceKey)
 
@@ -90,17 +90,12 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
   }, 300_000)
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => undefined)
+    await pages.closeAll()
     await browser?.close()
     await server?.stop()
   })
 
-  const newPage = async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-    contexts.push(context)
-    const page = await context.newPage()
-    return { context, page, watch: await watchPage(page) }
-  }
+  const newPage = pages.open
 
   /** Screenshots, visible text, no overflow and no serious axe finding at both widths. */
   const check = (page: Page, name: string, expected: string) => expectPageChecks(page, folder, name, expected)
