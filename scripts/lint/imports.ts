@@ -16,6 +16,7 @@ export type Floor = typeof FLOORS[number]
 /** The units of packages/server/src (a top-level folder, or a file at the root) that are not features. */
 const UNIT_FLOORS: Record<string, Floor> = {
   "Config.ts": "base",
+  "FeatureConfig.ts": "base",
   "Version.ts": "base",
   "net.ts": "base",
   db: "base",
