@@ -55,7 +55,7 @@ export const watchPage = async (page: Page) => {
 
 /**
  * Pages, each in a fresh context 1280 px wide and watched (`watchPage`), for a suite whose browser is
- * launched later; `closeAll` (in its afterAll) closes every context it opened.
+ * launched later; `closeAll` (in its afterAll) closes every context it opened, and the browser.
  */
 export const pageOpener = (browser: () => Browser) => {
   const contexts: Array<BrowserContext> = []
@@ -66,8 +66,10 @@ export const pageOpener = (browser: () => Browser) => {
       const page = await context.newPage()
       return { context, page, watch: await watchPage(page) }
     },
+    /** Its contexts, then the browser (not launched when the suite's set-up failed). */
     closeAll: async () => {
       for (const context of contexts.splice(0)) await context.close().catch(() => undefined)
+      await (browser() as Browser | undefined)?.close()
     }
   }
 }

@@ -88,7 +88,6 @@ describe.skipIf(skip)("CI pages in headless Chromium", () => {
 
   afterAll(async () => {
     await pages.closeAll()
-    await browser?.close()
     await server?.stop()
   })
 

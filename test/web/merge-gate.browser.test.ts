@@ -62,7 +62,6 @@ describe.skipIf(skip)("the CI merge gate on the branch page", () => {
 
   afterAll(async () => {
     await pages.closeAll()
-    await browser?.close()
     await server?.stop()
   })
 

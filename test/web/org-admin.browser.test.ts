@@ -44,7 +44,6 @@ describe.skipIf(skip)("organization webhooks, CI secrets and audit log pages", (
 
   afterAll(async () => {
     await pages.closeAll()
-    await browser?.close()
     await server?.stop()
     await receiver?.close()
   })

@@ -91,7 +91,6 @@ describe.skipIf(skip)("web pages in headless Chromium", () => {
 
   afterAll(async () => {
     await pages.closeAll()
-    await browser?.close()
     await server?.stop()
   })
 
