@@ -41,8 +41,9 @@ export interface OutgoingRecord {
  * One partition this node owns, handed to the `onPartition` callback of
  * `consume` in its own fiber. The fiber is interrupted when the partition is
  * revoked. A callback that returns by itself should do so only once `owned`
- * says the partition is no longer this node's: a partition it leaves stays
- * idle on this node until the group's next rebalance hands it out again.
+ * says the partition is no longer this node's, or once its node stops: a
+ * partition it leaves stays idle on this node until the group's next
+ * rebalance hands it out again.
  */
 export interface PartitionClaim {
   readonly topic: string

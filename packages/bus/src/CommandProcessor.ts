@@ -20,7 +20,7 @@
  * and answered; a record that cannot be decoded or settled goes to the
  * dead-letter topic. Either way the worker moves on to the next record.
  */
-import { Cause, Clock, Effect, Exit, Option, Schedule, Schema, Semaphore, Stream } from "effect"
+import { Cause, Clock, Data, Effect, Exit, Option, Schedule, Schema, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
@@ -55,9 +55,18 @@ export interface ProcessorOptions {
    * for one more.
    */
   readonly transactions: Semaphore.Semaphore
-  /** The registration of an entity type; `None` if there is none (waits for it only while the node starts). */
-  readonly lookup: (entityType: string) => Effect.Effect<Option.Option<Registered>>
+  /**
+   * The registration of an entity type; `None` if there is none (waits for it only while the node starts).
+   * Fails with `Stopping` for a type whose handlers were released because the node stops.
+   */
+  readonly lookup: (entityType: string) => Effect.Effect<Option.Option<Registered>, Stopping>
 }
+
+/**
+ * The node stops: the handlers of `entityType` are gone (a server releases them before its bus consumer
+ * drains). The worker leaves the record, and the rest of its partition, to the partition's next owner.
+ */
+export class Stopping extends Data.TaggedError("Stopping")<{ readonly entityType: string }> {}
 
 const decodeCommand = Schema.decodeUnknownEffect(CommandMessage)
 
@@ -340,13 +349,20 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
     const handle = (record: BusRecord): Effect.Effect<boolean, never, SqlClient.SqlClient> =>
       handleOnce(record).pipe(
         traced(record),
-        Effect.annotateLogs("command_id", record.headers["command-id"] ?? ""),
         Effect.as(true),
         Effect.catchTag("Fenced", (fenced) =>
-          Effect.flatMap(reclaim(fenced), (again) => again ? handle(record) : Effect.succeed(false)))
+          Effect.flatMap(reclaim(fenced), (again) => again ? handle(record) : Effect.succeed(false))),
+        // Nothing of it was applied or committed: the next owner starts from it. Ending now (not waiting for
+        // the handlers) is what lets the stop's drain see this worker end by itself.
+        Effect.catchTag("Stopping", (stopping) =>
+          Effect.logInfo("the node is stopping and its handlers are gone: the worker ends, leaving the partition's records to its next owner", {
+            offset: String(record.offset),
+            entity_type: stopping.entityType
+          }).pipe(Effect.as(false))),
+        Effect.annotateLogs("command_id", record.headers["command-id"] ?? "")
       )
 
-    // Ends only when the partition is no longer this node's.
+    // Ends when the partition is no longer this node's, or when the node stops.
     yield* claim.records.pipe(Stream.mapEffect(handle), Stream.takeWhile((going) => going), Stream.runDrain)
   }).pipe(
     Effect.ensuring(Effect.sync(() => options.health.released(claim.partition))),

@@ -196,8 +196,8 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     Effect.gen(function*() {
       const found = registry.get(entityType)
       if (found !== undefined) return Option.some(found)
-      // Unregistered while the node stops: the command waits for the worker's end (the next owner handles it).
-      if (known.has(entityType)) return yield* Effect.never
+      // Unregistered while the node stops: the worker ends (its drain waits for that), the next owner handles it.
+      if (known.has(entityType)) return yield* new CommandProcessor.Stopping({ entityType })
       const left = startedAt + Duration.toMillis(Duration.fromInputUnsafe(grace)) - (yield* Clock.currentTimeMillis)
       if (left <= 0) return Option.none()
       return yield* Deferred.await(waiterOf(entityType)).pipe(

@@ -202,7 +202,8 @@ export const consume = <R>(
       Effect.gen(function*() {
         // Nothing on this node consumes while Kafka cannot answer this, so wait for it (until a stop).
         const start = yield* startOffset(partition).pipe(
-          Effect.tapError((error) => Effect.logWarning("retrying", error)),
+          // A consumer closed by the stop fails this at once: nothing to warn about then.
+          Effect.tapError((error) => stopping ? Effect.void : Effect.logWarning("retrying", error)),
           Effect.retry({ schedule: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")]), while: () => !stopping }),
           Effect.option
         )
@@ -235,9 +236,10 @@ export const consume = <R>(
               lag.stopped(partition)
             }
             return Queue.shutdown(queue)
-          }))
+          })),
+          Effect.annotateLogs({ group, topic, partition })
         )
-      })
+      }).pipe(Effect.annotateLogs({ group, topic, partition }))
     )
 
     // Brings the workers in line with the member's assignment, once per change (the consumer
@@ -262,7 +264,7 @@ export const consume = <R>(
             synced = target
             if (target.member !== undefined) membership.joined(target.generation, owned)
           })),
-          Effect.andThen(Effect.logInfo("assignment", { group, generation: target.generation, partitions: owned.join(",") }))
+          Effect.andThen(Effect.logInfo("assignment", { group, topic, generation: target.generation, partitions: owned.join(",") }))
         )
       }))
     )
@@ -363,20 +365,32 @@ export const consume = <R>(
     // Graceful stop: the workers take no more records and finish the one in hand (up to the deadline; a
     // command cut short is rolled back and redone by the next owner), then their last commits, then the
     // consumer leaves the group (LeaveGroup), so the others take its partitions at once, not after a session timeout.
+    // Each line names the group, the topic and the partitions.
     yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
+      Effect.gen(function*() {
         stopping = true
-        return Effect.forEach(feeds.values(), (feed) => stopFeed(feed.queue), { discard: true })
-      }).pipe(
-        Effect.andThen(Effect.suspend(() => workers.finish(workers.running(), options.drainTimeout ?? DRAIN_TIMEOUT))),
-        Effect.tap((cut) =>
-          cut.length === 0 ? Effect.void : Effect.logWarning("the drain deadline passed: stopped the workers still running", {
-            group,
-            partitions: cut.join(",")
-          })
-        ),
-        Effect.andThen(committer.flush()),
-        Effect.andThen(member.stop)
-      )
+        yield* Effect.forEach(feeds.values(), (feed) => stopFeed(feed.queue), { discard: true })
+        const running = workers.running()
+        const deadline = options.drainTimeout ?? DRAIN_TIMEOUT
+        const began = yield* Clock.currentTimeMillis
+        yield* Effect.logInfo("draining: the workers finish the records in hand", {
+          group,
+          topic,
+          partitions: running.join(","),
+          deadline: Duration.format(deadline)
+        })
+        const cut = yield* workers.finish(running, deadline)
+        if (cut.length > 0) {
+          yield* Effect.logWarning("the drain deadline passed: stopped the workers still running", { group, topic, partitions: cut.join(",") })
+        }
+        yield* committer.flush()
+        yield* member.stop
+        yield* Effect.logInfo("drained: offsets committed, the member closed (it leaves the group)", {
+          group,
+          topic,
+          partitions: running.join(","),
+          ms: (yield* Clock.currentTimeMillis) - began
+        })
+      })
     )
   })
