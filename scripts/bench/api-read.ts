@@ -47,6 +47,9 @@ export interface ApiReadResult {
   readonly afterLoadRss: number
   readonly restartRss: number
   readonly afterReadsRss: number
+  /** Per round: Grove's req/s over bare's, and Grove's CPU per request over bare's (the rows' spread). */
+  readonly roundRatios: ReadonlyArray<number>
+  readonly roundCpuRatios: ReadonlyArray<number>
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -111,6 +114,7 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
     const bare = await startBare(body, env)
     const url = `${server.url}${target}`
     const rounds: Array<{ bare: Result; grove: Result }> = []
+    const roundCpuRatios: Array<number> = []
     let bareRss: number
     let bareBytes = 0
     let groveBytes = 0
@@ -128,6 +132,7 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
         bareCpuMs += b.cpuMs
         groveCpuMs += g.cpuMs
         rounds.push({ bare: b.result, grove: g.result })
+        roundCpuRatios.push((g.cpuMs / Math.max(1, g.result.total)) / (b.cpuMs / Math.max(1, b.result.total)))
       }
     } finally {
       bare.stop()
@@ -158,7 +163,10 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
       firstBootRss,
       afterLoadRss,
       restartRss,
-      afterReadsRss
+      afterReadsRss,
+      /** Grove's req/s over bare's in each round: the read row's spread. */
+      roundRatios: rounds.map(ratio),
+      roundCpuRatios
     }
   } finally {
     await server.stop()
@@ -190,7 +198,21 @@ export const apiReadMeasures = (r: ApiReadResult): Array<Measure> => [
     better: "higher",
     goal: ">= 0.5x",
     met: r.grove.rps / r.bare.rps >= 0.5,
+    samples: { ratios: r.roundRatios },
     detail: `p50 ${r.grove.p50} ms (bare ${r.bare.p50} ms); V8 heap allocated per request ${(r.groveAllocPerRequest / 1024).toFixed(1)} KiB (bare ${(r.bareAllocPerRequest / 1024).toFixed(1)} KiB); CPU per request ${r.groveCpuPerRequest.toFixed(0)} µs (bare ${r.bareCpuPerRequest.toFixed(0)} µs); non-2xx ${r.grove.non2xx}`
+  },
+  {
+    // CPU per request swings less with the machine's load than req/s does (both sides are throttled alike).
+    id: "read.cpu",
+    name: "GET /api/{o}/{n} server CPU per request",
+    value: r.groveCpuPerRequest,
+    unit: "µs",
+    baselineName: "bare node:http",
+    baseline: r.bareCpuPerRequest,
+    better: "lower",
+    goal: "-",
+    met: undefined,
+    samples: { ratios: r.roundCpuRatios }
   },
   rssRow("rss.first-boot", "embedded RSS idle after first boot", r.firstBootRss, r.bareRss),
   rssRow("rss.restart", "embedded RSS idle after a restart", r.restartRss, r.bareRss, 200),

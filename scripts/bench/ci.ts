@@ -204,6 +204,7 @@ const latencyMeasure = (id: string, name: string, samples: ReadonlyArray<number>
   better: "lower",
   goal: "< 15 ms",
   met: percentile(samples, 0.5) < 15,
+  samples: { value: samples, baseline },
   detail: `p99 ${percentile(samples, 0.99).toFixed(1)} ms over ${samples.length} runs`
 })
 

@@ -92,6 +92,7 @@ export const webhookMeasures = (r: LatencyResult): Array<Measure> => [{
   better: "lower",
   goal: "< 50 ms",
   met: percentile(r.delays, 0.5) < 50,
+  samples: { value: r.delays, baseline: r.direct },
   detail: `p99 ${percentile(r.delays, 0.99).toFixed(1)} ms over ${r.delays.length} events (Kafka: npm run bench:webhooks -- --kafka)`
 }]
 

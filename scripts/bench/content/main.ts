@@ -46,6 +46,8 @@ export interface ContentOptions {
 let began = performance.now()
 const log = (line: string) => console.error(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 const sum = (xs: ReadonlyArray<Exchange>, f: (x: Exchange) => number) => xs.reduce((s, x) => s + f(x), 0)
+/** grove's sample over git's of the same round (the rounds alternate the tools): the rows' spread. */
+const paired = (grove: ReadonlyArray<number>, git: ReadonlyArray<number>) => grove.slice(0, git.length).map((g, i) => g / git[i]!)
 
 /** The whole content benchmark; answers its report and the medians the table shows. */
 export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, packed: PACKED = true, pushesOnly = false }: ContentOptions) => {
@@ -331,10 +333,10 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     report,
     files: manifest.entries.length,
     totalBytes: manifest.totalBytes,
-    push: { git: median(gitPush), grove: median(grovePush), gitBytes: median(gitPushBytes), groveBytes: median(grovePushBytes) },
-    clone: { git: median(gitClone), grove: median(groveClone), gitBytes: median(gitCloneBytes), groveBytes: median(groveCloneBytes) },
-    noop: { git: median(noop.git), grove: median(noop.grove) },
-    oneFile: { git: median(oneFile.git), grove: median(oneFile.grove) },
+    push: { git: median(gitPush), grove: median(grovePush), gitBytes: median(gitPushBytes), groveBytes: median(grovePushBytes), ratios: paired(grovePush, gitPush), byteRatios: paired(grovePushBytes, gitPushBytes) },
+    clone: { git: median(gitClone), grove: median(groveClone), gitBytes: median(gitCloneBytes), groveBytes: median(groveCloneBytes), ratios: paired(groveClone, gitClone), byteRatios: paired(groveCloneBytes, gitCloneBytes) },
+    noop: { git: median(noop.git), grove: median(noop.grove), ratios: paired(noop.grove, noop.git) },
+    oneFile: { git: median(oneFile.git), grove: median(oneFile.grove), ratios: paired(oneFile.grove, oneFile.git) },
     /** Server RSS in bytes around the clones (medians): before, the highest sample during, after. */
     cloneRss: { before: median(rssBeforeClone), peak: median(rssPeakClone), after: median(rssAfterClone) }
   }

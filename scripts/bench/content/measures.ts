@@ -4,7 +4,16 @@ import type { ContentResult } from "./main.ts"
 import { fmtBytes, fmtMs } from "./report.ts"
 import { MIB } from "./tree.ts"
 
-const vsGit = (id: string, name: string, git: number, grove: number, unit: "ms" | "MiB", goal: { ratio?: number; limit?: number }, detail?: string): Measure => ({
+const vsGit = (
+  id: string,
+  name: string,
+  git: number,
+  grove: number,
+  unit: "ms" | "MiB",
+  goal: { ratio?: number; limit?: number },
+  detail: string | undefined,
+  ratios: ReadonlyArray<number>
+): Measure => ({
   id,
   name,
   value: grove,
@@ -14,17 +23,19 @@ const vsGit = (id: string, name: string, git: number, grove: number, unit: "ms" 
   better: "lower",
   goal: goal.ratio !== undefined ? `<= ${goal.ratio.toFixed(1)}x` : `< ${goal.limit} ${unit}`,
   met: goal.ratio !== undefined ? grove / git <= goal.ratio : grove < goal.limit!,
-  ...(detail === undefined ? {} : { detail })
+  ...(detail === undefined ? {} : { detail }),
+  samples: { ratios }
 })
 
 export const contentMeasures = (r: ContentResult): Array<Measure> => {
   const size = `${(r.files / 1000).toFixed(0)}k files / ${(r.totalBytes / MIB).toFixed(0)} MiB`
   return [
-    vsGit("push.time", `push of ${size}, time`, r.push.git, r.push.grove, "ms", { ratio: 0.8 }, `git ${fmtMs(r.push.git)}, grove ${fmtMs(r.push.grove)}`),
-    vsGit("push.bytes", `push of ${size}, bytes sent`, r.push.gitBytes / MIB, r.push.groveBytes / MIB, "MiB", { ratio: 1.0 }, `git ${fmtBytes(r.push.gitBytes)}, grove ${fmtBytes(r.push.groveBytes)}`),
-    vsGit("clone.time", `clone of ${size}, time`, r.clone.git, r.clone.grove, "ms", { ratio: 0.8 }, `received: git ${fmtBytes(r.clone.gitBytes)}, grove ${fmtBytes(r.clone.groveBytes)}`),
-    vsGit("push.noop", `no-op push at ${size}`, r.noop.git, r.noop.grove, "ms", { limit: 100 }, "median of 3; the goal is for 20k files"),
-    vsGit("push.one-file", `one-file push at ${size}`, r.oneFile.git, r.oneFile.grove, "ms", { limit: 300 }, "median of 3; the goal is for 20k files"),
+    vsGit("push.time", `push of ${size}, time`, r.push.git, r.push.grove, "ms", { ratio: 0.8 }, `git ${fmtMs(r.push.git)}, grove ${fmtMs(r.push.grove)}`, r.push.ratios),
+    vsGit("push.bytes", `push of ${size}, bytes sent`, r.push.gitBytes / MIB, r.push.groveBytes / MIB, "MiB", { ratio: 1.0 }, `git ${fmtBytes(r.push.gitBytes)}, grove ${fmtBytes(r.push.groveBytes)}`, r.push.byteRatios),
+    vsGit("clone.time", `clone of ${size}, time`, r.clone.git, r.clone.grove, "ms", { ratio: 0.8 }, `git ${fmtMs(r.clone.git)}, grove ${fmtMs(r.clone.grove)}`, r.clone.ratios),
+    vsGit("clone.bytes", `clone of ${size}, bytes received`, r.clone.gitBytes / MIB, r.clone.groveBytes / MIB, "MiB", { ratio: 1.0 }, `git ${fmtBytes(r.clone.gitBytes)}, grove ${fmtBytes(r.clone.groveBytes)}`, r.clone.byteRatios),
+    vsGit("push.noop", `no-op push at ${size}`, r.noop.git, r.noop.grove, "ms", { limit: 100 }, "median of 3; the goal is for 20k files", r.noop.ratios),
+    vsGit("push.one-file", `one-file push at ${size}`, r.oneFile.git, r.oneFile.grove, "ms", { limit: 300 }, "median of 3; the goal is for 20k files", r.oneFile.ratios),
     {
       id: "rss.clone-peak",
       name: `embedded RSS during a clone of ${size}`,
