@@ -1,15 +1,14 @@
 /**
- * What merges, syncs and reverts share before their entity command: snapshots
- * of published manifests, and writing a computed commit (the trees of the
- * directories it changes and the unpublished commit row) so the command only
- * has to publish it with a compare-and-set.
+ * What merges, syncs and reverts share before their entity command: their
+ * refusal, and writing a computed commit (the trees of the directories it
+ * changes and the unpublished commit row) so the command only has to publish
+ * it with a compare-and-set.
  */
 import { ApiSync } from "@grove/api"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as TreeMerge from "@grove/core/merge/TreeMerge"
-import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Commit from "@grove/core/objects/Commit"
-import * as FileChanges from "@grove/core/objects/FileChanges"
+import type * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
@@ -26,14 +25,6 @@ export class LandingRefused extends Schema.TaggedError<LandingRefused>()("Landin
 
 export const refuse = (status: 400 | 404 | 409 | 412, message: string, code: string, conflictPaths?: ReadonlyArray<string>) =>
   Effect.fail(new LandingRefused({ status, message, code, ...(conflictPaths === undefined ? {} : { conflictPaths }) }))
-
-/** Every file of a published manifest (all its trees are stored: a push checked that). */
-export const snapshotOf = (cache: TreeCache, manifest: string) =>
-  cache.resolve((lookup) => FileChanges.flattenTree(manifest, (h) => lookup(h) ?? (h === Blake3.EMPTY_HASH ? [] : undefined))).pipe(
-    Effect.flatMap((result) =>
-      result.ok ? Effect.succeed(result.files) : Effect.die(new Error(`a published manifest refers to a missing tree: ${result.reason}`))
-    )
-  )
 
 export interface ComputedCommit {
   readonly hash: string

@@ -8,11 +8,12 @@
  */
 import { CurrentCaller, GroveApi } from "@grove/api"
 import type { Inbox } from "@grove/bus"
-import { Context, Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
 import { Branches } from "../content/Branches.ts"
+import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import type { LandingRefused } from "./Landing.ts"
@@ -65,7 +66,6 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
     )
   const forget = (repo: { owner: string; name: string }) => Effect.sync(() => repositories.invalidate(repo.owner, repo.name))
-  const objects = Context.get(context, ContentObjects)
   /** The authorized repository, the actor, the command id, and the stored answer of an earlier attempt with the same key. */
   const begin = (params: { readonly owner: string; readonly name: string }, action: "write" | "merge") =>
     Effect.gen(function*() {
@@ -120,7 +120,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const { caller, repo, actor, id, replay } = yield* begin(params, "write")
       if (Option.isSome(replay)) return replay.value as typeof SyncRevert.RevertSuccess.Type
       // Reverting on main changes main, which only mergers may do: checked before any planning work is written.
-      const target = (yield* dbUnavailable(objects.loadCommits(repo.id, [params.hash]))).get(params.hash)
+      const target = (yield* dbUnavailable(loadCommitHeaders(repo.id, [params.hash]).pipe(Effect.provideContext(context)))).get(params.hash)
       if (target?.branch_name === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const planned = yield* plan(planRevert(repo, params.hash, actor))
       return yield* gateway.revert(repositoryKey(repo.owner, repo.name), {

@@ -17,6 +17,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import type { BranchRecord } from "../content/BranchRecord.ts"
 import { Branches } from "../content/Branches.ts"
+import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ciGate } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
@@ -61,14 +62,14 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
   const history = yield* History
   const main = yield* branches.get(repo.id, MAIN)
   const mainHead = main?.head ?? null
-  const commits = yield* objects.loadCommits(repo.id, [branchHead, ...(mainHead === null ? [] : [mainHead])])
   let base: string | null = null
-  let baseManifest = Blake3.EMPTY_HASH
   if (mainHead !== null) {
     const edges = yield* history.ancestry(repo.id, [mainHead, branchHead])
     base = MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
-    if (base !== null) baseManifest = (yield* objects.loadCommits(repo.id, [base])).get(base)?.manifest_hash ?? Blake3.EMPTY_HASH
   }
+  // The three commits' headers in one read; never their file lists (as large as the tree for a first import).
+  const commits = yield* loadCommitHeaders(repo.id, [branchHead, ...[mainHead, base].filter((h) => h !== null)])
+  const baseManifest = commits.get(base ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const cache = makeTreeCache(objects, repo.orgId)
   const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const theirsRoot = commits.get(branchHead)!.manifest_hash

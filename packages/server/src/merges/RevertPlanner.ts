@@ -6,13 +6,14 @@
  * the branch head.
  */
 import * as MergeBase from "@grove/core/merge/MergeBase"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as Blake3 from "@grove/core/objects/Blake3"
-import type * as FileChanges from "@grove/core/objects/FileChanges"
 import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
+import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
-import { type ComputedCommit, refuse, snapshotOf, writeCommit } from "./Landing.ts"
+import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { makeTreeCache } from "../content/TreeCache.ts"
 
 export interface PlannedRevert {
@@ -35,7 +36,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   const objects = yield* ContentObjects
   const history = yield* History
   if (!Blake3.isHash(hash)) return yield* refuse(400, "the commit must be a 64-character lowercase hex hash", "invalid_hash")
-  const target = (yield* objects.loadCommits(repo.id, [hash])).get(hash)
+  const target = (yield* loadCommitHeaders(repo.id, [hash])).get(hash)
   if (target === undefined || !target.published) return yield* refuse(404, `commit ${hash} not found`, "commit_not_found")
   const branch = yield* branches.get(repo.id, target.branch_name)
   if (branch === undefined || branch.head === null) {
@@ -47,25 +48,32 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
     return yield* refuse(409, `commit ${hash} is no longer in the history of '${branch.name}'`, "not_on_branch")
   }
 
-  const parent = target.parent_hash === null ? undefined : (yield* objects.loadCommits(repo.id, [target.parent_hash])).get(target.parent_hash)
-  const head = (yield* objects.loadCommits(repo.id, [branch.head])).get(branch.head)!
+  const parentHash = target.parent_hash
+  const commits = yield* loadCommitHeaders(repo.id, [branch.head, ...(parentHash === null ? [] : [parentHash])])
+  const head = commits.get(branch.head)!
   const cache = makeTreeCache(objects, repo.orgId)
-  const before = yield* snapshotOf(cache, parent?.manifest_hash ?? Blake3.EMPTY_HASH)
-  const after = yield* snapshotOf(cache, target.manifest_hash)
-  const current = yield* snapshotOf(cache, head.manifest_hash)
-
-  const touched = [...new Set([...before.keys(), ...after.keys()])].filter((p) => !same(before.get(p), after.get(p))).sort()
+  // What the commit changed (parent -> target), then the head at exactly those paths: the cost follows the
+  // commit's changes, not the tree's size.
+  const changed = yield* cache.resolve((lookup) => TreeDiff.diffTrees(commits.get(parentHash ?? "")?.manifest_hash ?? null, target.manifest_hash, lookup))
+  if (!changed.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${changed.reason}`))
+  const { before, after } = changed
+  const touched = [...new Set([...before.keys(), ...after.keys()])].sort()
   if (touched.length === 0) return yield* refuse(400, `commit ${hash} changed no files; there is nothing to revert`, "nothing_to_revert")
+  const since = yield* cache.resolve((lookup) => TreeDiff.diffTrees(target.manifest_hash, head.manifest_hash, lookup, touched))
+  if (!since.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${since.reason}`))
+  const current = new Map(touched.flatMap((p) => {
+    const file = since.after.get(p)
+    return file === undefined ? [] : [[p, file] as const]
+  }))
   const changedSince = touched.filter((p) => !same(current.get(p), after.get(p)))
   if (changedSince.length > 0) {
     return yield* refuse(409, `files this commit touched changed since: ${changedSince.slice(0, 10).join(", ")}${changedSince.length > 10 ? ", ..." : ""}`, "revert_conflict", changedSince)
   }
-  const result = new Map(current) as Map<string, FileChanges.Snapshot extends ReadonlyMap<string, infer F> ? F : never>
-  for (const p of touched) {
+  // At the touched paths only (the rest of the head stays): the parent's version, or none.
+  const result = new Map(touched.flatMap((p) => {
     const old = before.get(p)
-    if (old === undefined) result.delete(p)
-    else result.set(p, old)
-  }
+    return old === undefined ? [] : [[p, old] as const]
+  }))
   const message = `Revert "${(target.message ?? hash.slice(0, 12)).split("\n")[0]}"\n\nThis reverts commit ${hash}.`
   const commit = yield* writeCommit(repo, cache, {
     branch: branch.name,

@@ -9,6 +9,7 @@ import * as TreeMerge from "@grove/core/merge/TreeMerge"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
+import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
@@ -48,7 +49,7 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   if (MergeBase.isAncestor(parentHead, branch.head, parents)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
 
   const base = MergeBase.mergeBase(branch.head, parentHead, parents)
-  const commits = yield* objects.loadCommits(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
+  const commits = yield* loadCommitHeaders(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
   const cache = makeTreeCache(objects, repo.orgId)
   const oursRoot = commits.get(branch.head)!.manifest_hash
   const result = yield* cache.resolve((lookup) =>

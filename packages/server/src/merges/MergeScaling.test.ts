@@ -1,0 +1,174 @@
+/**
+ * Issue 24: a merge (and a sync, and a revert) of a one-file change costs what the change costs, not what
+ * the tree holds. Each is planned and landed against a migrated in-memory database whose connection
+ * counts the bytes the database sends back, in two repositories that differ only in the size of the
+ * tree main started from (the commit that imported it lists every file). The bytes read must not grow
+ * with the tree: reading the import's file list, or flattening a whole tree, fails it.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { PgClient } from "@effect/sql-pg"
+import { ApiSync } from "@grove/api"
+import * as Tree from "@grove/core/objects/Tree"
+import { Migrations } from "@grove/storage"
+import { pgliteStream } from "@grove/storage/PgliteStream"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomUUID } from "node:crypto"
+import { buildCommit, type Built, type Files } from "../../../../test/support/content.ts"
+import { Branches } from "../content/Branches.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { History } from "../content/History.ts"
+import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
+import { merge } from "./MergeCommand.ts"
+import { planMerge } from "./MergePlanner.ts"
+import { planRevert } from "./RevertPlanner.ts"
+import { planSync } from "./SyncPlanner.ts"
+import { revert, sync } from "./SyncRevertCommands.ts"
+
+/** Bytes the database has sent on the connection so far. */
+let received = 0
+
+const Counted = Layer.unwrap(Effect.gen(function*() {
+  const db = yield* Effect.acquireRelease(Effect.promise(() => PGlite.create()), (db) => Effect.promise(() => db.close()))
+  const stream = pgliteStream(db)
+  return PgClient.layer({
+    stream: () => {
+      const duplex = stream()
+      const push = duplex.push.bind(duplex)
+      duplex.push = (chunk: Buffer | null, encoding?: BufferEncoding) => {
+        if (chunk !== null) received += chunk.length
+        return push(chunk, encoding)
+      }
+      return duplex
+    },
+    username: "postgres",
+    database: "postgres",
+    maxConnections: 1,
+    multiplex: true
+  })
+}))
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
+const Content = Layer.mergeAll(Branches.layer, History.layer).pipe(Layer.provideMerge(ContentObjects.layer), Layer.provideMerge(Db))
+const { layer: TestOutbox } = recordingOutbox()
+
+/** Stores a built commit as a push would leave it: its trees, the commit row (published), the trees reached. */
+const store = (repoId: string, orgId: string, built: Built) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const objects = yield* ContentObjects
+    yield* objects.storeTrees(orgId, built.trees.map((t) => ({ hash: t.hash, body: Tree.encodeTree(t.entries) })))
+    const { files, ...commit } = built.commit
+    yield* objects.stageCommits(repoId, [{ ...commit, files: files.map(ApiSync.toFileChangeData) }])
+    yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repoId} AND hash = ${built.commit.hash}`
+    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repoId}::uuid, unnest(${built.trees.map((t) => t.hash)}::text[]) ON CONFLICT DO NOTHING`
+  })
+
+const branchRow = (repoId: string, name: string, head: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name, head, created_by: "t", created_at: "2026-11-22T00:00:00+00:00" })}`
+  })
+
+/**
+ * A repository whose main imported `treeFiles` files (50 to a directory) and then added one more; branch `b`
+ * adds a file to the import, branch `s` another. Answers the bytes read by merging `b`, syncing `s` with
+ * main, and reverting the merge, each planned and landed as the handlers do.
+ */
+const oneFileOperations = (name: string, treeFiles: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const orgId = randomUUID()
+    const repoId = randomUUID()
+    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: name, name })}`
+    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+    const files: Files = { "README.md": "# r\n" }
+    for (let i = 1; i < treeFiles; i++) files[`tree/d${Math.floor(i / 50)}/f${i}.txt`] = `file ${i}\n`
+    const imported = buildCommit({ branch: "main", files })
+    const later = buildCommit({ branch: "main", files: { ...files, "later.txt": "later\n" }, parent: imported })
+    const b = buildCommit({ branch: "b", files: { ...files, "files/b.txt": "b\n" }, parent: imported })
+    const s = buildCommit({ branch: "s", files: { ...files, "files/s.txt": "s\n" }, parent: imported })
+    for (const built of [imported, later, b, s]) yield* store(repoId, orgId, built)
+    yield* branchRow(repoId, "main", later.commit.hash)
+    yield* branchRow(repoId, "b", b.commit.hash)
+    yield* branchRow(repoId, "s", s.commit.hash)
+    const repo = { id: repoId, orgId }
+    const context = commandContext("Repository", `${name}/r`)
+    const measured = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        const before = received
+        const result = yield* effect
+        return { result, bytes: received - before }
+      })
+
+    const merged = yield* measured(Effect.gen(function*() {
+      const planned = yield* planMerge(repo, "b", "t", false)
+      return yield* runCommand(TestOutbox, merge({
+        branch: "b",
+        expectedMainHead: planned.mainHead,
+        expectedBranchHead: planned.branchHead,
+        commit: planned.commitHash,
+        manifest: planned.manifestHash,
+        message: planned.message,
+        newTrees: planned.newTrees,
+        gateOverridden: false,
+        actor: "t"
+      }, context))
+    }))
+    const synced = yield* measured(Effect.gen(function*() {
+      const planned = yield* planSync(repo, "s", "t")
+      if (planned.kind !== "sync") return yield* Effect.die(new Error("s is behind main"))
+      return yield* runCommand(TestOutbox, sync({
+        branch: "s",
+        expectedBranchHead: planned.branchHead,
+        commit: planned.commit.hash,
+        mergeParent: planned.parentHead,
+        newTrees: planned.commit.newTrees,
+        actor: "t"
+      }, context))
+    }))
+    if (merged.result._tag !== "Success") return yield* Effect.die(new Error("the merge did not land"))
+    const squash = merged.result.success.commit_hash
+    const reverted = yield* measured(Effect.gen(function*() {
+      const planned = yield* planRevert(repo, squash, "t")
+      return yield* runCommand(TestOutbox, revert({
+        branch: planned.branch,
+        expectedHead: planned.head,
+        commit: planned.commit.hash,
+        reverted: planned.reverted,
+        message: planned.message,
+        newTrees: planned.commit.newTrees,
+        actor: "t"
+      }, context))
+    }))
+    for (const r of [merged, synced, reverted]) expect(r.result._tag).toBe("Success")
+    // What each wrote is what it should: main gets b's file and then not; s gets main's two new files.
+    const tree = (hash: string) =>
+      sql<{ manifest_hash: string; files: unknown }>`SELECT manifest_hash, files FROM commits WHERE repo_id = ${repoId} AND hash = ${hash}`.pipe(
+        Effect.map((rows) => {
+          const raw = rows[0]?.files
+          return (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{ path: string; change_type: string }>
+        })
+      )
+    expect((yield* tree(squash)).map((f) => [f.path, f.change_type])).toEqual([["files/b.txt", "added"]])
+    if (synced.result._tag !== "Success" || reverted.result._tag !== "Success") return yield* Effect.die(new Error("unreachable"))
+    expect((yield* tree(synced.result.success.head ?? "")).map((f) => [f.path, f.change_type])).toEqual([["files/b.txt", "added"], ["later.txt", "added"]])
+    expect((yield* tree(reverted.result.success.commit_hash)).map((f) => [f.path, f.change_type])).toEqual([["files/b.txt", "deleted"]])
+    return { merge: merged.bytes, sync: synced.bytes, revert: reverted.bytes }
+  })
+
+layer(Content, { timeout: 120_000 })("a one-file merge, sync and revert at two tree sizes", (it) => {
+  it.effect("read as many bytes from the database in a 4,000-file repository as in a 10-file one", () =>
+    Effect.gen(function*() {
+      // The first statements of each kind are prepared (their descriptions are read once): not measured.
+      yield* oneFileOperations("warm", 10)
+      const small = yield* oneFileOperations("small", 10)
+      const large = yield* oneFileOperations("large", 4000)
+      // Only hashes and ids differ between the two (same lengths); the import's file list alone is ~600 KB,
+      // and each of its 80 directories' trees ~3 KB.
+      for (const op of ["merge", "sync", "revert"] as const) {
+        expect(large[op], `${op}: ${small[op]} bytes at 10 files, ${large[op]} at 4,000`).toBeLessThan(small[op] * 1.1 + 1024)
+      }
+    }))
+})
