@@ -221,9 +221,10 @@ const drainCuts = (output: string): Array<string> => {
   const about = cuts.flatMap((line) => {
     const topic = /"topic":"([^"]+)"/.exec(line)?.[1] ?? "grove.commands"
     const partitions = (/"partitions":"([\d,]*)"/.exec(line)?.[1] ?? "").split(",").filter((p) => p !== "")
-    // A worker's lines carry its topic and partition as annotations; others name `topic/partition` in the text.
+    // A worker's lines carry its topic and partition as annotations, the group's lines (assignment, draining) a
+    // list of partitions; others name `topic/partition` in the text.
     return partitions.map((p) => (other: string) =>
-      (other.includes(`"topic":"${topic}"`) && new RegExp(`"partition":${p}(?!\\d)`).test(other)) ||
+      (other.includes(`"topic":"${topic}"`) && new RegExp(`"partition":${p}(?!\\d)|"partitions":"(\\d+,)*${p}[,"]`).test(other)) ||
       new RegExp(`${topic.replaceAll(".", "\\.")}/${p}(?!\\d)`).test(other)
     )
   })

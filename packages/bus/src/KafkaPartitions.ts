@@ -370,10 +370,11 @@ export const consume = <R>(
       Effect.gen(function*() {
         stopping = true
         yield* Effect.forEach(feeds.values(), (feed) => stopFeed(feed.queue), { discard: true })
+        // Mostly the workers holding a record: the idle ones end as soon as their feeds do.
         const running = workers.running()
         const deadline = options.drainTimeout ?? DRAIN_TIMEOUT
         const began = yield* Clock.currentTimeMillis
-        yield* Effect.logInfo("draining: the workers finish the records in hand", {
+        yield* Effect.logInfo("draining: the busy workers finish the records in hand", {
           group,
           topic,
           partitions: running.join(","),
