@@ -40,27 +40,17 @@ export const runStep = (options: StepOptions): Effect.Effect<number> =>
       return
     }
     let exited = false
-    let lastData = Date.now()
+    // node-pty (1.1.0, pinned) reports the exit only once the terminal's read side has closed (every
+    // holder of the pty gone: the sandbox's PID namespace ended, so nothing is left to write) and
+    // its last output was delivered: that is the end of the output, no quiet period to wait out.
     const exit = new Promise<void>((done) => {
       child.onExit(({ exitCode, signal }) => {
         exited = true
-        const code = signal !== undefined && signal !== 0 ? 128 + signal : exitCode
-        // The terminal may still hold output when the exit is reported: read until nothing has come
-        // for 40 ms after the exit (at most 500 ms), so a quick step's last lines are not lost.
-        const since = Date.now()
-        const drain = () => {
-          if (Date.now() - Math.max(lastData, since) >= 40 || Date.now() - since >= 500) {
-            done()
-            resume(Effect.succeed(code))
-          } else {
-            setTimeout(drain, 10)
-          }
-        }
-        drain()
+        done()
+        resume(Effect.succeed(signal !== undefined && signal !== 0 ? 128 + signal : exitCode))
       })
     })
     child.onData((data) => {
-      lastData = Date.now()
       options.onOutput(data.replace(/\r\n/g, "\n"))
     })
     // Interrupted: kill the whole process group, then wait until the shell has exited.

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { jobUser, probe, stepCommand } from "./Sandbox.ts"
+import { runStep } from "./StepProcess.ts"
+
+const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
+
+/** Runs `script` as a step in a real sandbox (network on, as by default): its exit code, its output, when each came. */
+const sandboxedStep = (script: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const found = yield* probe(settings)
+    if (found._tag !== "Ready") return yield* Effect.die(new Error(`no sandbox on this machine: ${found.reason}`))
+    const user = yield* jobUser(found.isolation)
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-step-test-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(workspace, { recursive: true, force: true })))
+    if (user !== undefined) fs.chownSync(workspace, user.uid, user.gid)
+    const command = yield* stepCommand(found.isolation, user, workspace, true, script)
+    let output = ""
+    const code = yield* runStep({ command, cwd: workspace, env: { PATH: "/usr/bin:/bin" }, onOutput: (text) => (output += text) })
+    return { code, output }
+  }))
+
+/** A plain shell in a pty (no sandbox): how long after its last output the step is reported ended. */
+const gapAfterOutput = Effect.gen(function*() {
+  let last = 0
+  yield* runStep({
+    command: { file: "/bin/bash", args: ["--noprofile", "--norc", "-c", "printf done"] },
+    cwd: os.tmpdir(),
+    env: { PATH: "/usr/bin:/bin" },
+    onOutput: () => (last = performance.now())
+  })
+  return performance.now() - last
+})
+
+describe("StepProcess", () => {
+  it.effect("delivers every byte a step prints right before it exits, with its exit code", () =>
+    Effect.gen(function*() {
+      // 200 KB, then the last line, then the exit: ten times, a few at once.
+      const script = "head -c 200000 /dev/zero | tr '\\0' x; echo; echo the-last-line; exit 3"
+      const results = yield* Effect.forEach(Array.from({ length: 10 }), () => sandboxedStep(script), { concurrency: 3 })
+      for (const { code, output } of results) {
+        expect(code).toBe(3)
+        expect(output.split("x").length - 1).toBe(200_000)
+        expect(output.trimEnd().endsWith("the-last-line")).toBe(true)
+      }
+    }), 120_000)
+
+  it.effect("reports the exit when the output ends, without a quiet period after it", () =>
+    Effect.gen(function*() {
+      // The old runner waited until nothing had come for 40 ms after the exit, so every gap was at least that.
+      const gaps: Array<number> = []
+      for (let i = 0; i < 9; i++) gaps.push(yield* gapAfterOutput)
+      gaps.sort((a, b) => a - b)
+      expect(gaps[4]).toBeLessThan(40)
+    }), 60_000)
+})
