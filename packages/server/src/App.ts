@@ -14,6 +14,7 @@ import { AccessCaches } from "./cache/AccessCaches.ts"
 import { CiHandlers } from "./ci/CiHandlers.ts"
 import { CiLogRoutes } from "./ci/CiLogRoutes.ts"
 import { CiLogStore } from "./ci/CiLogStore.ts"
+import { CiWake } from "./ci/CiWake.ts"
 import { CiRuns } from "./ci/CiRuns.ts"
 import { SecretBox } from "./ci/CiSecrets.ts"
 import { Egress } from "./egress/Egress.ts"
@@ -98,6 +99,7 @@ export const DomainLive = Layer.mergeAll(
   CiRuns.layer.pipe(Layer.provide(SecretBox.layer)),
   SecretBox.layer,
   CiLogStore.layer,
+  CiWake.layer,
   Webhooks.layer,
   Egress.layer,
   RepositoryEventStream.layer,

@@ -9,13 +9,14 @@
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
 import { Bus, MetricHandles, Topics } from "@grove/bus"
-import { Cause, Effect, Layer, Metric, Queue } from "effect"
+import { Cause, Effect, Layer, Metric } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
 import * as CiHeartbeats from "./CiHeartbeats.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
+import { CiWake } from "./CiWake.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
 import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
 import { prepareRoot, remove } from "./Workspace.ts"
@@ -45,7 +46,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const beats = yield* CiHeartbeats.make(config.nodeId)
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
-  const wake = yield* Queue.dropping<void>(1)
+  const wake = yield* CiWake
   let active = 0
   runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
@@ -55,7 +56,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   }
 
   yield* bus.tail(Topics.events, (record) =>
-    (record.value as { type?: unknown } | null)?.type === "ci.run.queued" ? Queue.offer(wake, undefined).pipe(Effect.asVoid) : Effect.void
+    (record.value as { type?: unknown } | null)?.type === "ci.run.queued" ? wake.wake : Effect.void
   ).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
   const claim = Effect.gen(function*() {
@@ -74,7 +75,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         claimed++
         yield* executeRun(context, candidate.id, candidate.repoKey).pipe(
           Effect.catchCause((cause) => Effect.logWarning(`CI run ${candidate.id} failed in its runner`, Cause.squash(cause))),
-          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Queue.offer(wake, undefined)))),
+          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(wake.wake))),
           Effect.provideContext(services),
           Effect.forkScoped
         )
@@ -84,7 +85,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   })
   yield* Effect.forever(Effect.gen(function*() {
     yield* claim.pipe(Effect.catchCause((cause) => Effect.logWarning("CI dispatch failed; retrying", Cause.squash(cause))))
-    yield* Effect.raceFirst(Queue.take(wake), Effect.sleep("1 second"))
+    yield* Effect.raceFirst(wake.woken, Effect.sleep("1 second"))
   })).pipe(Effect.forkScoped)
 
   yield* Effect.forever(Effect.gen(function*() {

@@ -24,6 +24,7 @@ import { CiGateway } from "./CiGateway.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { runKey, toApiRun, withJobs } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
+import { CiWake } from "./CiWake.ts"
 import { SecretBox } from "./CiSecrets.ts"
 import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
@@ -41,6 +42,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
   const config = yield* ServerConfig
+  const wake = yield* CiWake
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
   const repository = callerRepository
@@ -106,6 +108,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
         triggeredBy: yield* actorName,
         runs: planned
       }, yield* commandRequest).pipe(Effect.catch(ciCommandFailure))
+      yield* wake.wake
       return { run_ids: queued.run_ids }
     }),
     trigger: Effect.fn(function*({ params, payload }) {
@@ -147,6 +150,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
         triggeredBy: yield* actorName,
         runs: planned
       }, yield* commandRequest).pipe(Effect.catch(ciCommandFailure))
+      if (!queued.replayed) yield* wake.wake
       return receipt(queued)
     }),
     cancel: Effect.fn(function*({ params }) {

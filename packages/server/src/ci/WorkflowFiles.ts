@@ -2,6 +2,9 @@
  * The workflows of a commit: every `.oak/workflows/*.yml|yaml` blob of its tree, parsed. A file
  * that cannot be a workflow (too large, a symlink, not UTF-8, invalid) comes back `Invalid`
  * with a readable error, so it becomes a failed run instead of being skipped silently.
+ *
+ * A tree never changes under its hash: the parsed workflows of a commit's tree are kept (a few hundred
+ * trees), so starting a run reads the commit's row and nothing else of the store.
  */
 import { type ParsedWorkflow, isWorkflowPath, parseWorkflow, workflowName } from "@grove/core/ci/Workflow"
 import { Data, Effect, Stream } from "effect"
@@ -14,16 +17,34 @@ export class CommitNotFound extends Data.TaggedError("CommitNotFound")<{ readonl
 
 const MAX_WORKFLOW_BYTES = 256 * 1024
 
+/** Parsed workflows by organization and tree hash, least recently used first. */
+const parsedTrees = new Map<string, ReadonlyArray<ParsedWorkflow>>()
+const TREES_KEPT = 256
+
 export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, commit: string) {
   const objects = yield* ContentObjects
-  const chunks = yield* ChunkStore
+  // Checked every time: the commit must be this repository's, and published.
   const row = (yield* objects.loadCommits(repo.id, [commit])).get(commit)
   if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
-  const source = storedSnapshot(repo.orgId, objects, chunks)
-  const oak = (yield* source.readTree(row.manifest_hash)).find((e) => e.name === ".oak" && e.kind === "tree")
-  if (oak === undefined) return []
+  const key = `${repo.orgId}\0${row.manifest_hash}`
+  const known = parsedTrees.get(key)
+  if (known !== undefined) {
+    parsedTrees.delete(key)
+    parsedTrees.set(key, known)
+    return known
+  }
+  const parsed = yield* readWorkflows(repo.orgId, row.manifest_hash)
+  parsedTrees.set(key, parsed)
+  if (parsedTrees.size > TREES_KEPT) parsedTrees.delete(parsedTrees.keys().next().value!)
+  return parsed
+})
+
+const readWorkflows = Effect.fnUntraced(function*(orgId: string, manifest: string) {
+  const source = storedSnapshot(orgId, yield* ContentObjects, yield* ChunkStore)
+  const oak = (yield* source.readTree(manifest)).find((e) => e.name === ".oak" && e.kind === "tree")
+  if (oak === undefined) return [] as ReadonlyArray<ParsedWorkflow>
   const folder = (yield* source.readTree(oak.hash)).find((e) => e.name === "workflows" && e.kind === "tree")
-  if (folder === undefined) return []
+  if (folder === undefined) return [] as ReadonlyArray<ParsedWorkflow>
   const out: Array<ParsedWorkflow> = []
   for (const entry of yield* source.readTree(folder.hash)) {
     const path = `.oak/workflows/${entry.name}`
@@ -48,7 +69,7 @@ export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: stri
     }
     out.push(parseWorkflow(path, text))
   }
-  return out.sort((a, b) => pathOf(a) < pathOf(b) ? -1 : 1)
+  return out.sort((a, b) => pathOf(a) < pathOf(b) ? -1 : 1) as ReadonlyArray<ParsedWorkflow>
 })
 
 const pathOf = (parsed: ParsedWorkflow) => parsed._tag === "Valid" ? parsed.workflow.path : parsed.path
