@@ -14,7 +14,7 @@
  * need not wait a session timeout for the old member to expire.
  */
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
-import { Deferred, Duration, Effect, Exit, Fiber, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Schedule, Scope } from "effect"
 import { BusError } from "./Bus.ts"
 import type { Tracker } from "./BusStatus.ts"
 
@@ -91,6 +91,19 @@ const codesOf = (error: unknown, found = new Set<string>()): Set<string> => {
   if (Array.isArray(errors)) for (const inner of errors) codesOf(inner, found)
   return found
 }
+
+/**
+ * What the group coordinator answers while members come and go (a rolling restart: the node stopping
+ * next leaves while this one joins) or while it moves: passes in moments. `@platformatic/kafka` retries
+ * such a join only 4 times, 250 ms apart.
+ */
+const GROUP_IN_MOTION = new Set(["REBALANCE_IN_PROGRESS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"])
+
+/** Whether a failed join met a group in motion (worth trying again soon), not a broker that cannot be reached. */
+export const groupInMotion = (error: unknown): boolean => [...codesOf(error)].some((code) => GROUP_IN_MOTION.has(code))
+
+/** How often a node's first join is tried, `REJOIN_WHILE_UP` apart, while it meets a group in motion. */
+const FIRST_JOIN_ATTEMPTS = 20
 
 const describe = (error: unknown) => {
   const message = error instanceof Error ? error.message : String(error)
@@ -218,7 +231,14 @@ export const make = <C extends AnyConsumer>(options: MemberOptions<C>): Effect.E
       }
     })
 
-    const first = yield* join
+    // The first join fails the node's start, but not for a group that is only in motion (the readiness of a
+    // node does not wait for every group it joins, so a rolling restart may stop the next node meanwhile).
+    const first = yield* join.pipe(
+      Effect.tapError((error) =>
+        groupInMotion(error.cause) ? Effect.logWarning(`${options.name}: the group is rebalancing; joining again`, { error: error.message }) : Effect.void
+      ),
+      Effect.retry({ times: FIRST_JOIN_ATTEMPTS - 1, schedule: Schedule.spaced(REJOIN_WHILE_UP), while: (error) => groupInMotion(error.cause) })
+    )
     const loop = yield* Effect.forkDetach(
       serve(first).pipe(Effect.andThen(Effect.forever(Effect.flatMap(rejoin, serve))))
     )
