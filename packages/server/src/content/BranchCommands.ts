@@ -13,6 +13,9 @@ import { plannedFor } from "../db/Batches.ts"
 import { emit, load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { branchColumns, type BranchRecord, toApiBranch } from "./BranchRecord.ts"
+import { lockReferenced, ObjectsMissing } from "./ReferencedObjects.ts"
+
+export { ObjectsMissing } from "./ReferencedObjects.ts"
 
 export class BranchRepositoryGone extends Schema.TaggedError<BranchRepositoryGone>()("BranchRepositoryGone", {
   fullName: Schema.String
@@ -44,7 +47,8 @@ export const BranchError = Schema.Union([
   BranchStateInvalid,
   MainProtected,
   QuotaExceeded,
-  ParentUnpublished
+  ParentUnpublished,
+  ObjectsMissing
 ])
 export type BranchError = typeof BranchError.Type
 
@@ -96,13 +100,19 @@ const updateBranch = Effect.fnUntraced(function*(current: BranchRecord, changes:
   return rows[0]!
 })
 
-/** The object lists a push left in `staged_pushes` for its command (taken: the row goes with this transaction). */
+/**
+ * The object lists a push left in `staged_pushes` for its command (taken: the row goes with this transaction).
+ * The row is gone only when gc dropped it, a grace period after the push's preparation: what it listed may be
+ * gone too, so the push is refused (retryable) rather than published without its objects.
+ */
 export const takeStaged = Effect.fnUntraced(function*(repoId: string, stagedId: string | null) {
   const sql = yield* SqlClient.SqlClient
   if (stagedId === null) return { trees: [], blobs: [] }
   const rows = yield* sql<{ body: unknown }>`DELETE FROM staged_pushes WHERE id = ${stagedId} AND repo_id = ${repoId} RETURNING body`
   const body = rows[0]?.body
-  if (body === undefined) return { trees: [], blobs: [] }
+  if (body === undefined) {
+    return yield* new ObjectsMissing({ message: "the push waited longer than garbage collection's grace period: its object list was dropped" })
+  }
   return (typeof body === "string" ? JSON.parse(body) : body) as { trees: ReadonlyArray<string>; blobs: ReadonlyArray<string> }
 })
 
@@ -148,6 +158,18 @@ export const account = Effect.fnUntraced(function*(
       neededBytes: needed
     })
   }
+})
+
+/**
+ * `account` for objects a push prepared before its command: every blob made reachable, and its chunks,
+ * checked stored and locked until the commit first (ReferencedObjects), then accounted.
+ */
+export const publishPrepared = Effect.fnUntraced(function*(
+  repo: RepositoryRecord,
+  body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }
+) {
+  yield* lockReferenced(repo.orgId, body.blobs)
+  yield* account(repo, body)
 })
 
 const CONFLICT_MESSAGE = "Conflict: remote head has changed. Pull first."
@@ -221,7 +243,7 @@ export const push = Effect.fn("Branch.push")(function*(payload: typeof PushPaylo
     if (missing !== undefined) return yield* new ParentUnpublished({ commit: missing })
   }
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ANY(${[...pushed]}::text[]) AND NOT published`
-  yield* account(repo, yield* takeStaged(repo.id, payload.stagedId))
+  yield* publishPrepared(repo, yield* takeStaged(repo.id, payload.stagedId))
 
   return yield* moveHead(repo, name, current, payload.tip!, meta, payload.actor)
 })

@@ -8,7 +8,7 @@ import { apiErrorOf, type StatusApiError, storedErrorAnswer } from "../http/Fail
 
 export interface BranchErrorResponse {
   readonly status: 400 | 403 | 404 | 409 | 413
-  readonly body: { readonly error: string; readonly code: string }
+  readonly body: { readonly error: string; readonly code: string; readonly retryable?: boolean }
 }
 
 export const branchErrorResponse = (error: BranchError): BranchErrorResponse => {
@@ -35,6 +35,9 @@ export const branchErrorResponse = (error: BranchError): BranchErrorResponse => 
           code: "quota_exceeded"
         }
       }
+    case "ObjectsMissing":
+      // Nothing was published; pushing again uploads what is missing (blobs/check and chunks/check report it).
+      return { status: 409, body: { error: `${error.message}; nothing was published, push again`, code: "objects_missing", retryable: true } }
     case "ParentUnpublished":
       return {
         status: 400,

@@ -84,6 +84,9 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
   entries: entries.map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
 })
 
+/** A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace. */
+const RENEW_GRANT = "ON CONFLICT (repo_id, principal, hash) DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'"
+
 type Row = Record<string, unknown>
 /** `sql.insert` wants a non-empty array type; callers check emptiness first. */
 const rows = <A extends Row>(items: ReadonlyArray<A>) => items as unknown as readonly [A, ...Array<A>]
@@ -118,6 +121,12 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   readonly present: (kind: ObjectKind, scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
   /** Records that the scope's caller uploaded these objects (verified bytes, or verified trees and blob mappings) to its repository. */
   readonly recordUploads: (scope: Uploader, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
+  /**
+   * `recordUploads` for stored chunks: each grant is recorded in the statement that locks its chunk row (FOR KEY
+   * SHARE), so gc's sweep, which locks a row before its last check, either deleted the row first or sees the
+   * grant. Answers the chunks whose row is gone (swept after the caller stored them): they are not granted.
+   */
+  readonly recordChunkUploads: (scope: Uploader, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
 }>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -287,10 +296,21 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const unique = [...new Set(hashes)]
         for (let i = 0; i < unique.length; i += 1000) {
           const slice = unique.slice(i, i + 1000).map((hash) => ({ repo_id: scope.repoId, principal: scope.principal, hash }))
-          // A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace.
-          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ON CONFLICT (repo_id, principal, hash)
-            DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'`
+          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ${sql.literal(RENEW_GRANT)}`
         }
+      }),
+      recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes) {
+        const unique = [...new Set(hashes)]
+        const kept = new Set<string>()
+        for (let i = 0; i < unique.length; i += 1000) {
+          const found = yield* sql<{ hash: string }>`WITH kept AS (
+              SELECT hash FROM chunks WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 1000)}) FOR KEY SHARE),
+            granted AS (INSERT INTO object_uploads (repo_id, principal, hash)
+              SELECT ${scope.repoId}::uuid, ${scope.principal}, hash FROM kept ${sql.literal(RENEW_GRANT)})
+            SELECT hash FROM kept`
+          for (const row of found) kept.add(row.hash)
+        }
+        return new Set(unique.filter((h) => !kept.has(h)))
       })
     })
   }))

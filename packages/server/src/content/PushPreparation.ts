@@ -16,6 +16,7 @@ import * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
 import { ChunkStore, readChunks } from "./ChunkStore.ts"
+import { storeUploaded } from "./ChunkUploads.ts"
 import { type BlobInfo, ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { makeTreeCache, type TreeCache } from "./TreeCache.ts"
 
@@ -285,7 +286,8 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     registrations.push({ hash: b.hash, size: b.size, chunks: refs })
   }
 
-  yield* chunkStore.putMany(repo.orgId, inlineChunks)
+  // Granted as they are stored (the caller sent their bytes), whatever becomes of the push.
+  yield* storeUploaded(repo.orgId, scope, inlineChunks)
 
   // Every referenced blob exists: pushed, stored, or a small blob uploaded as the one chunk carrying its hash.
   // Where path permissions withhold something from the caller, what counts is every blob a pushed commit places
@@ -319,11 +321,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   yield* objects.stageCommits(repo.id, body.commits)
   // What this push carried (or proved it could read) counts as present for this caller from now on:
   // an object-only push followed by the commit push, or a retried push, need not send it again.
-  yield* objects.recordUploads(scope, [
-    ...pushedTrees.map((t) => t.hash),
-    ...registrations.map((b) => b.hash),
-    ...inlineChunks.map((c) => c.hash)
-  ])
+  yield* objects.recordUploads(scope, [...pushedTrees.map((t) => t.hash), ...registrations.map((b) => b.hash)])
   const prepared: PreparedPush = {
     branchName,
     commits: body.commits.map((c) => c.hash),

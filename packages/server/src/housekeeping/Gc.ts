@@ -13,20 +13,26 @@
  * - Mark: what is not live is marked, and in the same transaction its upload grants are revoked. From
  *   then on no dedup answer (ContentObjects.present) counts it as present except through a new upload
  *   (a new grant: live again) or a new publish (reached: live again).
- * - Sweep: a mark is due once it is `grace` old. Its object is checked again (any grant now counts,
- *   since the old ones are gone) and deleted only if still not live; blobs before chunks, rows before
- *   objects, in one transaction that holds the rows' locks while the objects go (a concurrent upload of
- *   the same bytes sees the row until the commit, so it never dedups against an object being deleted).
- * - A push that got its dedup answer (or uploaded) before the mark publishes within the grace, i.e.
- *   before the mark is due: the sweep's check then sees it reached. One that got it after the mark got
- *   it from a new grant or a publish, which the check also sees. A repository deleted after a mark
+ * - Sweep: a mark is due once it is `grace` old. Its row is locked first (FOR UPDATE SKIP LOCKED: a row
+ *   a publishing push or an upload holds is left, with its mark, for a later run); then a statement of
+ *   its own checks it again (any grant now counts, since the old ones are gone) and deletes it only if
+ *   still not live; blobs before chunks, rows before objects, in one transaction that holds the rows'
+ *   locks while the objects go.
+ * - A push that got its dedup answer (or uploaded) before the mark usually publishes within the grace,
+ *   i.e. before the mark is due: the sweep's check then sees it reached. One that got it after the mark
+ *   got it from a new grant or a publish, which the check also sees. A repository deleted after a mark
  *   (which may take away what such a push relied on) restarts its organization's marks.
- * The assumption is that no single push takes longer than the grace period from its dedup answers to
- * its command; a staged push's batches are covered by its stage (live until it expires). Not covered:
- * a push command that runs more than the grace after its preparation (held that long on the bus), and
- * an object swept in the moment its uploader sends it again (dedup against the row the sweep is
- * deleting, and the push prepared before the sweep commits). Closing both needs the publishing
- * transaction to lock the rows it references (the sweep locks before its check).
+ * Two races are closed by locks rather than by the grace:
+ * - A push whose command runs more than the grace after its preparation (held on the bus), or that was
+ *   prepared against rows a sweep was deleting: its publishing transaction locks every blob it makes
+ *   reachable and their chunks (FOR KEY SHARE, content/ReferencedObjects.ts) and refuses the push,
+ *   retryably (409 `objects_missing`), when one is gone; a push whose object list gc dropped is refused
+ *   the same way. A sweep skips rows a publisher holds; a publisher waiting on a sweep sees its deletions.
+ * - An upload of bytes whose row a sweep is deleting: the upload's grant is recorded in the statement
+ *   that locks the chunk row (ContentObjects.recordChunkUploads); it waits for the sweep, finds the row
+ *   gone and stores the chunk again (content/ChunkUploads.ts), or the sweep, locking later, sees the grant.
+ * In embedded mode (PGlite, one connection) a transaction holds the connection, so none interleave:
+ * a sweep runs whole between two statements of a push or an upload, and the same checks apply.
  */
 import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
@@ -122,31 +128,46 @@ const dropMarks = (sql: Sql, kind: "blob" | "chunk", marks: ReadonlyArray<Due>) 
     marks.map((m) => m.hash)
   }::text[]) AS g(org_id, hash) WHERE m.org_id = g.org_id AND m.kind = ${kind} AND m.hash = g.hash`.unprepared.pipe(Effect.asVoid)
 
+/**
+ * The rows of due marks, locked FOR UPDATE; rows a publishing push or an upload holds (FOR KEY SHARE,
+ * content/ReferencedObjects.ts, ContentObjects.recordChunkUploads) are skipped, their marks kept for a
+ * later run. The check that follows is a statement of its own, so in PostgreSQL's READ COMMITTED it
+ * sees whatever those holders committed before the lock was taken (a publish, a grant).
+ */
+const lockDue = (sql: Sql, table: "blobs" | "chunks", due: ReadonlyArray<Due & { marked_at: string }>) =>
+  sql<Due & { marked_at: string }>`SELECT o.org_id::text AS org_id, o.hash, g.marked_at::text AS marked_at
+    FROM ${sql(table)} o JOIN unnest(${due.map((d) => d.org_id)}::uuid[], ${due.map((d) => d.hash)}::text[], ${
+    due.map((d) => d.marked_at)
+  }::timestamptz[]) AS g(org_id, hash, marked_at) ON o.org_id = g.org_id AND o.hash = g.hash
+    FOR UPDATE OF o SKIP LOCKED`.unprepared
+
 /** Sweeps due blob marks: the blobs still not live lose their rows (and chunk mappings). */
 const sweepBlobs = (sql: Sql, graceMs: number) =>
   sql.withTransaction(Effect.gen(function*() {
     const due = yield* dueMarks(sql, "blob", graceMs)
     if (due.length === 0) return { blobs: 0, unmarked: 0, more: false }
-    const gone = yield* sql<Due>`WITH due AS (SELECT * FROM unnest(${due.map((d) => d.org_id)}::uuid[], ${
-      due.map((d) => d.hash)
+    const locked = yield* lockDue(sql, "blobs", due)
+    const gone = locked.length === 0 ? [] : yield* sql<Due>`WITH due AS (SELECT * FROM unnest(${locked.map((d) => d.org_id)}::uuid[], ${
+      locked.map((d) => d.hash)
     }::text[]) AS g(org_id, hash)),
       live AS (${liveBlobs(sql)})
       DELETE FROM blobs b USING due WHERE b.org_id = due.org_id AND b.hash = due.hash
         AND NOT EXISTS (SELECT 1 FROM live WHERE live.org_id = due.org_id AND live.hash = due.hash)
         AND NOT ${granted(sql, "b.org_id", "b.hash", "-infinity")}
       RETURNING b.org_id::text AS org_id, b.hash`.unprepared
-    yield* dropMarks(sql, "blob", due)
-    return { blobs: gone.length, unmarked: due.length - gone.length, more: due.length === SWEEP_BATCH }
+    yield* dropMarks(sql, "blob", locked)
+    return { blobs: gone.length, unmarked: locked.length - gone.length, more: due.length === SWEEP_BATCH && locked.length > 0 }
   }))
 
 /** Sweeps due chunk marks: rows, then objects (inside the transaction), then the quota. */
 const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: number, dryRun: boolean) =>
   sql.withTransaction(Effect.gen(function*() {
     const due = yield* dueMarks(sql, "chunk", graceMs)
-    if (due.length === 0) return { chunks: 0, objects: 0, bytes: 0, usedBytes: 0, unmarked: 0, more: false }
+    const locked = due.length === 0 ? [] : yield* lockDue(sql, "chunks", due)
+    if (locked.length === 0) return { chunks: 0, objects: 0, bytes: 0, usedBytes: 0, unmarked: 0, more: false }
     const removed = yield* sql<Due & { pack: string | null; size: string; referenced: boolean }>`WITH due AS (
-        SELECT * FROM unnest(${due.map((d) => d.org_id)}::uuid[], ${due.map((d) => d.hash)}::text[], ${
-      due.map((d) => d.marked_at)
+        SELECT * FROM unnest(${locked.map((d) => d.org_id)}::uuid[], ${locked.map((d) => d.hash)}::text[], ${
+      locked.map((d) => d.marked_at)
     }::timestamptz[]) AS g(org_id, hash, marked_at)),
       proofs AS (${proofChunks(sql)})
       DELETE FROM chunks c USING due WHERE c.org_id = due.org_id AND c.hash = due.hash
@@ -162,13 +183,13 @@ const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: num
     for (const [org, bytes] of charged) {
       yield* sql`UPDATE organizations SET used_bytes = GREATEST(0, used_bytes - ${bytes}) WHERE id = ${org}`
     }
-    yield* dropMarks(sql, "chunk", due)
+    yield* dropMarks(sql, "chunk", locked)
     return {
       chunks: removed.length,
       objects: objects.length,
       bytes: removed.reduce((sum, r) => sum + Number(r.size), 0),
       usedBytes: [...charged.values()].reduce((a, b) => a + b, 0),
-      unmarked: due.length - removed.length,
+      unmarked: locked.length - removed.length,
       more: due.length === SWEEP_BATCH
     }
   }))
@@ -188,6 +209,9 @@ const mark = (sql: Sql, graceMs: number) =>
           OR ${granted(sql, "m.org_id", "m.hash", "-infinity")}
           OR EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = m.org_id AND bc.chunk_hash = m.hash
             AND NOT EXISTS (SELECT 1 FROM gc_marks b WHERE b.org_id = bc.org_id AND b.kind = 'blob' AND b.hash = bc.blob_hash))))
+        -- A sweep keeps the marks of rows it could not lock; one whose row is gone since has nothing left to sweep.
+        OR (m.kind = 'blob' AND NOT EXISTS (SELECT 1 FROM blobs o WHERE o.org_id = m.org_id AND o.hash = m.hash))
+        OR (m.kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks o WHERE o.org_id = m.org_id AND o.hash = m.hash))
         RETURNING 1)
       SELECT count(*)::text AS n FROM gone`.unprepared
     const blobs = yield* sql<{ n: string }>`WITH live AS (${liveBlobs(sql)}),

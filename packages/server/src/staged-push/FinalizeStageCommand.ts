@@ -11,13 +11,13 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
 import {
-  account,
   BranchError,
   BranchRepositoryGone,
   BranchStateInvalid,
   loadBranch,
   MainProtected,
-  moveHead
+  moveHead,
+  publishPrepared
 } from "../content/BranchCommands.ts"
 import { sameBoundary, stageColumns, TOMBSTONE_DAYS, toStageRow } from "./PushStages.ts"
 
@@ -115,7 +115,7 @@ const finalize = Effect.fn("Branch.finalizeStage")(function*(payload: typeof Fin
   const owned = yield* sql<{ kind: string; hash: string }>`SELECT kind, hash FROM push_stage_objects
     WHERE repo_id = ${repo.id} AND stage_id = ${payload.stageId} AND kind <> 'commit'`
   yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repo.id} AND hash = ANY(${[...byHash.keys()]}::text[]) AND NOT published`
-  yield* account(repo, {
+  yield* publishPrepared(repo, {
     trees: owned.filter((o) => o.kind === "tree").map((o) => o.hash),
     blobs: owned.filter((o) => o.kind === "blob").map((o) => o.hash)
   })

@@ -20,6 +20,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { Repositories } from "../access/Repositories.ts"
+import { storeUploaded } from "../content/ChunkUploads.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy.ts"
 import { uploader } from "../path-permissions/DedupScope.ts"
@@ -42,19 +43,14 @@ const chunkParams = routeParams({ hash: ApiParams.Hash })
 const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(Effect.gen(function*() {
   const { hash } = yield* chunkParams
   const { caller, repo } = yield* routeRepository("write")
-  const chunks = yield* ChunkStore
-  const objects = yield* ContentObjects
   const body = yield* readBody(MAX_UPLOAD)
-  yield* contentFailure(chunks.put(repo.orgId, hash, body))
   // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
-  yield* dbUnavailable(objects.recordUploads(uploader(caller, repo), [hash]))
+  yield* contentFailure(storeUploaded(repo.orgId, uploader(caller, repo), [{ hash, data: body }]))
   return HttpServerResponse.empty({ status: 200 })
 })))
 
 const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
   const { caller, repo } = yield* routeRepository("write")
-  const chunks = yield* ChunkStore
-  const objects = yield* ContentObjects
   const scope = uploader(caller, repo)
   const request = yield* HttpServerRequest.HttpServerRequest
   const declared = Number(request.headers["content-length"] ?? NaN)
@@ -80,10 +76,8 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     const pending = group
     group = []
     groupBytes = 0
-    return pending.length === 0 ? Effect.void : contentFailure(chunks.putMany(repo.orgId, pending)).pipe(
-      // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
-      Effect.andThen(dbUnavailable(objects.recordUploads(scope, pending.map((c) => c.hash))))
-    )
+    // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
+    return pending.length === 0 ? Effect.void : contentFailure(storeUploaded(repo.orgId, scope, pending))
   })
   for (;;) {
     const next = yield* Effect.tryPromise({
@@ -99,8 +93,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
       return yield* new ApiErrors.BadRequest({ error: `at most ${MAX_BATCH_ENTRIES} chunks per batch`, code: "too_many" })
     }
     if (next.value.data.length > INLINE_MAX) {
-      yield* contentFailure(chunks.put(repo.orgId, next.value.hash, next.value.data))
-      yield* dbUnavailable(objects.recordUploads(scope, [next.value.hash]))
+      yield* contentFailure(storeUploaded(repo.orgId, scope, [next.value]))
       continue
     }
     group.push(next.value)
