@@ -3,7 +3,7 @@
  * admin socket and data-directory lock in embedded mode, the domain services,
  * the entity runtime and the infrastructure of the mode.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"

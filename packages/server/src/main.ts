@@ -123,8 +123,9 @@ const main = async () => {
   if (busy !== undefined) return fail(dataDirBusy(config.dataDir, busy), 1)
   const problem = await listenProblem(config.host, config.port)
   if (problem !== undefined) return fail(cannotListen(listening, problem.code ?? problem.message), 1)
-  const [{ NodeRuntime }, { Cause, Effect, Exit, Layer, Runtime }, { serverLayer }] = await Promise.all([
-    import("@effect/platform-node"),
+  // Modules, not the package's index: the index loads every platform module (redis, undici, workers).
+  const [NodeRuntime, { Cause, Effect, Exit, Layer, Runtime }, { serverLayer }] = await Promise.all([
+    import("@effect/platform-node/NodeRuntime"),
     import("effect"),
     import("./Server.ts")
   ])
