@@ -74,8 +74,8 @@ export const writeCommit = Effect.fnUntraced(function*(
   // Unchanged directories are already stored and reached: only the changed ones are written and accounted.
   const known = yield* objects.repoTrees(repo.id, [...built.trees.keys()])
   const trees = [...built.trees].filter(([h]) => !known.has(h)).map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
-  yield* objects.storeTrees(repo.orgId, trees)
-  yield* objects.stageCommits(repo.id, [{
+  // Independent writes: sent together (pipelined on one connection), not one round trip after the other.
+  yield* Effect.all([objects.storeTrees(repo.orgId, trees), objects.stageCommits(repo.id, [{
     hash,
     branch_name: options.branch,
     parent_hash: options.parent,
@@ -85,7 +85,7 @@ export const writeCommit = Effect.fnUntraced(function*(
     ...(options.message === null ? {} : { message: options.message }),
     timestamp: Timestamp.formatTimestamp(timestamp),
     files: files.map(ApiSync.toFileChangeData)
-  }])
+  }])], { concurrency: "unbounded", discard: true })
   const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
   return computed
 })

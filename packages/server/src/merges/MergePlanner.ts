@@ -56,12 +56,9 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
  * paths either side changed (TreeMerge: the cost follows the changes, not the tree's size), as the merge
  * and its preview compute them; `no_changes` when main already contains the branch head.
  */
-const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, branchHead: string) {
-  const branches = yield* Branches
+const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, mainHead: string | null, branchHead: string) {
   const objects = yield* ContentObjects
   const history = yield* History
-  const main = yield* branches.get(repo.id, MAIN)
-  const mainHead = main?.head ?? null
   let base: string | null = null
   if (mainHead !== null) {
     const edges = yield* history.ancestry(repo.id, [mainHead, branchHead])
@@ -76,7 +73,14 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
   const merged = yield* cache.resolve((lookup) => TreeMerge.mergeTrees(baseManifest, oursRoot, theirsRoot, lookup))
   if (!merged.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${merged.reason}`))
   const result = base === branchHead ? "no_changes" as const : merged
-  return { mainHead, base, cache, oursRoot, merged, result }
+  return { base, cache, oursRoot, merged, result }
+})
+
+/** The branch's record and main's head, read together (pipelined on one connection). */
+const branchAndMain = Effect.fnUntraced(function*(repoId: string, name: string) {
+  const branches = yield* Branches
+  const [branch, main] = yield* Effect.all([branches.get(repoId, name), branches.get(repoId, MAIN)], { concurrency: "unbounded" })
+  return { branch, mainHead: main?.head ?? null }
 })
 
 /** The merge would leave main's files as they are (`ours` and `result` hold the same paths' versions). */
@@ -92,17 +96,18 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   actor: string,
   force: boolean
 ) {
-  const branches = yield* Branches
-  const branch = yield* branches.get(repo.id, name)
+  const { branch, mainHead } = yield* branchAndMain(repo.id, name)
   const branchHead = yield* checkMergeable(branch, name)
 
-  const gate = yield* ciGate(repo.id, branchHead)
+  // The gate's read goes out with the merge's first ones (one round trip); a refusal wastes only that merge.
+  const [gate, { cache, oursRoot, result }] = yield* Effect.all([ciGate(repo.id, branchHead), mergeOfHeads(repo, mainHead, branchHead)], {
+    concurrency: "unbounded"
+  })
   if (!gate.open && !force) {
     const what = gate.reason === "running" ? "is still running" : "is failing"
     return yield* refuse(412, `CI ${what} on the branch head (${gate.workflows.join(", ")}); wait for it, fix it, or merge with force=1`, `ci_${gate.reason}`)
   }
 
-  const { cache, mainHead, oursRoot, result } = yield* mergeOfHeads(repo, branchHead)
   if (result === "no_changes") return yield* refuse(400, `branch '${name}' has no changes that are not on main; close it instead`, "no_changes")
   if (result.conflicts.length > 0) {
     const paths = result.conflicts.map((c) => c.path)
@@ -142,10 +147,9 @@ const PREVIEW_COMMITS = 100
  * branch's own commits and the files it changes since the merge base.
  */
 export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
-  const branches = yield* Branches
   const history = yield* History
   const sql = yield* SqlClient.SqlClient
-  const branch = yield* branches.get(repo.id, name)
+  const { branch, mainHead } = yield* branchAndMain(repo.id, name)
   if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
   const refused = yield* checkMergeable(branch, name).pipe(
     Effect.as(undefined),
@@ -161,7 +165,7 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
   const ci = !gate.open
     ? { state: gate.reason, workflows: gate.workflows }
     : { state: Number(ran?.runs ?? 0) === 0 ? "none" as const : "passed" as const, workflows: [] }
-  const { base, mainHead, merged, result } = yield* mergeOfHeads(repo, head)
+  const { base, merged, result } = yield* mergeOfHeads(repo, mainHead, head)
   const conflictPaths = result === "no_changes" ? [] : result.conflicts.map((c) => c.path)
   const merge = refused !== undefined
     ? "not_mergeable" as const
