@@ -19,6 +19,7 @@ import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
 import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
+import * as WarmSandboxes from "./WarmSandboxes.ts"
 import { prepareRoot, remove } from "./Workspace.ts"
 
 /** A running run whose runner has not beaten for this long is taken for lost (it beats every 2 s). */
@@ -44,7 +45,9 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
   yield* Effect.addFinalizer(() => remove(root))
   const beats = yield* CiHeartbeats.make(config.nodeId)
-  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats }
+  // As many sandboxes started ahead as runners (none for the unsandboxed shared runner).
+  const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, ci.concurrency) : undefined
+  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
   let active = 0

@@ -19,8 +19,9 @@ import { CiGateway } from "./CiGateway.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
-import { type Isolation, jobUser, type RunUser, stepCommand } from "./Sandbox.ts"
-import { runStep } from "./StepProcess.ts"
+import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
+import { type PreparedStep, runStep } from "./StepProcess.ts"
+import type { WarmSandboxes } from "./WarmSandboxes.ts"
 import { checkout, remove } from "./Workspace.ts"
 
 export interface RunnerContext {
@@ -29,6 +30,8 @@ export interface RunnerContext {
   readonly isolation: Isolation
   /** This node's runner heartbeats. */
   readonly beats: CiHeartbeats
+  /** Sandboxes started ahead, for jobs with the network on. */
+  readonly warm?: WarmSandboxes | undefined
 }
 
 /** What a step sees besides the workflow's env and the secrets: none of the server's own variables. */
@@ -135,7 +138,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
       }
     })
 
-  const runSteps = (job: WorkflowJob, state: JobState, dir: string, user: RunUser | undefined, deadline: number) =>
+  const runSteps = (job: WorkflowJob, state: JobState, dir: string, user: RunUser | undefined, deadline: number, warm: PreparedStep | undefined) =>
     Effect.gen(function*() {
       let outcome: Conclusion = "success"
       for (let i = 0; i < job.steps.length; i++) {
@@ -154,9 +157,13 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         // Decided before the step runs: which of the two limits would end it.
         const which = stepLimit < jobLeft ? "step" : "job"
         const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir) }
+        // The first step runs in the job's warm sandbox, if it has one still waiting (the terminal's own variables as a pty gives them).
         // A stored run from before `network` existed has none: on, as then.
-        const command = yield* stepCommand(context.isolation, user, dir, job.network !== false, step.run)
-        const exit = yield* runStep({ command, cwd: dir, env, onOutput: log.write }).pipe(
+        const started = i === 0 && warm !== undefined && warm.waiting()
+          ? warm.run(warmStepLine({ ...env, PWD: dir, TERM: "xterm" }, step.run), log.write)
+          : Effect.flatMap(stepCommand(context.isolation, user, dir, job.network !== false, step.run), (command) =>
+            runStep({ command, cwd: dir, env, onOutput: log.write }))
+        const exit = yield* started.pipe(
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
@@ -192,11 +199,17 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
       let dir: string | undefined
       // The job's host user is held until its checkout is gone (the scope ends after the removal below).
       const body = Effect.gen(function*() {
-        const user = yield* jobUser(context.isolation)
-        dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, user)
+        // A sandbox started ahead (network on only): its user and its directory become the job's.
+        const warm = job.network !== false && context.warm !== undefined ? yield* context.warm.take : undefined
+        if (warm !== undefined) {
+          dir = warm.dir
+          yield* Effect.addFinalizer(() => Effect.sync(() => (warm.step.discard(), releaseUser(warm.user))))
+        }
+        const user = warm !== undefined ? warm.user : yield* jobUser(context.isolation)
+        dir = yield* checkout(context.config.workDir, `run-${run.id}-${job.id}`, { id: run.repoId, orgId: run.orgId }, run.commitHash, user, warm?.dir)
         const cache = job.cache === undefined ? undefined : { repoId: run.repoId, orgId: run.orgId, branch: run.branch, key: job.cache.key }
         if (cache !== undefined) yield* CiCache.restore(cache, dir, { isolation: context.isolation, user }).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
-        const outcome = yield* runSteps(job, state, dir, user, deadline)
+        const outcome = yield* runSteps(job, state, dir, user, deadline, warm?.step)
         if (outcome === "success" && cache !== undefined && job.cache !== undefined) {
           yield* CiCache.save(cache, job.cache.paths, dir, context.config.workDir, { isolation: context.isolation, user }).pipe(
             Effect.catchCause((cause) => Effect.logWarning("a CI cache could not be saved", Cause.squash(cause)))

@@ -3,7 +3,8 @@
  * cgroup and network namespaces; a fresh root holding only the system read-only (/usr, /etc and the
  * /bin, /lib… links), a private /proc, /dev and /tmp, and the job's checkout read-write at its own
  * path. Nothing else of the host is there: not the data directory, not other runs' workspaces, not the
- * server's secret key. PID 1 of the sandbox is bwrap, started with the step's environment only; when
+ * server's secret key. PID 1 of the sandbox is bwrap, started with the step's environment only (or, for
+ * a sandbox started ahead of its step, warmCommand, with a PATH and nothing of any run's); when
  * the step's shell exits or is killed, the PID namespace ends and takes every process in it along (a
  * `setsid` daemon too).
  *
@@ -73,19 +74,22 @@ const inUse = new Set<number>()
  * A host uid (= gid) of its own for one job while the scope lasts; undefined when the server is not
  * root. Picked at random in the range, so that nodes sharing a host rarely pick the same one.
  */
-export const jobUser = (isolation: Isolation): Effect.Effect<RunUser | undefined, never, Scope.Scope> => {
-  if (isolation._tag === "Shared") return Effect.succeed(isolation.user)
-  if (isolation.setpriv === undefined) return Effect.succeed(undefined)
+export const jobUser = (isolation: Isolation): Effect.Effect<RunUser | undefined, never, Scope.Scope> =>
+  Effect.acquireRelease(Effect.sync(() => reserveUser(isolation)), (user) => Effect.sync(() => releaseUser(user)))
+
+/** jobUser without a scope (a warm sandbox holds its user until its job ends): give it back with releaseUser. */
+export const reserveUser = (isolation: Isolation): RunUser | undefined => {
+  if (isolation._tag === "Shared") return isolation.user
+  if (isolation.setpriv === undefined) return undefined
   const base = isolation.uidBase
-  return Effect.acquireRelease(
-    Effect.sync(() => {
-      let id = base + Math.floor(Math.random() * UID_RANGE)
-      while (inUse.has(id)) id = base + ((id - base + 1) % UID_RANGE)
-      inUse.add(id)
-      return { uid: id, gid: id }
-    }),
-    (user) => Effect.sync(() => inUse.delete(user.uid))
-  )
+  let id = base + Math.floor(Math.random() * UID_RANGE)
+  while (inUse.has(id)) id = base + ((id - base + 1) % UID_RANGE)
+  inUse.add(id)
+  return { uid: id, gid: id }
+}
+
+export const releaseUser = (user: RunUser | undefined) => {
+  if (user !== undefined) inUse.delete(user.uid)
 }
 
 export interface Command {
@@ -161,7 +165,32 @@ export const inSandbox = (isolation: Isolation, user: RunUser | undefined, works
 
 /** `bash -e -o pipefail -c <run>` for one step. */
 export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
-  inSandbox(isolation, user, workspace, network, ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run])
+  inSandbox(isolation, user, workspace, network, stepArgv(run))
+
+/** What a warm sandbox prints once it waits for its step (its terminal then takes input raw, unechoed). */
+export const WARM_READY = "grove-sandbox-ready\n"
+
+/**
+ * A sandbox started ahead of its step (network on, around `workspace`): bash waits with the terminal
+ * raw and unechoed for one line (warmStepLine), restores the terminal, and replaces itself with the
+ * step's shell under exactly that environment (`env -i`). Until then it holds nothing of any run.
+ */
+export const warmCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string): Effect.Effect<Command> =>
+  inSandbox(isolation, user, workspace, true, [
+    "/bin/bash", "--noprofile", "--norc", "-c",
+    `saved=$(stty -g) && stty raw -echo && printf 'grove-sandbox-ready\\n' && IFS=' ' read -r -a words && stty "$saved" && args=() && ` +
+    `for word in "\${words[@]}"; do printf -v arg '%b' "\${word#.}"; args+=("$arg"); done && exec /usr/bin/env -i "\${args[@]}"`
+  ])
+
+/** The line a warm sandbox turns into its step: `NAME=value`… and the step's shell, each a dot then every byte as `\xHH`. */
+export const warmStepLine = (env: Readonly<Record<string, string>>, run: string): string => {
+  const hex = (text: string) => Buffer.from(text, "utf8").toString("hex").replace(/../g, "\\x$&")
+  const words = [...Object.entries(env).map(([name, value]) => `${name}=${value}`), ...stepArgv(run)]
+  // Each word starts with a dot, so that an empty one is still a word.
+  return `${words.map((word) => `.${hex(word)}`).join(" ")}\n`
+}
+
+const stepArgv = (run: string) => ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run]
 
 /** Starts `argv` as `user` (uid, gid, supplementary groups cleared), the same way for a pty and for a plain child process. */
 const asUser = (setpriv: string | undefined, user: RunUser | undefined, argv: ReadonlyArray<string>): Command =>

@@ -1,7 +1,8 @@
 /**
  * One step's process: the command Sandbox.stepCommand built (bwrap around `bash -e -o pipefail -c
  * <run>`) in a pseudo-terminal (node-pty), with only the environment it is given: bwrap is PID 1 of
- * the sandbox, so that is all its /proc/1/environ holds. The process leads its own session;
+ * the sandbox, so that is all its /proc/1/environ holds. Or a sandbox started ahead (prepareStep,
+ * Sandbox.warmCommand), told its step through its terminal. The process leads its own session;
  * interrupting the effect (timeout, cancel) kills its group, which ends the sandbox's PID namespace
  * and with it every process inside (a `setsid` one too), and waits for it to be gone.
  */
@@ -20,45 +21,103 @@ export interface StepOptions {
   readonly onOutput: (text: string) => void
 }
 
+/** A process in a pty whose output goes where `sink` says, from its first byte. */
+interface Started {
+  readonly child: Pty.IPty
+  /** The exit code (128 + signal), once the output ended. */
+  readonly exit: Promise<number>
+  sink: (text: string) => void
+  code: number | undefined
+}
+
+const start = (command: Command, cwd: string, env: Readonly<Record<string, string>>): Started => {
+  const { file, args, user } = command
+  const child = pty.spawn(file, [...args], {
+    name: "xterm",
+    cols: 120,
+    rows: 40,
+    cwd,
+    env: { ...env },
+    ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
+  })
+  // node-pty (1.1.0, pinned) reports the exit only once the terminal's read side has closed (every
+  // holder of the pty gone: the sandbox's PID namespace ended, so nothing is left to write) and
+  // its last output was delivered: that is the end of the output, no quiet period to wait out.
+  const exit = new Promise<number>((done) => {
+    child.onExit(({ exitCode, signal }) => {
+      started.code = signal !== undefined && signal !== 0 ? 128 + signal : exitCode
+      done(started.code)
+    })
+  })
+  const started: Started = { child, exit, sink: () => undefined, code: undefined }
+  child.onData((data) => started.sink(data))
+  return started
+}
+
+/** Sends the output to `onOutput` until the process ends; interrupted: kills its whole group, then waits until it exited. */
+const follow = (started: Started, onOutput: (text: string) => void): Effect.Effect<number> =>
+  Effect.callback<number>((resume) => {
+    started.sink = (data) => onOutput(data.replace(/\r\n/g, "\n"))
+    void started.exit.then((code) => resume(Effect.succeed(code)))
+    return Effect.promise(async () => {
+      if (started.code !== undefined) return
+      killGroup(started.child.pid)
+      await Promise.race([started.exit, new Promise((done) => setTimeout(done, 5000))])
+    })
+  })
+
 /** The shell's exit code (128 + signal when a signal ended it). */
 export const runStep = (options: StepOptions): Effect.Effect<number> =>
-  Effect.callback<number>((resume) => {
-    let child: Pty.IPty
+  Effect.suspend(() => {
+    let started: Started
     try {
-      const { file, args, user } = options.command
-      child = pty.spawn(file, [...args], {
-        name: "xterm",
-        cols: 120,
-        rows: 40,
-        cwd: options.cwd,
-        env: { ...options.env },
-        ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
-      })
+      started = start(options.command, options.cwd, options.env)
     } catch (error) {
       options.onOutput(`grove: the step could not be started: ${String(error)}\n`)
-      resume(Effect.succeed(127))
-      return
+      return Effect.succeed(127)
     }
-    let exited = false
-    // node-pty (1.1.0, pinned) reports the exit only once the terminal's read side has closed (every
-    // holder of the pty gone: the sandbox's PID namespace ended, so nothing is left to write) and
-    // its last output was delivered: that is the end of the output, no quiet period to wait out.
-    const exit = new Promise<void>((done) => {
-      child.onExit(({ exitCode, signal }) => {
-        exited = true
-        done()
-        resume(Effect.succeed(signal !== undefined && signal !== 0 ? 128 + signal : exitCode))
-      })
-    })
-    child.onData((data) => {
-      options.onOutput(data.replace(/\r\n/g, "\n"))
-    })
-    // Interrupted: kill the whole process group, then wait until the shell has exited.
-    return Effect.promise(async () => {
-      if (exited) return
-      killGroup(child.pid)
-      await Promise.race([exit, new Promise((done) => setTimeout(done, 5000))])
-    })
+    return follow(started, options.onOutput)
+  })
+
+/** A sandbox started ahead of its step (Sandbox.warmCommand), waiting for it. */
+export interface PreparedStep {
+  /** Whether it is still waiting (it may have died meanwhile). */
+  readonly waiting: () => boolean
+  /** Runs the step in it (`line`: Sandbox.warmStepLine), as runStep does; once. */
+  readonly run: (line: string, onOutput: (text: string) => void) => Effect.Effect<number>
+  /** Ends it unused (its whole group). */
+  readonly discard: () => void
+}
+
+/** Starts `command` and resolves once it printed `ready`; rejects when it ends (or prints something else) first. */
+export const prepareStep = (command: Command, cwd: string, env: Readonly<Record<string, string>>, ready: string): Promise<PreparedStep> =>
+  new Promise((resolve, reject) => {
+    const started = start(command, cwd, env)
+    let seen = ""
+    let used = false
+    started.sink = (data) => {
+      seen += data
+      if (seen === ready) {
+        started.sink = () => undefined
+        resolve({
+          waiting: () => started.code === undefined && !used,
+          run: (line, onOutput) =>
+            Effect.suspend(() => {
+              used = true
+              started.child.write(line)
+              return follow(started, onOutput)
+            }),
+          discard: () => {
+            used = true
+            if (started.code === undefined) killGroup(started.child.pid)
+          }
+        })
+      } else if (!ready.startsWith(seen)) {
+        killGroup(started.child.pid)
+        reject(new Error(`the sandbox did not start: ${seen.slice(0, 500)}`))
+      }
+    }
+    void started.exit.then((code) => reject(new Error(`the sandbox ended (${code}) before its step: ${seen.slice(0, 500)}`)))
   })
 
 const killGroup = (pid: number) => {

@@ -132,16 +132,20 @@ const copyTree = async (from: string, into: string, user: RunUser | undefined): 
   }))
 }
 
-/** A new directory holding the tree of `commit`, owned by `user`; answers its path. */
+/**
+ * A new directory holding the tree of `commit`, owned by `user`; answers its path. `into`: an empty
+ * directory of the job's already there (a warm sandbox's, already `user`'s), written into instead.
+ */
 export const checkout = Effect.fnUntraced(function*(
   root: string,
   label: string,
   repo: { readonly id: string; readonly orgId: string },
   commit: string,
-  user: RunUser | undefined
+  user: RunUser | undefined,
+  into?: string
 ) {
   const base = yield* baseOf(root, repo, commit)
-  const dir = yield* Effect.promise(() => mkdtemp(path.join(root, `${label}-`)))
+  const dir = into ?? (yield* Effect.promise(() => mkdtemp(path.join(root, `${label}-`))))
   yield* Effect.tryPromise({
     try: async () => {
       if (user !== undefined) await lchown(dir, user.uid, user.gid)

@@ -1,0 +1,141 @@
+/**
+ * CI sandboxes started ahead of their steps (issue 24, ci/WarmSandboxes.ts): a job's first step runs
+ * in a sandbox that was waiting before the run was queued. It is the same sandbox as before (own
+ * network through pasta, own user, nothing of the host), its PID 1 holds no run's environment, and
+ * no run's files, processes, /tmp or variables reach the next run; a run in one still cancels.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import { buildCommit, pushBody } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+import { waitFor } from "../support/waitFor.ts"
+
+let server: GroveServer
+let token = ""
+const as = () => api(server.url, token)
+const SECRET = "warm-secret-7d41c2"
+
+const workflow = (name: string, run: ReadonlyArray<string>, extra: ReadonlyArray<string> = []) =>
+  [`on: [manual]`, "jobs:", `  ${name}:`, ...extra.map((line) => `    ${line}`), "    steps:", "      - run: |", ...run.map((line) => `          ${line}`)].join("\n")
+
+const WORKFLOWS = {
+  // Leaves everything it can behind: files in /tmp and in its workspace, a daemon, a variable of its own.
+  // (The probe's /tmp holds only the path down to its workspace, which is bound there.)
+  ".oak/workflows/leave.yml": workflow("leave", [
+    "echo left > /tmp/left-behind && echo left > left-behind",
+    "setsid sleep 3011 < /dev/null > /dev/null 2>&1 &",
+    "echo \"workspace=$GROVE_WORKSPACE\"",
+    "echo leave-done"
+  ], ["env:", "  LEAVE_ONLY: leave-variable"]),
+  ".oak/workflows/probe.yml": workflow("probe", [
+    "echo \"pid1-grove=$(tr '\\0' '\\n' < /proc/1/environ | grep -c -e GROVE_ -e API -e SECRET || true)\"",
+    "echo \"run=$GROVE_RUN_ID term=$TERM pwd-is-workspace=$([ \"$PWD\" = \"$GROVE_WORKSPACE\" ] && echo yes) home=$([ \"$HOME\" = \"$GROVE_WORKSPACE\" ] && echo yes)\"",
+    "echo \"secret-len=${#API_TOKEN} leave=${LEAVE_ONLY:-none}\"",
+    "echo \"tmp=[$(ls -A /tmp | grep -vx \"$(echo \"$GROVE_WORKSPACE\" | cut -d/ -f3)\")] here=[$(ls -A)] daemons=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '^301[1]$' || true)\"",
+    "echo \"workspace=$GROVE_WORKSPACE uid=$(id -un)\"",
+    "echo \"links=$(grep -c : /proc/net/dev)\""
+  ]),
+  ".oak/workflows/offline.yml": workflow("offline", ["echo \"links=$(grep -c : /proc/net/dev)\""], ["network: false"]),
+  ".oak/workflows/hold.yml": workflow("hold", ["echo holding", "sleep 3012"])
+}
+
+const start = async (name: string) => {
+  const reply = await as().post("/ops/app/ci/runs", { workflow: name })
+  expect(reply.status, JSON.stringify(reply.body)).toBe(201)
+  return reply.body.run_ids[0] as number
+}
+
+const completed = (id: number) =>
+  waitFor(`run ${id}`, async () => {
+    const reply = await as().get(`/ops/app/ci/runs/${id}`)
+    return reply.body.status === "completed" ? reply.body : undefined
+  }, 120_000)
+
+const logsOf = (run: any): string => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
+
+const field = (logs: string, name: string) => new RegExp(`${name}=(\\S*)`).exec(logs)?.[1]
+
+/** Host processes whose command line holds `marker`. */
+const hostProcesses = (marker: string) =>
+  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").includes(marker)
+    } catch {
+      return false
+    }
+  })
+
+beforeAll(async () => {
+  server = await startServer()
+  token = await server.createUser("ops")
+  expect((await as().post("/repos", { name: "app" })).status).toBe(201)
+  expect((await as().raw("PUT", "/ops/app/ci/secrets", { name: "API_TOKEN", value: SECRET })).status).toBe(200)
+  const c = buildCommit({ branch: "main-setup", files: WORKFLOWS })
+  const pushed = await as().post("/ops/app/push", pushBody({ branch: "main-setup", commits: [c], description: "Workflows" }))
+  expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
+  expect((await as().post("/ops/app/branches/main-setup/merge")).status).toBe(200)
+}, 300_000)
+
+afterAll(async () => {
+  await server?.stop()
+})
+
+describe("CI sandboxes started ahead", () => {
+  it("runs a step with its own environment, while the sandbox's PID 1 holds none of the run's", async () => {
+    const id = await start("probe")
+    const run = await completed(id)
+    const logs = logsOf(run)
+    expect(run.conclusion, logs).toBe("success")
+    // A step started cold has its whole environment, secrets included, in bwrap's (PID 1's) too.
+    expect(field(logs, "pid1-grove"), logs).toBe("0")
+    expect(logs).toContain(`run=${id} term=xterm pwd-is-workspace=yes home=yes`)
+    expect(logs).toContain(`secret-len=${SECRET.length} leave=none`)
+    expect(logs).toContain("tmp=[] here=[.oak]")
+    expect(field(logs, "uid")).toBe("nobody")
+    // lo and pasta's interface: the network is on.
+    expect(field(logs, "links")).toBe("2")
+  }, 180_000)
+
+  it("never carries a run's files, /tmp, processes or variables into the next run", async () => {
+    const left = await completed(await start("leave"))
+    expect(left.conclusion, logsOf(left)).toBe("success")
+    const leftWorkspace = field(logsOf(left), "workspace")
+    // More runs than sandboxes kept waiting, one after another and at once: every sandbox gets used after the leaver.
+    const runs = []
+    for (let i = 0; i < 3; i++) runs.push(await completed(await start("probe")))
+    runs.push(...await Promise.all([start("probe"), start("leave"), start("probe")].map(async (id) => completed(await id))))
+    const probes = runs.filter((r: any) => r.workflow_name === "probe")
+    // Runs started at once may outrun the sandboxes kept waiting (a job then starts its own): some ran in one.
+    expect(probes.filter((run: any) => field(logsOf(run), "pid1-grove") === "0").length).toBeGreaterThan(0)
+    for (const run of probes) {
+      const logs = logsOf(run)
+      expect(run.conclusion, logs).toBe("success")
+      expect(logs).toContain("leave=none")
+      expect(logs).toContain("tmp=[] here=[.oak]")
+      expect(field(logs, "daemons"), logs).toBe("0")
+      expect(field(logs, "workspace")).not.toBe(leftWorkspace)
+    }
+    // The daemons ended with their runs.
+    await waitFor("the leavers' daemons gone", async () => hostProcesses("sleep 3011").length === 0 || undefined, 30_000)
+  }, 300_000)
+
+  it("still runs a job without the network in a sandbox of its own, offline", async () => {
+    const run = await completed(await start("offline"))
+    expect(run.conclusion, logsOf(run)).toBe("success")
+    expect(field(logsOf(run), "links")).toBe("1")
+  }, 180_000)
+
+  it("cancels a run in a warm sandbox and kills its processes", async () => {
+    const id = await start("hold")
+    await waitFor("the step holding", async () => {
+      const run = await as().get(`/ops/app/ci/runs/${id}`)
+      return logsOf(run.body).includes("holding") || undefined
+    }, 60_000)
+    expect(hostProcesses("sleep 3012").length).toBeGreaterThan(0)
+    expect((await as().post(`/ops/app/ci/runs/${id}/cancel`)).status).toBe(204)
+    const run = await completed(id)
+    expect(run.conclusion).toBe("cancelled")
+    await waitFor("the step's processes gone", async () => hostProcesses("sleep 3012").length === 0 || undefined, 30_000)
+  }, 180_000)
+})
