@@ -58,6 +58,8 @@ export interface StartOptions {
   readonly dataDir?: string
   readonly env?: NodeJS.ProcessEnv
   readonly args?: ReadonlyArray<string>
+  /** The entry point to run instead of `grove-server` (e.g. the server's bundle). */
+  readonly bin?: string
 }
 
 /**
@@ -73,7 +75,7 @@ process.once("exit", () => {
 export const startServer = async (options: StartOptions = {}): Promise<GroveServer> => {
   const ownDataDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "grove-e2e-"))
-  const child = spawn(process.execPath, [SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir, ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [options.bin ?? SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir, ...(options.args ?? [])], {
     cwd: ROOT,
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"]

@@ -1,0 +1,110 @@
+/**
+ * Builds `packages/server/dist/` (gitignored): the server as one minified ES module plus chunks loaded on
+ * demand, which `bin/grove-server.js` runs while it is newer than every source (`bin/bundle.js`).
+ * Why: V8 keeps every module's source text in the heap. From the sources that is effect's modules with
+ * their doc comments and every module of each package index; the bundle keeps only what the server
+ * uses, minified. Measured on a restarted embedded server, idle: ~30 MiB less RSS, and a faster start.
+ *
+ *   node packages/server/scripts/bundle.ts [--if-stale]      (--if-stale: only when sources changed since)
+ *
+ * Only effect, @effect/* and the workspace packages are bundled; the other dependencies stay
+ * external (PGlite finds its WASM and data files beside itself, native addons load with require).
+ * `import.meta.url` and `import.meta.dirname` in the sources become their source file's, so files read
+ * beside a module (web assets, the root package.json) are found from the bundle too.
+ */
+import type { BuildOptions } from "esbuild"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { BUNDLE_DIR, bundleIsFresh, ENTRY } from "../bin/bundle.js"
+
+const server = path.resolve(import.meta.dirname, "..")
+const outdir = path.resolve(fileURLToPath(BUNDLE_DIR))
+const BUNDLED = /^(effect|@effect\/|@grove\/)/
+
+const packageName = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
+
+/** esbuild's options for a build into `outdir`. */
+const options = (outdir: string): BuildOptions => ({
+  entryPoints: { "grove-server": path.join(server, "src/main.ts") },
+  outdir,
+  outExtension: { ".js": ".mjs" },
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node24",
+  // The commands and the cluster's clients stay in chunks of their own, loaded on first use.
+  splitting: true,
+  chunkNames: "chunks/[name]-[hash]",
+  minify: true,
+  // Class and function names show in errors, logs and spans.
+  keepNames: true,
+  legalComments: "none",
+  // CommonJS dependencies inside an ES module bundle need a require.
+  banner: { js: "import { createRequire as __groveCreateRequire } from \"node:module\"; const require = __groveCreateRequire(import.meta.url);" },
+  plugins: [{
+    name: "grove-server",
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, (args) =>
+        args.path.startsWith("node:") || !BUNDLED.test(packageName(args.path)) ? { external: true } : undefined)
+      b.onLoad({ filter: /\/packages\/[^/]+\/src\/.*\.ts$/ }, (args) => {
+        const text = fs.readFileSync(args.path, "utf8")
+        if (!text.includes("import.meta.")) return undefined
+        return {
+          loader: "ts",
+          contents: text
+            .replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href))
+            .replaceAll("import.meta.dirname", JSON.stringify(path.dirname(args.path)))
+        }
+      })
+    }
+  }],
+  logLevel: "warning"
+})
+
+/**
+ * Moves a build into `target` without taking anything from a server already running the old one: the
+ * chunks (content-hashed names) are added beside the old ones, then the entry is renamed over the old
+ * one. Chunks no build has written for a day go.
+ */
+const install = (temp: string, target: string) => {
+  const chunks = path.join(target, "chunks")
+  fs.mkdirSync(chunks, { recursive: true })
+  const written = new Set(fs.readdirSync(path.join(temp, "chunks")))
+  for (const name of written) fs.renameSync(path.join(temp, "chunks", name), path.join(chunks, name))
+  const dayAgo = Date.now() - 86_400_000
+  for (const name of fs.readdirSync(chunks)) {
+    if (!written.has(name) && fs.statSync(path.join(chunks, name)).mtimeMs < dayAgo) fs.rmSync(path.join(chunks, name), { force: true })
+  }
+  fs.renameSync(path.join(temp, ENTRY), path.join(target, ENTRY))
+}
+
+/** Builds the bundle into `target` ; answers the milliseconds it took. */
+export const bundleServer = async (target: string) => {
+  const started = Date.now()
+  const temp = `${target}.${process.pid}.tmp`
+  const { build } = await import("esbuild")
+  fs.rmSync(temp, { recursive: true, force: true })
+  try {
+    await build(options(temp))
+    // Dated when the build started: a source edited during the build leaves the bundle stale.
+    fs.utimesSync(path.join(temp, ENTRY), started / 1000, started / 1000)
+  } catch (error) {
+    fs.rmSync(temp, { recursive: true, force: true })
+    throw error
+  }
+  install(temp, target)
+  fs.rmSync(temp, { recursive: true, force: true })
+  return Date.now() - started
+}
+
+if (import.meta.main) {
+  if (process.argv.includes("--if-stale") && bundleIsFresh()) process.exit(0)
+  try {
+    const ms = await bundleServer(outdir)
+    console.error(`grove-server: bundled the server into ${outdir} in ${ms} ms`)
+  } catch (error) {
+    // Never fail an install over it: without a bundle the server runs from its sources.
+    console.error(`grove-server: not bundling the server (${error instanceof Error ? error.message : String(error)}); it runs from its sources`)
+  }
+}
