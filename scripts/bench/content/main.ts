@@ -9,6 +9,7 @@
  *
  *   npm run bench:content [-- --runs 3 --small]
  *   npm run bench:content -- --pushes-only   # the no-op and one-file push rows at 20k files (no clone rounds)
+ *   npm run bench:content -- --files 100000 --mib 400 --runs 1   # another tree size
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -47,6 +48,7 @@ let began = performance.now()
 const log = (line: string) => console.error(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 const sum = (xs: ReadonlyArray<Exchange>, f: (x: Exchange) => number) => xs.reduce((s, x) => s + f(x), 0)
 /** grove's sample over git's of the same round (the rounds alternate the tools): the rows' spread. */
+const both = (cpu: { client: number; server: number }) => cpu.client + cpu.server
 const paired = (grove: ReadonlyArray<number>, git: ReadonlyArray<number>) => grove.slice(0, git.length).map((g, i) => g / git[i]!)
 
 /** The whole content benchmark; answers its report and the medians the table shows. */
@@ -129,9 +131,9 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     const made = await run(process.execPath, [SERVER_BIN, "user", "create", name, "--data-dir", dataDir])
     return made.stdout.trim().split("\n").at(-1)!
   }
-  const grove = async (args: ReadonlyArray<string>, key: string, cwd: string) => {
+  const grove = async (args: ReadonlyArray<string>, key: string, cwd: string, extraEnv: NodeJS.ProcessEnv = {}) => {
     const serverBefore = cpuOf(server.pid)
-    const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, ...bundle, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url } })
+    const ran = await run(process.execPath, [CLI_BIN, ...args], { cwd, env: { ...process.env, ...bundle, SERVICE_API_KEY: key, GROVE_REMOTE: groveProxy.url, ...extraEnv } })
     return { ...ran, serverCpuMs: cpuOf(server.pid) - serverBefore, json: JSON.parse(ran.stdout) as Record<string, unknown> }
   }
   const help = () => run(process.execPath, [CLI_BIN, "--help"], { env: { ...process.env, ...bundle } })
@@ -209,6 +211,19 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     await groveCloneOnce(i)
   }
   log(`first round took ${fmtMs(roundMs)}`)
+  // Bytes a clone costs on a network: the client asks raw chunks from a loopback server (compressing costs
+  // more time than the bytes there), so one more clone, not timed, asks zstd as it would from a remote one.
+  let zstdCloneBytes = Number.NaN
+  if (!pushesOnly) {
+    const dest = path.join(tmp, "grove-clone-zstd")
+    const since = groveProxy.mark()
+    const cloned = await grove(["clone", "bench1/tree", dest, "--branch", firstBranch, "--remote", groveProxy.url, "--json"], firstKey, tmp, { GROVE_CHUNK_COMPRESSION: "on" })
+    zstdCloneBytes = sum(since(), (x) => x.responseBytes)
+    log(`grove clone with zstd asked (as from a remote server): ${fmtMs(cloned.ms)}, ${fmtBytes(zstdCloneBytes)} received`)
+    const problems = compareTree(dest, manifest.entries)
+    if (problems.length > 0) throw new Error(`the zstd grove clone differs from the tree:\n${problems.join("\n")}`)
+    fs.rmSync(dest, { recursive: true, force: true })
+  }
 
   // The same push from a packed repository (after `git repack`, not timed): git reuses the packed deltas.
   const gitPackedPush: Array<number> = []
@@ -334,7 +349,12 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     files: manifest.entries.length,
     totalBytes: manifest.totalBytes,
     push: { git: median(gitPush), grove: median(grovePush), gitBytes: median(gitPushBytes), groveBytes: median(grovePushBytes), ratios: paired(grovePush, gitPush), byteRatios: paired(grovePushBytes, gitPushBytes) },
-    clone: { git: median(gitClone), grove: median(groveClone), gitBytes: median(gitCloneBytes), groveBytes: median(groveCloneBytes), ratios: paired(groveClone, gitClone), byteRatios: paired(groveCloneBytes, gitCloneBytes) },
+    clone: { git: median(gitClone), grove: median(groveClone), gitBytes: median(gitCloneBytes), groveBytes: median(groveCloneBytes), ratios: paired(groveClone, gitClone), zstdBytes: zstdCloneBytes },
+    /** CPU in ms: git's client and http-backend together against grove's client and server together (load moves it less than time). */
+    cpu: {
+      push: { git: median(gitPushCpu), grove: median(grovePushCpu.map(both)), ratios: paired(grovePushCpu.map(both), gitPushCpu) },
+      clone: { git: median(gitCloneCpu), grove: median(groveCloneCpu.map(both)), ratios: paired(groveCloneCpu.map(both), gitCloneCpu) }
+    },
     noop: { git: median(noop.git), grove: median(noop.grove), ratios: paired(noop.grove, noop.git) },
     oneFile: { git: median(oneFile.git), grove: median(oneFile.grove), ratios: paired(oneFile.grove, oneFile.git) },
     /** Server RSS in bytes around the clones (medians): before, the highest sample during, after. */
@@ -346,7 +366,9 @@ export type ContentResult = Awaited<ReturnType<typeof measureContent>>
 
 if (import.meta.main) {
   try {
-    const spec = process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC
+    const base = process.argv.includes("--small") ? SMALL_SPEC : FULL_SPEC
+    // Another tree size (e.g. `--files 100000 --mib 400`): generated once and cached like the others.
+    const spec = { ...base, files: Number(argValue("files") ?? base.files), totalBytes: Number(argValue("mib") ?? base.totalBytes / MIB) * MIB }
     const pushesOnly = process.argv.includes("--pushes-only")
     printReport((await measureContent({ spec, runs: Number(argValue("runs") ?? 3), budgetMs: Number(argValue("budget-s") ?? 540) * 1000, pushesOnly })).report)
   } catch (error) {

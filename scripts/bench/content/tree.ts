@@ -188,7 +188,8 @@ const generate = (dir: string, spec: TreeSpec): Manifest => {
 /** The cached tree for `spec`, generated (into a temp dir, then renamed) when missing. */
 export const ensureTree = (spec: TreeSpec, log: (line: string) => void): Tree => {
   const cache = path.join(os.homedir(), ".cache", "grove")
-  const name = spec === FULL_SPEC ? "bench-tree-v1" : `bench-tree-v1-${spec.files}-${spec.totalBytes}`
+  const full = (Object.keys(FULL_SPEC) as Array<keyof TreeSpec>).every((k) => spec[k] === FULL_SPEC[k])
+  const name = full ? "bench-tree-v1" : `bench-tree-v1-${spec.files}-${spec.totalBytes}`
   const dir = path.join(cache, name)
   const manifestFile = `${dir}.manifest.json`
   if (fs.existsSync(dir) && fs.existsSync(manifestFile)) {
