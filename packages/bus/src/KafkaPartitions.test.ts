@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { type Cause, Effect, Fiber, Queue, Stream } from "effect"
-import { canRewind, stopFeed, toRecord } from "./KafkaPartitions.ts"
+import { type Cause, Effect, Fiber, Option, Queue, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import { awaitStartOffset, canRewind, stopFeed, toRecord } from "./KafkaPartitions.ts"
 
 describe("KafkaPartitions", () => {
   it("finds the stream method it uses to go back to the committed offsets", () => {
@@ -43,5 +44,31 @@ describe("KafkaPartitions", () => {
       yield* Effect.yieldNow
       yield* stopFeed(queue)
       assert.deepStrictEqual(yield* Fiber.join(reader), [])
+    }))
+
+  it.effect("a new worker's start offset is read again while Kafka does not answer, and given up once the partition is not this node's", () =>
+    Effect.gen(function*() {
+      let reads = 0
+      let owned = true
+      const read = Effect.suspend(() => {
+        reads++
+        return Effect.fail("not a member of the group right now")
+      })
+      const waiting = yield* Effect.forkChild(awaitStartOffset(read, () => owned, () => false))
+      yield* TestClock.adjust("1 minute")
+      assert.isUndefined(waiting.pollUnsafe(), "still waiting for Kafka")
+      assert.isAbove(reads, 5)
+      // The membership was lost (the partition is nobody's here now): the wait ends, within one backoff.
+      owned = false
+      yield* TestClock.adjust("5 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.join(waiting)))
+      // And the stop ends it too; an answer is taken as it comes.
+      owned = true
+      let stopping = false
+      const stopped = yield* Effect.forkChild(awaitStartOffset(read, () => owned, () => stopping))
+      stopping = true
+      yield* TestClock.adjust("5 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.join(stopped)))
+      assert.deepStrictEqual(yield* awaitStartOffset(Effect.succeed(42n), () => owned, () => false), Option.some(42n))
     }))
 })

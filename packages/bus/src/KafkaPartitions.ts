@@ -28,7 +28,7 @@
 import { Consumer, type Message, MessagesStream, MessagesStreamFallbackModes, MessagesStreamModes } from "@platformatic/kafka"
 import { COOPERATIVE_STICKY_ASSIGNOR, ListOffsetTimestamps, stringDeserializers } from "@platformatic/kafka"
 import { Clock, Duration, Effect, Queue, Schedule, Semaphore, Stream } from "effect"
-import type { Cause, Scope } from "effect"
+import type { Cause, Option, Scope } from "effect"
 import { type BusRecord, BusError, type PartitionClaim } from "./Bus.ts"
 import type * as BusStatus from "./BusStatus.ts"
 import * as Committer from "./Committer.ts"
@@ -100,6 +100,21 @@ const rewind = (stream: MessagesStream<string, string, string, string>) => {
  */
 export const stopFeed = <A>(queue: Queue.Queue<A, Cause.Done>): Effect.Effect<void> =>
   Queue.clear(queue).pipe(Effect.andThen(Queue.end(queue)), Effect.asVoid)
+
+/**
+ * A new worker's start offset, read until Kafka answers, but only while the partition is still this node's
+ * and the node is not stopping; then `None`. It runs inside a reconcile, which holds the reconciler's permit:
+ * waiting on once the membership was lost held up the lost member's reconcile, and its replacement, for good.
+ */
+export const awaitStartOffset = <E>(read: Effect.Effect<bigint, E>, owned: () => boolean, stopping: () => boolean): Effect.Effect<Option.Option<bigint>> => {
+  const wanted = () => owned() && !stopping()
+  return read.pipe(
+    // A consumer closed by the stop or replaced fails this at once: nothing to warn about then.
+    Effect.tapError((error) => wanted() ? Effect.logWarning("retrying", error) : Effect.void),
+    Effect.retry({ schedule: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")]), while: wanted }),
+    Effect.option
+  )
+}
 
 /** Records routed to one worker, from the offset it expects next. */
 interface Feed {
@@ -200,13 +215,7 @@ export const consume = <R>(
 
     const workers = yield* PartitionWorkers.make((partition, generation) =>
       Effect.gen(function*() {
-        // Nothing on this node consumes while Kafka cannot answer this, so wait for it (until a stop).
-        const start = yield* startOffset(partition).pipe(
-          // A consumer closed by the stop fails this at once: nothing to warn about then.
-          Effect.tapError((error) => stopping ? Effect.void : Effect.logWarning("retrying", error)),
-          Effect.retry({ schedule: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")]), while: () => !stopping }),
-          Effect.option
-        )
+        const start = yield* awaitStartOffset(startOffset(partition), () => ownedNow().includes(partition), () => stopping)
         // A worker prepared while the stop began takes nothing: its records are the next owner's.
         if (stopping || start._tag === "None") return Effect.void
         const queue = yield* Queue.bounded<StringMessage, Cause.Done>(FEED_CAPACITY)
@@ -374,24 +383,16 @@ export const consume = <R>(
         const running = workers.running()
         const deadline = options.drainTimeout ?? DRAIN_TIMEOUT
         const began = yield* Clock.currentTimeMillis
-        yield* Effect.logInfo("draining: the busy workers finish the records in hand", {
-          group,
-          topic,
-          partitions: running.join(","),
-          deadline: Duration.format(deadline)
-        })
+        const named = { group, topic, partitions: running.join(",") }
+        yield* Effect.logInfo("draining: the busy workers finish the records in hand", { ...named, deadline: Duration.format(deadline) })
         const cut = yield* workers.finish(running, deadline)
         if (cut.length > 0) {
           yield* Effect.logWarning("the drain deadline passed: stopped the workers still running", { group, topic, partitions: cut.join(",") })
         }
         yield* committer.flush()
         yield* member.stop
-        yield* Effect.logInfo("drained: offsets committed, the member closed (it leaves the group)", {
-          group,
-          topic,
-          partitions: running.join(","),
-          ms: (yield* Clock.currentTimeMillis) - began
-        })
+        const ms = (yield* Clock.currentTimeMillis) - began
+        yield* Effect.logInfo("drained: offsets committed, the member closed (it leaves the group)", { ...named, ms })
       })
     )
   })
