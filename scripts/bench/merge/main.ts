@@ -17,7 +17,7 @@ import { buildCommit, type Built, inlineBlobs, pushBody } from "../../../test/su
 import * as os from "node:os"
 import { createClusterUser, startClusterInfra } from "../../../test/support/ClusterInfra.ts"
 import { type GroveServer, startServer } from "../../../test/support/GroveServer.ts"
-import { api } from "../../../test/support/http.ts"
+import { api, type Reply } from "../../../test/support/http.ts"
 import { mainState } from "../../../test/support/Workload.ts"
 import { numberArg } from "../load.ts"
 import { costReport, cpuDuring } from "../table/cpu.ts"
@@ -68,7 +68,7 @@ const prepare = async (url: string, token: string, owner: string, repo: string, 
   const files = baseFiles(repo, treeFiles)
   const base = buildCommit({ branch: "base", files })
   await push(a, owner, repo, "base", [base])
-  const merged = await a.post(`/${owner}/${repo}/branches/base/merge`)
+  const merged = await finalAnswer(a, await a.post(`/${owner}/${repo}/branches/base/merge`))
   if (merged.status !== 200) throw new Error(`base merge: ${JSON.stringify(merged.body)}`)
   const main = await mainState(url, token, owner, repo)
   const known = new Set(base.trees.map((t) => t.hash))
@@ -85,8 +85,26 @@ const prepare = async (url: string, token: string, owner: string, repo: string, 
   return branches
 }
 
+/**
+ * A write's final answer: one that outlived the server's command deadline (a 20,000-file push on a loaded
+ * machine takes longer than the default 10 s) answers 202 with an operation to poll, not a failure.
+ */
+const finalAnswer = async (a: ReturnType<typeof api>, reply: Reply): Promise<Reply> => {
+  if (reply.status !== 202 || typeof reply.body?.operation_id !== "string") return reply
+  for (;;) {
+    const op = await a.get(`/operations/${encodeURIComponent(reply.body.operation_id)}`)
+    if (op.status === 200 && op.body.status === "done") return { status: op.body.http_status, body: op.body.response, headers: op.headers }
+    if (op.status !== 200) throw new Error(`operation ${reply.body.operation_id}: ${op.status} ${JSON.stringify(op.body)}`)
+    await new Promise((r) => setTimeout(r, 250))
+  }
+}
+
 const push = async (a: ReturnType<typeof api>, owner: string, repo: string, branch: string, commits: ReadonlyArray<Built>, only: Partial<Pick<ReturnType<typeof pushBody>, "blobs" | "trees">> = {}) => {
-  const reply = await a.post(`/${owner}/${repo}/push`, { ...pushBody({ branch, commits, description: `merge ${branch}` }), ...only })
+  // Building a 20,000-file commit blocks this process for seconds (more under load), past the server's 5 s
+  // keep-alive: a timer turn first lets the HTTP client drop the socket the server closed meanwhile, instead
+  // of writing the push into it (EPIPE / "other side closed").
+  await new Promise((r) => setTimeout(r, 1))
+  const reply = await finalAnswer(a, await a.post(`/${owner}/${repo}/push`, { ...pushBody({ branch, commits, description: `merge ${branch}` }), ...only }))
   if (reply.status !== 200 || reply.body.success !== true) throw new Error(`push ${repo}/${branch}: ${JSON.stringify(reply.body)}`)
 }
 
