@@ -25,6 +25,7 @@ import { prepareRoot, remove } from "./Workspace.ts"
 /** A running run whose runner has not beaten for this long is taken for lost (it beats every 2 s). */
 export const STALE_AFTER_MS = 15_000
 const SWEEP_EVERY = "5 seconds"
+const WARM_MAX = 4
 
 const runnerSlots = Metric.gauge("grove_ci_runner_slots", { description: "CI runs this node may run at once (0: no runners on this node)" })
 const runnerSlotsBusy = Metric.gauge("grove_ci_runner_slots_busy", { description: "CI runs running on this node now" })
@@ -45,8 +46,9 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
   yield* Effect.addFinalizer(() => remove(root))
   const beats = yield* CiHeartbeats.make(config.nodeId)
-  // As many sandboxes started ahead as runners (none for the unsandboxed shared runner).
-  const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, ci.concurrency) : undefined
+  // Sandboxes started ahead: one per runner, at most WARM_MAX (each waiting one holds ~38 MB of the host's
+  // memory, pasta's ~31 MB of it); none for the unsandboxed shared runner.
+  const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, Math.min(ci.concurrency, WARM_MAX)) : undefined
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
