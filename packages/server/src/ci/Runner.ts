@@ -1,7 +1,8 @@
 /**
  * Executes one run on this node: jobs in `needs` order (independent jobs at once), each in a
  * fresh checkout of the run's commit owned by a host user of the job's own, each step in its own
- * sandbox (Sandbox) in a pseudo-terminal (StepProcess) with the workflow's environment and the
+ * sandbox (Sandbox; a network-on job's first step in one started ahead, WarmSandboxes, whose
+ * user and directory become the job's) in a pseudo-terminal (StepProcess) with the workflow's environment and the
  * repository's secrets. Output is masked, capped per step and
  * written to the log store as it comes (what arrives while a piece is stored goes in the next one). Every transition of a job or step
  * is reported to the CiRun entity, batched where nothing happens between two of them (a job's start with its first
