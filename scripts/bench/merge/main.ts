@@ -14,6 +14,11 @@
  * merge, so every merge is clean.
  */
 import { buildCommit, type Built, inlineBlobs, pushBody } from "../../../test/support/content.ts"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as TreeMerge from "@grove/core/merge/TreeMerge"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import * as Commit from "@grove/core/objects/Commit"
+import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as os from "node:os"
 import { createClusterUser, startClusterInfra } from "../../../test/support/ClusterInfra.ts"
 import { type GroveServer, startServer } from "../../../test/support/GroveServer.ts"
@@ -76,10 +81,9 @@ const prepare = async (url: string, token: string, owner: string, repo: string, 
   for (let i = 0; i < count; i++) {
     const branch = `b${i}`
     const added = `file ${i} of ${repo}\n`
-    const c = buildCommit({ branch, files: { ...files, [`files/${i}.txt`]: added }, parentHash: main.head, parentSnapshot: main.snapshot })
+    const c = addFile(branch, main.head!, base, `files/${i}.txt`, added)
     // Only what main lacks: the new file's blob and the trees on its path.
-    const blob = [...c.contents].find(([, bytes]) => Buffer.from(bytes).toString() === added)![0]
-    await push(a, owner, repo, branch, [c], { blobs: inlineBlobs(c, new Set([blob])), trees: c.trees.filter((t) => !known.has(t.hash)) })
+    await push(a, owner, repo, branch, [c], { blobs: inlineBlobs(c), trees: c.trees.filter((t) => !known.has(t.hash)) })
     branches.push(branch)
   }
   return branches
@@ -96,6 +100,27 @@ const finalAnswer = async (a: ReturnType<typeof api>, reply: Reply): Promise<Rep
     if (op.status === 200 && op.body.status === "done") return { status: op.body.http_status, body: op.body.response, headers: op.headers }
     if (op.status !== 200) throw new Error(`operation ${reply.body.operation_id}: ${op.status} ${JSON.stringify(op.body)}`)
     await new Promise((r) => setTimeout(r, 250))
+  }
+}
+
+/**
+ * A commit after `parent` (whose tree is `base`'s) that adds one file: only the directories on its path are
+ * built. A whole `buildCommit` of a 20,000-file tree per branch blocks this process for seconds each.
+ */
+const addFile = (branch: string, parent: string, base: Built, path: string, content: string): Built => {
+  const bytes = new TextEncoder().encode(content)
+  const file = { hash: Blake3.hash(bytes), mode: "regular" as const }
+  const trees = new Map(base.trees.map((t) => [t.hash, t.entries]))
+  const edited = TreeMerge.editTree(base.commit.manifest_hash, new Map([[path, file]]), (h) => trees.get(h))
+  if (!edited.ok) throw new Error(edited.reason)
+  const fields = { branch_name: branch, parent_hash: parent, manifest_hash: edited.root, author: "tester", timestamp: Timestamp.fromDate(new Date()) }
+  const added = new Map([[path, file]])
+  return {
+    commit: { ...fields, hash: Commit.hashCommit(fields), timestamp: Timestamp.formatTimestamp(fields.timestamp), files: TreeDiff.diffSnapshots(new Map(), added) },
+    trees: [...edited.trees].map(([hash, entries]) => ({ hash, entries })),
+    contents: new Map([[file.hash, bytes]]),
+    // What it adds to its parent's (all a push of it needs).
+    snapshot: added
   }
 }
 
