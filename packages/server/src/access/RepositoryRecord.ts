@@ -23,7 +23,17 @@ export const repositoryColumns = (sql: SqlClient.SqlClient) =>
 /** The entity key of a repository: its full name, case-folded like the unique index. */
 export const repositoryKey = (owner: string, name: string): string => `${owner}/${name.toLowerCase()}`
 
-export const toApiRepository = (r: RepositoryRecord): ApiSchemas.Repository => ({
+// Records are immutable and the cached ones are shared by every read, so their API form (two
+// ISO dates, a joined name) is built once per record rather than per request.
+const apiForms = new WeakMap<RepositoryRecord, ApiSchemas.Repository>()
+
+export const toApiRepository = (r: RepositoryRecord): ApiSchemas.Repository => {
+  let api = apiForms.get(r)
+  if (api === undefined) apiForms.set(r, api = buildApiRepository(r))
+  return api
+}
+
+const buildApiRepository = (r: RepositoryRecord): ApiSchemas.Repository => ({
   id: r.id,
   owner: r.owner,
   name: r.name,

@@ -22,6 +22,18 @@ describe("Secrets", () => {
     expect(await Secrets.verifyPassword("x", "garbage")).toBe(false)
   })
 
+  it("compares hex digests exactly: every position, every length", () => {
+    const a = Secrets.hashToken(Secrets.newToken())
+    expect(Secrets.constantTimeEqualHex(a, a.slice())).toBe(true)
+    for (const i of [0, 31, 63]) {
+      const flipped = a.slice(0, i) + (a[i] === "0" ? "1" : "0") + a.slice(i + 1)
+      expect(Secrets.constantTimeEqualHex(a, flipped)).toBe(false)
+    }
+    expect(Secrets.constantTimeEqualHex(a, a.slice(0, 62))).toBe(false)
+    expect(Secrets.constantTimeEqualHex(a, `${a}00`)).toBe(false)
+    expect(Secrets.constantTimeEqualHex("", a)).toBe(false)
+  })
+
   it("normalizes one-time codes as typed by people", () => {
     const code = Secrets.newOneTimeCode()
     expect(code).toMatch(/^[0-9A-Z]{5}-[0-9A-Z]{5}$/)
