@@ -87,4 +87,27 @@ describe("PartitionWorkers", () => {
       assert.deepStrictEqual(ended, ["1:Success", "2:Failure(interrupted)"])
       assert.deepStrictEqual(workers.running(), [])
     }).pipe(Effect.scoped))
+
+  it.effect("finish: a worker started for one of the partitions while it waits is not reported as cut, nor interrupted", () =>
+    Effect.gen(function*() {
+      const release = yield* Deferred.make<void>()
+      const ended: Array<string> = []
+      const workers = yield* PartitionWorkers.make((partition) =>
+        Effect.succeed(
+          (partition === 1 ? Deferred.await(release) : Effect.never).pipe(
+            Effect.onExit((exit) => Effect.sync(() => ended.push(`${partition}:${exit._tag}`)))
+          )
+        ))
+      yield* workers.sync([1], 1)
+      yield* Effect.yieldNow
+      // Partition 2 has no worker when the drain begins; a reconcile starts one while the drain waits.
+      const finishing = yield* Effect.forkChild(workers.finish([1, 2], "5 seconds"))
+      yield* Effect.yieldNow
+      yield* workers.sync([1, 2], 1)
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(release, undefined)
+      assert.deepStrictEqual(yield* Fiber.join(finishing), [], "the awaited worker ended by itself")
+      assert.deepStrictEqual(ended, ["1:Success"])
+      assert.deepStrictEqual(workers.running(), [2])
+    }).pipe(Effect.scoped))
 })

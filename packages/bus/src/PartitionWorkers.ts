@@ -28,9 +28,9 @@ export interface PartitionWorkers {
   /** Interrupts (and awaits) the workers of `partitions`. */
   readonly revoke: (partitions: Iterable<number>) => Effect.Effect<void>
   /**
-   * A graceful stop: waits up to `deadline` for the workers of `partitions` to end by themselves (the
-   * caller has closed their intake, so each finishes the record in hand), then interrupts the rest and
-   * answers their partitions.
+   * A graceful stop: waits up to `deadline` for the workers of `partitions` running now to end by
+   * themselves (the caller has closed their intake, so each finishes the record in hand), then interrupts
+   * those still running and answers their partitions.
    */
   readonly finish: (partitions: Iterable<number>, deadline: Duration.Input) => Effect.Effect<ReadonlyArray<number>>
   /** Partitions with a running worker. */
@@ -77,15 +77,18 @@ export const make = (
 
     const finish = (partitions: Iterable<number>, deadline: Duration.Input) =>
       Effect.suspend(() => {
-        const chosen = [...partitions]
-        const fibers = chosen.flatMap((partition) => {
+        const awaited = [...partitions].flatMap((partition) => {
           const worker = workers.get(partition)
-          return worker === undefined ? [] : [worker.fiber]
+          return worker === undefined ? [] : [{ partition, fiber: worker.fiber }]
         })
-        return Fiber.awaitAll(fibers).pipe(
+        return Fiber.awaitAll(awaited.map(({ fiber }) => fiber)).pipe(
           Effect.timeoutOption(deadline),
-          Effect.andThen(Effect.sync(() => chosen.filter((partition) => workers.has(partition)))),
-          Effect.tap((late) => revoke(late))
+          // Only the workers given the deadline are cut: one started meanwhile for the same partition (a
+          // reconcile while the node stops) was reported as cut, and interrupted, though it had not been awaited.
+          Effect.andThen(Effect.suspend(() => {
+            const late = awaited.filter(({ fiber }) => fiber.pollUnsafe() === undefined)
+            return Fiber.interruptAll(late.map(({ fiber }) => fiber)).pipe(Effect.as(late.map(({ partition }) => partition)))
+          }))
         )
       })
 
