@@ -10,7 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { inBatches } from "../db/Batches.ts"
+import { inBatches, plannedFor } from "../db/Batches.ts"
 
 export interface BlobInfo {
   readonly hash: string
@@ -122,9 +122,10 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   /** Records that the scope's caller uploaded these objects (verified bytes, or verified trees and blob mappings) to its repository. */
   readonly recordUploads: (scope: Uploader, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
   /**
-   * `recordUploads` for stored chunks: each grant is recorded in the statement that locks its chunk row (FOR KEY
-   * SHARE), so gc's sweep, which locks a row before its last check, either deleted the row first or sees the
-   * grant. Answers the chunks whose row is gone (swept after the caller stored them): they are not granted.
+   * `recordUploads` for stored chunks: each grant is recorded in the statement that locks its chunk row if gc
+   * marked it (FOR KEY SHARE), so gc's sweep, which locks a row before its last check, either deleted the row
+   * first or sees the grant. Answers the chunks whose row is gone (swept after the caller stored them): they
+   * are not granted.
    */
   readonly recordChunkUploads: (scope: Uploader, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
 }>()("grove/server/content/ContentObjects") {
@@ -303,11 +304,17 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const unique = [...new Set(hashes)]
         const kept = new Set<string>()
         for (let i = 0; i < unique.length; i += 1000) {
-          const found = yield* sql<{ hash: string }>`WITH kept AS (
-              SELECT hash FROM chunks WHERE org_id = ${orgId} AND hash = ANY(${unique.slice(i, i + 1000)}) FOR KEY SHARE),
+          const slice = unique.slice(i, i + 1000)
+          // Only a marked row can be swept (content/ReferencedObjects.ts): those are locked, the rest just read.
+          const found = yield* plannedFor(slice.length, sql<{ hash: string }>`WITH
+            marked AS (SELECT o.hash FROM chunks o JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash
+              WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice}) FOR KEY SHARE OF o),
+            kept AS (SELECT o.hash FROM chunks o WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice})
+                AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash)
+              UNION ALL SELECT hash FROM marked),
             granted AS (INSERT INTO object_uploads (repo_id, principal, hash)
               SELECT ${scope.repoId}::uuid, ${scope.principal}, hash FROM kept ${sql.literal(RENEW_GRANT)})
-            SELECT hash FROM kept`
+            SELECT hash FROM kept`)
           for (const row of found) kept.add(row.hash)
         }
         return new Set(unique.filter((h) => !kept.has(h)))
