@@ -8,6 +8,9 @@
  *   left, nothing referenced is missing), and every such chunk's object is in S3;
  * - the strays and the deleted repository's chunks that no push brought back are gone, rows and objects;
  * - every repository pushed during the runs clones back byte-identical.
+ * Then gc's first race window, forced: a push command held (its repository row locked by the test) while
+ * two gc runs with a 1 s grace drop its object list and sweep what it uploaded; released, the command refuses
+ * the push (409 objects_missing) and `grove push` uploads again and lands it.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Objects } from "@grove/core"
@@ -16,9 +19,11 @@ import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { at, type GroveOptions, json, listing, ok, removeTempDirs, tempDir } from "../cli/harness.ts"
+import { at, type GroveOptions, json, listing, ok, removeTempDirs, spawnGrove, tempDir } from "../cli/harness.ts"
 import { type ClusterInfra, createClusterUser, startClusterInfra } from "../support/ClusterInfra.ts"
 import { noise } from "../support/content.ts"
+import { startRecordingProxy } from "../support/RecordingProxy.ts"
+import { waitFor } from "../support/waitFor.ts"
 import { type GroveServer, run, SERVER_BIN, startServer } from "../support/GroveServer.ts"
 
 const GRACE_SECONDS = 8
@@ -184,4 +189,72 @@ describe("gc in cluster mode", () => {
       expect({ push: push.name, files: listing(path.join(parent, "copy")) }).toEqual({ push: push.name, files: listing(push.work) })
     }
   }, 900_000)
+
+  it("a push command held past two gc runs is refused, and grove uploads again: the branch clones identical", async () => {
+    const proxy = await startRecordingProxy(node!.url)
+    const viaProxy: GroveOptions = { ...greta, env: { ...greta.env, GROVE_REMOTE: proxy.url } }
+    try {
+      const work = tempDir("held")
+      fs.writeFileSync(path.join(work, "first.txt"), "first\n")
+      const branch: string = json(await ok(["init", "--name", "held", "--json"], at(viaProxy, work))).branch
+      await ok(["commit", "--json"], at(viaProxy, work))
+      await ok(["push", "--json"], at(viaProxy, work))
+      fs.writeFileSync(path.join(work, "held.bin"), noise(12_000, 901))
+      fs.writeFileSync(path.join(work, "held.txt"), "held on the bus\n".repeat(40))
+      await ok(["commit", "--json"], at(viaProxy, work))
+      proxy.take()
+      // The push command takes its repository's row FOR UPDATE: held here (FOR NO KEY UPDATE lets the
+      // preparation's inserts through), the command waits after the push was prepared.
+      const release = Promise.withResolvers<void>()
+      const locked = Promise.withResolvers<void>()
+      const holder = inCluster(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT r.id FROM repositories r JOIN organizations o ON o.id = r.org_id
+            WHERE o.slug = 'greta' AND r.name = 'held' FOR NO KEY UPDATE OF r`
+          locked.resolve()
+          yield* Effect.promise(() => release.promise)
+        }))
+      }))
+      await Promise.race([locked.promise, holder])
+      const pushing = spawnGrove(["push", "--json"], at(viaProxy, work), 300_000)
+      try {
+        await waitFor("the push command waiting on the repository row", () =>
+          inCluster(Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query ILIKE '%FROM repositories r%FOR UPDATE OF r%'`
+            return rows[0]?.n === "0" ? undefined : true
+          })), 120_000)
+        // Grace 1 s (the least): once the push's rows are older, the first run drops its object list and marks
+        // what it uploaded, and a run a grace after the mark sweeps it. (The waits make the rows old enough.)
+        for (let i = 0; i < 2; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          const result = await run(SERVER_BIN, ["gc", "--json", "--gc-grace-seconds", "1"], { env: infra.env, timeoutMs: 240_000 })
+          expect(result.code, result.stderr).toBe(0)
+        }
+        const swept = await inCluster(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ hash: string }>`SELECT hash FROM chunks WHERE hash = ${Objects.Blake3.hash(noise(12_000, 901))}`
+        }))
+        expect(swept).toEqual([])
+      } finally {
+        release.resolve()
+        await holder
+      }
+      const result = await pushing.done
+      expect(result.code, result.stderr).toBe(0)
+      // Two publications: the refused one (answered 409, or 202 and an operation that failed 409) and the one after the re-upload.
+      const pushes = proxy.take().filter((r) => r.method === "POST" && r.path.endsWith("/push"))
+      expect(pushes.length).toBe(2)
+      expect(pushes.at(-1)!.status).toBe(200)
+      const parent = tempDir("clone-held")
+      await ok(["clone", "greta/held", "copy", "--branch", branch], at(greta, parent))
+      expect(listing(path.join(parent, "copy"))).toEqual(listing(work))
+      const fsck = await run(SERVER_BIN, ["fsck", "--json"], { env: infra.env, timeoutMs: 240_000 })
+      expect(fsck.code, fsck.stdout + fsck.stderr).toBe(0)
+    } finally {
+      await proxy.close()
+    }
+  }, 600_000)
 })

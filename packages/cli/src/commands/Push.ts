@@ -95,6 +95,9 @@ export const pushMetadata = Effect.fn("Push.metadata")(function*(remote: RemoteR
 
 type TreeEntry = ApiSync.TreeData["entries"][number]
 
+/** The server's 409 for a push whose objects garbage collection removed after it was prepared. */
+const OBJECTS_MISSING = "objects_missing"
+
 /** Up to 10 minutes of polling a push the server answered 202 (still landing). */
 const PUSH_POLL = { attempts: 600, interval: "1 second" } as const
 
@@ -207,7 +210,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, sentBytes: 0, createdRepository: created } satisfies PushOutcome
   }
   const { blobs, commits: allCommits, trees } = yield* outgoing(workspace, branch)
-  const uploaded = yield* uploadBlobs(remote, blobs)
+  let uploaded = yield* uploadBlobs(remote, blobs)
   yield* crashPoint("push:uploaded")
   const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>) =>
     remote.connection.write(
@@ -224,7 +227,15 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
         : error
     ))
   let commits: ReadonlyArray<ApiSync.CommitData> = allCommits
-  let answer = yield* send(branch.remote_head, commits)
+  let answer = yield* send(branch.remote_head, commits).pipe(
+    // gc removed objects the push relied on after the server prepared it (nothing was published): the
+    // server now reports them missing, so uploading again and sending the same push makes it whole.
+    Effect.catchIf((error) => error.code === OBJECTS_MISSING, () =>
+      Effect.gen(function*() {
+        uploaded = yield* uploadBlobs(remote, blobs)
+        return yield* send(branch.remote_head, commits)
+      }))
+  )
   if (!answer.success && answer.new_head !== null) {
     // An earlier push was stopped after the server took it and before this checkout recorded it:
     // the server's head is one of our own unpushed commits. Send only what follows it.
