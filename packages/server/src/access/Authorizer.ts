@@ -31,6 +31,17 @@ export const denial = (decision: Access.Decision, what: string): Effect.Effect<v
 }
 
 /** Runs on every request: untraced, because a traced function captures a stack trace per call. */
+// Cached records are shared and immutable: one answer object per (record, role), so what derives
+// from it (a repository's API form, access/RepositoryRecord.ts) is built once, not per request.
+const withRoles = new WeakMap<object, Map<Access.Role | undefined, object>>()
+const withRole = <A extends object>(record: A, callerRole: Access.Role | undefined): A & { readonly callerRole: Access.Role | undefined } => {
+  let byRole = withRoles.get(record)
+  if (byRole === undefined) withRoles.set(record, byRole = new Map())
+  let answer = byRole.get(callerRole)
+  if (answer === undefined) byRole.set(callerRole, answer = { ...record, callerRole })
+  return answer as A & { readonly callerRole: Access.Role | undefined }
+}
+
 export class Authorizer extends Context.Service<Authorizer, {
   readonly repository: (
     caller: Caller,
@@ -74,7 +85,7 @@ export class Authorizer extends Context.Service<Authorizer, {
           callerRole
         }, action)
         yield* denial(decision, `repository ${owner}/${name}`)
-        return { ...repo, callerRole }
+        return withRole(repo, callerRole)
       }),
       organization: Effect.fnUntraced(function*(caller, slug, action) {
         const found = yield* organizations.findBySlug(slug)
@@ -88,7 +99,7 @@ export class Authorizer extends Context.Service<Authorizer, {
           callerRole
         }, action)
         yield* denial(decision, `organization ${slug}`)
-        return { ...found.value, callerRole }
+        return withRole(found.value, callerRole)
       }),
       account: (caller, action) => denial(Access.decide(caller.principal, caller.limits, { kind: "account" }, action), "account")
     })
