@@ -2,7 +2,7 @@
  * Chunks a caller sent (chunk uploads, a push's inline blobs): stored, then granted to the caller.
  * ChunkStore does not rewrite a chunk the organization has, so a chunk gc's sweep is deleting at that
  * moment would otherwise be answered as uploaded and then be gone. The grant's statement locks the
- * chunk rows (ContentObjects.recordChunkUploads): a row the sweep deleted first is found missing there,
+ * marked chunk rows (ContentObjects.recordChunkUploads): a row the sweep deleted first is found missing there,
  * and the chunk is stored again; a sweep that comes later sees the grant (housekeeping/Gc.ts).
  */
 import { ObjectStore } from "@grove/storage"

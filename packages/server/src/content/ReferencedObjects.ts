@@ -3,8 +3,9 @@
  * prepared (objects checked, uploaded, deduplicated) before its command publishes it; gc's sweep
  * (housekeeping/Gc.ts) may delete an object in between: one whose mark came due while the command
  * waited on the bus, or one swept in the moment it was uploaded again. So the publishing transaction
- * locks the blob rows it references and their chunk rows FOR KEY SHARE, in bulk, and refuses the push
- * (retryable: the client uploads what is missing again) when any is gone. The sweep takes its rows FOR
+ * checks, in one statement, that every blob it references and every chunk of theirs is stored, locks
+ * the ones gc marked FOR KEY SHARE, and refuses the push (retryable: the client uploads what is missing
+ * again) when any is gone. The sweep takes its rows FOR
  * UPDATE SKIP LOCKED before its last check: it skips rows a publisher holds, and a publisher that waits
  * on a sweep finds the rows it deleted gone. FOR KEY SHARE, not FOR SHARE: it does not conflict with
  * the `referenced` updates two pushes of the same new blob make, so they do not deadlock.

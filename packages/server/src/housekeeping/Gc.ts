@@ -24,12 +24,13 @@
  *   (which may take away what such a push relied on) restarts its organization's marks.
  * Two races are closed by locks rather than by the grace:
  * - A push whose command runs more than the grace after its preparation (held on the bus), or that was
- *   prepared against rows a sweep was deleting: its publishing transaction locks every blob it makes
- *   reachable and their chunks (FOR KEY SHARE, content/ReferencedObjects.ts) and refuses the push,
+ *   prepared against rows a sweep was deleting: its publishing transaction checks every blob it makes
+ *   reachable and their chunks, locking the marked ones (FOR KEY SHARE, content/ReferencedObjects.ts:
+ *   an unmarked row cannot be swept within a grace), and refuses the push,
  *   retryably (409 `objects_missing`), when one is gone; a push whose object list gc dropped is refused
  *   the same way. A sweep skips rows a publisher holds; a publisher waiting on a sweep sees its deletions.
  * - An upload of bytes whose row a sweep is deleting: the upload's grant is recorded in the statement
- *   that locks the chunk row (ContentObjects.recordChunkUploads); it waits for the sweep, finds the row
+ *   that locks the chunk row if marked (ContentObjects.recordChunkUploads); it waits for the sweep, finds the row
  *   gone and stores the chunk again (content/ChunkUploads.ts), or the sweep, locking later, sees the grant.
  * In embedded mode (PGlite, one connection) a transaction holds the connection, so none interleave:
  * a sweep runs whole between two statements of a push or an upload, and the same checks apply.
