@@ -107,6 +107,8 @@ interface Sample {
   readonly startedAt: number
   readonly ms: number
   readonly retried: boolean
+  /** Answered 202 and followed to its outcome. */
+  readonly pending: boolean
 }
 
 interface Failure {
@@ -120,7 +122,8 @@ interface Failure {
  * what is safe to run twice: a push is idempotent by the sync protocol (the same commits onto the same
  * expected head land once; a second send finds them there), and a merge carries an Idempotency-Key (a repeat
  * replays the first answer; the merge itself is planned against main's and the branch's expected heads).
- * A 202 (the command outlived the request's wait) is not retried here and counts as a failure.
+ * A 202 (the command outlived the request's wait) is not retried either: like `grove`, the client follows its
+ * operation to the outcome (see `settle`), and only that outcome counts.
  */
 const balancer = (ready: ReadonlySet<string>) => {
   let turn = 0
@@ -135,6 +138,25 @@ const balancer = (ready: ReadonlySet<string>) => {
     const other = urls().find((url) => url !== first) ?? first
     return { ...(await once(other)), retried: true }
   }
+}
+
+/**
+ * A 202's operation followed to its outcome through either node (the spec's pending write: the command
+ * outlived the request's wait but was taken). Its latency counts to the end; an operation still pending
+ * after two minutes stays a 202, a failure.
+ */
+const settle = async (reply: Reply): Promise<Reply> => {
+  if (reply.status !== 202 || typeof reply.body.operation_id !== "string") return reply
+  const until = Date.now() + 120_000
+  for (let turn = 0; Date.now() < until; turn++) {
+    const url = slots[turn % slots.length]!.server.url
+    const operation = await api(url, key).get(`/operations/${reply.body.operation_id}`).catch(() => undefined)
+    if (operation?.status === 200 && operation.body.status !== "pending" && typeof operation.body.http_status === "number") {
+      return { ...reply, status: operation.body.http_status, body: operation.body.response as Reply["body"] }
+    }
+    await sleep(200)
+  }
+  return reply
 }
 
 /** A fetch failure with its cause (ECONNREFUSED, UND_ERR_SOCKET, ...). */
@@ -170,8 +192,10 @@ const client = (
       const timed = async (op: "push" | "merge", attempt: (url: string) => Promise<Reply>) => {
         const startedAt = Date.now()
         const result = await send((url) => attempt(url))
-        out.samples.push({ op, startedAt, ms: Date.now() - startedAt, retried: result.retried })
-        return result
+        const pending = result.reply?.status === 202
+        const reply = result.reply === undefined ? undefined : await settle(result.reply)
+        out.samples.push({ op, startedAt, ms: Date.now() - startedAt, retried: result.retried, pending })
+        return { ...result, reply }
       }
       const pushed = await timed("push", (url) => api(url, key).post(`/${OWNER}/${repo}/push`, body))
       if (pushed.reply?.status !== 200 || pushed.reply.body.success !== true) {
@@ -294,7 +318,7 @@ describe("rolling restart of two nodes under load (cluster)", () => {
     const during = out.samples.filter((s) => s.startedAt >= rollStart && s.startedAt < rollEnd).map((s) => s.ms)
     console.log(
       `rolling restart (load ${os.loadavg()[0]!.toFixed(1)}): ${takeovers.join("; ")}; ` +
-        `${out.samples.length} requests (${out.samples.filter((s) => s.retried).length} retried once), ` +
+        `${out.samples.length} requests (${out.samples.filter((s) => s.retried).length} retried once, ${out.samples.filter((s) => s.pending).length} answered 202 and followed), ` +
         `${out.acked.length} pushes and ${out.acked.filter((a) => a.merged !== undefined).length} merges acknowledged; ` +
         `p99 before the roll ${percentile(before, 0.99)} ms (${before.length} requests, p50 ${percentile(before, 0.5)} ms), ` +
         `during it ${percentile(during, 0.99)} ms (${during.length} requests, p50 ${percentile(during, 0.5)} ms, ` +
