@@ -5,7 +5,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { closedPort } from "../test/support.ts"
 import type { Credential } from "./CredentialResolver.ts"
-import { connectWith, exitCodeForStatus, toFailure } from "./Client.ts"
+import { connectWith, exitCodeForStatus, IdempotencyKey, toFailure } from "./Client.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 
 const checkoutKey: Credential = { source: "checkout", token: "grove_k", location: "/w/.grove/config.json" }
@@ -174,5 +174,70 @@ describe("Client writes answered with 202", () => {
       expect(failure).toMatchObject({ exitCode: 1, code: "operation_pending", details: { operation_id: "op-1" } })
       expect(failure.message).toContain("operation op-1")
       expect(server.requests.filter((r) => r.url === "/api/operations/op-1")).toHaveLength(3)
+    }))
+})
+
+describe("Client retries what the server never took", () => {
+  const version = { version: "0.1.0", mode: "embedded", node_id: "n" }
+
+  it.live("a refused connection is tried again: a node that comes up within the retries answers", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      const connection = yield* connectWith({ remote: `http://127.0.0.1:${port}`, credential: Option.none(), passed: [] })
+      // The node listens only after the first tries were refused.
+      const late = http.createServer((_request, response) => {
+        response.writeHead(200, { "content-type": "application/json" })
+        response.end(JSON.stringify(version))
+      })
+      const timer = setTimeout(() => late.listen(port, "127.0.0.1"), 250)
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => new Promise<void>((resolve) => (clearTimeout(timer), late.close(() => resolve()), late.closeAllConnections())))
+      )
+      expect(yield* connection.call(connection.client.system.version())).toMatchObject({ version: "0.1.0" })
+    }).pipe(Effect.scoped))
+
+  it.live("503 is tried again, for writes too; the answer after it counts", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const server = yield* cannedServer(() =>
+        ++calls <= 2 ? { status: 503, body: { error: "draining", code: "unavailable" } } : { status: 201, body: repository }
+      )
+      const connection = yield* connectWith({ remote: server.url, credential: Option.none(), passed: [] })
+      expect(yield* connection.write(connection.client.repos.create({ payload: { name: "demo" } }), ApiSchemas.Repository)).toEqual(repository)
+      expect(server.requests.map((r) => r.method)).toEqual(["POST", "POST", "POST"])
+    }))
+
+  /** A server that drops the connection of the first request it reads, and answers the rest. */
+  const droppingFirst = () => {
+    let seen = 0
+    return cannedServer(() => ({ status: 201, body: repository })).pipe(
+      Effect.tap(({ server }) =>
+        Effect.sync(() =>
+          server.prependListener("request", (request: http.IncomingMessage) => {
+            if (++seen === 1) request.socket.destroy()
+          })
+        )
+      )
+    )
+  }
+
+  it.live("a connection broken after a write was sent: not sent again without an Idempotency-Key", () =>
+    Effect.gen(function*() {
+      const server = yield* droppingFirst()
+      const connection = yield* connectWith({ remote: server.url, credential: Option.none(), passed: [] })
+      const failure = failureOf(yield* Effect.exit(connection.call(connection.client.repos.create({ payload: { name: "demo" } }))))
+      expect(failure).toMatchObject({ exitCode: 6, code: "network" })
+      expect(server.requests).toHaveLength(1)
+    }))
+
+  it.live("... and sent again with one (the server replays or applies it once)", () =>
+    Effect.gen(function*() {
+      const server = yield* droppingFirst()
+      const connection = yield* connectWith({ remote: server.url, credential: Option.none(), passed: [] })
+      const created = yield* connection.call(connection.client.repos.create({ payload: { name: "demo" } })).pipe(
+        Effect.provideService(IdempotencyKey, "key-1")
+      )
+      expect(created).toEqual(repository)
+      expect(server.requests.map((r) => r.headers["idempotency-key"])).toEqual(["key-1", "key-1"])
     }))
 })

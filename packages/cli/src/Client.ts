@@ -10,6 +10,7 @@ import { HttpApiClient } from "effect/http-api"
 import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
+import { retryUntaken } from "./Retry.ts"
 
 /**
  * The `Idempotency-Key` header of the requests made while it is set (`Effect.provideService`): a
@@ -31,10 +32,10 @@ export const makeClient = (remote: string, token: string | undefined) =>
   HttpApiClient.make(GroveApi, {
     baseUrl: remote,
     transformClient: (client) =>
-      HttpClient.mapRequestEffect(
+      retryUntaken(HttpClient.mapRequestEffect(
         token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(token)),
         withIdempotencyKey
-      )
+      ))
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
 export type GroveClient = Effect.Success<ReturnType<typeof makeClient>>

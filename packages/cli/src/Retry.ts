@@ -1,0 +1,67 @@
+/**
+ * What the client tries again by itself: requests the server never took. A node that restarts
+ * (a rolling upgrade, a drain) refuses connections for a moment or answers 503 while it is not ready;
+ * neither acted on the request, so any request may be sent again. A connection that broke after the
+ * request went out is tried again only when sending twice is safe: GET, HEAD and PUT (content-addressed
+ * uploads), and writes that carry an Idempotency-Key. Bounded: five tries over about 1.5 seconds.
+ */
+import { Duration, Effect } from "effect"
+import type { HttpClientRequest, HttpClientResponse } from "effect/http"
+import { HttpClient, HttpClientError } from "effect/http"
+
+/** The pauses before each try after the first. */
+export const PAUSES: ReadonlyArray<Duration.Input> = ["100 millis", "200 millis", "400 millis", "800 millis"]
+
+/** Longest wait a 503's `Retry-After` may ask for here; past it the 503 is the answer. */
+const MAX_RETRY_AFTER = Duration.seconds(2)
+
+/** The system error code under a fetch failure (ECONNREFUSED, ECONNRESET, UND_ERR_SOCKET...). */
+const codeOf = (error: HttpClientError.HttpClientError): string | undefined => {
+  if (error.reason._tag !== "TransportError") return undefined
+  let cause: unknown = error.reason.cause
+  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
+    const code = (cause as { code?: unknown }).code
+    if (typeof code === "string") return code
+    cause = (cause as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+const safeTwice = (request: HttpClientRequest.HttpClientRequest) =>
+  request.method === "GET" || request.method === "HEAD" || request.method === "PUT" ||
+  request.headers["idempotency-key"] !== undefined
+
+/** Whether a failed try may be made again: nothing reached the server, or sending twice is safe. */
+export const retryableError = (error: HttpClientError.HttpClientError, request: HttpClientRequest.HttpClientRequest) => {
+  if (error.reason._tag !== "TransportError") return false
+  return codeOf(error) === "ECONNREFUSED" || safeTwice(request)
+}
+
+/** A 503 with the pause it asks for (none past the limit: then it is the answer). */
+const unavailable = (response: HttpClientResponse.HttpClientResponse): Duration.Duration | undefined => {
+  if (response.status !== 503) return undefined
+  const header = response.headers["retry-after"]
+  const seconds = header === undefined ? 0 : Number(header)
+  const asked = Number.isFinite(seconds) && seconds > 0 ? Duration.seconds(seconds) : Duration.zero
+  return Duration.isGreaterThan(asked, MAX_RETRY_AFTER) ? undefined : asked
+}
+
+/** The client, trying again what the server never took (see above). */
+export const retryUntaken = <E, R>(client: HttpClient.HttpClient.With<E, R>) =>
+  HttpClient.transform(client, (send, request) =>
+    Effect.gen(function*() {
+      for (let attempt = 0;; attempt++) {
+        const last = attempt >= PAUSES.length
+        const result = yield* Effect.result(send)
+        if (result._tag === "Success") {
+          const wait = last ? undefined : unavailable(result.success)
+          if (wait === undefined) return result.success
+          yield* Effect.sleep(Duration.max(wait, Duration.fromInputUnsafe(PAUSES[attempt]!)))
+          continue
+        }
+        const error = result.failure
+        const again = !last && HttpClientError.isHttpClientError(error) && retryableError(error, request)
+        if (!again) return yield* Effect.fail(error)
+        yield* Effect.sleep(PAUSES[attempt]!)
+      }
+    }))
