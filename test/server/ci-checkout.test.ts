@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
-import { waitFor } from "../support/waitFor.ts"
+import { ciRuns, logsOf } from "../support/ciRuns.ts"
 
 let server: GroveServer
 let token = ""
@@ -57,19 +57,7 @@ const files = (expected: string) => ({
   "link": { content: "data/a.txt", mode: "symlink" as const }
 })
 
-const start = async (workflow: string, branch: string) => {
-  const reply = await as().post("/ops/app/ci/runs", { workflow, branch })
-  expect(reply.status, JSON.stringify(reply.body)).toBe(201)
-  return reply.body.run_ids[0] as number
-}
-
-const completed = (id: number) =>
-  waitFor(`run ${id}`, async () => {
-    const reply = await as().get(`/ops/app/ci/runs/${id}`)
-    return reply.body.status === "completed" ? reply.body : undefined
-  }, 120_000)
-
-const logsOf = (run: any): string => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
+const { start, completed } = ciRuns(as, "ops/app")
 
 const expectConclusion = (run: any, marker: string) => {
   expect(run.conclusion, logsOf(run)).toBe("success")

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { ciRuns, logsOf } from "../support/ciRuns.ts"
 import { waitFor } from "../support/waitFor.ts"
 
 let server: GroveServer
@@ -40,19 +41,7 @@ const WORKFLOWS = {
   ".oak/workflows/hold.yml": workflow("hold", ["echo holding", "sleep 3012"])
 }
 
-const start = async (name: string) => {
-  const reply = await as().post("/ops/app/ci/runs", { workflow: name })
-  expect(reply.status, JSON.stringify(reply.body)).toBe(201)
-  return reply.body.run_ids[0] as number
-}
-
-const completed = (id: number) =>
-  waitFor(`run ${id}`, async () => {
-    const reply = await as().get(`/ops/app/ci/runs/${id}`)
-    return reply.body.status === "completed" ? reply.body : undefined
-  }, 120_000)
-
-const logsOf = (run: any): string => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
+const { start, completed } = ciRuns(as, "ops/app")
 
 const field = (logs: string, name: string) => new RegExp(`${name}=(\\S*)`).exec(logs)?.[1]
 
