@@ -107,6 +107,10 @@ layer(Live, { timeout: 60_000 })("fsck", (it) => {
       const badText = Tree.encodeTree([{ name: "gone.txt", kind: "blob", hash: missingBlob, mode: "regular" }])
       const badTree = "4".repeat(64)
       yield* objects.storeTrees(orgId, [{ hash: badTree, body: badText }])
+      yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: repoId, tree_hash: badTree })}`
+      // A tree no repository reaches (its repository was deleted) naming a blob gc freed: garbage, not damage.
+      const freed: ReadonlyArray<Tree.TreeEntry> = [{ name: "freed.txt", kind: "blob", hash: "c".repeat(64), mode: "regular" }]
+      yield* objects.storeTrees(orgId, [{ hash: Tree.hashTree(freed), body: Tree.encodeTree(freed) }])
       const short = "5".repeat(64)
       yield* objects.registerBlobs(orgId, [{ hash: short, size: 99, chunks: [{ hash: hc, offset: 0, size: c.length }] }])
       yield* store.delete({ namespace: orgId, hash: hc })

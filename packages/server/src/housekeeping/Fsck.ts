@@ -117,10 +117,16 @@ const commits = (ctx: FsckContext) =>
         }), { discard: true })
   )
 
+/** An entry of a tree: the tree and the entry's name. */
+interface Entry {
+  readonly tree: string
+  readonly entry: string
+}
+
 /** Trees per page: their bodies are held while the page's entries are looked up. */
 const TREE_PAGE = 200
 
-/** Each tree's stored text must hash to its name and decode; the trees and blobs it names must be stored. */
+/** Each tree's stored text must hash to its name and decode; the trees and blobs a tree some repository reaches names must be stored. */
 const trees = (ctx: FsckContext) =>
   walk(Math.min(ctx.page, TREE_PAGE),
     (after: readonly [string, string] | undefined) =>
@@ -132,7 +138,7 @@ const trees = (ctx: FsckContext) =>
     (rows) =>
       Effect.gen(function*() {
         // Per organization: each named child and the trees naming it.
-        const wanted = new Map<string, { slug: string; trees: Map<string, string>; blobs: Map<string, string> }>()
+        const wanted = new Map<string, { slug: string; trees: Map<string, Entry>; blobs: Map<string, Entry> }>()
         for (const row of rows) {
           ctx.counts.trees++
           const computed = Blake3.hash(row.body)
@@ -146,16 +152,26 @@ const trees = (ctx: FsckContext) =>
           }
           const org = wanted.get(row.org_id) ?? { slug: row.slug, trees: new Map(), blobs: new Map() }
           wanted.set(row.org_id, org)
-          for (const entry of entries) (entry.kind === "tree" ? org.trees : org.blobs).set(entry.hash, `tree ${row.hash} (entry ${entry.name})`)
+          for (const entry of entries) (entry.kind === "tree" ? org.trees : org.blobs).set(entry.hash, { tree: row.hash, entry: entry.name })
         }
         for (const [orgId, org] of wanted) {
+          const missingIn: Array<{ readonly object: "tree" | "blob"; readonly hash: string; readonly tree: string; readonly entry: string }> = []
           for (const [table, object, names] of [["trees", "tree", org.trees], ["blobs", "blob", org.blobs]] as const) {
             const found = yield* inBatches([...names.keys()], (slice) =>
               ctx.sql<{ hash: string }>`SELECT hash FROM ${ctx.sql(table)} WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
             const stored = new Set(found.map((r) => r.hash))
-            for (const [hash, referencedBy] of names) {
-              if (!stored.has(hash)) yield* ctx.report({ kind: "missing", object, name: hash, owner: org.slug, referencedBy, detail: "not stored" })
-            }
+            for (const [hash, at] of names) if (!stored.has(hash)) missingIn.push({ object, hash, ...at })
+          }
+          if (missingIn.length === 0) continue
+          // A tree no repository reaches any more (its repository was deleted: gc frees its blobs, not its
+          // tree rows) may name what gc freed: garbage, not damage. Looked up only when something is missing.
+          const reached = yield* inBatches([...new Set(missingIn.map((m) => m.tree))], (slice) =>
+            ctx.sql<{ hash: string }>`SELECT DISTINCT rt.tree_hash AS hash FROM repo_trees rt
+              JOIN repositories r ON r.id = rt.repo_id WHERE r.org_id = ${orgId} AND rt.tree_hash = ANY(${slice})`)
+          const live = new Set(reached.map((r) => r.hash))
+          for (const m of missingIn) {
+            if (!live.has(m.tree)) continue
+            yield* ctx.report({ kind: "missing", object: m.object, name: m.hash, owner: org.slug, referencedBy: `tree ${m.tree} (entry ${m.entry})`, detail: "not stored" })
           }
         }
       })
