@@ -20,9 +20,9 @@ import type { LandingRefused } from "./Landing.ts"
 import * as MergeCommand from "./MergeCommand.ts"
 import type { MergeError } from "./MergeCommand.ts"
 import type * as SyncRevert from "./SyncRevertCommands.ts"
-import { planMerge, previewMerge } from "./MergePlanner.ts"
+import { mergePayload, planMerge, previewMerge } from "./MergePlanner.ts"
 import { planRevert } from "./RevertPlanner.ts"
-import { planSync } from "./SyncPlanner.ts"
+import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
 import { MergeGateway } from "./MergeGateway.ts"
 import { Repositories } from "../access/Repositories.ts"
@@ -81,17 +81,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const force = query.force === "1" || query.force === "true"
       if (Option.isSome(replay)) return replay.value as MergeCommand.MergeSuccess
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
-      return yield* gateway.merge(repositoryKey(repo.owner, repo.name), {
-        branch: params.branch,
-        expectedMainHead: planned.mainHead,
-        expectedBranchHead: planned.branchHead,
-        commit: planned.commitHash,
-        manifest: planned.manifestHash,
-        message: planned.message,
-        newTrees: planned.newTrees,
-        gateOverridden: planned.gateOverridden,
-        actor
-      }, id).pipe(
+      return yield* gateway.merge(repositoryKey(repo.owner, repo.name), mergePayload(planned, params.branch, actor), id).pipe(
         // The repository's head changes: this node's next read sees it at once.
         Effect.ensuring(forget(repo)),
         Effect.catch(landingFailure)
@@ -107,14 +97,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       if (Option.isSome(replay)) return replay.value as typeof SyncRevert.SyncSuccess.Type
       const planned = yield* plan(planSync(repo, params.branch, actor))
       if (planned.kind === "up_to_date") return { branch: params.branch, synced: false, head: planned.head }
-      return yield* gateway.sync(repositoryKey(repo.owner, repo.name), {
-        branch: params.branch,
-        expectedBranchHead: planned.branchHead,
-        commit: planned.commit.hash,
-        mergeParent: planned.parentHead,
-        newTrees: planned.commit.newTrees,
-        actor
-      }, id).pipe(Effect.catch(landingFailure))
+      return yield* gateway.sync(repositoryKey(repo.owner, repo.name), syncPayload(planned, params.branch, actor), id).pipe(Effect.catch(landingFailure))
     }),
     revert: Effect.fn("Merges.revert")(function*({ params }) {
       const { caller, repo, actor, id, replay } = yield* begin(params, "write")

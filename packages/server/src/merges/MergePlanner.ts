@@ -38,6 +38,19 @@ export interface PlannedMerge {
   readonly gateOverridden: boolean
 }
 
+/** The Merge command's payload for a planned merge: the one mapping, for the handler and the tests. */
+export const mergePayload = (planned: PlannedMerge, branch: string, actor: string) => ({
+  branch,
+  expectedMainHead: planned.mainHead,
+  expectedBranchHead: planned.branchHead,
+  commit: planned.commitHash,
+  manifest: planned.manifestHash,
+  message: planned.message,
+  newTrees: planned.newTrees,
+  gateOverridden: planned.gateOverridden,
+  actor
+})
+
 /** What a branch's record says about merging it. */
 export const checkMergeable = (branch: BranchRecord | undefined, name: string) => {
   if (branch === undefined) return refuse(404, `branch '${name}' not found`, "branch_not_found")

@@ -21,9 +21,9 @@ import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
 import { merge } from "./MergeCommand.ts"
-import { planMerge } from "./MergePlanner.ts"
+import { mergePayload, planMerge } from "./MergePlanner.ts"
 import { planRevert } from "./RevertPlanner.ts"
-import { planSync } from "./SyncPlanner.ts"
+import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
 
 /** Bytes the database has sent on the connection so far. */
@@ -104,29 +104,12 @@ const oneFileOperations = (name: string, treeFiles: number) =>
 
     const merged = yield* measured(Effect.gen(function*() {
       const planned = yield* planMerge(repo, "b", "t", false)
-      return yield* runCommand(TestOutbox, merge({
-        branch: "b",
-        expectedMainHead: planned.mainHead,
-        expectedBranchHead: planned.branchHead,
-        commit: planned.commitHash,
-        manifest: planned.manifestHash,
-        message: planned.message,
-        newTrees: planned.newTrees,
-        gateOverridden: false,
-        actor: "t"
-      }, context))
+      return yield* runCommand(TestOutbox, merge(mergePayload(planned, "b", "t"), context))
     }))
     const synced = yield* measured(Effect.gen(function*() {
       const planned = yield* planSync(repo, "s", "t")
       if (planned.kind !== "sync") return yield* Effect.die(new Error("s is behind main"))
-      return yield* runCommand(TestOutbox, sync({
-        branch: "s",
-        expectedBranchHead: planned.branchHead,
-        commit: planned.commit.hash,
-        mergeParent: planned.parentHead,
-        newTrees: planned.commit.newTrees,
-        actor: "t"
-      }, context))
+      return yield* runCommand(TestOutbox, sync(syncPayload(planned, "s", "t"), context))
     }))
     if (merged.result._tag !== "Success") return yield* Effect.die(new Error("the merge did not land"))
     const squash = merged.result.success.commit_hash

@@ -26,6 +26,16 @@ export type PlannedSync =
     readonly commit: ComputedCommit
   }
 
+/** The Sync command's payload for a planned sync: the one mapping, for the handler and the tests. */
+export const syncPayload = (planned: Extract<PlannedSync, { readonly kind: "sync" }>, branch: string, actor: string) => ({
+  branch,
+  expectedBranchHead: planned.branchHead,
+  commit: planned.commit.hash,
+  mergeParent: planned.parentHead,
+  newTrees: planned.commit.newTrees,
+  actor
+})
+
 export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   repo: { readonly id: string; readonly orgId: string },
   name: string,
