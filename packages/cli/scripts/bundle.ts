@@ -9,6 +9,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
 
 const cli = path.resolve(import.meta.dirname, "..")
 const outdir = path.join(cli, "dist")
@@ -18,23 +19,12 @@ const started = performance.now()
 try {
   const { build } = await import("esbuild")
   fs.rmSync(temp, { recursive: true, force: true })
-  await build({
+  await build(nodeBundleOptions({
     entryPoints: { grove: path.join(cli, "src/main.ts"), "noop-push": path.join(cli, "src/NoopPush.ts") },
     outdir: temp,
-    outExtension: { ".js": ".mjs" },
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node24",
-    // Commands stay in chunks of their own, loaded on first use as from the sources.
-    splitting: true,
-    chunkNames: "chunks/[name]-[hash]",
     // A native addon, loaded with require() when present.
-    external: ["@napi-rs/blake-hash-linux-x64-gnu"],
-    // CommonJS dependencies inside an ES module bundle need a require.
-    banner: { js: "import { createRequire as __groveCreateRequire } from \"node:module\"; const require = __groveCreateRequire(import.meta.url);" },
-    logLevel: "warning"
-  })
+    external: ["@napi-rs/blake-hash-linux-x64-gnu"]
+  }))
   // Swap the directories: a concurrent `grove` sees the old bundle or the new one.
   const old = `${outdir}.${process.pid}.old`
   if (fs.existsSync(outdir)) fs.renameSync(outdir, old)

@@ -16,6 +16,7 @@ import type { BuildOptions } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
 import { BUNDLE_DIR, bundleIsFresh, ENTRY } from "../bin/bundle.js"
 
 const server = path.resolve(import.meta.dirname, "..")
@@ -25,23 +26,13 @@ const BUNDLED = /^(effect|@effect\/|@grove\/)/
 const packageName = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
 
 /** esbuild's options for a build into `outdir`. */
-const options = (outdir: string): BuildOptions => ({
+const options = (outdir: string): BuildOptions => nodeBundleOptions({
   entryPoints: { "grove-server": path.join(server, "src/main.ts") },
   outdir,
-  outExtension: { ".js": ".mjs" },
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node24",
-  // The commands and the cluster's clients stay in chunks of their own, loaded on first use.
-  splitting: true,
-  chunkNames: "chunks/[name]-[hash]",
   minify: true,
   // Class and function names show in errors, logs and spans.
   keepNames: true,
   legalComments: "none",
-  // CommonJS dependencies inside an ES module bundle need a require.
-  banner: { js: "import { createRequire as __groveCreateRequire } from \"node:module\"; const require = __groveCreateRequire(import.meta.url);" },
   plugins: [{
     name: "grove-server",
     setup(b) {
@@ -58,8 +49,7 @@ const options = (outdir: string): BuildOptions => ({
         }
       })
     }
-  }],
-  logLevel: "warning"
+  }]
 })
 
 /**

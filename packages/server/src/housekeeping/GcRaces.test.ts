@@ -164,6 +164,29 @@ const sequentialCases = (it: Vitest.MethodsNonLive<Services>) => {
     }))
 }
 
+/**
+ * A chunk stored and granted, then marked (grace 0), and `more` run (e.g. its blob registered); then a sweep of it held
+ * open inside its transaction, its rows deleted and locked, before the object goes. `release` lets the sweep finish.
+ */
+const heldSweep = <R = never>(w: Effect.Success<typeof world>, text: string, file: string, more: (hash: string, data: Uint8Array) => Effect.Effect<unknown, unknown, R> = () => Effect.void) =>
+  Effect.gen(function*() {
+    const data = bytesOf(text)
+    const hash = blobHashOf(buildCommit({ branch: "x", files: { [file]: data } }), file)
+    yield* storeUploaded(w.orgId, w.scope, [{ hash, data }])
+    yield* more(hash, data)
+    yield* runGc(NOW, false)
+    const held = { reached: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+    gate = held
+    const sweep = yield* Effect.forkChild(runGc(NOW, false))
+    yield* Deferred.await(held.reached)
+    const release = Effect.gen(function*() {
+      gate = undefined
+      yield* Deferred.succeed(held.release, undefined)
+      yield* Fiber.join(sweep)
+    })
+    return { data, hash, release }
+  })
+
 /** Runs a test that may set the gate; a failing one leaves no gate behind for the next. */
 const gated = <A, E, R>(test: Effect.Effect<A, E, R>) => Effect.ensuring(test, Effect.sync(() => void (gate = undefined)))
 
@@ -188,21 +211,11 @@ layer(services(Postgres), { timeout: 300_000, excludeTestServices: true })("gc r
   it.effect("an upload while a sweep deleting the same chunk is open waits for it, then stores the chunk again", () =>
     gated(Effect.gen(function*() {
       const w = yield* world
-      const data = bytesOf("re-sent while swept")
-      const hash = blobHashOf(buildCommit({ branch: "x", files: { "s.txt": data } }), "s.txt")
-      yield* storeUploaded(w.orgId, w.scope, [{ hash, data }])
-      yield* runGc(NOW, false)
-      // The sweep stops inside its transaction, its row deleted and locked, before the object goes.
-      const held = { reached: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
-      gate = held
-      const sweep = yield* Effect.forkChild(runGc(NOW, false))
-      yield* Deferred.await(held.reached)
+      const { data, hash, release } = yield* heldSweep(w, "re-sent while swept", "s.txt")
       const upload = yield* Effect.forkChild(storeUploaded(w.orgId, w.scope, [{ hash, data }]))
       // Either the upload answered while the sweep is open (the window) or it waits on the sweep's lock.
       yield* until("the upload to finish or wait on a lock", Effect.map(Effect.zip(someoneWaits, Effect.sync(() => upload.pollUnsafe() !== undefined)), ([waits, done]) => waits || done))
-      gate = undefined
-      yield* Deferred.succeed(held.release, undefined)
-      yield* Fiber.join(sweep)
+      yield* release
       yield* Fiber.join(upload)
       // The upload's answer holds: the chunk is stored, and a push of it lands and reads back.
       expect(yield* w.has("chunks", hash)).toBe(true)
@@ -215,25 +228,15 @@ layer(services(Postgres), { timeout: 300_000, excludeTestServices: true })("gc r
   it.effect("a push prepared while a sweep deletes its blob is refused at publish, not published dangling", () =>
     gated(Effect.gen(function*() {
       const w = yield* world
-      const data = bytesOf("prepared under a sweep")
-      const built = buildCommit({ branch: "under", files: { "p.txt": data } })
-      const hash = blobHashOf(built, "p.txt")
       const objects = yield* ContentObjects
       // A blob and chunk stored, then marked (grace 0) with their grants revoked.
-      yield* storeUploaded(w.orgId, w.scope, [{ hash, data }])
-      yield* objects.registerBlobs(w.orgId, [{ hash, size: data.length, chunks: [{ hash, offset: 0, size: data.length }] }])
-      yield* runGc(NOW, false)
-      const held = { reached: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
-      gate = held
-      const sweep = yield* Effect.forkChild(runGc(NOW, false))
-      yield* Deferred.await(held.reached)
+      const { data, hash, release } = yield* heldSweep(w, "prepared under a sweep", "p.txt", (hash, data) =>
+        objects.registerBlobs(w.orgId, [{ hash, size: data.length, chunks: [{ hash, offset: 0, size: data.length }] }]))
       // The sweep has deleted the rows but not committed: a preparation still sees them, and is granted them anew.
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO object_uploads (repo_id, principal, hash) VALUES (${w.scope.repoId}, ${w.scope.principal}, ${hash})`
       const pending = yield* w.prepare("under", { "p.txt": data }, [{ hash, content: [], size: data.length, chunks: [{ hash, offset: 0, size: data.length }] }])
-      gate = undefined
-      yield* Deferred.succeed(held.release, undefined)
-      yield* Fiber.join(sweep)
+      yield* release
       expect(yield* w.has("chunks", hash)).toBe(false)
       const refused = yield* Effect.flip(w.publish(pending))
       expect(refused._tag).toBe("ObjectsMissing")
@@ -281,21 +284,12 @@ layer(services(DbEmbedded.layer({})), { timeout: 300_000, excludeTestServices: t
   it.effect("transactions do not interleave: a statement waits for a sweep held open, then sees its deletions", () =>
     gated(Effect.gen(function*() {
       const w = yield* world
-      const data = bytesOf("embedded")
-      const hash = blobHashOf(buildCommit({ branch: "x", files: { "e.txt": data } }), "e.txt")
-      yield* storeUploaded(w.orgId, w.scope, [{ hash, data }])
-      yield* runGc(NOW, false)
-      const held = { reached: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
-      gate = held
-      const sweep = yield* Effect.forkChild(runGc(NOW, false))
-      yield* Deferred.await(held.reached)
+      const { data, hash, release } = yield* heldSweep(w, "embedded", "e.txt")
       const upload = yield* Effect.forkChild(storeUploaded(w.orgId, w.scope, [{ hash, data }]))
       yield* Effect.sleep("200 millis")
       // Not an assertion on time: the upload cannot have finished, since its first statement waits for the connection.
       expect(upload.pollUnsafe()).toBeUndefined()
-      gate = undefined
-      yield* Deferred.succeed(held.release, undefined)
-      yield* Fiber.join(sweep)
+      yield* release
       expect(Exit.isSuccess(yield* Fiber.await(upload))).toBe(true)
       expect(yield* w.has("chunks", hash)).toBe(true)
       expect(yield* w.bytes(hash)).toBe("embedded")
