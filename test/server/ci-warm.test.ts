@@ -2,7 +2,8 @@
  * CI sandboxes started ahead of their steps (issue 24, ci/WarmSandboxes.ts): a job's first step runs
  * in a sandbox that was waiting before the run was queued. It is the same sandbox as before (own
  * network through pasta, own user, nothing of the host), its PID 1 holds no run's environment, and
- * no run's files, processes, /tmp or variables reach the next run; a run in one still cancels.
+ * no run's files, processes, /tmp or variables reach the next run; a run in one still cancels. A server
+ * starts them only once it runs CI: none wait before its first job.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
@@ -16,6 +17,7 @@ let server: GroveServer
 let token = ""
 const as = () => api(server.url, token)
 const SECRET = "warm-secret-7d41c2"
+const METRICS_TOKEN = "warm-metrics-5e0b"
 
 const workflow = (name: string, run: ReadonlyArray<string>, extra: ReadonlyArray<string> = []) =>
   [`on: [manual]`, "jobs:", `  ${name}:`, ...extra.map((line) => `    ${line}`), "    steps:", "      - run: |", ...run.map((line) => `          ${line}`)].join("\n")
@@ -56,7 +58,7 @@ const hostProcesses = (marker: string) =>
   })
 
 beforeAll(async () => {
-  server = await startServer()
+  server = await startServer({ args: ["--metrics-token", METRICS_TOKEN] })
   token = await server.createUser("ops")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
   expect((await as().raw("PUT", "/ops/app/ci/secrets", { name: "API_TOKEN", value: SECRET })).status).toBe(200)
@@ -70,7 +72,46 @@ afterAll(async () => {
   await server?.stop()
 })
 
+/** The server's descendants among the host processes whose command line holds `marker`. */
+const serverProcesses = (marker: string) => {
+  const parents = new Map<string, string>()
+  for (const pid of fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      parents.set(pid, fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[1]!)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const root = String(server.process.pid)
+  const descends = (pid: string): boolean => {
+    for (let at = parents.get(pid); at !== undefined && at !== "0"; at = parents.get(at)) if (at === root) return true
+    return false
+  }
+  return hostProcesses(marker).filter(descends)
+}
+
+/** This server's sandbox processes started ahead (pasta, bwrap and the shell waiting in it). */
+const sandboxProcesses = () => serverProcesses("grove-sandbox-ready")
+
+/** The server's count of sandboxes ready and waiting for a step. */
+const waiting = async () => {
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()
+  const line = text.split("\n").find((l) => l.startsWith("grove_ci_sandboxes_waiting"))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1))
+}
+
 describe("CI sandboxes started ahead", () => {
+  it("starts none before the server's first job, then keeps them waiting", async () => {
+    // Set up (a repository, its workflows pushed and merged) but no run yet: nothing waits.
+    expect(sandboxProcesses()).toEqual([])
+    expect(await waiting()).toBe(0)
+    // The first job starts its own sandbox (none was waiting); the pool (2: one per runner) fills meanwhile.
+    const first = await completed(await start("probe"))
+    expect(first.conclusion, logsOf(first)).toBe("success")
+    await waitFor("sandboxes waiting after the first job", async () => (await waiting()) === 2 || undefined, 60_000)
+    expect(sandboxProcesses().length).toBeGreaterThan(0)
+  }, 180_000)
+
   it("runs a step with its own environment, while the sandbox's PID 1 holds none of the run's", async () => {
     const id = await start("probe")
     const run = await completed(id)

@@ -47,7 +47,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* Effect.addFinalizer(() => remove(root))
   const beats = yield* CiHeartbeats.make(config.nodeId)
   // Sandboxes started ahead: one per runner, at most WARM_MAX (each waiting one holds ~38 MB of the host's
-  // memory, pasta's ~31 MB of it); none for the unsandboxed shared runner.
+  // memory, pasta's ~31 MB of it), from this node's first network-on job on; none for the unsandboxed shared runner.
   const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, Math.min(ci.concurrency, WARM_MAX)) : undefined
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()

@@ -6,8 +6,12 @@
  * written into that directory and its first step runs in that sandbox. Each is used once and never
  * handed to another run; a new one is started in its place. The same sandbox as a cold step's: same
  * namespaces, mounts and user; only its PID 1 holds no run's environment.
+ *
+ * None is started before this node's first take (its first network-on job, which starts its own): a
+ * server that never runs CI holds no waiting sandboxes (~38 MB of host memory each).
  */
-import { Cause, Effect, type Scope } from "effect"
+import { MetricHandles } from "@grove/bus"
+import { Cause, Effect, Metric, type Scope } from "effect"
 import { lchown, mkdtemp } from "node:fs/promises"
 import * as path from "node:path"
 import { type Isolation, releaseUser, reserveUser, type RunUser, WARM_READY, warmCommand } from "./Sandbox.ts"
@@ -23,12 +27,17 @@ export interface Warm {
 }
 
 export interface WarmSandboxes {
-  /** A waiting sandbox now, or undefined when none is (the job starts its own); another is started meanwhile. */
+  /**
+   * A waiting sandbox now, or undefined when none is (the job starts its own; the first take finds none);
+   * another is started meanwhile.
+   */
   readonly take: Effect.Effect<Warm | undefined>
 }
 
 /** The environment of a waiting sandbox (its PID 1's): no run's. */
 const WAITING_ENV = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" }
+
+const waitingGauge = Metric.gauge("grove_ci_sandboxes_waiting", { description: "CI sandboxes started ahead and waiting for a step on this node" })
 
 const discard = (warm: Warm) =>
   Effect.sync(() => {
@@ -36,7 +45,7 @@ const discard = (warm: Warm) =>
     releaseUser(warm.user)
   }).pipe(Effect.andThen(remove(warm.dir)))
 
-/** Keeps `size` sandboxes waiting under `root` while the scope lasts; they are ended with it. */
+/** Keeps `size` sandboxes waiting under `root` from the first take while the scope lasts; they are ended with it. */
 export const make = (isolation: Isolation, root: string, size: number): Effect.Effect<WarmSandboxes, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
@@ -44,9 +53,13 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
     let preparing = 0
     let failures = 0
     let closed = false
+    const counted = () => waitingGauge.updateUnsafe(ready.length, MetricHandles.DEFAULT_CONTEXT)
+    counted()
     yield* Effect.addFinalizer(() => Effect.suspend(() => {
       closed = true
-      return Effect.forEach(ready.splice(0), discard, { discard: true })
+      const left = ready.splice(0)
+      counted()
+      return Effect.forEach(left, discard, { discard: true })
     }))
 
     const prepareOne = Effect.gen(function*() {
@@ -73,6 +86,7 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
             failures = 0
             if (closed) return discard(warm)
             ready.push(warm)
+            counted()
             return Effect.void
           })
         ),
@@ -88,12 +102,12 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
       )
       return Effect.forEach(Array.from({ length: wanted }), () => Effect.forkIn(one, scope), { discard: true })
     })
-    yield* fill
 
     const take: Effect.Effect<Warm | undefined> = Effect.gen(function*() {
       let found: Warm | undefined
       while (found === undefined && ready.length > 0) {
         const next = ready.shift()!
+        counted()
         if (next.step.waiting()) found = next
         else yield* discard(next)
       }
