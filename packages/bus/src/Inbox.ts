@@ -9,6 +9,7 @@
 import { Duration, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { StoredReply } from "./Messages.ts"
+import * as PartitionFence from "./PartitionFence.ts"
 
 export interface InboxEntry {
   readonly commandId: string
@@ -83,27 +84,34 @@ export const register = Effect.fnUntraced(function*(request: CommandRequest) {
 })
 
 /**
- * In the command's transaction: takes the command's row (recording it if its
- * sender did not). `None` if the command is to be handled now; otherwise the
- * reply stored when it was handled before.
+ * In the command's transaction: checks the partition's epoch fence and takes the command's row (recording
+ * it if its sender did not), the fence and the read in one statement. Fails with `Fenced` when the epoch
+ * is no longer current; `None` if the command is to be handled now; otherwise the reply stored when it
+ * was handled before.
  */
-export const begin = Effect.fnUntraced(function*(entry: InboxEntry) {
+export const begin = Effect.fnUntraced(function*(entry: InboxEntry, fence: PartitionFence.FenceCheck) {
   const sql = yield* SqlClient.SqlClient
   // Commands of one partition are handled one at a time, under the partition's fence row lock: a plain read
-  // of the row its sender recorded is enough (no second write of it).
-  const replyOf = sql<{ readonly reply: unknown }>`SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}`
-  let found = yield* replyOf
-  if (found.length === 0) {
+  // of the row its sender recorded is enough (no second write of it). The fence's update runs whatever the
+  // outer query reads (PostgreSQL runs every data-modifying part of a WITH).
+  const [taken] = yield* sql<{ readonly current: boolean; readonly recorded: boolean; readonly reply: unknown }>`
+    WITH fence AS (${PartitionFence.advance(sql, fence)}),
+      recorded AS (SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId})
+    SELECT EXISTS (SELECT 1 FROM fence) AS current, EXISTS (SELECT 1 FROM recorded) AS recorded,
+      (SELECT reply FROM recorded) AS reply`
+  if (taken?.current !== true) return yield* new PartitionFence.Fenced({ topic: fence.topic, partition: fence.partition, epoch: fence.epoch })
+  let reply = taken.reply
+  if (!taken.recorded) {
     const inserted = yield* sql`
       INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition)
       VALUES (${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition})
       ON CONFLICT (command_id) DO NOTHING
       RETURNING command_id`
     if (inserted.length > 0) return Option.none<StoredReply>()
-    found = yield* replyOf // its sender recorded it just now
+    // Its sender recorded it just now.
+    reply = (yield* sql<{ readonly reply: unknown }>`SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}`)[0]?.reply ?? null
   }
-  const reply = found[0]?.reply ?? null
-  if (reply === null) return Option.none<StoredReply>()
+  if (reply === null || reply === undefined) return Option.none<StoredReply>()
   return Option.some(yield* decodeReply(reply).pipe(Effect.orDie))
 })
 

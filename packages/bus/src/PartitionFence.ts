@@ -26,12 +26,27 @@ export const claim = Effect.fnUntraced(function*(topic: string, partition: numbe
   return rows[0]!.epoch
 })
 
+/** What a command transaction checks: its partition's epoch, and the offset of the record it handles. */
+export interface FenceCheck {
+  readonly topic: string
+  readonly partition: number
+  readonly epoch: number
+  readonly offset: bigint
+}
+
+/**
+ * The check's statement: records the offset and returns a row only while `epoch` is current (its row
+ * lock orders this transaction against a claim). A fragment, for a caller that folds it into a statement
+ * of its own (`Inbox.begin`: one round trip for the fence and the command's inbox row).
+ */
+export const advance = (sql: SqlClient.SqlClient, fence: FenceCheck) =>
+  sql`UPDATE partition_epochs SET committed_offset = GREATEST(committed_offset, ${fence.offset})
+    WHERE topic = ${fence.topic} AND partition = ${fence.partition} AND epoch = ${fence.epoch}
+    RETURNING epoch`
+
 /** Inside a command transaction: fails with `Fenced` unless `epoch` is still current. */
 export const check = Effect.fnUntraced(function*(topic: string, partition: number, epoch: number, offset: bigint) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql`
-    UPDATE partition_epochs SET committed_offset = GREATEST(committed_offset, ${offset})
-    WHERE topic = ${topic} AND partition = ${partition} AND epoch = ${epoch}
-    RETURNING epoch`
+  const rows = yield* advance(sql, { topic, partition, epoch, offset })
   if (rows.length === 0) return yield* new Fenced({ topic, partition, epoch })
 })
