@@ -5,11 +5,14 @@
  * back, asking for compressed frames only when told to: the server is on
  * loopback here); a push after touching nothing, or after only touching mtimes, sends
  * nothing; a push after one changed byte in one file among many sends that
- * file's chunk alone.
+ * file's chunk alone. A connection lost as a push or a chunk batch went out is
+ * sent again, and the push lands once.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Objects } from "@grove/core"
 import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { zstdDecompressSync } from "node:zlib"
 import { decodeBatch, noise } from "../support/content.ts"
@@ -146,4 +149,72 @@ describe("grove transfers on the wire", () => {
       [expect.objectContaining({ path: target, change_type: "modified" })]
     ])
   }, 240_000)
+})
+
+/**
+ * In front of `upstream`: the first request matching each of `drops` is read whole and its connection
+ * closed without an answer, as when a server closes an idle keep-alive socket just as the request goes
+ * out (the client sees EPIPE / "other side closed" before any byte of an answer); the rest pass through.
+ */
+const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: string, url: string) => boolean>) => {
+  const target = new URL(upstream)
+  const pending = [...drops]
+  const seen: Array<string> = []
+  const server = http.createServer((req, res) => {
+    const pieces: Array<Buffer> = []
+    req.on("data", (d: Buffer) => pieces.push(d))
+    req.on("end", () => {
+      const line = `${req.method} ${req.url}`
+      seen.push(line)
+      const drop = pending.findIndex((matches) => matches(req.method ?? "", req.url ?? ""))
+      if (drop >= 0) {
+        pending.splice(drop, 1)
+        req.socket.destroy()
+        return
+      }
+      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+        answer.pipe(res)
+      })
+      forward.on("error", () => res.destroy())
+      forward.end(Buffer.concat(pieces))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    dropsLeft: () => pending.length,
+    close: () => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections()))
+  }
+}
+
+describe("grove transfers over lost connections", () => {
+  it("a push and a chunk batch whose connection is lost as they go out are sent again; the push lands once", async () => {
+    const isPush = (method: string, url: string) => method === "POST" && url === "/api/tess/lossy/push"
+    const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")
+    // Through the recording proxy: it sees what reached the server.
+    const lossy = await droppingProxy(proxy.url, [isPush, isBatch])
+    try {
+      const work = tempDir("lossy")
+      const files = writeTree(work, { "a.txt": text("lossy", 1, 5000), "b/c.txt": text("lossy", 2, 7000) })
+      const options = { ...at(tess, work), env: { ...tess.env, GROVE_REMOTE: lossy.url } }
+      await ok(["init", "--name", "lossy", "--json"], options)
+      proxy.take()
+      const pushed = json(await ok(["push", "--json"], options))
+      expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: Object.keys(files).length })
+      expect(lossy.dropsLeft()).toBe(0)
+      // Each was sent twice; the server saw the push once and published its commit.
+      expect(lossy.seen.filter((line) => isPush(...(line.split(" ") as [string, string])))).toHaveLength(2)
+      expect(lossy.seen.filter((line) => isBatch(...(line.split(" ") as [string, string])))).toHaveLength(2)
+      const reached = proxy.take()
+      expect(reached.filter((r) => isPush(r.method, r.path)).map((r) => r.status)).toEqual([200])
+      expect(json(await ok(["push", "--json"], options))).toMatchObject({ pushed_commits: 0, head: pushed.head })
+      const clone = path.join(tempDir("lossy-clone"), "c")
+      await ok(["clone", "tess/lossy", clone, "--branch", pushed.branch, "--json"], at(tess, work))
+      for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(clone, file), "utf8")).toBe(bytes)
+    } finally {
+      await lossy.close()
+    }
+  }, 180_000)
 })

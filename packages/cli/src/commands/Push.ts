@@ -20,6 +20,7 @@ import { openWorkspace, repositoryOf, saveState, writeConfig } from "../local/Wo
 import { Output } from "../Output.ts"
 import { connectRepo } from "../sync/RemoteRepo.ts"
 import type { RemoteRepo } from "../sync/RemoteRepo.ts"
+import { attempt } from "../sync/Land.ts"
 import { whoami } from "../sync/Session.ts"
 import type { OutgoingBlob } from "../sync/Upload.ts"
 import { uploadBlobs } from "../sync/Upload.ts"
@@ -212,8 +213,10 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
   const { blobs, commits: allCommits, trees } = yield* outgoing(workspace, branch)
   let uploaded = yield* uploadBlobs(remote, blobs)
   yield* crashPoint("push:uploaded")
+  // Under a fresh Idempotency-Key per send: a connection lost as the push went out (a keep-alive socket the
+  // server closed while this built a large body) is sent again, and the server acts on it at most once.
   const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>) =>
-    remote.connection.write(
+    attempt(remote.connection.write(
       remote.connection.client.sync.push({
         params: { owner: remote.owner, name: remote.name },
         payload: { expected_head: expected, force: false, branch: branchRecord(branch), commits: [...commits], blobs: [...uploaded.blobs], trees }
@@ -221,7 +224,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
       ApiSync.PushResponse,
       // A large push can outlast the server's reply wait (202 and an operation): follow it to the end.
       PUSH_POLL
-    ).pipe(Effect.mapError((error) =>
+    )).pipe(Effect.mapError((error) =>
       error.details?.["status"] === 400 && /main/i.test(error.message)
         ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
         : error

@@ -3,11 +3,12 @@
  * client for the JSON endpoints and plain `fetch` for the binary chunk routes
  * (`chunks/batch`, `chunks/fetch`), which are outside the HttpApi contract.
  */
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import type { Connection } from "../Client.ts"
 import { connect, fromErrorBody } from "../Client.ts"
 import type { CliFailure } from "../Failures.ts"
 import { CliFailure as Failure, ExitCode } from "../Failures.ts"
+import { PAUSES } from "../Retry.ts"
 
 export interface RemoteRepo {
   readonly site: string
@@ -20,6 +21,9 @@ export interface RemoteRepo {
 }
 
 const encodeSegment = encodeURIComponent
+
+/** The pauses before each try after the first (as `Retry.ts` for the typed client). */
+const RETRY_PAUSES_MS = PAUSES.map((pause) => Duration.toMillis(Duration.fromInputUnsafe(pause)))
 
 export const repoRemote = (connection: Connection, owner: string, name: string): RemoteRepo => {
   const token = Option.getOrUndefined(Option.map(connection.credential, (c) => c.token))
@@ -34,16 +38,24 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       const headers: Record<string, string> = {}
       if (token !== undefined) headers["authorization"] = `Bearer ${token}`
       if (init.contentType !== undefined) headers["content-type"] = init.contentType
-      let response: Response
-      try {
-        response = await fetch(`${base}/${path}`, {
-          method: init.method,
-          headers,
-          ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
-        })
-      } catch (error) {
-        const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
-        throw new Failure({ message: `cannot connect to ${connection.remote}${cause}`, exitCode: ExitCode.auth, code: "network" })
+      let response: Response | undefined
+      // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
+      // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
+      for (let attempt = 0; response === undefined; attempt++) {
+        try {
+          response = await fetch(`${base}/${path}`, {
+            method: init.method,
+            headers,
+            ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
+          })
+        } catch (error) {
+          if (attempt < RETRY_PAUSES_MS.length) {
+            await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSES_MS[attempt]))
+            continue
+          }
+          const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
+          throw new Failure({ message: `cannot connect to ${connection.remote}${cause}`, exitCode: ExitCode.auth, code: "network" })
+        }
       }
       if (!response.ok) {
         const body = await response.json().catch(() => ({})) as Record<string, unknown>
