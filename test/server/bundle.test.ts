@@ -9,7 +9,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { bundleIsFresh, ENTRY, newestInput } from "../../packages/server/bin/bundle.js"
+import { bundleIsFresh, ENTRY, MANIFEST, type Manifest, newestInput } from "../../packages/server/bin/bundle.js"
 import { type GroveServer, ROOT, run, startServer } from "../support/GroveServer.ts"
 import { waitFor } from "../support/waitFor.ts"
 
@@ -92,18 +92,45 @@ describe("the server's bundle", () => {
     await server.stop()
   }, 300_000)
 
-  it("grove-server takes the bundle only while it is newer than every source", () => {
+  it("grove-server takes the bundle only while it is newer than every input its manifest lists", () => {
     const dir = tempDir()
-    const entry = path.join(dir, ENTRY)
-    fs.writeFileSync(entry, "")
-    const at = (ms: number) => fs.utimesSync(entry, ms / 1000, ms / 1000)
-    const inputs = newestInput()
     const url = new URL(`file://${dir}/`)
-    at(inputs + 60_000)
+    const entry = path.join(dir, ENTRY)
+    const input = path.join(dir, "Input.ts")
+    fs.writeFileSync(entry, "")
+    fs.writeFileSync(input, "")
+    const at = (file: string, ms: number) => fs.utimesSync(file, ms / 1000, ms / 1000)
+    const manifest = (m: Manifest) => fs.writeFileSync(path.join(dir, MANIFEST), JSON.stringify(m))
+    const built = Date.now() + 60_000
+    at(entry, built)
+    at(input, built - 60_000)
+    // A bundle without a manifest (built before manifests) is not trusted.
+    expect(bundleIsFresh(url)).toBe(false)
+    manifest({ inputs: ["package-lock.json", input] })
     expect(bundleIsFresh(url)).toBe(true)
-    at(inputs - 60_000)
+    // An input edited after the build.
+    at(input, built + 60_000)
+    expect(newestInput(url)).toBe(built + 60_000)
+    expect(bundleIsFresh(url)).toBe(false)
+    // Sealed (the image's): not compared with its inputs.
+    manifest({ inputs: [input], sealed: true })
+    expect(bundleIsFresh(url)).toBe(true)
+    // An input gone.
+    manifest({ inputs: ["package-lock.json", path.join(dir, "Gone.ts")] })
+    expect(newestInput(url)).toBe(Infinity)
     expect(bundleIsFresh(url)).toBe(false)
     expect(bundleIsFresh(new URL(`file://${dir}/missing/`))).toBe(false)
+  })
+
+  it("its manifest lists the repository's files it was built from and the lock file, no dependency or test", () => {
+    const { inputs, sealed } = JSON.parse(fs.readFileSync(path.join(ROOT, "packages/server/dist", MANIFEST), "utf8")) as Manifest
+    expect(sealed).toBeUndefined()
+    expect(inputs).toContain("package-lock.json")
+    expect(inputs).toContain("packages/server/src/main.ts")
+    for (const pkg of ["core", "api", "storage", "bus"]) expect(inputs.some((input) => input.startsWith(`packages/${pkg}/src/`))).toBe(true)
+    expect(inputs).toContain("infra/topics.json")
+    expect(inputs.filter((input) => input.startsWith("..") || input.includes("node_modules/") || input.endsWith(".test.ts"))).toEqual([])
+    for (const input of inputs) expect(fs.existsSync(path.join(ROOT, input)), input).toBe(true)
   })
 })
 

@@ -1,25 +1,29 @@
 /**
  * Builds `packages/server/dist/` (gitignored): the server as one minified ES module plus chunks loaded on
- * demand, which `bin/grove-server.js` runs while it is newer than every source (`bin/bundle.js`).
+ * demand, which `bin/grove-server.js` runs while it is newer than every source it was built from (`bin/bundle.js`).
  * Why: V8 keeps every module's source text in the heap. From the sources that is effect's modules with
  * their doc comments and every module of each package index; the bundle keeps only what the server
  * uses, minified. Measured on a restarted embedded server, idle: ~30 MiB less RSS, and a faster start.
  *
- *   node packages/server/scripts/bundle.ts [--if-stale]      (--if-stale: only when sources changed since)
+ *   node packages/server/scripts/bundle.ts [--if-stale] [--sealed]
+ *
+ * --if-stale: only when an input changed since. --sealed: for an image (docker/Dockerfile) whose sources never
+ * change: `grove-server` takes the bundle without comparing it with its inputs.
  *
  * Only effect, @effect/* and the workspace packages are bundled; the other dependencies stay
  * external (PGlite finds its WASM and data files beside itself, native addons load with require).
  * `import.meta.url` and `import.meta.dirname` in the sources become their source file's, so files read
  * beside a module (web assets, the root package.json) are found from the bundle too.
  */
-import type { BuildOptions } from "esbuild"
+import type { BuildOptions, Metafile } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
-import { BUNDLE_DIR, bundleIsFresh, ENTRY } from "../bin/bundle.js"
+import { BUNDLE_DIR, bundleIsFresh, ENTRY, MANIFEST, type Manifest } from "../bin/bundle.js"
 
 const server = path.resolve(import.meta.dirname, "..")
+const root = path.resolve(server, "../..")
 const outdir = path.resolve(fileURLToPath(BUNDLE_DIR))
 const BUNDLED = /^(effect|@effect\/|@grove\/)/
 
@@ -33,6 +37,8 @@ const options = (outdir: string): BuildOptions => nodeBundleOptions({
   // Class and function names show in errors, logs and spans.
   keepNames: true,
   legalComments: "none",
+  // What the build read: its manifest of inputs.
+  metafile: true,
   plugins: [{
     name: "grove-server",
     setup(b) {
@@ -66,17 +72,37 @@ const install = (temp: string, target: string) => {
   for (const name of fs.readdirSync(chunks)) {
     if (!written.has(name) && fs.statSync(path.join(chunks, name)).mtimeMs < dayAgo) fs.rmSync(path.join(chunks, name), { force: true })
   }
+  fs.renameSync(path.join(temp, MANIFEST), path.join(target, MANIFEST))
   fs.renameSync(path.join(temp, ENTRY), path.join(target, ENTRY))
 }
 
-/** Builds the bundle into `target` ; answers the milliseconds it took. */
-export const bundleServer = async (target: string) => {
+/**
+ * The manifest `bin/bundle.js` checks: the repository's files the build read (the workspace sources,
+ * infra/topics.json) and the lock file (the bundled dependencies change only with it), as paths from its root.
+ */
+const manifest = (metafile: Metafile, sealed: boolean): Manifest => ({
+  inputs: [
+    "package-lock.json",
+    ...Object.keys(metafile.inputs)
+      .map((input) => path.relative(root, path.resolve(input)))
+      .filter((input) => !input.startsWith("..") && !input.includes("node_modules/"))
+      .sort()
+  ],
+  ...(sealed ? { sealed } : {})
+})
+
+/**
+ * Builds the bundle into `target`; answers the milliseconds it took. `sealed`: for an image whose sources
+ * never change, `grove-server` then takes it without comparing it with them.
+ */
+export const bundleServer = async (target: string, sealed = false) => {
   const started = Date.now()
   const temp = `${target}.${process.pid}.tmp`
   const { build } = await import("esbuild")
   fs.rmSync(temp, { recursive: true, force: true })
   try {
-    await build(options(temp))
+    const { metafile } = await build(options(temp))
+    fs.writeFileSync(path.join(temp, MANIFEST), JSON.stringify(manifest(metafile, sealed)))
     // Dated when the build started: a source edited during the build leaves the bundle stale.
     fs.utimesSync(path.join(temp, ENTRY), started / 1000, started / 1000)
   } catch (error) {
@@ -91,7 +117,7 @@ export const bundleServer = async (target: string) => {
 if (import.meta.main) {
   if (process.argv.includes("--if-stale") && bundleIsFresh()) process.exit(0)
   try {
-    const ms = await bundleServer(outdir)
+    const ms = await bundleServer(outdir, process.argv.includes("--sealed"))
     console.error(`grove-server: bundled the server into ${outdir} in ${ms} ms`)
   } catch (error) {
     // Never fail an install over it: without a bundle the server runs from its sources.
