@@ -8,10 +8,10 @@ import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Tracer } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
 import { merge } from "./MergeCommand.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
 import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
+import { branchRow, repositoryRows } from "./MergeFixtures.testing.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 
@@ -24,13 +24,10 @@ const h = (c: string) => c.repeat(64)
 const setup = (name: string, mainHead: string | null, branchHead: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const orgId = randomUUID()
-    const repoId = randomUUID()
-    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: name, name })}`
-    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+    const { repoId, key } = yield* repositoryRows(name)
     const created = "2026-11-22T00:00:00+00:00"
-    yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name: "main", head: mainHead, created_by: "t", created_at: created })}`
-    yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name: "b", head: branchHead, created_by: "t", created_at: created })}`
+    yield* branchRow(repoId, "main", mainHead)
+    yield* branchRow(repoId, "b", branchHead)
     for (const hash of [h("c"), h("d")]) {
       yield* sql`INSERT INTO commits ${
         sql.insert({ repo_id: repoId, hash, branch_name: "main", manifest_hash: h("e"), author: "t", timestamp: created, files: "[]" })
@@ -40,7 +37,7 @@ const setup = (name: string, mainHead: string | null, branchHead: string) =>
     const reached = sql<{ tree_hash: string }>`SELECT tree_hash FROM repo_trees WHERE repo_id = ${repoId}`.pipe(
       Effect.map((rows) => rows.map((r) => r.tree_hash))
     )
-    return { repoId, heads, reached, key: `${name}/r` }
+    return { repoId, heads, reached, key }
   })
 
 const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) => runCommand(TestOutbox, effect)
@@ -92,7 +89,7 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       expect(yield* repo.reached).toEqual([h("e")])
     }))
 
-  it.effect("merge: lands in two statements (repository, landing with its event), with the audit row; a refusal writes nothing", () =>
+  it.effect("merge: lands in one statement (the repository's lock, the landing with its event and audit row); a refusal writes nothing", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* setup("o3", h("a"), h("b"))
@@ -104,8 +101,8 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       expect(yield* outboxed(repo.repoId)).toEqual([])
       const { result, statements } = yield* statementsOf(run(merge({ ...base, expectedMainHead: h("a"), expectedBranchHead: h("b") }, context(repo.key))))
       expect(result._tag).toBe("Success")
-      // Was ten: a read per row, a write per table, and the outbox's insert.
-      expect(statements.length).toBe(2)
+      // Was ten: a read per row, a write per table, and the outbox's insert; then two (the repository's lock apart).
+      expect(statements.length).toBe(1)
       expect(yield* outboxed(repo.repoId)).toMatchObject([{ type: "merge", v: 1, branch: "b", commit: h("c"), owner: "o3", repo: "r", pusher: "t" }])
       const [audit] = yield* audits
       expect(audit?.action).toBe("branch.merge.forced")
@@ -135,7 +132,7 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       expect(landed._tag === "Success" && landed.success.parent_hash).toBe(undefined)
       expect(yield* repo.heads).toEqual([{ name: "b", head: h("b"), status: "merged" }, { name: "main", head: h("c"), status: "open" }])
       // main exists now: a second branch planned against "no main" does not land.
-      yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repo.repoId, name: "b2", head: h("d"), created_by: "t", created_at: "2026-11-22T00:00:00+00:00" })}`
+      yield* branchRow(repo.repoId, "b2", h("d"))
       const late = yield* run(merge({ ...base, branch: "b2", commit: h("d"), expectedMainHead: null, expectedBranchHead: h("d") }, context(repo.key)))
       expect(late._tag === "Failure" && late.failure._tag).toBe("MainMoved")
     }))

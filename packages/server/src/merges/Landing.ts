@@ -29,13 +29,13 @@ export const refuse = (status: 400 | 404 | 409 | 412, message: string, code: str
 export interface ComputedCommit {
   readonly hash: string
   readonly manifestHash: string
-  /** Trees of the commit the repository's published commits do not reach yet (the changed directories). */
+  /** Trees of the commit's changed directories (the repository may reach some already). */
   readonly newTrees: ReadonlyArray<string>
 }
 
 /**
  * Writes the commit that turns `before` into `after` on `branch`: its trees, the unpublished commit row and the
- * staged list of trees the repository does not reach yet (blobs all come from published snapshots). `before` and
+ * list of the trees it built (blobs all come from published snapshots). `before` and
  * `after` may hold only the paths that can differ (the rest is `beforeRoot`'s): only the directories on the way
  * to a changed path are rebuilt, so the cost follows the change, not the tree's size.
  */
@@ -71,9 +71,10 @@ export const writeCommit = Effect.fnUntraced(function*(
     timestamp
   }
   const hash = Commit.hashCommit(fields)
-  // Unchanged directories are already stored and reached: only the changed ones are written and accounted.
-  const known = yield* objects.repoTrees(repo.id, [...built.trees.keys()])
-  const trees = [...built.trees].filter(([h]) => !known.has(h)).map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
+  // Only the directories on the way to a changed path were built, so nearly all are new: they are written
+  // without asking first which the repository reaches (a round trip per merge); a stored one is skipped by
+  // the insert, a reached one by the landing's.
+  const trees = [...built.trees].map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
   // Independent writes: sent together (pipelined on one connection), not one round trip after the other.
   yield* Effect.all([objects.storeTrees(repo.orgId, trees), objects.stageCommits(repo.id, [{
     hash,

@@ -2,15 +2,15 @@
  * The Repository entity's Merge command: lands a planned squash merge (see
  * MergePlanner.ts) with a compare-and-set on main's head and the branch's head
  * in one transaction, together with publication of the squash commit, the
- * branch's end (merged), the `merge` outbox event and the audit row, all written
- * by one statement. If either head moved since planning, nothing merges and the
- * caller retries.
+ * branch's end (merged), the `merge` outbox event and the audit row: the
+ * repository's lock and every write are one statement. If either head moved
+ * since planning, nothing merges and the caller retries.
  */
 import { type Entity, Outbox } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
-import { load } from "../entities/CommandSupport.ts"
+import { load, splitRepositoryKey } from "../entities/CommandSupport.ts"
 import { BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, nowRfc3339, QuotaExceeded } from "../content/BranchCommands.ts"
 
 export class MainMoved extends Schema.TaggedError<MainMoved>()("MainMoved", { branch: Schema.String }) {}
@@ -26,7 +26,7 @@ export const MergePayload = Schema.Struct({
   commit: Schema.String,
   manifest: Schema.String,
   message: Schema.String,
-  /** The squash commit's trees the repository does not reach yet (only changed directories: small). */
+  /** The squash commit's trees of its changed directories (small); the repository reaches them once it lands. */
   newTrees: Schema.Array(Schema.String),
   /** The CI gate was closed and force=1 opened it. */
   gateOverridden: Schema.Boolean,
@@ -44,20 +44,20 @@ export const MergeSuccess = Schema.Struct({
 })
 
 /**
- * Everything the merge writes, as ONE statement whose compare-and-set is on what planning read: main's head
- * (or its absence) and the branch's head while open. Each write waits on the one before it, so when either
- * head moved nothing is written at all and the caller finds out why (`refusal`). A row changed by another
- * transaction in between fails the later condition: the command then fails and its savepoint is rolled back.
+ * Everything the merge does, as ONE statement: the repository row locked for the command (by its entity key),
+ * then each write, with a compare-and-set on what planning read: main's head (or its absence) and the
+ * branch's head while open. Each write waits on the one before it, so when either head moved (or the
+ * repository is gone) nothing is written at all and the caller finds out why (`refusal`). A row changed by
+ * another transaction in between fails the later condition: the command then fails and rolls back.
  */
-const land = Effect.fnUntraced(function*(repo: RepositoryRecord, payload: typeof MergePayload.Type) {
+const land = Effect.fnUntraced(function*(entityId: string, payload: typeof MergePayload.Type) {
   const sql = yield* SqlClient.SqlClient
+  const [owner, name] = splitRepositoryKey(entityId)
+  // The repository's id, owner and name come from the locked row, in the statement.
   const event = (yield* Outbox.Outbox).row({
     type: "merge",
     v: 1,
     event: "merge",
-    repository_id: repo.id,
-    owner: repo.owner,
-    repo: repo.name,
     branch: payload.branch,
     commit: payload.commit,
     pusher: payload.actor,
@@ -71,32 +71,35 @@ const land = Effect.fnUntraced(function*(repo: RepositoryRecord, payload: typeof
   }
   // Every data-modifying part of a WITH runs, so each one's condition is the one before it having written.
   const rows = yield* sql<{ landed: boolean }>`WITH
+    repo AS (SELECT r.id, r.org_id, o.slug AS owner, r.name FROM repositories r JOIN organizations o ON o.id = r.org_id
+      WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r),
     open AS (SELECT 1 FROM branches
-      WHERE repo_id = ${repo.id} AND name = ${payload.branch} AND status = 'open' AND head = ${payload.expectedBranchHead}),
+      WHERE repo_id = (SELECT id FROM repo) AND name = ${payload.branch} AND status = 'open' AND head = ${payload.expectedBranchHead}),
     main_moved AS (UPDATE branches SET head = ${payload.commit}, pushed_at = coalesce(pushed_at, now()), updated_at = now(), version = version + 1
-      WHERE repo_id = ${repo.id} AND name = 'main' AND head IS NOT DISTINCT FROM ${payload.expectedMainHead}::text
+      WHERE repo_id = (SELECT id FROM repo) AND name = 'main' AND head IS NOT DISTINCT FROM ${payload.expectedMainHead}::text
         AND EXISTS (SELECT 1 FROM open) RETURNING 1),
     main_created AS (INSERT INTO branches (repo_id, name, status, head, created_by, created_at, pushed_at)
-      SELECT ${repo.id}::uuid, 'main', 'open', ${payload.commit}::text, ${payload.actor}::text, ${nowRfc3339()}::text, now()
-      WHERE ${payload.expectedMainHead}::text IS NULL AND NOT EXISTS (SELECT 1 FROM branches WHERE repo_id = ${repo.id} AND name = 'main')
+      SELECT repo.id, 'main', 'open', ${payload.commit}::text, ${payload.actor}::text, ${nowRfc3339()}::text, now() FROM repo
+      WHERE ${payload.expectedMainHead}::text IS NULL AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.repo_id = repo.id AND b.name = 'main')
         AND EXISTS (SELECT 1 FROM open) RETURNING 1),
     ended AS (UPDATE branches SET status = 'merged', updated_at = now(), version = version + 1
-      WHERE repo_id = ${repo.id} AND name = ${payload.branch} AND status = 'open' AND head = ${payload.expectedBranchHead}
+      WHERE repo_id = (SELECT id FROM repo) AND name = ${payload.branch} AND status = 'open' AND head = ${payload.expectedBranchHead}
         AND EXISTS (SELECT 1 FROM main_moved UNION ALL SELECT 1 FROM main_created) RETURNING 1),
     published AS (UPDATE commits SET published = true
-      WHERE repo_id = ${repo.id} AND hash = ${payload.commit} AND EXISTS (SELECT 1 FROM ended) RETURNING 1),
+      WHERE repo_id = (SELECT id FROM repo) AND hash = ${payload.commit} AND EXISTS (SELECT 1 FROM ended) RETURNING 1),
     reached AS (INSERT INTO repo_trees (repo_id, tree_hash)
-      SELECT ${repo.id}::uuid, unnest(${[...payload.newTrees]}::text[]) WHERE EXISTS (SELECT 1 FROM ended)
+      SELECT repo.id, unnest(${[...payload.newTrees]}::text[]) FROM repo WHERE EXISTS (SELECT 1 FROM ended)
       ON CONFLICT DO NOTHING RETURNING 1),
     headed AS (UPDATE repositories SET head = ${payload.commit}, updated_at = now(), version = version + 1
-      WHERE id = ${repo.id} AND EXISTS (SELECT 1 FROM ended) RETURNING 1),
+      WHERE id = (SELECT id FROM repo) AND EXISTS (SELECT 1 FROM ended) RETURNING 1),
     audited AS (INSERT INTO audit_log (org_id, actor, action, target, details)
-      SELECT ${repo.orgId}::uuid, ${payload.actor}::text, ${payload.gateOverridden ? "branch.merge.forced" : "branch.merge"}::text,
-        ${`${repo.owner}/${repo.name}`}::text, ${JSON.stringify(details)}::jsonb
-      WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1),
+      SELECT repo.org_id, ${payload.actor}::text, ${payload.gateOverridden ? "branch.merge.forced" : "branch.merge"}::text,
+        repo.owner || '/' || repo.name, ${JSON.stringify(details)}::jsonb
+      FROM repo WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1),
     emitted AS (INSERT INTO event_outbox (event_id, partition, topic, key, payload)
-      SELECT ${event.eventId}::uuid, ${event.partition}::int, ${event.topic}::text, ${event.key}::text, ${event.payload}::jsonb
-      WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1)
+      SELECT ${event.eventId}::uuid, ${event.partition}::int, ${event.topic}::text, ${event.key}::text,
+        ${event.payload}::jsonb || jsonb_build_object('repository_id', repo.id, 'owner', repo.owner, 'repo', repo.name)
+      FROM repo WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM ended) AS landed`
   return rows[0]?.landed === true
 })
@@ -117,11 +120,13 @@ const refusal = Effect.fnUntraced(function*(repo: RepositoryRecord, payload: typ
   return yield* new BranchMoved({ branch: payload.branch })
 })
 
-/** Two statements when it lands: the repository under the command's lock, and the landing with its event. */
+/** One statement when it lands: the repository under the command's lock and the landing with its event. */
 export const merge = Effect.fn("Repository.merge")(function*(payload: typeof MergePayload.Type, { entityId }: Entity.CommandContext) {
-  const repo = yield* load(entityId)
-  if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: entityId })
-  if (!(yield* land(repo, payload))) return yield* refusal(repo, payload)
+  if (!(yield* land(entityId, payload))) {
+    const repo = yield* load(entityId)
+    if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: entityId })
+    return yield* refusal(repo, payload)
+  }
   return {
     message: payload.message,
     commit_hash: payload.commit,

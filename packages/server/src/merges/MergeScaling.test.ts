@@ -5,71 +5,26 @@
  * tree main started from (the commit that imported it lists every file). The bytes read must not grow
  * with the tree: reading the import's file list, or flattening a whole tree, fails it.
  */
-import { PGlite } from "@electric-sql/pglite"
-import { PgClient } from "@effect/sql-pg"
-import { ApiSync } from "@grove/api"
-import * as Tree from "@grove/core/objects/Tree"
-import { Migrations } from "@grove/storage"
-import { pgliteStream } from "@grove/storage/PgliteStream"
 import { expect, layer } from "@effect/vitest"
+import { Migrations } from "@grove/storage"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
-import { buildCommit, type Built, type Files } from "../../../../test/support/content.ts"
+import { buildCommit, type Files } from "../../../../test/support/content.ts"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
 import { merge } from "./MergeCommand.ts"
+import { branchRow, countedDatabase, repositoryRows, storeCommit } from "./MergeFixtures.testing.ts"
 import { mergePayload, planMerge } from "./MergePlanner.ts"
 import { planRevert } from "./RevertPlanner.ts"
 import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
 
-/** Bytes the database has sent on the connection so far. */
-let received = 0
-
-const Counted = Layer.unwrap(Effect.gen(function*() {
-  const db = yield* Effect.acquireRelease(Effect.promise(() => PGlite.create()), (db) => Effect.promise(() => db.close()))
-  const stream = pgliteStream(db)
-  return PgClient.layer({
-    stream: () => {
-      const duplex = stream()
-      const push = duplex.push.bind(duplex)
-      duplex.push = (chunk: Buffer | null, encoding?: BufferEncoding) => {
-        if (chunk !== null) received += chunk.length
-        return push(chunk, encoding)
-      }
-      return duplex
-    },
-    username: "postgres",
-    database: "postgres",
-    maxConnections: 1,
-    multiplex: true
-  })
-}))
-
+const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Content = Layer.mergeAll(Branches.layer, History.layer).pipe(Layer.provideMerge(ContentObjects.layer), Layer.provideMerge(Db))
 const { layer: TestOutbox } = recordingOutbox()
-
-/** Stores a built commit as a push would leave it: its trees, the commit row (published), the trees reached. */
-const store = (repoId: string, orgId: string, built: Built) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const objects = yield* ContentObjects
-    yield* objects.storeTrees(orgId, built.trees.map((t) => ({ hash: t.hash, body: Tree.encodeTree(t.entries) })))
-    const { files, ...commit } = built.commit
-    yield* objects.stageCommits(repoId, [{ ...commit, files: files.map(ApiSync.toFileChangeData) }])
-    yield* sql`UPDATE commits SET published = true WHERE repo_id = ${repoId} AND hash = ${built.commit.hash}`
-    yield* sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repoId}::uuid, unnest(${built.trees.map((t) => t.hash)}::text[]) ON CONFLICT DO NOTHING`
-  })
-
-const branchRow = (repoId: string, name: string, head: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name, head, created_by: "t", created_at: "2026-11-22T00:00:00+00:00" })}`
-  })
 
 /**
  * A repository whose main imported `treeFiles` files (50 to a directory) and then added one more; branch `b`
@@ -79,17 +34,14 @@ const branchRow = (repoId: string, name: string, head: string) =>
 const oneFileOperations = (name: string, treeFiles: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const orgId = randomUUID()
-    const repoId = randomUUID()
-    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: name, name })}`
-    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+    const { orgId, repoId } = yield* repositoryRows(name)
     const files: Files = { "README.md": "# r\n" }
     for (let i = 1; i < treeFiles; i++) files[`tree/d${Math.floor(i / 50)}/f${i}.txt`] = `file ${i}\n`
     const imported = buildCommit({ branch: "main", files })
     const later = buildCommit({ branch: "main", files: { ...files, "later.txt": "later\n" }, parent: imported })
     const b = buildCommit({ branch: "b", files: { ...files, "files/b.txt": "b\n" }, parent: imported })
     const s = buildCommit({ branch: "s", files: { ...files, "files/s.txt": "s\n" }, parent: imported })
-    for (const built of [imported, later, b, s]) yield* store(repoId, orgId, built)
+    for (const built of [imported, later, b, s]) yield* storeCommit(repoId, orgId, built)
     yield* branchRow(repoId, "main", later.commit.hash)
     yield* branchRow(repoId, "b", b.commit.hash)
     yield* branchRow(repoId, "s", s.commit.hash)
@@ -97,9 +49,9 @@ const oneFileOperations = (name: string, treeFiles: number) =>
     const context = commandContext("Repository", `${name}/r`)
     const measured = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.gen(function*() {
-        const before = received
+        const before = traffic.received
         const result = yield* effect
-        return { result, bytes: received - before }
+        return { result, bytes: traffic.received - before }
       })
 
     const merged = yield* measured(Effect.gen(function*() {

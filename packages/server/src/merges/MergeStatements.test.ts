@@ -1,0 +1,94 @@
+/**
+ * Issue 24: merges on one repository are serialized, so their rate is one over a merge's latency, and on
+ * the embedded database each SQL statement is a good part of it. This pins the statements of one merge
+ * from its planning to its event on the bus: planned as the handler does, sent through the entity runtime
+ * (the sender's inbox row, the command's transaction on the partition's worker, the reply) and relayed
+ * from the outbox, on a counted connection to a migrated in-memory PGlite. A statement added back to the
+ * path fails it.
+ */
+import { Bus, EntityRuntime, MemoryBroker, MemoryBus, Topics } from "@grove/bus"
+import { expect, layer } from "@effect/vitest"
+import { Migrations } from "@grove/storage"
+import { Deferred, Duration, Effect, Layer } from "effect"
+import { buildCommit, type Files } from "../../../../test/support/content.ts"
+import { Branches } from "../content/Branches.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
+import { History } from "../content/History.ts"
+import { repositorySlice } from "../entities/EntitySlices.ts"
+import * as MergeCommand from "./MergeCommand.ts"
+import { branchRow, countedDatabase, repositoryRows, storeCommit } from "./MergeFixtures.testing.ts"
+import { mergePayload, planMerge } from "./MergePlanner.ts"
+
+const { traffic, layer: Counted } = countedDatabase()
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
+const Content = Layer.mergeAll(Branches.layer, History.layer).pipe(Layer.provideMerge(ContentObjects.layer))
+const Repository = repositorySlice(MergeCommand.commands)
+// No relay poll in the counted window: the relay runs when a command wakes it.
+const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1) } }).pipe(
+  Layer.provideMerge(MemoryBus.layer({ nodeId: "statements" })),
+  Layer.provide(MemoryBroker.MemoryBroker.layer)
+)
+const Handlers = EntityRuntime.EntityRuntime.register(Repository, MergeCommand.handlers)
+const Node = Handlers.pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Content), Layer.provideMerge(Db))
+
+/**
+ * What one merge runs, in order: planning (the branch and main, the CI gate with the ancestry, the commit
+ * headers, two rounds of trees, the squash commit's trees and row), the sender's inbox row, the command's
+ * transaction (BEGIN, the fence with the inbox row, the landing, the reply, COMMIT) and the relay (its
+ * read, its mark). The old path ran 22: a repo_trees read in planning, and in the transaction the fence
+ * and the inbox read apart, a savepoint and its release around the handler, the repository's lock apart.
+ */
+const EXPECTED = 17
+
+layer(Node, { timeout: 60_000, excludeTestServices: true })("one merge's SQL statements", (it) => {
+  it.effect("from planning to the relayed event, a merge runs a fixed number of statements", () =>
+    Effect.gen(function*() {
+      const runtime = yield* EntityRuntime.EntityRuntime
+      const bus = yield* Bus.Bus
+      const { orgId, repoId, key } = yield* repositoryRows("pin")
+      const files: Files = { "README.md": "# r\n" }
+      for (let i = 1; i < 100; i++) files[`tree/d${Math.floor(i / 50)}/f${i}.txt`] = `file ${i}\n`
+      const base = buildCommit({ branch: "main", files })
+      yield* storeCommit(repoId, orgId, base)
+      yield* branchRow(repoId, "main", base.commit.hash)
+      for (const name of ["warm", "pinned"]) {
+        const built = buildCommit({ branch: name, files: { ...files, [`files/${name}.txt`]: `${name}\n` }, parent: base })
+        yield* storeCommit(repoId, orgId, built)
+        yield* branchRow(repoId, name, built.commit.hash)
+      }
+      // Each merge's event, as the relay publishes it.
+      const relayed = new Map<string, Deferred.Deferred<void>>()
+      const eventOf = (branch: string) => {
+        const found = relayed.get(branch) ?? Deferred.makeUnsafe<void>()
+        relayed.set(branch, found)
+        return found
+      }
+      yield* bus.tail(Topics.events, (record) => {
+        const value = record.value as { type?: unknown; branch?: unknown }
+        return value.type === "merge" && typeof value.branch === "string" ? Deferred.succeed(eventOf(value.branch), undefined) : Effect.void
+      })
+      const mergeOnce = (branch: string) =>
+        Effect.gen(function*() {
+          const planned = yield* planMerge({ id: repoId, orgId }, branch, "t", false)
+          const merged = yield* runtime.send(Repository, key, "Merge", mergePayload(planned, branch, "t"))
+          expect(merged.merge_parent_hash).toBe(planned.branchHead)
+          yield* Deferred.await(eventOf(branch)).pipe(Effect.timeout(Duration.seconds(30)))
+          // The relay marks the rows it published right after publishing them.
+          for (let waited = 0; !traffic.statements.slice(before).some((s) => s.startsWith("UPDATE event_outbox SET published_at")); waited += 10) {
+            if (waited > 30_000) return yield* Effect.die(new Error("the relay never marked the event published"))
+            yield* Effect.sleep(10)
+          }
+        })
+      // The first merge prepares the statements and lets every partition's worker claim its partition.
+      let before = traffic.statements.length
+      yield* mergeOnce("warm")
+      for (let waited = 0; runtime.health().claimed.length < 32; waited += 10) {
+        if (waited > 30_000) return yield* Effect.die(new Error("the partitions were never all claimed"))
+        yield* Effect.sleep(10)
+      }
+      before = traffic.statements.length
+      yield* mergeOnce("pinned")
+      const statements = traffic.statements.slice(before)
+      expect(statements.length, statements.map((s, i) => `${i + 1}. ${s.slice(0, 120)}`).join("\n")).toBe(EXPECTED)
+    }))
+})
