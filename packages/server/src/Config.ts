@@ -105,6 +105,8 @@ export interface ServerConfigShape {
   readonly sitesDomain?: string | undefined
   /** Where traces go (an OTLP/HTTP traces URL, ops/Tracing.ts); unset: tracing is off. */
   readonly otlpTracesUrl?: string | undefined
+  /** Hot reads answered before the Effect app when all they need is cached (fast-reads/); on unless `GROVE_FAST_READS=0`. */
+  readonly fastReads?: boolean | undefined
   /** Headers every trace export carries (`OTEL_EXPORTER_OTLP_HEADERS`, `k=v,k2=v2`), e.g. a vendor's key. */
   readonly otlpHeaders?: Readonly<Record<string, string>> | undefined
 }
@@ -394,6 +396,8 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
     },
     sitesDomain: values.GROVE_SITES_DOMAIN?.toLowerCase().replace(/^\.+|\.+$/g, "") || undefined,
     otlpTracesUrl: otlpTracesUrl(values.GROVE_OTLP_ENDPOINT, env),
+    // From the environment only: a switch for benchmarks and tests comparing both paths.
+    fastReads: !["0", "false", "off"].includes((env.GROVE_FAST_READS ?? "").toLowerCase()),
     otlpHeaders: otlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS)
   }
 }

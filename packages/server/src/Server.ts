@@ -10,7 +10,8 @@ import { SqlClient } from "effect/sql"
 import * as AdminSocket from "./admin/AdminSocket.ts"
 import * as DataDirLock from "./admin/DataDirLock.ts"
 import { DomainLive, HttpAppLive } from "./App.ts"
-import { drainingServer } from "./http/DrainingServer.ts"
+import { drainingServer, type RequestGate } from "./http/DrainingServer.ts"
+import { FastReadsLive } from "./fast-reads/FastReads.ts"
 import * as Drain from "./ops/Drain.ts"
 import * as Logging from "./ops/Logging.ts"
 import * as Tracing from "./ops/Tracing.ts"
@@ -65,10 +66,12 @@ export const serverLayer = (config: ServerConfigShape) => {
     yield* sql.unsafe(`ALTER TABLE organizations ALTER COLUMN quota_bytes SET DEFAULT ${config.orgQuotaBytes!}`)
   }).pipe(Effect.orDie)
   const Banner = Layer.effectDiscard(Effect.andThen(quota, banner))
-  const Http = Layer.mergeAll(HttpAppLive, Banner).pipe(
+  // Hot reads answered before the app when all they need is cached (fast-reads/), set once the domain is up.
+  const gate: RequestGate = { answer: undefined }
+  const Http = Layer.mergeAll(HttpAppLive, Banner, FastReadsLive(gate)).pipe(
     // A SIGTERM under keep-alive load stops at once: see DrainingServer.
     Layer.provide(NodeHttpServer.layer(
-      drainingServer(config.drainTimeoutMs, { closeDelayMs: config.shutdownDelayMs, onClosing: drain.begin }),
+      drainingServer(config.drainTimeoutMs, { closeDelayMs: config.shutdownDelayMs, onClosing: drain.begin, gate }),
       { host: config.host, port: config.port }
     ))
   )

@@ -55,19 +55,49 @@ export class Authorizer extends Context.Service<Authorizer, {
     action: Access.Action
   ) => Effect.Effect<Organization & { readonly callerRole: Access.Role | undefined }, Denied | SqlError>
   readonly account: (caller: Caller, action: Access.Action) => Effect.Effect<void, Denied>
+  /**
+   * `repository`'s answer when everything it needs is cached and access is allowed; undefined otherwise
+   * (a miss, or any denial: the caller then asks `repository`, which reads what is missing and answers the error).
+   */
+  readonly cachedRepository: (
+    caller: Caller,
+    owner: string,
+    name: string,
+    action: Access.Action
+  ) => (RepositoryRecord & { readonly callerRole: Access.Role | undefined }) | undefined
 }>()("grove/server/access/Authorizer") {
   static readonly layer = Layer.effect(Authorizer, Effect.gen(function*() {
     const repositories = yield* Repositories
     const organizations = yield* Organizations
-    /** The caller's role in an organization: a user's membership; a service-account key's, in its own organization only. */
-    const roleFor = (caller: Caller, orgId: string): Effect.Effect<Access.Role | undefined, SqlError> => {
+    /** Whose role in an organization counts for a caller: a user's membership; a service-account key's creator, in its own organization only. */
+    const roleHolder = (caller: Caller, orgId: string) => {
       const { principal, limits } = caller
-      if (principal.kind === "user") return organizations.roleOf(orgId, principal)
+      if (principal.kind === "user") return { member: principal.userId } as const
       if (principal.kind === "service_account" && principal.orgId === orgId && limits.kind === "service" && limits.creatorId !== undefined) {
-        return organizations.creatorRole(orgId, limits.creatorId)
+        return { creator: limits.creatorId } as const
       }
-      return Effect.succeed(undefined)
+      return undefined
     }
+    /** The caller's role in an organization. */
+    const roleFor = (caller: Caller, orgId: string): Effect.Effect<Access.Role | undefined, SqlError> => {
+      const holder = roleHolder(caller, orgId)
+      if (holder === undefined) return Effect.succeed(undefined)
+      return "member" in holder ? organizations.roleOf(orgId, caller.principal) : organizations.creatorRole(orgId, holder.creator)
+    }
+    /** `roleFor` from the cache only: `{ value }`, or undefined when not cached. */
+    const cachedRoleFor = (caller: Caller, orgId: string): { readonly value: Access.Role | undefined } | undefined => {
+      const holder = roleHolder(caller, orgId)
+      if (holder === undefined) return { value: undefined }
+      return "member" in holder ? organizations.cachedRoleOf(orgId, holder.member) : organizations.cachedCreatorRole(orgId, holder.creator)
+    }
+    const decideRepository = (caller: Caller, repo: RepositoryRecord, callerRole: Access.Role | undefined, action: Access.Action) =>
+      Access.decide(caller.principal, caller.limits, {
+        kind: "repository",
+        repoId: repo.id,
+        orgId: repo.orgId,
+        isPublic: repo.isPublic,
+        callerRole
+      }, action)
     return Authorizer.of({
       repository: Effect.fnUntraced(function*(caller, owner, name, action) {
         const found = yield* repositories.findByFullName(owner, name)
@@ -77,16 +107,16 @@ export class Authorizer extends Context.Service<Authorizer, {
         }
         const repo = found.value
         const callerRole = yield* roleFor(caller, repo.orgId)
-        const decision = Access.decide(caller.principal, caller.limits, {
-          kind: "repository",
-          repoId: repo.id,
-          orgId: repo.orgId,
-          isPublic: repo.isPublic,
-          callerRole
-        }, action)
-        yield* denial(decision, `repository ${owner}/${name}`)
+        yield* denial(decideRepository(caller, repo, callerRole, action), `repository ${owner}/${name}`)
         return withRole(repo, callerRole)
       }),
+      cachedRepository: (caller, owner, name, action) => {
+        const repo = repositories.cachedByFullName(owner, name)
+        if (repo === undefined) return undefined
+        const role = cachedRoleFor(caller, repo.orgId)
+        if (role === undefined || decideRepository(caller, repo, role.value, action)._tag !== "Allow") return undefined
+        return withRole(repo, role.value)
+      },
       organization: Effect.fnUntraced(function*(caller, slug, action) {
         const found = yield* organizations.findBySlug(slug)
         if (Option.isNone(found)) {

@@ -94,6 +94,8 @@ export class Identity extends Context.Service<Identity, {
   readonly setPassword: (username: string, password: string) => Effect.Effect<void, UserNotFound | InvalidInput | SqlError>
   readonly checkPassword: (username: string, password: string) => Effect.Effect<Option.Option<User>, SqlError>
   readonly authenticate: (token: string) => Effect.Effect<Caller, InvalidToken | TokenExpired | SqlError>
+  /** `authenticate`'s caller when its token is cached, valid and has no last use to record; else undefined. Synchronous. */
+  readonly cachedCaller: (token: string) => Caller | undefined
   readonly createSession: (userId: string) => Effect.Effect<IssuedToken, SqlError>
   /** Ends a session (a browser's sign-out): it stops working at once (the revocation is notified to every node, AccessCaches). */
   readonly endSession: (token: string) => Effect.Effect<void, SqlError>
@@ -232,6 +234,34 @@ export class Identity extends Context.Service<Identity, {
         FROM service_account_keys k JOIN service_accounts a ON a.id = k.account_id JOIN organizations o ON o.id = a.org_id
         WHERE k.secret_hash = ${hash}`.pipe(Effect.map((rows) => rows[0]))
 
+    /** What a token row lets its holder be, now: the caller, or why not. Shared by `authenticate` and `cachedCaller`. */
+    const callerFromRow = (row: TokenRow | ServiceKeyRow | undefined, hash: string, now: number): Caller | InvalidToken | TokenExpired => {
+      if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return new InvalidToken()
+      if (row.revokedAt !== null) return new InvalidToken()
+      // A disabled account's keys all stop; enabling it restores them.
+      if (row.kind === "service" && row.disabled) return new InvalidToken()
+      // Only the holder of the secret learns that it expired (the hash matched above).
+      if (row.kind !== "service" && row.expiresAt !== null && row.expiresAt.getTime() <= now) return new TokenExpired()
+      if (row.kind === "service") {
+        return {
+          principal: { kind: "service_account", accountId: row.accountId, orgId: row.orgId, orgSlug: row.orgSlug, name: row.accountName },
+          limits: { kind: "service", scopes: Access.parseScopes(row.scopes) ?? [], creatorId: row.creatorId ?? undefined },
+          tokenId: row.id
+        }
+      }
+      return {
+        principal: { kind: "user", userId: row.userId, username: row.username, siteAdmin: row.isAdmin },
+        limits: row.kind === "session"
+          ? { kind: "session" }
+          : { kind: "personal", scope: row.scope, repoId: row.repoId ?? undefined },
+        tokenId: row.id,
+        expiresAt: row.expiresAt ?? undefined
+      }
+    }
+    /** Whether the token's last use is older than LAST_USED_GRANULARITY_MS (then it is recorded). */
+    const lastUseDue = (row: TokenRow | ServiceKeyRow, now: number) =>
+      now - Math.max(touched.get(row.id) ?? 0, row.lastUsedAt?.getTime() ?? 0) >= LAST_USED_GRANULARITY_MS
+
     // Runs on every request: untraced, because a traced function captures a stack trace per call.
     const authenticate = Effect.fnUntraced(function*(token: string) {
       if (!Secrets.looksLikeToken(token)) return yield* new InvalidToken()
@@ -248,49 +278,42 @@ export class Identity extends Context.Service<Identity, {
           )
         )
       )
-      if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return yield* new InvalidToken()
       const now = Date.now()
-      if (row.revokedAt !== null) return yield* new InvalidToken()
-      // A disabled account's keys all stop; enabling it restores them.
-      if (row.kind === "service" && row.disabled) return yield* new InvalidToken()
-      // Only the holder of the secret learns that it expired (the hash matched above).
-      if (row.kind !== "service" && row.expiresAt !== null && row.expiresAt.getTime() <= now) return yield* new TokenExpired()
+      const caller = callerFromRow(row, hash, now)
+      if (caller instanceof InvalidToken || caller instanceof TokenExpired) return yield* caller
       // Recording the last use must not add a database write to every request: at most once per
       // LAST_USED_GRANULARITY_MS per token (this node remembers its own writes, the cached row may be
       // older, and the UPDATE's condition keeps other nodes from writing within the minute too), in a
       // detached fiber, so the request neither waits for it nor fails with it.
-      const lastUsed = Math.max(touched.get(row.id) ?? 0, row.lastUsedAt?.getTime() ?? 0)
-      if (now - lastUsed >= LAST_USED_GRANULARITY_MS) {
-        touched.set(row.id, now)
+      if (lastUseDue(row!, now)) {
+        touched.set(row!.id, now)
         if (touched.size > 100_000) touched.clear()
-        const table = row.kind === "service" ? sql`service_account_keys` : sql`tokens`
+        const table = row!.kind === "service" ? sql`service_account_keys` : sql`tokens`
         yield* Effect.forkDetach(
-          sql`UPDATE ${table} SET last_used_at = now() WHERE id = ${row.id}
+          sql`UPDATE ${table} SET last_used_at = now() WHERE id = ${row!.id}
             AND (last_used_at IS NULL OR last_used_at <= now() - ${`${LAST_USED_GRANULARITY_MS} milliseconds`}::interval)`.pipe(
             Effect.ignoreCause({ log: true, message: "could not record a token's last use" })
           )
         )
       }
-      if (row.kind === "service") {
-        const service: Caller = {
-          principal: { kind: "service_account", accountId: row.accountId, orgId: row.orgId, orgSlug: row.orgSlug, name: row.accountName },
-          limits: { kind: "service", scopes: Access.parseScopes(row.scopes) ?? [], creatorId: row.creatorId ?? undefined },
-          tokenId: row.id
-        }
-        return service
-      }
-      const caller: Caller = {
-        principal: { kind: "user", userId: row.userId, username: row.username, siteAdmin: row.isAdmin },
-        limits: row.kind === "session"
-          ? { kind: "session" }
-          : { kind: "personal", scope: row.scope, repoId: row.repoId ?? undefined },
-        tokenId: row.id,
-        expiresAt: row.expiresAt ?? undefined
-      }
       return caller
     })
 
+    // The same answer as `authenticate` when everything it needs is cached and it has nothing to
+    // write; undefined otherwise (the caller then authenticates through `authenticate`).
+    const cachedCaller = (token: string): Caller | undefined => {
+      if (!Secrets.looksLikeToken(token)) return undefined
+      const hash = Secrets.hashToken(token)
+      const hit = tokens.peek(hash)
+      if (hit === undefined || hit.value === undefined) return undefined
+      const now = Date.now()
+      const caller = callerFromRow(hit.value, hash, now)
+      if (caller instanceof InvalidToken || caller instanceof TokenExpired || lastUseDue(hit.value, now)) return undefined
+      return caller
+    }
+
     return Identity.of({
+      cachedCaller,
       createUser,
       setPassword: Effect.fn("Identity.setPassword")(function*(username: string, password: string) {
         yield* checkPasswordInput(password)

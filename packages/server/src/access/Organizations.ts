@@ -38,6 +38,9 @@ export interface OrganizationWithRole extends Organization {
 export class Organizations extends Context.Service<Organizations, {
   readonly findBySlug: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
   readonly roleOf: (orgId: string, principal: Access.Principal) => Effect.Effect<Access.Role | undefined, SqlError>
+  /** Synchronous peeks at what `roleOf` / `creatorRole` cached (`{ role }`); undefined when not cached. */
+  readonly cachedRoleOf: (orgId: string, userId: string) => { readonly value: Access.Role | undefined } | undefined
+  readonly cachedCreatorRole: (orgId: string, creatorId: string) => { readonly value: Access.Role | undefined } | undefined
   /**
    * The role a service-account key holds in its organization: its creator's, as it is now (an
    * instance admin counts as owner; a creator who left holds none). A key never does more than its creator can.
@@ -60,7 +63,11 @@ export class Organizations extends Context.Service<Organizations, {
     accessCaches.register(roles)
     const columns = sql`o.id, o.slug, o.name, o.description, o.personal_user_id IS NOT NULL AS personal,
       o.created_at AS "createdAt"`
+    const memberKey = (orgId: string, userId: string) => `${orgId}:${userId}`
+    const creatorKey = (orgId: string, creatorId: string) => `creator:${orgId}:${creatorId}`
     return Organizations.of({
+      cachedRoleOf: (orgId, userId) => roles.peek(memberKey(orgId, userId)),
+      cachedCreatorRole: (orgId, creatorId) => roles.peek(creatorKey(orgId, creatorId)),
       findBySlug: (slug) =>
         bySlug.get(
           slug,
@@ -71,14 +78,14 @@ export class Organizations extends Context.Service<Organizations, {
       roleOf: (orgId, principal) => {
         if (principal.kind !== "user") return Effect.succeed(undefined)
         return roles.get(
-          `${orgId}:${principal.userId}`,
+          memberKey(orgId, principal.userId),
           sql<{ role: Access.Role }>`SELECT role FROM memberships WHERE org_id = ${orgId} AND user_id = ${principal.userId}`
             .pipe(Effect.map((rows) => rows[0]?.role))
         )
       },
       creatorRole: (orgId, creatorId) =>
         roles.get(
-          `creator:${orgId}:${creatorId}`,
+          creatorKey(orgId, creatorId),
           sql<{ role: Access.Role | null; isAdmin: boolean }>`SELECT m.role, u.is_admin AS "isAdmin" FROM users u
             LEFT JOIN memberships m ON m.org_id = ${orgId} AND m.user_id = u.id WHERE u.id = ${creatorId}`
             .pipe(Effect.map((rows) => rows[0] === undefined ? undefined : rows[0].isAdmin ? "owner" : rows[0].role ?? undefined))

@@ -16,6 +16,8 @@ export type RepositorySort = "name" | "updated" | "created"
 
 export class Repositories extends Context.Service<Repositories, {
   readonly findByFullName: (owner: string, name: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
+  /** `findByFullName`'s cached record, synchronously; undefined when not cached (an absence is never cached). */
+  readonly cachedByFullName: (owner: string, name: string) => RepositoryRecord | undefined
   /** Forgets cached reads of `owner/name` (after a write to it). */
   readonly invalidate: (owner: string, name: string) => void
   readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
@@ -62,6 +64,10 @@ export class Repositories extends Context.Service<Repositories, {
           sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
             WHERE o.slug = ${owner} AND lower(r.name) = lower(${name})`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
         ),
+      cachedByFullName: (owner, name) => {
+        const hit = byName.peek(repositoryKey(owner, name))
+        return hit !== undefined && Option.isSome(hit.value) ? hit.value.value : undefined
+      },
       invalidate: (owner, name) => byName.invalidate(repositoryKey(owner, name)),
       findById: (id) =>
         sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id

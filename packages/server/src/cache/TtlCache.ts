@@ -53,6 +53,16 @@ export class TtlCache<K, V> {
     })
   }
 
+  /**
+   * The cached answer for `key` without loading: `{ value }` on a live, unexpired hit, else undefined.
+   * For the synchronous fast reads (fast-reads/), which fall back to `get` on undefined.
+   */
+  peek(key: K): { readonly value: V } | undefined {
+    if (!this.live) return undefined
+    const hit = this.entries.get(key)
+    return hit !== undefined && hit.expires > Date.now() ? hit : undefined
+  }
+
   private set(key: K, value: V) {
     if (this.entries.size >= this.maxEntries) this.entries.clear()
     this.entries.set(key, { value, expires: Date.now() + this.ttlMs })

@@ -14,13 +14,15 @@ import { Identity } from "../access/Identity.ts"
 import { checkRouteParams, invalidParams } from "./PathParams.ts"
 import { noteCaller } from "./RequestRecord.ts"
 
-const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
+export const anonymous: Caller = { principal: { kind: "anonymous" }, limits: { kind: "none" } }
+/** `Authorization: Bearer <token>`: the token is the first group. */
+export const BEARER = /^Bearer\s+(\S+)\s*$/i
 
 /** The caller behind a request's Authorization header: anonymous without one, 401 for a bad one. */
 export const callerOf = (identity: Identity["Service"], header: string | undefined) =>
   Effect.gen(function*() {
     if (header === undefined || header === "") return anonymous
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    const match = BEARER.exec(header)
     if (match === null) {
       return yield* new ApiErrors.Unauthorized({ error: "the Authorization header must be 'Bearer <token>'", code: "bad_authorization" })
     }

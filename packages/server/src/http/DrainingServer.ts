@@ -15,9 +15,18 @@ import * as http from "node:http"
 /** Connections still open this long after the stop began are closed. */
 export const DRAIN_MS = 5_000
 
+/**
+ * Answers a request before the HTTP app sees it, or declines (false: the app answers it). Set once the
+ * services it needs are up (fast-reads/); unset, every request goes to the app.
+ */
+export interface RequestGate {
+  answer: ((request: http.IncomingMessage, response: http.ServerResponse) => boolean) | undefined
+}
+
 export interface DrainOptions {
   readonly closeDelayMs?: number | undefined
   readonly onClosing?: (() => void) | undefined
+  readonly gate?: RequestGate | undefined
 }
 
 export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions = {}) => (): http.Server => {
@@ -27,12 +36,22 @@ export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions
   const lastOnConnection = (response: http.ServerResponse) => {
     if (!response.headersSent) response.setHeader("connection", "close")
   }
-  // Registered before the HTTP layer's own listener, so it runs before any handler answers.
-  server.on("request", (_request, response) => {
-    if (closing) return lastOnConnection(response)
+  // Before the HTTP layer's own listener, so it runs before any handler answers; a request the gate
+  // answers never reaches that listener. While closing, every request goes to the app.
+  const emit = server.emit.bind(server) as (event: string, ...args: Array<unknown>) => boolean
+  server.emit = ((event: string, ...args: Array<unknown>) => {
+    if (event !== "request") return emit(event, ...args)
+    const request = args[0] as http.IncomingMessage
+    const response = args[1] as http.ServerResponse
+    if (closing) {
+      lastOnConnection(response)
+      return emit(event, ...args)
+    }
     inFlight.add(response)
     response.once("close", () => inFlight.delete(response))
-  })
+    if (options.gate?.answer?.(request, response) === true) return true
+    return emit(event, ...args)
+  }) as typeof server.emit
   const close = server.close.bind(server)
   const stop = (callback?: (error?: Error) => void) => {
     for (const response of inFlight) lastOnConnection(response)

@@ -16,17 +16,35 @@ export interface RequestRecordShape {
   route: { readonly path: string } | undefined
 }
 
+// Keyed by the server's own request object (node's IncomingMessage), so the node request listener
+// finds the record too once the Effect app is done (fast-reads/ learns the matched route from it).
 const records = new WeakMap<object, RequestRecordShape>()
 
 export const attach = (request: HttpServerRequest.HttpServerRequest, record: RequestRecordShape) => {
-  records.set(request, record)
+  records.set(request.source, record)
 }
 
 /** The record of the request in `context`, if it holds one. */
 export const recordIn = (context: Context.Context<never>): RequestRecordShape | undefined => {
   const request = Context.getOrUndefined(context, HttpServerRequest.HttpServerRequest)
-  return request === undefined ? undefined : records.get(request)
+  return request === undefined ? undefined : records.get(request.source)
 }
+
+/** The record of a server request object (node's IncomingMessage), once the app has attached one. */
+export const recordOfSource = (source: object): RequestRecordShape | undefined => records.get(source)
+
+/** How the access log names a caller: `user:<name>`, `service:<org>/<name>`, undefined for anonymous. */
+export const callerLabel = (principal: {
+  readonly kind: string
+  readonly username?: string
+  readonly orgSlug?: string
+  readonly name?: string
+}): string | undefined =>
+  principal.kind === "user"
+    ? `user:${principal.username}`
+    : principal.kind === "service_account"
+    ? `service:${principal.orgSlug}/${principal.name}`
+    : undefined
 
 /** Notes who the caller is on the current request, if there is one (a no-op outside requests). */
 export const noteCaller = (context: Context.Context<never>, principal: {
@@ -37,9 +55,5 @@ export const noteCaller = (context: Context.Context<never>, principal: {
 }) => {
   const record = recordIn(context)
   if (record === undefined) return
-  record.caller = principal.kind === "user"
-    ? `user:${principal.username}`
-    : principal.kind === "service_account"
-    ? `service:${principal.orgSlug}/${principal.name}`
-    : undefined
+  record.caller = callerLabel(principal)
 }

@@ -57,12 +57,46 @@ const processTag = randomBytes(4).toString("hex")
 let sequence = 0
 const PLAIN_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
-const requestId = (incoming: string | undefined) =>
+export const requestId = (incoming: string | undefined) =>
   incoming !== undefined && PLAIN_ID.test(incoming) ? incoming : `${processTag}-${(++sequence).toString(36)}`
 
 const bodyBytes = (response: HttpServerResponse.HttpServerResponse): number | undefined => {
   const body = response.body
   return body._tag === "Empty" ? 0 : "contentLength" in body ? body.contentLength : undefined
+}
+
+/**
+ * What every answered request records, whoever answered it (this middleware, or fast-reads/ before the
+ * Effect app): the route's metric series and the access-log line. `route`: the router's matched route.
+ */
+export const recordAnswer = (
+  log: AccessLogWriter | undefined,
+  answer: {
+    readonly record: RequestRecordShape
+    readonly method: string
+    readonly status: number
+    readonly seconds: number
+    readonly bytes: number | undefined
+    readonly traceId?: string | undefined
+  }
+): string => {
+  const { record, method } = answer
+  const matched = record.route
+  const path = matched?.path ?? UNMATCHED
+  const series = routeSeries(matched, method, path)
+  series.seconds.updateUnsafe(answer.seconds, MetricHandles.DEFAULT_CONTEXT)
+  countRequest(series, method, path, answer.status)
+  log?.write({
+    requestId: record.id,
+    method,
+    route: path,
+    status: answer.status,
+    seconds: answer.seconds,
+    bytes: answer.bytes,
+    caller: record.caller,
+    traceId: answer.traceId
+  })
+  return path
 }
 
 export const requestLog = (log: AccessLogWriter | undefined) =>
@@ -76,25 +110,16 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
         // The HTTP server span (only while tracing is on) learns its route template once routing is done.
         const span = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
         HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => {
-          const seconds = (performance.now() - started) / 1000
-          const matched = record.route
-          const method = request.method
-          const path = matched?.path ?? UNMATCHED
-          const series = routeSeries(matched, method, path)
-          series.seconds.updateUnsafe(seconds, MetricHandles.DEFAULT_CONTEXT)
-          countRequest(series, method, path, response.status)
           const traced = span?._tag === "Span" ? span : undefined
-          traced?.attribute("http.route", path)
-          log?.write({
-            requestId: record.id,
-            method,
-            route: path,
+          const path = recordAnswer(log, {
+            record,
+            method: request.method,
             status: response.status,
-            seconds,
+            seconds: (performance.now() - started) / 1000,
             bytes: bodyBytes(response),
-            caller: record.caller,
             traceId: traced?.traceId
           })
+          traced?.attribute("http.route", path)
           return Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", record.id))
         })
         return app
@@ -102,10 +127,18 @@ export const requestLog = (log: AccessLogWriter | undefined) =>
     { global: true }
   )
 
+/** One access-log writer per format for the process: the middleware and fast-reads/ batch into the same one. */
+const writers = new Map<string, AccessLogWriter>()
+export const accessLogWriter = (format: "json" | "text"): AccessLogWriter => {
+  let found = writers.get(format)
+  if (found === undefined) writers.set(format, found = writer(format))
+  return found
+}
+
 /** The middleware, writing the access log in the configured format. */
 export const RequestLogLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* ServerConfig
-  return requestLog(writer(config.logFormat ?? "json"))
+  return requestLog(accessLogWriter(config.logFormat ?? "json"))
 }))
 
 /**
