@@ -96,7 +96,9 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   }
   const parent = merge?.parent ?? branch.head
   if (merge === undefined && parent !== null && index.base === parent && scanned.unchanged) {
-    // The tree is the parent's, file for file: nothing to diff, nothing to rewrite.
+    // The tree is the parent's, file for file: nothing to diff. The index is written again only when
+    // some directory had to be read (its listing is kept for the next walk).
+    if (!scanned.foldersKept) yield* writeIndex(root, scanned.files, parent, index.dirs, scanned.folders)
     return { state, commit: undefined, changes: [] } satisfies CommitResult
   }
   const before = yield* baseSnapshot(workspace, index, parent)
@@ -105,7 +107,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   const changes = Merge.TreeDiff.diffSnapshots(before, snapshot)
   const parentDirs = index.base === parent ? index.dirs : undefined
   if (changes.length === 0 && merge === undefined) {
-    yield* writeIndex(root, scanned.files, parent, parentDirs)
+    yield* writeIndex(root, scanned.files, parent, parentDirs, scanned.folders)
     return { state, commit: undefined, changes } satisfies CommitResult
   }
   if (merge !== undefined) {
@@ -167,6 +169,6 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   }
   yield* saveState(workspace, next)
   yield* crashPoint("commit:saved")
-  yield* writeIndex(root, scanned.files, commit.hash, dirs)
+  yield* writeIndex(root, scanned.files, commit.hash, dirs, scanned.folders)
   return { state: next, commit, changes } satisfies CommitResult
 })

@@ -33,8 +33,10 @@ export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(wo
   // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
   // otherwise the refreshed one saves re-hashing.
   if (changes.length === 0) {
-    if (!scanned.unchanged || index.base !== base) yield* writeIndex(workspace.root, scanned.files, base)
-  } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null)
+    if (!scanned.unchanged || index.base !== base || !scanned.foldersKept) {
+      yield* writeIndex(workspace.root, scanned.files, base, index.base === base ? index.dirs : undefined, scanned.folders)
+    }
+  } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null, undefined, scanned.folders)
   return { branch, head, scanned, changes }
 })
 

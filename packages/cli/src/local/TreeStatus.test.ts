@@ -130,8 +130,10 @@ describe("TreeStatus", () => {
   it.effect("an index without ctimes (older client) is still trusted, and gains them on the next scan", () =>
     Effect.gen(function*() {
       const root = yield* indexed
-      const text = JSON.parse(fs.readFileSync(indexPath(root), "utf8")) as { files: Array<Array<unknown>> }
-      const legacy = parseIndex(JSON.stringify({ ...text, files: text.files.map((row) => row.slice(0, 6)) }), Date.now())
+      // The second layout (an array per file) without the ctime column.
+      const { base, dirs, files, writtenAt } = readIndexSync(root)
+      const rows = [...files].map(([file, e]) => [file, e.hash, e.mode, e.size, e.mtimeMs, e.ino])
+      const legacy = parseIndex(JSON.stringify({ written_at: writtenAt, base, files: rows, dirs: [...dirs] }), Date.now())
       expect([...legacy.files.values()].every((e) => e.ctimeMs === undefined)).toBe(true)
       expect(treeUnchanged(root, legacy)).toBe(true)
       const scanned = yield* scan(root, legacy)

@@ -17,8 +17,8 @@ import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
 import { errorMessage, io, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
-import type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
-import { entryOf, forgetIndexRead, indexPath, modeOf, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
+import type { FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
+import { entryOf, forgetIndexRead, indexPath, modeOf, NO_FOLDERS, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
 
 export type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
 export { indexPath } from "./TreeStatus.ts"
@@ -44,11 +44,13 @@ export const writeIndex = (
   root: string,
   files: ReadonlyMap<string, IndexEntry>,
   base: Hash | null,
-  dirs: ReadonlyMap<string, Hash> = NO_DIRS
+  dirs: ReadonlyMap<string, Hash> = NO_DIRS,
+  /** The directories of the walk that found exactly `files` (`ScanResult.folders`); none otherwise. */
+  folders: ReadonlyMap<string, FolderStat> = NO_FOLDERS
 ): Effect.Effect<void, CliFailure> =>
   io("cannot write the working-tree index", () => {
     forgetIndexRead()
-    return writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now()))
+    return writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now(), folders))
   })
 
 /** Runs `task` over `items`, at most `limit` at a time. */
@@ -75,12 +77,30 @@ export interface ScanResult {
   readonly invalid: ReadonlyArray<{ readonly path: string; readonly reason: string }>
   /** The tree holds exactly the index's files with the same hashes and modes (its snapshot is the index's). */
   readonly unchanged: boolean
+  /** The stat of every directory walked, for the index written with `files` (none when paths were invalid). */
+  readonly folders: ReadonlyMap<string, FolderStat>
+  /** Every directory was listed from the index: writing it again would not spare the next walk a read. */
+  readonly foldersKept: boolean
 }
 
-/** Every file of the working tree; files whose stat matches the index keep their hash. */
+const sameFolders = (index: WorkIndex, folders: ReadonlyMap<string, FolderStat>): boolean => {
+  if (folders.size !== index.folders.size) return false
+  for (const [dir, f] of folders) {
+    const known = index.folders.get(dir)
+    if (known?.mtimeMs !== f.mtimeMs || known.ctimeMs !== f.ctimeMs || known.ino !== f.ino) return false
+    if (f.mtimeMs >= index.writtenAt || f.ctimeMs >= index.writtenAt) return false // racy: read again next time
+  }
+  return true
+}
+
+/**
+ * Every file of the working tree; files whose stat matches the index keep their hash, and directories
+ * whose stat matches are listed from it (see TreeStatus.ts).
+ */
 export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
-    const found = walk(root)
+    const seen = new Map<string, FolderStat>()
+    const found = walk(root, index, seen)
     const snapshot = new Map<string, { hash: Hash; mode: BlobMode }>()
     const files = new Map<string, IndexEntry>()
     const invalid: Array<{ path: string; reason: string }> = []
@@ -112,7 +132,8 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
       files.set(file, entryOf(hash, mode, stats))
     })
     const unchanged = changed.length === 0 && invalid.length === 0 && sameModes && files.size === index.files.size
-    return { snapshot, files, hashed: changed.length, invalid, unchanged }
+    const folders = invalid.length === 0 ? seen : NO_FOLDERS
+    return { snapshot, files, hashed: changed.length, invalid, unchanged, folders, foldersKept: sameFolders(index, folders) }
   })
 
 const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>

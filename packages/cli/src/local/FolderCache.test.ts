@@ -1,0 +1,171 @@
+/**
+ * The directory listings the index keeps (TreeStatus.ts `folders`): an unchanged tree is walked
+ * without reading a directory, and no change is ever missed because a listing came from the index:
+ * a scan with the kept listings finds exactly the files a scan without an index finds.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Scope } from "effect"
+import type { CliFailure } from "../Failures.ts"
+import * as fs from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
+import * as path from "node:path"
+import { tempDir } from "../../test/support.ts"
+import { EMPTY_INDEX, readIndexSync, treeUnchanged } from "./TreeStatus.ts"
+import { scan, writeIndex } from "./WorkingTree.ts"
+
+const HOUR = 3600
+
+/** Counts `fs.readdirSync` calls while `run` runs (through the builtin module, which the ESM namespace mirrors). */
+const readdirsDuring = <A, E>(run: Effect.Effect<A, E>) =>
+  Effect.suspend(() => {
+    const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
+    const original = cjs.readdirSync
+    let readdirs = 0
+    return Effect.acquireUseRelease(
+      Effect.sync(() => {
+        cjs.readdirSync = ((...args: Parameters<typeof fs.readdirSync>) => (readdirs++, original(...args))) as typeof fs.readdirSync
+        syncBuiltinESMExports()
+      }),
+      () => Effect.map(run, (result) => ({ result, readdirs })),
+      () =>
+        Effect.sync(() => {
+          cjs.readdirSync = original
+          syncBuiltinESMExports()
+        })
+    )
+  })
+
+/** Waits until the file system's clock has passed every ctime under `root` (ctimes cannot be set back). */
+const settle = (root: string) =>
+  Effect.gen(function*() {
+    let latest = 0
+    for (const entry of fs.readdirSync(root, { recursive: true, withFileTypes: true })) {
+      latest = Math.max(latest, fs.lstatSync(path.join(entry.parentPath, entry.name)).ctimeMs)
+    }
+    latest = Math.max(latest, fs.statSync(root).ctimeMs)
+    while (Date.now() <= latest + 20) yield* Effect.promise(() => new Promise((done) => setTimeout(done, 5)))
+  })
+
+/**
+ * A tree (a nested file, an executable, a symlink, an empty directory) and its index with folder
+ * listings. `between` changes the tree after the walk and before the index is written (once the clock
+ * has passed the change): only the recorded stats, not the racy rule, can tell then.
+ */
+const indexedWith = (between?: (root: string) => void) => Effect.gen(function*() {
+  const root = yield* tempDir("folders")
+  const write = (file: string, text: string, mode = 0o644) => {
+    fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
+    fs.writeFileSync(path.join(root, file), text, { mode })
+  }
+  write("a.txt", "alpha")
+  write("dir/b.txt", "beta")
+  write("dir/deep/c.txt", "gamma")
+  write("run.sh", "#!/bin/sh\n", 0o755)
+  fs.symlinkSync("a.txt", path.join(root, "link"))
+  fs.mkdirSync(path.join(root, "empty/inner"), { recursive: true })
+  write(".grove/state.json", "{}")
+  const past = Date.now() / 1000 - HOUR
+  for (const entry of fs.readdirSync(root, { recursive: true, withFileTypes: true })) {
+    const file = path.join(entry.parentPath, entry.name)
+    if (entry.isSymbolicLink()) fs.lutimesSync(file, past, past)
+    else fs.utimesSync(file, past, past)
+  }
+  fs.utimesSync(root, past, past)
+  yield* settle(root)
+  const scanned = yield* scan(root, EMPTY_INDEX)
+  if (between !== undefined) {
+    between(root)
+    yield* settle(root)
+  }
+  yield* writeIndex(root, scanned.files, "c1", new Map(), scanned.folders)
+  return root
+})
+const indexed = indexedWith()
+
+/** What a scan that trusts nothing finds: path -> hash and mode. */
+const truth = (root: string) => Effect.map(scan(root, EMPTY_INDEX), (s) => Object.fromEntries(s.snapshot))
+
+describe("directory listings kept in the index", () => {
+  it.effect("an untouched tree is walked without reading a directory, and the listings cover every directory", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      expect([...index.folders.keys()].sort()).toEqual(["", "dir", "dir/deep", "empty", "empty/inner"])
+      expect(yield* readdirsDuring(Effect.sync(() => treeUnchanged(root, index)))).toEqual({ result: true, readdirs: 0 })
+      const { readdirs, result } = yield* readdirsDuring(scan(root, index))
+      expect({ readdirs, unchanged: result.unchanged, foldersKept: result.foldersKept, hashed: result.hashed })
+        .toEqual({ readdirs: 0, unchanged: true, foldersKept: true, hashed: 0 })
+      // The same answer as a walk that reads every directory.
+      expect(Object.fromEntries(result.snapshot)).toEqual(yield* truth(root))
+    }).pipe(Effect.scoped))
+
+  it.effect("no change is missed: adds, removals, renames, same-size edits, modes, kinds, new and removed directories", () =>
+    Effect.gen(function*() {
+      const at = (root: string, file: string) => path.join(root, file)
+      const cases: Array<[string, (root: string) => void]> = [
+        ["same-size edit", (root) => fs.writeFileSync(at(root, "dir/deep/c.txt"), "GAMMA")],
+        ["same-size edit, mtime put back", (root) => {
+          const before = fs.statSync(at(root, "dir/b.txt"))
+          fs.writeFileSync(at(root, "dir/b.txt"), "BETA")
+          fs.utimesSync(at(root, "dir/b.txt"), before.atime, before.mtime)
+        }],
+        ["added in a listed directory", (root) => fs.writeFileSync(at(root, "dir/new.txt"), "new")],
+        ["added in an empty directory", (root) => fs.writeFileSync(at(root, "empty/inner/new.txt"), "new")],
+        ["added in a new directory", (root) => {
+          fs.mkdirSync(at(root, "dir/deep/fresh"))
+          fs.writeFileSync(at(root, "dir/deep/fresh/x.txt"), "x")
+        }],
+        ["removed", (root) => fs.rmSync(at(root, "dir/deep/c.txt"))],
+        ["renamed in its directory", (root) => fs.renameSync(at(root, "dir/b.txt"), at(root, "dir/b2.txt"))],
+        ["moved to another directory", (root) => fs.renameSync(at(root, "dir/deep/c.txt"), at(root, "empty/c.txt"))],
+        ["directory renamed", (root) => fs.renameSync(at(root, "dir/deep"), at(root, "dir/deeper"))],
+        ["directory removed", (root) => fs.rmSync(at(root, "dir"), { recursive: true })],
+        ["chmod +x", (root) => fs.chmodSync(at(root, "dir/b.txt"), 0o755)],
+        ["chmod -x", (root) => fs.chmodSync(at(root, "run.sh"), 0o644)],
+        ["symlink -> file", (root) => {
+          fs.rmSync(at(root, "link"))
+          fs.writeFileSync(at(root, "link"), "a.txt")
+        }],
+        ["file -> directory", (root) => {
+          fs.rmSync(at(root, "a.txt"))
+          fs.mkdirSync(at(root, "a.txt"))
+          fs.writeFileSync(at(root, "a.txt/inside"), "in")
+        }]
+      ]
+      const variants = cases.flatMap(([label, change]): Array<[string, Effect.Effect<string, CliFailure, Scope.Scope>]> => [
+        [`${label}, after the index`, Effect.tap(indexed, (root) => Effect.sync(() => change(root)))],
+        [`${label}, between the walk and the index`, indexedWith(change)]
+      ])
+      for (const [label, make] of variants) {
+        const root = yield* make
+        const index = readIndexSync(root)
+        const scanned = yield* scan(root, index)
+        expect({ label, unchanged: treeUnchanged(root, index), scanUnchanged: scanned.unchanged })
+          .toEqual({ label, unchanged: false, scanUnchanged: false })
+        expect({ label, snapshot: Object.fromEntries(scanned.snapshot) }).toEqual({ label, snapshot: yield* truth(root) })
+      }
+    }).pipe(Effect.scoped))
+
+  it.effect("a directory changed no earlier than the index was written is read again (racily clean)", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      const dir = fs.statSync(path.join(root, "dir"))
+      // The listing is as recorded, but the index is no older than the directory: it is not trusted.
+      const racy = { ...index, writtenAt: Math.max(dir.mtimeMs, dir.ctimeMs) }
+      const { readdirs, result } = yield* readdirsDuring(scan(root, racy))
+      expect(readdirs).toBeGreaterThanOrEqual(1)
+      expect(result.foldersKept).toBe(false)
+      expect((yield* readdirsDuring(Effect.sync(() => treeUnchanged(root, racy)))).readdirs)
+        .toBeGreaterThanOrEqual(1)
+    }).pipe(Effect.scoped))
+
+  it.effect("an index without listings (written after a clone or pull) reads every directory", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = { ...readIndexSync(root), folders: new Map() }
+      const { readdirs, result } = yield* readdirsDuring(scan(root, index))
+      expect({ readdirs, unchanged: result.unchanged, foldersKept: result.foldersKept }).toEqual({ readdirs: 5, unchanged: true, foldersKept: false })
+    }).pipe(Effect.scoped))
+})
