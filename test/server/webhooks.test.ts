@@ -164,6 +164,33 @@ describe("webhooks", () => {
     }
   })
 
+  it("a webhook added after the repository's events were fanned out gets the next event; a removed one gets no more", async () => {
+    // The fan-out remembers each repository's webhooks per partition: a change must reach it in order.
+    expect((await as().post("/repos", { name: "late" })).status).toBe(201)
+    const url = `http://receiver.test:${receiver.port}`
+    const first = await as().post("/wes/late/webhooks", { url: `${url}/late-first`, events: ["push"] })
+    expect(first.status, JSON.stringify(first.body)).toBe(201)
+    let parent: ReturnType<typeof buildCommit> | undefined
+    const pushLate = async () => {
+      const c = buildCommit({ branch: "f", files: { "f.txt": `v${++commits}\n` }, parent: parent ?? null })
+      const reply = await as().post("/wes/late/push", pushBody({ branch: "f", commits: [c], description: "f", expectedHead: parent?.commit.hash ?? null }))
+      expect(reply.body.success, JSON.stringify(reply.body)).toBe(true)
+      parent = c
+    }
+    await pushLate() // branch.created: not a push hook's
+    await pushLate()
+    // Delivered: the fan-out has read (and remembers) the repository's webhooks.
+    await waitFor("the first hook's push", async () => (at("/late-first").length >= 1 ? true : undefined))
+    const second = await as().post("/wes/late/webhooks", { url: `${url}/late-second`, events: ["push"] })
+    expect(second.status, JSON.stringify(second.body)).toBe(201)
+    await pushLate()
+    await waitFor("the push at both hooks", async () => (at("/late-first").length >= 2 && at("/late-second").length >= 1 ? true : undefined))
+    expect((await as().delete(`/wes/late/webhooks/${first.body.id}`)).status).toBe(204)
+    await pushLate()
+    await waitFor("the last push at the second hook", async () => (at("/late-second").length >= 2 ? true : undefined))
+    expect(at("/late-first").length).toBe(2)
+  }, 60_000)
+
   it("checks the request and the caller: events, access, removal", async () => {
     expect((await as().post("/wes/app/webhooks", { url: `http://127.0.0.1:${receiver.port}/x`, events: "push" })).status).toBe(400)
     expect((await as().post("/wes/app/webhooks", { url: `http://127.0.0.1:${receiver.port}/x`, events: ["push", "deploy"] })).status).toBe(400)

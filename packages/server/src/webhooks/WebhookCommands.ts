@@ -1,6 +1,6 @@
 /**
  * Adding and removing a webhook are Repository entity commands: one transaction with the audit
- * row (the URL's host, never a secret). The secret arrives sealed (see SecretBox); the URL was
+ * row (the URL's host, never a secret) and a `webhooks.changed` event for the fan-out. The secret arrives sealed (see SecretBox); the URL was
  * checked against the egress rules at the edge.
  */
 import { ApiWebhooks } from "@grove/api"
@@ -8,8 +8,8 @@ import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { BranchRepositoryGone } from "../content/BranchCommands.ts"
-import { audit, load } from "../entities/CommandSupport.ts"
-import { toApiWebhook, type WebhookRow } from "./WebhookRecord.ts"
+import { audit, emit, load } from "../entities/CommandSupport.ts"
+import { toApiWebhook, WEBHOOKS_CHANGED, type WebhookRow } from "./WebhookRecord.ts"
 
 export class WebhookNotFound extends Schema.TaggedError<WebhookNotFound>()("WebhookNotFound", { id: Schema.String }) {}
 export const WebhookError = Schema.Union([BranchRepositoryGone, WebhookNotFound])
@@ -59,6 +59,7 @@ const add = Effect.fn("Repository.addWebhook")(function*(payload: typeof AddPayl
     })
   } RETURNING *`
   yield* audit(repo.orgId, payload.actor, "webhook.add", `${repo.owner}/${repo.name}`, { id: payload.id, host: host(payload.url), events: payload.events })
+  yield* emit(WEBHOOKS_CHANGED, { repository_id: repo.id })
   return toApiWebhook(rows[0]!)
 })
 
@@ -68,6 +69,7 @@ const remove = Effect.fn("Repository.removeWebhook")(function*(payload: typeof R
   const rows = yield* sql<{ url: string }>`DELETE FROM webhooks WHERE id = ${payload.id} AND repo_id = ${repo.id} RETURNING url`
   if (rows[0] === undefined) return yield* new WebhookNotFound({ id: payload.id })
   yield* audit(repo.orgId, payload.actor, "webhook.remove", `${repo.owner}/${repo.name}`, { id: payload.id, host: host(rows[0].url) })
+  yield* emit(WEBHOOKS_CHANGED, { repository_id: repo.id })
 })
 
 const AddError = Schema.Union([BranchRepositoryGone, WebhookNotFound, TooManyWebhooks])

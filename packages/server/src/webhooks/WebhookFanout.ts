@@ -13,23 +13,42 @@ import { randomUUID } from "node:crypto"
 import { type RepositoryEvent, repositoryEventOf } from "../events/RepositoryEvent.ts"
 import { DELIVERIES_TOPIC } from "./WebhookDelivery.ts"
 import { payloadBody } from "./WebhookPayload.ts"
+import { eventsOf, type WebhookRow, webhooksChangedOf } from "./WebhookRecord.ts"
 import { Webhooks } from "./Webhooks.ts"
 
 export const FANOUT_GROUP = "grove.webhook-fanout"
+
+/** Repositories whose webhooks one partition's fan-out remembers; past this it starts again from none. */
+const REMEMBERED_REPOSITORIES = 10_000
+
 export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
   const bus = yield* Bus.Bus
   const sql = yield* SqlClient.SqlClient
   const webhooks = yield* Webhooks
 
-  const fanOut = Effect.fnUntraced(function*(event: RepositoryEvent) {
-    const hooks = yield* webhooks.receiving(event.repository_id, event.type)
+  /**
+   * `known`: the webhooks of the repositories this partition's events named, as those events left them. A
+   * repository's events are all in one partition, its webhook commands' `webhooks.changed` among them in
+   * order, so what is remembered is exact for the events that follow; it lives as long as the claim (a
+   * partition claimed again, after another node had it, starts from none). Most repositories have no
+   * webhooks: their events cost no read.
+   */
+  const fanOut = Effect.fnUntraced(function*(event: RepositoryEvent, known: Map<string, ReadonlyArray<WebhookRow>>) {
+    let all = known.get(event.repository_id)
+    if (all === undefined) {
+      all = yield* webhooks.ofRepository(event.repository_id)
+      if (known.size >= REMEMBERED_REPOSITORIES) known.clear()
+      known.set(event.repository_id, all)
+    }
+    const hooks = all.filter((hook) => eventsOf(hook).includes(event.type))
     if (hooks.length === 0) return
     const body = payloadBody({ ...event, event: event.type })
     const notices = []
     for (const hook of hooks) {
-      yield* sql`INSERT INTO webhook_deliveries ${
-        sql.insert({ id: randomUUID(), webhook_id: hook.id, event_id: event.id, event: event.type, body, status: "pending" })
-      } ON CONFLICT (webhook_id, event_id) DO NOTHING`
+      // A webhook gone with its repository (no `webhooks.changed`) gets nothing.
+      yield* sql`INSERT INTO webhook_deliveries (id, webhook_id, event_id, event, body, status)
+        SELECT ${randomUUID()}::uuid, id, ${event.id}, ${event.type}, ${body}, 'pending' FROM webhooks WHERE id = ${hook.id}
+        ON CONFLICT (webhook_id, event_id) DO NOTHING`
       const [row] = yield* sql<{ id: string; status: string; attempts: number }>`SELECT id, status, attempts FROM webhook_deliveries
         WHERE webhook_id = ${hook.id} AND event_id = ${event.id}`
       if (row !== undefined && row.status === "pending" && row.attempts === 0) {
@@ -39,12 +58,15 @@ export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
     if (notices.length > 0) yield* bus.publish(notices)
   })
 
-  yield* bus.consume(FANOUT_GROUP, Topics.events, (claim) =>
-    claim.records.pipe(Stream.runForEach((record) =>
+  yield* bus.consume(FANOUT_GROUP, Topics.events, (claim) => {
+    const known = new Map<string, ReadonlyArray<WebhookRow>>()
+    return claim.records.pipe(Stream.runForEach((record) =>
       Effect.gen(function*() {
+        const changed = webhooksChangedOf(record.value)
+        if (changed !== undefined) known.delete(changed)
         const event = repositoryEventOf(record.value)
         if (event !== undefined) {
-          yield* fanOut(event).pipe(
+          yield* fanOut(event, known).pipe(
             Effect.tapCause((cause) => Effect.logWarning(`webhook fan-out of event ${event.id} failed; retrying`, Cause.squash(cause))),
             Effect.retry({ schedule: Schedule.exponential("200 millis", 1.5), times: 20 }),
             Effect.catchCause((cause) => Effect.logError(`webhook fan-out of event ${event.id} gave up`, Cause.squash(cause)))
@@ -52,5 +74,6 @@ export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
         }
         yield* claim.commit(record.offset)
       })
-    )))
+    ))
+  })
 }))

@@ -11,6 +11,20 @@ export interface WebhookRow {
   readonly created_at: Date | string
 }
 
+/**
+ * The event a repository's webhook commands emit (on `grove.events`, keyed like the repository's other
+ * events, so in order with them): the fan-out forgets what it knew of the repository's webhooks.
+ */
+export const WEBHOOKS_CHANGED = "webhooks.changed"
+
+/** The repository whose webhooks changed, if `value` is that event. */
+export const webhooksChangedOf = (value: unknown): string | undefined => {
+  const event = value as { readonly type?: unknown; readonly repository_id?: unknown } | null
+  return event !== null && typeof event === "object" && event.type === WEBHOOKS_CHANGED && typeof event.repository_id === "string"
+    ? event.repository_id
+    : undefined
+}
+
 export const ALL_EVENTS: ReadonlyArray<ApiWebhooks.WebhookEvent> = ["push", "branch.created", "merge"]
 
 export const eventsOf = (row: Pick<WebhookRow, "events">): ReadonlyArray<ApiWebhooks.WebhookEvent> => {

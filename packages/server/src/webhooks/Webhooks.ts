@@ -5,7 +5,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
-import { eventsOf, toApiWebhook, type WebhookRow } from "./WebhookRecord.ts"
+import { toApiWebhook, type WebhookRow } from "./WebhookRecord.ts"
 
 export interface DeliveryRow {
   readonly id: string
@@ -42,8 +42,8 @@ export const toApiDelivery = (row: DeliveryRow): ApiWebhooks.Delivery => ({
 export class Webhooks extends Context.Service<Webhooks, {
   readonly list: (repoId: string) => Effect.Effect<ReadonlyArray<ApiWebhooks.Webhook>, SqlError>
   readonly find: (repoId: string, id: string) => Effect.Effect<WebhookRow | undefined, SqlError>
-  /** The repository's webhooks that receive `event`. */
-  readonly receiving: (repoId: string, event: string) => Effect.Effect<ReadonlyArray<WebhookRow>, SqlError>
+  /** The repository's webhooks, each with the events it receives (`eventsOf`). */
+  readonly ofRepository: (repoId: string) => Effect.Effect<ReadonlyArray<WebhookRow>, SqlError>
   /** One page of a webhook's deliveries, newest first. */
   readonly deliveries: (webhookId: string, page: PageRequest) => Effect.Effect<ReadonlyArray<Keyed<ApiWebhooks.Delivery>>, SqlError>
   readonly delivery: (webhookId: string, id: string) => Effect.Effect<DeliveryRow | undefined, SqlError>
@@ -58,10 +58,7 @@ export class Webhooks extends Context.Service<Webhooks, {
       list: (repoId) =>
         sql<WebhookRow>`SELECT * FROM webhooks WHERE repo_id = ${repoId} ORDER BY created_at, id`.pipe(Effect.map((rows) => rows.map(toApiWebhook))),
       find: (repoId, id) => sql<WebhookRow>`SELECT * FROM webhooks WHERE repo_id = ${repoId} AND id = ${id}`.pipe(Effect.map((rows) => rows[0])),
-      receiving: (repoId, event) =>
-        sql<WebhookRow>`SELECT * FROM webhooks WHERE repo_id = ${repoId} ORDER BY created_at, id`.pipe(
-          Effect.map((rows) => rows.filter((row) => eventsOf(row).includes(event as ApiWebhooks.WebhookEvent)))
-        ),
+      ofRepository: (repoId) => sql<WebhookRow>`SELECT * FROM webhooks WHERE repo_id = ${repoId} ORDER BY created_at, id`,
       deliveries: (webhookId, page) =>
         sql<DeliveryRow>`SELECT * ${Keyset.selectKeys(sql, newestFirst)} FROM webhook_deliveries
           WHERE webhook_id = ${webhookId} AND ${Keyset.after(sql, newestFirst, page.after)}
