@@ -35,6 +35,9 @@ export const commitPath = (root: string, hash: Hash): string => path.join(commit
 export const blobPath = (root: string, hash: Hash): string => path.join(objectsDir(root), "blobs", hash)
 export const tempDir = (root: string): string => path.join(groveDir(root), "tmp")
 
+/** Up to this many kept blobs are removed in the command itself; more go to a detached process. */
+const SMALL_DROP = 64
+
 /** One checkout's objects, with a per-process cache of trees. */
 export interface ObjectStore {
   readonly root: string
@@ -207,8 +210,14 @@ export const openObjects = (root: string): ObjectStore => {
         const dir = objectsDir(root)
         const blobs = path.join(dir, "blobs")
         if (!fsSync.existsSync(blobs)) return
+        const trashOf = () => fsSync.readdirSync(dir).filter((name) => name.startsWith("trash-")).map((name) => path.join(dir, name))
+        if (fsSync.readdirSync(blobs).length <= SMALL_DROP && trashOf().length === 0) {
+          // A few files (a one-file push): removing them here costs less than starting a process.
+          fsSync.rmSync(blobs, { recursive: true, force: true })
+          return
+        }
         fsSync.renameSync(blobs, path.join(dir, `trash-${process.pid}-${Date.now()}`))
-        const trash = fsSync.readdirSync(dir).filter((name) => name.startsWith("trash-")).map((name) => path.join(dir, name))
+        const trash = trashOf()
         const script = "for (const dir of process.argv.slice(1)) require('node:fs').rmSync(dir, { recursive: true, force: true })"
         const child = spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
         child.on("error", () => trash.forEach((dir) => fsSync.rmSync(dir, { recursive: true, force: true })))
