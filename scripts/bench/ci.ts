@@ -10,7 +10,9 @@
  *   - the server's RSS while 20 runs execute at once (a second server with 20 runners), against
  *     the same server idle.
  *
- *   npm run bench:ci [-- --runs 30 --throughput 40]
+ *   npm run bench:ci [-- --runs 30 --throughput 40 --bin other/checkout/packages/server/bin/grove-server.js]
+ *
+ * SQL statements and entity commands per no-op run: scripts/bench/ci-statements.ts.
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -45,7 +47,7 @@ const directShell = (command: string) =>
     child.onExit(() => resolve({ firstByte, total: performance.now() - start }))
   })
 
-const setup = async (server: GroveServer) => {
+export const setup = async (server: GroveServer) => {
   const key = await server.createUser("bench")
   const as = api(server.url, key)
   await as.post("/repos", { name: "ci" })
@@ -57,13 +59,13 @@ const setup = async (server: GroveServer) => {
   return { as, key }
 }
 
-const start = async (as: ReturnType<typeof api>, workflow: string): Promise<number> => {
+export const start = async (as: ReturnType<typeof api>, workflow: string): Promise<number> => {
   const reply = await as.post("/bench/ci/ci/runs", { workflow })
   if (reply.status !== 201) throw new Error(JSON.stringify(reply.body))
   return reply.body.run_ids[0]
 }
 
-const until = async (as: ReturnType<typeof api>, id: number, status: "running" | "completed", every = 5) => {
+export const until = async (as: ReturnType<typeof api>, id: number, status: "running" | "completed", every = 5) => {
   for (;;) {
     const run = await as.get(`/bench/ci/ci/runs/${id}?logs=false`)
     if (run.body.status === status || run.body.status === "completed") return run.body
@@ -84,6 +86,8 @@ export interface CiOptions {
   readonly runs: number
   /** No-op runs for the throughput measure. */
   readonly throughput: number
+  /** The server's entry point (another checkout's, to compare two versions in one sitting); grove-server by default. */
+  readonly bin?: string | undefined
 }
 
 export interface CiResult {
@@ -109,7 +113,8 @@ export const measureCi = async (options: CiOptions): Promise<CiResult> => {
   const RUNS = options.runs
   const THROUGHPUT = options.throughput
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-ci-"))
-  const server = await startServer({ dataDir })
+  const bin = options.bin === undefined ? {} : { bin: options.bin }
+  const server = await startServer({ dataDir, ...bin })
   const direct: Array<number> = []
   const toRunning: Array<number> = []
   const firstByteDirect: Array<number> = []
@@ -168,7 +173,7 @@ export const measureCi = async (options: CiOptions): Promise<CiResult> => {
   }
 
   // RSS with 20 runs at once.
-  const wide = await startServer({ args: ["--ci-concurrency", "20"] })
+  const wide = await startServer({ args: ["--ci-concurrency", "20"], ...bin })
   try {
     const { as } = await setup(wide)
     const pid = wide.process.pid!
@@ -240,8 +245,8 @@ export const ciMeasures = (r: CiResult): Array<Measure> => [
 const ms = (n: number) => `${n.toFixed(1).padStart(7)} ms`
 
 const main = async () => {
-  const options = { runs: numberArg("runs", 30), throughput: numberArg("throughput", 40) }
-  console.log(`CI benchmark: ${options.runs} runs per latency, ${options.throughput} no-op runs for throughput, on ${os.cpus().length} cores\n`)
+  const options = { runs: numberArg("runs", 30), throughput: numberArg("throughput", 40), bin: stringArg("bin") }
+  console.log(`CI benchmark: ${options.runs} runs per latency, ${options.throughput} no-op runs for throughput, on ${os.cpus().length} cores, load ${os.loadavg()[0]!.toFixed(1)}${options.bin === undefined ? "" : `, server ${options.bin}`}\n`)
   const r = await measureCi(options)
   console.log(`trigger -> running          p50 ${ms(percentile(r.toRunning, 0.5))}  p99 ${ms(percentile(r.toRunning, 0.99))}`)
   console.log(`  baseline: a pty shell     p50 ${ms(percentile(r.direct, 0.5))}  p99 ${ms(percentile(r.direct, 0.99))}   ratio p50 ${(percentile(r.toRunning, 0.5) / percentile(r.direct, 0.5)).toFixed(1)}x`)
@@ -252,6 +257,12 @@ const main = async () => {
   console.log(`  baseline: shells, 2 at once ${r.directPerMinute.toFixed(0).padStart(5)}      ratio ${(r.perMinute / r.directPerMinute).toFixed(3)}x`)
   console.log(`server RSS, 20 runs at once ${(r.peakRss / 1024).toFixed(1).padStart(7)} MiB   (up to ${r.runningAtPeak} at once)`)
   console.log(`  baseline: idle            ${(r.idleRss / 1024).toFixed(1).padStart(7)} MiB   ratio ${(r.peakRss / r.idleRss).toFixed(3)}x`)
+}
+
+/** `--name value` from the command line. */
+export const stringArg = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : undefined
 }
 
 if (import.meta.main) await main()

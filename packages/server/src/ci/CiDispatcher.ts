@@ -60,17 +60,32 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
     runnerSlotsBusy.updateUnsafe(active, MetricHandles.DEFAULT_CONTEXT)
   }
 
-  yield* bus.tail(Topics.events, (record) =>
-    (record.value as { type?: unknown } | null)?.type === "ci.run.queued" ? wake.wake : Effect.void
-  ).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
+  // Runs this node claimed lately: their `ci.run.queued` event, which comes back through the outbox after the
+  // claim, wakes nobody (each wake is a query for queued runs).
+  const claimedLately = new Set<number>()
+  // Whether queued runs may wait that this node had no free runner for: a runner that ends then looks again
+  // at once (otherwise the one-second poll, and the next queued event, find them).
+  let backlog = false
+
+  yield* bus.tail(Topics.events, (record) => {
+    const event = record.value as { type?: unknown; run_id?: unknown } | null
+    return event?.type === "ci.run.queued" && !claimedLately.has(Number(event.run_id)) ? wake.wake : Effect.void
+  }).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
   const claim = Effect.gen(function*() {
     if (context === undefined) return
+    if (active >= ci.concurrency) backlog = true
     while (active < ci.concurrency) {
-      const candidates = yield* runs.queued(ci.concurrency - active + 4)
+      const limit = ci.concurrency - active + 4
+      const candidates = yield* runs.queued(limit)
+      // More may wait beyond a full answer.
+      backlog = candidates.length === limit
       let claimed = 0
       for (const candidate of candidates) {
-        if (active >= ci.concurrency) break
+        if (active >= ci.concurrency) {
+          backlog = true
+          break
+        }
         const started = yield* gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId }).pipe(
           Effect.as(true),
           Effect.orElseSucceed(() => false)
@@ -78,14 +93,17 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         if (!started) continue
         busy(1)
         claimed++
+        claimedLately.add(candidate.id)
+        if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
         yield* executeRun(context, candidate.id, candidate.repoKey).pipe(
           Effect.catchCause((cause) => Effect.logWarning(`CI run ${candidate.id} failed in its runner`, Cause.squash(cause))),
-          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(wake.wake))),
+          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Effect.suspend(() => backlog ? wake.wake : Effect.void)))),
           Effect.provideContext(services),
           Effect.forkScoped
         )
       }
-      if (claimed === 0) return
+      // Nothing claimed (none queued, or other nodes won them), or every queued run seen was handled.
+      if (claimed === 0 || !backlog) return
     }
   })
   yield* Effect.forever(Effect.gen(function*() {

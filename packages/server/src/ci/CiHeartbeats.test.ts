@@ -46,6 +46,11 @@ layer(Live, { timeout: 60_000, excludeTestServices: true })("CI runner heartbeat
         const scope = yield* Scope.make()
         const beats = yield* CiHeartbeats.make("node-a").pipe(Scope.provide(scope))
         yield* beats.track(beating).pipe(Scope.provide(scope))
+        // Its row is written by the node's next beat (every 2 s).
+        yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM ci_runner_heartbeats WHERE run_id = ${beating}`.pipe(
+          Effect.repeat({ schedule: Schedule.spaced("100 millis"), while: (rows) => rows[0]?.n === "0" }),
+          Effect.timeout("20 seconds")
+        )
         // The silent run's runner was on node-b, which stopped beating a minute ago (killed).
         yield* sql`INSERT INTO ci_runner_heartbeats (run_id, node, heartbeat_at) VALUES (${silent}, 'node-b', now() - interval '1 minute')`
 

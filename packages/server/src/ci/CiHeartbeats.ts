@@ -3,7 +3,8 @@
  * in `ci_runner_heartbeats` and refreshes the rows of all its runs every `BEAT_EVERY` in one statement,
  * straight to the database, not through the run's entity partition (which may be unserved for minutes while
  * the runner is fine). The same statement answers each run's status, so a runner learns of a cancel without
- * a command. The sweeper (CiDispatcher) judges staleness by this row only, on the database's clock.
+ * a command. The sweeper (CiDispatcher) judges staleness by this row only (a run that has none yet, by its
+ * start), on the database's clock.
  */
 import { Cause, Effect, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -14,7 +15,7 @@ import type { SqlError } from "effect/sql/SqlError"
 export const BEAT_EVERY = "2 seconds"
 
 export interface CiHeartbeats {
-  /** Beats for `runId` until the scope closes: its row is written now and removed at the end. */
+  /** Beats for `runId` until the scope closes: its row is written by the next beat and removed at the end. */
   readonly track: (runId: number) => Effect.Effect<void, SqlError, Scope.Scope>
   /** Whether the run was still `running` at the last beat (false once it was cancelled, failed or deleted). */
   readonly running: (runId: number) => boolean
@@ -24,13 +25,28 @@ export const make = Effect.fnUntraced(function*(node: string) {
   const sql = yield* SqlClient.SqlClient
   /** The runs beating on this node, with their status at the last beat. */
   const runs = new Map<number, string>()
+  /** Those whose row a beat wrote (the rest have none yet). */
+  const stored = new Set<number>()
+
+  // A run's row is written by its first beat: until then the sweeper counts from the run's start (the Start
+  // command's, just before), so a run shorter than a beat costs no heartbeat statement at all.
+  const store = (ids: ReadonlyArray<number>) =>
+    ids.length === 0 ? Effect.void : sql`INSERT INTO ci_runner_heartbeats (run_id, node)
+      SELECT id, ${node} FROM ci_runs WHERE id IN ${sql.in(ids)}
+      ON CONFLICT (run_id) DO UPDATE SET node = excluded.node, heartbeat_at = now()`.pipe(
+      Effect.andThen(Effect.sync(() => {
+        for (const id of ids) if (runs.has(id)) stored.add(id)
+      }))
+    )
 
   const beat = Effect.suspend(() => {
     const ids = [...runs.keys()]
     if (ids.length === 0) return Effect.void
-    return sql<{ id: string; status: string }>`UPDATE ci_runner_heartbeats h SET heartbeat_at = now() FROM ci_runs c
+    const refresh = sql<{ id: string; status: string }>`UPDATE ci_runner_heartbeats h SET heartbeat_at = now() FROM ci_runs c
       WHERE h.run_id IN ${sql.in(ids)} AND h.node = ${node} AND c.id = h.run_id
-      RETURNING h.run_id::int8::text AS id, c.status`.pipe(
+      RETURNING h.run_id::int8::text AS id, c.status`
+    return store(ids.filter((id) => !stored.has(id))).pipe(
+      Effect.andThen(refresh),
       Effect.map((rows) => {
         const status = new Map(rows.map((row) => [Number(row.id), row.status]))
         // A row that is gone went with a completed (swept) or deleted run.
@@ -46,15 +62,14 @@ export const make = Effect.fnUntraced(function*(node: string) {
 
   const track = (runId: number) =>
     Effect.acquireRelease(
-      sql`INSERT INTO ci_runner_heartbeats ${sql.insert({ run_id: runId, node })}
-        ON CONFLICT (run_id) DO UPDATE SET node = excluded.node, heartbeat_at = now()`.pipe(
-        Effect.andThen(Effect.sync(() => runs.set(runId, "running")))
-      ),
+      Effect.sync(() => runs.set(runId, "running")),
       () =>
-        Effect.sync(() => runs.delete(runId)).pipe(
-          Effect.andThen(sql`DELETE FROM ci_runner_heartbeats WHERE run_id = ${runId} AND node = ${node}`),
-          Effect.ignore
-        )
+        Effect.suspend(() => {
+          runs.delete(runId)
+          // A row a beat is writing now is left to the sweeper's forgetBeats once the run completed.
+          if (!stored.delete(runId)) return Effect.void
+          return sql`DELETE FROM ci_runner_heartbeats WHERE run_id = ${runId} AND node = ${node}`.pipe(Effect.ignore)
+        })
     ).pipe(Effect.asVoid)
 
   const heartbeats: CiHeartbeats = { track, running: (runId) => runs.get(runId) === "running" }

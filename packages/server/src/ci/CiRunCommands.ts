@@ -44,33 +44,41 @@ export type RunState = typeof RunState.Type
 
 const state = (run: CiRunRecord): RunState => ({ id: run.id, status: run.status, conclusion: run.conclusion })
 
+interface RepositoryNames {
+  readonly orgId: string
+  readonly owner: string
+  readonly name: string
+}
+
+/** The run, locked, with its repository's names for its events and audit rows (one statement). */
 const loadRun = Effect.fnUntraced(function*(entityId: string) {
   const sql = yield* SqlClient.SqlClient
   const runId = runIdOf(entityId)
-  const rows = yield* sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE id = ${runId} FOR UPDATE`
-  if (rows[0] === undefined) return yield* new CiRunNotFound({ runId })
-  return fromRow(rows[0])
+  const rows = yield* sql<Record<string, unknown>>`SELECT c.*, r.org_id AS "repoOrgId", o.slug AS "repoOwner", r.name AS "repoName"
+    FROM (SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE id = ${runId} FOR UPDATE) c
+    LEFT JOIN repositories r ON r.id = c."repoId" LEFT JOIN organizations o ON o.id = r.org_id`
+  const row = rows[0]
+  if (row === undefined) return yield* new CiRunNotFound({ runId })
+  const repo: RepositoryNames | undefined = row.repoOwner === null || row.repoOwner === undefined
+    ? undefined
+    : { orgId: String(row.repoOrgId), owner: String(row.repoOwner), name: String(row.repoName) }
+  return { ...fromRow(row), repo }
 })
 
+type LoadedRun = CiRunRecord & { readonly repo: RepositoryNames | undefined }
+
 /** Applies `changes` with a compare-and-set on the version the command read. */
-const updateRun = Effect.fnUntraced(function*(run: CiRunRecord, changes: Record<string, unknown>) {
+const updateRun = Effect.fnUntraced(function*(run: LoadedRun, changes: Record<string, unknown>) {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}, version = version + 1
     WHERE id = ${run.id} AND version = ${run.version} RETURNING ${ciRunColumns(sql)}`
   // The row is locked FOR UPDATE in this transaction: a lost compare-and-set is a bug; retry the command.
   if (rows[0] === undefined) return yield* Effect.die(new Error(`CI run ${run.id} changed under its own command`))
-  return fromRow(rows[0])
+  return { ...fromRow(rows[0]), repo: run.repo }
 })
 
-const repositoryOf = Effect.fnUntraced(function*(repoId: string) {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ orgId: string; owner: string; name: string }>`SELECT r.org_id AS "orgId", o.slug AS owner, r.name
-    FROM repositories r JOIN organizations o ON o.id = r.org_id WHERE r.id = ${repoId}`
-  return rows[0]
-})
-
-const emitRun = Effect.fnUntraced(function*(type: string, run: CiRunRecord, extra: Record<string, unknown> = {}) {
-  const repo = yield* repositoryOf(run.repoId)
+const emitRun = Effect.fnUntraced(function*(type: string, run: LoadedRun, extra: Record<string, unknown> = {}) {
+  const repo = run.repo
   yield* emit(type, {
     run_id: run.id,
     repository_id: run.repoId,
@@ -126,7 +134,7 @@ const finish = Effect.fn("CiRun.finish")(function*(payload: typeof FinishPayload
 })
 
 /** Marks every unfinished job and step cancelled. */
-const cancelJobs = (run: CiRunRecord, conclusion: "cancelled" | "failure") =>
+const cancelJobs = (run: LoadedRun, conclusion: "cancelled" | "failure") =>
   JSON.stringify(run.jobs.map((job) =>
     job.status === "completed" ? job : {
       ...job,

@@ -11,6 +11,8 @@ export interface RunnableRun extends CiRunRecord {
   readonly orgId: string
   readonly owner: string
   readonly repoName: string
+  /** The repository's secrets, decrypted, for the steps' environment. */
+  readonly secrets: ReadonlyMap<string, string>
 }
 
 export class CiRuns extends Context.Service<CiRuns, {
@@ -22,7 +24,7 @@ export class CiRuns extends Context.Service<CiRuns, {
     options: { readonly branch?: string | undefined; readonly before?: number | undefined; readonly limit: number }
   ) => Effect.Effect<ReadonlyArray<CiRunRecord>, SqlError>
   readonly get: (repoId: string, runId: number) => Effect.Effect<CiRunRecord | undefined, SqlError>
-  /** A run with what its runner needs: the workflow and the repository's names. */
+  /** A run with what its runner needs: the workflow, the repository's names and its secrets (one statement). */
   readonly runnable: (runId: number) => Effect.Effect<RunnableRun | undefined, SqlError>
   /** The oldest queued runs (ids), for runners with free slots. */
   readonly queued: (limit: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string }>, SqlError>
@@ -34,13 +36,20 @@ export class CiRuns extends Context.Service<CiRuns, {
   /** Drops the heartbeat rows of runs that completed. */
   readonly forgetBeats: Effect.Effect<void, SqlError>
   readonly secretNames: (repoId: string) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly updated_at: string; readonly updated_by: string }>, SqlError>
-  /** The repository's secrets, decrypted, for a run's environment. */
-  readonly secretValues: (repoId: string) => Effect.Effect<ReadonlyMap<string, string>, SqlError>
 }>()("grove/server/ci/CiRuns") {
   static readonly layer = Layer.effect(CiRuns, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const box = yield* SecretBox
     const repoKey = sql`o.slug || '/' || lower(r.name)`
+    /** Decrypted secrets; one that does not open (another key) is left out. */
+    const opened = (repoId: string, rows: ReadonlyArray<{ readonly name: string; readonly ciphertext: string }>) => {
+      const out = new Map<string, string>()
+      for (const row of rows) {
+        const value = box.open(repoId, row.name, row.ciphertext)
+        if (value !== undefined) out.set(row.name, value)
+      }
+      return out
+    }
     // `ci_runs.id`, not `id`: ORDER BY would take the text alias of the select list and sort 9 above 10.
     const page = (repoId: string, { branch, before, limit }: { readonly branch?: string | undefined; readonly before?: number | undefined; readonly limit: number }) =>
       sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE repo_id = ${repoId}
@@ -54,14 +63,17 @@ export class CiRuns extends Context.Service<CiRuns, {
           Effect.map((rows) => rows[0] === undefined ? undefined : fromRow(rows[0]))
         ),
       runnable: (runId) =>
-        sql<Record<string, unknown>>`SELECT c.*, r.org_id AS "orgId", o.slug AS owner, r.name AS "repoName"
+        sql<Record<string, unknown>>`SELECT c.*, r.org_id AS "orgId", o.slug AS owner, r.name AS "repoName",
+            (SELECT coalesce(json_agg(json_build_object('name', s.name, 'ciphertext', s.ciphertext)), '[]'::json)
+              FROM ci_secrets s WHERE s.repo_id = c."repoId")::text AS secrets
           FROM (SELECT ${ciRunColumns(sql)}, workflow FROM ci_runs WHERE id = ${runId}) c
           JOIN repositories r ON r.id = c."repoId" JOIN organizations o ON o.id = r.org_id`.pipe(
           Effect.map((rows) => {
             const row = rows[0]
             if (row === undefined || row.workflow === null) return undefined
             const workflow = (typeof row.workflow === "string" ? JSON.parse(row.workflow) : row.workflow) as Workflow
-            return { ...fromRow(row), workflow, orgId: String(row.orgId), owner: String(row.owner), repoName: String(row.repoName) }
+            const secrets = opened(String(row.repoId), JSON.parse(String(row.secrets)))
+            return { ...fromRow(row), workflow, orgId: String(row.orgId), owner: String(row.owner), repoName: String(row.repoName), secrets }
           })
         ),
       queued: (limit) =>
@@ -89,17 +101,6 @@ export class CiRuns extends Context.Service<CiRuns, {
           WHERE repo_id = ${repoId} ORDER BY name`.pipe(
           Effect.map((rows) => rows.map((r) => ({ name: r.name, updated_at: new Date(r.updated_at).toISOString(), updated_by: r.updated_by })))
         ),
-      secretValues: (repoId) =>
-        sql<{ name: string; ciphertext: string }>`SELECT name, ciphertext FROM ci_secrets WHERE repo_id = ${repoId}`.pipe(
-          Effect.map((rows) => {
-            const out = new Map<string, string>()
-            for (const row of rows) {
-              const value = box.open(repoId, row.name, row.ciphertext)
-              if (value !== undefined) out.set(row.name, value)
-            }
-            return out
-          })
-        )
     })
   }))
 }

@@ -6,7 +6,7 @@
  * repository's secrets. Output is masked, capped per step and
  * written to the log store as it comes (what arrives while a piece is stored goes in the next one). Every transition of a job or step
  * is reported to the CiRun entity, batched where nothing happens between two of them (a job's start with its first
- * step's, the last job's end with the run's Finish). The runner's heartbeat is its own row (CiHeartbeats, every 2 s, straight to
+ * step's, a short step's start with the next report, the last job's end with the run's Finish). The runner's heartbeat is its own row (CiHeartbeats, every 2 s, straight to
  * the database); the beat also tells it when the run was cancelled, which interrupts the jobs (killing their
  * process groups).
  */
@@ -56,6 +56,9 @@ const groveEnv = (run: RunnableRun, job: WorkflowJob, dir: string): Record<strin
   GROVE_WORKSPACE: dir
 })
 
+/** A step that still runs after this long is reported running (a shorter one's start is told with its end). */
+const REPORT_RUNNING_AFTER = "200 millis"
+
 const minutes = (value: number) => Math.round(value * 60_000)
 const formatDuration = (ms: number) => ms >= 60_000 ? `${+(ms / 60_000).toFixed(2)} min` : `${+(ms / 1000).toFixed(1)} s`
 
@@ -74,7 +77,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   }
   const run: RunnableRun = loaded
   const workflow: Workflow = run.workflow
-  const secrets = yield* runs.secretValues(run.repoId).pipe(Effect.orElseSucceed(() => new Map<string, string>()))
+  const secrets = run.secrets
   let jobs: Array<JobState> = run.jobs.map((job) => ({ ...job, steps: [...job.steps] }))
   const now = () => new Date().toISOString()
   const setJob = (key: string, patch: Partial<JobState>) => {
@@ -150,7 +153,9 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
           continue
         }
         setStep(id, { status: "running", started_at: now() })
-        yield* report
+        // Reported only once the step has run for a moment: a short step's start goes with the next report (its
+        // end's, the job's or the run's Finish), one command instead of two. A report under way is not cut off.
+        const told = yield* Effect.forkChild(Effect.andThen(Effect.sleep(REPORT_RUNNING_AFTER), Effect.uninterruptible(report)))
         const log = yield* stepLog(id)
         const jobLeft = deadline - Date.now()
         const stepLimit = step.timeoutMinutes === undefined ? Infinity : minutes(step.timeoutMinutes)
@@ -168,6 +173,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
+              yield* Fiber.interrupt(told)
               log.write("\n[grove: the run was cancelled; the step's processes were killed]\n")
               yield* log.close
               setStep(id, { status: "completed", conclusion: "cancelled", finished_at: now() })
@@ -184,6 +190,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
           code = exit.value
           conclusion = code === 0 ? "success" : "failure"
         }
+        yield* Fiber.interrupt(told)
         yield* log.close
         setStep(id, { status: "completed", conclusion, exit_code: code, finished_at: now() })
         if (conclusion !== "success" && !step.continueOnError) outcome = conclusion
