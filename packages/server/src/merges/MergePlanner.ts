@@ -65,6 +65,18 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
 }
 
 /**
+ * Manifest hashes of the commits planning read, by repository and commit: a commit's rows never change its
+ * manifest (its hash covers it), so an entry is never stale. A merge's base is nearly always a commit an
+ * earlier merge read as main's head, so its manifest costs no read.
+ */
+const manifests = new Map<string, string>()
+const MANIFESTS_KEPT = 10_000
+const rememberManifest = (repoId: string, hash: string, manifest: string) => {
+  if (manifests.size >= MANIFESTS_KEPT) manifests.clear()
+  manifests.set(`${repoId}:${hash}`, manifest)
+}
+
+/**
  * Main's head, the merge base with `branchHead`, and the three-way merge of the three manifests at the
  * paths either side changed (TreeMerge: the cost follows the changes, not the tree's size), as the merge
  * and its preview compute them; `no_changes` when main already contains the branch head.
@@ -72,14 +84,19 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
 const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, mainHead: string | null, branchHead: string) {
   const objects = yield* ContentObjects
   const history = yield* History
-  let base: string | null = null
-  if (mainHead !== null) {
-    const edges = yield* history.ancestry(repo.id, [mainHead, branchHead])
-    base = MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
+  // The heads' headers (never their file lists: as large as the tree for a first import) go out with the
+  // ancestry, in one round trip; the base is known only from the ancestry.
+  const [edges, commits] = yield* Effect.all([
+    mainHead === null ? Effect.succeed(undefined) : history.ancestry(repo.id, [mainHead, branchHead]),
+    loadCommitHeaders(repo.id, mainHead === null ? [branchHead] : [branchHead, mainHead])
+  ], { concurrency: "unbounded" })
+  for (const [hash, commit] of commits) rememberManifest(repo.id, hash, commit.manifest_hash)
+  const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
+  let baseManifest = base === null ? Blake3.EMPTY_HASH : manifests.get(`${repo.id}:${base}`)
+  if (baseManifest === undefined) {
+    baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH
+    if (baseManifest !== Blake3.EMPTY_HASH) rememberManifest(repo.id, base!, baseManifest)
   }
-  // The three commits' headers in one read; never their file lists (as large as the tree for a first import).
-  const commits = yield* loadCommitHeaders(repo.id, [branchHead, ...[mainHead, base].filter((h) => h !== null)])
-  const baseManifest = commits.get(base ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const cache = makeTreeCache(objects, repo.orgId)
   const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const theirsRoot = commits.get(branchHead)!.manifest_hash
