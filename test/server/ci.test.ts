@@ -197,6 +197,15 @@ describe("CI runs", () => {
     expect(logs.split("***").length).toBe(4)
   }, 60_000)
 
+  it("answers a manual start on a node with a free runner with its run already started there", async () => {
+    const id = await start("fail")
+    // The queuing command recorded it as started by this node (no Start command, no claim by a dispatcher).
+    const run = (await as("olga").get(`/acme/app/ci/runs/${id}?logs=false`)).body
+    expect(["running", "completed"], JSON.stringify(run)).toContain(run.status)
+    expect(run.started_at, JSON.stringify(run)).not.toBeNull()
+    expect((await completed(id)).conclusion).toBe("failure")
+  }, 60_000)
+
   it("answers an invalid workflow file with a run that failed at once, naming the file and line", async () => {
     const run = await completed(await start("invalid"))
     expect(run).toMatchObject({ conclusion: "failure", jobs: [] })

@@ -72,6 +72,37 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
     return event?.type === "ci.run.queued" && !claimedLately.has(Number(event.run_id)) ? wake.wake : Effect.void
   }).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
+  const scope = yield* Effect.scope
+  /** Runs a started run in a runner already counted busy; the runner is free again at its end. */
+  const launch = (context: RunnerContext, runId: number, repoKey: string) =>
+    Effect.suspend(() => {
+      claimedLately.add(runId)
+      if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
+      return executeRun(context, runId, repoKey).pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`CI run ${runId} failed in its runner`, Cause.squash(cause))),
+        Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Effect.suspend(() => backlog ? wake.wake : Effect.void)))),
+        Effect.provideContext(services),
+        Effect.forkIn(scope),
+        Effect.asVoid
+      )
+    })
+  // The API's handlers start runs here directly when a runner is free (CiWake, CiQueueCommand's `startOn`).
+  if (context !== undefined) {
+    wake.attach({
+      node: config.nodeId,
+      reserve: () => {
+        if (active >= ci.concurrency) return false
+        busy(1)
+        return true
+      },
+      release: Effect.suspend(() => {
+        busy(-1)
+        return backlog ? wake.wake : Effect.void
+      }),
+      run: (runId, repoKey) => launch(context, runId, repoKey)
+    })
+  }
+
   const claim = Effect.gen(function*() {
     if (context === undefined) return
     if (active >= ci.concurrency) backlog = true
@@ -93,14 +124,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         if (!started) continue
         busy(1)
         claimed++
-        claimedLately.add(candidate.id)
-        if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
-        yield* executeRun(context, candidate.id, candidate.repoKey).pipe(
-          Effect.catchCause((cause) => Effect.logWarning(`CI run ${candidate.id} failed in its runner`, Cause.squash(cause))),
-          Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Effect.suspend(() => backlog ? wake.wake : Effect.void)))),
-          Effect.provideContext(services),
-          Effect.forkScoped
-        )
+        yield* launch(context, candidate.id, candidate.repoKey)
       }
       // Nothing claimed (none queued, or other nodes won them), or every queued run seen was handled.
       if (claimed === 0 || !backlog) return

@@ -21,6 +21,7 @@ import { dbUnavailable } from "../http/Failures.ts"
 import { repositoryKey, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { ciCommandFailure } from "./CiErrors.ts"
 import { CiGateway } from "./CiGateway.ts"
+import type { QueuePayload } from "./CiQueueCommand.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { runKey, toApiRun, withJobs } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
@@ -46,6 +47,26 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
   const repository = callerRepository
+
+  /**
+   * Queues runs with a runner of this node reserved when one is free: the command records the first run as
+   * started by this node (no Start command, no claim) and it runs here at once; a reservation no run took is
+   * given back. Not cut off by the caller going away: a run recorded as started here must get its runner.
+   */
+  const queueHere = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">) =>
+    Effect.gen(function*() {
+      const repoKey = repositoryKey(repo.owner, repo.name)
+      const request = yield* commandRequest
+      const node = yield* wake.reserve
+      const queued = yield* gateway.queue(branchKey(repoKey, branch), node === undefined ? payload : { ...payload, startOn: node }, request).pipe(
+        Effect.onError(() => node === undefined ? Effect.void : wake.release),
+        Effect.catch(ciCommandFailure)
+      )
+      if (node !== undefined) yield* queued.started === undefined ? wake.release : wake.run(queued.started, repoKey)
+      // Runs left queued: this node's dispatcher looks for them now.
+      if (!queued.replayed && queued.run_ids.some((id) => id !== queued.started)) yield* wake.wake
+      return queued
+    }).pipe(Effect.uninterruptible)
 
   /** The workflows at `commit` chosen for a manual start (by name, or all that take `manual`); 404 when none. */
   const chosenAt = (repo: RepositoryRecord, commit: string, event: WorkflowEvent, workflow: string | null | undefined) =>
@@ -99,7 +120,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
       const commit = payload.commit ?? branch.head
       if (commit === null) return yield* notFound(`branch '${branchName}' has no commits to run`)
       const planned = yield* chosenAt(repo, commit, "manual", payload.workflow)
-      const queued = yield* gateway.queue(branchKey(repositoryKey(repo.owner, repo.name), branchName), {
+      const queued = yield* queueHere(repo, branchName, {
         event: "manual",
         commit,
         requireHead: false,
@@ -107,8 +128,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
         queueLimit,
         triggeredBy: yield* actorName,
         runs: planned
-      }, yield* commandRequest).pipe(Effect.catch(ciCommandFailure))
-      yield* wake.wake
+      })
       return { run_ids: queued.run_ids }
     }),
     trigger: Effect.fn(function*({ params, payload }) {
@@ -141,7 +161,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
         })
       }
       const planned = yield* chosenAt(repo, payload.expected_commit, "manual", workflow)
-      const queued = yield* gateway.queue(branchKey(repositoryKey(repo.owner, repo.name), payload.branch), {
+      const queued = yield* queueHere(repo, payload.branch, {
         event: "manual",
         commit: payload.expected_commit,
         requireHead: true,
@@ -149,8 +169,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
         queueLimit,
         triggeredBy: yield* actorName,
         runs: planned
-      }, yield* commandRequest).pipe(Effect.catch(ciCommandFailure))
-      if (!queued.replayed) yield* wake.wake
+      })
       return receipt(queued)
     }),
     cancel: Effect.fn(function*({ params }) {

@@ -40,10 +40,21 @@ export const QueuePayload = Schema.Struct({
   /** Refuse when this many runs are already queued; null for automatic triggers, which always queue. */
   queueLimit: Schema.NullOr(Schema.Number),
   triggeredBy: Schema.String,
-  runs: Schema.Array(PlannedRun)
+  runs: Schema.Array(PlannedRun),
+  /**
+   * A node that reserved a free runner for the first valid run: that run is recorded as started by it in this
+   * transaction (what the CiRun entity's Start does for a queued run), and that node runs it once answered.
+   */
+  startOn: Schema.optionalKey(Schema.NullOr(Schema.String))
 })
 
-export const Queued = Schema.Struct({ run_ids: Schema.Array(Schema.Number), replayed: Schema.Boolean, commit: Schema.String })
+export const Queued = Schema.Struct({
+  run_ids: Schema.Array(Schema.Number),
+  replayed: Schema.Boolean,
+  commit: Schema.String,
+  /** The run started by `startOn`'s runner, if any. */
+  started: Schema.optionalKey(Schema.Number)
+})
 
 const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePayload.Type, { entityId }: Entity.CommandContext) {
   const sql = yield* SqlClient.SqlClient
@@ -68,8 +79,12 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
     if (queued + payload.runs.length > payload.queueLimit) return yield* new CiQueueFull({ queued })
   }
   const ids: Array<number> = []
+  let started: number | undefined
   for (const run of payload.runs) {
     const invalid = run.error !== null
+    // A new row: no other writer can hold it, so it is created started, as Start would leave it (single writer kept).
+    const startOn = !invalid && started === undefined ? payload.startOn ?? null : null
+    const now = new Date()
     const [row] = yield* sql<{ id: string }>`INSERT INTO ci_runs ${
       sql.insert({
         repo_id: repo.id,
@@ -84,12 +99,13 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
         error: run.error,
         workflow: run.workflow,
         jobs: run.jobs,
-        finished_at: invalid ? new Date() : null
+        finished_at: invalid ? now : null,
+        ...(startOn === null ? {} : { status: "running", started_at: now, runner_node: startOn, heartbeat_at: now })
       })
     } RETURNING id::int8::text AS id`
     const id = Number(row!.id)
     ids.push(id)
-    yield* emit(invalid ? "ci.run.completed" : "ci.run.queued", {
+    const event = {
       run_id: id,
       repository_id: repo.id,
       owner: repo.owner,
@@ -100,8 +116,13 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
       commit: payload.commit,
       status: invalid ? "completed" : "queued",
       ...(invalid ? { conclusion: "failure" } : {}),
-      timestamp: new Date().toISOString()
-    })
+      timestamp: now.toISOString()
+    }
+    yield* emit(invalid ? "ci.run.completed" : "ci.run.queued", event)
+    if (startOn !== null) {
+      started = id
+      yield* emit("ci.run.started", { ...event, status: "running", node: startOn })
+    }
   }
   if (payload.trigger !== null) {
     yield* sql`INSERT INTO ci_triggers ${
@@ -115,7 +136,7 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
       })
     }`
   }
-  return { run_ids: ids, replayed: false, commit: payload.commit }
+  return { run_ids: ids, replayed: false, commit: payload.commit, ...(started === undefined ? {} : { started }) }
 })
 
 export const commands = {

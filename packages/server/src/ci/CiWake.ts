@@ -2,17 +2,48 @@
  * "Runs were queued here": the API's start and trigger handlers tell this node's dispatcher at
  * once, so a free runner claims the run without waiting for the `ci.run.queued` event to come back
  * through the outbox and the bus (which still wakes every node, this one included).
+ *
+ * And "start it here": a handler that finds a free runner on this node reserves it before it sends
+ * the queuing command, which then records the run as started by this node in the same transaction
+ * (no Start command, no claim); the handler hands the run to that runner once the command answered.
  */
 import { Context, Effect, Layer, Queue } from "effect"
+
+/** This node's runners, as its dispatcher offers them (none until it attached, or when it runs no CI). */
+export interface LocalRunners {
+  readonly node: string
+  /** Takes a free runner (false: none free). */
+  readonly reserve: () => boolean
+  /** Gives back a reserved runner no run was started for. */
+  readonly release: Effect.Effect<void>
+  /** Runs `runId`, which the queuing command recorded as started by this node, in a reserved runner. */
+  readonly run: (runId: number, repoKey: string) => Effect.Effect<void>
+}
 
 export class CiWake extends Context.Service<CiWake, {
   /** Wakes the dispatcher (several wakes before it looks count as one). */
   readonly wake: Effect.Effect<void>
   /** Completes at the next wake. */
   readonly woken: Effect.Effect<void>
+  /** Called by the dispatcher once its runners are ready. */
+  readonly attach: (runners: LocalRunners) => void
+  /** A free runner of this node, reserved: its node id, or undefined (the run is queued for any node). */
+  readonly reserve: Effect.Effect<string | undefined>
+  readonly release: Effect.Effect<void>
+  readonly run: (runId: number, repoKey: string) => Effect.Effect<void>
 }>()("grove/server/ci/CiWake") {
   static readonly layer = Layer.effect(CiWake, Effect.gen(function*() {
     const queue = yield* Queue.dropping<void>(1)
-    return CiWake.of({ wake: Queue.offer(queue, undefined).pipe(Effect.asVoid), woken: Queue.take(queue) })
+    let local: LocalRunners | undefined
+    return CiWake.of({
+      wake: Queue.offer(queue, undefined).pipe(Effect.asVoid),
+      woken: Queue.take(queue),
+      attach: (runners) => {
+        local = runners
+      },
+      reserve: Effect.sync(() => local !== undefined && local.reserve() ? local.node : undefined),
+      release: Effect.suspend(() => local === undefined ? Effect.void : local.release),
+      run: (runId, repoKey) => local === undefined ? Effect.void : local.run(runId, repoKey)
+    })
   }))
 }
