@@ -346,9 +346,12 @@ export const treeUnchanged = (root: string, index: WorkIndex): boolean => {
   return same && seen === index.files.size
 }
 
-/** The snapshot (path -> hash and mode) an index describes. */
-export const indexSnapshot = (index: WorkIndex): Map<string, { readonly hash: Hash; readonly mode: BlobMode }> => {
+/** The snapshot (path -> hash and mode) of index entries. */
+export const snapshotOf = (files: ReadonlyMap<string, IndexEntry>): Map<string, { readonly hash: Hash; readonly mode: BlobMode }> => {
   const snapshot = new Map<string, { readonly hash: Hash; readonly mode: BlobMode }>()
-  for (const [file, entry] of index.files) snapshot.set(file, { hash: entry.hash, mode: entry.mode })
+  for (const [file, entry] of files) snapshot.set(file, { hash: entry.hash, mode: entry.mode })
   return snapshot
 }
+
+/** The snapshot an index describes. */
+export const indexSnapshot = (index: WorkIndex): Map<string, { readonly hash: Hash; readonly mode: BlobMode }> => snapshotOf(index.files)

@@ -18,7 +18,18 @@ import { hashFile } from "./Hashing.ts"
 import { errorMessage, io, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
 import type { FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
-import { entryOf, forgetIndexRead, indexPath, modeOf, NO_FOLDERS, readIndexSync, serializeIndex, statMatches, walk } from "./TreeStatus.ts"
+import {
+  entryOf,
+  forgetIndexRead,
+  indexPath,
+  modeOf,
+  NO_FOLDERS,
+  readIndexSync,
+  serializeIndex,
+  snapshotOf,
+  statMatches,
+  walk
+} from "./TreeStatus.ts"
 
 export type { IndexEntry, WorkIndex } from "./TreeStatus.ts"
 export { indexPath } from "./TreeStatus.ts"
@@ -101,13 +112,14 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
   io("cannot read the working tree", async () => {
     const seen = new Map<string, FolderStat>()
     const found = walk(root, index, seen)
-    const snapshot = new Map<string, { hash: Hash; mode: BlobMode }>()
-    const files = new Map<string, IndexEntry>()
+    const entries: Array<IndexEntry | undefined> = new Array(found.length)
     const invalid: Array<{ path: string; reason: string }> = []
-    const changed: Array<{ file: string; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
+    const changed: Array<{ i: number; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
     let sameModes = true
+    let reused = 0
     // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
-    for (const { path: file, symlink } of found) {
+    for (let i = 0; i < found.length; i++) {
+      const { path: file, symlink } = found[i]!
       const known = index.files.get(file)
       // A path in the index was valid when it got there.
       const check = known === undefined ? Objects.Path.checkPath(file) : { ok: true as const }
@@ -121,19 +133,36 @@ export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, 
       const mode = modeOf(stats, symlink)
       if (statMatches(known, stats, symlink, index.writtenAt)) {
         if (known.mode !== mode) sameModes = false
-        snapshot.set(file, { hash: known.hash, mode })
         // Same stat: the same entry (an entry from before ctime was kept gets it now).
-        files.set(file, known.mode === mode && known.ctimeMs !== undefined ? known : { ...known, mode, ctimeMs: stats.ctimeMs })
-      } else changed.push({ file, absolute, symlink, stats, mode })
+        if (known.mode === mode && known.ctimeMs !== undefined) {
+          entries[i] = known
+          reused++
+        } else entries[i] = { ...known, mode, ctimeMs: stats.ctimeMs }
+      } else changed.push({ i, absolute, symlink, stats, mode })
     }
-    await mapLimit(changed, 16, async ({ file, absolute, symlink, stats, mode }) => {
+    await mapLimit(changed, 16, async ({ absolute, i, mode, stats, symlink }) => {
       const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
-      snapshot.set(file, { hash, mode })
-      files.set(file, entryOf(hash, mode, stats))
+      entries[i] = entryOf(hash, mode, stats)
     })
+    // Every file found is the index's entry, object for object: the index's map is the scan's (nothing is copied).
+    const files: ReadonlyMap<string, IndexEntry> = reused === found.length && reused === index.files.size ? index.files : new Map(
+      found.flatMap(({ path: file }, i) => entries[i] === undefined ? [] : [[file, entries[i]] as const])
+    )
     const unchanged = changed.length === 0 && invalid.length === 0 && sameModes && files.size === index.files.size
     const folders = invalid.length === 0 ? seen : NO_FOLDERS
-    return { snapshot, files, hashed: changed.length, invalid, unchanged, folders, foldersKept: sameFolders(index, folders) }
+    let snapshot: Snapshot | undefined
+    return {
+      // Built when asked: a command that finds the tree unchanged never needs it.
+      get snapshot() {
+        return snapshot ??= snapshotOf(files)
+      },
+      files,
+      hashed: changed.length,
+      invalid,
+      unchanged,
+      folders,
+      foldersKept: sameFolders(index, folders)
+    }
   })
 
 const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>
