@@ -23,7 +23,6 @@ import * as os from "node:os"
 import { createClusterUser, startClusterInfra } from "../../../test/support/ClusterInfra.ts"
 import { type GroveServer, startServer } from "../../../test/support/GroveServer.ts"
 import { api, type Reply } from "../../../test/support/http.ts"
-import { mainState } from "../../../test/support/Workload.ts"
 import { numberArg } from "../load.ts"
 import { costReport, cpuDuring } from "../table/cpu.ts"
 import { type Measure, percentile } from "../table/measure.ts"
@@ -75,13 +74,14 @@ const prepare = async (url: string, token: string, owner: string, repo: string, 
   await push(a, owner, repo, "base", [base])
   const merged = await finalAnswer(a, await a.post(`/${owner}/${repo}/branches/base/merge`))
   if (merged.status !== 200) throw new Error(`base merge: ${JSON.stringify(merged.body)}`)
-  const main = await mainState(url, token, owner, repo)
+  // Only main's head: its trees are `base`'s (reading them back through commits/info fails at 100,000 files).
+  const mainHead = (await a.get(`/${owner}/${repo}/branches/main`)).body.head as string
   const known = new Set(base.trees.map((t) => t.hash))
   const branches: Array<string> = []
   for (let i = 0; i < count; i++) {
     const branch = `b${i}`
     const added = `file ${i} of ${repo}\n`
-    const c = addFile(branch, main.head!, base, `files/${i}.txt`, added)
+    const c = addFile(branch, mainHead, base, `files/${i}.txt`, added)
     // Only what main lacks: the new file's blob and the trees on its path.
     await push(a, owner, repo, branch, [c], { blobs: inlineBlobs(c), trees: c.trees.filter((t) => !known.has(t.hash)) })
     branches.push(branch)
@@ -129,7 +129,13 @@ const push = async (a: ReturnType<typeof api>, owner: string, repo: string, bran
   // keep-alive: a timer turn first lets the HTTP client drop the socket the server closed meanwhile, instead
   // of writing the push into it (EPIPE / "other side closed").
   await new Promise((r) => setTimeout(r, 1))
-  const reply = await finalAnswer(a, await a.post(`/${owner}/${repo}/push`, { ...pushBody({ branch, commits, description: `merge ${branch}` }), ...only }))
+  const body = { ...pushBody({ branch, commits, description: `merge ${branch}` }), ...only }
+  let reply = await finalAnswer(a, await a.post(`/${owner}/${repo}/push`, body))
+  // A busy embedded database (after a 100,000-file import) may answer 503, retryable: as grove does, try again.
+  for (let tries = 1; tries < 10 && reply.status === 503 && reply.body?.retryable === true; tries++) {
+    await new Promise((r) => setTimeout(r, 1000))
+    reply = await finalAnswer(a, await a.post(`/${owner}/${repo}/push`, body))
+  }
   if (reply.status !== 200 || reply.body.success !== true) throw new Error(`push ${repo}/${branch}: ${JSON.stringify(reply.body)}`)
 }
 
