@@ -10,7 +10,7 @@
  *   - the server's RSS while 20 runs execute at once (a second server with 20 runners), against
  *     the same server idle.
  *
- *   npm run bench:ci [-- --runs 30 --throughput 40 --bin other/checkout/packages/server/bin/grove-server.js]
+ *   npm run bench:ci [-- --runs 30 --throughput 40 --pool 4 --bin other/checkout/packages/server/bin/grove-server.js]
  *
  * SQL statements and entity commands per no-op run: scripts/bench/ci-statements.ts.
  */
@@ -88,6 +88,8 @@ export interface CiOptions {
   readonly throughput: number
   /** The server's entry point (another checkout's, to compare two versions in one sitting); grove-server by default. */
   readonly bin?: string | undefined
+  /** Runners of the measured server (`--ci-concurrency`); the server's default when undefined. */
+  readonly pool?: number | undefined
 }
 
 export interface CiResult {
@@ -114,7 +116,7 @@ export const measureCi = async (options: CiOptions): Promise<CiResult> => {
   const THROUGHPUT = options.throughput
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-ci-"))
   const bin = options.bin === undefined ? {} : { bin: options.bin }
-  const server = await startServer({ dataDir, ...bin })
+  const server = await startServer({ dataDir, ...bin, args: options.pool === undefined ? [] : ["--ci-concurrency", String(options.pool)] })
   const direct: Array<number> = []
   const toRunning: Array<number> = []
   const firstByteDirect: Array<number> = []
@@ -245,14 +247,15 @@ export const ciMeasures = (r: CiResult): Array<Measure> => [
 const ms = (n: number) => `${n.toFixed(1).padStart(7)} ms`
 
 const main = async () => {
-  const options = { runs: numberArg("runs", 30), throughput: numberArg("throughput", 40), bin: stringArg("bin") }
-  console.log(`CI benchmark: ${options.runs} runs per latency, ${options.throughput} no-op runs for throughput, on ${os.cpus().length} cores, load ${os.loadavg()[0]!.toFixed(1)}${options.bin === undefined ? "" : `, server ${options.bin}`}\n`)
+  const pool = stringArg("pool")
+  const options = { runs: numberArg("runs", 30), throughput: numberArg("throughput", 40), bin: stringArg("bin"), pool: pool === undefined ? undefined : Number(pool) }
+  console.log(`CI benchmark: ${options.runs} runs per latency, ${options.throughput} no-op runs for throughput, on ${os.cpus().length} cores, load ${os.loadavg()[0]!.toFixed(1)}${options.bin === undefined ? "" : `, server ${options.bin}`}${pool === undefined ? "" : `, ${pool} runners`}\n`)
   const r = await measureCi(options)
   console.log(`trigger -> running          p50 ${ms(percentile(r.toRunning, 0.5))}  p99 ${ms(percentile(r.toRunning, 0.99))}`)
   console.log(`  baseline: a pty shell     p50 ${ms(percentile(r.direct, 0.5))}  p99 ${ms(percentile(r.direct, 0.99))}   ratio p50 ${(percentile(r.toRunning, 0.5) / percentile(r.direct, 0.5)).toFixed(1)}x`)
   console.log(`live log first byte         p50 ${ms(percentile(r.firstByte, 0.5))}  p99 ${ms(percentile(r.firstByte, 0.99))}`)
   console.log(`  baseline: a pty's output  p50 ${ms(percentile(r.firstByteDirect, 0.5))}  p99 ${ms(percentile(r.firstByteDirect, 0.99))}`)
-  console.log(`no-op runs per minute       ${r.perMinute.toFixed(0).padStart(7)}      (default pool: 2 runners)`)
+  console.log(`no-op runs per minute       ${r.perMinute.toFixed(0).padStart(7)}      (${pool === undefined ? "default pool: 2" : pool} runners)`)
   console.log(`  server CPU per run         ${r.cpuPerRun.toFixed(1).padStart(7)} ms`)
   console.log(`  baseline: shells, 2 at once ${r.directPerMinute.toFixed(0).padStart(5)}      ratio ${(r.perMinute / r.directPerMinute).toFixed(3)}x`)
   console.log(`server RSS, 20 runs at once ${(r.peakRss / 1024).toFixed(1).padStart(7)} MiB   (up to ${r.runningAtPeak} at once)`)
