@@ -8,6 +8,7 @@
  * - `files`: mapped files (node's own binary first of all, shared with every node process).
  *
  *   npm run bench:memory [-- --samples 3]
+ *   npm run bench:memory -- --transfer [--small]      (around a big push and clone: memory-transfer.ts)
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -27,7 +28,7 @@ const VARIANTS: ReadonlyArray<{ readonly name: string; readonly env: NodeJS.Proc
   { name: "bundle, fixed mmap threshold (grove-server)", env: { GROVE_BUNDLE: "1" } }
 ]
 
-type Kind = "v8+other" | "malloc" | "wasm" | "code" | "files"
+export type Kind = "v8+other" | "malloc" | "wasm" | "code" | "files"
 
 interface Mapping {
   readonly start: bigint
@@ -87,7 +88,8 @@ const sample = async (dataDir: string, env: NodeJS.ProcessEnv, headers: Record<s
   }
 }
 
-if (import.meta.main) {
+if (import.meta.main && process.argv.includes("--transfer")) await (await import("./memory-transfer.ts")).main()
+else if (import.meta.main) {
   const samples = numberArg("samples", 3)
   const bundled = await run(path.join(ROOT, "packages/server/scripts/bundle.ts"), ["--if-stale"], { timeoutMs: 300_000 })
   if (bundled.stderr.includes("not bundling")) throw new Error(bundled.stderr)

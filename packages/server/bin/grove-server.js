@@ -8,18 +8,22 @@
 //   and keeps it, most of it resident (a restarted embedded server idled at 346 MiB RSS, 283 MiB with this);
 // - glibc's malloc with a fixed mmap threshold (any malloc tunable fixes it): by default it rises to
 //   32 MiB after the first large free, so the ~600 MiB V8 allocates and frees while compiling PGlite's
-//   WebAssembly stays in malloc's arenas afterwards (~60 MiB of a restarted server's RSS).
+//   WebAssembly stays in malloc's arenas afterwards (~60 MiB of a restarted server's RSS);
+// - `gc` exposed: once idle after a big transfer the server collects its garbage (src/ops/IdleGc.ts).
 import { bundleIsFresh } from "./bundle.js"
 
 const YOUNG_GENERATION = "--max-semi-space-size=8"
-const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072"
+const EXPOSE_GC = "--expose-gc"
+// mmap_threshold: blocks of 32 KiB and more (socket reads, chunk buffers) get mappings of their own,
+// returned when freed: after a 200 MiB push and clone, 344 MiB RSS instead of 418 (scripts/bench/memory-transfer.ts).
+const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=32768"
 if (
   process.argv[2] === "serve" && typeof process.execve === "function" &&
   !process.execArgv.some((arg) => arg.startsWith("--max-semi-space-size"))
 ) {
   const env = { ...process.env }
   if (env.GLIBC_TUNABLES === undefined) env.GLIBC_TUNABLES = env.GROVE_SET_TUNABLES = MALLOC_TUNABLES
-  process.execve(process.execPath, [process.execPath, YOUNG_GENERATION, ...process.execArgv, ...process.argv.slice(1)], env)
+  process.execve(process.execPath, [process.execPath, YOUNG_GENERATION, EXPOSE_GC, ...process.execArgv, ...process.argv.slice(1)], env)
 }
 // Read by glibc at start only: what the server starts (CI steps, git) gets the system's default.
 if (process.env.GROVE_SET_TUNABLES !== undefined) {

@@ -13,6 +13,7 @@ import { DomainLive, HttpAppLive } from "./App.ts"
 import { drainingServer, type RequestGate } from "./http/DrainingServer.ts"
 import { FastReadsLive } from "./fast-reads/FastReads.ts"
 import * as Drain from "./ops/Drain.ts"
+import { IdleGcLive } from "./ops/IdleGc.ts"
 import * as Logging from "./ops/Logging.ts"
 import * as Tracing from "./ops/Tracing.ts"
 import { AccessNotificationsLive } from "./cache/AccessNotifications.ts"
@@ -82,7 +83,7 @@ export const serverLayer = (config: ServerConfigShape) => {
   const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
   // Garbage collection and retention, every --gc-interval-seconds.
-  return Layer.mergeAll(Http, Admin, AccessNotificationsLive, Ci, Deliveries, GcLive).pipe(
+  return Layer.mergeAll(Http, Admin, AccessNotificationsLive, Ci, Deliveries, GcLive, IdleGcLive).pipe(
     Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),
