@@ -70,11 +70,11 @@ const same = async (who: Who | ((side: Side) => Who), path: string, status: numb
 const both = (f: (side: Side) => Promise<void>) => Promise.all([f(on), f(off)])
 const as = (side: Side, who: "pam" | "sid") => api(side.server.url, who === "pam" ? side.pam : side.sid)
 
-/** The fast path's counter for the repository read, from /metrics. */
-const served = async (side: Side): Promise<number> => {
+/** The fast path's counter for a route template (the repository read's by default), from /metrics. */
+const served = async (side: Side, route = "/api/:owner/:name"): Promise<number> => {
   const response = await fetch(`${side.server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
   const text = await response.text()
-  const line = text.split("\n").find((l) => l.startsWith("grove_http_fast_reads_total{"))
+  const line = text.split("\n").find((l) => l.startsWith("grove_http_fast_reads_total{") && l.includes(`route="${route}"`))
   return line === undefined ? 0 : Number(line.split(" ").pop())
 }
 
@@ -148,6 +148,22 @@ describe("fast reads: the same answers as the app", () => {
       expect((await as(side, "pam").delete("/acme/open")).status).toBe(204)
     })
     await same("pam", "/acme/open", 404)
+  }, 120_000)
+
+  it("the organization read: the same answers, and served fast", async () => {
+    const before = await served(on, "/api/orgs/:slug")
+    await same("pam", "/orgs/pam", 200)
+    await same("pam", "/orgs/acme", 200)
+    await same("sid", "/orgs/acme", 404)
+    await same("anonymous", "/orgs/acme", 404)
+    await same("pam", "/orgs/nobody", 404)
+    expect(await served(on, "/api/orgs/:slug") - before).toBeGreaterThanOrEqual(3)
+    expect(await served(off, "/api/orgs/:slug")).toBe(0)
+    // A member's role shows once added: the next read sees it.
+    await both(async (side) => {
+      expect((await as(side, "pam").post("/orgs/acme/members", { username: "sid" })).status).toBe(201)
+    })
+    await same("sid", "/orgs/acme", 200)
   }, 120_000)
 
   it("unusual requests go to the app and answer the same", async () => {

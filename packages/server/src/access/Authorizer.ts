@@ -65,6 +65,12 @@ export class Authorizer extends Context.Service<Authorizer, {
     name: string,
     action: Access.Action
   ) => (RepositoryRecord & { readonly callerRole: Access.Role | undefined }) | undefined
+  /** `organization`'s answer when all it needs is cached and access is allowed; undefined otherwise. */
+  readonly cachedOrganization: (
+    caller: Caller,
+    slug: string,
+    action: Access.Action
+  ) => (Organization & { readonly callerRole: Access.Role | undefined }) | undefined
 }>()("grove/server/access/Authorizer") {
   static readonly layer = Layer.effect(Authorizer, Effect.gen(function*() {
     const repositories = yield* Repositories
@@ -98,6 +104,8 @@ export class Authorizer extends Context.Service<Authorizer, {
         isPublic: repo.isPublic,
         callerRole
       }, action)
+    const decideOrganization = (caller: Caller, org: Organization, callerRole: Access.Role | undefined, action: Access.Action) =>
+      Access.decide(caller.principal, caller.limits, { kind: "organization", orgId: org.id, callerRole }, action)
     return Authorizer.of({
       repository: Effect.fnUntraced(function*(caller, owner, name, action) {
         const found = yield* repositories.findByFullName(owner, name)
@@ -123,14 +131,16 @@ export class Authorizer extends Context.Service<Authorizer, {
           return yield* new ApiErrors.NotFound({ error: `organization ${slug} not found`, code: "not_found" })
         }
         const callerRole = yield* roleFor(caller, found.value.id)
-        const decision = Access.decide(caller.principal, caller.limits, {
-          kind: "organization",
-          orgId: found.value.id,
-          callerRole
-        }, action)
-        yield* denial(decision, `organization ${slug}`)
+        yield* denial(decideOrganization(caller, found.value, callerRole, action), `organization ${slug}`)
         return withRole(found.value, callerRole)
       }),
+      cachedOrganization: (caller, slug, action) => {
+        const org = organizations.cachedBySlug(slug)
+        if (org === undefined) return undefined
+        const role = cachedRoleFor(caller, org.id)
+        if (role === undefined || decideOrganization(caller, org, role.value, action)._tag !== "Allow") return undefined
+        return withRole(org, role.value)
+      },
       account: (caller, action) => denial(Access.decide(caller.principal, caller.limits, { kind: "account" }, action), "account")
     })
   }))

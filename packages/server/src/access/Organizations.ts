@@ -37,6 +37,8 @@ export interface OrganizationWithRole extends Organization {
 
 export class Organizations extends Context.Service<Organizations, {
   readonly findBySlug: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  /** `findBySlug`'s cached organization, synchronously; undefined when not cached. */
+  readonly cachedBySlug: (slug: string) => Organization | undefined
   readonly roleOf: (orgId: string, principal: Access.Principal) => Effect.Effect<Access.Role | undefined, SqlError>
   /** Synchronous peeks at what `roleOf` / `creatorRole` cached (`{ role }`); undefined when not cached. */
   readonly cachedRoleOf: (orgId: string, userId: string) => { readonly value: Access.Role | undefined } | undefined
@@ -66,6 +68,10 @@ export class Organizations extends Context.Service<Organizations, {
     const memberKey = (orgId: string, userId: string) => `${orgId}:${userId}`
     const creatorKey = (orgId: string, creatorId: string) => `creator:${orgId}:${creatorId}`
     return Organizations.of({
+      cachedBySlug: (slug) => {
+        const hit = bySlug.peek(slug)
+        return hit !== undefined && Option.isSome(hit.value) ? hit.value.value : undefined
+      },
       cachedRoleOf: (orgId, userId) => roles.peek(memberKey(orgId, userId)),
       cachedCreatorRole: (orgId, creatorId) => roles.peek(creatorKey(orgId, creatorId)),
       findBySlug: (slug) =>

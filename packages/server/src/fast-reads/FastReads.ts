@@ -1,7 +1,7 @@
 /**
- * The hot read `GET /api/{owner}/{name}` answered at the node request listener, before the Effect HTTP
- * app, when everything it needs is already in memory: the caller's token row, the repository record and
- * the caller's role are cached (the same caches, forgotten on the same change notifications,
+ * The hot reads `GET /api/{owner}/{name}` and `GET /api/orgs/{slug}` answered at the node request listener,
+ * before the Effect HTTP app, when everything they need is already in memory: the caller's token row, the
+ * repository or organization record and the caller's role are cached (the same caches, forgotten on the same change notifications,
  * cache/AccessCaches.ts) and access is allowed. Anything else (a miss, a denial, a bad key, a header the
  * app would treat differently, a query string, a body, tracing on, draining) goes to the app untouched,
  * which also fills the caches for the next request.
@@ -21,7 +21,9 @@ import type * as http from "node:http"
 import { MetricHandles } from "@grove/bus"
 import { Authorizer } from "../access/Authorizer.ts"
 import { Identity } from "../access/Identity.ts"
+import { toApiOrganization } from "../access/Organizations.ts"
 import { toApiRepository } from "../access/RepositoryRecord.ts"
+import type { Caller } from "@grove/api"
 import { anonymous, BEARER } from "../http/Authentication.ts"
 import type { RequestGate } from "../http/DrainingServer.ts"
 import { callerLabel, recordOfSource, type RequestRecordShape } from "../http/RequestRecord.ts"
@@ -58,17 +60,45 @@ const templateOf = (path: string) => {
   }
 }
 
-/** The endpoint's one success schema, encoded the way HttpApiBuilder encodes a JSON body. */
-const bodyEncoder = (endpoint: HttpApiEndpoint.Top) => {
+/**
+ * The endpoint's one success schema, encoded the way HttpApiBuilder encodes a JSON body, once per
+ * `source`: a cached (record, role) answer of the Authorizer, shared and immutable.
+ */
+const bodyEncoder = <A extends object>(endpoint: HttpApiEndpoint.Top, toApi: (source: A) => unknown) => {
   const schemas = [...endpoint.success]
   if (schemas.length !== 1) throw new Error(`fast read ${endpoint.name}: needs exactly one success schema`)
   // The API's schemas need no services to encode (the app's encoder runs them with none either).
   const encode = Schema.encodeUnknownSync(schemas[0]! as Schema.Codec<unknown, unknown>)
-  const bodies = new WeakMap<object, Buffer>()
-  return (value: object): Buffer => {
-    let body = bodies.get(value)
-    if (body === undefined) bodies.set(value, body = Buffer.from(JSON.stringify(encode(value))))
+  const bodies = new WeakMap<A, Buffer>()
+  return (source: A): Buffer => {
+    let body = bodies.get(source)
+    if (body === undefined) bodies.set(source, body = Buffer.from(JSON.stringify(encode(toApi(source)))))
     return body
+  }
+}
+
+/** One hot read: its endpoint, and its body for a caller when everything is cached and allowed (else undefined). */
+interface HotRead {
+  readonly endpoint: HttpApiEndpoint.Top
+  readonly match: (pathname: string) => Record<string, string> | undefined
+  readonly body: (caller: Caller, params: Record<string, string>) => Buffer | undefined
+  readonly counter: { readonly updateUnsafe: (value: number, context: typeof MetricHandles.DEFAULT_CONTEXT) => void }
+}
+
+const hotRead = <A extends object>(
+  endpoint: HttpApiEndpoint.Top,
+  cached: (caller: Caller, params: Record<string, string>) => A | undefined,
+  toApi: (source: A) => unknown
+): HotRead => {
+  const encode = bodyEncoder(endpoint, toApi)
+  return {
+    endpoint,
+    match: templateOf(endpoint.path),
+    body: (caller, params) => {
+      const source = cached(caller, params)
+      return source === undefined ? undefined : encode(source)
+    },
+    counter: served(endpoint.path, () => ({ route: endpoint.path }))
   }
 }
 
@@ -82,7 +112,7 @@ const plainRequest = (request: http.IncomingMessage): boolean => {
   return true
 }
 
-/** The request gate's answer for the repository read; installed while the layer lives. */
+/** The request gate's answer for the hot reads; installed while the layer lives. */
 export const FastReadsLive = (gate: RequestGate) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const config = yield* ServerConfig
@@ -91,32 +121,40 @@ export const FastReadsLive = (gate: RequestGate) =>
     const identity = yield* Identity
     const authorizer = yield* Authorizer
     const log = accessLogWriter(config.logFormat ?? "json")
-    const endpoint: HttpApiEndpoint.Top = GroveApi.groups.repos.endpoints.get
-    const match = templateOf(endpoint.path)
-    const encode = bodyEncoder(endpoint)
-    const counter = served(endpoint.path, () => ({ route: endpoint.path }))
-    /** Paths the app's router answered from this endpoint, with its matched route (the metrics' series). */
-    const learned = new Map<string, { readonly path: string }>()
+    // The handlers' own answers: the same Authorizer checks, the same API forms.
+    const reads: ReadonlyArray<HotRead> = [
+      hotRead(
+        GroveApi.groups.repos.endpoints.get,
+        (caller, params) => authorizer.cachedRepository(caller, params.owner!, params.name!, "read"),
+        toApiRepository
+      ),
+      hotRead(
+        GroveApi.groups.orgs.endpoints.get,
+        (caller, params) => authorizer.cachedOrganization(caller, params.slug!, "read"),
+        (org) => toApiOrganization(org, org.callerRole)
+      )
+    ]
+    /** Paths the app's router answered from one of these endpoints, with its matched route (the metrics' series). */
+    const learned = new Map<string, { readonly route: { readonly path: string }; readonly read: HotRead }>()
 
     // By host and path: the app may route by host too (organization sites, sites/SiteServing.ts).
-    const learnFrom = (request: http.IncomingMessage, response: http.ServerResponse, key: string) =>
+    const learnFrom = (request: http.IncomingMessage, response: http.ServerResponse, key: string, pathname: string) =>
       response.once("finish", () => {
         const route = recordOfSource(request)?.route
-        if (response.statusCode !== 200 || route?.path !== endpoint.path) return
+        const read = reads.find((r) => r.endpoint.path === route?.path)
+        if (response.statusCode !== 200 || route === undefined || read === undefined || read.match(pathname) === undefined) return
         if (learned.size >= MAX_LEARNED) learned.clear()
-        learned.set(key, route)
+        learned.set(key, { route, read })
       })
 
     const answer = (request: http.IncomingMessage, response: http.ServerResponse): boolean => {
       if (request.method !== "GET") return false
       const url = request.url
-      if (url === undefined || url.includes("?")) return false
-      const params = match(url)
-      if (params === undefined || !plainRequest(request)) return false
+      if (url === undefined || url.includes("?") || !plainRequest(request)) return false
       const key = `${request.headers.host ?? ""}${url}`
-      const route = learned.get(key)
-      if (route === undefined) {
-        learnFrom(request, response, key)
+      const found = learned.get(key)
+      if (found === undefined) {
+        if (reads.some((r) => r.match(url) !== undefined)) learnFrom(request, response, key, url)
         return false
       }
       const started = performance.now()
@@ -128,10 +166,9 @@ export const FastReadsLive = (gate: RequestGate) =>
         if (cached === undefined) return false
         caller = cached
       }
-      const repo = authorizer.cachedRepository(caller, params.owner!, params.name!, "read")
-      if (repo === undefined) return false
-      const body = encode(toApiRepository(repo))
-      const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"] as string | undefined), caller: callerLabel(caller.principal), route }
+      const body = found.read.body(caller, found.read.match(url)!)
+      if (body === undefined) return false
+      const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"] as string | undefined), caller: callerLabel(caller.principal), route: found.route }
       response.writeHead(200, {
         "content-type": "application/json",
         "content-length": body.length,
@@ -139,7 +176,7 @@ export const FastReadsLive = (gate: RequestGate) =>
         "x-content-type-options": "nosniff"
       })
       recordAnswer(log, { record, method: "GET", status: 200, seconds: (performance.now() - started) / 1000, bytes: body.length })
-      counter.updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
+      found.read.counter.updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
       response.end(body)
       return true
     }
