@@ -56,3 +56,24 @@ it.live("a read after an invalidation starts its own load instead of sharing one
     expect(yield* cache.get("k", load)).toBe("after")
     expect(loads).toBe(2)
   }))
+
+it.effect("peek answers only what get would answer without loading: a live, unexpired, kept entry", () =>
+  Effect.gen(function*() {
+    const cache = new TtlCache<string, Option.Option<string>>(60_000, { keep: Option.isSome })
+    const source = counted([Option.none(), Option.some("a")])
+    expect(cache.peek("k")).toBeUndefined()
+    yield* cache.get("k", source.load)
+    expect(cache.peek("k")).toBeUndefined()
+    yield* cache.get("k", source.load)
+    expect(cache.peek("k")?.value).toEqual(Option.some("a"))
+    cache.invalidate("k")
+    expect(cache.peek("k")).toBeUndefined()
+    yield* cache.get("k", source.load)
+    cache.setLive(false)
+    expect(cache.peek("k")).toBeUndefined()
+    const expiring = new TtlCache<string, string>(1)
+    yield* expiring.get("k", Effect.succeed("v"))
+    // The cache reads the real clock (Date.now), not the test clock.
+    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+    expect(expiring.peek("k")).toBeUndefined()
+  }))
