@@ -14,9 +14,10 @@ import { bundleIsFresh } from "./bundle.js"
 
 const YOUNG_GENERATION = "--max-semi-space-size=8"
 const EXPOSE_GC = "--expose-gc"
-// mmap_threshold: blocks of 32 KiB and more (socket reads, chunk buffers) get mappings of their own,
-// returned when freed: after a 200 MiB push and clone, 344 MiB RSS instead of 418 (scripts/bench/memory-transfer.ts).
-const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=32768"
+// Measured, not taken: glibc.malloc.mmap_threshold=32768 (blocks of 32 KiB and more get mappings of their own,
+// returned when freed) holds 60-110 MiB less after a 200 MiB push and clone, but cost the clone +30% server CPU
+// (one pair of runs); an operator may set GLIBC_TUNABLES so (npm run bench:memory -- --transfer).
+const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072"
 if (
   process.argv[2] === "serve" && typeof process.execve === "function" &&
   !process.execArgv.some((arg) => arg.startsWith("--max-semi-space-size"))
