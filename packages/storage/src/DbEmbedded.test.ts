@@ -54,6 +54,20 @@ describe("DbEmbedded", () => {
         assert.deepStrictEqual(rows.map((r) => r.id), [1, 2, 3])
       }))
 
+    // A commit adding 100,000 files lists them in one row (~19 MB); the client's default limit (16 MiB)
+    // refused it, and every later push to that repository failed.
+    it.effect("reads a row larger than 16 MiB", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`CREATE TABLE big (id int PRIMARY KEY, files jsonb NOT NULL)`
+        const files = Array.from({ length: 100_000 }, (_, i) => ({ path: `src/module-${i}/file-${i}.ts`, blob: "b".repeat(128), mode: "100644" }))
+        yield* sql`INSERT INTO big ${sql.insert({ id: 1, files: JSON.stringify(files) })}`
+        const rows = yield* sql<{ files: string | ReadonlyArray<unknown>; size: number }>`SELECT files, octet_length(files::text) AS size FROM big`
+        assert.isAbove(Number(rows[0]!.size), 16 * 1024 * 1024)
+        const read = typeof rows[0]!.files === "string" ? JSON.parse(rows[0]!.files) : rows[0]!.files
+        assert.strictEqual(read.length, 100_000)
+      }))
+
     // Concurrent queries reach PGlite pipelined, several in one write: each gets its own answer, and one
     // that fails in the middle fails alone.
     it.effect("answers pipelined queries each with its own rows, a failing one alone", () =>

@@ -7,6 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ConnectionError, SqlError } from "effect/sql/SqlError"
+import { MAX_MESSAGE_SIZE } from "./PgMessages.ts"
 import { pgliteStream } from "./PgliteStream.ts"
 
 export interface DbEmbeddedOptions {
@@ -80,7 +81,8 @@ export const layer = (
           username: "postgres",
           database: "postgres",
           maxConnections: 1,
-          multiplex: true
+          multiplex: true,
+          maxMessageSize: MAX_MESSAGE_SIZE
         }),
         Layer.succeed(Notifications, notifications.service)
       )

@@ -5,6 +5,7 @@ import { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { MAX_MESSAGE_SIZE } from "./PgMessages.ts"
 
 export interface DbPostgresOptions {
   /** `postgres://user:password@host:port/database`; keep it `Redacted` when it comes from config. */
@@ -25,6 +26,7 @@ const client = (options: DbPostgresOptions) =>
     maxConnections: options.maxConnections ?? 10,
     applicationName: options.applicationName ?? "grove",
     connectTimeout: options.connectTimeout ?? "10 seconds",
+    maxMessageSize: MAX_MESSAGE_SIZE,
     ...(options.minConnections === undefined ? {} : { minConnections: options.minConnections }),
     ...(options.idleTimeout === undefined ? {} : { idleTimeout: options.idleTimeout })
   })
