@@ -24,7 +24,7 @@ const TREES_KEPT = 256
 export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, commit: string) {
   const objects = yield* ContentObjects
   // Checked every time: the commit must be this repository's, and published.
-  const row = (yield* objects.loadCommits(repo.id, [commit])).get(commit)
+  const row = (yield* objects.loadCommitHeaders(repo.id, [commit])).get(commit)
   if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
   const key = `${repo.orgId}\0${row.manifest_hash}`
   const known = parsedTrees.get(key)

@@ -26,7 +26,7 @@ export const prepareRoot = (root: string) => Effect.promise(() => mkdir(root, { 
 const writeTree = Effect.fnUntraced(function*(dir: string, repo: { readonly id: string; readonly orgId: string }, commit: string) {
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
-  const row = (yield* objects.loadCommits(repo.id, [commit])).get(commit)
+  const row = (yield* objects.loadCommitHeaders(repo.id, [commit])).get(commit)
   if (row === undefined) return yield* Effect.fail(new Error(`commit ${commit} is not stored`))
   const source = storedSnapshot(repo.orgId, objects, chunks)
   const write = (hash: string, into: string): Effect.Effect<void, unknown> =>

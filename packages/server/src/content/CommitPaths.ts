@@ -9,7 +9,8 @@ import * as Tree from "@grove/core/objects/Tree"
 import { Context, Effect, Layer } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { Branches } from "./Branches.ts"
-import { ContentObjects, type CommitRow } from "./ContentObjects.ts"
+import type { CommitHeader } from "./CommitHeaders.ts"
+import { ContentObjects } from "./ContentObjects.ts"
 
 export type PathTarget =
   | { readonly kind: "tree"; readonly hash: string; readonly entries: ReadonlyArray<Tree.TreeEntry> }
@@ -29,14 +30,14 @@ export const pathSegments = (path: string): { readonly ok: true; readonly segmen
 
 export class CommitPaths extends Context.Service<CommitPaths, {
   /** A published commit by hash, or the head commit of a branch by name. */
-  readonly resolveCommit: (repoId: string, ref: string) => Effect.Effect<CommitRow | undefined, SqlError>
+  readonly resolveCommit: (repoId: string, ref: string) => Effect.Effect<CommitHeader | undefined, SqlError>
   readonly resolvePath: (orgId: string, root: string, segments: ReadonlyArray<string>) => Effect.Effect<PathTarget | undefined, SqlError>
 }>()("grove/server/content/CommitPaths") {
   static readonly layer = Layer.effect(CommitPaths, Effect.gen(function*() {
     const objects = yield* ContentObjects
     const branches = yield* Branches
     const commit = Effect.fnUntraced(function*(repoId: string, hash: string) {
-      const found = (yield* objects.loadCommits(repoId, [hash])).get(hash)
+      const found = (yield* objects.loadCommitHeaders(repoId, [hash])).get(hash)
       return found?.published === true ? found : undefined
     })
     return CommitPaths.of({

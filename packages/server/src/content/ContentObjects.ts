@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { inBatches, plannedFor } from "../db/Batches.ts"
+import { type CommitHeader, loadCommitHeaders } from "./CommitHeaders.ts"
 
 export interface BlobInfo {
   readonly hash: string
@@ -101,6 +102,8 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   readonly blobInfo: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, BlobInfo>, SqlError>
   readonly registerBlobs: (orgId: string, blobs: ReadonlyArray<BlobInfo>) => Effect.Effect<void, SqlError>
   readonly loadCommits: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitRow>, SqlError>
+  /** The same rows without `files`: what a commit changed can be as large as its tree (100,000 paths). */
+  readonly loadCommitHeaders: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitHeader>, SqlError>
   /** Stores commits unpublished; the push command publishes them. Existing rows are kept. */
   readonly stageCommits: (repoId: string, commits: ReadonlyArray<ApiSync.CommitData>) => Effect.Effect<void, SqlError>
   /** Bytes the organization's referenced chunks take, and its quota. */
@@ -198,6 +201,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             FROM commits WHERE repo_id = ${repoId} AND hash = ANY(${slice})`)
         return new Map(rows.map((r) => [r.hash, { ...r, files: typeof r.files === "string" ? JSON.parse(r.files) : r.files }]))
       }),
+      loadCommitHeaders: (repoId, hashes) => loadCommitHeaders(repoId, hashes).pipe(Effect.provideService(SqlClient.SqlClient, sql)),
       stageCommits: Effect.fnUntraced(function*(repoId, commits) {
         for (const c of commits) {
           yield* sql`INSERT INTO commits ${

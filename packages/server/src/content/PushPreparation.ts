@@ -176,7 +176,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     }
     index.set(c.hash, i)
   }
-  const externalRows = yield* objects.loadCommits(repo.id, [...external])
+  const externalRows = yield* objects.loadCommitHeaders(repo.id, [...external])
   for (const parent of external) {
     if (staged?.stagedCommits.has(parent) === true && externalRows.has(parent)) continue
     if (externalRows.get(parent)?.published !== true) {

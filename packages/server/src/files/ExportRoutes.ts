@@ -152,7 +152,7 @@ const download = HttpRouter.add("GET", "/:owner/:name/download", answer(Effect.g
   if (head === null) return yield* new ApiErrors.NotFound({ error: "main has no commits yet", code: "empty_repository" })
   const objects = yield* ContentObjects
   const chunks = yield* ChunkStore
-  const commit = (yield* dbUnavailable(objects.loadCommits(repo.id, [head]))).get(head)
+  const commit = (yield* dbUnavailable(objects.loadCommitHeaders(repo.id, [head]))).get(head)
   if (commit === undefined) return yield* new ApiErrors.NotFound({ error: "main has no commits yet", code: "empty_repository" })
   const stored = storedSnapshot(repo.orgId, objects, chunks)
   const zip = (policy.open

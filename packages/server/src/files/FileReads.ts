@@ -8,7 +8,8 @@ import { Effect, Stream } from "effect"
 import type { RepositoryRef } from "../path-permissions/PathPermissions.ts"
 import { ChunkStore, readChunks, readInOrder } from "../content/ChunkStore.ts"
 import { CommitPaths, pathSegments } from "../content/CommitPaths.ts"
-import { type CommitRow, ContentObjects } from "../content/ContentObjects.ts"
+import type { CommitHeader } from "../content/CommitHeaders.ts"
+import { ContentObjects } from "../content/ContentObjects.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { callerPolicy } from "../path-permissions/CallerPolicy.ts"
 
@@ -23,7 +24,7 @@ export interface DirectoryEntry {
 
 export interface Directory {
   readonly kind: "tree"
-  readonly commit: CommitRow
+  readonly commit: CommitHeader
   readonly path: string
   /** The directory's own tree hash. */
   readonly hash: string
@@ -32,7 +33,7 @@ export interface Directory {
 
 export interface FileAt {
   readonly kind: "blob"
-  readonly commit: CommitRow
+  readonly commit: CommitHeader
   readonly path: string
   readonly hash: string
   readonly mode: string

@@ -79,7 +79,7 @@ export class IntegrityProof extends Context.Service<IntegrityProof, {
       if (request.depth !== null) {
         let next = captured.head
         while (next !== null && scope.length < request.depth) {
-          const commit = (yield* objects.loadCommits(repo.id, [next])).get(next)
+          const commit = (yield* objects.loadCommitHeaders(repo.id, [next])).get(next)
           if (commit === undefined || !commit.published) {
             missingCommits.push(next)
             break
@@ -93,7 +93,7 @@ export class IntegrityProof extends Context.Service<IntegrityProof, {
         while (frontier.length > 0) {
           const wanted = frontier.filter((h) => !seen.has(h))
           for (const h of wanted) seen.add(h)
-          const loaded = yield* objects.loadCommits(repo.id, wanted)
+          const loaded = yield* objects.loadCommitHeaders(repo.id, wanted)
           const next: Array<string> = []
           for (const h of wanted) {
             const commit = loaded.get(h)

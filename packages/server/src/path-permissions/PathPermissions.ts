@@ -122,7 +122,7 @@ export class PathPermissions extends Context.Service<PathPermissions, {
       Effect.gen(function*() {
         if (head === null) return undefined
         return yield* parsed.get(`${repo.id}:${head}`, Effect.gen(function*() {
-          const commit = (yield* objects.loadCommits(repo.id, [head])).get(head)
+          const commit = (yield* objects.loadCommitHeaders(repo.id, [head])).get(head)
           if (commit === undefined) return undefined
           const target = yield* paths.resolvePath(repo.orgId, commit.manifest_hash, PERMISSIONS_SEGMENTS)
           if (target === undefined || target.kind !== "blob") return undefined
@@ -199,7 +199,7 @@ export class PathPermissions extends Context.Service<PathPermissions, {
     const headManifests = (repo: RepositoryRef) =>
       Effect.gen(function*() {
         const heads = (yield* branches.list(repo.id)).flatMap((b) => b.head == null ? [] : [b.head])
-        const commits = yield* objects.loadCommits(repo.id, heads)
+        const commits = yield* objects.loadCommitHeaders(repo.id, heads)
         return [...new Set([...commits.values()].map((c) => c.manifest_hash))].sort()
       })
 

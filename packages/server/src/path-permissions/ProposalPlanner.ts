@@ -37,7 +37,7 @@ export const planProposal = Effect.fn("ProposalPlanner.planProposal")(function*(
   const head = (yield* branches.get(repo.id, "main"))?.head ?? null
   let before: FileChanges.Snapshot = new Map()
   if (head !== null) {
-    const commit = (yield* objects.loadCommits(repo.id, [head])).get(head)
+    const commit = (yield* objects.loadCommitHeaders(repo.id, [head])).get(head)
     if (commit !== undefined) {
       const cache = makeTreeCache(objects, repo.orgId)
       const flat = yield* cache.resolve((lookup) =>
