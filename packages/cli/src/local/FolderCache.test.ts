@@ -11,29 +11,38 @@ import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
-import { EMPTY_INDEX, readIndexSync, treeUnchanged } from "./TreeStatus.ts"
+import { EMPTY_INDEX, readIndexSync, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
 import { scan, writeIndex } from "./WorkingTree.ts"
 
 const HOUR = 3600
 
-/** Counts `fs.readdirSync` calls while `run` runs (through the builtin module, which the ESM namespace mirrors). */
-const readdirsDuring = <A, E>(run: Effect.Effect<A, E>) =>
+/**
+ * Runs `run` with `fs.readdirSync` answering `answer(read, dir)`, `read` being the real call (through
+ * the builtin module, which the ESM namespace mirrors).
+ */
+const withReaddir = <A, E>(answer: (read: () => unknown, dir: unknown) => unknown, run: Effect.Effect<A, E>) =>
   Effect.suspend(() => {
     const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
     const original = cjs.readdirSync
-    let readdirs = 0
     return Effect.acquireUseRelease(
       Effect.sync(() => {
-        cjs.readdirSync = ((...args: Parameters<typeof fs.readdirSync>) => (readdirs++, original(...args))) as typeof fs.readdirSync
+        cjs.readdirSync = ((...args: Parameters<typeof fs.readdirSync>) => answer(() => original(...args), args[0])) as typeof fs.readdirSync
         syncBuiltinESMExports()
       }),
-      () => Effect.map(run, (result) => ({ result, readdirs })),
+      () => run,
       () =>
         Effect.sync(() => {
           cjs.readdirSync = original
           syncBuiltinESMExports()
         })
     )
+  })
+
+/** Counts `fs.readdirSync` calls while `run` runs. */
+const readdirsDuring = <A, E>(run: Effect.Effect<A, E>) =>
+  Effect.suspend(() => {
+    let readdirs = 0
+    return withReaddir((read) => (readdirs++, read()), Effect.map(run, (result) => ({ result, readdirs })))
   })
 
 /** Waits until the file system's clock has passed every ctime under `root` (ctimes cannot be set back). */
@@ -73,7 +82,8 @@ const indexedWith = (between?: (root: string) => void) => Effect.gen(function*()
   }
   fs.utimesSync(root, past, past)
   yield* settle(root)
-  const scanned = yield* scan(root, EMPTY_INDEX)
+  // Settled: the clock has passed every change, so no directory needs the margin for coarse timestamps.
+  const scanned = yield* scan(root, EMPTY_INDEX, Date.now())
   if (between !== undefined) {
     between(root)
     yield* settle(root)
@@ -159,6 +169,43 @@ describe("directory listings kept in the index", () => {
       expect(result.foldersKept).toBe(false)
       expect((yield* readdirsDuring(Effect.sync(() => treeUnchanged(root, racy)))).readdirs)
         .toBeGreaterThanOrEqual(1)
+    }).pipe(Effect.scoped))
+
+  it.effect("a name added in the tick the walk read its directory is not missed: a fresh directory is read again", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("folders-tick")
+      fs.mkdirSync(path.join(root, "d"))
+      fs.writeFileSync(path.join(root, "d/a.txt"), "alpha")
+      fs.writeFileSync(path.join(root, "d/b.txt"), "beta")
+      // The walk reads d/ before b.txt lands, and b.txt lands in the same timestamp tick: d/'s stat
+      // is then the one the walk took. Hiding b.txt from that read is the same (the default margin).
+      const dir = path.join(root, "d")
+      const scanned = yield* withReaddir(
+        (read, at) => at === dir ? (read() as Array<fs.Dirent>).filter((entry) => entry.name !== "b.txt") : read(),
+        scan(root, EMPTY_INDEX)
+      )
+      expect([...scanned.files.keys()]).toEqual(["d/a.txt"])
+      expect(scanned.folders.get("d")?.ctimeMs).toBe(UNSETTLED_CTIME)
+      yield* settle(root) // the index is written in a later tick
+      yield* writeIndex(root, scanned.files, null, new Map(), scanned.folders)
+      const index = readIndexSync(root)
+      expect(treeUnchanged(root, index)).toBe(false)
+      const again = yield* scan(root, index)
+      expect([...again.files.keys()].sort()).toEqual(["d/a.txt", "d/b.txt"])
+      expect(again.unchanged).toBe(false)
+    }).pipe(Effect.scoped))
+
+  it.effect("a directory last changed before the margin is recorded as it is", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      // The same tree walked as if two margins later: every directory is settled and kept.
+      const later = Date.now() + 1_000_000
+      const scanned = yield* scan(root, { ...index, folders: new Map() }, later)
+      expect([...scanned.folders.values()].filter((f) => f.ctimeMs === UNSETTLED_CTIME)).toEqual([])
+      // Walked now with the default margin, the just-made directories are recorded unsettled.
+      const fresh = yield* scan(root, { ...index, folders: new Map() })
+      expect(fresh.folders.get("dir")?.ctimeMs).toBe(UNSETTLED_CTIME)
     }).pipe(Effect.scoped))
 
   it.effect("an index without listings (written after a clone or pull) reads every directory", () =>

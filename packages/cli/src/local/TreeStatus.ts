@@ -17,6 +17,8 @@
  * are the same (and older than the index) holds the same names, since adding,
  * removing or renaming an entry changes them, so the walk lists it from the index instead
  * of reading it. Every file is still stat-ed: a changed file does not change its directory.
+ * A directory changed less than `SETTLE_MS` before the walk began is recorded as unsettled: a name
+ * added in the timestamp tick the walk read it in leaves its stat as read, so it is read again.
  */
 import type { Dirent, Stats } from "node:fs"
 import * as fs from "node:fs"
@@ -65,6 +67,19 @@ export interface FolderStat {
 }
 
 export const NO_FOLDERS: ReadonlyMap<string, FolderStat> = new Map()
+
+/**
+ * How long before a walk a directory must have last changed for its recorded stat to be trusted later:
+ * more than a timestamp tick (a few ms on ext4; 1-2 s on FAT, exFAT, HFS+ and some network file systems).
+ */
+export const SETTLE_MS = 2_000
+
+/** A ctime no directory has: the record never matches, so the directory is read again (its names stay listed). */
+export const UNSETTLED_CTIME = -1
+
+/** The stat to record for a directory: unsettled when it changed at or after `settledBefore`. */
+const recorded = (stat: FolderStat, settledBefore: number): FolderStat =>
+  stat.mtimeMs < settledBefore && stat.ctimeMs < settledBefore ? stat : { mtimeMs: stat.mtimeMs, ctimeMs: UNSETTLED_CTIME, ino: stat.ino }
 
 export const EMPTY_INDEX: WorkIndex = { writtenAt: 0, base: null, files: new Map(), dirs: new Map(), folders: NO_FOLDERS }
 
@@ -262,13 +277,14 @@ const foldersAsRecorded = (root: string, cache: WalkCache): Map<string, FolderSt
  * walk is thousands of tiny system calls, and the promise API sends each through the thread pool
  * (5,000 files: ~300 ms async, ~20 ms sync). With `cache`, a directory whose stat is as recorded is
  * listed from it instead of read. `seen` gets the stat of every directory walked (taken before it is
- * read, so a change while reading shows next time).
+ * read, so a change while reading shows next time; when read, unsettled if it changed at or after `settledBefore`).
  */
 export const everyFile = (
   root: string,
   visit: (file: string, symlink: boolean) => boolean,
   cache?: WalkCache,
-  seen?: Map<string, FolderStat>
+  seen?: Map<string, FolderStat>,
+  settledBefore: number = Date.now() - SETTLE_MS
 ): boolean => {
   if (cache !== undefined && cache.folders.size > 0) {
     // Most often nothing was added or removed anywhere: every directory as recorded, so the files are the index's.
@@ -286,13 +302,15 @@ export const everyFile = (
     if (listings !== undefined || seen !== undefined) {
       const stats = fs.statSync(dir, { throwIfNoEntry: false })
       if (stats === undefined) continue // removed while walking
-      seen?.set(relative, { mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino })
+      const stat = { mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino }
       const listing = listings?.get(relative)
       if (listing !== undefined && folderMatches(cache!.folders.get(relative), stats, cache!.writtenAt)) {
+        seen?.set(relative, stat) // the names of the read that recorded it, judged settled then
         for (let i = 0; i < listing.files.length; i++) if (!visit(listing.files[i]!, listing.links[i]!)) return false
         for (const sub of listing.dirs) pending.push(sub)
         continue
       }
+      seen?.set(relative, recorded(stat, settledBefore))
     }
     let entries: Array<Dirent>
     try {
@@ -315,9 +333,9 @@ export const everyFile = (
 }
 
 /** Every file under `root` (directories as `cache` recorded them listed from it; their stats into `seen`). */
-export const walk = (root: string, cache?: WalkCache, seen?: Map<string, FolderStat>): Array<Found> => {
+export const walk = (root: string, cache?: WalkCache, seen?: Map<string, FolderStat>, settledBefore?: number): Array<Found> => {
   const found: Array<Found> = []
-  everyFile(root, (file, symlink) => found.push({ path: file, symlink }) > 0, cache, seen)
+  everyFile(root, (file, symlink) => found.push({ path: file, symlink }) > 0, cache, seen, settledBefore)
   return found
 }
 

@@ -108,10 +108,15 @@ const sameFolders = (index: WorkIndex, folders: ReadonlyMap<string, FolderStat>)
  * Every file of the working tree; files whose stat matches the index keep their hash, and directories
  * whose stat matches are listed from it (see TreeStatus.ts).
  */
-export const scan = (root: string, index: WorkIndex): Effect.Effect<ScanResult, CliFailure> =>
+export const scan = (
+  root: string,
+  index: WorkIndex,
+  /** Directories changed at or after this are recorded unsettled (TreeStatus.ts `SETTLE_MS`); tests set it. */
+  settledBefore?: number
+): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
     const seen = new Map<string, FolderStat>()
-    const found = walk(root, index, seen)
+    const found = walk(root, index, seen, settledBefore)
     const entries: Array<IndexEntry | undefined> = [] // by position in `found`; a hole for a path left out
     const invalid: Array<{ path: string; reason: string }> = []
     const changed: Array<{ i: number; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
