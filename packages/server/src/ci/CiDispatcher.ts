@@ -73,14 +73,23 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   }).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
   const scope = yield* Effect.scope
+  // Runs executing on this node: a run is never executed twice at once here.
+  const executing = new Set<number>()
+  /** Gives back a runner counted busy that runs nothing. */
+  const release = Effect.suspend(() => {
+    busy(-1)
+    return backlog ? wake.wake : Effect.void
+  })
   /** Runs a started run in a runner already counted busy; the runner is free again at its end. */
   const launch = (context: RunnerContext, runId: number, repoKey: string) =>
     Effect.suspend(() => {
+      if (executing.has(runId)) return Effect.logWarning(`CI run ${runId} already runs on this node; not run again`).pipe(Effect.andThen(release))
+      executing.add(runId)
       claimedLately.add(runId)
       if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
       return executeRun(context, runId, repoKey).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`CI run ${runId} failed in its runner`, Cause.squash(cause))),
-        Effect.ensuring(Effect.sync(() => busy(-1)).pipe(Effect.andThen(Effect.suspend(() => backlog ? wake.wake : Effect.void)))),
+        Effect.ensuring(Effect.sync(() => executing.delete(runId)).pipe(Effect.andThen(release))),
         Effect.provideContext(services),
         Effect.forkIn(scope),
         Effect.asVoid
@@ -95,11 +104,14 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         busy(1)
         return true
       },
-      release: Effect.suspend(() => {
-        busy(-1)
-        return backlog ? wake.wake : Effect.void
-      }),
-      run: (runId, repoKey) => launch(context, runId, repoKey)
+      release,
+      run: (runId, repoKey) => launch(context, runId, repoKey),
+      follow: (outcome, repoKey) =>
+        outcome.pipe(
+          Effect.flatMap((runId) => runId === undefined ? release : launch(context, runId, repoKey)),
+          Effect.forkIn(scope),
+          Effect.asVoid
+        )
     })
   }
 

@@ -5,10 +5,11 @@
  */
 import { ApiErrors, GroveApi } from "@grove/api"
 import type { WorkflowEvent } from "@grove/core/ci/Workflow"
-import { Effect } from "effect"
+import { Cause, Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
-import { createHash } from "node:crypto"
+import { EntityRuntime } from "@grove/bus"
+import { createHash, randomUUID } from "node:crypto"
 import { callerRepository } from "../access/Authorizer.ts"
 import { DEFAULT_CI, ServerConfig } from "../Config.ts"
 import { branchKey } from "../content/BranchCommands.ts"
@@ -21,7 +22,7 @@ import { dbUnavailable } from "../http/Failures.ts"
 import { repositoryKey, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { ciCommandFailure } from "./CiErrors.ts"
 import { CiGateway } from "./CiGateway.ts"
-import type { QueuePayload } from "./CiQueueCommand.ts"
+import { Queued, type QueuePayload, startedFor } from "./CiQueueCommand.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { runKey, toApiRun, withJobs } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
@@ -29,6 +30,13 @@ import { CiWake } from "./CiWake.ts"
 import { SecretBox } from "./CiSecrets.ts"
 import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
+
+/**
+ * How long past the command's deadline a reservation follows an answer that did not come. The command starts
+ * the run only until then (`startOn.until`); the margin covers the nodes' clocks and a commit in progress.
+ */
+const FOLLOW_MARGIN_MS = 30_000
+const decodeQueued = Schema.decodeUnknownOption(Queued)
 
 const notFound = (error: string) => new ApiErrors.NotFound({ error, code: "not_found" })
 const unavailable = (what: string) => () => new ApiErrors.ServiceUnavailable({ error: `${what} could not be read; try again`, code: "unavailable", retryable: true })
@@ -44,25 +52,63 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const chunks = yield* ChunkStore
   const config = yield* ServerConfig
   const wake = yield* CiWake
+  const runtime = yield* EntityRuntime.EntityRuntime
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
   const repository = callerRepository
 
   /**
+   * The run a queuing command whose answer did not come started with `reservation`, once its outcome is known
+   * (undefined: none, or it is still unknown well after `until`, past which the command only queues).
+   */
+  const outcomeOf = (commandId: string, reservation: string, until: number) =>
+    Effect.gen(function*() {
+      while (true) {
+        const operation = yield* runtime.operation(commandId).pipe(Effect.orElseSucceed(() => Option.none()))
+        const reply = Option.isSome(operation) ? operation.value.reply : undefined
+        if (reply !== undefined) {
+          return reply._tag === "Success" ? Option.match(decodeQueued(reply.value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) }) : undefined
+        }
+        if (Date.now() > until + FOLLOW_MARGIN_MS) return undefined
+        yield* Effect.sleep("500 millis")
+      }
+    })
+
+  /**
    * Queues runs with a runner of this node reserved when one is free: the command records the first run as
-   * started by this node (no Start command, no claim) and it runs here at once; a reservation no run took is
-   * given back. Not cut off by the caller going away: a run recorded as started here must get its runner.
+   * started by this node (no Start command, no claim) and it runs here at once; a reservation no run took
+   * (another request's reply replayed, an invalid workflow, a refusal) is given back, and one whose answer did
+   * not come follows the command's outcome. Not cut off by the caller going away: a run recorded as started
+   * here must get its runner.
    */
   const queueHere = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">) =>
     Effect.gen(function*() {
       const repoKey = repositoryKey(repo.owner, repo.name)
       const request = yield* commandRequest
       const node = yield* wake.reserve
-      const queued = yield* gateway.queue(branchKey(repoKey, branch), node === undefined ? payload : { ...payload, startOn: node }, request).pipe(
-        Effect.onError(() => node === undefined ? Effect.void : wake.release),
+      // This request's own: a reply that names another's (a replay) is not run here again.
+      const reservation = randomUUID()
+      const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
+      // Known before sending, so an answer that does not come can be followed.
+      const commandId = request.commandId ?? randomUUID()
+      const queued = yield* gateway.queue(
+        branchKey(repoKey, branch),
+        node === undefined ? payload : { ...payload, startOn: { node, reservation, until } },
+        { ...request, commandId }
+      ).pipe(
+        Effect.onError((cause) => {
+          if (node === undefined) return Effect.void
+          const error = Cause.findErrorOption(cause)
+          // The command may still apply (no reply in time, or the bus's answer lost): its outcome decides.
+          const unknown = Option.isSome(error) && (error.value._tag === "CommandPending" || error.value._tag === "CommandUnavailable")
+          return unknown ? wake.follow(outcomeOf(commandId, reservation, until), repoKey) : wake.release
+        }),
         Effect.catch(ciCommandFailure)
       )
-      if (node !== undefined) yield* queued.started === undefined ? wake.release : wake.run(queued.started, repoKey)
+      if (node !== undefined) {
+        const started = startedFor(queued, reservation)
+        yield* started === undefined ? wake.release : wake.run(started, repoKey)
+      }
       // Runs left queued: this node's dispatcher looks for them now.
       if (!queued.replayed && queued.run_ids.some((id) => id !== queued.started)) yield* wake.wake
       return queued

@@ -79,4 +79,27 @@ layer(Live, { timeout: 60_000, excludeTestServices: true })("CI runner heartbeat
         const after = yield* sql<{ id: string }>`SELECT run_id::int8::text AS id FROM ci_runner_heartbeats`
         expect(after.map((row) => Number(row.id))).toEqual([silent])
       }))
+
+    it.effect("a node never takes over the heartbeat row of a run running on another node", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const orgId = randomUUID()
+        const repoId = randomUUID()
+        yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "other", name: "other" })}`
+        yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "app" })}`
+        // Running on node-a, whose runner beats.
+        const run = yield* runningRun(repoId, "1 second")
+        yield* sql`INSERT INTO ci_runner_heartbeats (run_id, node) VALUES (${run}, 'node-a')`
+        // node-b is told to run it too (a replayed start): its beat finds no row of its own, so it stops.
+        const scope = yield* Scope.make()
+        const beats = yield* CiHeartbeats.make("node-b").pipe(Scope.provide(scope))
+        yield* beats.track(run).pipe(Scope.provide(scope))
+        yield* Effect.sync(() => beats.running(run)).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("100 millis"), while: (running) => running }),
+          Effect.timeout("20 seconds")
+        )
+        yield* Scope.close(scope, Exit.void)
+        const rows = yield* sql<{ node: string }>`SELECT node FROM ci_runner_heartbeats WHERE run_id = ${run}`
+        expect(rows.map((row) => row.node)).toEqual(["node-a"])
+      }))
 })

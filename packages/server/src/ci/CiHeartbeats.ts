@@ -29,13 +29,17 @@ export const make = Effect.fnUntraced(function*(node: string) {
   const stored = new Set<number>()
 
   // A run's row is written by its first beat: until then the sweeper counts from the run's start (the Start
-  // command's, just before), so a run shorter than a beat costs no heartbeat statement at all.
+  // command's, just before), so a run shorter than a beat costs no heartbeat statement at all. Only for a run
+  // running on this node: a node never takes over another's row. A run that ended while its row was being
+  // written (its end found no row to remove) has it removed here.
   const store = (ids: ReadonlyArray<number>) =>
     ids.length === 0 ? Effect.void : sql`INSERT INTO ci_runner_heartbeats (run_id, node)
-      SELECT id, ${node} FROM ci_runs WHERE id IN ${sql.in(ids)}
+      SELECT id, ${node} FROM ci_runs WHERE id IN ${sql.in(ids)} AND status = 'running' AND runner_node = ${node}
       ON CONFLICT (run_id) DO UPDATE SET node = excluded.node, heartbeat_at = now()`.pipe(
-      Effect.andThen(Effect.sync(() => {
+      Effect.andThen(Effect.suspend(() => {
         for (const id of ids) if (runs.has(id)) stored.add(id)
+        const ended = ids.filter((id) => !runs.has(id))
+        return ended.length === 0 ? Effect.void : sql`DELETE FROM ci_runner_heartbeats WHERE run_id IN ${sql.in(ended)} AND node = ${node}`.pipe(Effect.asVoid)
       }))
     )
 
@@ -66,7 +70,7 @@ export const make = Effect.fnUntraced(function*(node: string) {
       () =>
         Effect.suspend(() => {
           runs.delete(runId)
-          // A row a beat is writing now is left to the sweeper's forgetBeats once the run completed.
+          // A row a beat is writing now is removed by that beat.
           if (!stored.delete(runId)) return Effect.void
           return sql`DELETE FROM ci_runner_heartbeats WHERE run_id = ${runId} AND node = ${node}`.pipe(Effect.ignore)
         })

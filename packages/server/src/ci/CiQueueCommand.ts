@@ -44,17 +44,26 @@ export const QueuePayload = Schema.Struct({
   /**
    * A node that reserved a free runner for the first valid run: that run is recorded as started by it in this
    * transaction (what the CiRun entity's Start does for a queued run), and that node runs it once answered.
+   * `reservation` is the sending request's own nonce, echoed in the reply: a replayed reply (an Idempotency-Key
+   * sent again) names the first request's, so a retry never runs the run a second time. Applied after `until`
+   * (epoch ms; the sender stopped following the answer), the run is only queued.
    */
-  startOn: Schema.optionalKey(Schema.NullOr(Schema.String))
+  startOn: Schema.optionalKey(Schema.NullOr(Schema.Struct({ node: Schema.String, reservation: Schema.String, until: Schema.Number })))
 })
 
 export const Queued = Schema.Struct({
   run_ids: Schema.Array(Schema.Number),
   replayed: Schema.Boolean,
   commit: Schema.String,
-  /** The run started by `startOn`'s runner, if any. */
-  started: Schema.optionalKey(Schema.Number)
+  /** The run started by `startOn`'s runner, if any, and that request's `reservation`. */
+  started: Schema.optionalKey(Schema.Number),
+  reservation: Schema.optionalKey(Schema.String)
 })
+export type Queued = typeof Queued.Type
+
+/** The run this reply started for the request that reserved `reservation` (undefined: none, or another request's). */
+export const startedFor = (queued: Queued, reservation: string): number | undefined =>
+  queued.reservation === reservation ? queued.started : undefined
 
 const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePayload.Type, { entityId }: Entity.CommandContext) {
   const sql = yield* SqlClient.SqlClient
@@ -80,10 +89,11 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
   }
   const ids: Array<number> = []
   let started: number | undefined
+  const reserved = payload.startOn != null && Date.now() <= payload.startOn.until ? payload.startOn : undefined
   for (const run of payload.runs) {
     const invalid = run.error !== null
     // A new row: no other writer can hold it, so it is created started, as Start would leave it (single writer kept).
-    const startOn = !invalid && started === undefined ? payload.startOn ?? null : null
+    const startOn = !invalid && started === undefined && reserved !== undefined ? reserved.node : null
     const now = new Date()
     const [row] = yield* sql<{ id: string }>`INSERT INTO ci_runs ${
       sql.insert({
@@ -136,7 +146,7 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
       })
     }`
   }
-  return { run_ids: ids, replayed: false, commit: payload.commit, ...(started === undefined ? {} : { started }) }
+  return { run_ids: ids, replayed: false, commit: payload.commit, ...(started === undefined ? {} : { started, reservation: reserved!.reservation }) }
 })
 
 export const commands = {

@@ -18,6 +18,11 @@ export interface LocalRunners {
   readonly release: Effect.Effect<void>
   /** Runs `runId`, which the queuing command recorded as started by this node, in a reserved runner. */
   readonly run: (runId: number, repoKey: string) => Effect.Effect<void>
+  /**
+   * For a reservation whose command's answer did not come (it may still apply): waits, apart from the request,
+   * for `outcome`, the run the command started with this reservation (run it) or undefined (give the runner back).
+   */
+  readonly follow: (outcome: Effect.Effect<number | undefined>, repoKey: string) => Effect.Effect<void>
 }
 
 export class CiWake extends Context.Service<CiWake, {
@@ -31,6 +36,7 @@ export class CiWake extends Context.Service<CiWake, {
   readonly reserve: Effect.Effect<string | undefined>
   readonly release: Effect.Effect<void>
   readonly run: (runId: number, repoKey: string) => Effect.Effect<void>
+  readonly follow: (outcome: Effect.Effect<number | undefined>, repoKey: string) => Effect.Effect<void>
 }>()("grove/server/ci/CiWake") {
   static readonly layer = Layer.effect(CiWake, Effect.gen(function*() {
     const queue = yield* Queue.dropping<void>(1)
@@ -43,7 +49,8 @@ export class CiWake extends Context.Service<CiWake, {
       },
       reserve: Effect.sync(() => local !== undefined && local.reserve() ? local.node : undefined),
       release: Effect.suspend(() => local === undefined ? Effect.void : local.release),
-      run: (runId, repoKey) => local === undefined ? Effect.void : local.run(runId, repoKey)
+      run: (runId, repoKey) => local === undefined ? Effect.void : local.run(runId, repoKey),
+      follow: (outcome, repoKey) => local === undefined ? Effect.void : local.follow(outcome, repoKey)
     })
   }))
 }

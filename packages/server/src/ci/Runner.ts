@@ -75,6 +75,11 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
     yield* gateway.finish(entityId, { node, jobs: "[]", conclusion: "failure", error: "the run's workflow could not be read" }).pipe(Effect.ignore)
     return
   }
+  // Only a run recorded as running on this node is run here: never a completed one, nor another node's.
+  if (loaded.status !== "running" || loaded.runnerNode !== node) {
+    yield* Effect.logWarning(`CI run ${runId} is ${loaded.status} on ${loaded.runnerNode ?? "no node"}, not running on this node; not run`)
+    return
+  }
   const run: RunnableRun = loaded
   const workflow: Workflow = run.workflow
   const secrets = run.secrets
