@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { drainingServer } from "./DrainingServer.ts"
+import { drainingServer, type RequestGate } from "./DrainingServer.ts"
 
 const servers: Array<http.Server> = []
 afterEach(() => {
@@ -14,9 +14,9 @@ afterEach(() => {
 })
 
 /** A server whose `/slow?ms=N` answers after N ms and `/hang` never answers; resolves once listening. */
-const serve = async (drainMs: number, closeDelayMs = 0) => {
+const serve = async (drainMs: number, closeDelayMs = 0, gate?: RequestGate) => {
   let closing = 0
-  const server = drainingServer(drainMs, { closeDelayMs, onClosing: () => closing++ })()
+  const server = drainingServer(drainMs, { closeDelayMs, onClosing: () => closing++, gate })()
   servers.push(server)
   const arrived: Array<string> = []
   server.on("request", (request: http.IncomingMessage, response: http.ServerResponse) => {
@@ -82,5 +82,34 @@ describe("drainingServer", () => {
     await closed()
     expect(Date.now() - began).toBeGreaterThanOrEqual(250)
     expect((await hanging).error).toBe("ECONNRESET")
+  })
+
+  it("a gate that throws before answering: reported, and the app answers (the process lives)", async () => {
+    const failures: Array<unknown> = []
+    const gate: RequestGate = {
+      answer: () => {
+        throw new Error("gate broke")
+      },
+      failed: (error) => failures.push(error)
+    }
+    const { port, arrived } = await serve(10_000, 0, gate)
+    expect(await get(port, "/slow?ms=1")).toMatchObject({ status: 200, body: "done" })
+    expect(arrived).toEqual(["/slow"])
+    expect(failures.map((e) => (e as Error).message)).toEqual(["gate broke"])
+  })
+
+  it("a gate that throws after beginning its answer: its connection is closed, the app never sees it", async () => {
+    const failures: Array<unknown> = []
+    const gate: RequestGate = {
+      answer: (_request, response) => {
+        response.writeHead(200, { "content-length": 4 })
+        throw new Error("broke mid-answer")
+      },
+      failed: (error) => failures.push(error)
+    }
+    const { port, arrived } = await serve(10_000, 0, gate)
+    expect((await get(port, "/slow")).error).toBeDefined()
+    expect(arrived).toEqual([])
+    expect(failures).toHaveLength(1)
   })
 })

@@ -21,6 +21,24 @@ export const DRAIN_MS = 5_000
  */
 export interface RequestGate {
   answer: ((request: http.IncomingMessage, response: http.ServerResponse) => boolean) | undefined
+  /** Told of an exception `answer` threw (see `gated`). */
+  failed?: ((error: unknown) => void) | undefined
+}
+
+/**
+ * The gate's verdict. `answer` runs inside node's parser callback, where an exception would be an
+ * uncaught exception (the process dies): it is reported instead, and the app answers the request,
+ * unless the gate had begun its own answer (then only closing the connection is left).
+ */
+const gated = (gate: RequestGate, request: http.IncomingMessage, response: http.ServerResponse): boolean => {
+  try {
+    return gate.answer?.(request, response) === true
+  } catch (error) {
+    gate.failed?.(error)
+    if (!response.headersSent) return false
+    response.destroy()
+    return true
+  }
 }
 
 export interface DrainOptions {
@@ -49,7 +67,7 @@ export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions
     }
     inFlight.add(response)
     response.once("close", () => inFlight.delete(response))
-    if (options.gate?.answer?.(request, response) === true) return true
+    if (options.gate !== undefined && gated(options.gate, request, response)) return true
     return emit(event, ...args)
   }) as typeof server.emit
   const close = server.close.bind(server)
