@@ -32,8 +32,9 @@ import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
 
 /**
- * How long past the command's deadline a reservation follows an answer that did not come. The command starts
- * the run only until then (`startOn.until`); the margin covers the nodes' clocks and a commit in progress.
+ * The command starts the reserved run directly only until its deadline plus this (`startOn.until`; later, it
+ * only queues it); a reservation whose answer did not come follows the outcome for this long more (the nodes'
+ * clocks, a commit in progress), then gives its runner back.
  */
 const FOLLOW_MARGIN_MS = 30_000
 const decodeQueued = Schema.decodeUnknownOption(Queued)
