@@ -108,9 +108,10 @@ describe("CI sandboxes started ahead", () => {
     // The first job starts its own sandbox (none was waiting); the pool (2: one per runner) fills meanwhile.
     const first = await completed(await start("probe"))
     expect(first.conclusion, logsOf(first)).toBe("success")
-    await waitFor("sandboxes waiting after the first job", async () => (await waiting()) === 2 || undefined, 60_000)
+    // Generous: under load a start that fails is tried again after a pause that doubles up to 30 s.
+    await waitFor("sandboxes waiting after the first job", async () => (await waiting()) === 2 || undefined, 200_000)
     expect(sandboxProcesses().length).toBeGreaterThan(0)
-  }, 180_000)
+  }, 300_000)
 
   it("runs a step with its own environment, while the sandbox's PID 1 holds none of the run's", async () => {
     const id = await start("probe")
