@@ -174,6 +174,9 @@ describe("directory listings kept in the index", () => {
   it.effect("a name added in the tick the walk read its directory is not missed: a fresh directory is read again", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("folders-tick")
+      // A margin start taken before the directory is made (less a coarse clock tick): the directory is fresh
+      // for the walk however long a loaded machine stalls before it (the default is now - 2 s).
+      const settledBefore = Date.now() - 50
       fs.mkdirSync(path.join(root, "d"))
       fs.writeFileSync(path.join(root, "d/a.txt"), "alpha")
       fs.writeFileSync(path.join(root, "d/b.txt"), "beta")
@@ -182,7 +185,7 @@ describe("directory listings kept in the index", () => {
       const dir = path.join(root, "d")
       const scanned = yield* withReaddir(
         (read, at) => at === dir ? (read() as Array<fs.Dirent>).filter((entry) => entry.name !== "b.txt") : read(),
-        scan(root, EMPTY_INDEX)
+        scan(root, EMPTY_INDEX, settledBefore)
       )
       expect([...scanned.files.keys()]).toEqual(["d/a.txt"])
       expect(scanned.folders.get("d")?.ctimeMs).toBe(UNSETTLED_CTIME)
@@ -197,14 +200,15 @@ describe("directory listings kept in the index", () => {
 
   it.effect("a directory last changed before the margin is recorded as it is", () =>
     Effect.gen(function*() {
+      const madeAfter = Date.now() - 50
       const root = yield* indexed
       const index = readIndexSync(root)
       // The same tree walked as if two margins later: every directory is settled and kept.
       const later = Date.now() + 1_000_000
       const scanned = yield* scan(root, { ...index, folders: new Map() }, later)
       expect([...scanned.folders.values()].filter((f) => f.ctimeMs === UNSETTLED_CTIME)).toEqual([])
-      // Walked now with the default margin, the just-made directories are recorded unsettled.
-      const fresh = yield* scan(root, { ...index, folders: new Map() })
+      // Walked with a margin that starts before the tree was made, its directories are recorded unsettled.
+      const fresh = yield* scan(root, { ...index, folders: new Map() }, madeAfter)
       expect(fresh.folders.get("dir")?.ctimeMs).toBe(UNSETTLED_CTIME)
     }).pipe(Effect.scoped))
 
