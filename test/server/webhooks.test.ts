@@ -7,6 +7,7 @@
  * the delivery log and redelivery; access rules.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Murmur2, Topics } from "@grove/bus"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type FakeDns, startFakeDns } from "../support/FakeDns.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
@@ -34,6 +35,17 @@ const push = async (branch: string) => {
 }
 
 const at = (p: string) => receiver.received.filter((r) => r.path === p)
+
+/** Pushes one commit at a time to branch `f` of the repository at `path` (`owner/name`, which may change). */
+const branchPusher = () => {
+  let parent: ReturnType<typeof buildCommit> | undefined
+  return async (path: string) => {
+    const c = buildCommit({ branch: "f", files: { "f.txt": `v${++commits}\n` }, parent: parent ?? null })
+    const reply = await as().post(`/${path}/push`, pushBody({ branch: "f", commits: [c], description: "f", expectedHead: parent?.commit.hash ?? null }))
+    expect(reply.body.success, JSON.stringify(reply.body)).toBe(true)
+    parent = c
+  }
+}
 
 beforeAll(async () => {
   receiver = await startReceiver()
@@ -170,13 +182,8 @@ describe("webhooks", () => {
     const url = `http://receiver.test:${receiver.port}`
     const first = await as().post("/wes/late/webhooks", { url: `${url}/late-first`, events: ["push"] })
     expect(first.status, JSON.stringify(first.body)).toBe(201)
-    let parent: ReturnType<typeof buildCommit> | undefined
-    const pushLate = async () => {
-      const c = buildCommit({ branch: "f", files: { "f.txt": `v${++commits}\n` }, parent: parent ?? null })
-      const reply = await as().post("/wes/late/push", pushBody({ branch: "f", commits: [c], description: "f", expectedHead: parent?.commit.hash ?? null }))
-      expect(reply.body.success, JSON.stringify(reply.body)).toBe(true)
-      parent = c
-    }
+    const pusher = branchPusher()
+    const pushLate = () => pusher("wes/late")
     await pushLate() // branch.created: not a push hook's
     await pushLate()
     // Delivered: the fan-out has read (and remembers) the repository's webhooks.
@@ -190,6 +197,29 @@ describe("webhooks", () => {
     await waitFor("the last push at the second hook", async () => (at("/late-second").length >= 2 ? true : undefined))
     expect(at("/late-first").length).toBe(2)
   }, 60_000)
+
+  it("a webhook added while the repository was transferred away gets its events once it is transferred back", async () => {
+    // Events go by the repository's key owner/name: the two keys must fall in different partitions, where
+    // the fan-out of the first would otherwise miss the webhook change made under the second.
+    const partitions = Topics.find(Topics.all, Topics.events)!.partitions
+    expect(Murmur2.partitionFor("wes/roam", partitions)).not.toBe(Murmur2.partitionFor("away/roam", partitions))
+    expect((await as().post("/orgs", { slug: "away", name: "Away" })).status).toBe(201)
+    expect((await as().post("/repos", { name: "roam" })).status).toBe(201)
+    const url = `http://receiver.test:${receiver.port}`
+    expect((await as().post("/wes/roam/webhooks", { url: `${url}/roam-first`, events: ["push"] })).status).toBe(201)
+    const push = branchPusher()
+    await push("wes/roam") // branch.created
+    await push("wes/roam")
+    // Delivered: wes/roam's partition remembers the repository's webhooks.
+    await waitFor("the first hook's push", async () => (at("/roam-first").length >= 1 ? true : undefined))
+    expect((await as().post("/wes/roam/transfer", { to_organization: "away" })).status).toBe(200)
+    const second = await as().post("/away/roam/webhooks", { url: `${url}/roam-second`, events: ["push"] })
+    expect(second.status, JSON.stringify(second.body)).toBe(201)
+    expect((await as().post("/away/roam/transfer", { to_organization: "wes" })).status).toBe(200)
+    await push("wes/roam")
+    await waitFor("the push at both hooks", async () => (at("/roam-first").length >= 2 && at("/roam-second").length >= 1 ? true : undefined))
+    expect(JSON.parse(at("/roam-second")[0]!.raw.toString("utf8"))).toMatchObject({ event: "push", owner: "wes", repo: "roam" })
+  }, 120_000)
 
   it("checks the request and the caller: events, access, removal", async () => {
     expect((await as().post("/wes/app/webhooks", { url: `http://127.0.0.1:${receiver.port}/x`, events: "push" })).status).toBe(400)

@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto"
 import { type RepositoryEvent, repositoryEventOf } from "../events/RepositoryEvent.ts"
 import { DELIVERIES_TOPIC } from "./WebhookDelivery.ts"
 import { payloadBody } from "./WebhookPayload.ts"
-import { eventsOf, type WebhookRow, webhooksChangedOf } from "./WebhookRecord.ts"
+import { eventsOf, forgottenBy, type WebhookRow } from "./WebhookRecord.ts"
 import { Webhooks } from "./Webhooks.ts"
 
 export const FANOUT_GROUP = "grove.webhook-fanout"
@@ -28,10 +28,13 @@ export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
 
   /**
    * `known`: the webhooks of the repositories this partition's events named, as those events left them. A
-   * repository's events are all in one partition, its webhook commands' `webhooks.changed` among them in
-   * order, so what is remembered is exact for the events that follow; it lives as long as the claim (a
-   * partition claimed again, after another node had it, starts from none). Most repositories have no
-   * webhooks: their events cost no read.
+   * repository's events are all in one partition while its key `owner/name` stays, its webhook commands'
+   * `webhooks.changed` among them in order, so what is remembered is exact for the events that follow; it
+   * lives as long as the claim (a partition claimed again, after another node had it, starts from none).
+   * A transfer changes the key: its `repository.transferred` is the last event under the old key (emitted
+   * by the command on that key, so in this partition, in order), and the repository is forgotten there, as
+   * changes made under other keys are not seen here. Most repositories have no webhooks: their events cost
+   * no read.
    */
   const fanOut = Effect.fnUntraced(function*(event: RepositoryEvent, known: Map<string, ReadonlyArray<WebhookRow>>) {
     let all = known.get(event.repository_id)
@@ -62,8 +65,8 @@ export const WebhookFanoutLive = Layer.effectDiscard(Effect.gen(function*() {
     const known = new Map<string, ReadonlyArray<WebhookRow>>()
     return claim.records.pipe(Stream.runForEach((record) =>
       Effect.gen(function*() {
-        const changed = webhooksChangedOf(record.value)
-        if (changed !== undefined) known.delete(changed)
+        const forgotten = forgottenBy(record.value)
+        if (forgotten !== undefined) known.delete(forgotten)
         const event = repositoryEventOf(record.value)
         if (event !== undefined) {
           yield* fanOut(event, known).pipe(

@@ -17,10 +17,16 @@ export interface WebhookRow {
  */
 export const WEBHOOKS_CHANGED = "webhooks.changed"
 
-/** The repository whose webhooks changed, if `value` is that event. */
-export const webhooksChangedOf = (value: unknown): string | undefined => {
+/**
+ * The events after which the fan-out forgets a repository's webhooks: its webhooks changed, or it was
+ * transferred (its later events, and changes, go under another key: see WebhookFanout's `known`).
+ */
+const FORGETTING = new Set([WEBHOOKS_CHANGED, "repository.transferred"])
+
+/** The repository whose remembered webhooks `value` makes stale, if it is such an event. */
+export const forgottenBy = (value: unknown): string | undefined => {
   const event = value as { readonly type?: unknown; readonly repository_id?: unknown } | null
-  return event !== null && typeof event === "object" && event.type === WEBHOOKS_CHANGED && typeof event.repository_id === "string"
+  return event !== null && typeof event === "object" && FORGETTING.has(event.type as string) && typeof event.repository_id === "string"
     ? event.repository_id
     : undefined
 }
