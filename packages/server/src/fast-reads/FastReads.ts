@@ -28,9 +28,11 @@ import { anonymous, BEARER } from "../http/Authentication.ts"
 import type { RequestGate } from "../http/DrainingServer.ts"
 import { callerLabel, recordOfSource, type RequestRecordShape } from "../http/RequestRecord.ts"
 import { accessLogWriter, recordAnswer, requestId } from "../ops/RequestLog.ts"
+import { siteOfHost } from "../sites/SiteServing.ts"
 import { ServerConfig } from "../Config.ts"
 
 const served = MetricHandles.counterSeries("grove_http_fast_reads_total", "Requests answered before the HTTP app from cached access data, by route template")
+const failures = MetricHandles.counterSeries("grove_http_fast_read_failures_total", "Exceptions in the fast read path (the app answered instead)")("", () => ({}))
 
 /** Path segments served here: a name or slug (anything else, percent-encoding included, goes to the app). */
 const PLAIN_SEGMENT = /^[A-Za-z0-9._-]+$/
@@ -121,6 +123,7 @@ export const FastReadsLive = (gate: RequestGate) =>
     const identity = yield* Identity
     const authorizer = yield* Authorizer
     const log = accessLogWriter(config.logFormat ?? "json")
+    const context = yield* Effect.context<never>()
     // The handlers' own answers: the same Authorizer checks, the same API forms.
     const reads: ReadonlyArray<HotRead> = [
       hotRead(
@@ -137,24 +140,25 @@ export const FastReadsLive = (gate: RequestGate) =>
     /** Paths the app's router answered from one of these endpoints, with its matched route (the metrics' series). */
     const learned = new Map<string, { readonly route: { readonly path: string }; readonly read: HotRead }>()
 
-    // By host and path: the app may route by host too (organization sites, sites/SiteServing.ts).
-    const learnFrom = (request: http.IncomingMessage, response: http.ServerResponse, key: string, pathname: string) =>
+    const learnFrom = (request: http.IncomingMessage, response: http.ServerResponse, pathname: string) =>
       response.once("finish", () => {
         const route = recordOfSource(request)?.route
         const read = reads.find((r) => r.endpoint.path === route?.path)
         if (response.statusCode !== 200 || route === undefined || read === undefined || read.match(pathname) === undefined) return
         if (learned.size >= MAX_LEARNED) learned.clear()
-        learned.set(key, { route, read })
+        learned.set(pathname, { route, read })
       })
 
     const answer = (request: http.IncomingMessage, response: http.ServerResponse): boolean => {
       if (request.method !== "GET") return false
       const url = request.url
       if (url === undefined || url.includes("?") || !plainRequest(request)) return false
-      const key = `${request.headers.host ?? ""}${url}`
-      const found = learned.get(key)
+      // The app routes by host only for organization sites (from configuration): any other host routes
+      // a path alike, so paths are learned by path alone (a client's many Host values cannot churn them).
+      if (siteOfHost(request.headers.host, config.sitesDomain) !== undefined) return false
+      const found = learned.get(url)
       if (found === undefined) {
-        if (reads.some((r) => r.match(url) !== undefined)) learnFrom(request, response, key, url)
+        if (reads.some((r) => r.match(url) !== undefined)) learnFrom(request, response, url)
         return false
       }
       const started = performance.now()
@@ -184,10 +188,15 @@ export const FastReadsLive = (gate: RequestGate) =>
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         gate.answer = answer
+        gate.failed = (error) => {
+          failures.updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
+          Effect.runForkWith(context)(Effect.logError("fast read failed; the app answers", error))
+        }
       }),
       () =>
         Effect.sync(() => {
           gate.answer = undefined
+          gate.failed = undefined
         })
     )
   }))
