@@ -53,7 +53,6 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
   let active = 0
-  runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
   const busy = (change: number) => {
     active += change
@@ -114,6 +113,8 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         )
     })
   }
+  // Shown once the handlers can reserve this node's runners.
+  runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
 
   const claim = Effect.gen(function*() {
     if (context === undefined) return
