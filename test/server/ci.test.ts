@@ -110,12 +110,20 @@ const readCmdline = (pid: string) => {
   }
 }
 
+const METRICS_TOKEN = "ci-metrics-3f9a-b27c"
+/** The server's runners busy now (reserved or running a run). */
+const runnersBusy = async () => {
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()
+  const line = text.split("\n").find((l) => l.startsWith("grove_ci_runner_slots_busy"))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1))
+}
+
 const stepLogs = (run: any) => run.jobs.flatMap((job: any) => job.steps).map((step: any) => step.logs).join("")
 
 let head: string
 
 beforeAll(async () => {
-  server = await startServer({ args: ["--ci-concurrency", "4"], env: { GROVE_TEST_CANARY: "server-only-canary" } })
+  server = await startServer({ args: ["--ci-concurrency", "4", "--metrics-token", METRICS_TOKEN], env: { GROVE_TEST_CANARY: "server-only-canary" } })
   for (const user of ["olga", "rita"]) tokens[user] = await server.createUser(user)
   expect((await as("olga").post("/orgs", { slug: "acme", name: "Acme" })).status).toBe(201)
   expect((await as("olga").post("/orgs/acme/members", { username: "rita" })).status).toBe(201)
@@ -205,6 +213,30 @@ describe("CI runs", () => {
     expect(run.started_at, JSON.stringify(run)).not.toBeNull()
     expect((await completed(id)).conclusion).toBe("failure")
   }, 60_000)
+
+  it("runs a manual start sent twice with one Idempotency-Key once (the replayed answer starts nothing)", async () => {
+    await waitFor("no runner busy", async () => (await runnersBusy()) === 0 || undefined, 60_000)
+    const headers = { "idempotency-key": `once-${Date.now()}` }
+    const first = await as("olga").post("/acme/app/ci/runs", { workflow: "slow", branch: "setup" }, headers)
+    expect(first.status, JSON.stringify(first.body)).toBe(201)
+    const id = first.body.run_ids[0] as number
+    // The run holds its runner (its step sleeps) while the same request comes again (as grove's retry sends it).
+    expect(await runnersBusy()).toBe(1)
+    const again = await as("olga").post("/acme/app/ci/runs", { workflow: "slow", branch: "setup" }, headers)
+    expect(again.status, JSON.stringify(again.body)).toBe(201)
+    expect(again.body.run_ids).toEqual([id])
+    // The replay's reservation was given back before it answered: no second runner runs the run.
+    expect(await runnersBusy()).toBe(1)
+    await waitFor(`run ${id}'s first tick`, async () => {
+      const run = (await as("olga").get(`/acme/app/ci/runs/${id}`)).body
+      return stepLogs(run).includes("tick 1\n") || undefined
+    }, 60_000)
+    expect((await as("olga").post(`/acme/app/ci/runs/${id}/cancel`)).status).toBe(204)
+    const run = await completed(id)
+    expect(run.conclusion).toBe("cancelled")
+    expect(stepLogs(run).split("tick 1\n").length, stepLogs(run)).toBe(2)
+    await waitFor("the runner free again", async () => (await runnersBusy()) === 0 || undefined, 60_000)
+  }, 120_000)
 
   it("answers an invalid workflow file with a run that failed at once, naming the file and line", async () => {
     const run = await completed(await start("invalid"))
