@@ -219,6 +219,13 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       partition
     })
 
+    /** Stores `reply` as the command's, under the fence, in a transaction of its own; a reply stored before wins. */
+    const settleFenced = (record: BusRecord, message: CommandMessage, reply: StoredReply) =>
+      sql.withTransaction(Effect.andThen(
+        PartitionFence.check(topic, partition, epoch, record.offset),
+        Inbox.settle(entryOf(message), reply)
+      ))
+
     /**
      * The command's transaction: the fence and the inbox row (one statement), the handler, the reply. A
      * refused command's reply is stored in a second transaction, after the first rolled back.
@@ -237,10 +244,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>
           // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins.
-          sql.withTransaction(Effect.andThen(
-            PartitionFence.check(topic, partition, epoch, record.offset),
-            Inbox.settle(entryOf(message), reply)
-          )).pipe(Effect.map((stored) => ({ reply: stored, events: 0 }) satisfies Outcome)))
+          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: 0 }) satisfies Outcome)))
       )
 
     /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
@@ -279,10 +283,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         const failed = defect(`the command could not be carried out: ${reason}`)
         const stored = yield* persist(
           "settling a failed command",
-          sql.withTransaction(Effect.andThen(
-            PartitionFence.check(topic, partition, epoch, record.offset),
-            Inbox.settle(entryOf(message), failed)
-          ))
+          settleFenced(record, message, failed)
         )
         if (stored._tag === "Done") {
           if (alsoDeadLetter) yield* deadLetter(record, reason)
