@@ -10,7 +10,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
-import { TtlCache } from "../cache/TtlCache.ts"
+import { peekFound, TtlCache } from "../cache/TtlCache.ts"
 
 export interface Organization {
   readonly id: string
@@ -68,10 +68,7 @@ export class Organizations extends Context.Service<Organizations, {
     const memberKey = (orgId: string, userId: string) => `${orgId}:${userId}`
     const creatorKey = (orgId: string, creatorId: string) => `creator:${orgId}:${creatorId}`
     return Organizations.of({
-      cachedBySlug: (slug) => {
-        const hit = bySlug.peek(slug)
-        return hit !== undefined && Option.isSome(hit.value) ? hit.value.value : undefined
-      },
+      cachedBySlug: (slug) => peekFound(bySlug, slug),
       cachedRoleOf: (orgId, userId) => roles.peek(memberKey(orgId, userId)),
       cachedCreatorRole: (orgId, creatorId) => roles.peek(creatorKey(orgId, creatorId)),
       findBySlug: (slug) =>

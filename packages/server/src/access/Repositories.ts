@@ -7,7 +7,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
-import { TtlCache } from "../cache/TtlCache.ts"
+import { peekFound, TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
 import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
@@ -64,10 +64,7 @@ export class Repositories extends Context.Service<Repositories, {
           sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
             WHERE o.slug = ${owner} AND lower(r.name) = lower(${name})`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
         ),
-      cachedByFullName: (owner, name) => {
-        const hit = byName.peek(repositoryKey(owner, name))
-        return hit !== undefined && Option.isSome(hit.value) ? hit.value.value : undefined
-      },
+      cachedByFullName: (owner, name) => peekFound(byName, repositoryKey(owner, name)),
       invalidate: (owner, name) => byName.invalidate(repositoryKey(owner, name)),
       findById: (id) =>
         sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id

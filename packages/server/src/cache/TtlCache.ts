@@ -7,7 +7,7 @@
  * which nothing invalidates when a row is inserted. While not live (the change
  * notifications are not being received) every read loads.
  */
-import { Deferred, Effect, Exit } from "effect"
+import { Deferred, Effect, Exit, Option } from "effect"
 
 interface Entry<V> {
   readonly value: V
@@ -96,4 +96,10 @@ export class TtlCache<K, V> {
     this.invalidateAll()
     this.live = live
   }
+}
+
+/** Of a cache of lookups (`Option`s), the row cached as found for `key`; undefined when absent, not cached or not live. */
+export const peekFound = <K, A>(cache: TtlCache<K, Option.Option<A>>, key: K): A | undefined => {
+  const hit = cache.peek(key)
+  return hit !== undefined && Option.isSome(hit.value) ? hit.value.value : undefined
 }
