@@ -1,7 +1,8 @@
 /**
  * For tests that run an entity's command handler directly against a migrated database: an outbox
  * that records what the command emits, a command context, and the runtime's way of running a
- * command (one transaction, rolled back when it fails; the outcome as a Result).
+ * command (one transaction, rolled back when it fails; the outcome as a Result); an organization and
+ * repository written as rows.
  */
 import { Outbox } from "@grove/bus"
 import type { Entity } from "@grove/bus"
@@ -43,4 +44,15 @@ export const runCommand = <A, E>(outbox: Layer.Layer<Outbox.Outbox>, effect: Eff
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     return yield* sql.withTransaction(effect).pipe(Effect.provide(outbox), Effect.result)
+  })
+
+/** An organization `slug` and its repository `r`. */
+export const repositoryRows = (slug: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const orgId = randomUUID()
+    const repoId = randomUUID()
+    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: slug })}`
+    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+    return { orgId, repoId, key: `${slug}/r` }
   })

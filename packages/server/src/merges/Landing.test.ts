@@ -11,7 +11,8 @@ import { SqlClient } from "effect/sql"
 import { merge } from "./MergeCommand.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
 import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
-import { branchRow, repositoryRows } from "./MergeFixtures.testing.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
+import { branchRow } from "./MergeFixtures.testing.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 

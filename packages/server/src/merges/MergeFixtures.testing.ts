@@ -1,7 +1,8 @@
 /**
  * What the merges' database tests share: an in-memory PGlite whose connection counts what crosses it
  * (the bytes the database sends, the statements the client runs), and a repository's rows written
- * directly (its organization, branches, and commits stored as a push leaves them).
+ * directly (branches, and commits stored as a push leaves them; the organization and repository rows are
+ * `entities/Commands.testing.ts`'s `repositoryRows`).
  */
 import { PGlite } from "@electric-sql/pglite"
 import { PgClient } from "@effect/sql-pg"
@@ -10,7 +11,6 @@ import * as Tree from "@grove/core/objects/Tree"
 import { pgliteStream } from "@grove/storage/PgliteStream"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
 import type { Built } from "../../../../test/support/content.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 
@@ -93,17 +93,6 @@ export const countedDatabase = () => {
   }))
   return { traffic, layer }
 }
-
-/** An organization `slug` and its repository `r`. */
-export const repositoryRows = (slug: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const orgId = randomUUID()
-    const repoId = randomUUID()
-    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: slug })}`
-    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
-    return { orgId, repoId, key: `${slug}/r` }
-  })
 
 export const branchRow = (repoId: string, name: string, head: string | null) =>
   Effect.gen(function*() {

@@ -16,7 +16,8 @@ import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { repositorySlice } from "../entities/EntitySlices.ts"
 import * as MergeCommand from "./MergeCommand.ts"
-import { branchRow, countedDatabase, repositoryRows, storeCommit } from "./MergeFixtures.testing.ts"
+import { branchRow, countedDatabase, storeCommit } from "./MergeFixtures.testing.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
 import { mergePayload, planMerge } from "./MergePlanner.ts"
 
 const { traffic, layer: Counted } = countedDatabase()

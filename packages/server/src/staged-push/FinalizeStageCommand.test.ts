@@ -8,8 +8,7 @@ import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
-import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
+import { commandContext, recordingOutbox, repositoryRows, runCommand } from "../entities/Commands.testing.ts"
 import { handlers } from "./FinalizeStageCommand.ts"
 import { MAX_ACTIVE_STAGES, PushStages } from "./PushStages.ts"
 
@@ -26,10 +25,7 @@ const branchData = { name: "feat", status: "open", created_at: created, descript
 const setup = (slug: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const orgId = randomUUID()
-    const repoId = randomUUID()
-    yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: slug })}`
-    yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+    const { orgId, repoId } = yield* repositoryRows(slug)
     yield* sql`INSERT INTO branches ${sql.insert({ repo_id: repoId, name: "feat", head: h("a"), created_by: "t", created_at: created, pushed_at: new Date() })}`
     const commit = (hash: string, parent: string | null, published: boolean) =>
       sql`INSERT INTO commits ${
