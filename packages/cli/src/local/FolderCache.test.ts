@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
-import { EMPTY_INDEX, readIndexSync, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
+import { columnsUnchanged, EMPTY_INDEX, indexPath, readIndexSync, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
 import { scan, writeIndex } from "./WorkingTree.ts"
 
 const HOUR = 3600
@@ -155,6 +155,45 @@ describe("directory listings kept in the index", () => {
           .toEqual({ label, unchanged: false, scanUnchanged: false })
         expect({ label, snapshot: Object.fromEntries(scanned.snapshot) }).toEqual({ label, snapshot: yield* truth(root) })
       }
+    }).pipe(Effect.scoped))
+
+  it.effect("an unchanged tree is told from the index's columns; any recorded field that differs is a change", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      expect(columnsUnchanged(root, index, true)?.same).toBe(true)
+      expect(columnsUnchanged(root, { ...index }, true)).toBeUndefined() // a copy may hold other entries
+      const text = fs.readFileSync(indexPath(root), "utf8")
+      const file = (JSON.parse(text) as { paths: Array<string> }).paths.indexOf("dir/b.txt")
+      // The index file as written, with one field of dir/b.txt's entry not as the file is now.
+      const edits: Array<[string, (columns: { stats: Array<number | null>; modes: string }) => void]> = [
+        ["size", (c) => void (c.stats[4 * file] = c.stats[4 * file]! + 1)],
+        ["mtime", (c) => void (c.stats[4 * file + 1] = c.stats[4 * file + 1]! - 1)],
+        ["inode", (c) => void (c.stats[4 * file + 2] = c.stats[4 * file + 2]! + 1)],
+        ["ctime", (c) => void (c.stats[4 * file + 3] = c.stats[4 * file + 3]! - 1)],
+        ["mode", (c) => void (c.modes = c.modes.slice(0, file) + "x" + c.modes.slice(file + 1))],
+        ["kind", (c) => void (c.modes = c.modes.slice(0, file) + "l" + c.modes.slice(file + 1))]
+      ]
+      for (const [label, edit] of edits) {
+        const columns = JSON.parse(text) as { stats: Array<number | null>; modes: string }
+        edit(columns)
+        fs.writeFileSync(indexPath(root), JSON.stringify(columns))
+        const edited = readIndexSync(root)
+        expect({ label, fast: columnsUnchanged(root, edited, true)?.same, tree: treeUnchanged(root, edited) })
+          .toEqual({ label, fast: false, tree: false })
+        expect({ label, scan: (yield* scan(root, edited)).unchanged }).toEqual({ label, scan: false })
+      }
+      // An entry without a ctime (an older index): unchanged, but a scan makes its entry again.
+      const columns = JSON.parse(text) as { stats: Array<number | null> }
+      columns.stats[4 * file + 3] = null
+      fs.writeFileSync(indexPath(root), JSON.stringify(columns))
+      const older = readIndexSync(root)
+      expect(columnsUnchanged(root, older, false)?.same).toBe(true)
+      expect(columnsUnchanged(root, older, true)).toBeUndefined()
+      expect(treeUnchanged(root, older)).toBe(true)
+      const scanned = yield* scan(root, older)
+      expect({ unchanged: scanned.unchanged, ctime: scanned.files.get("dir/b.txt")?.ctimeMs })
+        .toEqual({ unchanged: true, ctime: fs.lstatSync(path.join(root, "dir/b.txt")).ctimeMs })
     }).pipe(Effect.scoped))
 
   it.effect("a directory changed no earlier than the index was written is read again (racily clean)", () =>

@@ -124,35 +124,70 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
       written_at: number
       files?: ReadonlyArray<IndexRow> | Record<string, LegacyRow>
     }
-    const files = new Map<string, IndexEntry>()
+    const writtenAt = Math.min(Number(parsed.written_at) || 0, fileMtimeMs)
+    const base = typeof parsed.base === "string" ? parsed.base : null
+    const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
     const folders = new Map<string, FolderStat>()
+    const rows = parsed.folders ?? []
+    for (let i = 0; i + 3 < rows.length; i += 4) {
+      folders.set(String(rows[i]), { mtimeMs: Number(rows[i + 1]), ctimeMs: Number(rows[i + 2]), ino: Number(rows[i + 3]) })
+    }
     if (parsed.paths !== undefined) {
       const { hashes = "", modes = "", paths, stats = [] } = parsed
-      for (let i = 0; i < paths.length; i++) {
-        const mode = LETTER_MODE[modes[i]!]
-        if (mode === undefined || hashes.length < (i + 1) * HASH_LENGTH || stats.length < 4 * (i + 1)) throw new Error("a short column")
-        const size = stats[4 * i] as number, mtimeMs = stats[4 * i + 1] as number, ino = stats[4 * i + 2] as number
-        const ctimeMs = stats[4 * i + 3]
-        const hash = hashes.slice(i * HASH_LENGTH, (i + 1) * HASH_LENGTH)
-        files.set(paths[i]!, ctimeMs == null ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
+      const n = paths.length
+      if (!Array.isArray(paths) || hashes.length < n * HASH_LENGTH || stats.length < 4 * n || !/^[rxl]*$/.test(modes) || modes.length < n) {
+        throw new Error("a short column")
       }
-      const rows = parsed.folders ?? []
-      for (let i = 0; i + 3 < rows.length; i += 4) {
-        folders.set(String(rows[i]), { mtimeMs: Number(rows[i + 1]), ctimeMs: Number(rows[i + 2]), ino: Number(rows[i + 3]) })
+      // The entries are made when first asked for: an unchanged tree is checked against the columns alone.
+      const columns: IndexColumns = { paths, hashes, modes, stats }
+      let files: Map<string, IndexEntry> | undefined
+      const index: WorkIndex = {
+        writtenAt,
+        base,
+        get files() {
+          return files ??= entriesOf(columns)
+        },
+        dirs,
+        folders
       }
-    } else if (Array.isArray(parsed.files)) {
+      columnsOf.set(index, columns)
+      return index
+    }
+    const files = new Map<string, IndexEntry>()
+    if (Array.isArray(parsed.files)) {
       for (const [file, hash, mode, size, mtimeMs, ino, ctimeMs] of parsed.files) {
         files.set(file, ctimeMs === undefined ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
       }
     } else {
       for (const [file, [hash, mode, size, mtimeMs, ino]] of Object.entries(parsed.files ?? {})) files.set(file, { hash, mode, size, mtimeMs, ino })
     }
-    const writtenAt = Math.min(Number(parsed.written_at) || 0, fileMtimeMs)
-    const base = typeof parsed.base === "string" ? parsed.base : null
-    return { writtenAt, base, files, dirs: new Map(base === null ? [] : parsed.dirs ?? []), folders }
+    return { writtenAt, base, files, dirs, folders }
   } catch {
     return EMPTY_INDEX // a broken index only costs re-hashing
   }
+}
+
+/** The columns of an index read from the file, as read (`WorkIndex.files` is made from them when first used). */
+interface IndexColumns {
+  readonly paths: ReadonlyArray<string>
+  readonly hashes: string
+  readonly modes: string
+  readonly stats: ReadonlyArray<number | null>
+}
+
+/** By index object: a copy (`{ ...index, files }`) has none, so it is never checked against columns it does not hold. */
+const columnsOf = new WeakMap<WorkIndex, IndexColumns>()
+
+const entriesOf = ({ hashes, modes, paths, stats }: IndexColumns): Map<string, IndexEntry> => {
+  const files = new Map<string, IndexEntry>()
+  for (let i = 0; i < paths.length; i++) {
+    const mode = LETTER_MODE[modes[i]!]!
+    const size = stats[4 * i] as number, mtimeMs = stats[4 * i + 1] as number, ino = stats[4 * i + 2] as number
+    const ctimeMs = stats[4 * i + 3]
+    const hash = hashes.slice(i * HASH_LENGTH, (i + 1) * HASH_LENGTH)
+    files.set(paths[i]!, ctimeMs == null ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
+  }
+  return files
 }
 
 /**
@@ -261,7 +296,7 @@ const folderMatches = (known: FolderStat | undefined, stats: fs.Stats, writtenAt
   stats.mtimeMs < writtenAt && stats.ctimeMs < writtenAt
 
 /** Every recorded directory's stat when each still matches its record (see `folderMatches`), else undefined. */
-const foldersAsRecorded = (root: string, cache: WalkCache): Map<string, FolderStat> | undefined => {
+const foldersAsRecorded = (root: string, cache: Pick<WalkCache, "folders" | "writtenAt">): Map<string, FolderStat> | undefined => {
   if (!cache.folders.has("")) return undefined
   const stats = new Map<string, FolderStat>()
   for (const [dir, known] of cache.folders) {
@@ -353,15 +388,49 @@ export const statMatches = (known: IndexEntry | undefined, stats: Stats, symlink
  * the tree's snapshot is then the index's, without reading or hashing a file. Stops at the first difference.
  */
 export const treeUnchanged = (root: string, index: WorkIndex): boolean => {
+  const fast = columnsUnchanged(root, index, false)
+  if (fast !== undefined) return fast.same
   let seen = 0
   const same = everyFile(root, (file, symlink) => {
     seen++
     const known = index.files.get(file)
     if (known === undefined) return false
     const stats = fs.lstatSync(`${root}/${file}`, { throwIfNoEntry: false })
-    return stats !== undefined && statMatches(known, stats, symlink, index.writtenAt) && known.mode === modeOf(stats, symlink)
+    return stats !== undefined && stats.isSymbolicLink() === symlink && statMatches(known, stats, symlink, index.writtenAt) &&
+      known.mode === modeOf(stats, symlink)
   }, index)
   return same && seen === index.files.size
+}
+
+/**
+ * `treeUnchanged` without the index's entries, for the common case: every directory is as recorded (so
+ * the tree holds the index's names), and each file's stat is compared with the columns as read from the
+ * file, in their order. Undefined when it cannot tell this way: no columns (an index made in this process,
+ * or a copy), a directory changed, or, with `ctimeRequired`, an entry without a ctime (a scan then makes a
+ * new entry for it). `folders`: the directories' stats, as a walk would have seen them.
+ */
+export const columnsUnchanged = (
+  root: string,
+  index: WorkIndex,
+  ctimeRequired: boolean
+): { readonly same: boolean; readonly folders: Map<string, FolderStat> } | undefined => {
+  const columns = columnsOf.get(index)
+  if (columns === undefined || index.folders.size === 0) return undefined
+  const folders = foldersAsRecorded(root, index)
+  if (folders === undefined) return undefined
+  const { modes, paths, stats } = columns
+  const { writtenAt } = index
+  for (let i = 0; i < paths.length; i++) {
+    const ctimeMs = stats[4 * i + 3]
+    if (ctimeMs == null && ctimeRequired) return undefined
+    const symlink = modes[i] === "l"
+    const now = fs.lstatSync(`${root}/${paths[i]}`, { throwIfNoEntry: false })
+    const same = now !== undefined && now.isSymbolicLink() === symlink && now.size === stats[4 * i] &&
+      now.mtimeMs === stats[4 * i + 1] && now.ino === stats[4 * i + 2] && (ctimeMs == null || now.ctimeMs === ctimeMs) &&
+      now.mtimeMs < writtenAt && MODE_LETTER[modeOf(now, symlink)] === modes[i]
+    if (!same) return { same: false, folders }
+  }
+  return { same: true, folders }
 }
 
 /** The snapshot (path -> hash and mode) of index entries. */

@@ -19,9 +19,11 @@ import { errorMessage, io, writeAtomic } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
 import type { FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
 import {
+  columnsUnchanged,
   entryOf,
   forgetIndexRead,
   indexPath,
+  indexSnapshot,
   modeOf,
   NO_FOLDERS,
   readIndexSync,
@@ -115,6 +117,24 @@ export const scan = (
   settledBefore?: number
 ): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
+    // Most often nothing changed: told from the index's columns, without making an entry per file.
+    const fast = columnsUnchanged(root, index, true)
+    if (fast?.same === true) {
+      let snapshot: Snapshot | undefined
+      return {
+        get snapshot() {
+          return snapshot ??= indexSnapshot(index)
+        },
+        get files() {
+          return index.files
+        },
+        hashed: 0,
+        invalid: [],
+        unchanged: true,
+        folders: fast.folders,
+        foldersKept: sameFolders(index, fast.folders)
+      }
+    }
     const seen = new Map<string, FolderStat>()
     const found = walk(root, index, seen, settledBefore)
     const entries: Array<IndexEntry | undefined> = [] // by position in `found`; a hole for a path left out
@@ -124,7 +144,7 @@ export const scan = (
     let reused = 0
     // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
     for (let i = 0; i < found.length; i++) {
-      const { path: file, symlink } = found[i]!
+      const { path: file } = found[i]!
       const known = index.files.get(file)
       // A path in the index was valid when it got there.
       const check = known === undefined ? Objects.Path.checkPath(file) : { ok: true as const }
@@ -135,6 +155,8 @@ export const scan = (
       const absolute = `${root}/${file}`
       const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
       if (stats === undefined) continue // removed while scanning
+      // The kind as it is now (a listing kept in the index says what it was).
+      const symlink = stats.isSymbolicLink()
       const mode = modeOf(stats, symlink)
       if (statMatches(known, stats, symlink, index.writtenAt)) {
         if (known.mode !== mode) sameModes = false

@@ -1,0 +1,123 @@
+/**
+ * The `grove` client's small operations against git's in the same run: `grove --version`, the no-op
+ * push and the one-file push (edit one small file, commit — not timed —, push) on a checkout of the
+ * content benchmark's tree (20k files / 200 MiB, or `--files 5000`: the table's 5k / 50 MiB), git
+ * over smart HTTP on the same tree. With `--old DIR` (another checkout of this repository, e.g. a
+ * `git worktree` of an older commit with its client bundled) that client is measured too, its runs
+ * alternating with this one's on a checkout and repository of its own: an A/B in one sitting.
+ *
+ *   node scripts/bench/cli-push.ts [--files 20000|5000] [--runs 7] [--old /tmp/old-checkout]
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { startGitHttp } from "./content/gitHttp.ts"
+import { cleanupAll, onCleanup, run, startGuarded } from "./content/procs.ts"
+import { fmtMs, median } from "./content/report.ts"
+import { ensureTree, FULL_SPEC, MIB, type TreeSpec } from "./content/tree.ts"
+
+const ROOT = path.resolve(import.meta.dirname, "../..")
+const arg = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : undefined
+}
+const files = Number(arg("files") ?? 20_000)
+const runs = Number(arg("runs") ?? 7)
+const oldRoot = arg("old")
+// The content benchmark's trees (cached in ~/.cache/grove): the table's 5k one, or the full 20k one.
+const spec: TreeSpec = files === 20_000 ? FULL_SPEC : { files, totalBytes: Math.round(files / 100) * MIB, bigBytes: 12 * MIB, seed: FULL_SPEC.seed }
+const log = (line: string) => console.error(line)
+const load = () => os.loadavg().map((l) => l.toFixed(1)).join(" ")
+
+try {
+  const tree = ensureTree(spec, log)
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-cli-push-"))
+  onCleanup(() => fs.rmSync(tmp, { recursive: true, force: true }))
+
+  // Each client runs its own bundle (built now, as `npm install` leaves it), pinned for the run.
+  const clients = [{ label: "grove", root: ROOT }, ...(oldRoot === undefined ? [] : [{ label: "grove (old)", root: path.resolve(oldRoot) }])]
+  for (const c of clients) await run(process.execPath, [path.join(c.root, "packages/cli/scripts/bundle.ts")])
+
+  // ---- git over smart HTTP ----
+  const gitConfig = path.join(tmp, "gitconfig")
+  fs.writeFileSync(gitConfig, "[user]\n\tname = bench\n\temail = bench@example.com\n[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n[gc]\n\tauto = 0\n")
+  const gitEnv = { ...process.env, GIT_CONFIG_GLOBAL: gitConfig, GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0" }
+  const projects = path.join(tmp, "git-root")
+  fs.mkdirSync(projects)
+  const gitHttp = await startGitHttp(projects, gitEnv)
+  onCleanup(gitHttp.close)
+  const gitWork = path.join(tmp, "git-work")
+  const git = (args: ReadonlyArray<string>, cwd = gitWork) => run("git", args, { cwd, env: gitEnv })
+  await run("cp", ["-a", `${tree.dir}/.`, gitWork])
+  await git(["init", "-q"])
+  await git(["add", "-A"])
+  await git(["commit", "-q", "-m", "tree"])
+  await git(["init", "-q", "--bare", path.join(projects, "r.git")], tmp)
+  await git(["config", "http.receivepack", "true"], path.join(projects, "r.git"))
+  await git(["remote", "add", "origin", `${gitHttp.url}/r.git`])
+  await git(["push", "-q", "origin", "main"])
+
+  // ---- the grove server and one checkout and repository per client ----
+  const serverBin = path.join(ROOT, "packages/server/bin/grove-server.js")
+  const dataDir = path.join(tmp, "grove-data")
+  const server = await startGuarded(process.execPath, [serverBin, "serve", "--port", "0", "--data-dir", dataDir], /listening on (http:\/\/\S+)/)
+  onCleanup(server.stop)
+  const remote = server.match[1]!
+  const made = await run(process.execPath, [serverBin, "user", "create", "bench", "--data-dir", dataDir])
+  const key = made.stdout.trim().split("\n").at(-1)!
+  const env = { ...process.env, GROVE_BUNDLE: "1", SERVICE_API_KEY: key, GROVE_REMOTE: remote }
+  const checkouts = await Promise.all(clients.map(async (c, i) => {
+    const dir = path.join(tmp, `checkout-${i}`)
+    await run("cp", ["-a", `${tree.dir}/.`, dir])
+    return { ...c, dir, bin: path.join(c.root, "packages/cli/bin/grove.js") }
+  }))
+  const grove = (c: (typeof checkouts)[number], args: ReadonlyArray<string>) => run(process.execPath, [c.bin, ...args], { cwd: c.dir, env })
+  for (const [i, c] of checkouts.entries()) {
+    await grove(c, ["init", "--owner", "bench", "--name", `tree${i}`, "--json"])
+    await grove(c, ["commit", "--json"])
+    const pushed = await grove(c, ["push", "--json"])
+    log(`${c.label}: first push ${fmtMs(pushed.ms)} (not timed)`)
+  }
+
+  // ---- alternating rounds ----
+  type Sample = { ms: number; cpuMs: number }
+  const samples = new Map<string, Array<Sample>>()
+  const add = (name: string, s: Sample) => samples.set(name, [...(samples.get(name) ?? []), { ms: s.ms, cpuMs: s.cpuMs }])
+  const loads: Array<string> = []
+  for (let round = 0; round < runs; round++) {
+    loads.push(load())
+    add("git --version", await run("git", ["--version"]))
+    add("git no-op push", await git(["push", "-q", "origin", "main"]))
+    const line = `// edited by the benchmark, round ${round + 1}\n`
+    const rel = tree.manifest.smallFiles[round % tree.manifest.smallFiles.length]!
+    fs.appendFileSync(path.join(gitWork, rel), line)
+    await git(["commit", "-q", "-a", "-m", "change"])
+    add("git one-file push", await git(["push", "-q", "origin", "main"]))
+    for (const c of round % 2 === 0 ? checkouts : [...checkouts].reverse()) {
+      add(`${c.label} --version`, await grove(c, ["--version"]))
+      const noop = await grove(c, ["push", "--json"])
+      if (JSON.parse(noop.stdout).pushed_commits !== 0) throw new Error(`${c.label}: the no-op push pushed: ${noop.stdout}`)
+      add(`${c.label} no-op push`, noop)
+      fs.appendFileSync(path.join(c.dir, rel), line)
+      await grove(c, ["commit", "--json"])
+      const pushed = await grove(c, ["push", "--json"])
+      if (JSON.parse(pushed.stdout).pushed_commits !== 1) throw new Error(`${c.label}: the one-file push did not push one commit: ${pushed.stdout}`)
+      add(`${c.label} one-file push`, pushed)
+    }
+  }
+  console.log(`${tree.manifest.entries.length} files; median of ${runs} alternating rounds; load (1/5/15 min) per round: ${loads.join(" | ")}`)
+  console.log(`measure                      | wall (median; all)                         | client CPU | vs git`)
+  for (const op of ["--version", "no-op push", "one-file push"]) {
+    const gitMs = median((samples.get(`git ${op}`) ?? []).map((s) => s.ms))
+    for (const who of ["git", ...clients.map((c) => c.label)]) {
+      const xs = samples.get(`${who} ${op}`) ?? []
+      const wall = median(xs.map((s) => s.ms))
+      console.log(
+        `${`${who} ${op}`.padEnd(28)} | ${fmtMs(wall).padEnd(7)} (${xs.map((s) => s.ms.toFixed(0)).join(", ")})`.padEnd(76) +
+          ` | ${fmtMs(median(xs.map((s) => s.cpuMs))).padEnd(10)} | ${who === "git" ? "" : `${(wall / gitMs).toFixed(2)}x`}`
+      )
+    }
+  }
+} finally {
+  await cleanupAll()
+}
