@@ -3,8 +3,9 @@
  * a free runner (CiHandlers' reservation, CiQueueCommand's `startOn`): the command still records the run as
  * started by this node, so the handler follows the command's outcome and hands the run to the reserved
  * runner. Before, it gave the runner back: the run stayed `running` with no runner and was failed as lost
- * ~15-20 s later. The server is restarted on its data with a 1 ms command deadline, so every command answers
- * 202 and applies after.
+ * ~15-20 s later. The same for a queued run the dispatcher claims (its Start answers late): the runner follows
+ * the Start's outcome. The server is restarted on its data with a 1 ms command deadline and one runner, so
+ * every command answers 202 and applies after.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
@@ -27,12 +28,18 @@ beforeAll(async () => {
   server = await startServer({ dataDir })
   token = await server.createUser("pat")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
-  const c = buildCommit({ branch: "work", files: { ".oak/workflows/quick.yml": ["on: [manual]", "jobs:", "  quick:", "    steps:", "      - run: echo pending-ok"].join("\n") } })
+  const c = buildCommit({
+    branch: "work",
+    files: {
+      ".oak/workflows/quick.yml": ["on: [manual]", "jobs:", "  quick:", "    steps:", "      - run: echo pending-ok"].join("\n"),
+      ".oak/workflows/hold.yml": ["on: [manual]", "jobs:", "  hold:", "    steps:", "      - run: echo holding; sleep 2"].join("\n")
+    }
+  })
   const pushed = await as().post("/pat/app/push", pushBody({ branch: "work", commits: [c], description: "Workflow" }))
   expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
   await server.stop()
   server = undefined
-  server = await startServer({ dataDir, args: ["--command-timeout-ms", "1", "--metrics-token", METRICS_TOKEN] })
+  server = await startServer({ dataDir, args: ["--command-timeout-ms", "1", "--ci-concurrency", "1", "--metrics-token", METRICS_TOKEN] })
   // The runners are ready (a handler can reserve one): before that a start is only queued for a claim.
   await waitFor("the CI runners ready", async () => {
     const text = await (await fetch(`${server!.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()
@@ -59,5 +66,25 @@ describe("CI start whose queuing command answers late", () => {
     expect(run.error, `${JSON.stringify(run)}\n${server!.output().split("\n").filter((l) => !l.includes('"route":"/api/:owner/:name/ci/runs"') || l.includes("POST")).join("\n").slice(-8000)}`).toBeNull()
     expect(run.conclusion, logsOf(run)).toBe("success")
     expect(logsOf(run)).toContain("pending-ok")
+  }, 180_000)
+
+  it("runs a queued run whose claim (the dispatcher's Start) answers late", async () => {
+    const before = (await as().get("/pat/app/ci/runs")).body.length
+    // The one runner is taken by `hold`; `quick` waits queued, and the dispatcher claims it once `hold` ends.
+    expect((await as().post("/pat/app/ci/runs", { workflow: "hold", branch: "work" })).status).toBe(202)
+    expect((await as().post("/pat/app/ci/runs", { workflow: "quick", branch: "work" })).status).toBe(202)
+    const runs = await waitFor("both runs completed", async () => {
+      const list = (await as().get("/pat/app/ci/runs")).body
+      return list.length >= before + 2 && list.slice(0, 2).every((r: { status: string }) => r.status === "completed") ? list.slice(0, 2) : undefined
+    }, 120_000)
+    for (const { id } of runs) {
+      const run = (await as().get(`/pat/app/ci/runs/${id}`)).body
+      // Not failed as lost ("the runner ... stopped reporting"): the claim's runner ran it.
+      expect(run.error, JSON.stringify(run)).toBeNull()
+      expect(run.conclusion, logsOf(run)).toBe("success")
+    }
+    const quick = runs.find((r: { workflow_name: string }) => r.workflow_name === "quick")
+    expect(quick, JSON.stringify(runs)).toBeDefined()
+    expect(logsOf((await as().get(`/pat/app/ci/runs/${quick.id}`)).body)).toContain("pending-ok")
   }, 180_000)
 })

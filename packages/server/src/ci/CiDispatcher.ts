@@ -8,12 +8,14 @@
  * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
-import { Bus, MetricHandles, Topics } from "@grove/bus"
+import { Bus, EntityRuntime, MetricHandles, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Metric } from "effect"
+import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
 import * as CiHeartbeats from "./CiHeartbeats.ts"
+import { FOLLOW_MARGIN_MS, outcomeOf, outcomeUnknown } from "./CiOutcome.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
@@ -52,6 +54,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
+  const runtime = yield* EntityRuntime.EntityRuntime
   let active = 0
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
   const busy = (change: number) => {
@@ -94,6 +97,13 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         Effect.asVoid
       )
     })
+  /** For a runner counted busy whose command's answer did not come: runs the run `outcome` names, or frees the runner. */
+  const follow = (context: RunnerContext, outcome: Effect.Effect<number | undefined>, repoKey: string) =>
+    outcome.pipe(
+      Effect.flatMap((runId) => runId === undefined ? release : launch(context, runId, repoKey)),
+      Effect.forkIn(scope),
+      Effect.asVoid
+    )
   // The API's handlers start runs here directly when a runner is free (CiWake, CiQueueCommand's `startOn`).
   if (context !== undefined) {
     wake.attach({
@@ -105,16 +115,34 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
       },
       release,
       run: (runId, repoKey) => launch(context, runId, repoKey),
-      follow: (outcome, repoKey) =>
-        outcome.pipe(
-          Effect.flatMap((runId) => runId === undefined ? release : launch(context, runId, repoKey)),
-          Effect.forkIn(scope),
-          Effect.asVoid
-        )
+      follow: (outcome, repoKey) => follow(context, outcome, repoKey)
     })
   }
   // Shown once the handlers can reserve this node's runners.
   runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
+
+  /**
+   * Claims one queued run for a runner of this node (counted busy first): runs it when its Start answers, and
+   * when the answer did not come in time (the Start may still apply) follows the command's outcome, so a run
+   * recorded as started here always gets its runner; a Start applied after `until` starts nothing. Answers
+   * whether the runner was kept for it.
+   */
+  const claimOne = (context: RunnerContext, candidate: { readonly id: number; readonly repoKey: string }) =>
+    Effect.suspend(() => {
+      busy(1)
+      const commandId = randomUUID()
+      const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
+      return gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId, until }, { commandId, owner: "system:ci-dispatcher" }).pipe(
+        Effect.matchEffect({
+          onSuccess: () => Effect.as(launch(context, candidate.id, candidate.repoKey), true),
+          onFailure: (error) =>
+            outcomeUnknown(error)
+              ? Effect.as(follow(context, outcomeOf(runtime, commandId, until, () => candidate.id), candidate.repoKey), true)
+              : Effect.as(release, false)
+        }),
+        Effect.uninterruptible
+      )
+    })
 
   const claim = Effect.gen(function*() {
     if (context === undefined) return
@@ -130,14 +158,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
           backlog = true
           break
         }
-        const started = yield* gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId }).pipe(
-          Effect.as(true),
-          Effect.orElseSucceed(() => false)
-        )
-        if (!started) continue
-        busy(1)
-        claimed++
-        yield* launch(context, candidate.id, candidate.repoKey)
+        if (yield* claimOne(context, candidate)) claimed++
       }
       // Nothing claimed (none queued, or other nodes won them), or every queued run seen was handled.
       if (claimed === 0 || !backlog) return

@@ -21,6 +21,7 @@ import { contentFailure } from "../content/ContentFailures.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { repositoryKey, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { ciCommandFailure } from "./CiErrors.ts"
+import { FOLLOW_MARGIN_MS, outcomeOf, outcomeUnknown } from "./CiOutcome.ts"
 import { CiGateway } from "./CiGateway.ts"
 import { Queued, type QueuePayload, startedFor } from "./CiQueueCommand.ts"
 import { CiLogStore } from "./CiLogStore.ts"
@@ -31,12 +32,6 @@ import { SecretBox } from "./CiSecrets.ts"
 import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
 
-/**
- * The command starts the reserved run directly only until its deadline plus this (`startOn.until`; later, it
- * only queues it); a reservation whose answer did not come follows the outcome for this long more (the nodes'
- * clocks, a commit in progress), then gives its runner back.
- */
-const FOLLOW_MARGIN_MS = 30_000
 const decodeQueued = Schema.decodeUnknownOption(Queued)
 
 const notFound = (error: string) => new ApiErrors.NotFound({ error, code: "not_found" })
@@ -57,23 +52,6 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
   const repository = callerRepository
-
-  /**
-   * The run a queuing command whose answer did not come started with `reservation`, once its outcome is known
-   * (undefined: none, or it is still unknown well after `until`, past which the command only queues).
-   */
-  const outcomeOf = (commandId: string, reservation: string, until: number) =>
-    Effect.gen(function*() {
-      while (true) {
-        const operation = yield* runtime.operation(commandId).pipe(Effect.orElseSucceed(() => Option.none()))
-        const reply = Option.isSome(operation) ? operation.value.reply : undefined
-        if (reply !== undefined) {
-          return reply._tag === "Success" ? Option.match(decodeQueued(reply.value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) }) : undefined
-        }
-        if (Date.now() > until + FOLLOW_MARGIN_MS) return undefined
-        yield* Effect.sleep("500 millis")
-      }
-    })
 
   /**
    * Queues runs with a runner of this node reserved when one is free: the command records the first run as
@@ -101,8 +79,9 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
           if (node === undefined) return Effect.void
           const error = Cause.findErrorOption(cause)
           // The command may still apply (no reply in time, or the bus's answer lost): its outcome decides.
-          const unknown = Option.isSome(error) && (error.value._tag === "CommandPending" || error.value._tag === "CommandUnavailable")
-          return unknown ? wake.follow(outcomeOf(commandId, reservation, until), repoKey) : wake.release
+          return Option.isSome(error) && outcomeUnknown(error.value)
+            ? wake.follow(outcomeOf(runtime, commandId, until, (value) => Option.match(decodeQueued(value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) })), repoKey)
+            : wake.release
         }),
         Effect.catch(ciCommandFailure)
       )

@@ -94,25 +94,14 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
     const invalid = run.error !== null
     // A new row: no other writer can hold it, so it is created started, as Start would leave it (single writer kept).
     const startOn = !invalid && started === undefined && reserved !== undefined ? reserved.node : null
-    const now = new Date()
-    const [row] = yield* sql<{ id: string }>`INSERT INTO ci_runs ${
-      sql.insert({
-        repo_id: repo.id,
-        workflow_name: run.workflowName,
-        workflow_path: run.workflowPath,
-        event: payload.event,
-        branch: branchName,
-        commit_hash: payload.commit,
-        triggered_by: payload.triggeredBy,
-        status: invalid ? "completed" : "queued",
-        conclusion: invalid ? "failure" : null,
-        error: run.error,
-        workflow: run.workflow,
-        jobs: run.jobs,
-        finished_at: invalid ? now : null,
-        ...(startOn === null ? {} : { status: "running", started_at: now, runner_node: startOn, heartbeat_at: now })
-      })
-    } RETURNING id::int8::text AS id`
+    // Stamped by the database's clock, the one the lost-run sweeper compares with.
+    const stamp = (on: boolean) => on ? sql`now()` : null
+    const [row] = yield* sql<{ id: string; at: Date | string }>`INSERT INTO ci_runs (repo_id, workflow_name, workflow_path, event, branch,
+        commit_hash, triggered_by, status, conclusion, error, workflow, jobs, finished_at, started_at, runner_node, heartbeat_at)
+      VALUES (${repo.id}, ${run.workflowName}, ${run.workflowPath}, ${payload.event}, ${branchName}, ${payload.commit},
+        ${payload.triggeredBy}, ${invalid ? "completed" : startOn === null ? "queued" : "running"}, ${invalid ? "failure" : null}, ${run.error},
+        ${run.workflow}, ${run.jobs}, ${stamp(invalid)}, ${stamp(startOn !== null)}, ${startOn}, ${stamp(startOn !== null)})
+      RETURNING id::int8::text AS id, now() AS at`
     const id = Number(row!.id)
     ids.push(id)
     const event = {
@@ -126,7 +115,7 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
       commit: payload.commit,
       status: invalid ? "completed" : "queued",
       ...(invalid ? { conclusion: "failure" } : {}),
-      timestamp: now.toISOString()
+      timestamp: new Date(row!.at).toISOString()
     }
     yield* emit(invalid ? "ci.run.completed" : "ci.run.queued", event)
     if (startOn !== null) {

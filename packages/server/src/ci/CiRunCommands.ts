@@ -22,7 +22,11 @@ export type CiRunError = typeof CiRunError.Type
 
 const ConclusionSchema = Schema.Literals(["success", "failure", "cancelled", "timed_out", "skipped"])
 
-export const StartPayload = Schema.Struct({ node: Schema.String })
+/**
+ * `until` (epoch ms): applied after it, the run is not started (the sender stopped following an answer that did
+ * not come, and gave its runner back); it stays queued for the next claim.
+ */
+export const StartPayload = Schema.Struct({ node: Schema.String, until: Schema.optionalKey(Schema.Number) })
 /** `jobs` is the JSON of the run's JobState array (see CiRecord). */
 export const ProgressPayload = Schema.Struct({ node: Schema.String, jobs: Schema.String })
 export const FinishPayload = Schema.Struct({
@@ -67,10 +71,14 @@ const loadRun = Effect.fnUntraced(function*(entityId: string) {
 
 type LoadedRun = CiRunRecord & { readonly repo: RepositoryNames | undefined }
 
-/** Applies `changes` with a compare-and-set on the version the command read. */
-const updateRun = Effect.fnUntraced(function*(run: LoadedRun, changes: Record<string, unknown>) {
+/** Columns a command stamps with the database's clock, the one the lost-run sweeper compares with. */
+type Stamped = "started_at" | "heartbeat_at" | "finished_at"
+
+/** Applies `changes`, and sets `stamped` to now(), with a compare-and-set on the version the command read. */
+const updateRun = Effect.fnUntraced(function*(run: LoadedRun, changes: Record<string, unknown>, stamped: ReadonlyArray<Stamped> = []) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}, version = version + 1
+  const stamps = sql.literal(stamped.map((column) => `, ${column} = now()`).join(""))
+  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}${stamps}, version = version + 1
     WHERE id = ${run.id} AND version = ${run.version} RETURNING ${ciRunColumns(sql)}`
   // The row is locked FOR UPDATE in this transaction: a lost compare-and-set is a bug; retry the command.
   if (rows[0] === undefined) return yield* Effect.die(new Error(`CI run ${run.id} changed under its own command`))
@@ -97,9 +105,9 @@ const emitRun = Effect.fnUntraced(function*(type: string, run: LoadedRun, extra:
 
 const start = Effect.fn("CiRun.start")(function*(payload: typeof StartPayload.Type, { entityId }: Entity.CommandContext) {
   const run = yield* loadRun(entityId)
-  if (run.status !== "queued") return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
-  const now = new Date()
-  const started = yield* updateRun(run, { status: "running", started_at: now, runner_node: payload.node, heartbeat_at: now })
+  const late = payload.until !== undefined && Date.now() > payload.until
+  if (run.status !== "queued" || late) return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  const started = yield* updateRun(run, { status: "running", runner_node: payload.node }, ["started_at", "heartbeat_at"])
   yield* emitRun("ci.run.started", started, { node: payload.node })
   return state(started)
 })
@@ -110,9 +118,7 @@ const progress = Effect.fn("CiRun.progress")(function*(payload: typeof ProgressP
   if (run.runnerNode !== payload.node || run.status === "queued") {
     return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
   }
-  const changes: Record<string, unknown> = { jobs: payload.jobs }
-  if (run.status === "running") changes.heartbeat_at = new Date()
-  return state(yield* updateRun(run, changes))
+  return state(yield* updateRun(run, { jobs: payload.jobs }, run.status === "running" ? ["heartbeat_at"] : []))
 })
 
 const finish = Effect.fn("CiRun.finish")(function*(payload: typeof FinishPayload.Type, { entityId }: Entity.CommandContext) {
@@ -126,9 +132,8 @@ const finish = Effect.fn("CiRun.finish")(function*(payload: typeof FinishPayload
     jobs: payload.jobs,
     status: "completed",
     conclusion: payload.conclusion,
-    error: payload.error,
-    finished_at: new Date()
-  })
+    error: payload.error
+  }, ["finished_at"])
   yield* emitRun("ci.run.completed", finished)
   return state(finished)
 })
@@ -150,9 +155,8 @@ const cancel = Effect.fn("CiRun.cancel")(function*(payload: typeof CancelPayload
   const cancelled = yield* updateRun(run, {
     status: "completed",
     conclusion: "cancelled",
-    finished_at: new Date(),
     ...(run.status === "queued" ? { jobs: cancelJobs(run, "cancelled") } : {})
-  })
+  }, ["finished_at"])
   const repo = yield* emitRun("ci.run.completed", cancelled, { actor: payload.actor })
   if (repo !== undefined) {
     yield* audit(repo.orgId, payload.actor, "ci.run.cancel", `${repo.owner}/${repo.name}`, { run_id: run.id, workflow: run.workflowName, was: run.status })
@@ -174,9 +178,8 @@ const failLost = Effect.fn("CiRun.failLost")(function*(payload: typeof FailLostP
     status: "completed",
     conclusion: "failure",
     error: payload.reason,
-    finished_at: new Date(),
     jobs: cancelJobs(run, "failure")
-  })
+  }, ["finished_at"])
   const repo = yield* emitRun("ci.run.completed", failed)
   if (repo !== undefined) {
     yield* audit(repo.orgId, "system", "ci.run.lost", `${repo.owner}/${repo.name}`, { run_id: run.id, node: run.runnerNode, reason: payload.reason })
