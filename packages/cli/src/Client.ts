@@ -11,6 +11,7 @@ import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 import { retryUntaken } from "./Retry.ts"
+import { compressRequest } from "./sync/BodyCompression.ts"
 
 /**
  * The `Idempotency-Key` header of the requests made while it is set (`Effect.provideService`): a
@@ -33,8 +34,12 @@ export const makeClient = (remote: string, token: string | undefined) =>
     baseUrl: remote,
     transformClient: (client) =>
       retryUntaken(HttpClient.mapRequestEffect(
-        token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(token)),
-        withIdempotencyKey
+        HttpClient.mapRequestEffect(
+          token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(token)),
+          withIdempotencyKey
+        ),
+        // Large bodies zstd to a server that takes them; zstd answers accepted (sync/BodyCompression.ts).
+        compressRequest(remote, token)
       ))
   }).pipe(Effect.provide(FetchHttpClient.layer))
 

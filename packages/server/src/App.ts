@@ -46,6 +46,7 @@ import { CliAuthHandlers } from "./identity/CliAuthHandlers.ts"
 import { AccessBeforeBodyLive } from "./http/AccessBeforeBody.ts"
 import { BodyLimitsLive } from "./http/BodyLimits.ts"
 import { JsonErrorsLive } from "./http/JsonErrors.ts"
+import { ResponseCompressionLive } from "./http/ContentEncoding.ts"
 import { MethodsLive } from "./http/Methods.ts"
 import { OrgsHandlers } from "./orgs/OrgsHandlers.ts"
 import { ReposHandlers } from "./repos/ReposHandlers.ts"
@@ -172,6 +173,8 @@ export const Routes = Layer.mergeAll(
   WebhookPages,
   CiSecretPages,
   AuditPages,
+  // Outside the JSON errors: large JSON answers go zstd to callers that accept it.
+  ResponseCompressionLive,
   JsonErrorsLive,
   BodyLimitsLive,
   MethodsLive,

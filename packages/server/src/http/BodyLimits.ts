@@ -21,6 +21,7 @@ import type { Access } from "@grove/core"
 import { ByteSize, Effect, Result, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
+import { isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -48,9 +49,11 @@ interface Rule {
    * (`AccessBeforeBody`): the routes whose bodies are larger than the pre-read limit.
    */
   readonly access?: Access.Action
+  /** A raw route that also takes a `Content-Encoding: zstd` body (JSON routes all do: `ContentEncoding`). */
+  readonly zstd?: boolean
 }
 
-const route = (method: string, path: string, limit: number, options: { raw?: boolean; access?: Access.Action } = {}): Rule => ({
+const route = (method: string, path: string, limit: number, options: { raw?: boolean; access?: Access.Action; zstd?: boolean } = {}): Rule => ({
   method,
   pattern: new RegExp(`^${path.split("/").map((part) => part.startsWith(":") ? SEGMENT : part).join("/")}$`),
   limit,
@@ -65,7 +68,7 @@ const RULES: ReadonlyArray<Rule> = [
   // Up to 250,000 hashes (67 bytes each in JSON).
   route("POST", "/api/:owner/:name/blobs/info", 20 * MiB, { access: "read" }),
   route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write" }),
-  route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write" }),
+  route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write", zstd: true }),
   // No access rule: a chunk link's token (in the body) may be the credential; the route reads at most 2 MiB.
   route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, { raw: true }),
   route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, { raw: true }),
@@ -77,14 +80,17 @@ export interface BodyLimit {
   readonly limit: number
   /** Whether the route reads a JSON body (the API's routes), so other media types answer 415. */
   readonly json: boolean
+  /** Whether a `Content-Encoding: zstd` body is decoded for the route (with `limit` on the plain bytes too). */
+  readonly zstd: boolean
 }
 
 /** The body limit of a request's route. */
 export const bodyLimit = (method: string, pathname: string): BodyLimit => {
   for (const rule of RULES) {
-    if (rule.method === method && rule.pattern.test(pathname)) return { limit: rule.limit, json: rule.raw !== true }
+    if (rule.method === method && rule.pattern.test(pathname)) return { limit: rule.limit, json: rule.raw !== true, zstd: rule.raw !== true || rule.zstd === true }
   }
-  return { limit: DEFAULT_LIMIT, json: pathname === "/api" || pathname.startsWith("/api/") }
+  const json = pathname === "/api" || pathname.startsWith("/api/")
+  return { limit: DEFAULT_LIMIT, json, zstd: json }
 }
 
 export interface BodyAccess {
@@ -175,7 +181,7 @@ const withReadBody = (
 export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const { limit, json } = bodyLimit(request.method, pathnameOf(request.url))
+    const { limit, json, zstd } = bodyLimit(request.method, pathnameOf(request.url))
     const declared = request.headers["content-length"]
     if (declared !== undefined && Number(declared) > limit) return payloadTooLarge(limit)
     if (json && hasBody(request)) {
@@ -183,8 +189,12 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
       if (contentType !== undefined && !isJson(contentType)) return unsupportedMediaType(contentType)
     }
     const bounded = Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
+    // A zstd body is decoded when the handler reads it, the plain bytes bounded by the same limit.
+    const decoded = zstd && isZstd(request.headers["content-encoding"])
+    const serve = (read: HttpServerRequest.HttpServerRequest) =>
+      Effect.provideService(bounded, HttpServerRequest.HttpServerRequest, decoded ? zstdDecodedRequest(read, limit) : read)
     if (declared !== undefined || limit > PREREAD_LIMIT || request.headers["transfer-encoding"] === undefined) {
-      return yield* bounded
+      return yield* (decoded ? serve(request) : bounded)
     }
     // Chunked: read it now (at most the limit), before the token or the database are touched.
     const read = yield* Effect.result(
@@ -194,5 +204,5 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
       if (tooLarge(read.failure)) return payloadTooLarge(limit)
       return yield* Effect.fail(read.failure)
     }
-    return yield* Effect.provideService(bounded, HttpServerRequest.HttpServerRequest, withReadBody(request, request, read.success))
+    return yield* serve(withReadBody(request, request, read.success))
   }) as unknown as typeof httpEffect, { global: true })

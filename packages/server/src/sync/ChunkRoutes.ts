@@ -16,7 +16,7 @@ import { ApiErrors, ApiParams } from "@grove/api"
 import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { Repositories } from "../access/Repositories.ts"
@@ -85,6 +85,9 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
       catch: (error) =>
         error instanceof ApiErrors.PayloadTooLarge
           ? error
+          : bodyTooLarge(error)
+          // A zstd body (http/ContentEncoding) that decompresses past the limit.
+          ? new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
           : new ApiErrors.BadRequest({ error: `invalid batch: ${error instanceof Error ? error.message : String(error)}`, code: "invalid_batch" })
     })
     if (next.done === true) break
@@ -103,6 +106,9 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   yield* flush
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
+
+const bodyTooLarge = (error: unknown): boolean =>
+  HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
 
 const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({
   hashes: Schema.Array(Schema.String),

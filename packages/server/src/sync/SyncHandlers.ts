@@ -27,6 +27,7 @@ import { repositoryKey } from "../access/RepositoryRecord.ts"
 import { branchCommandFailure, contentFailure } from "../content/ContentFailures.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable } from "../http/Failures.ts"
+import { CAPABILITY as BODY_COMPRESSION, ZSTD_V1 as BODY_ZSTD_V1 } from "../http/ContentEncoding.ts"
 
 /**
  * Protocol flags, as the Oak client reads them. `staged_v1` with `opaque_v1` sessions, `v1` aborts
@@ -46,6 +47,8 @@ export const CAPABILITIES = {
   chunk_fetch_protocol: "frames_v1",
   /** zstd per chunk on the wire (only when it shrinks): taken in chunks/batch and PUT, given by chunks/fetch when asked. */
   chunk_compression: "zstd_v1",
+  /** zstd request bodies (`Content-Encoding: zstd`: the JSON routes and chunks/batch) and answers (`Accept-Encoding: zstd`): http/ContentEncoding. */
+  [BODY_COMPRESSION]: BODY_ZSTD_V1,
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
 } as const

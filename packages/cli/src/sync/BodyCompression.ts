@@ -1,0 +1,62 @@
+/**
+ * zstd request bodies, when the server says it takes them (`body_compression: zstd_v1` in
+ * `capabilities`; server side: packages/server/src/http/ContentEncoding.ts). A push names every
+ * new blob and tree by its hex hash, several times over (the commit's file list, the blob entries,
+ * the trees); zstd with a window that spans the whole body sends about a third of the JSON. The
+ * capabilities are asked once per server and process, and only when a body is worth compressing, so
+ * small commands make no extra request. Every request also says `Accept-Encoding: zstd`: a server
+ * that compresses large answers does (fetch decodes them), any other ignores it.
+ */
+import { Effect } from "effect"
+import { HttpClientRequest } from "effect/http"
+import { constants, zstdCompress } from "node:zlib"
+
+export const CAPABILITY = "body_compression"
+export const ZSTD_V1 = "zstd_v1"
+/** Smaller bodies travel plain: the frame header and the capabilities round trip cost more. */
+export const COMPRESS_FROM = 16 * 1024
+export const ACCEPT_ENCODING = "zstd, gzip, deflate"
+
+const PARAMS = {
+  params: {
+    [constants.ZSTD_c_compressionLevel]: 1,
+    // The same hash is named megabytes apart in a large push: a window over the whole body finds it.
+    [constants.ZSTD_c_windowLog]: 23
+  }
+}
+
+const known = new Map<string, Promise<boolean>>()
+
+/** Whether the server at `site` takes zstd request bodies (asked once; no answer or an error: no). */
+export const serverTakesZstd = (site: string, token: string | undefined): Promise<boolean> => {
+  let answer = known.get(site)
+  if (answer === undefined) {
+    answer = fetch(`${site}/api/capabilities`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } })
+      .then(async (response) => response.ok && ((await response.json()) as Record<string, unknown>)[CAPABILITY] === ZSTD_V1)
+      .catch(() => false)
+    known.set(site, answer)
+  }
+  return answer
+}
+
+export const zstd = (bytes: Uint8Array): Promise<Uint8Array> =>
+  new Promise((resolve, reject) =>
+    zstdCompress(bytes, PARAMS, (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
+  )
+
+/** `GROVE_BODY_COMPRESSION=off` sends every body plain (to compare, or past a proxy that mangles it). */
+const enabled = () => process.env["GROVE_BODY_COMPRESSION"] !== "off"
+
+/**
+ * The typed client's request mapping: large JSON bodies go zstd-compressed to a server that takes them,
+ * and every request accepts zstd answers.
+ */
+export const compressRequest = (site: string, token: string | undefined) => (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.promise(async () => {
+    const accepting = HttpClientRequest.setHeader(request, "accept-encoding", ACCEPT_ENCODING)
+    const body = request.body
+    if (!enabled() || body._tag !== "Uint8Array" || body.body.length < COMPRESS_FROM || !(await serverTakesZstd(site, token))) return accepting
+    const compressed = await zstd(body.body).catch(() => undefined)
+    if (compressed === undefined || compressed.length >= body.body.length) return accepting
+    return HttpClientRequest.setHeader(HttpClientRequest.bodyUint8Array(accepting, compressed, body.contentType), "content-encoding", "zstd")
+  })

@@ -1,0 +1,162 @@
+/**
+ * zstd request and response bodies (`body_compression: zstd_v1`, http/ContentEncoding.ts) against the
+ * real server: a compressed push lands the same commit a plain one does, a compressed chunk batch is
+ * stored, a large JSON answer comes compressed only to a caller that accepts it; a zstd bomb stops at
+ * the route's limit with 413 (small route, the push, and a body sent without a length), bytes that are
+ * not zstd answer 400, and plain requests (the Oak client, older clients) are untouched.
+ */
+import * as Blake3 from "@grove/core/objects/Blake3"
+import * as http from "node:http"
+import { constants, zstdCompressSync, zstdDecompressSync } from "node:zlib"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { batchBody, buildCommit, pushBody } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api, isErrorBody } from "../support/http.ts"
+
+let server: GroveServer
+let token: string
+
+beforeAll(async () => {
+  server = await startServer()
+  token = await server.createUser("zoe")
+}, 300_000)
+
+afterAll(async () => {
+  await server?.stop()
+})
+
+const zstd = (value: unknown) => zstdCompressSync(Buffer.from(typeof value === "string" ? value : JSON.stringify(value)))
+
+/** A zstd stream of `frames` frames of 64 MiB of zeros each (a few KiB on the wire): made without holding the plain bytes. */
+const bomb = (frames: number) => {
+  const zeros = Buffer.alloc(64 * 1024 * 1024)
+  const frame = zstdCompressSync(zeros, { params: { [constants.ZSTD_c_compressionLevel]: 19 } })
+  return Buffer.concat(Array.from({ length: frames }, () => frame))
+}
+
+interface Answer {
+  readonly status: number
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: Buffer
+}
+
+/** A request through node:http (fetch would hide the answer's encoding): `chunked` sends the body without a length. */
+const send = (method: string, path: string, body: Buffer | undefined, headers: Record<string, string>, chunked = false) =>
+  new Promise<Answer>((resolve, reject) => {
+    const url = new URL(`${server.url}/api${path}`)
+    const request = http.request({
+      host: url.hostname,
+      port: url.port,
+      method,
+      path: url.pathname + url.search,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined && !chunked ? { "content-length": String(body.length) } : {}),
+        ...headers
+      }
+    }, (response) => {
+      const parts: Array<Buffer> = []
+      response.on("data", (d: Buffer) => parts.push(d))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(parts) }))
+      response.on("error", reject)
+    })
+    // The server may answer (413) and close before it has read the whole body.
+    request.on("error", reject)
+    if (body !== undefined && chunked) {
+      for (let i = 0; i < body.length; i += 16 * 1024) request.write(body.subarray(i, i + 16 * 1024))
+      request.end()
+    } else request.end(body)
+  })
+
+const jsonOf = (answer: Answer): any => JSON.parse((answer.headers["content-encoding"] === "zstd" ? zstdDecompressSync(answer.body) : answer.body).toString())
+
+const ZSTD_JSON = { "content-type": "application/json", "content-encoding": "zstd" }
+
+const newRepo = async (name: string) => {
+  const created = await api(server.url, token).post("/repos", { name })
+  expect(created.status).toBe(201)
+}
+
+/** Many small files: a push body of a few hundred KiB. */
+const manyFiles = (tag: string, count: number) =>
+  Object.fromEntries(Array.from({ length: count }, (_, i) => [`src/d${i % 9}/f${i}.ts`, `export const ${tag}${i} = ${i * 7919}\n`]))
+
+describe("zstd request bodies", () => {
+  it("the server advertises body_compression; a compressed push lands the commit a plain push does, and the pull comes compressed when accepted", async () => {
+    const caps = await api(server.url, token).get("/capabilities")
+    expect(caps.body).toMatchObject({ body_compression: "zstd_v1", chunk_compression: "zstd_v1" })
+
+    await newRepo("squash")
+    const c = buildCommit({ branch: "feature", files: manyFiles("sq", 400) })
+    const body = Buffer.from(JSON.stringify(pushBody({ branch: "feature", commits: [c] })))
+    const compressed = zstd(body.toString())
+    expect(compressed.length).toBeLessThan(body.length / 3)
+    const pushed = await send("POST", "/zoe/squash/push", compressed, ZSTD_JSON)
+    expect({ status: pushed.status, body: jsonOf(pushed) }).toEqual({ status: 200, body: { success: true, new_head: c.commit.hash, message: "ok" } })
+
+    // The same push plain into another repository: the same head (the commit hash covers every tree and blob).
+    await newRepo("plain")
+    const plain = await send("POST", "/zoe/plain/push", body, { "content-type": "application/json" })
+    expect({ status: plain.status, body: jsonOf(plain) }).toEqual({ status: 200, body: { success: true, new_head: c.commit.hash, message: "ok" } })
+
+    // A pull asked with Accept-Encoding: zstd comes compressed and says so; without it, plain; the same JSON.
+    const zipped = await send("GET", "/zoe/squash/pull?branch_name=feature", undefined, { "accept-encoding": "gzip, zstd" })
+    const unzipped = await send("GET", "/zoe/squash/pull?branch_name=feature", undefined, {})
+    expect(zipped.status).toBe(200)
+    expect(zipped.headers["content-encoding"]).toBe("zstd")
+    expect(zipped.headers["vary"]).toMatch(/accept-encoding/i)
+    expect(unzipped.headers["content-encoding"]).toBeUndefined()
+    expect(zipped.body.length).toBeLessThan(unzipped.body.length / 2)
+    expect(jsonOf(zipped)).toEqual(jsonOf(unzipped))
+    expect(jsonOf(zipped).head).toBe(c.commit.hash)
+    // q=0 refuses it.
+    expect((await send("GET", "/zoe/squash/pull?branch_name=feature", undefined, { "accept-encoding": "zstd;q=0" })).headers["content-encoding"]).toBeUndefined()
+  }, 120_000)
+
+  it("a compressed hash check (with a length, and without one) answers as a plain one; a compressed chunk batch is stored", async () => {
+    await newRepo("checks")
+    const data = Array.from({ length: 40 }, (_, i) => Buffer.from(`chunk number ${i}\n`.repeat(50)))
+    const hashes = data.map((d) => Blake3.hash(d))
+    const plain = await send("POST", "/zoe/checks/blobs/check", Buffer.from(JSON.stringify({ hashes })), { "content-type": "application/json" })
+    expect(jsonOf(plain)).toEqual({ missing: hashes })
+    for (const chunked of [false, true]) {
+      const answer = await send("POST", "/zoe/checks/blobs/check", zstd({ hashes }), ZSTD_JSON, chunked)
+      expect({ chunked, status: answer.status, body: jsonOf(answer) }).toEqual({ chunked, status: 200, body: { missing: hashes } })
+    }
+    const frames = batchBody(data.map((d, i) => ({ hash: hashes[i]!, data: d })))
+    const batch = await send("POST", "/zoe/checks/chunks/batch", zstdCompressSync(frames), { "content-type": "application/octet-stream", "content-encoding": "zstd" })
+    expect({ status: batch.status, body: jsonOf(batch) }).toEqual({ status: 200, body: { ok: true, received: 40 } })
+    const check = await send("POST", "/zoe/checks/chunks/check", zstd({ hashes }), ZSTD_JSON)
+    expect(jsonOf(check)).toEqual({ missing: [] })
+  }, 120_000)
+
+  it("a zstd bomb answers 413 at the route's limit (1 MiB route, the 256 MiB push, a body without a length); bytes that are not zstd answer 400", async () => {
+    await newRepo("bombed")
+    const small = bomb(1) // 64 MiB of zeros
+    expect(small.length).toBeLessThan(64 * 1024)
+    for (const chunked of [false, true]) {
+      const answer = await send("POST", "/zoe/bombed/blobs/check", small, ZSTD_JSON, chunked)
+      expect({ chunked, status: answer.status }).toEqual({ chunked, status: 413 })
+      expect(isErrorBody(JSON.parse(answer.body.toString()))).toBe(true)
+      expect(JSON.parse(answer.body.toString()).code).toBe("payload_too_large")
+    }
+    // 1 GiB of zeros against the push's 256 MiB: stopped at the limit, never held whole.
+    const big = bomb(16)
+    const push = await send("POST", "/zoe/bombed/push", big, ZSTD_JSON)
+    expect({ status: push.status, code: JSON.parse(push.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
+    const batch = await send("POST", "/zoe/bombed/chunks/batch", bomb(2), { "content-type": "application/octet-stream", "content-encoding": "zstd" })
+    expect({ status: batch.status, code: JSON.parse(batch.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
+
+    // Not zstd at all, and a frame cut short.
+    const whole = zstd({ hashes: [Blake3.hash(Buffer.from("x"))] })
+    for (const [what, body] of [["garbage", Buffer.from("{\"hashes\": []}")], ["truncated", whole.subarray(0, whole.length - 3)]] as const) {
+      const answer = await send("POST", "/zoe/bombed/blobs/check", body, ZSTD_JSON)
+      expect({ what, status: answer.status, error: isErrorBody(JSON.parse(answer.body.toString())) }).toEqual({ what, status: 400, error: true })
+    }
+    const pushGarbage = await send("POST", "/zoe/bombed/push", Buffer.from("not zstd at all"), ZSTD_JSON)
+    expect({ status: pushGarbage.status, error: isErrorBody(JSON.parse(pushGarbage.body.toString())) }).toEqual({ status: 400, error: true })
+
+    // The server is fine afterwards.
+    expect((await api(server.url, token).get("/zoe/bombed")).status).toBe(200)
+  }, 180_000)
+})
