@@ -17,3 +17,6 @@ export const RELEASE_PUBLIC_KEY: string | undefined = typeof __GROVE_RELEASE_PUB
   : undefined
 
 export const PLATFORM = platformOf(process.platform, process.arch)
+
+/** What `grove --version` prints: effect/cli's "name vVERSION" for the version Cli.ts gives it (main.ts prints it without effect/cli). */
+export const VERSION_LINE = `grove v${VERSION} (${PLATFORM})`

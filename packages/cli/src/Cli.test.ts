@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
 import { captureConsole, closedPort, envLayer, scriptedInteraction, tempDir } from "../test/support.ts"
+import { VERSION_LINE } from "./BuildInfo.ts"
 import { run, wantsJson } from "./Cli.ts"
 
 /** Runs `grove <argv>` in a temporary home; answers the exit code and what was printed. */
@@ -29,7 +30,9 @@ describe("grove argument parsing", () => {
       }
       const create = yield* grove(["repo", "create", "--help"])
       for (const flag of ["--org SLUG", "--public", "--description TEXT", "--json", "--remote URL"]) expect(create.stdout).toContain(flag)
-      expect((yield* grove(["--version"])).stdout).toContain("0.1.0")
+      // The line main.ts prints for `--version` alone without loading effect/cli.
+      expect((yield* grove(["--version"])).stdout).toBe(VERSION_LINE)
+      expect((yield* grove(["-v", "--json"])).stdout).toBe(VERSION_LINE)
     }))
 
   it.live("usage errors exit 2 with the help and the error on stderr, nothing on stdout", () =>

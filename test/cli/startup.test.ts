@@ -1,0 +1,93 @@
+/**
+ * The client's start (bin/start.js, src/main.ts): `grove --version` alone is answered without loading
+ * the command tree, with the line effect/cli prints; V8's compile cache lives in the user's cache
+ * directory, is used by the next run, never runs code older than the file, and a cache directory that
+ * cannot be written only costs the cache.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { VERSION_LINE } from "../../packages/cli/src/BuildInfo.ts"
+import { CLI_BIN, ROOT } from "../support/GroveServer.ts"
+import { removeTempDirs, tempDir } from "./harness.ts"
+
+afterAll(() => removeTempDirs())
+
+const run = (bin: string, args: ReadonlyArray<string>, env: Record<string, string>, nodeArgs: ReadonlyArray<string> = []) =>
+  spawnSync(process.execPath, [...nodeArgs, bin, ...args], {
+    encoding: "utf8",
+    cwd: tempDir("cwd"),
+    env: { HOME: tempDir("home"), PATH: path.dirname(process.execPath), ...env },
+    timeout: 60_000
+  })
+
+/** Prints every module file the program loads to stderr, as `loaded <path>` (Node's synchronous module hooks). */
+const LOG_LOADS = `data:text/javascript,${encodeURIComponent(`
+import { registerHooks } from "node:module"
+registerHooks({ load(url, context, next) { if (url.startsWith("file:")) process.stderr.write("loaded " + new URL(url).pathname + "\\n"); return next(url, context) } })
+`)}`
+
+const loaded = (stderr: string) => [...stderr.matchAll(/^loaded (.+)$/gm)].map((m) => m[1]!)
+
+describe("grove's start", () => {
+  it("--version alone prints effect/cli's line without loading the command tree, from the bundle and from the sources", () => {
+    const bundled = fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+    for (const mode of bundled ? [{ GROVE_BUNDLE: "1" }, { GROVE_NO_BUNDLE: "1" }] : [{ GROVE_NO_BUNDLE: "1" }]) {
+      for (const flag of ["--version", "-v"]) {
+        const fast = run(CLI_BIN, [flag], mode, ["--import", LOG_LOADS])
+        expect({ mode, flag, code: fast.status, stdout: fast.stdout }).toEqual({ mode, flag, code: 0, stdout: `${VERSION_LINE}\n` })
+        const files = loaded(fast.stderr)
+        expect(files.length).toBeGreaterThan(2) // the hook saw the start
+        // Neither effect nor the command tree: a few small files (the bundle's effect chunk alone is ~1 MB).
+        expect(files.filter((f) => /\/node_modules\/effect\/|\/src\/Cli\.ts$/.test(f))).toEqual([])
+        expect(files.reduce((sum, f) => sum + fs.statSync(f).size, 0)).toBeLessThan(64 * 1024)
+      }
+      // With any other argument effect/cli answers, with the same line.
+      const full = run(CLI_BIN, ["--version", "--json"], mode, ["--import", LOG_LOADS])
+      expect({ mode, code: full.status, stdout: full.stdout }).toEqual({ mode, code: 0, stdout: `${VERSION_LINE}\n` })
+      expect(loaded(full.stderr).reduce((sum, f) => sum + fs.statSync(f).size, 0)).toBeGreaterThan(64 * 1024)
+    }
+  })
+
+  it("the compile cache is kept under $XDG_CACHE_HOME/grove, used by the next run, never stale, and optional", () => {
+    // A client of its own (bin/ as shipped, a one-line bundle) so its bundle can be rewritten in place.
+    const cli = tempDir("client")
+    fs.cpSync(path.join(ROOT, "packages/cli/bin"), path.join(cli, "bin"), { recursive: true })
+    fs.writeFileSync(path.join(cli, "package.json"), JSON.stringify({ type: "module" }))
+    fs.mkdirSync(path.join(cli, "dist"))
+    const bundle = path.join(cli, "dist/grove.mjs")
+    fs.writeFileSync(bundle, "console.log(\"one\")\n")
+    const MTIME = 1_700_000_000 // whole seconds: set back exactly after the rewrite
+    fs.utimesSync(bundle, MTIME, MTIME)
+    fs.writeFileSync(path.join(cli, "dist/noop-push.mjs"), "export const noopPush = () => undefined\n")
+    const bin = path.join(cli, "bin/grove.js")
+    const cache = tempDir("xdg-cache")
+    const env = { GROVE_BUNDLE: "1", XDG_CACHE_HOME: cache }
+
+    expect(run(bin, ["status"], env)).toMatchObject({ status: 0, stdout: "one\n", stderr: "" })
+    const dir = path.join(cache, "grove/compile-cache")
+    const entries = fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile())
+    expect(entries.length).toBeGreaterThan(0)
+    // The next run takes the bundle's code from it (Node's own report of the cache).
+    const again = run(bin, ["status"], { ...env, NODE_DEBUG_NATIVE: "COMPILE_CACHE" })
+    expect(again.stdout).toBe("one\n")
+    expect(again.stderr).toMatch(/V8 code cache for ESM file:\/\/\S+\/dist\/grove\.mjs was accepted/)
+
+    // Rewritten in place with the same size and mtime (an upgrade a size-and-time key would miss): the new code runs.
+    const before = fs.statSync(bundle)
+    fs.writeFileSync(bundle, "console.log(\"two\")\n")
+    fs.utimesSync(bundle, MTIME, MTIME)
+    expect(fs.statSync(bundle)).toMatchObject({ size: before.size, mtimeMs: before.mtimeMs })
+    expect(run(bin, ["status"], env)).toMatchObject({ status: 0, stdout: "two\n", stderr: "" })
+
+    // A cache directory that cannot be made (XDG_CACHE_HOME is a file): it runs, says nothing.
+    const file = path.join(tempDir("not-a-dir"), "file")
+    fs.writeFileSync(file, "")
+    expect(run(bin, ["status"], { ...env, XDG_CACHE_HOME: file })).toMatchObject({ status: 0, stdout: "two\n", stderr: "" })
+    // A relative XDG_CACHE_HOME is ignored (the XDG rule): ~/.cache then.
+    const home = tempDir("home")
+    expect(run(bin, ["status"], { ...env, XDG_CACHE_HOME: "relative", HOME: home })).toMatchObject({ status: 0, stdout: "two\n" })
+    expect(fs.existsSync(path.join(home, ".cache/grove/compile-cache"))).toBe(true)
+  })
+})
