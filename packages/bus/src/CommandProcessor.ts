@@ -30,7 +30,7 @@ import * as Inbox from "./Inbox.ts"
 import { CommandMessage, type DeadLetter, type ReplyMessage, type StoredReply } from "./Messages.ts"
 import { Outbox } from "./Outbox.ts"
 import * as Outboxes from "./Outbox.ts"
-import type { OutboxRelay } from "./OutboxRelay.ts"
+import type { OutboxRelay, RelayedRow } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
 import type { PartitionHealth } from "./PartitionHealth.ts"
 import * as TraceContext from "./TraceContext.ts"
@@ -77,8 +77,11 @@ const defect = (message: string): StoredReply => ({ _tag: "Defect", message })
 
 interface Outcome {
   readonly reply: StoredReply
-  readonly events: number
+  /** The outbox rows its transaction committed, for the relay. */
+  readonly events: ReadonlyArray<RelayedRow>
 }
+
+const noEvents: ReadonlyArray<RelayedRow> = []
 
 /** A record's value is kept in its dead letter up to this much JSON. */
 const DEAD_LETTER_VALUE_LIMIT = 64 * 1024
@@ -211,12 +214,14 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       return yield* new Refused({ reply })
     })
 
-    const entryOf = (message: CommandMessage): Inbox.InboxEntry => ({
+    const entryOf = (message: CommandMessage): Inbox.CommandRequest => ({
       commandId: message.commandId,
       entityType: message.entityType,
       entityId: message.entityId,
       command: message.command,
-      partition
+      partition,
+      owner: message.owner,
+      fingerprint: message.fingerprint
     })
 
     /** Stores `reply` as the command's, under the fence, in a transaction of its own; a reply stored before wins. */
@@ -234,17 +239,17 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       sql.withTransaction(Effect.gen(function*() {
         const entry = entryOf(message)
         const previous = yield* Inbox.begin(entry, { topic, partition, epoch, offset: record.offset })
-        if (Option.isSome(previous)) return { reply: previous.value, events: 0 } satisfies Outcome
-        let events = 0
-        const outbox = Outboxes.forCommand(sql, { partition, key: record.key, onAppend: () => events++ })
+        if (Option.isSome(previous)) return { reply: previous.value, events: noEvents } satisfies Outcome
+        const made: Array<string> = []
+        const outbox = Outboxes.forCommand(sql, { partition, key: record.key, onAppend: (id) => made.push(id) })
         const context: CommandContext = { ...entry, epoch, nodeId: bus.nodeId }
         const reply = yield* runHandler(registered, message, context, outbox)
-        yield* Inbox.complete(message.commandId, reply)
+        const events = yield* Inbox.complete(message.commandId, reply, made)
         return { reply, events } satisfies Outcome
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>
           // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins.
-          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: 0 }) satisfies Outcome)))
+          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: noEvents }) satisfies Outcome)))
       )
 
     /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
@@ -287,10 +292,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         )
         if (stored._tag === "Done") {
           if (alsoDeadLetter) yield* deadLetter(record, reason)
-          return { reply: stored.value, events: 0 } satisfies Outcome
+          return { reply: stored.value, events: noEvents } satisfies Outcome
         }
         yield* deadLetter(record, `${reason}; settling it failed too: ${stored.message}`)
-        return { reply: failed, events: 0 } satisfies Outcome
+        return { reply: failed, events: noEvents } satisfies Outcome
       })
 
     const answer = (record: BusRecord, commandId: string, reply: StoredReply) =>
@@ -331,7 +336,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
             )
           )
         reclaims = 0
-        if (outcome.events > 0) relay.wake()
+        relay.committed(partition, outcome.events)
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
         yield* answer(record, message.commandId, outcome.reply).pipe(TraceContext.span("EntityRuntime.reply", { kind: "producer" }))

@@ -229,10 +229,14 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         fingerprint: sendOptions?.fingerprint
       }
       yield* Effect.annotateCurrentSpan({ "grove.command_id": commandId, "messaging.destination.partition.id": String(request.partition) })
-      const earlier = yield* Inbox.register(request).pipe(
+      const recordRequest = Inbox.register(request).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.mapError((error) => failed(`could not record the command: ${error.message}`, false))
       )
+      // A fresh id cannot have been used before: its row is written by the owner, in the command's transaction
+      // (from the owner and fingerprint the message carries), or here once the caller stops waiting for it.
+      const fresh = sendOptions?.commandId === undefined
+      const earlier = fresh ? Option.none<Inbox.Operation>() : yield* recordRequest
       if (Option.isSome(earlier)) {
         const before = earlier.value
         const same = before.owner === request.owner && before.fingerprint === request.fingerprint &&
@@ -248,7 +252,17 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       const pending = yield* bus.request({
         topic: Topics.commands,
         key,
-        value: { type: "grove.command", v: 1, commandId, entityType: entity.name, entityId, command, payload: encoded },
+        value: {
+          type: "grove.command",
+          v: 1,
+          commandId,
+          entityType: entity.name,
+          entityId,
+          command,
+          payload: encoded,
+          ...(request.owner === undefined ? {} : { owner: request.owner }),
+          ...(request.fingerprint === undefined ? {} : { fingerprint: request.fingerprint })
+        },
         headers: { ...trace, "command-id": commandId }
       }, sendOptions?.timeout ?? defaultTimeout).pipe(
         // A broker that went away a moment ago (before the probe saw it) can hold a publish for long.
@@ -259,14 +273,18 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         Effect.tapError(() =>
           // The caller is told to retry: its record goes, so a retry under the same id is sent afresh. Should
           // the bus have taken it after all, the inbox still applies it once.
-          Option.isSome(earlier)
+          Option.isSome(earlier) || fresh
             ? Effect.void
             : Inbox.forget(commandId).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.ignore)
         ),
         Effect.mapError((error) => failed(`could not send the command: ${error.message}`, false))
       )
       return pending.await.pipe(
-        Effect.catchTag("RequestTimeout", () => Effect.fail(new CommandTimeout({ operationId: commandId }))),
+        // The caller may ask for the outcome by its id now: the row exists (in flight) from here on.
+        Effect.catchTag("RequestTimeout", () =>
+          (fresh ? recordRequest.pipe(Effect.ignore) : Effect.void).pipe(
+            Effect.andThen(Effect.fail(new CommandTimeout({ operationId: commandId })))
+          )),
         Effect.flatMap((record) => decodeReplyMessage(record.value)),
         Effect.catchTag("SchemaError", (error) => Effect.fail(failed(`could not decode the reply: ${error.message}`, false))),
         Effect.flatMap((message) => decodeReply(entity, command, commandId, message.reply))

@@ -9,6 +9,7 @@
 import { Duration, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { StoredReply } from "./Messages.ts"
+import type { RelayedRow } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
 
 export interface InboxEntry {
@@ -85,41 +86,53 @@ export const register = Effect.fnUntraced(function*(request: CommandRequest) {
 
 /**
  * In the command's transaction: checks the partition's epoch fence and takes the command's row (recording
- * it if its sender did not), the fence and the read in one statement. Fails with `Fenced` when the epoch
- * is no longer current; `None` if the command is to be handled now; otherwise the reply stored when it
- * was handled before.
+ * it if its sender did not), in one statement. Fails with `Fenced` when the epoch is no longer current;
+ * `None` if the command is to be handled now; otherwise the reply stored when it was handled before.
  */
-export const begin = Effect.fnUntraced(function*(entry: InboxEntry, fence: PartitionFence.FenceCheck) {
+export const begin = Effect.fnUntraced(function*(entry: CommandRequest, fence: PartitionFence.FenceCheck) {
   const sql = yield* SqlClient.SqlClient
   // Commands of one partition are handled one at a time, under the partition's fence row lock: a plain read
-  // of the row its sender recorded is enough (no second write of it). The fence's update runs whatever the
-  // outer query reads (PostgreSQL runs every data-modifying part of a WITH).
-  const [taken] = yield* sql<{ readonly current: boolean; readonly recorded: boolean; readonly reply: unknown }>`
+  // of the row its sender recorded is enough (no second write of it). Every data-modifying part of a WITH
+  // runs whatever the outer query reads; the row is inserted only while the fence holds and none was read.
+  const [taken] = yield* sql<{ readonly current: boolean; readonly recorded: boolean; readonly inserted: boolean; readonly reply: unknown }>`
     WITH fence AS (${PartitionFence.advance(sql, fence)}),
-      recorded AS (SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId})
+      recorded AS (SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}),
+      inserted AS (INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, owner, fingerprint)
+        SELECT ${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition},
+          ${entry.owner ?? null}::text, ${entry.fingerprint ?? null}::text
+        WHERE EXISTS (SELECT 1 FROM fence) AND NOT EXISTS (SELECT 1 FROM recorded)
+        ON CONFLICT (command_id) DO NOTHING RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM fence) AS current, EXISTS (SELECT 1 FROM recorded) AS recorded,
-      (SELECT reply FROM recorded) AS reply`
+      EXISTS (SELECT 1 FROM inserted) AS inserted, (SELECT reply FROM recorded) AS reply`
   if (taken?.current !== true) return yield* new PartitionFence.Fenced({ topic: fence.topic, partition: fence.partition, epoch: fence.epoch })
+  if (taken.inserted) return Option.none<StoredReply>()
   let reply = taken.reply
   if (!taken.recorded) {
-    const inserted = yield* sql`
-      INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition)
-      VALUES (${entry.commandId}, ${entry.entityType}, ${entry.entityId}, ${entry.command}, ${entry.partition})
-      ON CONFLICT (command_id) DO NOTHING
-      RETURNING command_id`
-    if (inserted.length > 0) return Option.none<StoredReply>()
-    // Its sender recorded it just now.
+    // Its sender recorded it just now (after this statement's snapshot).
     reply = (yield* sql<{ readonly reply: unknown }>`SELECT reply FROM command_inbox WHERE command_id = ${entry.commandId}`)[0]?.reply ?? null
   }
   if (reply === null || reply === undefined) return Option.none<StoredReply>()
   return Option.some(yield* decodeReply(reply).pipe(Effect.orDie))
 })
 
-/** Stores the reply of a command begun in this transaction. */
-export const complete = Effect.fnUntraced(function*(commandId: string, reply: StoredReply) {
+/**
+ * Stores the reply of a command begun in this transaction. `eventIds`: the outbox rows its handler made;
+ * the same statement returns those it inserted, as they will commit (the relay publishes them without
+ * reading them again).
+ */
+export const complete = Effect.fnUntraced(function*(commandId: string, reply: StoredReply, eventIds: ReadonlyArray<string> = []) {
   const sql = yield* SqlClient.SqlClient
-  yield* sql`UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
-    WHERE command_id = ${commandId}`
+  if (eventIds.length === 0) {
+    yield* sql`UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
+      WHERE command_id = ${commandId}`
+    return []
+  }
+  const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`
+    UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
+    WHERE command_id = ${commandId}
+    RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
+      'payload', payload) ORDER BY id) FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[])) AS events`
+  return row?.events ?? []
 })
 
 /**
@@ -127,12 +140,14 @@ export const complete = Effect.fnUntraced(function*(commandId: string, reply: St
  * has one: its fields are stored escaped, so this works for the command whose
  * own fields made `begin` fail. Returns the reply the command now has.
  */
-export const settle = Effect.fnUntraced(function*(entry: InboxEntry, reply: StoredReply) {
+export const settle = Effect.fnUntraced(function*(entry: CommandRequest, reply: StoredReply) {
   const sql = yield* SqlClient.SqlClient
+  const optional = (text: string | undefined) => (text === undefined ? null : storable(text))
   const rows = yield* sql<{ readonly reply: unknown }>`
-    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, reply, completed_at)
+    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, owner, fingerprint, reply, completed_at)
     VALUES (${storable(entry.commandId)}, ${storable(entry.entityType)}, ${storable(entry.entityId)},
-      ${storable(entry.command)}, ${entry.partition}, ${JSON.stringify(reply)}::jsonb, now())
+      ${storable(entry.command)}, ${entry.partition}, ${optional(entry.owner)}, ${optional(entry.fingerprint)},
+      ${JSON.stringify(reply)}::jsonb, now())
     ON CONFLICT (command_id) DO UPDATE SET reply = COALESCE(command_inbox.reply, excluded.reply),
       completed_at = COALESCE(command_inbox.completed_at, excluded.completed_at)
     RETURNING reply`

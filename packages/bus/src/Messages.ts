@@ -13,7 +13,13 @@ export const CommandMessage = Schema.Struct({
   entityId: Schema.String,
   command: Schema.String,
   /** Encoded with the command's payload schema. */
-  payload: Schema.Unknown
+  payload: Schema.Unknown,
+  /**
+   * Who sent it and the fingerprint of its request, for its inbox row: a command sent under a fresh id is
+   * not recorded by its sender (the owner records it in the command's transaction).
+   */
+  owner: Schema.optionalKey(Schema.String),
+  fingerprint: Schema.optionalKey(Schema.String)
 })
 export type CommandMessage = typeof CommandMessage.Type
 

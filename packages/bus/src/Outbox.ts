@@ -43,12 +43,12 @@ export class Outbox extends Context.Service<Outbox, OutboxShape>()("grove/bus/Ou
 /** The outbox of one command: rows carry the command's partition, which the relay publishes in order. */
 export const forCommand = (
   sql: SqlClient.SqlClient,
-  options: { readonly partition: number; readonly key: string; readonly onAppend: () => void }
+  options: { readonly partition: number; readonly key: string; readonly onAppend: (eventId: string) => void }
 ): OutboxShape => {
   const row = (event: BusMessage, append?: AppendOptions): OutboxRow => {
     const id = randomUUID()
-    // Counted when made: a row its handler then does not insert only wakes the relay once for nothing.
-    options.onAppend()
+    // Noted when made: the command's transaction reads back which of them its handler inserted.
+    options.onAppend(id)
     return { eventId: id, partition: options.partition, topic: append?.topic ?? Topics.events, key: append?.key ?? options.key, payload: JSON.stringify({ ...event, id }) }
   }
   return {
