@@ -8,6 +8,7 @@ import { Context, Effect, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
 import { ConnectionError, SqlError } from "effect/sql/SqlError"
 import { MAX_MESSAGE_SIZE } from "./PgMessages.ts"
+import * as PgliteInit from "./PgliteInit.ts"
 import { pgliteStream } from "./PgliteStream.ts"
 
 export interface DbEmbeddedOptions {
@@ -22,14 +23,20 @@ export interface DbEmbeddedOptions {
  */
 export const MEMORY_SETTINGS: ReadonlyArray<string> = ["shared_buffers=16MB", "work_mem=1MB", "wal_buffers=64kB"]
 
+/** PGlite's start parameters with the memory settings: the first start's child and every open use the same. */
+export const START_PARAMS: ReadonlyArray<string> = [...PGlite.defaultStartParams, ...MEMORY_SETTINGS.flatMap((setting) => ["-c", setting])]
+
+/**
+ * A directory's first creation (initdb) runs in a child process (PgliteInit.ts): this process then opens
+ * it as on a restart, without the WebAssembly memory initdb grew. In memory, PGlite runs initdb itself.
+ */
 const openPglite = (options: DbEmbeddedOptions) =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: () =>
-        PGlite.create({
-          dataDir: options.dataDir ?? "memory://",
-          startParams: [...PGlite.defaultStartParams, ...MEMORY_SETTINGS.flatMap((setting) => ["-c", setting])]
-        }),
+      try: async () => {
+        if (options.dataDir !== undefined) await PgliteInit.initialize(options.dataDir, START_PARAMS)
+        return await PGlite.create({ dataDir: options.dataDir ?? "memory://", startParams: [...START_PARAMS] })
+      },
       catch: (cause) =>
         new SqlError({ reason: new ConnectionError({ cause, message: "could not open the embedded database" }) })
     }),

@@ -1,0 +1,81 @@
+/**
+ * The first creation of an embedded database's directory (initdb), in a child process: initdb grows
+ * PGlite's WebAssembly memory to ~200 MiB and a WebAssembly memory never shrinks, so a server that ran
+ * it in its own process kept ~550-600 MiB RSS where a restarted one holds ~190. The child's memory goes
+ * back with the child; this process then opens the directory as a restart does.
+ *
+ * Crash-safe: the child initializes a temporary directory beside the target (`<dir>.init-<pid>`), renamed
+ * to `<dir>` only once complete, so `<dir>` is never a half-initialized database. A start finds its
+ * predecessors' leftovers (their pid gone) and removes them.
+ */
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const CHILD = fileURLToPath(new URL("./PgliteInitChild.ts", import.meta.url))
+const TEMP = ".init-"
+
+/** Whether `dir` holds an initialized database (PostgreSQL writes PG_VERSION, PGlite looks for it). */
+export const isInitialized = (dir: string) => fs.existsSync(path.join(dir, "PG_VERSION"))
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it exists, someone else's.
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Removes the temporary directories of inits whose process is gone (a crash or a kill during a first start). */
+export const removeAbandoned = (dir: string) => {
+  const parent = path.dirname(dir)
+  const prefix = `${path.basename(dir)}${TEMP}`
+  for (const name of fs.existsSync(parent) ? fs.readdirSync(parent) : []) {
+    const pid = Number(name.slice(prefix.length))
+    if (name.startsWith(prefix) && Number.isInteger(pid) && pid !== process.pid && !alive(pid)) {
+      fs.rmSync(path.join(parent, name), { recursive: true, force: true })
+    }
+  }
+}
+
+/** Runs the child on `temp`; resolves once it has closed the new database, rejects with its output otherwise. */
+const runChild = (temp: string, startParams: ReadonlyArray<string>) =>
+  new Promise<void>((resolve, reject) => {
+    // Without the server's flags (a small young generation, --expose-gc): the child only runs initdb.
+    const child = spawn(process.execPath, [CHILD, temp, JSON.stringify(startParams)], { stdio: ["pipe", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (d: Buffer) => (output += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()))
+    child.on("error", reject)
+    child.on("exit", (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`initdb in a child process failed (${signal ?? `exit ${code}`}): ${output.trim()}`)))
+  })
+
+/**
+ * Makes `dir` an initialized database if it is not one yet: initdb in a child process into a temporary
+ * directory beside it, then a rename. A directory without PG_VERSION left by an older version's
+ * interrupted first start is moved aside (`<dir>.incomplete-<time>`), not taken as a database.
+ */
+export const initialize = async (dir: string, startParams: ReadonlyArray<string>): Promise<void> => {
+  if (isInitialized(dir)) return
+  fs.mkdirSync(path.dirname(dir), { recursive: true })
+  removeAbandoned(dir)
+  if (fs.existsSync(dir)) {
+    if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir)
+    else fs.renameSync(dir, `${dir}.incomplete-${Date.now()}`)
+  }
+  const temp = `${dir}${TEMP}${process.pid}`
+  fs.rmSync(temp, { recursive: true, force: true })
+  try {
+    await runChild(temp, startParams)
+    fs.renameSync(temp, dir)
+  } catch (error) {
+    fs.rmSync(temp, { recursive: true, force: true })
+    // Another process initialized it first (two servers started at once on one directory): theirs is taken.
+    if (isInitialized(dir)) return
+    throw error
+  }
+}
