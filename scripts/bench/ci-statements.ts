@@ -6,7 +6,10 @@
  * runs are not (their traces are left out), and what the idle server does in as long a time is
  * measured after the runs and subtracted. Prints the statements by text, most frequent first.
  *
- *   node scripts/bench/ci-statements.ts [-- --runs 20 --bin other/checkout/packages/server/bin/grove-server.js]
+ * With `--burst` the runs are all started first and then waited for, as `bench:ci`'s throughput measure does
+ * (most then wait queued for a runner and are claimed by the dispatcher).
+ *
+ *   node scripts/bench/ci-statements.ts [-- --runs 20 --burst --bin other/checkout/packages/server/bin/grove-server.js]
  */
 import * as os from "node:os"
 import { type ReceivedSpan, startOtlpReceiver } from "../../test/support/OtlpReceiver.ts"
@@ -48,6 +51,7 @@ const count = (spans: ReadonlyArray<ReceivedSpan>): Counts => {
 const main = async () => {
   const runs = numberArg("runs", 20)
   const bin = stringArg("bin")
+  const burst = process.argv.includes("--burst")
   const receiver = await startOtlpReceiver()
   const server = await startServer({ args: ["--otlp-endpoint", receiver.url], ...(bin === undefined ? {} : { bin }) })
   try {
@@ -57,7 +61,13 @@ const main = async () => {
     await sleep(FLUSH_MS)
     const before = receiver.spans().length
     const t0 = performance.now()
-    for (let i = 0; i < runs; i++) await until(as, await start(as, "noop"), "completed", 20)
+    if (burst) {
+      const ids: Array<number> = []
+      for (let i = 0; i < runs; i++) ids.push(await start(as, "noop"))
+      for (const id of ids) await until(as, id, "completed", 50)
+    } else {
+      for (let i = 0; i < runs; i++) await until(as, await start(as, "noop"), "completed", 20)
+    }
     const took = performance.now() - t0
     await sleep(FLUSH_MS)
     const mid = receiver.spans().length
@@ -67,7 +77,7 @@ const main = async () => {
     const busy = count(receiver.spans().slice(before, mid))
     const idle = count(receiver.spans().slice(mid))
     const per = (busyN: number, idleN: number) => ((busyN - idleN) / runs).toFixed(1)
-    console.log(`CI no-op runs, one after another: ${runs} runs in ${(took / 1000).toFixed(1)} s, load ${os.loadavg()[0]!.toFixed(1)}${bin === undefined ? "" : `, server ${bin}`}`)
+    console.log(`CI no-op runs, ${burst ? "started at once" : "one after another"}: ${runs} runs in ${(took / 1000).toFixed(1)} s, load ${os.loadavg()[0]!.toFixed(1)}${bin === undefined ? "" : `, server ${bin}`}`)
     console.log(`per run (idle subtracted): ${per(busy.statements, idle.statements)} SQL statements, ${per(busy.transactions, idle.transactions)} transactions, ${per(busy.commands, idle.commands)} entity commands`)
     console.log(`idle server in as long: ${idle.statements} statements, ${idle.transactions} transactions\n`)
     console.log("statements per run, by text:")

@@ -8,14 +8,13 @@
  * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
-import { Bus, EntityRuntime, MetricHandles, Topics } from "@grove/bus"
+import { Bus, MetricHandles, Topics } from "@grove/bus"
 import { Cause, Effect, Layer, Metric } from "effect"
-import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
 import * as CiHeartbeats from "./CiHeartbeats.ts"
-import { FOLLOW_MARGIN_MS, outcomeOf, outcomeUnknown } from "./CiOutcome.ts"
+import { FOLLOW_MARGIN_MS, outcomeUnknown } from "./CiOutcome.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
@@ -54,7 +53,6 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
-  const runtime = yield* EntityRuntime.EntityRuntime
   let active = 0
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
   const busy = (change: number) => {
@@ -122,22 +120,38 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   runnerSlots.updateUnsafe(context === undefined ? 0 : ci.concurrency, MetricHandles.DEFAULT_CONTEXT)
 
   /**
+   * Whether this node's Start of a queued run applied, for a Start whose answer did not come: read from the run's
+   * row (no command id to look up, so the Start is sent as a fresh command, with no inbox row written ahead).
+   * Still queued after `until` (and the margin for the nodes' clocks), the Start can no longer apply.
+   */
+  const claimed = (runId: number, until: number): Effect.Effect<boolean> =>
+    Effect.gen(function*() {
+      while (true) {
+        // A read that failed is retried like a run still queued.
+        const run = yield* runs.claimOf(runId).pipe(Effect.orElseSucceed(() => ({ status: "queued", runnerNode: null })))
+        if (run === undefined) return false
+        if (run.status !== "queued") return run.status === "running" && run.runnerNode === config.nodeId
+        if (Date.now() > until + FOLLOW_MARGIN_MS) return false
+        yield* Effect.sleep("500 millis")
+      }
+    })
+
+  /**
    * Claims one queued run for a runner of this node (counted busy first): runs it when its Start answers, and
-   * when the answer did not come in time (the Start may still apply) follows the command's outcome, so a run
-   * recorded as started here always gets its runner; a Start applied after `until` starts nothing. Answers
-   * whether the runner was kept for it.
+   * when the answer did not come in time (the Start may still apply) follows the run's row, so a run recorded
+   * as started here always gets its runner; a Start applied after `until` starts nothing. Answers whether the
+   * runner was kept for it.
    */
   const claimOne = (context: RunnerContext, candidate: { readonly id: number; readonly repoKey: string }) =>
     Effect.suspend(() => {
       busy(1)
-      const commandId = randomUUID()
       const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
-      return gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId, until }, { commandId, owner: "system:ci-dispatcher" }).pipe(
+      return gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId, until }).pipe(
         Effect.matchEffect({
           onSuccess: () => Effect.as(launch(context, candidate.id, candidate.repoKey), true),
           onFailure: (error) =>
             outcomeUnknown(error)
-              ? Effect.as(follow(context, outcomeOf(runtime, commandId, until, () => candidate.id), candidate.repoKey), true)
+              ? Effect.as(follow(context, Effect.map(claimed(candidate.id, until), (mine) => mine ? candidate.id : undefined), candidate.repoKey), true)
               : Effect.as(release, false)
         }),
         Effect.uninterruptible

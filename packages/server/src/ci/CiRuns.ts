@@ -26,6 +26,8 @@ export class CiRuns extends Context.Service<CiRuns, {
   readonly get: (repoId: string, runId: number) => Effect.Effect<CiRunRecord | undefined, SqlError>
   /** A run with what its runner needs: the workflow, the repository's names and its secrets (one statement). */
   readonly runnable: (runId: number) => Effect.Effect<RunnableRun | undefined, SqlError>
+  /** A run's status and the node it runs on (undefined: no such run). */
+  readonly claimOf: (runId: number) => Effect.Effect<{ readonly status: string; readonly runnerNode: string | null } | undefined, SqlError>
   /** The oldest queued runs (ids), for runners with free slots. */
   readonly queued: (limit: number) => Effect.Effect<ReadonlyArray<{ readonly id: number; readonly repoKey: string }>, SqlError>
   /**
@@ -75,6 +77,10 @@ export class CiRuns extends Context.Service<CiRuns, {
             const secrets = opened(String(row.repoId), JSON.parse(String(row.secrets)))
             return { ...fromRow(row), workflow, orgId: String(row.orgId), owner: String(row.owner), repoName: String(row.repoName), secrets }
           })
+        ),
+      claimOf: (runId) =>
+        sql<{ status: string; runner_node: string | null }>`SELECT status, runner_node FROM ci_runs WHERE id = ${runId}`.pipe(
+          Effect.map((rows) => rows[0] === undefined ? undefined : { status: rows[0].status, runnerNode: rows[0].runner_node })
         ),
       queued: (limit) =>
         sql<{ id: string; repo_key: string }>`SELECT c.id::int8::text AS id, ${repoKey} AS repo_key FROM ci_runs c
