@@ -1,11 +1,11 @@
-import { ApiErrors, ApiSchemas } from "@grove/api"
+import { ApiErrors, ApiSchemas, GroveApi } from "@grove/api"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { closedPort } from "../test/support.ts"
 import type { Credential } from "./CredentialResolver.ts"
-import { connectWith, exitCodeForStatus, IdempotencyKey, toFailure } from "./Client.ts"
+import { connectWith, exitCodeForStatus, IdempotencyKey, makeClient, toFailure } from "./Client.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 
 const checkoutKey: Credential = { source: "checkout", token: "grove_k", location: "/w/.grove/config.json" }
@@ -64,6 +64,17 @@ describe("Client error mapping", () => {
     expect(exitCodeForStatus(401)).toBe(ExitCode.auth)
     for (const status of [400, 403, 404, 409, 412, 413, 500, 502, 503]) expect(exitCodeForStatus(status)).toBe(ExitCode.error)
   })
+
+  it.effect("the client has every group of the API, each built when first used and then kept", () =>
+    Effect.gen(function*() {
+      const client = yield* makeClient("http://h:1", undefined)
+      expect(Object.keys(client).sort()).toEqual(Object.keys(GroveApi.groups).sort())
+      // Not built yet: a getter, not a value (a command pays only for the groups it uses).
+      const descriptor = Object.getOwnPropertyDescriptor(client, "repos")
+      expect({ get: typeof descriptor?.get, value: descriptor?.value }).toEqual({ get: "function", value: undefined })
+      expect(Object.keys(client.repos).sort()).toEqual(Object.keys(GroveApi.groups.repos.endpoints).sort())
+      expect(client.repos).toBe(client.repos)
+    }))
 
   it.effect("maps the API's error classes by status, keeping the server's message and code", () =>
     Effect.gen(function*() {
