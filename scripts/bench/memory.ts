@@ -64,23 +64,26 @@ export const residentByKind = (pid: number): Record<Kind, number> => {
   return out
 }
 
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024
+export const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024
 
-interface Sample {
+export interface Sample {
   readonly rss: number
   readonly kinds: Record<Kind, number>
   readonly startMs: number
 }
 
+/** How long a server idles after its start (and read) before its memory is sampled: settled, before IdleGc's first look (10 s). */
+export const SETTLE_MS = 3000
+
 /** Starts the server on `dataDir`, reads once, waits idle, samples its memory; stops it. */
-const sample = async (dataDir: string, env: NodeJS.ProcessEnv, headers: Record<string, string>): Promise<Sample> => {
+export const sample = async (dataDir: string, env: NodeJS.ProcessEnv, headers: Record<string, string>): Promise<Sample> => {
   const started = performance.now()
   const server = await startServer({ dataDir, env })
   const startMs = performance.now() - started
   try {
     const read = await fetch(`${server.url}/api/whoami`, { headers })
     if (read.status !== 200) throw new Error(`read failed: ${read.status}`)
-    await sleep(3000)
+    await sleep(SETTLE_MS)
     const pid = server.process.pid!
     return { rss: rssMiB(pid), kinds: residentByKind(pid), startMs }
   } finally {
@@ -88,37 +91,65 @@ const sample = async (dataDir: string, env: NodeJS.ProcessEnv, headers: Record<s
   }
 }
 
+/** A first boot on a fresh `dataDir` (initdb) through grove-server as shipped, idle `SETTLE_MS`, sampled; stopped. */
+export const sampleFirstBoot = async (dataDir: string): Promise<Sample> => {
+  const started = performance.now()
+  const server = await startServer({ dataDir })
+  const startMs = performance.now() - started
+  try {
+    await sleep(SETTLE_MS)
+    const pid = server.process.pid!
+    return { rss: rssMiB(pid), kinds: residentByKind(pid), startMs }
+  } finally {
+    await server.stop()
+  }
+}
+
+/** Builds the server's bundle if a source changed since: what `npm start` and the image run. */
+export const bundleIfStale = async () => {
+  const bundled = await run(path.join(ROOT, "packages/server/scripts/bundle.ts"), ["--if-stale"], { timeoutMs: 300_000 })
+  if (bundled.stderr.includes("not bundling")) throw new Error(bundled.stderr)
+}
+
+/** A user on `dataDir` (the server stopped), and the headers to read as them. */
+export const benchUser = async (dataDir: string): Promise<Record<string, string>> => {
+  const created = await run(SERVER_BIN, ["user", "create", "bench", "--data-dir", dataDir])
+  if (created.code !== 0) throw new Error(created.stderr)
+  return { authorization: `Bearer ${created.stdout.trim().split("\n").at(-1)!}` }
+}
+
 if (import.meta.main && process.argv.includes("--transfer")) await (await import("./memory-transfer.ts")).main()
 else if (import.meta.main) {
   const samples = numberArg("samples", 3)
-  const bundled = await run(path.join(ROOT, "packages/server/scripts/bundle.ts"), ["--if-stale"], { timeoutMs: 300_000 })
-  if (bundled.stderr.includes("not bundling")) throw new Error(bundled.stderr)
+  await bundleIfStale()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-memory-"))
   try {
     // First boot (initdb) through grove-server as shipped, then a user to read as.
-    const first = await startServer({ dataDir })
-    await sleep(3000)
-    const firstBoot = rssMiB(first.process.pid!)
-    const firstKinds = residentByKind(first.process.pid!)
-    await first.stop()
-    const created = await run(SERVER_BIN, ["user", "create", "bench", "--data-dir", dataDir])
-    if (created.code !== 0) throw new Error(created.stderr)
-    const headers = { authorization: `Bearer ${created.stdout.trim().split("\n").at(-1)!}` }
+    const firsts = [await sampleFirstBoot(dataDir)]
+    const headers = await benchUser(dataDir)
 
     const results = VARIANTS.map(() => [] as Array<Sample>)
     // In turns, so a change of the machine's load hits every variant.
     for (let round = 0; round < samples; round++) {
       for (const [i, variant] of VARIANTS.entries()) results[i]!.push(await sample(dataDir, variant.env, headers))
+      // More first boots, each on a directory of its own, in the same turns.
+      if (round > 0) {
+        const fresh = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-memory-"))
+        firsts.push(await sampleFirstBoot(fresh).finally(() => fs.rmSync(fresh, { recursive: true, force: true })))
+      }
     }
     const fmt = (n: number) => n.toFixed(1).padStart(6)
     const kinds = (k: Record<Kind, number>) => (Object.entries(k) as Array<[Kind, number]>).map(([name, kib]) => `${name} ${fmt(kib / 1024)}`).join("  ")
     console.log(`embedded server idle RSS (MiB), ${samples} restart(s) each, in turns; load ${os.loadavg()[0]!.toFixed(1)}`)
-    console.log(`first boot (grove-server as shipped): ${fmt(firstBoot)}   ${kinds(firstKinds)}`)
+    const medianOf = (rs: ReadonlyArray<Sample>) =>
+      Object.fromEntries((Object.keys(rs[0]!.kinds) as Array<Kind>).map((k) => [k, median(rs.map((s) => s.kinds[k]))])) as Record<Kind, number>
+    console.log(`${"first boot (grove-server as shipped)".padEnd(46)} ${fmt(median(firsts.map((s) => s.rss)))} (${firsts.map((s) => s.rss.toFixed(0)).join(", ")})  ` +
+      `start ${median(firsts.map((s) => s.startMs)).toFixed(0)} ms   ${kinds(medianOf(firsts))}`)
     const baseline = median(results[0]!.map((s) => s.rss))
     for (const [i, variant] of VARIANTS.entries()) {
       const rs = results[i]!
       const rss = median(rs.map((s) => s.rss))
-      const medianKinds = Object.fromEntries((Object.keys(rs[0]!.kinds) as Array<Kind>).map((k) => [k, median(rs.map((s) => s.kinds[k]))])) as Record<Kind, number>
+      const medianKinds = medianOf(rs)
       console.log(`${variant.name.padEnd(46)} ${fmt(rss)} (${rs.map((s) => s.rss.toFixed(0)).join(", ")}; ${(rss / baseline).toFixed(2)}x)  ` +
         `start ${median(rs.map((s) => s.startMs)).toFixed(0)} ms   ${kinds(medianKinds)}`)
     }
