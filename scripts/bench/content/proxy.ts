@@ -7,6 +7,7 @@
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as zlib from "node:zlib"
 
 export interface Exchange {
   readonly method: string
@@ -106,12 +107,19 @@ export const startProxy = (upstream: string, options: { readonly keepHost?: bool
       if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" })
       res.end(`proxy: ${error.message}`)
     })
+    // A zstd batch (the body_compression capability) is counted in its plain frames.
+    const plain = counter !== undefined && req.headers["content-encoding"] === "zstd" ? zlib.createZstdDecompress() : undefined
+    plain?.on("data", (d: Buffer) => counter?.push(d))
+    plain?.on("end", () => (exchange.chunks = counter!.frames()))
+    plain?.on("error", () => {})
     req.on("data", (d: Buffer) => {
       exchange.requestBytes += d.length
-      counter?.push(d)
+      if (plain !== undefined) plain.write(d)
+      else counter?.push(d)
     })
     req.on("end", () => {
-      if (counter !== undefined) exchange.chunks = counter.frames()
+      if (plain !== undefined) plain.end()
+      else if (counter !== undefined) exchange.chunks = counter.frames()
     })
     req.pipe(forward)
   })

@@ -17,7 +17,10 @@ export interface RemoteRepo {
   readonly connection: Connection
   readonly token: string | undefined
   /** `{site}/api/{owner}/{name}/{path}` with the bearer token; a non-2xx answer is a failure. */
-  readonly binary: (path: string, init: { method: string; body?: string | Uint8Array; contentType?: string }) => Promise<Response>
+  readonly binary: (
+    path: string,
+    init: { method: string; body?: string | Uint8Array; contentType?: string; contentEncoding?: string }
+  ) => Promise<Response>
 }
 
 const encodeSegment = encodeURIComponent
@@ -38,6 +41,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       const headers: Record<string, string> = {}
       if (token !== undefined) headers["authorization"] = `Bearer ${token}`
       if (init.contentType !== undefined) headers["content-type"] = init.contentType
+      if (init.contentEncoding !== undefined) headers["content-encoding"] = init.contentEncoding
       let response: Response | undefined
       // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
       // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.

@@ -14,6 +14,7 @@ import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import type { CliFailure } from "../Failures.ts"
+import { bodyCompressionEnabled, capabilitiesOf, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer, uploadCompression } from "./RemoteRepo.ts"
@@ -89,7 +90,7 @@ export interface UploadResult {
 /** The server takes zstd-compressed chunks (`chunk_compression: zstd_v1`); an older one does not say so. */
 const serverCompresses = (remote: RemoteRepo) =>
   Effect.map(
-    remote.connection.call(remote.connection.client.sync.capabilities()),
+    Effect.promise(() => capabilitiesOf(remote.site, remote.token)),
     (flags) => flags[Objects.ChunkCompression.CAPABILITY] === Objects.ChunkCompression.ZSTD_V1
   )
 
@@ -139,13 +140,22 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const compress = total >= COMPRESS_FROM && uploadCompression() && (yield* serverCompresses(remote))
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
+  const outerZstd = compress && bodyCompressionEnabled() && (yield* Effect.promise(() => serverTakesZstd(remote.site, remote.token)))
   const progress = makeProgress("Uploading", total)
   let sentBytes = 0
   yield* Effect.forEach(batches, (batch) =>
     transfer("upload failed", async () => {
       const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await encode(await readRange(c)) })))
-      const body = Buffer.concat(Objects.Frames.encodeFrames(frames))
-      await (await remote.binary("chunks/batch", { method: "POST", body, contentType: "application/octet-stream" })).arrayBuffer()
+      const framed = Buffer.concat(Objects.Frames.encodeFrames(frames))
+      // A server that takes zstd bodies gets the batch through one fast pass: the frames' hex hashes shrink by half.
+      const squeezed = outerZstd ? await zstd(framed, true) : undefined
+      const body = squeezed !== undefined && squeezed.length < framed.length ? squeezed : framed
+      await (await remote.binary("chunks/batch", {
+        method: "POST",
+        body,
+        contentType: "application/octet-stream",
+        ...(body === squeezed ? { contentEncoding: "zstd" } : {})
+      })).arrayBuffer()
       sentBytes += body.length
       progress.add(batch.reduce((sum, c) => sum + c.size, 0))
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))

@@ -21,11 +21,12 @@ export const ZSTD_V1 = "zstd_v1"
 /** Smaller answers are not worth a frame header and a thread-pool trip. */
 export const RESPONSE_FROM = 8 * 1024
 
+/** As the client compresses a push (packages/cli/src/sync/BodyCompression.ts): hash lists repeat far apart. */
 const COMPRESS_PARAMS = {
   params: {
-    [constants.ZSTD_c_compressionLevel]: 1,
-    // Hash lists repeat far apart (a push names each blob in its commit, its blob entry and its tree): an 8 MiB window finds them.
-    [constants.ZSTD_c_windowLog]: 23
+    [constants.ZSTD_c_compressionLevel]: 3,
+    [constants.ZSTD_c_windowLog]: 23,
+    [constants.ZSTD_c_hashLog]: 20
   }
 }
 
