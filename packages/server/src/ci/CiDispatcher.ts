@@ -27,6 +27,10 @@ import { prepareRoot, remove } from "./Workspace.ts"
 export const STALE_AFTER_MS = 15_000
 const SWEEP_EVERY = "5 seconds"
 const WARM_MAX = 4
+/** Queued runs a look for them takes beyond this node's free runners. */
+const LOOK_AHEAD = 8
+/** How long those are tried before a runner looks again. */
+const SEEN_FOR_MS = 1_000
 
 const runnerSlots = Metric.gauge("grove_ci_runner_slots", { description: "CI runs this node may run at once (0: no runners on this node)" })
 const runnerSlotsBusy = Metric.gauge("grove_ci_runner_slots_busy", { description: "CI runs running on this node now" })
@@ -63,7 +67,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   // Runs this node claimed lately: their `ci.run.queued` event, which comes back through the outbox after the
   // claim, wakes nobody (each wake is a query for queued runs).
   const claimedLately = new Set<number>()
-  // Whether queued runs may wait that this node had no free runner for: a runner that ends then looks again
+  // Whether queued runs may wait that this node had no free runner for: a runner that ends then claims again
   // at once (otherwise the one-second poll, and the next queued event, find them).
   let backlog = false
 
@@ -158,25 +162,34 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
       )
     })
 
+  // Queued runs the last look found beyond the free runners, and when: a runner that frees up soon after
+  // claims the next of them without looking again (a Start of one another node took or that was cancelled
+  // meanwhile is refused, and the next is tried).
+  let seen: Array<{ readonly id: number; readonly repoKey: string }> = []
+  let seenAt = 0
+  // More queued runs may wait than the last look returned.
+  let more = false
   const claim = Effect.gen(function*() {
     if (context === undefined) return
-    if (active >= ci.concurrency) backlog = true
+    // Whether this round looked, and how many of that look's runs it claimed.
+    let looked = false
+    let claimedFromLook = 0
     while (active < ci.concurrency) {
-      const limit = ci.concurrency - active + 4
-      const candidates = yield* runs.queued(limit)
-      // More may wait beyond a full answer.
-      backlog = candidates.length === limit
-      let claimed = 0
-      for (const candidate of candidates) {
-        if (active >= ci.concurrency) {
-          backlog = true
-          break
-        }
-        if (yield* claimOne(context, candidate)) claimed++
+      if (seen.length === 0 || Date.now() - seenAt > SEEN_FOR_MS) {
+        // This round's look found only runs taken elsewhere, or all there were: the next wake or poll looks again.
+        if (looked && (claimedFromLook === 0 || !more)) break
+        const limit = ci.concurrency - active + LOOK_AHEAD
+        seen = [...yield* runs.queued(limit)]
+        seenAt = Date.now()
+        more = seen.length === limit
+        looked = true
+        claimedFromLook = 0
+        if (seen.length === 0) break
       }
-      // Nothing claimed (none queued, or other nodes won them), or every queued run seen was handled.
-      if (claimed === 0 || !backlog) return
+      if (yield* claimOne(context, seen.shift()!)) claimedFromLook++
     }
+    // Runs may wait that this node had no free runner for: a runner that ends looks again at once.
+    backlog = active >= ci.concurrency || seen.length > 0 || more
   })
   yield* Effect.forever(Effect.gen(function*() {
     yield* claim.pipe(Effect.catchCause((cause) => Effect.logWarning("CI dispatch failed; retrying", Cause.squash(cause))))

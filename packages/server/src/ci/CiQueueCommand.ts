@@ -82,14 +82,16 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
   const branch = yield* loadBranch(repo.id, branchName)
   if (branch === undefined) return yield* new BranchNotFound({ branch: branchName })
   if (payload.requireHead && branch.head !== payload.commit) return yield* new CiHeadMoved({ branch: branchName, head: branch.head })
-  if (payload.queueLimit !== null) {
+  const reserved = payload.startOn != null && Date.now() <= payload.startOn.until ? payload.startOn : undefined
+  // A single run that starts at once on the reserved runner adds nothing to the queue: no count needed.
+  const startsAtOnce = reserved !== undefined && payload.runs.length === 1 && payload.runs[0]!.error === null
+  if (payload.queueLimit !== null && !startsAtOnce) {
     const [row] = yield* sql<{ queued: string }>`SELECT count(*)::text AS queued FROM ci_runs WHERE status = 'queued'`
     const queued = Number(row?.queued ?? 0)
     if (queued + payload.runs.length > payload.queueLimit) return yield* new CiQueueFull({ queued })
   }
   const ids: Array<number> = []
   let started: number | undefined
-  const reserved = payload.startOn != null && Date.now() <= payload.startOn.until ? payload.startOn : undefined
   for (const run of payload.runs) {
     const invalid = run.error !== null
     // A new row: no other writer can hold it, so it is created started, as Start would leave it (single writer kept).
