@@ -66,6 +66,9 @@ export const pgliteStream = (db: PGlite, onNotification?: (channel: string, payl
     chain = chain.then(() =>
       db.runExclusive(() =>
         db.execProtocolRawStream(messages, {
+          // A no-op for the file systems used here (a directory through Emscripten's NODEFS, whose writes go
+          // straight to the files, or memory), yet a mutex and its promises per call: skipped.
+          syncToFs: false,
           onRawData: (bytes) => {
             scan?.(bytes)
             duplex.push(Buffer.from(bytes))
