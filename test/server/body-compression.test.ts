@@ -9,7 +9,7 @@ import * as Blake3 from "@grove/core/objects/Blake3"
 import * as http from "node:http"
 import { constants, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { batchBody, buildCommit, pushBody } from "../support/content.ts"
+import { batchBody, buildCommit, decodeBatch, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api, isErrorBody } from "../support/http.ts"
 
@@ -109,6 +109,11 @@ describe("zstd request bodies", () => {
     expect(zipped.body.length).toBeLessThan(unzipped.body.length / 2)
     expect(jsonOf(zipped)).toEqual(jsonOf(unzipped))
     expect(jsonOf(zipped).head).toBe(c.commit.hash)
+    // The binary download takes a compressed hash list too (its files' chunks), and answers their frames.
+    const contents = [...c.contents]
+    const fetched = await send("POST", "/zoe/squash/chunks/fetch", zstd({ hashes: contents.map(([h]) => h) }), ZSTD_JSON)
+    expect(fetched.status).toBe(200)
+    expect((await decodeBatch(fetched.body)).map((f) => Buffer.from(f.data).toString())).toEqual(contents.map(([, bytes]) => Buffer.from(bytes).toString()))
     // q=0 refuses it.
     expect((await send("GET", "/zoe/squash/pull?branch_name=feature", undefined, { "accept-encoding": "zstd;q=0" })).headers["content-encoding"]).toBeUndefined()
   }, 120_000)
@@ -130,7 +135,7 @@ describe("zstd request bodies", () => {
     expect(jsonOf(check)).toEqual({ missing: [] })
   }, 120_000)
 
-  it("a zstd bomb answers 413 at the route's limit (1 MiB route, the 256 MiB push, a body without a length); bytes that are not zstd answer 400", async () => {
+  it("a zstd bomb answers 413 at the route's limit (1 MiB route, the 256 MiB push, chunk batch and fetch, a body without a length); bytes that are not zstd answer 400", async () => {
     await newRepo("bombed")
     const small = bomb(1) // 64 MiB of zeros
     expect(small.length).toBeLessThan(64 * 1024)
@@ -144,6 +149,8 @@ describe("zstd request bodies", () => {
     const big = bomb(16)
     const push = await send("POST", "/zoe/bombed/push", big, ZSTD_JSON)
     expect({ status: push.status, code: JSON.parse(push.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
+    const fetchBomb = await send("POST", "/zoe/bombed/chunks/fetch", small, ZSTD_JSON)
+    expect({ status: fetchBomb.status, code: JSON.parse(fetchBomb.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
     const batch = await send("POST", "/zoe/bombed/chunks/batch", bomb(2), { "content-type": "application/octet-stream", "content-encoding": "zstd" })
     expect({ status: batch.status, code: JSON.parse(batch.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
 

@@ -15,6 +15,7 @@ import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
+import { bodyCompressionEnabled, COMPRESS_FROM, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { downloadCompression, transfer } from "./RemoteRepo.ts"
@@ -122,10 +123,16 @@ export const downloadBlobs = (
 
     yield* Effect.forEach(batches, (batch) =>
       transfer("download failed", async () => {
+        const json = Buffer.from(JSON.stringify({ hashes: batch, ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}) }))
+        // A long hash list goes zstd to a server that takes zstd bodies (body_compression).
+        const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
+          ? await zstd(json)
+          : undefined
         const response = await remote.binary(FETCH_ROUTE, {
           method: "POST",
-          body: JSON.stringify({ hashes: batch, ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}) }),
-          contentType: "application/json"
+          body: squeezed ?? json,
+          contentType: "application/json",
+          ...(squeezed === undefined ? {} : { contentEncoding: "zstd" })
         })
         if (response.body === null) throw new Error("empty answer to a chunk download")
         // Without the header the server sent every chunk raw (it does not compress, or was not asked).

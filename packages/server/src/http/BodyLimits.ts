@@ -19,9 +19,9 @@
  */
 import type { Access } from "@grove/core"
 import { ByteSize, Effect, Result, Stream } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest } from "effect/http"
+import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
-import { isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
+import { isBodyTooLarge, isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -70,7 +70,7 @@ const RULES: ReadonlyArray<Rule> = [
   route("PUT", "/api/:owner/:name/chunks/:hash", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write" }),
   route("POST", "/api/:owner/:name/chunks/batch", CHUNK_UPLOAD_LIMIT, { raw: true, access: "write", zstd: true }),
   // No access rule: a chunk link's token (in the body) may be the credential; the route reads at most 2 MiB.
-  route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, { raw: true }),
+  route("POST", "/api/:owner/:name/chunks/fetch", 2 * MiB, { raw: true, zstd: true }),
   route("POST", "/:owner/:repo/git-upload-pack", 8 * MiB, { raw: true }),
   route("POST", "/cli-auth", 16 * KiB, { raw: true }),
   route("PUT", "/api/releases/:version/:platform", RELEASE_UPLOAD_CEILING, { raw: true })
@@ -143,10 +143,6 @@ export const pathnameOf = (url: string): string => {
 /** Routes whose chunked bodies are read before any other work. */
 export const PREREAD_LIMIT = DEFAULT_LIMIT
 
-const tooLarge = (error: unknown): boolean =>
-  HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" &&
-  error.reason.reason === "BodyTooLarge"
-
 /**
  * `request` with its body already read into `read` (whose body effects are cached): the body
  * accessors answer from there, also on a copy the router makes with `modify`.
@@ -201,7 +197,7 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
       Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
     )
     if (Result.isFailure(read)) {
-      if (tooLarge(read.failure)) return payloadTooLarge(limit)
+      if (isBodyTooLarge(read.failure)) return payloadTooLarge(limit)
       return yield* Effect.fail(read.failure)
     }
     return yield* serve(withReadBody(request, request, read.success))

@@ -44,6 +44,10 @@ const parseError = (request: HttpServerRequest.HttpServerRequest, reason: "Parse
     reason: new HttpServerError.RequestParseError({ request, reason, description, ...(cause === undefined ? {} : { cause }) })
   })
 
+/** A body read stopped at the route's limit (raw, or decompressed past it). */
+export const isBodyTooLarge = (error: unknown): boolean =>
+  HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+
 /** Node's errors when the output would pass `maxOutputLength`. */
 const overLimit = (error: unknown): boolean => {
   const code = (error as { code?: unknown } | null)?.code

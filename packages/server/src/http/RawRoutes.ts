@@ -10,6 +10,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Authorizer } from "../access/Authorizer.ts"
 import { Identity } from "../access/Identity.ts"
 import { callerOf } from "./Authentication.ts"
+import { isBodyTooLarge } from "./ContentEncoding.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { routeParams } from "./PathParams.ts"
 
@@ -89,7 +90,13 @@ export const readBody = (maxBytes: number) =>
       return Effect.void
     }).pipe(
       Effect.as(undefined),
-      Effect.catch((e) => Effect.succeed(e instanceof ApiErrors.PayloadTooLarge ? e : new ApiErrors.BadRequest({ error: "the request body could not be read", code: "invalid_request" })))
+      Effect.catch((e) =>
+        Effect.succeed(
+          e instanceof ApiErrors.PayloadTooLarge ? e
+          // A zstd body decompressed past the limit (ContentEncoding).
+          : isBodyTooLarge(e) ? tooLarge
+          : new ApiErrors.BadRequest({ error: "the request body could not be read", code: "invalid_request" })
+        ))
     )
     if (failure !== undefined) return yield* failure
     return parts.length === 1 ? parts[0]! : new Uint8Array(Buffer.concat(parts))

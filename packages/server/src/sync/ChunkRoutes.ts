@@ -16,7 +16,7 @@ import { ApiErrors, ApiParams } from "@grove/api"
 import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
-import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
 import { Repositories } from "../access/Repositories.ts"
@@ -26,6 +26,7 @@ import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy
 import { uploader } from "../path-permissions/DedupScope.ts"
 import { contentFailure } from "../content/ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "../http/BodyLimits.ts"
+import { isBodyTooLarge } from "../http/ContentEncoding.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeParams } from "../http/PathParams.ts"
 import { answer, ownerRepo, readBody, routeRepository } from "../http/RawRoutes.ts"
@@ -85,7 +86,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
       catch: (error) =>
         error instanceof ApiErrors.PayloadTooLarge
           ? error
-          : bodyTooLarge(error)
+          : isBodyTooLarge(error)
           // A zstd body (http/ContentEncoding) that decompresses past the limit.
           ? new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
           : new ApiErrors.BadRequest({ error: `invalid batch: ${error instanceof Error ? error.message : String(error)}`, code: "invalid_batch" })
@@ -106,9 +107,6 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   yield* flush
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
-
-const bodyTooLarge = (error: unknown): boolean =>
-  HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
 
 const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({
   hashes: Schema.Array(Schema.String),
