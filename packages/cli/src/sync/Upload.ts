@@ -32,6 +32,8 @@ const BATCH_BYTES = 16 * 1024 * 1024
 const IN_FLIGHT = 3
 /** Below this many bytes to send, compression is not worth the extra `capabilities` round trip. */
 const COMPRESS_FROM = 256 * 1024
+/** Batches whose chunks average less than this go through the outer zstd pass. */
+const OUTER_BELOW = 8 * 1024
 /** Chunks this large compress on the thread pool, several at once; smaller ones inline (a pool trip costs more). */
 const ASYNC_FROM = 256 * 1024
 
@@ -98,6 +100,12 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
   const unique = [...new Map(outgoing.map((b) => [b.hash, b])).values()]
+  // Large files are cut (read and hashed) while blobs/check is on its way: most of them are missing when they are new.
+  const early = new Map(unique.filter((b) => b.size >= Objects.Chunks.CHUNKING_THRESHOLD).map((b) => {
+    const chunks = chunkFile(b)
+    chunks.catch(() => {}) // awaited below only if the server lacks the blob
+    return [b.hash, chunks] as const
+  }))
   const missing = new Set<string>()
   for (const page of pages(unique.map((b) => b.hash), CHECK_PAGE)) {
     const answer = yield* call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } }))
@@ -107,7 +115,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const blobs: Array<ApiSync.BlobData> = []
   const sources = new Map<string, ChunkSource>()
   const lists = yield* transfer("cannot read a file to chunk it", () =>
-    Promise.all(toSend.map(async (blob) => ({ blob, chunks: await chunkFile(blob) }))))
+    Promise.all(toSend.map(async (blob) => ({ blob, chunks: await (early.get(blob.hash) ?? chunkFile(blob)) }))))
   for (const { blob, chunks } of lists) {
     blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
     for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
@@ -147,8 +155,9 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
     transfer("upload failed", async () => {
       const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await encode(await readRange(c)) })))
       const framed = Buffer.concat(Objects.Frames.encodeFrames(frames))
-      // A server that takes zstd bodies gets the batch through one fast pass: the frames' hex hashes shrink by half.
-      const squeezed = outerZstd ? await zstd(framed, true) : undefined
+      // A batch of small chunks goes to a server that takes zstd bodies through one fast pass: the frames' hex hashes
+      // shrink by half. Where chunks are larger the hashes are too small a share for zstd to bother.
+      const squeezed = outerZstd && framed.length < batch.length * OUTER_BELOW ? await zstd(framed, true) : undefined
       const body = squeezed !== undefined && squeezed.length < framed.length ? squeezed : framed
       await (await remote.binary("chunks/batch", {
         method: "POST",
