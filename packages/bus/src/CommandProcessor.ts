@@ -77,11 +77,13 @@ const defect = (message: string): StoredReply => ({ _tag: "Defect", message })
 
 interface Outcome {
   readonly reply: StoredReply
-  /** The outbox rows its transaction committed, for the relay. */
-  readonly events: ReadonlyArray<RelayedRow>
+  /**
+   * The outbox rows its transaction committed, for the relay; `undefined` when not known (a reply stored
+   * before: an earlier attempt may have committed rows that never came back).
+   */
+  readonly events: ReadonlyArray<RelayedRow> | undefined
 }
 
-const noEvents: ReadonlyArray<RelayedRow> = []
 
 /** A record's value is kept in its dead letter up to this much JSON. */
 const DEAD_LETTER_VALUE_LIMIT = 64 * 1024
@@ -239,7 +241,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       sql.withTransaction(Effect.gen(function*() {
         const entry = entryOf(message)
         const previous = yield* Inbox.begin(entry, { topic, partition, epoch, offset: record.offset })
-        if (Option.isSome(previous)) return { reply: previous.value, events: noEvents } satisfies Outcome
+        if (Option.isSome(previous)) return { reply: previous.value, events: undefined } satisfies Outcome
         const made: Array<string> = []
         const outbox = Outboxes.forCommand(sql, { partition, key: record.key, onAppend: (id) => made.push(id) })
         const context: CommandContext = { ...entry, epoch, nodeId: bus.nodeId }
@@ -249,7 +251,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>
           // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins.
-          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: noEvents }) satisfies Outcome)))
+          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: undefined }) satisfies Outcome)))
       )
 
     /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
@@ -292,10 +294,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         )
         if (stored._tag === "Done") {
           if (alsoDeadLetter) yield* deadLetter(record, reason)
-          return { reply: stored.value, events: noEvents } satisfies Outcome
+          return { reply: stored.value, events: undefined } satisfies Outcome
         }
         yield* deadLetter(record, `${reason}; settling it failed too: ${stored.message}`)
-        return { reply: failed, events: noEvents } satisfies Outcome
+        return { reply: failed, events: undefined } satisfies Outcome
       })
 
     const answer = (record: BusRecord, commandId: string, reply: StoredReply) =>
@@ -336,7 +338,9 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
             )
           )
         reclaims = 0
-        relay.committed(partition, outcome.events)
+        // Rows that did not come back are read from the table before any newer ones go from memory.
+        if (outcome.events === undefined) relay.wake()
+        else relay.committed(partition, outcome.events)
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
         yield* answer(record, message.commandId, outcome.reply).pipe(TraceContext.span("EntityRuntime.reply", { kind: "producer" }))
