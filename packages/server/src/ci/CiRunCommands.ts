@@ -54,19 +54,23 @@ interface RepositoryNames {
   readonly name: string
 }
 
-/** The run, locked, with its repository's names for its events and audit rows (one statement). */
+/** The run's repository's names (one JSON row; null once the repository is gone), for its events and audit rows. */
+const repositoryNames = (sql: SqlClient.SqlClient) =>
+  sql`(SELECT json_build_object('orgId', r.org_id::text, 'owner', o.slug, 'name', r.name)::text
+    FROM repositories r JOIN organizations o ON o.id = r.org_id WHERE r.id = ci_runs.repo_id) AS "repoNames"`
+
+const loaded = (row: Record<string, unknown>): LoadedRun => ({
+  ...fromRow(row),
+  repo: typeof row.repoNames === "string" ? JSON.parse(row.repoNames) as RepositoryNames : undefined
+})
+
+/** The run, locked, with its repository's names (one statement). */
 const loadRun = Effect.fnUntraced(function*(entityId: string) {
   const sql = yield* SqlClient.SqlClient
   const runId = runIdOf(entityId)
-  const rows = yield* sql<Record<string, unknown>>`SELECT c.*, r.org_id AS "repoOrgId", o.slug AS "repoOwner", r.name AS "repoName"
-    FROM (SELECT ${ciRunColumns(sql)} FROM ci_runs WHERE id = ${runId} FOR UPDATE) c
-    LEFT JOIN repositories r ON r.id = c."repoId" LEFT JOIN organizations o ON o.id = r.org_id`
-  const row = rows[0]
-  if (row === undefined) return yield* new CiRunNotFound({ runId })
-  const repo: RepositoryNames | undefined = row.repoOwner === null || row.repoOwner === undefined
-    ? undefined
-    : { orgId: String(row.repoOrgId), owner: String(row.repoOwner), name: String(row.repoName) }
-  return { ...fromRow(row), repo }
+  const rows = yield* sql<Record<string, unknown>>`SELECT ${ciRunColumns(sql)}, ${repositoryNames(sql)} FROM ci_runs WHERE id = ${runId} FOR UPDATE`
+  if (rows[0] === undefined) return yield* new CiRunNotFound({ runId })
+  return loaded(rows[0])
 })
 
 type LoadedRun = CiRunRecord & { readonly repo: RepositoryNames | undefined }
@@ -74,15 +78,33 @@ type LoadedRun = CiRunRecord & { readonly repo: RepositoryNames | undefined }
 /** Columns a command stamps with the database's clock, the one the lost-run sweeper compares with. */
 type Stamped = "started_at" | "heartbeat_at" | "finished_at"
 
+const stamps = (sql: SqlClient.SqlClient, stamped: ReadonlyArray<Stamped>) => sql.literal(stamped.map((column) => `, ${column} = now()`).join(""))
+
 /** Applies `changes`, and sets `stamped` to now(), with a compare-and-set on the version the command read. */
 const updateRun = Effect.fnUntraced(function*(run: LoadedRun, changes: Record<string, unknown>, stamped: ReadonlyArray<Stamped> = []) {
   const sql = yield* SqlClient.SqlClient
-  const stamps = sql.literal(stamped.map((column) => `, ${column} = now()`).join(""))
-  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}${stamps}, version = version + 1
+  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}${stamps(sql, stamped)}, version = version + 1
     WHERE id = ${run.id} AND version = ${run.version} RETURNING ${ciRunColumns(sql)}`
   // The row is locked FOR UPDATE in this transaction: a lost compare-and-set is a bug; retry the command.
   if (rows[0] === undefined) return yield* Effect.die(new Error(`CI run ${run.id} changed under its own command`))
   return { ...fromRow(rows[0]), repo: run.repo }
+})
+
+/**
+ * The common case of a transition in one statement: applies `changes` if the run is `status` on `node` (the
+ * compare-and-set), and answers the run as changed; undefined when it is not, and the command reads it to decide.
+ */
+const transition = Effect.fnUntraced(function*(
+  entityId: string,
+  expected: { readonly status: "queued" | "running"; readonly node?: string },
+  changes: Record<string, unknown>,
+  stamped: ReadonlyArray<Stamped>
+) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<Record<string, unknown>>`UPDATE ci_runs SET ${sql.update(changes)}${stamps(sql, stamped)}, version = version + 1
+    WHERE id = ${runIdOf(entityId)} AND status = ${expected.status} ${expected.node === undefined ? sql`` : sql`AND runner_node = ${expected.node}`}
+    RETURNING ${ciRunColumns(sql)}, ${repositoryNames(sql)}`
+  return rows[0] === undefined ? undefined : loaded(rows[0])
 })
 
 const emitRun = Effect.fnUntraced(function*(type: string, run: LoadedRun, extra: Record<string, unknown> = {}) {
@@ -104,38 +126,43 @@ const emitRun = Effect.fnUntraced(function*(type: string, run: LoadedRun, extra:
 })
 
 const start = Effect.fn("CiRun.start")(function*(payload: typeof StartPayload.Type, { entityId }: Entity.CommandContext) {
-  const run = yield* loadRun(entityId)
   const late = payload.until !== undefined && Date.now() > payload.until
-  if (run.status !== "queued" || late) return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
-  const started = yield* updateRun(run, { status: "running", runner_node: payload.node }, ["started_at", "heartbeat_at"])
+  const started = late ? undefined : yield* transition(entityId, { status: "queued" }, { status: "running", runner_node: payload.node }, ["started_at", "heartbeat_at"])
+  if (started === undefined) {
+    const run = yield* loadRun(entityId)
+    return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  }
   yield* emitRun("ci.run.started", started, { node: payload.node })
   return state(started)
 })
 
-/** Records the jobs' progress; answers the run's state, so the runner learns of a cancel. */
-const progress = Effect.fn("CiRun.progress")(function*(payload: typeof ProgressPayload.Type, { entityId }: Entity.CommandContext) {
+/**
+ * A runner's report on a run that no longer runs on its node: completed meanwhile (cancelled, failed as lost),
+ * its conclusion is kept and what the steps did is recorded; anything else is not this node's run.
+ */
+const recordEnded = Effect.fnUntraced(function*(entityId: string, payload: { readonly node: string; readonly jobs: string }) {
   const run = yield* loadRun(entityId)
-  if (run.runnerNode !== payload.node || run.status === "queued") {
+  if (run.runnerNode !== payload.node || run.status !== "completed") {
     return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
   }
-  return state(yield* updateRun(run, { jobs: payload.jobs }, run.status === "running" ? ["heartbeat_at"] : []))
+  return state(yield* updateRun(run, { jobs: payload.jobs }))
+})
+
+/** Records the jobs' progress; answers the run's state, so the runner learns of a cancel. */
+const progress = Effect.fn("CiRun.progress")(function*(payload: typeof ProgressPayload.Type, { entityId }: Entity.CommandContext) {
+  const running = yield* transition(entityId, { status: "running", node: payload.node }, { jobs: payload.jobs }, ["heartbeat_at"])
+  if (running !== undefined) return state(running)
+  return yield* recordEnded(entityId, payload)
 })
 
 const finish = Effect.fn("CiRun.finish")(function*(payload: typeof FinishPayload.Type, { entityId }: Entity.CommandContext) {
-  const run = yield* loadRun(entityId)
-  if (run.runnerNode !== payload.node || run.status === "queued") {
-    return yield* new CiRunStateInvalid({ runId: run.id, status: run.status, conclusion: run.conclusion })
+  const completed = { jobs: payload.jobs, status: "completed", conclusion: payload.conclusion, error: payload.error }
+  const done = yield* transition(entityId, { status: "running", node: payload.node }, completed, ["finished_at"])
+  if (done !== undefined) {
+    yield* emitRun("ci.run.completed", done)
+    return state(done)
   }
-  // Cancelled (or failed as lost) meanwhile: keep that conclusion, record what the steps did.
-  if (run.status === "completed") return state(yield* updateRun(run, { jobs: payload.jobs }))
-  const finished = yield* updateRun(run, {
-    jobs: payload.jobs,
-    status: "completed",
-    conclusion: payload.conclusion,
-    error: payload.error
-  }, ["finished_at"])
-  yield* emitRun("ci.run.completed", finished)
-  return state(finished)
+  return yield* recordEnded(entityId, payload)
 })
 
 /** Marks every unfinished job and step cancelled. */
