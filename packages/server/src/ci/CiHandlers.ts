@@ -68,19 +68,20 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
       // This request's own: a reply that names another's (a replay) is not run here again.
       const reservation = randomUUID()
       const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
-      // Known before sending, so an answer that does not come can be followed.
-      const commandId = request.commandId ?? randomUUID()
+      // With a reservation, known before sending, so an answer that does not come can be followed; without one
+      // the command is sent fresh (its inbox row is written with it, not ahead).
+      const followed = node === undefined ? undefined : request.commandId ?? randomUUID()
       const queued = yield* gateway.queue(
         branchKey(repoKey, branch),
         node === undefined ? payload : { ...payload, startOn: { node, reservation, until } },
-        { ...request, commandId }
+        followed === undefined ? request : { ...request, commandId: followed }
       ).pipe(
         Effect.onError((cause) => {
-          if (node === undefined) return Effect.void
+          if (followed === undefined) return Effect.void
           const error = Cause.findErrorOption(cause)
           // The command may still apply (no reply in time, or the bus's answer lost): its outcome decides.
           return Option.isSome(error) && outcomeUnknown(error.value)
-            ? wake.follow(outcomeOf(runtime, commandId, until, (value) => Option.match(decodeQueued(value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) })), repoKey)
+            ? wake.follow(outcomeOf(runtime, followed, until, (value) => Option.match(decodeQueued(value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) })), repoKey)
             : wake.release
         }),
         Effect.catch(ciCommandFailure)
