@@ -105,12 +105,7 @@ describe("grove transfers on the wire", () => {
     const push = records.find((r) => r.method === "POST" && r.path.endsWith("/push"))!
     expect(push.body.subarray(0, 4).equals(ZSTD_MAGIC)).toBe(true)
     expect(JSON.parse(zstdDecompressSync(push.body).toString()).commits.at(-1).hash).toBe(pushed.head)
-    // Each batch went through one more zstd pass as a whole (the server takes zstd bodies): sent_bytes counts the
-    // bodies on the wire, less than the frames inside (their hex hashes shrink).
-    const batches = records.filter((r) => r.method === "POST" && r.path.endsWith("/chunks/batch"))
-    expect(batches.every((r) => r.body.subarray(0, 4).equals(ZSTD_MAGIC))).toBe(true)
-    expect(pushed.sent_bytes).toBe(batches.reduce((sum, r) => sum + r.body.length, 0))
-    expect(pushed.sent_bytes).toBeLessThan(sent)
+    expect(pushed.sent_bytes).toBeGreaterThanOrEqual(sent) // frames plus their headers
 
     // The server stored the plain bytes: a clone gets every file back. On loopback it does not ask for
     // compressed frames (there the bytes cost nothing); asked, as a client elsewhere does, they come compressed.

@@ -2,8 +2,8 @@
  * zstd request bodies, when the server says it takes them (`body_compression: zstd_v1` in
  * `capabilities`; server side: packages/server/src/http/ContentEncoding.ts). A push names every
  * new blob and tree by its hex hash, several times over (the commit's file list, the blob entries,
- * the trees); zstd with a window that spans the whole body sends about a seventh of the JSON. Chunk
- * batches go through one more fast zstd pass (Upload.ts): their frames name each chunk by its hex hash. The
+ * the trees); zstd with a window that spans the whole body sends about a seventh of the JSON. The
+ * binary download's hash lists (Download.ts) go the same way. The
  * capabilities are asked once per server and process, and only when a body is worth compressing, so
  * small commands make no extra request. Every request also says `Accept-Encoding: zstd`: a server
  * that compresses large answers does (fetch decodes them), any other ignores it.
@@ -30,8 +30,6 @@ const JSON_PARAMS = {
     [constants.ZSTD_c_hashLog]: 20
   }
 }
-/** Chunk batches: mostly compressed chunks already; one fast pass shrinks the frames' hex hashes and passes the rest. */
-const FAST_PARAMS = { params: { [constants.ZSTD_c_compressionLevel]: 1 } }
 
 const known = new Map<string, Promise<Readonly<Record<string, unknown>>>>()
 
@@ -51,9 +49,9 @@ export const capabilitiesOf = (site: string, token: string | undefined): Promise
 export const serverTakesZstd = async (site: string, token: string | undefined): Promise<boolean> =>
   (await capabilitiesOf(site, token))[CAPABILITY] === ZSTD_V1
 
-export const zstd = (bytes: Uint8Array, fast = false): Promise<Uint8Array> =>
+export const zstd = (bytes: Uint8Array): Promise<Uint8Array> =>
   new Promise((resolve, reject) =>
-    zstdCompress(bytes, fast ? FAST_PARAMS : JSON_PARAMS, (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
+    zstdCompress(bytes, JSON_PARAMS, (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
   )
 
 /** `GROVE_BODY_COMPRESSION=off` sends every body plain (to compare, or past a proxy that mangles it). */
