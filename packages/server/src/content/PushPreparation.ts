@@ -39,7 +39,10 @@ export interface PreparedPush {
   readonly commits: ReadonlyArray<string>
   /** The tip every pushed commit leads to. */
   readonly tip: string | null
-  /** Trees and blobs the pushed commits reach that the repository's published commits did not reach yet. */
+  /**
+   * Trees the pushed commits reach that the repository's published commits did not reach yet, and the blobs
+   * they place at a path their parent does not have them at (the others the repository reaches already).
+   */
   readonly newTrees: ReadonlyArray<string>
   readonly newBlobs: ReadonlyArray<string>
 }
@@ -203,7 +206,6 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 
   // Closure: every tree the commits reach is pushed or stored; collect what is new to this repository.
   const newTrees = new Set<string>()
-  const blobRefs = new Set<string>()
   let frontier = [...new Set(body.commits.map((c) => c.manifest_hash))]
   const visited = new Set<string>()
   while (frontier.length > 0) {
@@ -220,10 +222,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
       const entries = cache.get(h)
       if (entries === undefined) return yield* reject(`tree ${h} is missing: push it with the commit`, "missing_tree")
       newTrees.add(h)
-      for (const e of entries) {
-        if (e.kind === "tree") next.push(e.hash)
-        else blobRefs.add(e.hash)
-      }
+      for (const e of entries) if (e.kind === "tree") next.push(e.hash)
     }
     frontier = next
   }
@@ -294,17 +293,20 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   // at a path its parent does not have it at (a stored tree may be placed anew): one at a path the caller may
   // read must be one it can read already or uploads now; one only at paths it may not read may also be one the
   // repository has (kept as it is: nothing is granted).
+  // Without path permissions the same walk still pays: a blob its parent has at the same path is stored and
+  // already reached by the repository (the parent is published, or pushed and walked the same way), so a
+  // one-file push checks and records the blobs it placed, not every sibling of the changed directories.
   const here = scope.restricted.find((r) => r.repoId === repo.id)
-  const placed = here === undefined ? undefined : yield* blobsByPath(
+  const placed = yield* blobsByPath(
     cache,
     body.commits.map((c) => ({ root: c.manifest_hash, parentRoot: c.parent_hash == null ? null : manifestOf(c.parent_hash) ?? null })),
-    here.canRead
+    here?.canRead ?? (() => true)
   )
-  const checked = placed === undefined ? blobRefs : new Set([...placed.readable, ...placed.hidden])
+  const checked = new Set([...placed.readable, ...placed.hidden])
   const unresolved = [...checked].filter((h) => !pushedBlobs.has(h))
   const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
   const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()])
-  const hiddenOnly = placed === undefined ? [] : [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
+  const hiddenOnly = [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
   const kept = hiddenOnly.length === 0 ? new Set<string>() : yield* objects.repoBlobs(repo.id, hiddenOnly)
   const implicit = unresolved.filter((h) => !visibleBlobs.has(h) && !kept.has(h))
   const chunkSizes = yield* presentChunkSizes(implicit)
@@ -327,7 +329,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     commits: body.commits.map((c) => c.hash),
     tip,
     newTrees: [...newTrees],
-    newBlobs: [...blobRefs]
+    newBlobs: [...checked]
   }
   return prepared
 })

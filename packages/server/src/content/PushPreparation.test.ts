@@ -1,0 +1,101 @@
+/**
+ * Issue 24: a one-file push into a big tree must cost what it changes, not what its directories hold.
+ * Push preparation on a migrated in-memory PGlite, published by the Branch entity's Push handler: the
+ * blobs a push checks and records (its staged object list, what the command inserts into repo_blobs) are
+ * the ones it places at a new path, not every sibling in the directories it changed; the repository still
+ * reaches every blob, and a blob placed without being uploaded is still refused.
+ */
+import { Outbox } from "@grove/bus"
+import type { Entity } from "@grove/bus"
+import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type Built, buildCommit, type Files, inlineBlobs, pushBody } from "../../../../test/support/content.ts"
+import { push } from "./BranchCommands.ts"
+import { ChunkStore } from "./ChunkStore.ts"
+import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
+import { preparePush, PushRejected } from "./PushPreparation.ts"
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-push-prep-")) }).pipe(Layer.orDie)
+const Services = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(Layer.provideMerge(Layer.merge(Db, Store)))
+
+/** A directory of 40 files beside another one: what a one-file push's directories hold. */
+const TREE: Files = Object.fromEntries([
+  ...Array.from({ length: 40 }, (_, i) => [`src/lib/f${i}.ts`, `export const f${i} = ${i}\n`]),
+  ["src/main.ts", "main\n"],
+  ["README.md", "readme\n"]
+])
+
+const world = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const orgId = randomUUID()
+  const repoId = randomUUID()
+  const slug = `o${orgId.slice(0, 8)}`
+  yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: "o" })}`
+  yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+  const scope: DedupScope = { orgId, repoId, principal: "user:u", readable: [repoId], restricted: [] }
+  const outbox = Outbox.forCommand(sql, { partition: 0, key: `${slug}/r`, onAppend: () => {} })
+  /** Prepared as the sync handler does (only `sent` blobs carried inline), then published by the Push command. */
+  const pushed = (branch: string, built: Built, sent: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      const body = pushBody({ branch, commits: [built], blobs: inlineBlobs(built, new Set(sent)) })
+      const prepared = yield* preparePush({ id: repoId, orgId }, body as never, scope)
+      const stagedId = yield* (yield* ContentObjects).stagePush(repoId, { trees: prepared.newTrees, blobs: prepared.newBlobs })
+      const context = { entityId: `${slug}/r:${branch}`, commandId: randomUUID(), entityType: "Branch", command: "Push", partition: 0 }
+      const reply = yield* sql.withTransaction(push({
+        stagedId,
+        commits: prepared.commits,
+        tip: prepared.tip,
+        force: false,
+        branch: body.branch as never,
+        actor: "u"
+      }, context as Entity.CommandContext)).pipe(Effect.provideService(Outbox.Outbox, outbox))
+      expect(reply.success).toBe(true)
+      return prepared
+    })
+  const reached = sql<{ hash: string }>`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ${repoId}`.pipe(
+    Effect.map((rows) => rows.map((r) => r.hash).sort())
+  )
+  return { pushed, reached, prepare: (body: unknown) => preparePush({ id: repoId, orgId }, body as never, scope) }
+})
+
+const blobOf = (built: Built, file: string) => built.snapshot.get(file)!.hash
+const sorted = (xs: Iterable<string>) => [...xs].sort()
+
+layer(Services, { timeout: 120_000, excludeTestServices: true })("push preparation", (it) => {
+  it.effect("a one-file push checks and records the blob it changed, not its directory's 40 others", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const first = buildCommit({ branch: "b", files: TREE })
+      const all = sorted(first.contents.keys())
+      expect(sorted((yield* w.pushed("b", first, all)).newBlobs)).toEqual(all)
+
+      const second = buildCommit({ branch: "b", files: { ...TREE, "src/lib/f7.ts": "changed\n" }, parent: first })
+      const changed = blobOf(second, "src/lib/f7.ts")
+      const prepared = yield* w.pushed("b", second, [changed])
+      // On the old code: all 40 blobs of src/lib (every blob of every tree the push made new).
+      expect(prepared.newBlobs).toEqual([changed])
+      expect(yield* w.reached).toEqual(sorted(new Set([...all, changed])))
+
+      // A blob moved to a new path (not re-sent: the repository has it) counts as placed; the rest do not.
+      const moved = buildCommit({ branch: "b", files: { ...TREE, "src/lib/f7.ts": "changed\n", "docs/f1.ts": TREE["src/lib/f1.ts"]! }, parent: second })
+      expect((yield* w.pushed("b", moved, [])).newBlobs).toEqual([blobOf(moved, "docs/f1.ts")])
+    }))
+
+  it.effect("a changed file whose blob was neither uploaded nor stored is still refused", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const first = buildCommit({ branch: "c", files: TREE })
+      yield* w.pushed("c", first, sorted(first.contents.keys()))
+      const second = buildCommit({ branch: "c", files: { ...TREE, "src/lib/f3.ts": "never uploaded\n" }, parent: first })
+      const refused = yield* Effect.flip(w.prepare(pushBody({ branch: "c", commits: [second], blobs: [] })))
+      expect(refused).toBeInstanceOf(PushRejected)
+      expect((refused as PushRejected).code).toBe("missing_blob")
+    }))
+})
