@@ -113,14 +113,15 @@ describe("the server's bundle", () => {
     await groveOk(["clone", "alice/big", "copy", "--branch", JSON.parse(pushed.stdout).branch], tempDir())
     const after = rssMiB(pid)
     // Left to V8, an idle server keeps it (no allocation asks for a collection): measured a minute later,
-    // unchanged. The idle collection looks every 10 s.
+    // unchanged. The idle collection looks every 10 s. It gives back 15-30 MiB here; 8 is the bar because a
+    // loaded machine collects part of it during the clone already (seen: 15 MiB fell at load 14).
     const seen: Array<number> = []
     try {
       const fell = await waitFor("the RSS to fall once idle", async () => {
         seen.push(Math.round(rssMiB(pid)))
-        return seen.at(-1)! < after - 16 ? seen.at(-1)! : undefined
+        return seen.at(-1)! < after - 8 ? seen.at(-1)! : undefined
       }, 120_000)
-      expect(fell).toBeLessThan(after - 16)
+      expect(fell).toBeLessThan(after - 8)
     } catch (error) {
       throw new Error(`RSS after the clone ${Math.round(after)} MiB, then at least ${Math.min(...seen)}, last ${seen.slice(-5).join(", ")}`, { cause: error })
     } finally {
