@@ -14,6 +14,7 @@ import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import type { CliFailure } from "../Failures.ts"
+import { mapLimit } from "../local/WorkingTree.ts"
 import { capabilitiesOf } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
@@ -34,6 +35,10 @@ const IN_FLIGHT = 3
 const COMPRESS_FROM = 256 * 1024
 /** Chunks this large compress on the thread pool, several at once; smaller ones inline (a pool trip costs more). */
 const ASYNC_FROM = 256 * 1024
+/** Files cut (read and hashed) at once. */
+const CUT_AT_ONCE = 3
+/** Large files cut before blobs/check answers, at most this many bytes of them: the server may have them all. */
+const EARLY_BYTES = 256 * 1024 * 1024
 
 const pages = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -98,22 +103,33 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
   const unique = [...new Map(outgoing.map((b) => [b.hash, b])).values()]
-  // Large files are cut (read and hashed) while blobs/check is on its way: most of them are missing when they are new.
-  const early = new Map(unique.filter((b) => b.size >= Objects.Chunks.CHUNKING_THRESHOLD).map((b) => {
-    const chunks = chunkFile(b)
-    chunks.catch(() => {}) // awaited below only if the server lacks the blob
-    return [b.hash, chunks] as const
-  }))
+  // Large files are cut while blobs/check is on its way (most of them are missing when they are new), a few at a
+  // time and up to EARLY_BYTES; once the check answers only missing ones are still cut, and a failed check stops them.
+  let budget = EARLY_BYTES
+  const earlyBlobs = unique.filter((b) => b.size >= Objects.Chunks.CHUNKING_THRESHOLD && (budget -= b.size) >= 0)
+  let wanted = (_hash: string) => true
+  const early = new Map<string, Array<ApiSync.ChunkRefData> | Error>()
+  const earlyDone = mapLimit(earlyBlobs, CUT_AT_ONCE, async (b) => {
+    // A read error matters only if the server lacks the blob: kept, thrown below when it does.
+    if (wanted(b.hash)) early.set(b.hash, await chunkFile(b).catch((e) => e instanceof Error ? e : new Error(String(e))))
+  })
   const missing = new Set<string>()
-  for (const page of pages(unique.map((b) => b.hash), CHECK_PAGE)) {
-    const answer = yield* call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } }))
-    for (const hash of answer.missing) missing.add(hash)
-  }
+  yield* Effect.forEach(pages(unique.map((b) => b.hash), CHECK_PAGE), (page) =>
+    Effect.map(call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } })), (answer) => {
+      for (const hash of answer.missing) missing.add(hash)
+    }), { discard: true }).pipe(Effect.onError(() => Effect.sync(() => (wanted = () => false))))
+  wanted = (hash) => missing.has(hash)
   const toSend = unique.filter((b) => missing.has(b.hash))
   const blobs: Array<ApiSync.BlobData> = []
   const sources = new Map<string, ChunkSource>()
-  const lists = yield* transfer("cannot read a file to chunk it", () =>
-    Promise.all(toSend.map(async (blob) => ({ blob, chunks: await (early.get(blob.hash) ?? chunkFile(blob)) }))))
+  const lists = yield* transfer("cannot read a file to chunk it", async () => {
+    await earlyDone
+    return mapLimit(toSend, CUT_AT_ONCE, async (blob) => {
+      const chunks = early.get(blob.hash) ?? await chunkFile(blob)
+      if (chunks instanceof Error) throw chunks
+      return { blob, chunks }
+    })
+  })
   for (const { blob, chunks } of lists) {
     blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
     for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
