@@ -9,7 +9,7 @@
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
 import { Bus, MetricHandles, Topics } from "@grove/bus"
-import { Cause, Effect, Layer, Metric } from "effect"
+import { Cause, Effect, Exit, Layer, Metric } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
@@ -18,6 +18,7 @@ import { FOLLOW_MARGIN_MS, outcomeUnknown } from "./CiOutcome.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
+import * as RunClaims from "./RunClaims.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
 import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
 import * as WarmSandboxes from "./WarmSandboxes.ts"
@@ -77,8 +78,19 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   }).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))
 
   const scope = yield* Effect.scope
-  // Runs executing on this node: a run is never executed twice at once here.
-  const executing = new Set<number>()
+  // Runs whose Start is followed here, and runs executed here: one Start of a run at a time, one execution.
+  const claims = RunClaims.make()
+  /** Whether the run's row says it runs on this node (a read that failed: taken for yes). */
+  const runningHere = (runId: number) =>
+    runs.claimOf(runId).pipe(
+      Effect.map((run) => run !== undefined && run.status === "running" && run.runnerNode === config.nodeId),
+      Effect.orElseSucceed(() => true)
+    )
+  /** Forgets an executed run once its row left `running` here (its Finish was pending, or is lost: the sweeper fails it). */
+  const forgetOnceLeft = (runId: number) =>
+    Effect.gen(function*() {
+      while (yield* runningHere(runId)) yield* Effect.sleep("1 second")
+    }).pipe(Effect.ensuring(Effect.sync(() => claims.left(runId))))
   /** Gives back a runner counted busy that runs nothing. */
   const release = Effect.suspend(() => {
     busy(-1)
@@ -87,13 +99,19 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   /** Runs a started run in a runner already counted busy; the runner is free again at its end. */
   const launch = (context: RunnerContext, runId: number, repoKey: string) =>
     Effect.suspend(() => {
-      if (executing.has(runId)) return Effect.logWarning(`CI run ${runId} already runs on this node; not run again`).pipe(Effect.andThen(release))
-      executing.add(runId)
+      if (!claims.execute(runId)) return Effect.logWarning(`CI run ${runId} already ran on this node; not run again`).pipe(Effect.andThen(release))
       claimedLately.add(runId)
       if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
       return executeRun(context, runId, repoKey).pipe(
-        Effect.catchCause((cause) => Effect.logWarning(`CI run ${runId} failed in its runner`, Cause.squash(cause))),
-        Effect.ensuring(Effect.sync(() => executing.delete(runId)).pipe(Effect.andThen(release))),
+        Effect.catchCause((cause) => Effect.logWarning(`CI run ${runId} failed in its runner`, Cause.squash(cause)).pipe(Effect.as(false))),
+        // Its Finish not recorded (pending): the row may still say running here, so it is not run again until it left.
+        // Interrupted: this node is stopping.
+        Effect.onExit((exit) =>
+          Exit.isFailure(exit) && !Exit.hasInterrupts(exit) || Exit.isSuccess(exit) && !exit.value
+            ? Effect.forkIn(forgetOnceLeft(runId), scope)
+            : Effect.sync(() => claims.left(runId))
+        ),
+        Effect.ensuring(release),
         Effect.provideContext(services),
         Effect.forkIn(scope),
         Effect.asVoid
@@ -148,15 +166,25 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
    */
   const claimOne = (context: RunnerContext, candidate: { readonly id: number; readonly repoKey: string }) =>
     Effect.suspend(() => {
+      // A Start of it already followed here: no second one (it would hold a second runner and could run it twice).
+      if (!claims.follow(candidate.id)) return Effect.succeed(false)
       busy(1)
       const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
+      const settled = Effect.sync(() => claims.settled(candidate.id))
       return gateway.start(runKey(candidate.repoKey, candidate.id), { node: config.nodeId, until }).pipe(
         Effect.matchEffect({
-          onSuccess: () => Effect.as(launch(context, candidate.id, candidate.repoKey), true),
+          onSuccess: () => Effect.as(Effect.andThen(settled, launch(context, candidate.id, candidate.repoKey)), true),
           onFailure: (error) =>
             outcomeUnknown(error)
-              ? Effect.as(follow(context, Effect.map(claimed(candidate.id, until), (mine) => mine ? candidate.id : undefined), candidate.repoKey), true)
-              : Effect.as(release, false)
+              ? Effect.as(
+                follow(
+                  context,
+                  Effect.map(claimed(candidate.id, until), (mine) => mine ? candidate.id : undefined).pipe(Effect.ensuring(settled)),
+                  candidate.repoKey
+                ),
+                true
+              )
+              : Effect.as(Effect.andThen(settled, release), false)
         }),
         Effect.uninterruptible
       )
@@ -179,9 +207,11 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
         // This round's look found only runs taken elsewhere, or all there were: the next wake or poll looks again.
         if (looked && (claimedFromLook === 0 || !more)) break
         const limit = ci.concurrency - active + LOOK_AHEAD
-        seen = [...yield* runs.queued(limit)]
+        const found = yield* runs.queued(limit)
+        // Not the runs whose Start is followed here (still queued until it applies).
+        seen = found.filter((run) => claims.claimable(run.id))
         seenAt = Date.now()
-        more = seen.length === limit
+        more = found.length === limit
         looked = true
         claimedFromLook = 0
         if (seen.length === 0) break

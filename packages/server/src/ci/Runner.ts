@@ -18,6 +18,7 @@ import * as CiCache from "./CiCache.ts"
 import type { CiHeartbeats } from "./CiHeartbeats.ts"
 import { CiGateway } from "./CiGateway.ts"
 import { CiLogStore } from "./CiLogStore.ts"
+import { outcomeUnknown } from "./CiOutcome.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
 import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
@@ -62,6 +63,7 @@ const REPORT_RUNNING_AFTER = "200 millis"
 const minutes = (value: number) => Math.round(value * 60_000)
 const formatDuration = (ms: number) => ms >= 60_000 ? `${+(ms / 60_000).toFixed(2)} min` : `${+(ms / 1000).toFixed(1)} s`
 
+/** Runs the run; answers whether its row is known to have left `running` on this node (false: its Finish is pending or lost). */
 export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, runId: number, repoKey: string) {
   const runs = yield* CiRuns
   const gateway = yield* CiGateway
@@ -72,13 +74,15 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   yield* context.beats.track(runId).pipe(Effect.orDie)
   const loaded = yield* runs.runnable(runId).pipe(Effect.orElseSucceed(() => undefined))
   if (loaded === undefined) {
-    yield* gateway.finish(entityId, { node, jobs: "[]", conclusion: "failure", error: "the run's workflow could not be read" }).pipe(Effect.ignore)
-    return
+    return yield* gateway.finish(entityId, { node, jobs: "[]", conclusion: "failure", error: "the run's workflow could not be read" }).pipe(
+      Effect.as(true),
+      Effect.orElseSucceed(() => false)
+    )
   }
   // Only a run recorded as running on this node is run here: never a completed one, nor another node's.
   if (loaded.status !== "running" || loaded.runnerNode !== node) {
     yield* Effect.logWarning(`CI run ${runId} is ${loaded.status} on ${loaded.runnerNode ?? "no node"}, not running on this node; not run`)
-    return
+    return true
   }
   const run: RunnableRun = loaded
   const workflow: Workflow = run.workflow
@@ -301,9 +305,17 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   yield* Fiber.interrupt(watcher)
   const conclusion: Conclusion = cancelled || Exit.hasInterrupts(result) ? "cancelled" : Exit.isSuccess(result) ? result.value : "failure"
   const error = Exit.isFailure(result) && !Exit.hasInterrupts(result) ? `the runner failed: ${String(Cause.squash(result.cause))}` : null
-  yield* gateway.finish(entityId, { node, jobs: JSON.stringify(jobs), conclusion, error }).pipe(
+  const recorded = yield* gateway.finish(entityId, { node, jobs: JSON.stringify(jobs), conclusion, error }).pipe(
     Effect.retry({ times: 5, schedule: undefined }),
-    Effect.catchCause((cause) => Effect.logWarning(`CI run ${run.id} could not be recorded as finished`, Cause.squash(cause)))
+    Effect.as(true),
+    Effect.catch((error) =>
+      outcomeUnknown(error)
+        // Sent, not answered in time: it applies later (or the run is failed as lost once its heartbeat is stale).
+        ? Effect.as(Effect.logInfo(`CI run ${run.id}'s Finish is pending (no answer in time); it is recorded when it applies`), false)
+        : Effect.as(Effect.logWarning(`CI run ${run.id} could not be recorded as finished`, error), false)
+    ),
+    Effect.catchCause((cause) => Effect.as(Effect.logWarning(`CI run ${run.id} could not be recorded as finished`, Cause.squash(cause)), false))
   )
   yield* logStore.notify(run.id)
+  return recorded
 }, Effect.scoped)
