@@ -32,7 +32,7 @@ beforeAll(async () => {
     branch: "work",
     files: {
       ".oak/workflows/quick.yml": ["on: [manual]", "jobs:", "  quick:", "    steps:", "      - run: echo pending-ok"].join("\n"),
-      ".oak/workflows/hold.yml": ["on: [manual]", "jobs:", "  hold:", "    steps:", "      - run: echo holding; sleep 2"].join("\n")
+      ".oak/workflows/hold.yml": ["on: [manual]", "jobs:", "  hold:", "    steps:", "      - run: echo holding; sleep 4"].join("\n")
     }
   })
   const pushed = await as().post("/pat/app/push", pushBody({ branch: "work", commits: [c], description: "Workflow" }))
@@ -70,9 +70,19 @@ describe("CI start whose queuing command answers late", () => {
 
   it("runs a queued run whose claim (the dispatcher's Start) answers late", async () => {
     const before = (await as().get("/pat/app/ci/runs")).body.length
-    // The one runner is taken by `hold`; `quick` waits queued, and the dispatcher claims it once `hold` ends.
+    // The one runner is taken by `hold` (4 s); `quick` waits queued, and the dispatcher claims it once `hold` ends.
     expect((await as().post("/pat/app/ci/runs", { workflow: "hold", branch: "work" })).status).toBe(202)
     expect((await as().post("/pat/app/ci/runs", { workflow: "quick", branch: "work" })).status).toBe(202)
+    // Both are recorded (their commands answered 202 and apply after): `hold` running in the one runner, `quick`
+    // queued, so it is started by the dispatcher's claim and not by a reservation of a free runner.
+    // (`hold` is queued first if the runner was not yet given back by the last test's run: then claimed.)
+    const listed = await waitFor("both runs recorded, hold started", async () => {
+      const list = (await as().get("/pat/app/ci/runs")).body
+      const two = list.length >= before + 2 ? list.slice(0, 2) : []
+      return two.some((r: { workflow_name: string; status: string }) => r.workflow_name === "hold" && r.status !== "queued") ? two : undefined
+    }, 60_000)
+    const states = Object.fromEntries(listed.map((r: { workflow_name: string; status: string }) => [r.workflow_name, r.status]))
+    expect(states, JSON.stringify(listed)).toEqual({ hold: "running", quick: "queued" })
     const runs = await waitFor("both runs completed", async () => {
       const list = (await as().get("/pat/app/ci/runs")).body
       return list.length >= before + 2 && list.slice(0, 2).every((r: { status: string }) => r.status === "completed") ? list.slice(0, 2) : undefined
