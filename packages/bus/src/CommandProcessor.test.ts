@@ -75,14 +75,27 @@ const startWorker = Effect.gen(function*() {
     owned: Effect.sync(() => owned.current)
   }
   const health = PartitionHealth.make()
-  const relay = yield* OutboxRelay.make()
+  const made = yield* OutboxRelay.make()
+  /** What the worker told the relay, in order: a wake makes the relay read the whole table. */
+  const told: Array<string> = []
+  const relay: OutboxRelay.OutboxRelay = {
+    ...made,
+    wake: () => {
+      told.push("wake")
+      made.wake()
+    },
+    committed: (partition, rows) => {
+      told.push(`committed ${rows.length}`)
+      made.committed(partition, rows)
+    }
+  }
   const lookup = (entityType: string) =>
     Effect.succeed(entityType === TestEntity.name ? Option.some(registered) : Option.none())
   const transactions = yield* Semaphore.make(4)
   const fiber = yield* CommandProcessor.worker({ bus, relay, health, lookup, transactions })(claim).pipe(Effect.forkChild)
   const epochHeld = () => health.report().claimed.find((claimed) => claimed.partition === PARTITION)?.epoch
   const firstEpoch = yield* waitFor("the first claim", Effect.sync(() => Option.fromNullishOr(epochHeld())))
-  return { records, owned, health, fiber, epochHeld, firstEpoch }
+  return { records, owned, health, fiber, epochHeld, firstEpoch, told }
 })
 
 describe("CommandProcessor: the claim protocol", () => {
@@ -124,6 +137,19 @@ describe("CommandProcessor: the claim protocol", () => {
           WHERE topic = ${Topics.commands} AND partition = ${PARTITION}`
       ))
       assert.strictEqual(owner[0]!.owner, "node-3", "the stopped worker did not claim it back")
+    }).pipe(Effect.provide(Services)), { timeout: 60_000 })
+
+  it.live("a refused command (its declared error, rolled back) committed no outbox rows: the relay is not made to read the table", () =>
+    Effect.gen(function*() {
+      const worker = yield* startWorker
+      const record = command(30n, "refused-a", 0)
+      yield* Queue.offer(worker.records, { ...record, value: { ...(record.value as object), command: "Reject", payload: { reason: "no" } } })
+      const told = yield* waitFor("the worker to tell the relay", Effect.sync(() => Option.fromNullishOr(worker.told[0])))
+      assert.strictEqual(told, "committed 0")
+      const reply = yield* waitFor("the stored reply", replyOf("refused-a"))
+      assert.strictEqual(reply._tag, "Failure")
+      assert.strictEqual(yield* appliedCount("refused-a"), 0, "rolled back")
+      yield* Fiber.interrupt(worker.fiber)
     }).pipe(Effect.provide(Services)), { timeout: 60_000 })
 
   it.live("every line logged while a command is handled names its command_id (from the record's header)", () =>

@@ -78,8 +78,9 @@ const defect = (message: string): StoredReply => ({ _tag: "Defect", message })
 interface Outcome {
   readonly reply: StoredReply
   /**
-   * The outbox rows its transaction committed, for the relay; `undefined` when not known (a reply stored
-   * before: an earlier attempt may have committed rows that never came back).
+   * The outbox rows its transaction committed, for the relay (none for a refused command, rolled back);
+   * `undefined` when not known (a reply stored before: an earlier attempt may have committed rows that
+   * never came back; a command settled as failed or dead-lettered).
    */
   readonly events: ReadonlyArray<RelayedRow> | undefined
 }
@@ -250,8 +251,9 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         return { reply, events } satisfies Outcome
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>
-          // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins.
-          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: undefined }) satisfies Outcome)))
+          // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins. The
+          // rolled-back transaction committed no rows (a reply stored before was found by `begin`): none to read.
+          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: [] }) satisfies Outcome)))
       )
 
     /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */

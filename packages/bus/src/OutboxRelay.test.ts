@@ -76,6 +76,25 @@ layer(Services, { timeout: 60_000, excludeTestServices: true })("OutboxRelay", (
       assert.isTrue((yield* publishedAt(first.eventId)) && (yield* publishedAt(second.eventId)))
     })))
 
+  it.effect("rows published from memory are marked as soon as their partition is disowned, not later", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const events = yield* received
+      // Marks held back far longer than the test: only the disown can write them.
+      const relay = yield* OutboxRelay.make({ pollInterval: Duration.hours(1), markDelay: Duration.hours(1) })
+      // The partition's first read (of the table) is done before a row is handed over.
+      const ready = yield* insertRow(4, "d0")
+      relay.own(4)
+      assert.strictEqual(yield* events.next, "d0")
+      yield* eventually("the first read marked", publishedAt(ready.eventId))
+      const row = yield* insertRow(4, "d1")
+      relay.committed(4, [row])
+      assert.strictEqual(yield* events.next, "d1")
+      assert.isFalse(yield* publishedAt(row.eventId))
+      // A rebalance takes the partition: its next owner must not find the row unpublished.
+      relay.disown(4)
+      yield* eventually("the row marked on disown", publishedAt(row.eventId))
+    })))
+
   it.effect("a row not handed over goes out before newer rows of its partition that were", () =>
     Effect.scoped(Effect.gen(function*() {
       const events = yield* received

@@ -156,6 +156,7 @@ export const make = Effect.fnUntraced(function*(options: OutboxRelayOptions = {}
   }).pipe(Effect.forever)
 
   yield* Effect.forkScoped(loop)
+  const context = yield* Effect.context<never>()
   // Published rows are marked before the node lets go (else the next owner publishes them again).
   yield* Effect.addFinalizer(() => flushMarks.pipe(Effect.ignore))
 
@@ -170,6 +171,9 @@ export const make = Effect.fnUntraced(function*(options: OutboxRelayOptions = {}
       unread.delete(partition)
       // Its next owner reads them from the table.
       handed = handed.filter((entry) => entry.partition !== partition)
+      // And should not find what went from memory unmarked (it would publish it again): marked now, not in
+      // up to `markDelay` (all partitions' marks; a failure only leaves them to be published again).
+      Effect.runForkWith(context)(flushMarks.pipe(Effect.ignore))
     },
     wake: () => {
       lastRead = Number.NEGATIVE_INFINITY
