@@ -3,9 +3,11 @@
  * real server: a compressed push lands the same commit a plain one does, a compressed chunk batch is
  * stored, a large JSON answer comes compressed only to a caller that accepts it; a zstd bomb stops at
  * the route's limit with 413 (small route, the push, and a body sent without a length), bytes that are
- * not zstd answer 400, and plain requests (the Oak client, older clients) are untouched.
+ * not zstd answer 400, and plain requests (the Oak client, older clients) are untouched. Concurrent bombs
+ * leave the server's memory where it was (decoding stops at 64x the compressed size).
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
+import * as fs from "node:fs"
 import * as http from "node:http"
 import { constants, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -165,5 +167,27 @@ describe("zstd request bodies", () => {
 
     // The server is fine afterwards.
     expect((await api(server.url, token).get("/zoe/bombed")).status).toBe(200)
+  }, 180_000)
+
+  it("8 concurrent 32 KB bombs against the push answer 413 without growing the server's peak memory; a body under the limit but past 64x is refused", async () => {
+    await newRepo("hwm")
+    const pid = server.process.pid!
+    const status = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024
+    // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0): the peak of this test alone.
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, "5")
+    const before = status("VmRSS")
+    const spaces = zstdCompressSync(Buffer.alloc(1024 ** 3, 0x20)) // 1 GiB: ~32 KB
+    expect(spaces.length).toBeLessThan(64 * 1024)
+    const answers = await Promise.all(Array.from({ length: 8 }, () => send("POST", "/zoe/hwm/push", spaces, ZSTD_JSON)))
+    expect(answers.map((a) => [a.status, JSON.parse(a.body.toString()).code])).toEqual(Array.from({ length: 8 }, () => [413, "payload_too_large"]))
+    const grown = status("VmHWM") - before
+    // Before the fix each bomb inflated to the push's 256 MiB (~2 GiB for 8); now each stops at ~4 MiB.
+    expect(grown, `VmHWM grew by ${grown.toFixed(0)} MiB`).toBeLessThan(200)
+
+    // A real push padded with 16 MiB of blanks (valid JSON, well under 256 MiB) compresses ~1000x: 413.
+    const c = buildCommit({ branch: "padded", files: { "a.txt": "a\n" } })
+    const padded = zstd(JSON.stringify(pushBody({ branch: "padded", commits: [c] })) + " ".repeat(16 * 1024 * 1024))
+    const refused = await send("POST", "/zoe/hwm/push", padded, ZSTD_JSON)
+    expect({ status: refused.status, code: JSON.parse(refused.body.toString()).code }).toEqual({ status: 413, code: "payload_too_large" })
   }, 180_000)
 })

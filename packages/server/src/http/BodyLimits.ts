@@ -21,7 +21,7 @@ import type { Access } from "@grove/core"
 import { ByteSize, Effect, Result, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
-import { isBodyTooLarge, isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
+import { DecodeShare, isBodyTooLarge, isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -173,6 +173,24 @@ const withReadBody = (
     }
   })
 
+export const decodeBusy = () =>
+  Response.jsonUnsafe({ error: "too many compressed request bodies are being decoded: retry shortly", code: "unavailable", retryable: true }, {
+    status: 503,
+    headers: { "retry-after": "1", "x-content-type-options": "nosniff" }
+  })
+
+/** The route with its zstd body decoded on read; the plain bytes count against `DECODE_BUDGET` until the request ends. */
+const serveDecoded = <A, E, R>(httpEffect: Effect.Effect<A, E, R>, read: HttpServerRequest.HttpServerRequest, limit: number) =>
+  Effect.suspend(() => {
+    const share = new DecodeShare()
+    return Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, zstdDecodedRequest(read, limit, share)).pipe(
+      Effect.exit,
+      // Whatever the handler made of the failed read (400, a defect), the answer is the 503.
+      Effect.flatMap((exit) => share.busy ? Effect.succeed(decodeBusy() as A) : exit),
+      Effect.ensuring(Effect.sync(() => share.release()))
+    )
+  })
+
 // Like JsonErrorsLive: a global middleware answers for every route, hence the widening cast.
 export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
   Effect.gen(function*() {
@@ -187,8 +205,7 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
     const bounded = Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit))
     // A zstd body is decoded when the handler reads it, the plain bytes bounded by the same limit.
     const decoded = zstd && isZstd(request.headers["content-encoding"])
-    const serve = (read: HttpServerRequest.HttpServerRequest) =>
-      Effect.provideService(bounded, HttpServerRequest.HttpServerRequest, decoded ? zstdDecodedRequest(read, limit) : read)
+    const serve = (read: HttpServerRequest.HttpServerRequest) => decoded ? serveDecoded(bounded, read, limit) : bounded
     if (declared !== undefined || limit > PREREAD_LIMIT || request.headers["transfer-encoding"] === undefined) {
       return yield* (decoded ? serve(request) : bounded)
     }

@@ -6,6 +6,11 @@
  *   (`BodyLimits`), and the decompressed bytes are bounded by the same limit, so a zstd bomb stops
  *   at the limit with the 413 a raw body that large gets; bytes that are not zstd answer 400. The
  *   route's handler sees the plain body; it never knows the difference.
+ * - A few KiB of zstd can stand for gigabytes, so decoding is a stream that stops early: past
+ *   `RATIO_FROM` plain bytes a body may not be more than `MAX_RATIO` times its compressed size (413:
+ *   a push's JSON compresses ~7x), the window is RFC 9659's 8 MiB, and the plain bytes held by all
+ *   zstd requests at once may not pass `DECODE_BUDGET` (the next one answers 503 at once: waiting
+ *   for bytes others hold until their requests end could deadlock, and grove pushes one body at a time).
  * - A JSON answer of at least `RESPONSE_FROM` bytes to a caller that sent `Accept-Encoding: zstd` goes
  *   zstd-compressed (`Content-Encoding: zstd`, `Vary: Accept-Encoding`); anyone else gets it as before.
  *
@@ -13,7 +18,7 @@
  */
 import { Effect, Stream } from "effect"
 import { HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { constants, zstdCompress, zstdDecompress } from "node:zlib"
+import { constants, createZstdDecompress, zstdCompress } from "node:zlib"
 
 export const CAPABILITY = "body_compression"
 export const ZSTD_V1 = "zstd_v1"
@@ -48,33 +53,101 @@ const parseError = (request: HttpServerRequest.HttpServerRequest, reason: "Parse
 export const isBodyTooLarge = (error: unknown): boolean =>
   HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
 
-/** Node's errors when the output would pass `maxOutputLength`. */
-const overLimit = (error: unknown): boolean => {
-  const code = (error as { code?: unknown } | null)?.code
-  return code === "ERR_BUFFER_TOO_LARGE" || error instanceof RangeError
+const MiB = 1024 * 1024
+/** The most plain bytes zstd bodies may hold at once, process-wide: one push at its limit (`BodyLimits.PUSH_LIMIT`). */
+export const DECODE_BUDGET = 256 * MiB
+/** Past this many plain bytes a body must have compressed at most `MAX_RATIO` times (honest JSON: ~7x). */
+export const RATIO_FROM = 4 * MiB
+export const MAX_RATIO = 64
+/** RFC 9659: a zstd content coding's window is at most 8 MiB (what grove compresses with). */
+const WINDOW_LOG_MAX = 23
+
+let inUse = 0
+
+/** The plain bytes zstd bodies hold now (for tests and the budget). */
+export const decodeBudgetInUse = (): number => inUse
+
+/**
+ * One request's share of `DECODE_BUDGET`: taken as the body inflates, given back (`release`) when the
+ * request ends, since the handler holds the plain bytes until then. `busy` says the budget ran out.
+ */
+export class DecodeShare {
+  private held = 0
+  busy = false
+  take(bytes: number): boolean {
+    if (inUse + bytes > DECODE_BUDGET) {
+      this.busy = true
+      return false
+    }
+    inUse += bytes
+    this.held += bytes
+    return true
+  }
+  release(): void {
+    inUse -= this.held
+    this.held = 0
+  }
 }
 
-const decompress = (compressed: Uint8Array, limit: number) =>
-  Effect.callback<Buffer, unknown>((resume) => {
-    zstdDecompress(compressed, { maxOutputLength: Math.max(1, limit) }, (error, out) => resume(error === null ? Effect.succeed(out) : Effect.fail(error)))
+type Refusal = "too_large" | "ratio" | "busy"
+
+/** Inflates `compressed` as a stream, stopping at `limit`, at `MAX_RATIO` or when `share` runs out. */
+const decompress = (compressed: Uint8Array, limit: number, share: DecodeShare) =>
+  Effect.callback<Buffer, Refusal | Error>((resume) => {
+    const inflate = createZstdDecompress({ chunkSize: 64 * 1024, params: { [constants.ZSTD_d_windowLogMax]: WINDOW_LOG_MAX } })
+    const parts: Array<Buffer> = []
+    let size = 0
+    let done = false
+    const finish = (effect: Effect.Effect<Buffer, Refusal | Error>) => {
+      if (done) return
+      done = true
+      resume(effect)
+    }
+    const refuse = (why: Refusal) => {
+      parts.length = 0
+      inflate.destroy()
+      finish(Effect.fail(why))
+    }
+    inflate.on("data", (part: Buffer) => {
+      if (done) return
+      size += part.length
+      if (size > limit) return refuse("too_large")
+      if (size > RATIO_FROM && size > compressed.length * MAX_RATIO) return refuse("ratio")
+      if (!share.take(part.length)) return refuse("busy")
+      parts.push(part)
+    })
+    inflate.on("error", (error) => finish(Effect.fail(error)))
+    inflate.on("end", () => finish(Effect.sync(() => parts.length === 1 ? parts[0]! : Buffer.concat(parts, size))))
+    inflate.end(compressed)
+    return Effect.sync(() => {
+      done = true
+      inflate.destroy()
+    })
   })
 
 /**
  * `request` whose body accessors answer the decompressed bytes (read and decoded once, on first use).
- * The compressed bytes are read under the `MaxBodySize` the route runs with; the plain bytes may be at most `limit`.
+ * The compressed bytes are read under the `MaxBodySize` the route runs with; the plain bytes may be at most `limit`,
+ * taken from `share` (which the caller releases when the request ends).
  */
 export const zstdDecodedRequest = (
   request: HttpServerRequest.HttpServerRequest,
-  limit: number
+  limit: number,
+  share: DecodeShare
 ): HttpServerRequest.HttpServerRequest => {
   let decoded: Uint8Array | undefined
   const plain = Effect.suspend(() =>
     decoded !== undefined ? Effect.succeed(decoded) : Effect.gen(function*() {
       const compressed = new Uint8Array(yield* request.arrayBuffer)
-      const out = yield* Effect.catch(decompress(compressed, limit), (error) =>
+      const out = yield* Effect.catch(decompress(compressed, limit, share), (error) =>
         Effect.fail(
-          overLimit(error)
+          error === "too_large"
             ? parseError(request, "BodyTooLarge", `the decompressed body must be at most ${limit} bytes`)
+            : error === "ratio"
+            ? parseError(request, "BodyTooLarge", `the body decompresses to more than ${MAX_RATIO} times its size`)
+            : error === "busy"
+            // BodyLimits answers 503 for it (share.busy), whatever the handler makes of this.
+            ? parseError(request, "Parse", "too many compressed bodies are being decoded")
             : parseError(request, "Parse", "the body is not valid zstd", error)
         ))
       decoded = new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
