@@ -1,0 +1,72 @@
+/**
+ * Decoding a zstd request body (`zstdDecodedRequest`): the plain bytes come from the process-wide
+ * budget and go back when released; a body past 64x (beyond 4 MiB) is refused as too large; a frame
+ * asking for more than an 8 MiB window is not decoded at all.
+ */
+import { expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { HttpServerError, HttpServerRequest } from "effect/http"
+import { constants, zstdCompressSync } from "node:zlib"
+import { DECODE_BUDGET, DecodeShare, decodeBudgetInUse, MAX_RATIO, RATIO_FROM, zstdDecodedRequest } from "./ContentEncoding.ts"
+
+const MiB = 1024 * 1024
+
+const requestOf = (body: Uint8Array) => HttpServerRequest.fromWeb(new Request("http://grove.test/api/o/n/push", { method: "POST", body }))
+
+/** The decoded body's size, or the failure's reason. */
+const decode = (compressed: Uint8Array, share: DecodeShare, limit = 256 * MiB) =>
+  zstdDecodedRequest(requestOf(compressed), limit, share).arrayBuffer.pipe(
+    Effect.map((bytes) => bytes.byteLength),
+    Effect.catch((error) =>
+      Effect.succeed(HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" ? error.reason.reason : "other")
+    )
+  )
+
+/** `size` bytes that compress well under 64x: one pseudo-random byte in every 8. */
+const compressible = (size: number) => {
+  const bytes = Buffer.alloc(size, 0x61)
+  let state = 1
+  for (let i = 0; i < size; i += 8) {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0
+    bytes[i] = state >>> 24
+  }
+  return bytes
+}
+
+it.effect("takes the plain bytes from the budget until released; past the budget the request is busy", () =>
+  Effect.gen(function*() {
+    const body = zstdCompressSync(compressible(6 * MiB))
+    expect(body.length * MAX_RATIO).toBeGreaterThan(6 * MiB)
+    const start = decodeBudgetInUse()
+    const share = new DecodeShare()
+    expect(yield* decode(body, share)).toBe(6 * MiB)
+    expect(decodeBudgetInUse() - start).toBe(6 * MiB)
+    share.release()
+    expect(decodeBudgetInUse()).toBe(start)
+
+    // Someone holds all but 1 MiB: the next body fails part-way, and what it took goes back.
+    const hog = new DecodeShare()
+    expect(hog.take(DECODE_BUDGET - start - MiB)).toBe(true)
+    const late = new DecodeShare()
+    expect(yield* decode(body, late)).toBe("Parse")
+    expect(late.busy).toBe(true)
+    late.release()
+    hog.release()
+    expect(decodeBudgetInUse()).toBe(start)
+  }))
+
+it.effect("refuses more than 64x past 4 MiB as too large, and a window over 8 MiB as invalid", () =>
+  Effect.gen(function*() {
+    const share = new DecodeShare()
+    // Under RATIO_FROM any ratio goes (a small, very repetitive body is honest).
+    expect(yield* decode(zstdCompressSync(Buffer.alloc(RATIO_FROM - 1)), share)).toBe(RATIO_FROM - 1)
+    expect(yield* decode(zstdCompressSync(Buffer.alloc(RATIO_FROM + MiB)), share)).toBe("BodyTooLarge")
+    share.release()
+    const wide = zstdCompressSync(compressible(2 * MiB), { params: { [constants.ZSTD_c_windowLog]: 24 }, pledgedSrcSize: 2 * MiB })
+    // A declared size smaller than the window lets the decoder shrink it: send it without one.
+    const unsized = zstdCompressSync(compressible(20 * MiB), { params: { [constants.ZSTD_c_windowLog]: 24, [constants.ZSTD_c_contentSizeFlag]: 0 } })
+    expect(yield* decode(wide, share)).toBe(2 * MiB)
+    expect(yield* decode(unsized, share)).toBe("Parse")
+    share.release()
+    expect(decodeBudgetInUse()).toBe(0)
+  }))
