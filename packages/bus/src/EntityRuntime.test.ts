@@ -6,9 +6,10 @@
  */
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { createTables, TestEntity, TestHandlers } from "../test/support/TestEntity.ts"
+import * as Entity from "./Entity.ts"
 import { EntityRuntime } from "./EntityRuntime.ts"
 import * as Inbox from "./Inbox.ts"
 import { MemoryBroker } from "./MemoryBroker.ts"
@@ -73,4 +74,44 @@ describe("EntityRuntime while the node stops", () => {
       assert.strictEqual((reply as { readonly value: { readonly node: string } }).value.node, "stop-b")
       assert.strictEqual((yield* applied())[0]!.n, 1, "applied once")
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(MemoryBroker.layer, Database))), { timeout: 60_000 })
+})
+
+/** A command whose owner acts as one of an older version: the inbox row it records has no owner or fingerprint. */
+const OlderOwner = Entity.make("OlderOwnerTest", { Slow: { payload: Schema.Struct({}), success: Schema.Boolean } })
+
+describe("EntityRuntime in a cluster with an owner of an older version", () => {
+  it.live("a fresh command that timed out is readable by its sender though the owner recorded it without owner and fingerprint", () =>
+    Effect.gen(function*() {
+      const node = yield* startNode("older-owner")
+      yield* Effect.addFinalizer(() => Scope.close(node.handlers, Exit.void).pipe(Effect.andThen(Scope.close(node.scope, Exit.void))))
+      yield* node.runtime.register(OlderOwner, {
+        Slow: (_, context) =>
+          Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            // Only a row this transaction inserted (the owner came first) is the older owner's: answers whether it was.
+            const cleared = yield* sql`UPDATE command_inbox SET owner = NULL, fingerprint = NULL
+              WHERE command_id = ${context.commandId} AND xmin::text = (txid_current() % 4294967296)::text RETURNING 1`
+            // Past the sender's timeout: it records the command while this transaction holds the row.
+            yield* Effect.sleep("4 seconds")
+            return cleared.length === 1
+          })
+      })
+      // The partition is claimed before the timed command is sent.
+      yield* node.runtime.send(OlderOwner, "o-1", "Slow", {}, { timeout: "60 seconds" })
+      const error = yield* Effect.flip(node.runtime.send(OlderOwner, "o-1", "Slow", {}, {
+        owner: "alice",
+        fingerprint: "POST /slow",
+        timeout: "2 seconds"
+      }))
+      assert.strictEqual(error._tag, "CommandTimeout")
+      const operationId = (error as { readonly operationId: string }).operationId
+      const settled = yield* waitUntil(
+        "the command's reply",
+        Effect.map(node.runtime.operation(operationId), (operation) => Option.filter(operation, (op) => op.reply !== undefined))
+      )
+      // The owner handled it first (the case this is about), and the sender's record filled in what it left out.
+      assert.deepStrictEqual(settled.reply, { _tag: "Success", value: true })
+      assert.strictEqual(settled.owner, "alice")
+      assert.strictEqual(settled.fingerprint, "POST /slow")
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(MemoryBroker.layer, Database))), { timeout: 120_000 })
 })

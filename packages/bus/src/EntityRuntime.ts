@@ -282,7 +282,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       return pending.await.pipe(
         // The caller may ask for the outcome by its id now: the row exists (in flight) from here on.
         Effect.catchTag("RequestTimeout", () =>
-          (fresh ? recordRequest.pipe(Effect.ignore) : Effect.void).pipe(
+          (fresh ? Inbox.recordSent(request).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.ignore) : Effect.void).pipe(
             Effect.andThen(Effect.fail(new CommandTimeout({ operationId: commandId })))
           )),
         Effect.flatMap((record) => decodeReplyMessage(record.value)),

@@ -85,6 +85,23 @@ export const register = Effect.fnUntraced(function*(request: CommandRequest) {
 })
 
 /**
+ * The sender records a fresh command (an id only it knows) once it stops waiting for the reply, so its
+ * caller can read the outcome. The owner may have recorded it first; one of an older version leaves out
+ * who sent it and the fingerprint: those are filled in.
+ */
+export const recordSent = Effect.fnUntraced(function*(request: CommandRequest) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    INSERT INTO command_inbox (command_id, entity_type, entity_id, command, partition, owner, fingerprint)
+    VALUES (${request.commandId}, ${request.entityType}, ${request.entityId}, ${request.command}, ${request.partition},
+      ${request.owner ?? null}, ${request.fingerprint ?? null})
+    ON CONFLICT (command_id) DO UPDATE SET owner = COALESCE(command_inbox.owner, excluded.owner),
+      fingerprint = COALESCE(command_inbox.fingerprint, excluded.fingerprint)
+    WHERE (command_inbox.owner IS NULL AND excluded.owner IS NOT NULL)
+      OR (command_inbox.fingerprint IS NULL AND excluded.fingerprint IS NOT NULL)`
+})
+
+/**
  * In the command's transaction: checks the partition's epoch fence and takes the command's row (recording
  * it if its sender did not), in one statement. Fails with `Fenced` when the epoch is no longer current;
  * `None` if the command is to be handled now; otherwise the reply stored when it was handled before.
