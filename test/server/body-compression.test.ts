@@ -165,6 +165,12 @@ describe("zstd request bodies", () => {
     const pushGarbage = await send("POST", "/zoe/bombed/push", Buffer.from("not zstd at all"), ZSTD_JSON)
     expect({ status: pushGarbage.status, error: isErrorBody(JSON.parse(pushGarbage.body.toString())) }).toEqual({ status: 400, error: true })
 
+    // Without a token, to a repository that does not exist: 404 before any inflating (not the 413 of inflating to 1 MiB).
+    for (const route of ["blobs/check", "push"]) {
+      const anonymous = await fetch(`${server.url}/api/nobody/none/${route}`, { method: "POST", headers: ZSTD_JSON, body: small })
+      expect({ route, status: anonymous.status, error: isErrorBody(await anonymous.json()) }).toEqual({ route, status: 404, error: true })
+    }
+
     // The server is fine afterwards.
     expect((await api(server.url, token).get("/zoe/bombed")).status).toBe(200)
   }, 180_000)

@@ -6,6 +6,7 @@
  * parsed before its 404. A caller who may not do it gets the answer the handler would give (400 for
  * a malformed path, 401, 403, 404, 503), with `Connection: close`: the server closes the connection
  * without draining the body. A caller who may goes on to the route, which checks again (from the caches).
+ * A zstd body on any other repository route needs `read` first (`zstdBodyAccess`): no inflating for a 404.
  *
  * A global middleware placed after `MethodsLive` (405, and 401 for the operations that need a token,
  * come first) and `BodyLimitsLive` (413 from the Content-Length, 415).
@@ -16,7 +17,7 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Authorizer } from "../access/Authorizer.ts"
 import { Identity } from "../access/Identity.ts"
 import { callerOf } from "./Authentication.ts"
-import { bodyAccess, pathnameOf } from "./BodyLimits.ts"
+import { bodyAccess, pathnameOf, zstdBodyAccess } from "./BodyLimits.ts"
 import { dbUnavailable } from "./Failures.ts"
 import { invalidParams } from "./PathParams.ts"
 import { errorResponse } from "./RawRoutes.ts"
@@ -38,7 +39,8 @@ export const AccessBeforeBodyLive = HttpRouter.middleware(Effect.gen(function*()
   return (httpEffect) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const needed = bodyAccess(request.method, pathnameOf(request.url))
+      const pathname = pathnameOf(request.url)
+      const needed = bodyAccess(request.method, pathname) ?? zstdBodyAccess(request.method, pathname, request.headers["content-encoding"])
       if (needed === undefined) return yield* httpEffect
       const owner = segment(needed.owner)
       const name = segment(needed.name)

@@ -4,7 +4,7 @@
  * is in the body).
  */
 import { expect, it } from "@effect/vitest"
-import { bodyAccess, bodyLimit, PREREAD_LIMIT } from "./BodyLimits.ts"
+import { bodyAccess, bodyLimit, PREREAD_LIMIT, zstdBodyAccess } from "./BodyLimits.ts"
 
 it("names the action and the path's owner and name for every large-body route", () => {
   expect(bodyAccess("POST", "/api/acme/app/push")).toEqual({ action: "write", owner: "acme", name: "app" })
@@ -38,4 +38,14 @@ it("every route past the pre-read limit authorizes first, but the chunk-link bat
     expect(bodyLimit(method, path).limit, path).toBeGreaterThan(PREREAD_LIMIT)
     expect(bodyAccess(method, path), path).toBeDefined()
   }
+})
+
+it("a zstd body on a repository route needs read first; org routes, chunk links and plain bodies are left alone", () => {
+  expect(zstdBodyAccess("POST", "/api/acme/app/blobs/check", "zstd")).toEqual({ action: "read", owner: "acme", name: "app" })
+  expect(zstdBodyAccess("POST", "/api/acme/app/branches/main/merge", "zstd")).toEqual({ action: "read", owner: "acme", name: "app" })
+  expect(zstdBodyAccess("POST", "/api/acme/app/blobs/check", undefined)).toBeUndefined()
+  expect(zstdBodyAccess("POST", "/api/acme/app/chunks/fetch", "zstd")).toBeUndefined()
+  expect(zstdBodyAccess("POST", "/api/orgs/acme/members", "zstd")).toBeUndefined()
+  expect(zstdBodyAccess("POST", "/api/orgs/acme/service-accounts/bot/keys", "zstd")).toBeUndefined()
+  expect(zstdBodyAccess("POST", "/api/repos", "zstd")).toBeUndefined()
 })

@@ -110,6 +110,21 @@ export const bodyAccess = (method: string, pathname: string): BodyAccess | undef
   return undefined
 }
 
+/** The repository routes (`/api/{owner}/{name}/...`) that take a JSON body; none of the `/api/orgs/{slug}/...` ones. */
+const REPO_JSON_ROUTE = /^\/api\/([^/]+)\/([^/]+)\/(?:ci|transfer|branches|commits|path-permissions|push|blobs|chunks|webhooks)(?:\/|$)/
+
+/**
+ * A zstd body on a repository route needs at least `read` before it is inflated, so a repository that
+ * does not exist or that the caller may not see answers 404 without decoding work. Not `chunks/fetch`:
+ * a chunk link's token in the body may be its credential (its plain bytes stay bounded: 2 MiB).
+ */
+export const zstdBodyAccess = (method: string, pathname: string, contentEncoding: string | undefined): BodyAccess | undefined => {
+  if (!isZstd(contentEncoding) || pathname.endsWith("/chunks/fetch")) return undefined
+  if (!bodyLimit(method, pathname).zstd) return undefined
+  const match = REPO_JSON_ROUTE.exec(pathname)
+  return match === null ? undefined : { action: "read", owner: match[1]!, name: match[2]! }
+}
+
 export const payloadTooLarge = (limit: number) =>
   Response.jsonUnsafe({ error: `the request body must be at most ${limit} bytes`, code: "payload_too_large" }, {
     status: 413,
