@@ -101,6 +101,38 @@ describe("PgliteInit", () => {
       }
     }), TIMEOUT)
 
+  it.effect("concurrent initializers of one directory take turns: one database, used by all, nothing moved aside", () =>
+    Effect.gen(function*() {
+      const dir = path.join(tempRoot(), "db")
+      try {
+        // Another process and two callers in this one, all at once; a dead process's lock is taken over.
+        fs.mkdirSync(path.dirname(dir), { recursive: true })
+        fs.writeFileSync(`${dir}.init.lock`, String(DEAD_PID))
+        const script = `import(${JSON.stringify(path.join(import.meta.dirname, "PgliteInit.ts"))}).then((m) => m.initialize(process.argv[1], JSON.parse(process.argv[2])))`
+        const other = spawn(process.execPath, ["-e", script, dir, JSON.stringify(DbEmbedded.START_PARAMS)], { stdio: "ignore" })
+        const otherExit = new Promise<number | null>((resolve) => other.once("exit", resolve))
+        const inodes: Array<number> = []
+        const here = () => PgliteInit.initialize(dir, DbEmbedded.START_PARAMS).then(() => void inodes.push(fs.statSync(dir).ino))
+        // How many inits run at once, seen by their temporary directories (initdb takes seconds).
+        let most = 0
+        const watch = setInterval(() => (most = Math.max(most, siblings(dir).filter((name) => /^db\.init-\d+$/.test(name)).length)), 20)
+        try {
+          yield* Effect.promise(() => Promise.all([here(), here()]))
+          assert.strictEqual(yield* Effect.promise(() => otherExit), 0)
+        } finally {
+          clearInterval(watch)
+        }
+        assert.strictEqual(most, 1, "inits of one directory ran at the same time")
+        // Both callers here ended on the directory that is still there, and nothing was moved aside.
+        assert.deepStrictEqual(inodes, [fs.statSync(dir).ino, fs.statSync(dir).ino])
+        assert.deepStrictEqual(siblings(dir), [])
+        const rows = yield* withDb(dir, (sql) => sql<{ n: string }>`SELECT count(*) AS n FROM pg_database WHERE datname = 'postgres'`)
+        assert.strictEqual(Number(rows[0]!.n), 1)
+      } finally {
+        fs.rmSync(path.dirname(dir), { recursive: true, force: true })
+      }
+    }), TIMEOUT)
+
   it.effect("a failing init reports its output and leaves nothing behind", () =>
     Effect.gen(function*() {
       const dir = path.join(tempRoot(), "db")

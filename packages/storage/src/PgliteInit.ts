@@ -6,7 +6,9 @@
  *
  * Crash-safe: the child initializes a temporary directory beside the target (`<dir>.init-<pid>`), renamed
  * to `<dir>` only once complete, so `<dir>` is never a half-initialized database. A start finds its
- * predecessors' leftovers (their pid gone) and removes them.
+ * predecessors' leftovers (their pid gone) and removes them. Initializers of one directory (two servers
+ * started at once, or a caller without the data-dir lock) take turns on `<dir>.init.lock`: the second
+ * finds the first's database and takes it, never moving it aside.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -54,28 +56,63 @@ const runChild = (temp: string, startParams: ReadonlyArray<string>) =>
       code === 0 ? resolve() : reject(new Error(`initdb in a child process failed (${signal ?? `exit ${code}`}): ${output.trim()}`)))
   })
 
+const LOCK = ".init.lock"
+
+/**
+ * Takes `<dir>.init.lock` (created `wx`, holding our pid): one initializer of `dir` at a time, across
+ * processes and within one. A lock whose process is gone (a kill during a first start) is taken over;
+ * a live one is waited for. Answers its release.
+ */
+const lock = async (dir: string): Promise<() => void> => {
+  const file = `${dir}${LOCK}`
+  for (;;) {
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: "wx" })
+      return () => fs.rmSync(file, { force: true })
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+    }
+    let owner = Number.NaN
+    try {
+      owner = Number(fs.readFileSync(file, "utf8"))
+    } catch {
+      continue // released meanwhile
+    }
+    // An empty file is a holder between its `wx` and its write: wait for it like a live one. (Two processes
+    // taking over one dead lock at the same instant could both proceed; a dead lock is a crash's leftover.)
+    if (Number.isInteger(owner) && owner > 0 && !alive(owner)) fs.rmSync(file, { force: true })
+    else await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 /**
  * Makes `dir` an initialized database if it is not one yet: initdb in a child process into a temporary
- * directory beside it, then a rename. A directory without PG_VERSION left by an older version's
- * interrupted first start is moved aside (`<dir>.incomplete-<time>`), not taken as a database.
+ * directory beside it, then a rename, all under `<dir>.init.lock`. A directory without PG_VERSION left by
+ * an older version's interrupted first start is moved aside (`<dir>.incomplete-<time>`), not taken as a database.
  */
 export const initialize = async (dir: string, startParams: ReadonlyArray<string>): Promise<void> => {
   if (isInitialized(dir)) return
   fs.mkdirSync(path.dirname(dir), { recursive: true })
-  removeAbandoned(dir)
-  if (fs.existsSync(dir)) {
-    if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir)
-    else fs.renameSync(dir, `${dir}.incomplete-${Date.now()}`)
-  }
-  const temp = `${dir}${TEMP}${process.pid}`
-  fs.rmSync(temp, { recursive: true, force: true })
+  const release = await lock(dir)
   try {
-    await runChild(temp, startParams)
-    fs.renameSync(temp, dir)
-  } catch (error) {
-    fs.rmSync(temp, { recursive: true, force: true })
-    // Another process initialized it first (two servers started at once on one directory): theirs is taken.
+    removeAbandoned(dir)
+    // Checked again under the lock, right before a directory without PG_VERSION is moved aside: the
+    // holder before us may have initialized it.
     if (isInitialized(dir)) return
-    throw error
+    if (fs.existsSync(dir)) {
+      if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir)
+      else fs.renameSync(dir, `${dir}.incomplete-${Date.now()}`)
+    }
+    const temp = `${dir}${TEMP}${process.pid}`
+    fs.rmSync(temp, { recursive: true, force: true })
+    try {
+      await runChild(temp, startParams)
+      fs.renameSync(temp, dir)
+    } catch (error) {
+      fs.rmSync(temp, { recursive: true, force: true })
+      throw error
+    }
+  } finally {
+    release()
   }
 }
