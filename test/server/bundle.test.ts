@@ -159,6 +159,32 @@ describe("the server's bundle", () => {
     expect(bundleIsFresh(new URL(`file://${dir}/missing/`))).toBe(false)
   })
 
+  it("moved with its repository it still first-boots: it names the files read beside its sources from where it is, not where it was built", async () => {
+    // The files the entry loads, followed through its chunks (dist/chunks also holds older builds' chunks).
+    const dist = path.dirname(BUNDLE)
+    const loaded = new Set<string>()
+    const follow = (file: string) => {
+      if (loaded.has(file)) return
+      loaded.add(file)
+      for (const [, spec] of fs.readFileSync(file, "utf8").matchAll(/["'](\.\.?\/[^"']+\.mjs)["']/g)) follow(path.resolve(path.dirname(file), spec!))
+    }
+    follow(BUNDLE)
+    expect(loaded.size).toBeGreaterThan(1)
+    for (const file of loaded) expect(fs.readFileSync(file, "utf8").includes(ROOT), `${file} names ${ROOT}`).toBe(false)
+
+    // A copy of the repository holding only what a first boot reads: the bundle, the init child, the
+    // package files and (linked) the installed dependencies.
+    const moved = tempDir()
+    fs.cpSync(dist, path.join(moved, "packages/server/dist"), { recursive: true })
+    for (const file of ["package.json", "packages/server/package.json", "packages/storage/package.json", "packages/storage/src/PgliteInitChild.ts"]) {
+      fs.mkdirSync(path.dirname(path.join(moved, file)), { recursive: true })
+      fs.copyFileSync(path.join(ROOT, file), path.join(moved, file))
+    }
+    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(moved, "node_modules"))
+    const created = await run(path.join(moved, "packages/server/dist", ENTRY), ["user", "create", "bob", "--data-dir", path.join(tempDir(), "data")], { cwd: moved, timeoutMs: 180_000 })
+    expect(created.code, created.stderr).toBe(0)
+  }, 300_000)
+
   it("its manifest lists the repository's files it was built from and the lock file, no dependency or test", () => {
     const { inputs, sealed } = JSON.parse(fs.readFileSync(path.join(ROOT, "packages/server/dist", MANIFEST), "utf8")) as Manifest
     expect(sealed).toBeUndefined()

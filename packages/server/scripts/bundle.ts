@@ -12,13 +12,14 @@
  *
  * Only effect, @effect/* and the workspace packages are bundled; the other dependencies stay
  * external (PGlite finds its WASM and data files beside itself, native addons load with require).
- * `import.meta.url` and `import.meta.dirname` in the sources become their source file's, so files read
- * beside a module (web assets, the root package.json) are found from the bundle too.
+ * `import.meta.url` and `import.meta.dirname` in the sources become their source file's, found from the
+ * output file's own location, so files read beside a module (web assets, the root package.json, the init
+ * child of PgliteInit.ts) are found from the bundle too, also once the repository is moved.
  */
 import type { BuildOptions, Metafile } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
 import { BUNDLE_DIR, bundleIsFresh, ENTRY, MANIFEST, type Manifest } from "../bin/bundle.js"
 
@@ -26,6 +27,9 @@ const server = path.resolve(import.meta.dirname, "..")
 const root = path.resolve(server, "../..")
 const outdir = path.resolve(fileURLToPath(BUNDLE_DIR))
 const BUNDLED = /^(effect|@effect\/|@grove\/)/
+// Stands for the path from an output file to the repository's root (rootRelative): a bundle moved with
+// its repository (an image built in one directory, run in another) still finds what is read beside its sources.
+const ROOT_MARK = "__grove_root__/"
 
 const packageName = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
 
@@ -47,16 +51,26 @@ const options = (outdir: string): BuildOptions => nodeBundleOptions({
       b.onLoad({ filter: /\/packages\/[^/]+\/src\/.*\.ts$/ }, (args) => {
         const text = fs.readFileSync(args.path, "utf8")
         if (!text.includes("import.meta.")) return undefined
+        const source = ROOT_MARK + path.relative(root, args.path)
         return {
           loader: "ts",
           contents: text
-            .replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href))
-            .replaceAll("import.meta.dirname", JSON.stringify(path.dirname(args.path)))
+            .replaceAll("import.meta.url", `new URL(${JSON.stringify(source)}, import.meta.url).href`)
+            .replaceAll("import.meta.dirname", `decodeURIComponent(new URL(${JSON.stringify(`${path.dirname(source)}/`)}, import.meta.url).pathname).slice(0, -1)`)
         }
       })
     }
   }]
 })
+
+/** Replaces ROOT_MARK in the files built into `temp` by the path from where each will be in `target` to the root. */
+const rootRelative = (temp: string, target: string) => {
+  for (const file of fs.readdirSync(temp, { recursive: true, encoding: "utf8" }).filter((name) => name.endsWith(".mjs"))) {
+    const text = fs.readFileSync(path.join(temp, file), "utf8")
+    const up = `${path.relative(path.dirname(path.join(target, file)), root) || "."}/`
+    if (text.includes(ROOT_MARK)) fs.writeFileSync(path.join(temp, file), text.replaceAll(ROOT_MARK, up))
+  }
+}
 
 /**
  * Moves a build into `target` without taking anything from a server already running the old one: the
@@ -102,6 +116,7 @@ export const bundleServer = async (target: string, sealed = false) => {
   fs.rmSync(temp, { recursive: true, force: true })
   try {
     const { metafile } = await build(options(temp))
+    rootRelative(temp, target)
     fs.writeFileSync(path.join(temp, MANIFEST), JSON.stringify(manifest(metafile, sealed)))
     // Dated when the build started: a source edited during the build leaves the bundle stale.
     fs.utimesSync(path.join(temp, ENTRY), started / 1000, started / 1000)
