@@ -1,6 +1,9 @@
 /**
- * The `grove` client's small operations against git's in the same run: `grove --version`, the no-op
- * push and the one-file push (edit one small file, commit — not timed —, push) on a checkout of the
+ * The `grove` client's small operations against git's in the same run: `grove --version` (answered
+ * before the command tree loads, a path no command takes: not a command's start-up), `grove --help`
+ * (through the command tree, building every group's help text), `grove status --json` in a clean
+ * checkout (a read-only command: start-up plus one scan of the tree; git: `git status --porcelain`), the no-op push and the one-file push (edit one small file,
+ * commit — not timed —, push) on a checkout of the
  * content benchmark's tree (20k files / 200 MiB, or `--files 5000`: the table's 5k / 50 MiB), git
  * over smart HTTP on the same tree. With `--old DIR` (another checkout of this repository, e.g. a
  * `git worktree` of an older commit with its client bundled) that client is measured too, its runs
@@ -87,6 +90,10 @@ try {
   for (let round = 0; round < runs; round++) {
     loads.push(load())
     add("git --version", await run("git", ["--version"]))
+    add("git --help", await run("git", ["--help"]))
+    const gitStatus = await git(["status", "--porcelain"])
+    if (gitStatus.stdout.trim() !== "") throw new Error(`git: the checkout is not clean: ${gitStatus.stdout}`)
+    add("git status", gitStatus)
     add("git no-op push", await git(["push", "-q", "origin", "main"]))
     const line = `// edited by the benchmark, round ${round + 1}\n`
     const rel = tree.manifest.smallFiles[round % tree.manifest.smallFiles.length]!
@@ -95,6 +102,10 @@ try {
     add("git one-file push", await git(["push", "-q", "origin", "main"]))
     for (const c of round % 2 === 0 ? checkouts : [...checkouts].reverse()) {
       add(`${c.label} --version`, await grove(c, ["--version"]))
+      add(`${c.label} --help`, await grove(c, ["--help"]))
+      const status = await grove(c, ["status", "--json"])
+      if (JSON.parse(status.stdout).changes.length !== 0) throw new Error(`${c.label}: the checkout is not clean: ${status.stdout}`)
+      add(`${c.label} status`, status)
       const noop = await grove(c, ["push", "--json"])
       if (JSON.parse(noop.stdout).pushed_commits !== 0) throw new Error(`${c.label}: the no-op push pushed: ${noop.stdout}`)
       add(`${c.label} no-op push`, noop)
@@ -107,14 +118,17 @@ try {
   }
   console.log(`${tree.manifest.entries.length} files; median of ${runs} alternating rounds; load (1/5/15 min) per round: ${loads.join(" | ")}`)
   // CPU (user + system of the client and its children) is counted in 10 ms ticks: the mean shows what the median rounds away.
-  console.log(`measure                      | wall (median; all)                         | client CPU median / mean | vs git`)
-  for (const op of ["--version", "no-op push", "one-file push"]) {
+  console.log(`measure                            | wall (median; all)                         | client CPU median / mean | vs git`)
+  // `--version` alone skips the command tree (main.ts), so it is no command's start-up; `--help` and `status` go through it.
+  const shown: Record<string, string> = { "--version": "--version (no cmd tree)", "--help": "--help (cmd tree)", status: "status --json" }
+  const label = (who: string, op: string) => `${who} ${who === "git" ? (op === "status" ? "status --porcelain" : op) : shown[op] ?? op}`
+  for (const op of ["--version", "--help", "status", "no-op push", "one-file push"]) {
     const gitMs = median((samples.get(`git ${op}`) ?? []).map((s) => s.ms))
     for (const who of ["git", ...clients.map((c) => c.label)]) {
       const xs = samples.get(`${who} ${op}`) ?? []
       const wall = median(xs.map((s) => s.ms))
       console.log(
-        `${`${who} ${op}`.padEnd(28)} | ${fmtMs(wall).padEnd(7)} (${xs.map((s) => s.ms.toFixed(0)).join(", ")})`.padEnd(76) +
+        `${label(who, op).padEnd(34)} | ${fmtMs(wall).padEnd(7)} (${xs.map((s) => s.ms.toFixed(0)).join(", ")})`.padEnd(82) +
           ` | ${`${fmtMs(median(xs.map((s) => s.cpuMs)))} / ${fmtMs(xs.reduce((sum, s) => sum + s.cpuMs, 0) / xs.length)}`.padEnd(24)} | ${
             who === "git" ? "" : `${(wall / gitMs).toFixed(2)}x`
           }`
