@@ -92,7 +92,7 @@ describe("EntityRuntime in a cluster with an owner of an older version", () => {
             const cleared = yield* sql`UPDATE command_inbox SET owner = NULL, fingerprint = NULL
               WHERE command_id = ${context.commandId} AND xmin::text = (txid_current() % 4294967296)::text RETURNING 1`
             // Past the sender's timeout: it records the command while this transaction holds the row.
-            yield* Effect.sleep("4 seconds")
+            yield* Effect.sleep("7 seconds")
             return cleared.length === 1
           })
       })
@@ -101,7 +101,7 @@ describe("EntityRuntime in a cluster with an owner of an older version", () => {
       const error = yield* Effect.flip(node.runtime.send(OlderOwner, "o-1", "Slow", {}, {
         owner: "alice",
         fingerprint: "POST /slow",
-        timeout: "2 seconds"
+        timeout: "4 seconds"
       }))
       assert.strictEqual(error._tag, "CommandTimeout")
       const operationId = (error as { readonly operationId: string }).operationId
