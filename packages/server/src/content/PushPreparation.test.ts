@@ -20,6 +20,7 @@ import { push } from "./BranchCommands.ts"
 import { ChunkStore } from "./ChunkStore.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { preparePush, PushRejected } from "./PushPreparation.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-push-prep-")) }).pipe(Layer.orDie)
@@ -34,11 +35,8 @@ const TREE: Files = Object.fromEntries([
 
 const world = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const orgId = randomUUID()
-  const repoId = randomUUID()
-  const slug = `o${orgId.slice(0, 8)}`
-  yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: "o" })}`
-  yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+  const slug = `o${randomUUID().slice(0, 8)}`
+  const { orgId, repoId } = yield* repositoryRows(slug)
   const scope: DedupScope = { orgId, repoId, principal: "user:u", readable: [repoId], restricted: [] }
   const outbox = Outbox.forCommand(sql, { partition: 0, key: `${slug}/r`, onAppend: () => {} })
   /** Prepared as the sync handler does (only `sent` blobs carried inline), then published by the Push command. */

@@ -21,6 +21,7 @@ import { buildCommit, type Files, pushBody } from "../../../../test/support/cont
 import { publishPrepared, push } from "../content/BranchCommands.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { storeUploaded } from "../content/ChunkUploads.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
 import { ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
 import { preparePush } from "../content/PushPreparation.ts"
 import { runGc } from "./GcRun.ts"
@@ -60,11 +61,8 @@ const world = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const store = yield* ObjectStore.ObjectStore
   const chunkStore = yield* ChunkStore
-  const orgId = randomUUID()
-  const repoId = randomUUID()
-  const slug = `o${orgId.slice(0, 8)}`
-  yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug, name: "o" })}`
-  yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+  const slug = `o${randomUUID().slice(0, 8)}`
+  const { orgId, repoId } = yield* repositoryRows(slug)
   const scope: DedupScope = { orgId, repoId, principal: "user:u", readable: [repoId], restricted: [] }
   const outbox = Outbox.forCommand(sql, { partition: 0, key: `${slug}/r`, onAppend: () => {} })
   return {
