@@ -8,28 +8,14 @@
  * small commands make no extra request. Every request also says `Accept-Encoding: zstd`: a server
  * that compresses large answers does (fetch decodes them), any other ignores it.
  */
+import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect } from "effect"
 import { HttpClientRequest } from "effect/http"
-import { constants, zstdCompress } from "node:zlib"
 
-export const CAPABILITY = "body_compression"
-export const ZSTD_V1 = "zstd_v1"
+const { CAPABILITY, ZSTD_V1 } = BodyCompression
 /** Smaller bodies travel plain: the frame header and the capabilities round trip cost more. */
 export const COMPRESS_FROM = 16 * 1024
 export const ACCEPT_ENCODING = "zstd, gzip, deflate"
-
-/**
- * Level 3 with an 8 MiB window and a 1 Mi-entry hash table: a push names each hash megabytes apart (its
- * commit's file list, its blob entry, its tree), and level 1's small table forgets them (a 5,000-file
- * push: 2.7 MiB of JSON, 0.69 MiB at level 1, 0.37 MiB so, in ~15 ms).
- */
-const JSON_PARAMS = {
-  params: {
-    [constants.ZSTD_c_compressionLevel]: 3,
-    [constants.ZSTD_c_windowLog]: 23,
-    [constants.ZSTD_c_hashLog]: 20
-  }
-}
 
 const known = new Map<string, Promise<Readonly<Record<string, unknown>>>>()
 
@@ -49,10 +35,7 @@ export const capabilitiesOf = (site: string, token: string | undefined): Promise
 export const serverTakesZstd = async (site: string, token: string | undefined): Promise<boolean> =>
   (await capabilitiesOf(site, token))[CAPABILITY] === ZSTD_V1
 
-export const zstd = (bytes: Uint8Array): Promise<Uint8Array> =>
-  new Promise((resolve, reject) =>
-    zstdCompress(bytes, JSON_PARAMS, (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
-  )
+export const zstd = BodyCompression.compress
 
 /** `GROVE_BODY_COMPRESSION=off` sends every body plain (to compare, or past a proxy that mangles it). */
 export const bodyCompressionEnabled = () => process.env["GROVE_BODY_COMPRESSION"] !== "off"

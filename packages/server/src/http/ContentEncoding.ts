@@ -16,24 +16,13 @@
  *
  * Clients that never send the header (the Oak client, older `grove`s) see no change.
  */
+import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect, Stream } from "effect"
 import { HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { constants, createZstdDecompress, zstdCompress } from "node:zlib"
-
-export const CAPABILITY = "body_compression"
-export const ZSTD_V1 = "zstd_v1"
+import { constants, createZstdDecompress } from "node:zlib"
 
 /** Smaller answers are not worth a frame header and a thread-pool trip. */
 export const RESPONSE_FROM = 8 * 1024
-
-/** As the client compresses a push (packages/cli/src/sync/BodyCompression.ts): hash lists repeat far apart. */
-const COMPRESS_PARAMS = {
-  params: {
-    [constants.ZSTD_c_compressionLevel]: 3,
-    [constants.ZSTD_c_windowLog]: 23,
-    [constants.ZSTD_c_hashLog]: 20
-  }
-}
 
 /** The value of `Content-Encoding` when it is exactly zstd (case and blanks aside). */
 export const isZstd = (header: string | undefined): boolean => header !== undefined && header.trim().toLowerCase() === "zstd"
@@ -186,11 +175,6 @@ const decodedView = (
   })
 }
 
-const compress = (bytes: Uint8Array) =>
-  Effect.callback<Buffer, unknown>((resume) => {
-    zstdCompress(bytes, COMPRESS_PARAMS, (error, out) => resume(error === null ? Effect.succeed(out) : Effect.fail(error)))
-  })
-
 const isJsonType = (contentType: string | undefined): boolean =>
   contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json"
 
@@ -203,10 +187,10 @@ export const ResponseCompressionLive = HttpRouter.middleware((httpEffect) =>
     const body = response.body
     if (body._tag !== "Uint8Array" || body.body.length < RESPONSE_FROM || !isJsonType(body.contentType)) return response
     if (response.headers["content-encoding"] !== undefined) return response
-    const compressed = yield* Effect.orElseSucceed(compress(body.body), () => undefined)
+    const compressed = yield* Effect.orElseSucceed(Effect.tryPromise(() => BodyCompression.compress(body.body)), () => undefined)
     if (compressed === undefined || compressed.length >= body.body.length) return response
     return HttpServerResponse.setHeaders(
-      HttpServerResponse.setBody(response, HttpBody.uint8Array(new Uint8Array(compressed.buffer, compressed.byteOffset, compressed.byteLength), body.contentType)),
+      HttpServerResponse.setBody(response, HttpBody.uint8Array(compressed, body.contentType)),
       { "content-encoding": "zstd", vary: "accept-encoding" }
     )
   }), { global: true })

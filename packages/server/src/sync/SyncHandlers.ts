@@ -6,6 +6,7 @@
 import { ApiErrors, type ApiSync, CurrentCaller, GroveApi } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as SparseCone from "@grove/core/objects/SparseCone"
+import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -27,7 +28,6 @@ import { repositoryKey } from "../access/RepositoryRecord.ts"
 import { branchCommandFailure, contentFailure } from "../content/ContentFailures.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable } from "../http/Failures.ts"
-import { CAPABILITY as BODY_COMPRESSION, ZSTD_V1 as BODY_ZSTD_V1 } from "../http/ContentEncoding.ts"
 
 /**
  * Protocol flags, as the Oak client reads them. `staged_v1` with `opaque_v1` sessions, `v1` aborts
@@ -48,7 +48,7 @@ export const CAPABILITIES = {
   /** zstd per chunk on the wire (only when it shrinks): taken in chunks/batch and PUT, given by chunks/fetch when asked. */
   chunk_compression: "zstd_v1",
   /** zstd request bodies (`Content-Encoding: zstd`: the JSON routes and chunks/batch) and answers (`Accept-Encoding: zstd`): http/ContentEncoding. */
-  [BODY_COMPRESSION]: BODY_ZSTD_V1,
+  [BodyCompression.CAPABILITY]: BodyCompression.ZSTD_V1,
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
 } as const
