@@ -21,12 +21,12 @@ const TEMP = ".init-"
 /** Whether `dir` holds an initialized database (PostgreSQL writes PG_VERSION, PGlite looks for it). */
 export const isInitialized = (dir: string) => fs.existsSync(path.join(dir, "PG_VERSION"))
 
-const alive = (pid: number) => {
+/** Whether process `pid` exists (EPERM: it does, someone else's). Also the data-dir lock's test (server admin/DataDirLock.ts). */
+export const processAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
     return true
   } catch (error) {
-    // EPERM: it exists, someone else's.
     return (error as NodeJS.ErrnoException).code === "EPERM"
   }
 }
@@ -37,7 +37,7 @@ export const removeAbandoned = (dir: string) => {
   const prefix = `${path.basename(dir)}${TEMP}`
   for (const name of fs.existsSync(parent) ? fs.readdirSync(parent) : []) {
     const pid = Number(name.slice(prefix.length))
-    if (name.startsWith(prefix) && Number.isInteger(pid) && pid !== process.pid && !alive(pid)) {
+    if (name.startsWith(prefix) && Number.isInteger(pid) && pid !== process.pid && !processAlive(pid)) {
       fs.rmSync(path.join(parent, name), { recursive: true, force: true })
     }
   }
@@ -80,7 +80,7 @@ const lock = async (dir: string): Promise<() => void> => {
     }
     // An empty file is a holder between its `wx` and its write: wait for it like a live one. (Two processes
     // taking over one dead lock at the same instant could both proceed; a dead lock is a crash's leftover.)
-    if (Number.isInteger(owner) && owner > 0 && !alive(owner)) fs.rmSync(file, { force: true })
+    if (Number.isInteger(owner) && owner > 0 && !processAlive(owner)) fs.rmSync(file, { force: true })
     else await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }

@@ -3,20 +3,14 @@
  * process). The lock file holds the owner's pid; a lock left by a dead process
  * is taken over.
  */
+import { PgliteInit } from "@grove/storage"
 import { Cause, Data, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
 export class DataDirBusy extends Data.TaggedError("DataDirBusy")<{ readonly pid: number; readonly dataDir: string }> {}
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
+const alive = PgliteInit.processAlive
 
 const tryLock = (file: string): number | undefined => {
   for (let attempt = 0; attempt < 3; attempt++) {
