@@ -137,16 +137,20 @@ export const FastReadsLive = (gate: RequestGate) =>
         (org) => toApiOrganization(org, org.callerRole)
       )
     ]
-    /** Paths the app's router answered from one of these endpoints, with its matched route (the metrics' series). */
-    const learned = new Map<string, { readonly route: { readonly path: string }; readonly read: HotRead }>()
+    /**
+     * Paths the app's router answered from one of these endpoints, with its matched route (the metrics'
+     * series) and the path's parameters (matched once, when learned, not per request).
+     */
+    const learned = new Map<string, { readonly route: { readonly path: string }; readonly read: HotRead; readonly params: Record<string, string> }>()
 
     const learnFrom = (request: http.IncomingMessage, response: http.ServerResponse, pathname: string) =>
       response.once("finish", () => {
         const route = recordOfSource(request)?.route
         const read = reads.find((r) => r.endpoint.path === route?.path)
-        if (response.statusCode !== 200 || route === undefined || read === undefined || read.match(pathname) === undefined) return
+        const params = read?.match(pathname)
+        if (response.statusCode !== 200 || route === undefined || read === undefined || params === undefined) return
         if (learned.size >= MAX_LEARNED) learned.clear()
-        learned.set(pathname, { route, read })
+        learned.set(pathname, { route, read, params })
       })
 
     const answer = (request: http.IncomingMessage, response: http.ServerResponse): boolean => {
@@ -170,7 +174,7 @@ export const FastReadsLive = (gate: RequestGate) =>
         if (cached === undefined) return false
         caller = cached
       }
-      const body = found.read.body(caller, found.read.match(url)!)
+      const body = found.read.body(caller, found.params)
       if (body === undefined) return false
       const record: RequestRecordShape = { id: requestId(request.headers["x-request-id"] as string | undefined), caller: callerLabel(caller.principal), route: found.route }
       response.writeHead(200, {

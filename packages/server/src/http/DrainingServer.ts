@@ -65,9 +65,11 @@ export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions
       lastOnConnection(response)
       return emit(event, ...args)
     }
+    // A request the gate answered has its whole answer begun (headers sent): nothing for the stop to
+    // mark, so it is not tracked (no Set entry, no close listener per hot read).
+    if (options.gate !== undefined && gated(options.gate, request, response)) return true
     inFlight.add(response)
     response.once("close", () => inFlight.delete(response))
-    if (options.gate !== undefined && gated(options.gate, request, response)) return true
     return emit(event, ...args)
   }) as typeof server.emit
   const close = server.close.bind(server)
