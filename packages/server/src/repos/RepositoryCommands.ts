@@ -78,12 +78,17 @@ export const create = Effect.fn("Repository.create")(function*(
   return toApiRepository(record)
 })
 
-/** Every change after creation: a compare-and-set on the version read under the row lock. */
+/**
+ * A change after creation that keeps the owner: a compare-and-set on the version read under the row lock,
+ * answering the row as written (no read after it).
+ */
 const update = Effect.fnUntraced(function*(current: RepositoryRecord, changes: ReturnType<SqlClient.SqlClient["update"]>) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql`UPDATE repositories SET ${changes}, updated_at = now(), version = version + 1
-    WHERE id = ${current.id} AND version = ${current.version} RETURNING id`
+  const rows = yield* sql<RepositoryRecord>`UPDATE repositories r SET ${changes}, updated_at = now(), version = r.version + 1
+    FROM organizations o WHERE o.id = r.org_id AND r.id = ${current.id} AND r.version = ${current.version}
+    RETURNING ${repositoryColumns(sql)}`
   if (rows.length === 0) return yield* new RepositoryChanged({ fullName: `${current.owner}/${current.name}` })
+  return rows[0]!
 })
 
 export const remove = Effect.fn("Repository.delete")(function*(
@@ -109,7 +114,7 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   const current = yield* load(entityId)
   if (current === undefined) return yield* new RepositoryGone({ fullName: entityId })
   if (current.isPublic === payload.isPublic) return toApiRepository(current)
-  yield* update(current, sql.update({ is_public: payload.isPublic }))
+  const updated = yield* update(current, sql.update({ is_public: payload.isPublic }))
   const fullName = `${current.owner}/${current.name}`
   yield* audit(current.orgId, payload.actor, "repo.visibility", fullName, { public: payload.isPublic })
   yield* emit("repository.visibility_changed", {
@@ -119,7 +124,7 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
     is_public: payload.isPublic,
     actor: payload.actor
   })
-  return toApiRepository((yield* load(entityId))!)
+  return toApiRepository(updated)
 })
 
 export const transfer = Effect.fn("Repository.transfer")(function*(

@@ -1,0 +1,51 @@
+/**
+ * Issue 24: a PATCH of a repository's visibility (the merge benchmark's baseline command) answers the row its
+ * UPDATE wrote (`RETURNING`): the repository is read once in the command, under its lock, not again after.
+ */
+import { EntityRuntime, MemoryBroker, MemoryBus } from "@grove/bus"
+import { expect, layer } from "@effect/vitest"
+import { Migrations } from "@grove/storage"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
+import { repositorySlice } from "../entities/EntitySlices.ts"
+import { countedDatabase } from "../merges/MergeFixtures.testing.ts"
+import * as RepositoryCommands from "./RepositoryCommands.ts"
+
+const { traffic, layer: Counted } = countedDatabase()
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
+const Repository = repositorySlice(RepositoryCommands.commands)
+const Runtime = EntityRuntime.EntityRuntime.layer().pipe(
+  Layer.provideMerge(MemoryBus.layer({ nodeId: "repository-commands" })),
+  Layer.provide(MemoryBroker.MemoryBroker.layer)
+)
+const Node = EntityRuntime.EntityRuntime.register(Repository, RepositoryCommands.handlers).pipe(
+  Layer.provideMerge(Runtime),
+  Layer.provideMerge(Db)
+)
+
+layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisibility", (it) => {
+  it.effect("answers the row as written, reading the repository once (under its lock)", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const runtime = yield* EntityRuntime.EntityRuntime
+      const { key, repoId } = yield* repositoryRows("vis")
+      const stored = () =>
+        sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r JOIN organizations o ON o.id = r.org_id
+          WHERE r.id = ${repoId}`.pipe(Effect.map((rows) => toApiRepository(rows[0]!)))
+      const before = yield* stored()
+      for (const isPublic of [true, false, true]) {
+        const start = traffic.statements.length
+        const answered = yield* runtime.send(Repository, key, "SetVisibility", { isPublic, actor: "t" })
+        const repositoryReads = traffic.statements.slice(start).filter((s) => /^SELECT .* FROM repositories r/.test(s))
+        expect(repositoryReads, "one locked read, none after the UPDATE").toHaveLength(1)
+        expect(repositoryReads[0]).toMatch(/FOR UPDATE/)
+        // The answer is the row as stored now: owner, name, the new visibility, version and time moved.
+        expect(answered).toEqual(yield* stored())
+        expect(answered.is_public).toBe(isPublic)
+        expect(answered.full_name).toBe("vis/r")
+        expect(answered.created_at).toBe(before.created_at)
+      }
+    }))
+})
