@@ -37,10 +37,25 @@ afterAll(async () => {
 
 const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd])
 
-/** The chunk frames of every `chunks/batch` upload among `records`. */
+/** The frames of a body of bare frames (`chunk_frames: bare_v1`), each with the hash of its plain bytes. */
+const bareFrames = async (body: Uint8Array) => {
+  const out: Array<{ hash: string; data: Uint8Array; zstd: boolean }> = []
+  for await (const frame of Objects.Frames.decodeBareFrames((async function*() {
+    yield body
+  })())) {
+    out.push({ ...frame, hash: Objects.Blake3.hash(Objects.ChunkCompression.bareFramePlain(frame, 64 * 1024 * 1024)) })
+  }
+  return out
+}
+
+/** The chunk frames of every `chunks/batch` upload among `records` (bare frames say so by their content type). */
 const uploadedFrames = async (records: ReadonlyArray<Recorded>) => {
   const frames: Array<{ hash: string; data: Uint8Array }> = []
   for (const r of records.filter((x) => x.method === "POST" && x.path.endsWith("/chunks/batch"))) {
+    if (r.requestHeaders["content-type"] === Objects.Frames.BARE_CONTENT_TYPE) {
+      frames.push(...await bareFrames(r.body))
+      continue
+    }
     // A whole batch may go zstd (body_compression); its frames are inside.
     frames.push(...await decodeBatch(r.body.subarray(0, 4).equals(ZSTD_MAGIC) ? zstdDecompressSync(r.body) : r.body))
   }
@@ -106,6 +121,10 @@ describe("grove transfers on the wire", () => {
     expect(push.body.subarray(0, 4).equals(ZSTD_MAGIC)).toBe(true)
     expect(JSON.parse(zstdDecompressSync(push.body).toString()).commits.at(-1).hash).toBe(pushed.head)
     expect(pushed.sent_bytes).toBeGreaterThanOrEqual(sent) // frames plus their headers
+    // The server advertises bare frames: every batch went without hashes, 4 bytes of header a chunk.
+    const batches = records.filter((r) => r.path.endsWith("/chunks/batch"))
+    expect(batches.map((r) => r.requestHeaders["content-type"])).toEqual(batches.map(() => Objects.Frames.BARE_CONTENT_TYPE))
+    expect(batches.reduce((sum, r) => sum + r.body.length, 0)).toBe(sent + 4 * frames.length)
 
     // The server stored the plain bytes: a clone gets every file back. On loopback it does not ask for
     // compressed frames (there the bytes cost nothing); asked, as a client elsewhere does, they come compressed.
@@ -118,8 +137,24 @@ describe("grove transfers on the wire", () => {
       for (const r of fetches) {
         expect({ mode, asked: JSON.parse(r.body.toString()).compression }).toEqual({ mode, asked: mode === "on" ? "zstd_v1" : undefined })
         expect({ mode, header: r.responseHeaders[Objects.ChunkCompression.RESPONSE_HEADER] }).toEqual({ mode, header: mode === "on" ? "zstd_v1" : undefined })
+        // Bare frames asked for and given.
+        expect({ mode, asked: JSON.parse(r.body.toString()).frames, given: r.responseHeaders[Objects.Frames.HEADER] })
+          .toEqual({ mode, asked: "bare_v1", given: "bare_v1" })
       }
     }
+    // Hashed frames still work both ways (GROVE_CHUNK_FRAMES=hashed: what an older server gets).
+    const hashedEnv = { ...tess.env, GROVE_CHUNK_FRAMES: "hashed", GROVE_CHUNK_COMPRESSION: "on" }
+    const copy = path.join(tempDir("squeeze-hashed"), "copy")
+    await ok(["clone", "tess/squeeze", copy, "--branch", pushed.branch, "--json"], { ...tess, env: hashedEnv })
+    expect(listing(copy)).toEqual(listing(work))
+    const fetched = proxy.take().filter((r) => r.path.endsWith("/chunks/fetch"))
+    expect(fetched.map((r) => r.responseHeaders[Objects.Frames.HEADER])).toEqual(fetched.map(() => undefined))
+    fs.writeFileSync(path.join(copy, "added.ts"), text("hashed", 1, 400_000))
+    await ok(["commit", "--json"], { ...tess, cwd: copy, env: hashedEnv })
+    await ok(["push", "--json"], { ...tess, cwd: copy, env: hashedEnv })
+    const hashedBatches = proxy.take().filter((r) => r.path.endsWith("/chunks/batch"))
+    expect(hashedBatches.map((r) => r.requestHeaders["content-type"])).toEqual(["application/octet-stream"])
+    expect((await uploadedFrames(hashedBatches)).map((f) => f.hash)).toEqual([Objects.Blake3.hash(text("hashed", 1, 400_000))])
   }, 180_000)
 
   it("a push after touching nothing, or only mtimes, sends nothing; after one changed byte in one file among many, only that file's chunk", async () => {

@@ -13,6 +13,7 @@ export interface Recorded {
   readonly body: Buffer
   readonly status: number
   readonly responseHeaders: http.IncomingHttpHeaders
+  readonly requestHeaders: http.IncomingHttpHeaders
 }
 
 export interface RecordingProxy {
@@ -37,7 +38,7 @@ export const startRecordingProxy = (upstream: string): Promise<RecordingProxy> =
           res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
           // Recorded once the answer is complete: a client that saw the end sees the record.
           answer.on("end", () =>
-            log.push({ method: req.method ?? "GET", path: req.url ?? "/", body, status: answer.statusCode ?? 0, responseHeaders: answer.headers }))
+            log.push({ method: req.method ?? "GET", path: req.url ?? "/", body, status: answer.statusCode ?? 0, responseHeaders: answer.headers, requestHeaders: req.headers }))
           answer.pipe(res)
         }
       )

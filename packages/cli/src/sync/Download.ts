@@ -5,7 +5,8 @@
  * written at its offsets, and every reassembled blob is hashed again before it
  * is handed over. Files land in a temp directory as `<blob hash>`; whole small
  * blobs are written on the thread pool, several at once (`concurrentWrites`),
- * while the next frames are read and verified.
+ * while the next frames are read and verified. Frames come bare (no hash in them, `chunk_frames:
+ * bare_v1`) from a server that has them: the hash is taken from the bytes, as verifying needs anyway.
  */
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
@@ -29,13 +30,37 @@ export interface IncomingBlob {
 const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_HASHES = 4096
 const IN_FLIGHT = 3
-const { ChunkCompression } = Objects
+const { ChunkCompression, Frames } = Objects
 /** The route that answers framed chunk bytes; see packages/server/src/http/ChunkRoutes.ts. */
 export const FETCH_ROUTE = "chunks/fetch"
 
 interface Placement {
   readonly blob: string
   readonly offset: number
+}
+
+/** `GROVE_CHUNK_FRAMES=hashed` asks for the protocol's hashed frames (to compare, or to test that path). */
+export const bareFrames = () => process.env["GROVE_CHUNK_FRAMES"] !== "hashed"
+
+/** Hashed frames, each checked against its hash (the bytes may be zstd when the answer says so). */
+async function* checkedFrames(body: AsyncIterable<Uint8Array>, compressed: boolean, sizes: ReadonlyMap<string, number>) {
+  for await (const frame of Frames.decodeFrames(body)) {
+    const size = sizes.get(frame.hash)
+    if (size === undefined) throw new Error(`the server sent an unrequested chunk ${frame.hash}`)
+    const data = compressed
+      ? ChunkCompression.plainChunkBytes(frame.hash, frame.data, size)
+      : Objects.Blake3.hash(frame.data) === frame.hash ? frame.data : undefined
+    if (data === undefined) throw new Error(`chunk ${frame.hash} does not match its hash`)
+    yield { hash: frame.hash, data }
+  }
+}
+
+/** Bare frames with the hash of their plain bytes: a chunk nobody asked for is refused by its hash. */
+async function* hashedBare(body: AsyncIterable<Uint8Array>, largest: number) {
+  for await (const frame of Frames.decodeBareFrames(body)) {
+    const data = ChunkCompression.bareFramePlain(frame, largest)
+    yield { hash: Objects.Blake3.hash(data), data }
+  }
 }
 
 /** Completes chunk lists the pull left out, with `blobs/info`. */
@@ -107,6 +132,7 @@ export const downloadBlobs = (
     }
     if (current.length > 0) batches.push(current)
     const total = [...chunkSizes.values()].reduce((a, b) => a + b, 0)
+    const largest = [...chunkSizes.values()].reduce((a, b) => Math.max(a, b), 1)
     const progress = makeProgress("Downloading", total)
     const writes = concurrentWrites()
     // Asked for zstd frames: a server that does not compress ignores the field and answers raw.
@@ -123,7 +149,12 @@ export const downloadBlobs = (
 
     yield* Effect.forEach(batches, (batch) =>
       transfer("download failed", async () => {
-        const json = Buffer.from(JSON.stringify({ hashes: batch, ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}) }))
+        // Bare frames asked for too: a server without them ignores the field and answers hashed frames.
+        const json = Buffer.from(JSON.stringify({
+          hashes: batch,
+          ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}),
+          ...(bareFrames() ? { frames: Frames.BARE_V1 } : {})
+        }))
         // A long hash list goes zstd to a server that takes zstd bodies (body_compression).
         const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
           ? await zstd(json)
@@ -138,14 +169,15 @@ export const downloadBlobs = (
         // Without the header the server sent every chunk raw (it does not compress, or was not asked).
         const compressed = response.headers.get(ChunkCompression.RESPONSE_HEADER) === ChunkCompression.ZSTD_V1
         const received = new Set<string>()
-        for await (const frame of Objects.Frames.decodeFrames(response.body)) {
-          const where = placements.get(frame.hash)
-          if (where === undefined || received.has(frame.hash)) throw new Error(`the server sent an unrequested chunk ${frame.hash}`)
-          const data = compressed
-            ? ChunkCompression.plainChunkBytes(frame.hash, frame.data, chunkSizes.get(frame.hash)!)
-            : Objects.Blake3.hash(frame.data) === frame.hash ? frame.data : undefined
-          if (data === undefined) throw new Error(`chunk ${frame.hash} does not match its hash`)
-          received.add(frame.hash)
+        const chunks = response.headers.get(Frames.HEADER) === Frames.BARE_V1
+          ? hashedBare(response.body, largest)
+          : checkedFrames(response.body, compressed, chunkSizes)
+        for await (const { hash, data } of chunks) {
+          const where = placements.get(hash)
+          if (where === undefined || received.has(hash) || chunkSizes.get(hash) !== data.length) {
+            throw new Error(`the server sent an unrequested chunk ${hash}`)
+          }
+          received.add(hash)
           progress.add(data.length)
           for (const place of where) {
             if (single.has(place.blob)) {

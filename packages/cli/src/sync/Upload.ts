@@ -6,7 +6,8 @@
  * flight). Chunk bytes are read from the files when a batch is sent, so memory
  * stays bounded by the batches in flight. When the server advertises
  * `chunk_compression: zstd_v1`, each chunk goes zstd-compressed if that shrinks
- * it (`ChunkCompression`); the server verifies the hash of the plain bytes.
+ * it (`ChunkCompression`); the server verifies the hash of the plain bytes. A server advertising
+ * `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the bytes).
  */
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
@@ -16,6 +17,7 @@ import * as fs from "node:fs/promises"
 import type { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
 import { capabilitiesOf } from "./BodyCompression.ts"
+import { bareFrames } from "./Download.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer, uploadCompression } from "./RemoteRepo.ts"
@@ -92,12 +94,15 @@ export interface UploadResult {
   readonly sentBytes: number
 }
 
-/** The server takes zstd-compressed chunks (`chunk_compression: zstd_v1`); an older one does not say so. */
-const serverCompresses = (remote: RemoteRepo) =>
-  Effect.map(
-    Effect.promise(() => capabilitiesOf(remote.site, remote.token)),
-    (flags) => flags[Objects.ChunkCompression.CAPABILITY] === Objects.ChunkCompression.ZSTD_V1
-  )
+/**
+ * What the server takes: zstd-compressed chunks (`chunk_compression: zstd_v1`) and bare frames
+ * (`chunk_frames: bare_v1`); an older one does not say so.
+ */
+const serverTakes = (remote: RemoteRepo) =>
+  Effect.map(Effect.promise(() => capabilitiesOf(remote.site, remote.token)), (flags) => ({
+    compress: uploadCompression() && flags[Objects.ChunkCompression.CAPABILITY] === Objects.ChunkCompression.ZSTD_V1,
+    bare: bareFrames() && flags[Objects.Frames.CAPABILITY] === Objects.Frames.BARE_V1
+  }))
 
 export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) {
   const { call, client } = remote.connection
@@ -159,18 +164,26 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   }
   if (current.length > 0) batches.push(current)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const compress = total >= COMPRESS_FROM && uploadCompression() && (yield* serverCompresses(remote))
+  const { compress, bare } = total >= COMPRESS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
   const progress = makeProgress("Uploading", total)
   let sentBytes = 0
   yield* Effect.forEach(batches, (batch) =>
     transfer("upload failed", async () => {
-      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await encode(await readRange(c)) })))
+      const frames = await Promise.all(batch.map(async (c) => {
+        const data = await readRange(c)
+        return { hash: c.hash, data, sent: await encode(data) }
+      }))
       // No zstd pass over the whole batch: the frames' hex hashes are ~1% of it, too small a share for zstd's blocks
       // to shrink (tried: the bench's batches came out byte for byte the same size, for ~5% more CPU on each side).
-      const body = Buffer.concat(Objects.Frames.encodeFrames(frames))
-      await (await remote.binary("chunks/batch", { method: "POST", body, contentType: "application/octet-stream" })).arrayBuffer()
+      const body = Buffer.concat(
+        bare
+          ? Objects.Frames.encodeBareFrames(frames.map((f) => Objects.ChunkCompression.bareFrame(f.data, f.sent)))
+          : Objects.Frames.encodeFrames(frames.map((f) => ({ hash: f.hash, data: f.sent })))
+      )
+      const contentType = bare ? Objects.Frames.BARE_CONTENT_TYPE : "application/octet-stream"
+      await (await remote.binary("chunks/batch", { method: "POST", body, contentType })).arrayBuffer()
       sentBytes += body.length
       progress.add(batch.reduce((sum, c) => sum + c.size, 0))
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))

@@ -8,6 +8,7 @@
  */
 import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
+import type { BareFrame } from "./Frames.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
 export const CAPABILITY = "chunk_compression"
@@ -63,3 +64,13 @@ export const plainChunkBytes = (hash: string, received: Uint8Array, maxPlainByte
   }
   return Blake3.hash(received) === hash ? received : undefined
 }
+
+/** A chunk as a bare frame (`Frames.encodeBareFrames`): `encodeChunk`'s bytes, and whether they are zstd. */
+export const bareFrame = (data: Uint8Array, sent: Uint8Array): BareFrame => ({ data: sent, zstd: sent !== data })
+
+/**
+ * The plain bytes of a received bare frame: decompressed (at most `maxPlainBytes`) when it says zstd.
+ * Throws on bytes that are not zstd or decompress past the bound; the caller hashes the result.
+ */
+export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Array =>
+  frame.zstd ? view(zstdDecompressSync(frame.data, { maxOutputLength: maxPlainBytes })) : frame.data

@@ -11,9 +11,13 @@
  *   instead: the Oak client's batch URL.
  * - `GET /api/{owner}/{name}/chunks/fetch/{hash}?t=…`: one chunk's bytes, authorized by its link.
  * Every received chunk is re-hashed before it is stored.
+ * Grove's own client may use bare frames instead (`chunk_frames: "bare_v1"`, core's Frames): no hash in
+ * a frame, the receiver takes it from the bytes. An upload names them by its content type
+ * (`Frames.BARE_CONTENT_TYPE`); a fetch asks with `frames: "bare_v1"` and the answer's header of that name says they came.
  */
 import { ApiErrors, ApiParams } from "@grove/api"
 import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
+import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -50,6 +54,14 @@ const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(
   return HttpServerResponse.empty({ status: 200 })
 })))
 
+/** Bare frames as hashed ones: each chunk's plain bytes and their hash (what `storeUploaded` verifies). */
+async function* hashedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<Frames.Frame> {
+  for await (const frame of Frames.decodeBareFrames(body)) {
+    const data = ChunkCompression.bareFramePlain(frame, Frames.MAX_FRAME_DATA)
+    yield { hash: Blake3.hash(data), data }
+  }
+}
+
 const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
   const { caller, repo } = yield* routeRepository("write")
   const scope = uploader(caller, repo)
@@ -67,7 +79,8 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
         : Effect.succeed(part)
     })
   )
-  const frames = Frames.decodeFrames(Stream.toAsyncIterable(limited))[Symbol.asyncIterator]()
+  const body = Stream.toAsyncIterable(limited)
+  const frames = (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? hashedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
   let entries = 0
   // Small chunks are stored a group at a time (one insert); the group never holds more than one
   // largest chunk's worth of bytes, and a large chunk is stored as soon as it has arrived.
@@ -111,16 +124,22 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
 const decodeFetchRequest = Schema.decodeUnknownSync(Schema.Struct({
   hashes: Schema.Array(Schema.String),
   tokens: Schema.optionalKey(Schema.Array(Schema.String)),
-  compression: Schema.optionalKey(Schema.Literal(ChunkCompression.ZSTD_V1))
+  compression: Schema.optionalKey(Schema.Literal(ChunkCompression.ZSTD_V1)),
+  frames: Schema.optionalKey(Schema.String)
 }))
 
 /** Chunks this large are compressed on the thread pool, a few at once; small ones inline (a pool trip costs more). */
 const ASYNC_COMPRESS_FROM = 256 * 1024
 
-const compressed = (chunk: Frames.Frame): Effect.Effect<Frames.Frame> =>
+/** A chunk and the bytes to send for it (`sent` is `data` itself when it goes raw). */
+interface Outgoing extends Frames.Frame {
+  readonly sent: Uint8Array
+}
+
+const compressed = (chunk: Frames.Frame): Effect.Effect<Outgoing> =>
   chunk.data.length >= ASYNC_COMPRESS_FROM
-    ? Effect.map(Effect.promise(() => ChunkCompression.encodeChunkAsync(chunk.data)), (data) => ({ hash: chunk.hash, data }))
-    : Effect.sync(() => ({ hash: chunk.hash, data: ChunkCompression.encodeChunk(chunk.data) }))
+    ? Effect.map(Effect.promise(() => ChunkCompression.encodeChunkAsync(chunk.data)), (sent) => ({ ...chunk, sent }))
+    : Effect.sync(() => ({ ...chunk, sent: ChunkCompression.encodeChunk(chunk.data) }))
 
 const badLink = new ApiErrors.Unauthorized({ error: "the chunk link is invalid or has expired; ask chunks/download again", code: "invalid_link" })
 
@@ -137,18 +156,22 @@ const frameStream = (
   orgId: string,
   hashes: ReadonlyArray<string>,
   located: ReadonlyMap<string, ChunkLocation>,
-  compress: boolean
+  compress: boolean,
+  bare: boolean
 ) => {
   // Read in bounded groups (one range read for neighbours in a pack), framed as they go: memory stays bounded whatever the response size.
   const read = readInOrder(chunks, orgId, hashes, located)
-  const sent = compress ? read.pipe(Stream.mapEffect(compressed, { concurrency: 4 })) : read
+  const sent = compress ? read.pipe(Stream.mapEffect(compressed, { concurrency: 4 })) : read.pipe(Stream.map((c): Outgoing => ({ ...c, sent: c.data })))
+  const encode = (c: Outgoing) =>
+    bare ? Frames.encodeBareFrames([ChunkCompression.bareFrame(c.data, c.sent)]) : Frames.encodeFrames([{ hash: c.hash, data: c.sent }])
   return HttpServerResponse.stream(
-    sent.pipe(Stream.flatMap((chunk) => Stream.fromIterable(Frames.encodeFrames([chunk])))),
+    sent.pipe(Stream.flatMap((chunk) => Stream.fromIterable(encode(chunk)))),
     {
       contentType: "application/octet-stream",
       headers: {
         "x-grove-chunk-count": String(hashes.filter((h) => located.has(h)).length),
-        ...(compress ? { [ChunkCompression.RESPONSE_HEADER]: ChunkCompression.ZSTD_V1 } : {})
+        ...(compress ? { [ChunkCompression.RESPONSE_HEADER]: ChunkCompression.ZSTD_V1 } : {}),
+        ...(bare ? { [Frames.HEADER]: Frames.BARE_V1 } : {})
       }
     }
   )
@@ -168,6 +191,8 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   })
   yield* checkHashList(parsed.hashes, MAX_FETCH)
   const compress = parsed.compression === ChunkCompression.ZSTD_V1
+  // Another format asked for (a newer client): the frames every client reads.
+  const bare = parsed.frames === Frames.BARE_V1
   if (parsed.tokens !== undefined && request.headers["authorization"] === undefined) {
     // The Oak client's batch URL: each hash carries the token of its own link.
     const links = yield* ChunkLinks
@@ -176,14 +201,14 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
       return yield* new ApiErrors.BadRequest({ error: "tokens must list one token per hash", code: "invalid_request" })
     }
     if (!parsed.hashes.every((h, i) => links.check(repo.id, h, parsed.tokens![i]!))) return yield* badLink
-    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)), compress)
+    return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)), compress, bare)
   }
   const { repo, caller } = yield* routeRepository("read")
   const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
   const allowed = yield* readableChunksOf(yield* callerPolicy(caller, repo), repo, [...inRepo])
   const wanted = parsed.hashes.filter((h) => allowed.has(h))
-  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)), compress)
+  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)), compress, bare)
 })))
 
 const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {

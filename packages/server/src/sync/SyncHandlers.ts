@@ -7,6 +7,7 @@ import { ApiErrors, type ApiSync, CurrentCaller, GroveApi } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as SparseCone from "@grove/core/objects/SparseCone"
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
+import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -49,6 +50,8 @@ export const CAPABILITIES = {
   chunk_compression: "zstd_v1",
   /** zstd request bodies (`Content-Encoding: zstd`: the JSON routes and chunks/batch) and answers (`Accept-Encoding: zstd`): http/ContentEncoding. */
   [BodyCompression.CAPABILITY]: BodyCompression.ZSTD_V1,
+  /** Frames without the hash (the receiver hashes the bytes): chunks/batch with `x-grove-chunk-frames: bare_v1`, chunks/fetch with `frames: "bare_v1"` (core's Frames). */
+  [Frames.CAPABILITY]: Frames.BARE_V1,
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
 } as const

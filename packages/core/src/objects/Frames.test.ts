@@ -1,0 +1,49 @@
+import { describe, expect, it } from "@effect/vitest"
+import { randomBytes } from "node:crypto"
+import { zstdCompressSync } from "node:zlib"
+import * as Blake3 from "./Blake3.ts"
+import { bareFrame, bareFramePlain, encodeChunk } from "./ChunkCompression.ts"
+import { type BareFrame, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
+
+const text = Buffer.from("export const value = compute(1) // a line that repeats\n".repeat(500))
+const noise = randomBytes(70_000)
+
+/** A body split into pieces of `size` bytes: frames cross network reads. */
+async function* pieces(body: Uint8Array, size: number) {
+  for (let i = 0; i < body.length; i += size) yield body.subarray(i, i + size)
+}
+const collect = async <A>(frames: AsyncIterable<A>): Promise<Array<A>> => {
+  const out: Array<A> = []
+  for await (const frame of frames) out.push(frame)
+  return out
+}
+
+describe("Frames", () => {
+  it("hashed and bare frames read back the same across any split of the stream, empty chunks included", async () => {
+    const chunks = [text, noise, new Uint8Array(0), Buffer.from("x")]
+    const hashed: Array<Frame> = chunks.map((data) => ({ hash: Blake3.hash(data), data }))
+    const bare: Array<BareFrame> = chunks.map((data) => bareFrame(data, encodeChunk(data)))
+    expect(bare.map((f) => f.zstd)).toEqual([true, false, false, false])
+    const hashedBody = Buffer.concat(encodeFrames(hashed))
+    const bareBody = Buffer.concat(encodeBareFrames(bare))
+    // 72 bytes of header a chunk against 4.
+    expect(hashedBody.length - bareBody.length).toBe(68 * chunks.length + (text.length - bare[0]!.data.length))
+    for (const size of [1, 3, 4096, 1 << 20]) {
+      expect((await collect(decodeFrames(pieces(hashedBody, size)))).map((f) => Buffer.from(f.data))).toEqual(chunks.map((c) => Buffer.from(c)))
+      const read = await collect(decodeBareFrames(pieces(bareBody, size)))
+      expect(read.map((f) => Buffer.from(bareFramePlain(f, 1 << 20)))).toEqual(chunks.map((c) => Buffer.from(c)))
+      expect(read.map((f) => f.zstd)).toEqual([true, false, false, false])
+    }
+  })
+
+  it("refuses truncated and oversized bare frames, and zstd that decompresses past the bound", async () => {
+    const body = Buffer.concat(encodeBareFrames([{ data: noise, zstd: false }]))
+    await expect(collect(decodeBareFrames(pieces(body.subarray(0, body.length - 1), 1000)))).rejects.toThrow(/truncated/)
+    await expect(collect(decodeBareFrames(pieces(body.subarray(0, 2), 1000)))).rejects.toThrow(/truncated/)
+    const huge = new Uint8Array(4)
+    new DataView(huge.buffer).setUint32(0, 64 * 1024 * 1024 + 1)
+    await expect(collect(decodeBareFrames(pieces(huge, 4)))).rejects.toThrow(/bad frame/)
+    expect(() => bareFramePlain({ data: zstdCompressSync(text), zstd: true }, text.length - 1)).toThrow()
+    expect(() => bareFramePlain({ data: noise, zstd: true }, 1 << 20)).toThrow()
+  })
+})
