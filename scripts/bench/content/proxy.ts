@@ -2,8 +2,8 @@
  * A counting HTTP proxy on 127.0.0.1: forwards every request to one upstream
  * and records method, path, status, body bytes each way and timings. In
  * `POST .../chunks/batch` bodies it also counts the frames (u32 hash length,
- * hash, u32 data length, data), i.e. the chunks uploaded. Both git and grove
- * go through one, so they pay the same hop.
+ * hash, u32 data length, data; or grove's bare frames, u32 length and data),
+ * i.e. the chunks uploaded. Both git and grove go through one, so they pay the same hop.
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -29,11 +29,15 @@ export interface Proxy {
   readonly close: () => Promise<void>
 }
 
+/** The content type of a batch of bare frames (core's Frames.BARE_CONTENT_TYPE: no hash, bit 31 of the length says zstd). */
+const BARE_CONTENT_TYPE = "application/vnd.grove.chunk-frames.bare-v1"
+
 /** Counts frames in a stream of chunks/batch body pieces without keeping the data. */
-const frameCounter = () => {
+const frameCounter = (bare: boolean) => {
   let frames = 0
   let header: Array<number> = []
-  let state: "hashLength" | "hash" | "dataLength" | "data" = "hashLength"
+  const first = bare ? "dataLength" : "hashLength"
+  let state: "hashLength" | "hash" | "dataLength" | "data" = first
   let need = 4
   const u32 = () => ((header[0]! << 24) | (header[1]! << 16) | (header[2]! << 8) | header[3]!) >>> 0
   return {
@@ -46,7 +50,7 @@ const frameCounter = () => {
           need -= take
           if (need > 0) continue
           if (state === "hash") { state = "dataLength"; need = 4; header = [] }
-          else { state = "hashLength"; need = 4; header = [] }
+          else { state = first; need = 4; header = [] }
           continue
         }
         header.push(piece[i]!)
@@ -58,8 +62,8 @@ const frameCounter = () => {
         else {
           frames++
           state = "data"
-          need = value
-          if (need === 0) { state = "hashLength"; need = 4 }
+          need = bare ? value & 0x7fff_ffff : value
+          if (need === 0) { state = first; need = 4 }
         }
       }
     },
@@ -87,7 +91,9 @@ export const startProxy = (upstream: string, options: { readonly keepHost?: bool
       end: 0
     }
     log.push(exchange)
-    const counter = exchange.method === "POST" && /\/chunks\/batch(\?|$)/.test(exchange.path) ? frameCounter() : undefined
+    const counter = exchange.method === "POST" && /\/chunks\/batch(\?|$)/.test(exchange.path)
+      ? frameCounter(req.headers["content-type"] === BARE_CONTENT_TYPE)
+      : undefined
     if (exchange.method === "PUT" && /\/chunks\/[0-9a-f]{16,}(\?|$)/.test(exchange.path)) exchange.chunks = 1
     // X-Forwarded-Host: links the server hands out (the Oak client's chunk links) come back through here too.
     const headers = options.keepHost === true ? req.headers : { ...req.headers, host: target.host, "x-forwarded-host": req.headers.host }
