@@ -47,18 +47,19 @@ const bundleIsFresh = () => {
   }
 }
 
-/** `grove push` with nothing to push needs no client: answered from the checkout alone. */
-const answerNoopPush = async (args, fresh) => {
-  if (!args.includes("push")) return undefined
-  const { noopPush } = await import(fresh ? "../dist/noop-push.mjs" : "../src/NoopPush.ts")
+/** `grove push` with nothing to push and `grove status` of an unchanged tree need no client (src/NoopPush.ts). */
+const answerFromCheckout = async (args, fresh) => {
+  const quick = args.includes("push") ? "noopPush" : args.includes("status") ? "quickStatus" : undefined
+  if (quick === undefined) return undefined
+  const module = await import(fresh ? "../dist/noop-push.mjs" : "../src/NoopPush.ts")
   try {
-    return noopPush({ args, env: process.env, cwd: process.cwd(), home: homedir() })
+    return module[quick]?.({ args, env: process.env, cwd: process.cwd(), home: homedir() })
   } catch {
     return undefined // any doubt: the full command decides
   }
 }
 
 const fresh = bundleIsFresh()
-const answer = await answerNoopPush(process.argv.slice(2), fresh)
+const answer = await answerFromCheckout(process.argv.slice(2), fresh)
 if (answer === undefined) await import(fresh ? "../dist/grove.mjs" : "../src/main.ts")
 else process.stdout.write(`${answer}\n`)

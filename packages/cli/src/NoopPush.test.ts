@@ -1,13 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Console, Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { tempDir } from "../test/support.ts"
+import { captureConsole, envLayer, scriptedInteraction, tempDir } from "../test/support.ts"
+import { run } from "./Cli.ts"
 import { initialState, newBranch } from "./local/State.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
 import { indexPath, readIndexSync, serializeIndex } from "./local/TreeStatus.ts"
 import { readIndex, scan, writeIndex } from "./local/WorkingTree.ts"
-import { noopPush } from "./NoopPush.ts"
+import { noopPush, quickStatus } from "./NoopPush.ts"
 
 const HEAD = "a".repeat(64)
 
@@ -17,10 +18,14 @@ const writeJson = (file: string, value: unknown) => {
 }
 
 /** A pushed, clean checkout: branch at HEAD on the server, index based on HEAD, files older than the index. */
-const checkout = (branch: Partial<BranchState> = {}, extra: Partial<RepoState> = {}) =>
+const checkout = (
+  branch: Partial<BranchState> = {},
+  extra: Partial<RepoState> = {},
+  config: Record<string, unknown> = { remote: "http://127.0.0.1:9", owner: "o", name: "n" }
+) =>
   Effect.gen(function*() {
     const root = yield* tempDir("noop")
-    writeJson(path.join(root, ".grove/config.json"), { remote: "http://127.0.0.1:9", owner: "o", name: "n" })
+    writeJson(path.join(root, ".grove/config.json"), config)
     const state: RepoState = { ...initialState("u", newBranch("u-abcdef", { remote_head: HEAD, head: HEAD, ...branch })), ...extra }
     writeJson(path.join(root, ".grove/state.json"), state)
     const past = Date.now() / 1000 - 3600
@@ -29,10 +34,16 @@ const checkout = (branch: Partial<BranchState> = {}, extra: Partial<RepoState> =
       fs.writeFileSync(path.join(root, file), file)
       fs.utimesSync(path.join(root, file), past, past)
     }
-    const scanned = yield* scan(root, yield* readIndex(root))
-    yield* writeIndex(root, scanned.files, HEAD)
+    // Settled directories: the index records them, so an unchanged tree is told from its columns.
+    for (const dir of [path.join(root, "sub"), root]) fs.utimesSync(dir, past, past)
+    // (utimes sets their ctime to now: the index must be written a clock tick later, with them taken as settled.)
+    const changed = Date.now()
+    while (Date.now() <= changed + 1) { /* the next tick */ }
+    const scanned = yield* scan(root, yield* readIndex(root), Date.now())
+    yield* writeIndex(root, scanned.files, HEAD, undefined, scanned.folders)
     const ask = (args: ReadonlyArray<string> = ["push"], cwd = path.join(root, "sub")) => noopPush({ args, env: {}, cwd, home: "/nonexistent-home" })
-    return { root, ask }
+    const askStatus = (args: ReadonlyArray<string>) => quickStatus({ args, env: {}, cwd: path.join(root, "sub"), home: "/nonexistent-home" })
+    return { root, ask, askStatus }
   })
 
 describe("NoopPush", () => {
@@ -110,5 +121,66 @@ describe("NoopPush", () => {
       expect(ask()).toBeUndefined()
       fs.rmSync(path.join(root, ".grove/index.json"))
       expect(ask()).toBeUndefined()
+    }).pipe(Effect.scoped))
+})
+
+/** `grove status` through the full command tree (in-process), as stdout prints it. */
+const fullStatus = (root: string, json: boolean) =>
+  Effect.gen(function*() {
+    const captured = captureConsole()
+    const exitCode = yield* run(json ? ["status", "--json"] : ["status"]).pipe(
+      Effect.provide(Layer.merge(envLayer({ home: "/nonexistent-home", cwd: path.join(root, "sub") }), scriptedInteraction(false).layer)),
+      Effect.provideService(Console.Console, captured.console)
+    )
+    expect(captured.stderr).toEqual([])
+    return { exitCode, stdout: captured.stdout.join("\n") }
+  })
+
+describe("quickStatus", () => {
+  it.effect("answers an unchanged tree exactly as the full command does, as text and JSON", () =>
+    Effect.gen(function*() {
+      const cases: Array<[string, Partial<BranchState>, Record<string, unknown> | undefined]> = [
+        ["pushed", {}, undefined],
+        ["unpushed commits, a description, closed", { unpushed: [HEAD], remote_head: "b".repeat(64), description: "why", status: "closed" }, undefined],
+        ["never pushed, no owner yet", { remote_head: null, parent_branch: null }, { remote: "http://127.0.0.1:9" }],
+        ["on main", { name: "main" }, undefined]
+      ]
+      for (const [label, branch, config] of cases) {
+        const extra = branch.name === "main" ? { branch: "main", branches: { main: newBranch("main", { remote_head: HEAD, head: HEAD }) } } : {}
+        const { askStatus: ask, root } = yield* checkout(branch, extra, config)
+        const recorded = fs.readFileSync(indexPath(root), "utf8")
+        for (const json of [true, false]) {
+          const quick = ask(json ? ["status", "--json"] : ["status"])
+          expect(quick, label).toBeDefined()
+          expect({ label, quick }).toEqual({ label, quick: (yield* fullStatus(root, json)).stdout })
+        }
+        // The full command found nothing to record either: the index is as it was.
+        expect(fs.readFileSync(indexPath(root), "utf8")).toBe(recorded)
+      }
+      const { askStatus: ask } = yield* checkout()
+      expect(JSON.parse(ask(["status", "--json"])!)).toMatchObject({ repository: "o/n", head: HEAD, changes: [], invalid_paths: [] })
+    }).pipe(Effect.scoped))
+
+  it.effect("leaves a change, a merge, withheld files, other flags and an index it cannot trust to the full command", () =>
+    Effect.gen(function*() {
+      const status = ["status", "--json"]
+      const merging = yield* checkout({}, { merge: { branch: "u-abcdef", parent: HEAD, merge_parent: HEAD, conflicts: [] } })
+      expect(merging.askStatus(status)).toBeUndefined()
+      const { askStatus: ask, root } = yield* checkout()
+      expect(ask(status)).toBeDefined()
+      expect(ask(["status", "--remote", "http://x"])).toBeUndefined()
+      expect(quickStatus({ args: status, env: { GROVE_REMOTE: "ftp://nope" }, cwd: root, home: "/x" })).toBeUndefined()
+      fs.writeFileSync(path.join(root, ".grove/withheld.json"), "[]")
+      expect(ask(status)).toBeUndefined()
+      fs.rmSync(path.join(root, ".grove/withheld.json"))
+      // Another base, then a tree with a new file: the full command lists the change.
+      const scanned = yield* scan(root, yield* readIndex(root))
+      yield* writeIndex(root, scanned.files, "c".repeat(64))
+      expect(ask(status)).toBeUndefined()
+      yield* writeIndex(root, scanned.files, HEAD, undefined, scanned.folders)
+      expect(ask(status)).toBeDefined()
+      fs.writeFileSync(path.join(root, "sub/new.txt"), "new")
+      expect(ask(status)).toBeUndefined()
+      expect(JSON.parse((yield* fullStatus(root, true)).stdout).changes).toEqual([{ path: "sub/new.txt", change_type: "added" }])
     }).pipe(Effect.scoped))
 })

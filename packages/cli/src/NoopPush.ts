@@ -1,17 +1,20 @@
 /**
- * `grove push` with nothing to push, answered before the client is loaded
- * (Effect, the HTTP client and the API schemas cost more start-up time than the
- * whole answer): the checkout's branch is on the server at its local head, no
- * metadata is pending, and the working tree is exactly that head as the index
- * records it (`treeUnchanged`). Anything else, or any doubt (a broken file, a
- * merge in progress, flags other than --json), returns undefined and the full
- * command runs; it reaches the same answer the slow way when there is one.
+ * Commands answered from the checkout alone, before the client is loaded (Effect, the HTTP client and
+ * the API schemas cost more start-up time than the whole answer), when the working tree is exactly the
+ * branch head as the index records it (`treeUnchanged`):
+ * - `grove push` with nothing to push: the branch is on the server at its local head, no metadata is
+ *   pending;
+ * - `grove status`: no change to list (the full command's scan takes the same path and writes nothing).
+ * Anything else, or any doubt (a broken file, a merge in progress, flags other than --json), returns
+ * undefined and the full command runs; it reaches the same answer the slow way when there is one.
  * Node built-ins only.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { chooseRemote } from "./Remote.ts"
-import { readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
+import { chooseRemote, normaliseRemote } from "./Remote.ts"
+import type { BranchState } from "./local/State.ts"
+import { statusReport } from "./local/StatusReport.ts"
+import { columnsUnchanged, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
 
 const readJson = (file: string): unknown => {
   try {
@@ -42,31 +45,69 @@ export interface NoopPushInput {
   readonly home: string
 }
 
-/** What `grove push` prints when there is provably nothing to push, else undefined. */
-export const noopPush = ({ args, cwd, env, home }: NoopPushInput): string | undefined => {
-  const json = args.includes("--json")
-  if (args.filter((a) => a !== "--json").join(" ") !== "push") return undefined
+/** The command's words are exactly `command`, with or without `--json`. */
+const commandIs = (args: ReadonlyArray<string>, command: string) => args.filter((a) => a !== "--json").join(" ") === command
+
+const optionalString = (value: unknown) => value === undefined || typeof value === "string"
+
+/**
+ * The checkout at or above `cwd` (its config as the full command's schema takes it), with its state
+ * and current branch when no merge is in progress; undefined at any doubt.
+ */
+const readCheckout = ({ cwd, env, home }: NoopPushInput) => {
   if ("error" in chooseRemote(undefined, env)) return undefined // the full command reports it
   const found = checkoutRoot(cwd, home)
   if (found === undefined || !isRecord(found.config)) return undefined
   const { key, name, owner, remote } = found.config
-  if (typeof remote !== "string" || typeof owner !== "string" || typeof name !== "string") return undefined
-  if (key !== undefined && typeof key !== "string") return undefined
+  if (typeof remote !== "string" || !optionalString(owner) || !optionalString(name) || !optionalString(key)) return undefined
   const state = readJson(path.join(found.root, ".grove", "state.json"))
   if (!isRecord(state) || state["version"] !== 1 || state["merge"] !== undefined || !isRecord(state["branches"])) return undefined
   const branch = state["branches"][String(state["branch"])]
-  if (!isRecord(branch) || typeof branch["name"] !== "string" || branch["name"] === "main") return undefined
-  const head = branch["head"]
-  if (typeof head !== "string" || branch["remote_head"] !== head) return undefined
-  if (!Array.isArray(branch["unpushed"]) || branch["unpushed"].length > 0) return undefined
-  if (branch["description_pending"] === true || branch["close_pending"] === true) return undefined
+  if (!isRecord(branch) || typeof branch["name"] !== "string" || typeof branch["head"] !== "string") return undefined
+  if (!Array.isArray(branch["unpushed"])) return undefined
+  return {
+    root: found.root,
+    remote,
+    repository: typeof owner === "string" && typeof name === "string" ? { owner, name } : undefined,
+    branch: branch as unknown as BranchState & { readonly head: string }
+  }
+}
+
+/** What `grove push` prints when there is provably nothing to push, else undefined. */
+export const noopPush = (input: NoopPushInput): string | undefined => {
+  if (!commandIs(input.args, "push")) return undefined
+  const found = readCheckout(input)
+  if (found === undefined || found.repository === undefined) return undefined
+  const { branch } = found
+  const head = branch.head
+  if (branch.name === "main" || branch.remote_head !== head || branch.unpushed.length > 0) return undefined
+  if (branch.description_pending === true || branch.close_pending === true) return undefined
   const index = readIndexSync(found.root)
   if (index.base !== head || !treeUnchanged(found.root, index)) return undefined
-  return json
+  return input.args.includes("--json")
     ? JSON.stringify(
-      { branch: branch["name"], head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, sent_bytes: 0, created_repository: false },
+      { branch: branch.name, head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, sent_bytes: 0, created_repository: false },
       null,
       2
     )
-    : `Already up to date (${branch["name"]}).`
+    : `Already up to date (${branch.name}).`
+}
+
+/**
+ * What `grove status` prints when the working tree is the head as the index records it, else undefined.
+ * Only when the index's columns and every directory show it (the full command's scan then takes the same
+ * fast path and leaves the index as it is); a tree told unchanged only by a walk goes to the full
+ * command, which records its directories for next time.
+ */
+export const quickStatus = (input: NoopPushInput): string | undefined => {
+  if (!commandIs(input.args, "status")) return undefined
+  const found = readCheckout(input)
+  // Without GROVE_REMOTE the full command checks the checkout's server address.
+  if (found === undefined || ((input.env["GROVE_REMOTE"] ?? "") === "" && normaliseRemote(found.remote) === undefined)) return undefined
+  // Files withheld by path permissions (local/Withheld.ts) make the full command compare with the head commit.
+  if (fs.existsSync(path.join(found.root, ".grove", "withheld.json"))) return undefined
+  const index = readIndexSync(found.root)
+  if (index.base !== found.branch.head || columnsUnchanged(found.root, index, true)?.same !== true) return undefined
+  const report = statusReport({ ...found, merge: undefined, changes: [], invalid: [] })
+  return input.args.includes("--json") ? JSON.stringify(report.value, null, 2) : report.human()
 }

@@ -6,10 +6,11 @@ import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { commitWorkingTree } from "../local/Commit.ts"
-import { changeLine, workingChanges as changesOf } from "../local/LocalWork.ts"
+import { workingChanges as changesOf } from "../local/LocalWork.ts"
 import { io } from "../local/Io.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
 import { currentBranch } from "../local/State.ts"
+import { statusReport } from "../local/StatusReport.ts"
 import { openWorkspace, repositoryOf } from "../local/Workspace.ts"
 import { CliEnv } from "../CliEnv.ts"
 import { type DiffedFile, diffText, fileDiff, wantsColor } from "../DiffText.ts"
@@ -47,36 +48,15 @@ const workingChanges = Effect.fn("Local.workingChanges")(function*() {
 export const status = Effect.fn("Local.status")(function*() {
   const out = yield* Output
   const { branch, changes, scanned, state, workspace } = yield* workingChanges()
-  const repository = repositoryOf(workspace)
-  const merge = state.merge?.branch === branch.name ? state.merge : undefined
-  const value = {
-    repository: repository === undefined ? null : `${repository.owner}/${repository.name}`,
+  const report = statusReport({
+    repository: repositoryOf(workspace),
     remote: workspace.config.remote,
-    branch: branch.name,
-    parent_branch: branch.parent_branch,
-    description: branch.description,
-    status: branch.status,
-    head: branch.head,
-    remote_head: branch.remote_head,
-    unpushed: branch.unpushed.length,
-    merge: merge === undefined ? null : { merge_parent: merge.merge_parent, conflicts: merge.conflicts },
-    changes: changes.map((c) => ({ path: c.path, change_type: c.change_type, ...(c.old_path == null ? {} : { old_path: c.old_path }) })),
-    invalid_paths: scanned.invalid
-  }
-  yield* out.result(value, () =>
-    [
-      `On branch ${branch.name}${branch.parent_branch === null ? "" : ` (from ${branch.parent_branch})`}${branch.status === "open" ? "" : ` [${branch.status}]`}`,
-      `Repository: ${value.repository ?? "(not pushed yet)"} on ${workspace.config.remote}`,
-      ...(branch.description === null ? [] : [`Description: ${branch.description}`]),
-      `Head: ${branch.head?.slice(0, 12) ?? "(none)"}${
-        branch.unpushed.length > 0 ? `, ${branch.unpushed.length} commit(s) not pushed` : branch.remote_head === null ? ", never pushed" : ", pushed"
-      }`,
-      ...(merge === undefined ? [] : [`Merging ${merge.merge_parent.slice(0, 12)}; conflicts in: ${merge.conflicts.join(", ") || "(none)"}`]),
-      changes.length === 0
-        ? "Nothing changed since the last commit."
-        : `Changes since the last commit:\n${changes.map((c) => `  ${changeLine(c)}`).join("\n")}`,
-      ...scanned.invalid.map((i) => `  ! ${i.path}: ${i.reason} (cannot be committed)`)
-    ].join("\n"))
+    branch,
+    merge: state.merge?.branch === branch.name ? state.merge : undefined,
+    changes,
+    invalid: scanned.invalid
+  })
+  yield* out.result(report.value, report.human)
 })
 
 export const log = Effect.fn("Local.log")(function*(options: { readonly limit: number | undefined }) {

@@ -9,17 +9,10 @@ import { failure } from "../Failures.ts"
 import { baseSnapshot } from "./Commit.ts"
 import type { RepoState } from "./State.ts"
 import { currentBranch, newBranch, withBranch } from "./State.ts"
+import { changeLine } from "./StatusReport.ts"
 import { keepWithheld, readWithheld } from "./Withheld.ts"
 import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
 import type { Workspace } from "./Workspace.ts"
-
-type FileChange = Objects.FileChanges.FileChange
-
-const CHANGE_LETTER: Record<string, string> = { added: "A", modified: "M", deleted: "D", renamed: "R" }
-
-/** One change as status prints it: `M README.md`. */
-export const changeLine = (c: FileChange): string =>
-  `${CHANGE_LETTER[c.change_type]} ${c.old_path == null ? c.path : `${c.old_path} -> ${c.path}`}`
 
 /** The working tree's changes against the head, with the index refreshed. */
 export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(workspace: Workspace, state: RepoState) {
