@@ -18,10 +18,10 @@
  * byte); the binary routes keep theirs and check them again while streaming.
  */
 import type { Access } from "@grove/core"
-import { ByteSize, Effect, Result, Stream } from "effect"
+import { ByteSize, Effect, Result } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
 import { HttpServerResponse as Response } from "effect/http"
-import { DecodeShare, isBodyTooLarge, isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
+import { bodyView, DecodeShare, isBodyTooLarge, isZstd, zstdDecodedRequest } from "./ContentEncoding.ts"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -158,36 +158,6 @@ export const pathnameOf = (url: string): string => {
 /** Routes whose chunked bodies are read before any other work. */
 export const PREREAD_LIMIT = DEFAULT_LIMIT
 
-/**
- * `request` with its body already read into `read` (whose body effects are cached): the body
- * accessors answer from there, also on a copy the router makes with `modify`.
- */
-const withReadBody = (
-  request: HttpServerRequest.HttpServerRequest,
-  read: HttpServerRequest.HttpServerRequest,
-  bytes: ArrayBuffer
-): HttpServerRequest.HttpServerRequest =>
-  new Proxy(request, {
-    get(target, property) {
-      switch (property) {
-        case "arrayBuffer":
-        case "text":
-        case "json":
-        case "urlParamsBody":
-          return Reflect.get(read, property, read)
-        case "stream":
-          return Stream.succeed(new Uint8Array(bytes))
-        case "modify":
-          return (options: Parameters<HttpServerRequest.HttpServerRequest["modify"]>[0]) =>
-            withReadBody(target.modify(options), read, bytes)
-        default: {
-          const value: unknown = Reflect.get(target, property, target)
-          return typeof value === "function" ? value.bind(target) : value
-        }
-      }
-    }
-  })
-
 export const decodeBusy = () =>
   Response.jsonUnsafe({ error: "too many compressed request bodies are being decoded: retry shortly", code: "unavailable", retryable: true }, {
     status: 503,
@@ -232,5 +202,5 @@ export const BodyLimitsLive = HttpRouter.middleware((httpEffect) =>
       if (isBodyTooLarge(read.failure)) return payloadTooLarge(limit)
       return yield* Effect.fail(read.failure)
     }
-    return yield* serve(withReadBody(request, request, read.success))
+    return yield* serve(bodyView(request, Effect.succeed(new Uint8Array(read.success))))
   }) as unknown as typeof httpEffect, { global: true })

@@ -4,10 +4,10 @@
  * asking for more than an 8 MiB window is not decoded at all.
  */
 import { expect, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { HttpServerError, HttpServerRequest } from "effect/http"
+import { Effect, Stream } from "effect"
+import { HttpServerError, HttpServerRequest, UrlParams } from "effect/http"
 import { constants, zstdCompressSync } from "node:zlib"
-import { DECODE_BUDGET, DecodeShare, decodeBudgetInUse, MAX_RATIO, RATIO_FROM, zstdDecodedRequest } from "./ContentEncoding.ts"
+import { bodyView, DECODE_BUDGET, DecodeShare, decodeBudgetInUse, MAX_RATIO, RATIO_FROM, zstdDecodedRequest } from "./ContentEncoding.ts"
 
 const MiB = 1024 * 1024
 
@@ -69,4 +69,24 @@ it.effect("refuses more than 64x past 4 MiB as too large, and a window over 8 Mi
     expect(yield* decode(unsized, share)).toBe("Parse")
     share.release()
     expect(decodeBudgetInUse()).toBe(0)
+  }))
+
+it.effect("a decoded body answers every accessor with the plain bytes, also after the router's modify", () =>
+  Effect.gen(function*() {
+    const form = new TextEncoder().encode("user_code=AB-CD&x=%3F")
+    const share = new DecodeShare()
+    const decoded = zstdDecodedRequest(requestOf(zstdCompressSync(form)), MiB, share).modify({ url: "/cli-auth" })
+    expect(decoded.url).toBe("/cli-auth")
+    // The form decodes from the plain bytes, not from the compressed ones the request arrived with.
+    expect(UrlParams.toRecord(yield* decoded.urlParamsBody)).toEqual({ user_code: "AB-CD", x: "?" })
+    expect(yield* decoded.text).toBe("user_code=AB-CD&x=%3F")
+    const chunks = yield* Stream.runCollect(decoded.stream)
+    expect(Buffer.concat(Array.from(chunks)).toString()).toBe("user_code=AB-CD&x=%3F")
+    share.release()
+
+    // A body read before routing: the same view; an empty JSON body is null, as the platform reads it.
+    const read = bodyView(requestOf(new Uint8Array()), Effect.succeed(new TextEncoder().encode(`{"a":[1,2]}`)))
+    expect(yield* read.json).toEqual({ a: [1, 2] })
+    expect(new Uint8Array(yield* read.modify({ url: "/x" }).arrayBuffer)).toEqual(new TextEncoder().encode(`{"a":[1,2]}`))
+    expect(yield* bodyView(requestOf(new Uint8Array()), Effect.succeed(new Uint8Array())).json).toBe(null)
   }))

@@ -18,7 +18,7 @@
  */
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect, Stream } from "effect"
-import { HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse, UrlParams } from "effect/http"
 import { constants, createZstdDecompress } from "node:zlib"
 
 /** Smaller answers are not worth a frame header and a thread-pool trip. */
@@ -143,15 +143,27 @@ export const zstdDecodedRequest = (
       return decoded
     })
   )
-  return decodedView(request, plain)
+  return bodyView(request, plain)
 }
 
-const decodedView = (
+const textDecoder = new TextDecoder()
+// As the platform decodes a form (a leading BOM kept, a leading "?" not taken for a query's).
+const formDecoder = new TextDecoder("utf-8", { ignoreBOM: true })
+
+/**
+ * `request` whose body accessors answer `body` (read or decoded elsewhere, once), also on a copy the
+ * router makes with `modify`; the JSON and form parsing is the platform's (an empty body is `null`).
+ */
+export const bodyView = (
   request: HttpServerRequest.HttpServerRequest,
   body: Effect.Effect<Uint8Array, HttpServerError.HttpServerError>
 ): HttpServerRequest.HttpServerRequest => {
-  const arrayBuffer = Effect.map(body, (bytes) => bytes.slice().buffer as ArrayBuffer)
-  const text = Effect.map(body, (bytes) => new TextDecoder().decode(bytes))
+  // The bytes' own buffer when they fill it (a body's only copy: no second one of a 256 MiB push).
+  const arrayBuffer = Effect.map(body, (bytes) =>
+    (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer) as ArrayBuffer)
+  const text = Effect.map(body, (bytes) => textDecoder.decode(bytes))
+  const parse = <A>(request: HttpServerRequest.HttpServerRequest, f: () => A) =>
+    Effect.try({ try: f, catch: (cause) => parseError(request, "Parse", "the body cannot be parsed", cause) })
   return new Proxy(request, {
     get(target, property) {
       switch (property) {
@@ -160,12 +172,14 @@ const decodedView = (
         case "text":
           return text
         case "json":
-          return Effect.flatMap(text, (value) =>
-            Effect.try({ try: () => JSON.parse(value) as unknown, catch: (cause) => parseError(target, "Parse", "invalid JSON", cause) }))
+          return Effect.flatMap(text, (value) => parse(target, () => value === "" ? null : JSON.parse(value) as unknown))
+        case "urlParamsBody":
+          return Effect.flatMap(body, (bytes) =>
+            parse(target, () => UrlParams.fromInput(new URLSearchParams(formDecoder.decode(bytes).replace(/^\?/, "%3F")))))
         case "stream":
           return Stream.fromEffect(body)
         case "modify":
-          return (options: Parameters<HttpServerRequest.HttpServerRequest["modify"]>[0]) => decodedView(target.modify(options), body)
+          return (options: Parameters<HttpServerRequest.HttpServerRequest["modify"]>[0]) => bodyView(target.modify(options), body)
         default: {
           const value: unknown = Reflect.get(target, property, target)
           return typeof value === "function" ? value.bind(target) : value
