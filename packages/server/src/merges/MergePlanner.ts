@@ -15,8 +15,7 @@ import * as Blake3 from "@grove/core/objects/Blake3"
 import type * as FileChanges from "@grove/core/objects/FileChanges"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import type { BranchRecord } from "../content/BranchRecord.ts"
-import { Branches } from "../content/Branches.ts"
+import { branchColumns, type BranchRecord } from "../content/BranchRecord.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ciGate } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -106,11 +105,13 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
   return { base, cache, oursRoot, merged, result }
 })
 
-/** The branch's record and main's head, read together (pipelined on one connection). */
+/** The branch's record and main's head: one statement (a statement costs a merge more than its row does). */
 const branchAndMain = Effect.fnUntraced(function*(repoId: string, name: string) {
-  const branches = yield* Branches
-  const [branch, main] = yield* Effect.all([branches.get(repoId, name), branches.get(repoId, MAIN)], { concurrency: "unbounded" })
-  return { branch, mainHead: main?.head ?? null }
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches
+    WHERE repo_id = ${repoId} AND name IN (${name}, ${MAIN})`
+  const branch = rows.find((row) => row.name === name)
+  return { branch, mainHead: rows.find((row) => row.name === MAIN)?.head ?? null }
 })
 
 /** The merge would leave main's files as they are (`ours` and `result` hold the same paths' versions). */
