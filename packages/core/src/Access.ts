@@ -63,15 +63,19 @@ const allow: Decision = { _tag: "Allow" }
 const notFound: Decision = { _tag: "Deny", status: 404, reason: "not found" }
 const unauthenticated: Decision = { _tag: "Deny", status: 401, reason: "sign in required" }
 
+// Shared and never changed (ReadonlySet): `decide` runs per request and needs no Set of its own.
+const READ_ONLY: ReadonlySet<Scope> = new Set<Scope>(["read"])
+const ALL_SCOPES: ReadonlySet<Scope> = new Set<Scope>(["read", "write", "merge", "admin", "release"])
+
 /** The scopes a token carries. `release` is never implied by another scope. */
 export const tokenScopes = (limits: TokenLimits): ReadonlySet<Scope> => {
   switch (limits.kind) {
     case "none":
-      return new Set<Scope>(["read"])
+      return READ_ONLY
     case "session":
-      return new Set<Scope>(["read", "write", "merge", "admin", "release"])
+      return ALL_SCOPES
     case "personal":
-      return new Set<Scope>(limits.scope === "read" ? ["read"] : ["read", "write", "merge", "admin", "release"])
+      return limits.scope === "read" ? READ_ONLY : ALL_SCOPES
     case "service":
       return new Set<Scope>(limits.scopes)
   }

@@ -20,11 +20,12 @@ export interface AccessEntry {
   readonly traceId?: string | undefined
 }
 
-export const formatEntry = (format: LogFormat, entry: AccessEntry, now: Date): string => {
+/** One line; `timestamp`: the ISO time it was written (the writer makes one per millisecond). */
+export const formatEntry = (format: LogFormat, entry: AccessEntry, timestamp: string): string => {
   const ms = Math.round(entry.seconds * 1e6) / 1e3
   if (format === "json") {
     return JSON.stringify({
-      timestamp: now.toISOString(),
+      timestamp,
       level: "INFO",
       message: "request",
       request_id: entry.requestId,
@@ -37,7 +38,7 @@ export const formatEntry = (format: LogFormat, entry: AccessEntry, now: Date): s
       ...(entry.traceId === undefined ? {} : { trace_id: entry.traceId })
     })
   }
-  return `[${now.toISOString()}] ${entry.method} ${entry.route} ${entry.status} ${ms}ms ` +
+  return `[${timestamp}] ${entry.method} ${entry.route} ${entry.status} ${ms}ms ` +
     `${entry.bytes === undefined ? "-" : `${entry.bytes}B`} ${entry.caller ?? "-"} request_id=${entry.requestId}` +
     (entry.traceId === undefined ? "" : ` trace_id=${entry.traceId}`)
 }
@@ -48,6 +49,10 @@ export interface AccessLogWriter {
 
 export const writer = (format: LogFormat, out: (text: string) => void = (text) => process.stdout.write(text)): AccessLogWriter => {
   let pending: Array<string> = []
+  // The ISO time of the last line's millisecond: lines of one millisecond share it (one Date and one
+  // toISOString per millisecond, not per request).
+  let stampedAt = -1
+  let stamp = ""
   const flush = () => {
     const lines = pending
     pending = []
@@ -56,7 +61,12 @@ export const writer = (format: LogFormat, out: (text: string) => void = (text) =
   return {
     write: (entry) => {
       if (pending.length === 0) setImmediate(flush)
-      pending.push(formatEntry(format, entry, new Date()))
+      const now = Date.now()
+      if (now !== stampedAt) {
+        stampedAt = now
+        stamp = new Date(now).toISOString()
+      }
+      pending.push(formatEntry(format, entry, stamp))
     }
   }
 }

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "@effect/vitest"
+import { type AccessEntry, writer } from "./AccessLog.ts"
+
+const base: AccessEntry = {
+  requestId: "ab12cd34-1z",
+  method: "GET",
+  route: "/api/:owner/:name",
+  status: 200,
+  seconds: 0.000123456,
+  bytes: 512,
+  caller: "user:alice"
+}
+
+/** Waits (spinning: a timer may take far longer on a loaded machine) until the clock has passed `ms`. */
+const after = (ms: number) => {
+  while (Date.now() <= ms) {
+    // spin
+  }
+}
+
+describe("access log writer", () => {
+  it("stamps each line with the millisecond it was written (the shared stamp never goes stale), in one write per turn", async () => {
+    const written: Array<string> = []
+    const log = writer("json", (text) => written.push(text))
+    const bounds: Array<[number, number]> = []
+    for (const status of [200, 304, 404]) {
+      const before = Date.now()
+      log.write({ ...base, status })
+      bounds.push([before, Date.now()])
+      after(Date.now() + 1)
+    }
+    expect(written).toEqual([])
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(written).toHaveLength(1)
+    const lines = written[0]!.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(lines.map((line) => line.status)).toEqual([200, 304, 404])
+    lines.forEach((line, i) => {
+      const at = Date.parse(line.timestamp as string)
+      expect(at).toBeGreaterThanOrEqual(bounds[i]![0])
+      expect(at).toBeLessThanOrEqual(bounds[i]![1])
+    })
+    expect(Object.keys(lines[0]!)).toEqual(["timestamp", "level", "message", "request_id", "method", "route", "status", "duration_ms", "bytes", "caller"])
+    expect(lines[0]).toMatchObject({ level: "INFO", message: "request", request_id: base.requestId, duration_ms: 0.123, bytes: 512, caller: "user:alice" })
+  })
+
+  it("text lines carry the same stamp", async () => {
+    const written: Array<string> = []
+    const log = writer("text", (text) => written.push(text))
+    const before = Date.now()
+    log.write({ ...base, bytes: undefined, caller: undefined })
+    const end = Date.now()
+    await new Promise((resolve) => setImmediate(resolve))
+    const match = /^\[(\S+)\] GET \/api\/:owner\/:name 200 0\.123ms - - request_id=ab12cd34-1z\n$/.exec(written[0]!)
+    expect(match).not.toBeNull()
+    const at = Date.parse(match![1]!)
+    expect(at).toBeGreaterThanOrEqual(before)
+    expect(at).toBeLessThanOrEqual(end)
+  })
+})
