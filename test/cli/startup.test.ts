@@ -50,6 +50,19 @@ describe("grove's start", () => {
     }
   })
 
+  it("a command that asks no question and starts no process loads neither node:readline nor node:child_process", () => {
+    const builtins = `data:text/javascript,${encodeURIComponent(`process.on("exit", () => process.stderr.write("builtins " + process.moduleLoadList.filter((m) => m.startsWith("NativeModule ")).map((m) => m.slice(13)).join(" ") + "\\n"))`)}`
+    const bundled = fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+    for (const mode of bundled ? [{ GROVE_BUNDLE: "1" }, { GROVE_NO_BUNDLE: "1" }] : [{ GROVE_NO_BUNDLE: "1" }]) {
+      for (const args of [["--help"], ["status", "--json"]]) {
+        const result = run(CLI_BIN, args, mode, ["--import", builtins])
+        const names = (/^builtins (.*)$/m.exec(result.stderr)?.[1] ?? "").split(" ")
+        expect(names).toContain("fs") // the hook saw the run
+        expect({ mode, args, loaded: names.filter((n) => n === "readline" || n === "child_process") }).toEqual({ mode, args, loaded: [] })
+      }
+    }
+  })
+
   it("the compile cache is kept under $XDG_CACHE_HOME/grove, used by the next run, never stale, and optional", () => {
     // A client of its own (bin/ as shipped, a one-line bundle) so its bundle can be rewritten in place.
     const cli = tempDir("client")

@@ -3,7 +3,6 @@
  * answer is one line of stdin (a terminal or a pipe).
  */
 import { Context, Effect, Layer, Option } from "effect"
-import * as readline from "node:readline"
 
 export interface InteractionShape {
   /** Whether stdin is a terminal (someone can answer a question). */
@@ -14,7 +13,8 @@ export interface InteractionShape {
 
 const readLineFromStdin = (prompt: string) =>
   Effect.callback<Option.Option<string>>((resume) => {
-    const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY === true })
+    // Loaded on the first question, not at every start.
+    const rl = process.getBuiltinModule("node:readline").createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY === true })
     let answered = false
     rl.once("line", (line) => {
       answered = true

@@ -9,7 +9,6 @@
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
@@ -219,7 +218,8 @@ export const openObjects = (root: string): ObjectStore => {
         fsSync.renameSync(blobs, path.join(dir, `trash-${process.pid}-${Date.now()}`))
         const trash = trashOf()
         const script = "for (const dir of process.argv.slice(1)) require('node:fs').rmSync(dir, { recursive: true, force: true })"
-        const child = spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
+        // Loaded here, not at start: child_process (and net under it) is start-up time every other command pays.
+        const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
         child.on("error", () => trash.forEach((dir) => fsSync.rmSync(dir, { recursive: true, force: true })))
         child.unref()
       },
