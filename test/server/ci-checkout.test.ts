@@ -7,13 +7,20 @@
  * that commit's files.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
 import { ciRuns, logsOf } from "../support/ciRuns.ts"
+import { waitFor } from "../support/waitFor.ts"
 
 let server: GroveServer
 let token = ""
+// The server's CI work root, its own (the default is shared by every server on the host); traversable for the jobs' users.
+const workRoot = fs.mkdtempSync(path.join(os.tmpdir(), "grove-ci-checkout-"))
+fs.chmodSync(workRoot, 0o711)
 const as = () => api(server.url, token)
 
 const workflows = (expected: string): Record<string, string> => ({
@@ -65,7 +72,7 @@ const expectConclusion = (run: any, marker: string) => {
 }
 
 beforeAll(async () => {
-  server = await startServer({ args: ["--ci-concurrency", "4"] })
+  server = await startServer({ args: ["--ci-concurrency", "4", "--ci-work-dir", workRoot] })
   token = await server.createUser("ops")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
   for (const [branch, expected] of [["one", "first"], ["two", "second"]] as const) {
@@ -77,6 +84,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.stop()
+  fs.rmSync(workRoot, { recursive: true, force: true })
 })
 
 describe("CI checkout reuse", () => {
@@ -96,5 +104,22 @@ describe("CI checkout reuse", () => {
   it("gives a run of another commit that commit's files", async () => {
     expectConclusion(await completed(await start("check", "two")), "pristine")
     expectConclusion(await completed(await start("check", "one")), "pristine")
+  }, 180_000)
+
+  // A job's checkout is removed after its run's Finish (Runner's cleanups), no longer before it: still removed.
+  it("removes every run's checkout once its run is over", async () => {
+    expectConclusion(await completed(await start("dirty", "two")), "dirtied")
+    const root = workRoot
+    // This server's node directory is there (what is looked at below is not an empty guess).
+    expect(fs.readdirSync(root).length).toBe(1)
+    // A directory removed while it is looked at counts as gone.
+    const list = (dir: string) => fs.existsSync(dir) ? fs.readdirSync(dir) : []
+    // What is left beside the bases: only sandboxes still waiting for a job, whose directories are empty.
+    const leftovers = () =>
+      list(root).flatMap((node) => list(path.join(root, node)).filter((name) => name !== ".bases").map((name) => path.join(root, node, name)))
+        .filter((dir) => fs.existsSync(dir) && !(path.basename(dir).startsWith("warm-") && list(dir).length === 0))
+    await waitFor("the runs' checkouts removed", async () => leftovers().length === 0 || undefined, 60_000).catch((error) => {
+      throw new Error(`${error}: ${leftovers().join(", ")}`)
+    })
   }, 180_000)
 })

@@ -12,7 +12,7 @@
  */
 import type { Workflow, WorkflowJob, WorkflowStep } from "@grove/core/ci/Workflow"
 import { makeMasker } from "@grove/core/ci/LogMask"
-import { Cause, Effect, Exit, Fiber, Option, Queue, Semaphore } from "effect"
+import { Cause, Effect, Exit, Fiber, Option, Queue, Scope, Semaphore } from "effect"
 import type { CiConfig } from "../Config.ts"
 import * as CiCache from "./CiCache.ts"
 import type { CiHeartbeats } from "./CiHeartbeats.ts"
@@ -97,6 +97,11 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   }
   const reporting = yield* Semaphore.make(1)
   let cancelled = false
+  // Each job's end: its checkout removed, then its scope closed (sandbox, host user, base). Done once the
+  // run's Finish is sent, off the way to it and to the runner's next run; its own fiber, so an ending
+  // run (a node stopping too) still cleans up.
+  const cleanups: Array<Effect.Effect<void>> = []
+  yield* Effect.addFinalizer(() => Effect.forkDetach(Effect.forEach(cleanups, (cleanup) => cleanup, { discard: true })).pipe(Effect.asVoid))
   /** Reports the jobs; answers false when the run was cancelled (or failed) meanwhile. */
   const report = reporting.withPermits(1)(
     Effect.suspend(() => gateway.progress(entityId, { node, jobs: JSON.stringify(jobs) })).pipe(
@@ -234,7 +239,12 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         }
         return outcome
       })
-      const exit = yield* Effect.exit(Effect.scoped(body.pipe(Effect.ensuring(Effect.suspend(() => dir === undefined ? Effect.void : remove(dir))))))
+      const scope = yield* Scope.make()
+      let ended: Exit.Exit<unknown, unknown> = Exit.void
+      // Its user is held until its checkout is gone. Listed before the body runs: an interrupted job is cleaned up too.
+      cleanups.push(Effect.suspend(() => dir === undefined ? Effect.void : remove(dir)).pipe(Effect.andThen(Effect.suspend(() => Scope.close(scope, ended)))))
+      const exit = yield* Effect.exit(Scope.provide(scope)(body))
+      ended = exit
       if (Exit.hasInterrupts(exit)) return yield* Effect.interrupt
       const conclusion: Conclusion = Exit.isSuccess(exit) ? exit.value : "failure"
       if (Exit.isFailure(exit)) {
