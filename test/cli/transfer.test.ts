@@ -115,10 +115,13 @@ describe("grove transfers on the wire", () => {
       }
     }
     expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: frames.length, uploaded_bytes: plain })
+    // Every file is small: no blobs/check, and the push lists no blob (each is its uploaded chunk).
+    expect(records.filter((r) => r.path.endsWith("/blobs/check"))).toEqual([])
     expect(pushed.sent_bytes).toBeLessThan(plain / 2)
     // The push's JSON (and every other body of 16 KiB or more) went zstd: the server advertises body_compression.
     const push = records.find((r) => r.method === "POST" && r.path.endsWith("/push"))!
     expect(push.body.subarray(0, 4).equals(ZSTD_MAGIC)).toBe(true)
+    expect(JSON.parse(zstdDecompressSync(push.body).toString())).toMatchObject({ blobs: [], commits: [expect.anything()] })
     expect(JSON.parse(zstdDecompressSync(push.body).toString()).commits.at(-1).hash).toBe(pushed.head)
     expect(pushed.sent_bytes).toBeGreaterThanOrEqual(sent) // frames plus their headers
     // The server advertises bare frames: every batch went without hashes, 4 bytes of header a chunk.
@@ -184,9 +187,13 @@ describe("grove transfers on the wire", () => {
     // Raw or compressed (a 4 KiB push is not worth asking the server's capabilities), the bytes are that file's.
     const plain = Objects.ChunkCompression.plainChunkBytes(frames[0]!.hash, frames[0]!.data, bytes.length)
     expect(plain !== undefined && Buffer.from(plain).equals(bytes)).toBe(true)
-    const checked = sent.filter((r) => r.path.endsWith("/blobs/check")).flatMap((r) => JSON.parse(r.body.toString()).hashes)
+    // A small file is its own one chunk: asked about once, in chunks/check (no blobs/check), and not listed in
+    // the push (the server registers it from the uploaded chunk): three requests.
+    expect(sent.map((r) => `${r.method} ${r.path.replace("/api/tess/steady/", "")}`)).toEqual(["POST chunks/check", "POST chunks/batch", "POST push"])
+    const checked = sent.filter((r) => r.path.endsWith("/chunks/check")).flatMap((r) => JSON.parse(r.body.toString()).hashes)
     expect(checked).toEqual([Objects.Blake3.hash(bytes)])
     const push = JSON.parse(sent.find((r) => r.path.endsWith("/push"))!.body.toString())
+    expect(push.blobs).toEqual([])
     expect(push.commits.map((c: { files: Array<{ path: string; change_type: string }> }) => c.files)).toEqual([
       [expect.objectContaining({ path: target, change_type: "modified" })]
     ])
