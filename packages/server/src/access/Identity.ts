@@ -234,6 +234,11 @@ export class Identity extends Context.Service<Identity, {
         FROM service_account_keys k JOIN service_accounts a ON a.id = k.account_id JOIN organizations o ON o.id = a.org_id
         WHERE k.secret_hash = ${hash}`.pipe(Effect.map((rows) => rows[0]))
 
+    /**
+     * The caller a row makes, once per row object: cached rows are never changed in place (a change
+     * reloads the row), and the hot reads would otherwise build three objects per request.
+     */
+    const callers = new WeakMap<TokenRow | ServiceKeyRow, Caller>()
     /** What a token row lets its holder be, now: the caller, or why not. Shared by `authenticate` and `cachedCaller`. */
     const callerFromRow = (row: TokenRow | ServiceKeyRow | undefined, hash: string, now: number): Caller | InvalidToken | TokenExpired => {
       if (row === undefined || !Secrets.constantTimeEqualHex(row.secretHash, hash)) return new InvalidToken()
@@ -242,6 +247,11 @@ export class Identity extends Context.Service<Identity, {
       if (row.kind === "service" && row.disabled) return new InvalidToken()
       // Only the holder of the secret learns that it expired (the hash matched above).
       if (row.kind !== "service" && row.expiresAt !== null && row.expiresAt.getTime() <= now) return new TokenExpired()
+      let caller = callers.get(row)
+      if (caller === undefined) callers.set(row, caller = callerOfRow(row))
+      return caller
+    }
+    const callerOfRow = (row: TokenRow | ServiceKeyRow): Caller => {
       if (row.kind === "service") {
         return {
           principal: { kind: "service_account", accountId: row.accountId, orgId: row.orgId, orgSlug: row.orgSlug, name: row.accountName },

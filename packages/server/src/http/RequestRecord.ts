@@ -33,18 +33,25 @@ export const recordIn = (context: Context.Context<never>): RequestRecordShape | 
 /** The record of a server request object (node's IncomingMessage), once the app has attached one. */
 export const recordOfSource = (source: object): RequestRecordShape | undefined => records.get(source)
 
-/** How the access log names a caller: `user:<name>`, `service:<org>/<name>`, undefined for anonymous. */
-export const callerLabel = (principal: {
+interface LabelledPrincipal {
   readonly kind: string
   readonly username?: string
   readonly orgSlug?: string
   readonly name?: string
-}): string | undefined =>
-  principal.kind === "user"
-    ? `user:${principal.username}`
-    : principal.kind === "service_account"
-    ? `service:${principal.orgSlug}/${principal.name}`
-    : undefined
+}
+
+/** Labels made, per principal object (a cached token row's caller keeps its principal: one string, not one per request). */
+const labels = new WeakMap<LabelledPrincipal, string>()
+
+/** How the access log names a caller: `user:<name>`, `service:<org>/<name>`, undefined for anonymous. */
+export const callerLabel = (principal: LabelledPrincipal): string | undefined => {
+  if (principal.kind !== "user" && principal.kind !== "service_account") return undefined
+  let label = labels.get(principal)
+  if (label === undefined) {
+    labels.set(principal, label = principal.kind === "user" ? `user:${principal.username}` : `service:${principal.orgSlug}/${principal.name}`)
+  }
+  return label
+}
 
 /** Notes who the caller is on the current request, if there is one (a no-op outside requests). */
 export const noteCaller = (context: Context.Context<never>, principal: {
