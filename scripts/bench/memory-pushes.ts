@@ -54,8 +54,9 @@ const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) =
     say(`clone: ${(cloned.ms / 1000).toFixed(2)} s, server CPU ${(cloned.cpu / 1000).toFixed(2)} s; right after ${snap(pid)}`)
     await sleep(3000)
     say(`3 s after the clone          ${snap(pid)}`)
-    await sleep(12_000)
-    say(`15 s after the clone         ${snap(pid)}`)
+    // The server's idle collection (ops/IdleGc.ts) looks every 10 s.
+    await sleep(27_000)
+    say(`30 s after the clone         ${snap(pid)}`)
   } finally {
     await server?.stop()
     fs.rmSync(tmp, { recursive: true, force: true })
