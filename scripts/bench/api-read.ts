@@ -100,8 +100,11 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-"))
   const probe = path.join(dataDir, "..", `${path.basename(dataDir)}.alloc.json`)
   const env = allocProbeEnv(probe)
+  // The server logs to a file, as a deployment does: this process generates the load, and reading the
+  // access log through a pipe cost it ~32 µs of CPU per request (the bare server logs nothing).
+  const logFile = path.join(dataDir, "..", `${path.basename(dataDir)}.log`)
   const sized = { connections: options.connections, duration: options.duration }
-  let server = await startServer({ dataDir, env })
+  let server = await startServer({ dataDir, env, logFile })
   try {
     const key = await server.createUser("bench")
     const { headers, target } = await prepare(server, key)
@@ -145,7 +148,7 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
     const afterLoadRss = rssOf(server.process.pid!)
 
     await server.stop()
-    server = await startServer({ dataDir, env })
+    server = await startServer({ dataDir, env, logFile })
     await readBody(`${server.url}${target}`, headers)
     await sleep(1000)
     const restartRss = rssOf(server.process.pid!)
@@ -172,6 +175,7 @@ export const measureApiRead = async (options: ApiReadOptions): Promise<ApiReadRe
     await server.stop()
     fs.rmSync(dataDir, { recursive: true, force: true })
     fs.rmSync(probe, { force: true })
+    fs.rmSync(logFile, { force: true })
   }
 }
 

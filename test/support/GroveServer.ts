@@ -60,6 +60,11 @@ export interface StartOptions {
   readonly args?: ReadonlyArray<string>
   /** The entry point to run instead of `grove-server` (e.g. the server's bundle). */
   readonly bin?: string
+  /**
+   * Send the server's stdout and stderr to this file instead of a pipe. For benchmarks that generate load
+   * from this process: reading a busy server's access log through a pipe took the load generator's CPU.
+   */
+  readonly logFile?: string
 }
 
 /**
@@ -75,35 +80,48 @@ process.once("exit", () => {
 export const startServer = async (options: StartOptions = {}): Promise<GroveServer> => {
   const ownDataDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "grove-e2e-"))
+  const logFd = options.logFile === undefined ? undefined : fs.openSync(options.logFile, "a")
+  // This start's output only: the file may hold an earlier start's (its "listening on" another port).
+  const logStart = options.logFile === undefined ? 0 : fs.statSync(options.logFile).size
   const child = spawn(process.execPath, [options.bin ?? SERVER_BIN, "serve", "--port", "0", "--data-dir", dataDir, ...(options.args ?? [])], {
     cwd: ROOT,
     env: { ...process.env, ...options.env },
-    stdio: ["ignore", "pipe", "pipe"]
+    stdio: logFd === undefined ? ["ignore", "pipe", "pipe"] : ["ignore", logFd, logFd]
   })
+  if (logFd !== undefined) fs.closeSync(logFd)
   live.add(child)
   child.once("exit", () => live.delete(child))
-  let output = ""
+  let piped = ""
+  const output = () => options.logFile === undefined ? piped : fs.readFileSync(options.logFile).subarray(logStart).toString()
   const started = new Promise<string>((resolve, reject) => {
     // Generous: on a busy 2-core machine (load 15-20) a start has taken over a minute.
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 180_000)
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output()}`)), 180_000)
     let listening = false
-    const onData = (d: Buffer) => {
-      output += d.toString()
+    const look = (text: string) => {
       // Only until started: a regex over the whole output flattens it (a copy of every byte logged so far)
       // at each chunk, which under a read benchmark's access log took the load generator's CPU.
       if (listening) return
-      const match = /listening on (http:\/\/\S+)/.exec(output)
+      const match = /listening on (http:\/\/\S+)/.exec(text)
       if (match) {
         listening = true
         clearTimeout(timer)
+        if (poll !== undefined) clearInterval(poll)
         resolve(match[1]!)
       }
     }
-    child.stdout.on("data", onData)
-    child.stderr.on("data", onData)
+    const poll = options.logFile === undefined ? undefined : setInterval(() => look(output()), 20)
+    if (logFd === undefined) {
+      const onData = (d: Buffer) => {
+        piped += d.toString()
+        look(piped)
+      }
+      child.stdout!.on("data", onData)
+      child.stderr!.on("data", onData)
+    }
     child.on("exit", (code) => {
       clearTimeout(timer)
-      reject(new Error(`server exited with ${code}:\n${output}`))
+      if (poll !== undefined) clearInterval(poll)
+      reject(new Error(`server exited with ${code}:\n${output()}`))
     })
   })
   // A server that did not come up is not left running (nor its data directory left behind).
@@ -131,7 +149,7 @@ export const startServer = async (options: StartOptions = {}): Promise<GroveServ
     url,
     dataDir,
     process: child,
-    output: () => output,
+    output,
     stop,
     createUser: async (name, opts = {}) => {
       const args = ["user", "create", name, "--data-dir", dataDir]
