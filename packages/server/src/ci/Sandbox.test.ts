@@ -29,10 +29,16 @@ const runIn = async (isolation: Isolation, network: boolean, script: string) =>
     const command = yield* stepCommand(isolation, user, workspace, network, script)
     return yield* Effect.promise(() =>
       exec(command.file, [...command.args], { cwd: workspace, env: { PATH: "/usr/bin:/bin", STEP_ONLY: "yes" } })
-        .then(({ stdout }) => ({ stdout, workspace }))
+        // Network on, the shell around bwrap prints the exit marker last (what StepProcess reads from the terminal).
+        .then(({ stdout }) => ({ stdout: command.exitMarker === undefined ? stdout : withoutMarker(stdout, command.exitMarker), workspace }))
         .finally(() => fs.rmSync(workspace, { recursive: true, force: true }))
     )
   })))
+
+const withoutMarker = (stdout: string, marker: string) => {
+  expect(stdout.endsWith(`${marker}0\x07`)).toBe(true)
+  return stdout.slice(0, stdout.length - marker.length - 2)
+}
 
 describe("Sandbox", () => {
   it("reports a missing bubblewrap as unavailable, saying why", async () => {

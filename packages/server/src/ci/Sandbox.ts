@@ -28,6 +28,7 @@
  */
 import { Effect, type Scope } from "effect"
 import { execFile, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import { constants } from "node:fs"
 import { access, readlink } from "node:fs/promises"
 import * as path from "node:path"
@@ -97,6 +98,12 @@ export interface Command {
   readonly args: ReadonlyArray<string>
   /** For the spawner to switch to, when setpriv is not there to do it (shared runner only). */
   readonly user?: RunUser | undefined
+  /**
+   * Network on: what the shell between pasta and bwrap prints to the terminal once bwrap has ended,
+   * then the exit code and BEL. The step's exit is known then, after all its output, not only once
+   * pasta has exited (the kernel's teardown of its tap device and namespace, 10-40 ms later).
+   */
+  readonly exitMarker?: string | undefined
 }
 
 const SYSTEM_LINKS = ["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"]
@@ -150,17 +157,32 @@ const sandboxed = (
   workspace: string | undefined,
   network: boolean,
   links: ReadonlyMap<string, string>,
-  argv: ReadonlyArray<string>
+  argv: ReadonlyArray<string>,
+  marker = newMarker()
 ): Array<string> => {
   const bwrap = [tools.bwrap, ...bwrapArgs(inside, workspace, network, links), "--", ...argv]
-  return network ? [tools.pasta, ...PASTA_ARGS, "--", ...bwrap] : bwrap
+  return network ? [tools.pasta, ...PASTA_ARGS, "--", ...reportingExit(marker, bwrap)] : bwrap
 }
+
+/**
+ * `argv`, then the marker and its exit code printed, then that code as the shell's own. The sandbox's
+ * processes are all gone when bwrap (outside its PID namespace) returns, so the marker comes after
+ * every byte of theirs; they cannot print it early, for they never see its random part (not in their
+ * /proc, environment or terminal input).
+ */
+const reportingExit = (marker: string, argv: ReadonlyArray<string>): Array<string> =>
+  ["/bin/sh", "-c", `"$@"; code=$?; printf '%s%d\\007' "$0" "$code"; exit "$code"`, marker, ...argv]
+
+/** A new exit marker: an OSC sequence no terminal acts on, with a random part. */
+const newMarker = () => `\x1b]grove-exit;${randomBytes(16).toString("hex")};`
 
 /** `argv` in a sandbox around `workspace` (or, shared, on the host) as `user`. */
 export const inSandbox = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, argv: ReadonlyArray<string>): Effect.Effect<Command> =>
   Effect.promise(async () => {
-    const inner = isolation._tag === "Sandboxed" ? sandboxed(isolation, isolation.inside, workspace, network, await readLinks(), argv) : argv
-    return asUser(isolation.setpriv, user, inner)
+    if (isolation._tag !== "Sandboxed") return asUser(isolation.setpriv, user, argv)
+    const marker = newMarker()
+    const command = asUser(isolation.setpriv, user, sandboxed(isolation, isolation.inside, workspace, network, await readLinks(), argv, marker))
+    return network ? { ...command, exitMarker: marker } : command
   })
 
 /** `bash -e -o pipefail -c <run>` for one step. */

@@ -20,8 +20,20 @@ const sandboxedStep = (script: string) =>
     const command = yield* stepCommand(found.isolation, user, workspace, true, script)
     let output = ""
     const code = yield* runStep({ command, cwd: workspace, env: { PATH: "/usr/bin:/bin" }, onOutput: (text) => (output += text) })
-    return { code, output }
+    // Looked at right as the exit is known, in the same tick: is the sandbox's process (pasta) still there?
+    const leftAtExit = processesWith(workspace).length
+    return { code, output, workspace, leftAtExit }
   }))
+
+/** Processes whose command line names `text` (a step's workspace: pasta's and bwrap's arguments hold it). */
+const processesWith = (text: string) =>
+  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && (() => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(text)
+    } catch {
+      return false
+    }
+  })())
 
 /** A plain shell in a pty (no sandbox): how long after its last output the step is reported ended. */
 const gapAfterOutput = Effect.gen(function*() {
@@ -47,6 +59,28 @@ describe("StepProcess", () => {
         expect(output.trimEnd().endsWith("the-last-line")).toBe(true)
       }
     }), 120_000)
+
+  it.effect("reports a network-on step's exit before pasta's teardown ends, and waits for that before its scope ends", () =>
+    Effect.gen(function*() {
+      // pasta's exit (the kernel removing its tap device and namespace) took 10-40 ms after the step's;
+      // the step's end came only after it. Now its exit status comes through the terminal, and the rest
+      // is awaited when the scope closes (before the job's host user is given back).
+      const results: Array<{ code: number; leftAtExit: number; workspace: string }> = []
+      for (let i = 0; i < 5; i++) results.push(yield* sandboxedStep("exit 4"))
+      for (const { code, workspace } of results) {
+        expect(code).toBe(4)
+        expect(processesWith(workspace)).toEqual([])
+      }
+      expect(results.some(({ leftAtExit }) => leftAtExit > 0)).toBe(true)
+    }), 120_000)
+
+  it.effect("keeps the exit code and output of a step that prints something like the exit marker", () =>
+    Effect.gen(function*() {
+      const fake = "\\033]grove-exit;00000000000000000000000000000000;0\\007"
+      const { code, output } = yield* sandboxedStep(`printf '${fake}x\\033]grove-exi'; sleep 0.2; printf 'tail'; exit 5`)
+      expect(code).toBe(5)
+      expect(output).toBe("\x1b]grove-exit;00000000000000000000000000000000;0\x07x\x1b]grove-exitail")
+    }), 60_000)
 
   it.effect("reports the exit when the output ends, without a quiet period after it", () =>
     Effect.gen(function*() {

@@ -4,9 +4,11 @@
  * the sandbox, so that is all its /proc/1/environ holds. Or a sandbox started ahead (prepareStep,
  * Sandbox.warmCommand), told its step through its terminal. The process leads its own session;
  * interrupting the effect (timeout, cancel) kills its group, which ends the sandbox's PID namespace
- * and with it every process inside (a `setsid` one too), and waits for it to be gone.
+ * and with it every process inside (a `setsid` one too), and waits for it to be gone. Network on,
+ * the step ends at the exit marker the shell around bwrap prints (Sandbox.Command.exitMarker), not at
+ * pasta's exit 10-40 ms later; that is awaited when the caller's scope closes.
  */
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
 import { createRequire } from "node:module"
 import type * as Pty from "node-pty"
 import type { Command } from "./Sandbox.ts"
@@ -26,6 +28,8 @@ interface Started {
   readonly child: Pty.IPty
   /** The exit code (128 + signal), once the output ended. */
   readonly exit: Promise<number>
+  /** The step's exit code, once its output ended: at its exit marker, or at `exit`. */
+  readonly ended: Promise<number>
   sink: (text: string) => void
   code: number | undefined
 }
@@ -46,28 +50,77 @@ const start = (command: Command, cwd: string, env: Readonly<Record<string, strin
   const exit = new Promise<number>((done) => {
     child.onExit(({ exitCode, signal }) => {
       started.code = signal !== undefined && signal !== 0 ? 128 + signal : exitCode
+      if (held !== "") started.sink(held)
+      held = ""
       done(started.code)
+      report(started.code)
     })
   })
-  const started: Started = { child, exit, sink: () => undefined, code: undefined }
-  child.onData((data) => started.sink(data))
+  // The step's end: its exit marker (network on) or else the process's exit.
+  let report: (code: number) => void = () => undefined
+  // Output that may be the start of the marker, held back until it is clear whether it is.
+  let held = ""
+  const ended = new Promise<number>((done) => (report = done))
+  const started: Started = { child, exit, ended, sink: () => undefined, code: undefined }
+  const marker = command.exitMarker
+  if (marker === undefined) {
+    child.onData((data) => started.sink(data))
+    return started
+  }
+  let reported = false
+  child.onData((data) => {
+    if (reported) return
+    held += data
+    const at = held.indexOf(marker)
+    const end = at === -1 ? -1 : held.indexOf("\x07", at + marker.length)
+    if (end !== -1) {
+      const code = Number(held.slice(at + marker.length, end))
+      reported = true
+      if (at > 0) started.sink(held.slice(0, at))
+      held = ""
+      report(Number.isInteger(code) ? code : 1)
+      return
+    }
+    const keep = at !== -1 ? held.length - at : heldBack(held, marker)
+    if (keep < held.length) started.sink(held.slice(0, held.length - keep))
+    held = held.slice(held.length - keep)
+  })
   return started
 }
 
-/** Sends the output to `onOutput` until the process ends; interrupted: kills its whole group, then waits until it exited. */
-const follow = (started: Started, onOutput: (text: string) => void): Effect.Effect<number> =>
-  Effect.callback<number>((resume) => {
-    started.sink = (data) => onOutput(data.replace(/\r\n/g, "\n"))
-    void started.exit.then((code) => resume(Effect.succeed(code)))
-    return Effect.promise(async () => {
-      if (started.code !== undefined) return
-      killGroup(started.child.pid)
-      await Promise.race([started.exit, new Promise((done) => setTimeout(done, 5000))])
+/** How many bytes at the end of `text` could be the start of `marker`. */
+const heldBack = (text: string, marker: string): number => {
+  for (let length = Math.min(text.length, marker.length - 1); length > 0; length--) {
+    if (marker.startsWith(text.slice(text.length - length))) return length
+  }
+  return 0
+}
+
+/**
+ * Sends the output to `onOutput` until the step ended; interrupted: kills its whole group, then waits
+ * until it exited. What is left of the process after the step's end (pasta's teardown) is awaited when
+ * the scope closes, before the job's host user is given back; killed if it takes over 5 s.
+ */
+const follow = (started: Started, onOutput: (text: string) => void): Effect.Effect<number, never, Scope.Scope> =>
+  Effect.addFinalizer(() => Effect.promise(() => gone(started, 5000))).pipe(Effect.andThen(
+    Effect.callback<number>((resume) => {
+      started.sink = (data) => onOutput(data.replace(/\r\n/g, "\n"))
+      void started.ended.then((code) => resume(Effect.succeed(code)))
+      return Effect.promise(() => gone(started, 0))
     })
-  })
+  ))
+
+/** Resolves once the process exited: after `grace` ms, its whole group is killed (then at most 5 s more). */
+const gone = async (started: Started, grace: number) => {
+  const waited = (ms: number) => Promise.race([started.exit, new Promise((done) => setTimeout(done, ms))])
+  if (started.code === undefined && grace > 0) await waited(grace)
+  if (started.code !== undefined) return
+  killGroup(started.child.pid)
+  await waited(5000)
+}
 
 /** The shell's exit code (128 + signal when a signal ended it). */
-export const runStep = (options: StepOptions): Effect.Effect<number> =>
+export const runStep = (options: StepOptions): Effect.Effect<number, never, Scope.Scope> =>
   Effect.suspend(() => {
     let started: Started
     try {
@@ -84,7 +137,7 @@ export interface PreparedStep {
   /** Whether it is still waiting (it may have died meanwhile). */
   readonly waiting: () => boolean
   /** Runs the step in it (`line`: Sandbox.warmStepLine), as runStep does; once. */
-  readonly run: (line: string, onOutput: (text: string) => void) => Effect.Effect<number>
+  readonly run: (line: string, onOutput: (text: string) => void) => Effect.Effect<number, never, Scope.Scope>
   /** Ends it unused (its whole group). */
   readonly discard: () => void
 }
