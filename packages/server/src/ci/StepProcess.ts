@@ -112,7 +112,11 @@ const follow = (started: Started, onOutput: (text: string) => void): Effect.Effe
 
 /** Resolves once the process exited: after `grace` ms, its whole group is killed (then at most 5 s more). */
 const gone = async (started: Started, grace: number) => {
-  const waited = (ms: number) => Promise.race([started.exit, new Promise((done) => setTimeout(done, ms))])
+  const waited = async (ms: number) => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    await Promise.race([started.exit, new Promise((done) => (timer = setTimeout(done, ms)))])
+    clearTimeout(timer)
+  }
   if (started.code === undefined && grace > 0) await waited(grace)
   if (started.code !== undefined) return
   killGroup(started.child.pid)
