@@ -9,7 +9,7 @@
  * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
  */
 import { Bus, MetricHandles, Topics } from "@grove/bus"
-import { Cause, Effect, Exit, Layer, Metric } from "effect"
+import { Cause, Effect, Exit, Layer, Metric, Scope } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
 import { CiGateway } from "./CiGateway.ts"
@@ -55,7 +55,9 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   // Sandboxes started ahead: one per runner, at most WARM_MAX (each waiting one holds ~38 MB of the host's
   // memory, pasta's ~31 MB of it), from this node's first network-on job on; none for the unsandboxed shared runner.
   const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, Math.min(ci.concurrency, WARM_MAX)) : undefined
-  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm }
+  // The jobs' cleanups (Runner's cleanUpAfter): closed after the runs stopped, before the warm sandboxes and the root go, waiting for them.
+  const cleanups = yield* Effect.scope.pipe(Effect.flatMap((scope) => Scope.fork(scope, "parallel")))
+  const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm, cleanups }
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
   let active = 0

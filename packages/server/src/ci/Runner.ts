@@ -34,7 +34,23 @@ export interface RunnerContext {
   readonly beats: CiHeartbeats
   /** Sandboxes started ahead, for jobs with the network on. */
   readonly warm?: WarmSandboxes | undefined
+  /** Where the jobs' cleanups run after their run's Finish: the node's stop waits for them. */
+  readonly cleanups: Scope.Scope
 }
+
+/**
+ * Runs the jobs' cleanups one after another in their own fiber in `scope`, uninterruptible, so closing the scope
+ * waits for them (each is bounded: a removal, pasta's teardown killed after 5 s). Each on its own: one that
+ * fails or dies is logged and the next still runs (its checkout and host user would stay taken otherwise).
+ */
+export const cleanUpAfter = (cleanups: ReadonlyArray<Effect.Effect<void>>, scope: Scope.Scope) =>
+  Effect.forEach(cleanups, (cleanup) =>
+    Effect.exit(cleanup).pipe(
+      Effect.flatMap((exit) => Exit.isFailure(exit) ? Effect.logWarning("a CI job's cleanup failed", Cause.squash(exit.cause)) : Effect.void)
+    ), { discard: true }).pipe(
+      Effect.forkIn(scope, { uninterruptible: true }),
+      Effect.asVoid
+    )
 
 /** What a step sees besides the workflow's env and the secrets: none of the server's own variables. */
 const baseEnv = (dir: string): Record<string, string> => ({
@@ -98,10 +114,9 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   const reporting = yield* Semaphore.make(1)
   let cancelled = false
   // Each job's end: its checkout removed, then its scope closed (sandbox, host user, base). Done once the
-  // run's Finish is sent, off the way to it and to the runner's next run; its own fiber, so an ending
-  // run (a node stopping too) still cleans up.
+  // run's Finish is sent, off the way to it and to the runner's next run (an ending run, a node stopping too, still cleans up).
   const cleanups: Array<Effect.Effect<void>> = []
-  yield* Effect.addFinalizer(() => Effect.forkDetach(Effect.forEach(cleanups, (cleanup) => cleanup, { discard: true })).pipe(Effect.asVoid))
+  yield* Effect.addFinalizer(() => cleanUpAfter(cleanups, context.cleanups))
   /** Reports the jobs; answers false when the run was cancelled (or failed) meanwhile. */
   const report = reporting.withPermits(1)(
     Effect.suspend(() => gateway.progress(entityId, { node, jobs: JSON.stringify(jobs) })).pipe(
