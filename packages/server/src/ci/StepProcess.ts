@@ -21,6 +21,8 @@ export interface StepOptions {
   readonly cwd: string
   readonly env: Readonly<Record<string, string>>
   readonly onOutput: (text: string) => void
+  /** Told at the step's reported end whether its process (pasta, network on) had exited by then (tests: its teardown is not waited for). */
+  readonly onEnd?: ((processExited: boolean) => void) | undefined
 }
 
 /** A process in a pty whose output goes where `sink` says, from its first byte. */
@@ -133,6 +135,9 @@ export const runStep = (options: StepOptions): Effect.Effect<number, never, Scop
       options.onOutput(`grove: the step could not be started: ${String(error)}\n`)
       return Effect.succeed(127)
     }
+    const { onEnd } = options
+    // `code` is set by the process's exit: undefined here, the end came from the exit marker before it.
+    if (onEnd !== undefined) void started.ended.then(() => onEnd(started.code !== undefined))
     return follow(started, options.onOutput)
   })
 
