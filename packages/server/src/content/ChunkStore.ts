@@ -43,6 +43,13 @@ const verify = (hash: string, received: Uint8Array): Effect.Effect<Uint8Array, C
 }
 
 
+/** A received chunk: raw or zstd bytes sent under `hash`, or (`verified`) plain bytes `hash` was computed from. */
+export interface UploadedChunk {
+  readonly hash: string
+  readonly data: Uint8Array
+  readonly verified?: true
+}
+
 /** Where a stored chunk's bytes are: an object of its own (`pack` null), or `size` bytes at `offset` in a pack. */
 export interface ChunkLocation {
   readonly hash: string
@@ -54,10 +61,13 @@ export interface ChunkLocation {
 export class ChunkStore extends Context.Service<ChunkStore, {
   /** Verifies and stores one received chunk (raw or zstd); a chunk the organization already has is not rewritten. */
   readonly put: (orgId: string, hash: string, received: Uint8Array) => Effect.Effect<{ readonly size: number }, ChunkRejected | ChunkStoreError>
-  /** Verifies every chunk first, then stores the new ones: small ones in one insert. */
+  /**
+   * Verifies every chunk first, then stores the new ones: small ones in one insert. An entry marked
+   * `verified` is plain bytes whose hash the caller just took from them (bare frames): not hashed again.
+   */
   readonly putMany: (
     orgId: string,
-    entries: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>
+    entries: ReadonlyArray<UploadedChunk>
   ) => Effect.Effect<void, ChunkRejected | ChunkStoreError>
   /** The hashes the organization does not have, in request order. */
   readonly missing: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
@@ -186,7 +196,9 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       }),
       putMany: Effect.fnUntraced(function*(orgId, entries) {
         const verified: Array<{ hash: string; data: Uint8Array }> = []
-        for (const entry of entries) verified.push({ hash: entry.hash, data: yield* verify(entry.hash, entry.data) })
+        for (const entry of entries) {
+          verified.push({ hash: entry.hash, data: entry.verified === true ? entry.data : yield* verify(entry.hash, entry.data) })
+        }
         yield* storeNew(orgId, verified)
       }),
       missing: Effect.fnUntraced(function*(orgId, hashes) {

@@ -7,7 +7,7 @@
  */
 import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
-import { ChunkStore } from "./ChunkStore.ts"
+import { ChunkStore, type UploadedChunk } from "./ChunkStore.ts"
 import { ContentObjects, type Uploader } from "./ContentObjects.ts"
 
 /**
@@ -19,7 +19,7 @@ const ROUNDS = 3
 export const storeUploaded = Effect.fnUntraced(function*(
   orgId: string,
   scope: Uploader,
-  entries: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>
+  entries: ReadonlyArray<UploadedChunk>
 ) {
   const chunks = yield* ChunkStore
   const objects = yield* ContentObjects

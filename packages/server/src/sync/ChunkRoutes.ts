@@ -22,7 +22,7 @@ import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
-import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder } from "../content/ChunkStore.ts"
+import { type ChunkLocation, ChunkStore, INLINE_MAX, readInOrder, type UploadedChunk } from "../content/ChunkStore.ts"
 import { Repositories } from "../access/Repositories.ts"
 import { storeUploaded } from "../content/ChunkUploads.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -54,11 +54,15 @@ const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(
   return HttpServerResponse.empty({ status: 200 })
 })))
 
-/** Bare frames as hashed ones: each chunk's plain bytes and their hash (what `storeUploaded` verifies). */
-async function* hashedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<Frames.Frame> {
+/**
+ * Bare frames as hashed ones: each chunk's plain bytes and their hash, marked verified (the hash was just
+ * taken from these very bytes, so ChunkStore does not hash them again, nor try plain bytes that begin
+ * with the zstd magic as zstd).
+ */
+async function* hashedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<UploadedChunk> {
   for await (const frame of Frames.decodeBareFrames(body)) {
     const data = ChunkCompression.bareFramePlain(frame, Frames.MAX_FRAME_DATA)
-    yield { hash: Blake3.hash(data), data }
+    yield { hash: Blake3.hash(data), data, verified: true }
   }
 }
 
@@ -80,11 +84,12 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     })
   )
   const body = Stream.toAsyncIterable(limited)
-  const frames = (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? hashedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
+  const frames: AsyncIterator<UploadedChunk> =
+    (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? hashedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
   let entries = 0
   // Small chunks are stored a group at a time (one insert); the group never holds more than one
   // largest chunk's worth of bytes, and a large chunk is stored as soon as it has arrived.
-  let group: Array<{ hash: string; data: Uint8Array }> = []
+  let group: Array<UploadedChunk> = []
   let groupBytes = 0
   const flush = Effect.suspend(() => {
     const pending = group

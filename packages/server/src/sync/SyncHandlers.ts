@@ -50,7 +50,7 @@ export const CAPABILITIES = {
   chunk_compression: "zstd_v1",
   /** zstd request bodies (`Content-Encoding: zstd`: the JSON routes and chunks/batch) and answers (`Accept-Encoding: zstd`): http/ContentEncoding. */
   [BodyCompression.CAPABILITY]: BodyCompression.ZSTD_V1,
-  /** Frames without the hash (the receiver hashes the bytes): chunks/batch with `x-grove-chunk-frames: bare_v1`, chunks/fetch with `frames: "bare_v1"` (core's Frames). */
+  /** Frames without the hash (the receiver hashes the bytes): chunks/batch with content type `application/vnd.grove.chunk-frames.bare-v1`, chunks/fetch with `frames: "bare_v1"` (core's Frames). */
   [Frames.CAPABILITY]: Frames.BARE_V1,
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
