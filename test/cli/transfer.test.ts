@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
-import { zstdDecompressSync } from "node:zlib"
+import { zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { decodeBatch, noise } from "../support/content.ts"
 import type { GroveServer } from "../support/GroveServer.ts"
 import { type Recorded, type RecordingProxy, startRecordingProxy } from "../support/RecordingProxy.ts"
@@ -201,26 +201,18 @@ describe("grove transfers on the wire", () => {
 })
 
 /**
- * In front of `upstream`: the first request matching each of `drops` is read whole and its connection
- * closed without an answer, as when a server closes an idle keep-alive socket just as the request goes
- * out (the client sees EPIPE / "other side closed" before any byte of an answer); the rest pass through.
+ * In front of `upstream`: every request is read whole, then `intercept` may answer it (true) or it passes through.
+ * `seen` lists every request as "METHOD url".
  */
-const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: string, url: string) => boolean>) => {
+const interceptingProxy = async (upstream: string, intercept: (req: http.IncomingMessage, res: http.ServerResponse) => boolean) => {
   const target = new URL(upstream)
-  const pending = [...drops]
   const seen: Array<string> = []
   const server = http.createServer((req, res) => {
     const pieces: Array<Buffer> = []
     req.on("data", (d: Buffer) => pieces.push(d))
     req.on("end", () => {
-      const line = `${req.method} ${req.url}`
-      seen.push(line)
-      const drop = pending.findIndex((matches) => matches(req.method ?? "", req.url ?? ""))
-      if (drop >= 0) {
-        pending.splice(drop, 1)
-        req.socket.destroy()
-        return
-      }
+      seen.push(`${req.method} ${req.url}`)
+      if (intercept(req, res)) return
       const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
         answer.pipe(res)
@@ -233,9 +225,25 @@ const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: str
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
-    dropsLeft: () => pending.length,
     close: () => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections()))
   }
+}
+
+/**
+ * In front of `upstream`: the first request matching each of `drops` is read whole and its connection
+ * closed without an answer, as when a server closes an idle keep-alive socket just as the request goes
+ * out (the client sees EPIPE / "other side closed" before any byte of an answer); the rest pass through.
+ */
+const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: string, url: string) => boolean>) => {
+  const pending = [...drops]
+  const proxy = await interceptingProxy(upstream, (req) => {
+    const drop = pending.findIndex((matches) => matches(req.method ?? "", req.url ?? ""))
+    if (drop < 0) return false
+    pending.splice(drop, 1)
+    req.socket.destroy()
+    return true
+  })
+  return { ...proxy, dropsLeft: () => pending.length }
 }
 
 describe("grove transfers over lost connections", () => {
@@ -264,6 +272,71 @@ describe("grove transfers over lost connections", () => {
       for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(clone, file), "utf8")).toBe(bytes)
     } finally {
       await lossy.close()
+    }
+  }, 180_000)
+})
+
+describe("grove transfers with bare frames", () => {
+  it("plain bytes that begin with the zstd magic are stored as they are: a push with bare frames and a clone give them back byte for byte", async () => {
+    const work = tempDir("magic")
+    const zstdStream = zstdCompressSync(noise(300_000, 41)) // a real .zst file: incompressible, valid zstd
+    const files = writeTree(work, {
+      "archive.tar.zst": zstdStream,
+      // Begins with the magic, then text: the client sends it zstd-compressed, and its plain bytes still begin with the magic.
+      "magic.txt": Buffer.concat([ZSTD_MAGIC, Buffer.from(text("magic", 1, 20_000))]),
+      "not-zstd.bin": Buffer.concat([ZSTD_MAGIC, noise(5000, 42)])
+    })
+    await ok(["init", "--name", "magic", "--json"], at(tess, work))
+    proxy.take()
+    const pushed = json(await ok(["push", "--json"], at(tess, work)))
+    const records = proxy.take()
+    const batches = records.filter((r) => r.path.endsWith("/chunks/batch"))
+    expect(batches.length).toBeGreaterThan(0)
+    expect(batches.map((r) => r.requestHeaders["content-type"])).toEqual(batches.map(() => Objects.Frames.BARE_CONTENT_TYPE))
+    const sent = new Map((await bareFrames(Buffer.concat(batches.map((r) => r.body)))).map((f) => [f.hash, f.zstd]))
+    expect(sent).toEqual(new Map([
+      [Objects.Blake3.hash(files["archive.tar.zst"]!), false],
+      [Objects.Blake3.hash(files["magic.txt"]!), true],
+      [Objects.Blake3.hash(files["not-zstd.bin"]!), false]
+    ]))
+    const copy = path.join(tempDir("magic-clone"), "c")
+    await ok(["clone", "tess/magic", copy, "--branch", pushed.branch, "--json"], at(tess, work))
+    expect(listing(copy)).toEqual(listing(work))
+    for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(copy, file)).equals(Buffer.from(bytes))).toBe(true)
+  }, 180_000)
+
+  it("a node that does not know bare frames (400 invalid_batch) gets the batch again as hashed frames, and every later one; the clone is byte for byte", async () => {
+    const isBare = (req: http.IncomingMessage) => req.headers["content-type"] === Objects.Frames.BARE_CONTENT_TYPE
+    // An older node: it reads a bare body as hashed frames and rejects it.
+    const old = await interceptingProxy(proxy.url, (req, res) => {
+      if (!(req.method === "POST" && req.url?.endsWith("/chunks/batch") === true && isBare(req))) return false
+      res.writeHead(400, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: "invalid batch: bad frame: hash length 3221225472", code: "invalid_batch" }))
+      return true
+    })
+    try {
+      const work = tempDir("upgrade")
+      const files: Record<string, string> = {}
+      // Six batches of at most 256 chunks, three in flight: the ones after the first answer go hashed at once.
+      for (let i = 0; i < 1400; i++) files[`src/d${i % 16}/f${i}.ts`] = text("upgrade", i, 300 + (i % 7) * 20)
+      writeTree(work, files)
+      const options = { ...at(tess, work), env: { ...tess.env, GROVE_REMOTE: old.url } }
+      await ok(["init", "--name", "upgrade", "--json"], options)
+      proxy.take()
+      const pushed = json(await ok(["push", "--json"], options))
+      const batches = old.seen.filter((line) => line.startsWith("POST ") && line.endsWith("/chunks/batch"))
+      const reached = proxy.take().filter((r) => r.path.endsWith("/chunks/batch"))
+      expect(reached.length).toBeGreaterThanOrEqual(6)
+      expect(reached.map((r) => [r.status, r.requestHeaders["content-type"]])).toEqual(reached.map(() => [200, "application/octet-stream"]))
+      // At most the batches in flight when the first answer came went bare (3); each of those went again.
+      expect(batches.length - reached.length).toBeGreaterThanOrEqual(1)
+      expect(batches.length - reached.length).toBeLessThanOrEqual(3)
+      expect(pushed).toMatchObject({ pushed_commits: 1 })
+      const copy = path.join(tempDir("upgrade-clone"), "c")
+      await ok(["clone", "tess/upgrade", copy, "--branch", pushed.branch, "--json"], at(tess, work))
+      expect(listing(copy)).toEqual(listing(work))
+    } finally {
+      await old.close()
     }
   }, 180_000)
 })

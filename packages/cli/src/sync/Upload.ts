@@ -7,7 +7,8 @@
  * stays bounded by the batches in flight. When the server advertises
  * `chunk_compression: zstd_v1`, each chunk goes zstd-compressed if that shrinks
  * it (`ChunkCompression`); the server verifies the hash of the plain bytes. A server advertising
- * `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the bytes).
+ * `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the bytes); a batch a node answers
+ * 400 invalid_batch (an older node behind the same address) goes again as hashed frames, as every later one.
  *
  * A small blob is its own one chunk (its hash is the chunk's), and the server registers a blob a pushed tree
  * references from such a chunk the caller uploaded or may read (PushPreparation): so small blobs skip
@@ -18,7 +19,7 @@ import { FastCdc, Objects } from "@grove/core"
 import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
-import type { CliFailure } from "../Failures.ts"
+import { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
 import { capabilitiesOf } from "./BodyCompression.ts"
 import { bareFrames } from "./Download.ts"
@@ -171,7 +172,8 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   }
   if (current.length > 0) batches.push(current)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const { compress, bare } = total >= COMPRESS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
+  const { compress, bare: advertised } = total >= COMPRESS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
+  let bare = advertised
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
   const progress = makeProgress("Uploading", total)
@@ -184,14 +186,24 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       }))
       // No zstd pass over the whole batch: the frames' hex hashes are ~1% of it, too small a share for zstd's blocks
       // to shrink (tried: the bench's batches came out byte for byte the same size, for ~5% more CPU on each side).
-      const body = Buffer.concat(
-        bare
-          ? Objects.Frames.encodeBareFrames(frames.map((f) => Objects.ChunkCompression.bareFrame(f.data, f.sent)))
-          : Objects.Frames.encodeFrames(frames.map((f) => ({ hash: f.hash, data: f.sent })))
-      )
-      const contentType = bare ? Objects.Frames.BARE_CONTENT_TYPE : "application/octet-stream"
-      await (await remote.binary("chunks/batch", { method: "POST", body, contentType })).arrayBuffer()
-      sentBytes += body.length
+      const post = async (asBare: boolean) => {
+        const body = Buffer.concat(
+          asBare
+            ? Objects.Frames.encodeBareFrames(frames.map((f) => Objects.ChunkCompression.bareFrame(f.data, f.sent)))
+            : Objects.Frames.encodeFrames(frames.map((f) => ({ hash: f.hash, data: f.sent })))
+        )
+        const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : "application/octet-stream"
+        await (await remote.binary("chunks/batch", { method: "POST", body, contentType })).arrayBuffer()
+        return body.length
+      }
+      const asBare = bare
+      sentBytes += await post(asBare).catch((error: unknown) => {
+        // A node that does not know bare frames (an older one behind the same address, mid-upgrade) reads them as
+        // hashed ones and answers invalid_batch: this batch again, and every later one, as hashed frames.
+        if (!asBare || !(error instanceof CliFailure && error.code === "invalid_batch")) throw error
+        bare = false
+        return post(false)
+      })
       progress.add(batch.reduce((sum, c) => sum + c.size, 0))
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
   // No chunks/uploaded confirmation: a batch answers 200 only once every chunk in it is verified and stored
