@@ -153,6 +153,8 @@ const formDecoder = new TextDecoder("utf-8", { ignoreBOM: true })
 /**
  * `request` whose body accessors answer `body` (read or decoded elsewhere, once), also on a copy the
  * router makes with `modify`; the JSON and form parsing is the platform's (an empty body is `null`).
+ * `arrayBuffer` answers the body's own buffer when the bytes fill it, the one `stream`, `text` and `json`
+ * read too, not a copy: a handler must not write into it nor transfer (detach) it, e.g. to a worker.
  */
 export const bodyView = (
   request: HttpServerRequest.HttpServerRequest,
