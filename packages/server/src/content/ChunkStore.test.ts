@@ -1,0 +1,75 @@
+/**
+ * ChunkStore.putMany against a migrated in-memory database (PGlite) and a local object store: entries
+ * marked `verified` (bare-frame uploads: the hash was just taken from those plain bytes) are stored without
+ * being hashed again, and plain bytes that begin with the zstd magic are kept as they are; unmarked
+ * entries are still verified (each one hashed, a wrong hash rejected).
+ */
+import { expect, layer } from "@effect/vitest"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { Effect, Layer, Stream } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomBytes, randomUUID } from "node:crypto"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { zstdCompressSync } from "node:zlib"
+import { ChunkStore } from "./ChunkStore.ts"
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Live = ChunkStore.layer.pipe(
+  Layer.provideMerge(ObjectStoreLocal.layer({ root: mkdtempSync(path.join(tmpdir(), "grove-chunkstore-")) }).pipe(Layer.orDie)),
+  Layer.provideMerge(Db)
+)
+
+const MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd])
+
+/** Runs `effect`, recording every buffer the BLAKE3 backend hashes meanwhile. */
+const hashedDuring = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const backend = Blake3.backend as { hash: (data: Uint8Array | string) => string }
+    const original = backend.hash
+    const seen: Array<Uint8Array | string> = []
+    backend.hash = (data) => (seen.push(data), original(data))
+    const result = yield* effect.pipe(Effect.ensuring(Effect.sync(() => (backend.hash = original))))
+    return { result, seen }
+  })
+
+/** Chunks of fresh bytes; two begin with the zstd magic (a real zstd stream, and the magic then noise). */
+const freshChunks = () => {
+  const datas = [
+    new Uint8Array(zstdCompressSync(randomBytes(5000))),
+    new Uint8Array(Buffer.concat([MAGIC, randomBytes(3000)])),
+    ...Array.from({ length: 18 }, (_, i) => new Uint8Array(randomBytes(1000 + i)))
+  ]
+  return datas.map((data) => ({ hash: Blake3.hash(data), data }))
+}
+
+layer(Live, { timeout: 60_000 })("ChunkStore.putMany", (it) => {
+  it.effect("verified entries are stored without a second hash, magic-prefixed plain bytes as they are; others are verified", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const chunks = yield* ChunkStore
+      const orgId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "o1", name: "o1" })}`
+
+      const bare = freshChunks()
+      const { seen } = yield* hashedDuring(chunks.putMany(orgId, bare.map((c) => ({ ...c, verified: true as const }))))
+      // At most the pack object's own name; none of the chunks' bytes (nor a decompression of them) again.
+      expect(seen.filter((d) => bare.some((c) => c.data === d))).toEqual([])
+      expect(seen.length).toBeLessThanOrEqual(1)
+      for (const c of bare) {
+        const stored = Buffer.concat([...(yield* Stream.runCollect(chunks.read(orgId, c.hash)))])
+        expect(stored.equals(Buffer.from(c.data))).toBe(true)
+      }
+
+      // Hashed frames: every entry is hashed; bytes sent under another hash are rejected and not stored.
+      const hashed = freshChunks()
+      const checked = yield* hashedDuring(chunks.putMany(orgId, hashed))
+      for (const c of hashed) expect(checked.seen.includes(c.data)).toBe(true)
+      const wrong = { hash: Blake3.hash(randomBytes(10)), data: new Uint8Array(randomBytes(100)) }
+      const rejected = yield* Effect.flip(chunks.putMany(orgId, [wrong]))
+      expect(rejected._tag).toBe("ChunkRejected")
+      expect(yield* chunks.missing(orgId, [wrong.hash])).toEqual([wrong.hash])
+    }))
+})
