@@ -17,6 +17,11 @@ export const GROWTH_BYTES = 16 * 1024 * 1024
  * timers (bus, outbox, CI dispatch) measured 10% at load 15, more on a machine that busy; a transfer keeps it near 100%.
  */
 export const IDLE_UTILIZATION = 0.5
+/**
+ * At most one collection per this long: a server under steady moderate load (20-40% busy, so "idle") makes
+ * 16 MiB of garbage within a period, and a full stop-the-world collection every 10 s shows in its tail latency.
+ */
+export const MIN_INTERVAL = Duration.seconds(30)
 
 export interface Observation {
   /** The event loop's busy share since the last look (0..1). */
@@ -25,16 +30,18 @@ export interface Observation {
   readonly held: number
   /** `held` right after the last collection (or the lowest seen since): the live bytes. */
   readonly floor: number
+  /** Milliseconds since this watch's last collection (Infinity: none yet). */
+  readonly sinceLast: number
 }
 
 /**
- * Whether to collect now: idle, and V8 holds more than `GROWTH_BYTES` past the live bytes. Not the RSS:
+ * Whether to collect now: idle, no collection for `MIN_INTERVAL`, and V8 holds more than `GROWTH_BYTES` past the live bytes. Not the RSS:
  * a collection during a push left the RSS's floor high (malloc's arenas and PGlite's memory do not
  * shrink), and the next transfer's garbage stayed under it for good (a first-booted server after three
  * 50 MiB pushes and a clone: no collection in 30 idle seconds, V8 +40 MiB over its idle size).
  */
-export const shouldCollect = ({ floor, held, utilization }: Observation): boolean =>
-  utilization < IDLE_UTILIZATION && held - floor > GROWTH_BYTES
+export const shouldCollect = ({ floor, held, sinceLast, utilization }: Observation): boolean =>
+  utilization < IDLE_UTILIZATION && held - floor > GROWTH_BYTES && sinceLast >= Duration.toMillis(MIN_INTERVAL)
 
 const heldByV8 = (): number => {
   const { external, heapUsed } = process.memoryUsage()
@@ -45,6 +52,7 @@ const heldByV8 = (): number => {
 export const watch = (gc: () => void) =>
   Effect.gen(function*() {
     let floor = heldByV8()
+    let collectedAt = -Infinity
     let last = performance.eventLoopUtilization()
     for (;;) {
       yield* Effect.sleep(CHECK_EVERY)
@@ -52,9 +60,10 @@ export const watch = (gc: () => void) =>
       const { utilization } = performance.eventLoopUtilization(now, last)
       last = now
       const held = heldByV8()
-      if (shouldCollect({ floor, held, utilization })) {
+      if (shouldCollect({ floor, held, utilization, sinceLast: performance.now() - collectedAt })) {
         const rss = process.memoryUsage.rss()
         gc()
+        collectedAt = performance.now()
         floor = heldByV8()
         yield* Effect.logDebug(`idle: collected garbage, RSS ${Math.round(rss / 1048576)} -> ${Math.round(process.memoryUsage.rss() / 1048576)} MiB`)
       } else floor = Math.min(floor, held)
