@@ -305,13 +305,17 @@ describe("grove transfers with bare frames", () => {
     for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(copy, file)).equals(Buffer.from(bytes))).toBe(true)
   }, 180_000)
 
-  it("a node that does not know bare frames (400 invalid_batch) gets the batch again as hashed frames, and every later one; the clone is byte for byte", async () => {
+  it("a node that does not know bare frames (400 invalid_batch or invalid_chunk) gets the batch again as hashed frames, and every later one; the clone is byte for byte", async () => {
     const isBare = (req: http.IncomingMessage) => req.headers["content-type"] === Objects.Frames.BARE_CONTENT_TYPE
-    // An older node: it reads a bare body as hashed frames and rejects it.
+    // An older node: it reads a bare body as hashed frames and rejects it, mostly as a bad frame, but as a chunk
+    // whose hash does not match when the first bytes happen to parse as one frame (the first refusal here).
+    let refused = 0
     const old = await interceptingProxy(proxy.url, (req, res) => {
       if (!(req.method === "POST" && req.url?.endsWith("/chunks/batch") === true && isBare(req))) return false
       res.writeHead(400, { "content-type": "application/json" })
-      res.end(JSON.stringify({ error: "invalid batch: bad frame: hash length 3221225472", code: "invalid_batch" }))
+      res.end(JSON.stringify(refused++ === 0
+        ? { error: "chunk 2f736f75726365 does not match its content", code: "invalid_chunk" }
+        : { error: "invalid batch: bad frame: hash length 3221225472", code: "invalid_batch" }))
       return true
     })
     try {

@@ -8,7 +8,7 @@
  * `chunk_compression: zstd_v1`, each chunk goes zstd-compressed if that shrinks
  * it (`ChunkCompression`); the server verifies the hash of the plain bytes. A server advertising
  * `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the bytes); a batch a node answers
- * 400 invalid_batch (an older node behind the same address) goes again as hashed frames, as every later one.
+ * 400 (an older node behind the same address) goes again as hashed frames, as every later one.
  *
  * A small blob is its own one chunk (its hash is the chunk's), and the server registers a blob a pushed tree
  * references from such a chunk the caller uploaded or may read (PushPreparation): so small blobs skip
@@ -199,8 +199,9 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       const asBare = bare
       sentBytes += await post(asBare).catch((error: unknown) => {
         // A node that does not know bare frames (an older one behind the same address, mid-upgrade) reads them as
-        // hashed ones and answers invalid_batch: this batch again, and every later one, as hashed frames.
-        if (!asBare || !(error instanceof CliFailure && error.code === "invalid_batch")) throw error
+        // hashed ones and answers 400: invalid_batch, or invalid_chunk when the bytes happen to parse as one frame
+        // with a garbage hash. This batch again, and every later one, as hashed frames.
+        if (!asBare || !(error instanceof CliFailure && error.details?.["status"] === 400)) throw error
         bare = false
         return post(false)
       })
