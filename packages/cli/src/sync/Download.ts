@@ -19,7 +19,7 @@ import { concurrentWrites } from "../local/Io.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
-import { downloadCompression, transfer } from "./RemoteRepo.ts"
+import { bareFrames, downloadCompression, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
   readonly hash: string
@@ -39,9 +39,6 @@ interface Placement {
   readonly offset: number
 }
 
-/** `GROVE_CHUNK_FRAMES=hashed` asks for the protocol's hashed frames (to compare, or to test that path). */
-export const bareFrames = () => process.env["GROVE_CHUNK_FRAMES"] !== "hashed"
-
 /** Hashed frames, each checked against its hash (the bytes may be zstd when the answer says so). */
 async function* checkedFrames(body: AsyncIterable<Uint8Array>, compressed: boolean, sizes: ReadonlyMap<string, number>) {
   for await (const frame of Frames.decodeFrames(body)) {
@@ -52,14 +49,6 @@ async function* checkedFrames(body: AsyncIterable<Uint8Array>, compressed: boole
       : Objects.Blake3.hash(frame.data) === frame.hash ? frame.data : undefined
     if (data === undefined) throw new Error(`chunk ${frame.hash} does not match its hash`)
     yield { hash: frame.hash, data }
-  }
-}
-
-/** Bare frames with the hash of their plain bytes: a chunk nobody asked for is refused by its hash. */
-async function* hashedBare(body: AsyncIterable<Uint8Array>, largest: number) {
-  for await (const frame of Frames.decodeBareFrames(body)) {
-    const data = ChunkCompression.bareFramePlain(frame, largest)
-    yield { hash: Objects.Blake3.hash(data), data }
   }
 }
 
@@ -170,7 +159,7 @@ export const downloadBlobs = (
         const compressed = response.headers.get(ChunkCompression.RESPONSE_HEADER) === ChunkCompression.ZSTD_V1
         const received = new Set<string>()
         const chunks = response.headers.get(Frames.HEADER) === Frames.BARE_V1
-          ? hashedBare(response.body, largest)
+          ? ChunkCompression.hashedBareFrames(response.body, largest)
           : checkedFrames(response.body, compressed, chunkSizes)
         for await (const { hash, data } of chunks) {
           const where = placements.get(hash)

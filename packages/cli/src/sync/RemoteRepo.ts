@@ -88,6 +88,9 @@ const isLoopback = (site: string): boolean => {
  */
 export const uploadCompression = (): boolean => compressionMode() !== "off"
 
+/** `GROVE_CHUNK_FRAMES=hashed` sends and asks for the protocol's hashed frames (to compare, or to test that path). */
+export const bareFrames = (): boolean => process.env["GROVE_CHUNK_FRAMES"] !== "hashed"
+
 /**
  * Downloads are asked compressed unless the server is on this machine: there the bytes cost nothing and the
  * server's compressing does (a 2,000-file clone on loopback took ~60% longer). `GROVE_CHUNK_COMPRESSION=on|off`

@@ -22,10 +22,9 @@ import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
 import { capabilitiesOf } from "./BodyCompression.ts"
-import { bareFrames } from "./Download.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
-import { transfer, uploadCompression } from "./RemoteRepo.ts"
+import { bareFrames, transfer, uploadCompression } from "./RemoteRepo.ts"
 
 /** A blob to offer: its bytes are in `file`. */
 export interface OutgoingBlob {

@@ -8,7 +8,7 @@
  */
 import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
-import type { BareFrame } from "./Frames.ts"
+import { type BareFrame, decodeBareFrames } from "./Frames.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
 export const CAPABILITY = "chunk_compression"
@@ -74,3 +74,17 @@ export const bareFrame = (data: Uint8Array, sent: Uint8Array): BareFrame => ({ d
  */
 export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Array =>
   frame.zstd ? view(zstdDecompressSync(frame.data, { maxOutputLength: maxPlainBytes })) : frame.data
+
+/**
+ * Bare frames from a byte stream as chunks: each one's plain bytes (at most `maxPlainBytes`) and the hash
+ * taken from them (no hash travels; the receiver verifies by naming). Both ends read uploads and fetches so.
+ */
+export async function* hashedBareFrames(
+  body: AsyncIterable<Uint8Array>,
+  maxPlainBytes: number
+): AsyncGenerator<{ readonly hash: string; readonly data: Uint8Array }> {
+  for await (const frame of decodeBareFrames(body)) {
+    const data = bareFramePlain(frame, maxPlainBytes)
+    yield { hash: Blake3.hash(data), data }
+  }
+}

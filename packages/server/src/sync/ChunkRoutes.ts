@@ -17,7 +17,6 @@
  */
 import { ApiErrors, ApiParams } from "@grove/api"
 import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
-import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -59,11 +58,8 @@ const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(
  * taken from these very bytes, so ChunkStore does not hash them again, nor try plain bytes that begin
  * with the zstd magic as zstd).
  */
-async function* hashedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<UploadedChunk> {
-  for await (const frame of Frames.decodeBareFrames(body)) {
-    const data = ChunkCompression.bareFramePlain(frame, Frames.MAX_FRAME_DATA)
-    yield { hash: Blake3.hash(data), data, verified: true }
-  }
+async function* verifiedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<UploadedChunk> {
+  for await (const chunk of ChunkCompression.hashedBareFrames(body, Frames.MAX_FRAME_DATA)) yield { ...chunk, verified: true }
 }
 
 const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
@@ -85,7 +81,7 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   )
   const body = Stream.toAsyncIterable(limited)
   const frames: AsyncIterator<UploadedChunk> =
-    (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? hashedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
+    (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? verifiedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
   let entries = 0
   // Small chunks are stored a group at a time (one insert); the group never holds more than one
   // largest chunk's worth of bytes, and a large chunk is stored as soon as it has arrived.
