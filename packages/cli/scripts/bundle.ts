@@ -23,7 +23,9 @@ try {
     entryPoints: { grove: path.join(cli, "src/main.ts"), "noop-push": path.join(cli, "src/NoopPush.ts") },
     outdir: temp,
     // A native addon, loaded with require() when present.
-    external: ["@napi-rs/blake-hash-linux-x64-gnu"]
+    external: ["@napi-rs/blake-hash-linux-x64-gnu"],
+    // `x instanceof FormData` without loading undici (see the file).
+    inject: [path.join(cli, "scripts/form-data-shim.js")]
   }))
   // Swap the directories: a concurrent `grove` sees the old bundle or the new one.
   const old = `${outdir}.${process.pid}.old`

@@ -5,7 +5,7 @@
  */
 import { ApiErrors, GroveApi } from "@grove/api"
 import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import type { HttpApi, HttpApiGroup } from "effect/http-api"
 import { HttpApiClient } from "effect/http-api"
 import type { Credential, Resolution } from "./CredentialResolver.ts"
@@ -13,6 +13,7 @@ import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 import { retryUntaken } from "./Retry.ts"
 import { compressRequest } from "./sync/BodyCompression.ts"
+import { nodeHttpClient } from "./sync/HttpTransport.ts"
 
 /**
  * The `Idempotency-Key` header of the requests made while it is set (`Effect.provideService`): a
@@ -56,7 +57,7 @@ export const makeClient = (remote: string, token: string | undefined): Effect.Ef
       })
     }
     return client as GroveClient
-  }).pipe(Effect.provide(FetchHttpClient.layer))
+  }).pipe(Effect.provideService(HttpClient.HttpClient, nodeHttpClient)) // node:http, not fetch (sync/HttpTransport.ts)
 
 /** The API errors by HTTP status, with the `code` used when the server gives none. */
 const apiErrors = [

@@ -6,11 +6,12 @@
  * binary download's hash lists (Download.ts) go the same way. The
  * capabilities are asked once per server and process, and only when a body is worth compressing, so
  * small commands make no extra request. Every request also says `Accept-Encoding: zstd`: a server
- * that compresses large answers does (fetch decodes them), any other ignores it.
+ * that compresses large answers does (sync/HttpTransport.ts decodes them), any other ignores it.
  */
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect } from "effect"
 import { HttpClientRequest } from "effect/http"
+import { sendBytes } from "./HttpTransport.ts"
 
 const { CAPABILITY, ZSTD_V1 } = BodyCompression
 /** Smaller bodies travel plain: the frame header and the capabilities round trip cost more. */
@@ -23,8 +24,15 @@ const known = new Map<string, Promise<Readonly<Record<string, unknown>>>>()
 export const capabilitiesOf = (site: string, token: string | undefined): Promise<Readonly<Record<string, unknown>>> => {
   let answer = known.get(site)
   if (answer === undefined) {
-    answer = fetch(`${site}/api/capabilities`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } })
-      .then(async (response) => response.ok ? (await response.json()) as Record<string, unknown> : {})
+    answer = sendBytes(`${site}/api/capabilities`, {
+      method: "GET",
+      headers: { "accept-encoding": ACCEPT_ENCODING, ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) }
+    })
+      .then((response) =>
+        response.status >= 200 && response.status < 300
+          ? JSON.parse(new TextDecoder().decode(response.body)) as Record<string, unknown>
+          : {}
+      )
       .catch(() => ({}))
     known.set(site, answer)
   }

@@ -1,6 +1,6 @@
 /**
  * One repository on one server, as the transfer code talks to it: the typed
- * client for the JSON endpoints and plain `fetch` for the binary chunk routes
+ * client for the JSON endpoints and plain requests for the binary chunk routes
  * (`chunks/batch`, `chunks/fetch`), which are outside the HttpApi contract.
  */
 import { Duration, Effect, Option } from "effect"
@@ -9,6 +9,15 @@ import { connect, fromErrorBody } from "../Client.ts"
 import type { CliFailure } from "../Failures.ts"
 import { CliFailure as Failure, ExitCode } from "../Failures.ts"
 import { PAUSES } from "../Retry.ts"
+import type { Answer } from "./HttpTransport.ts"
+import { sendBytes } from "./HttpTransport.ts"
+
+export interface BinaryInit {
+  readonly method: string
+  readonly body?: string | Uint8Array
+  readonly contentType?: string
+  readonly contentEncoding?: string
+}
 
 export interface RemoteRepo {
   readonly site: string
@@ -16,11 +25,13 @@ export interface RemoteRepo {
   readonly name: string
   readonly connection: Connection
   readonly token: string | undefined
-  /** `{site}/api/{owner}/{name}/{path}` with the bearer token; a non-2xx answer is a failure. */
-  readonly binary: (
-    path: string,
-    init: { method: string; body?: string | Uint8Array; contentType?: string; contentEncoding?: string }
-  ) => Promise<Response>
+  /** `{site}/api/{owner}/{name}/{path}` with the bearer token, answered as a streaming `fetch` response; a non-2xx answer is a failure. */
+  readonly binary: (path: string, init: BinaryInit) => Promise<Response>
+  /**
+   * The same request over node:http (sync/HttpTransport.ts), its answer read whole: for small answers (an upload's
+   * `chunks/batch`), without loading fetch.
+   */
+  readonly sendBinary: (path: string, init: BinaryInit) => Promise<Answer>
 }
 
 const encodeSegment = encodeURIComponent
@@ -28,9 +39,41 @@ const encodeSegment = encodeURIComponent
 /** The pauses before each try after the first (as `Retry.ts` for the typed client). */
 const RETRY_PAUSES_MS = PAUSES.map((pause) => Duration.toMillis(Duration.fromInputUnsafe(pause)))
 
+/** The message under a connection failure: fetch wraps the socket's error in its cause, node:http rejects with it. */
+const causeOf = (error: unknown): string =>
+  error instanceof Error && error.cause instanceof Error
+    ? `: ${error.cause.message}`
+    : error instanceof Error && typeof (error as { code?: unknown }).code === "string"
+    ? `: ${error.message}`
+    : ""
+
 export const repoRemote = (connection: Connection, owner: string, name: string): RemoteRepo => {
   const token = Option.getOrUndefined(Option.map(connection.credential, (c) => c.token))
   const base = `${connection.remote}/api/${encodeSegment(owner)}/${encodeSegment(name)}`
+  const headersOf = (init: BinaryInit) => {
+    const headers: Record<string, string> = {}
+    if (token !== undefined) headers["authorization"] = `Bearer ${token}`
+    if (init.contentType !== undefined) headers["content-type"] = init.contentType
+    if (init.contentEncoding !== undefined) headers["content-encoding"] = init.contentEncoding
+    return headers
+  }
+  // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
+  // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
+  const withRetry = async <A>(send: () => Promise<A>): Promise<A> => {
+    for (let attempt = 0;; attempt++) {
+      try {
+        return await send()
+      } catch (error) {
+        if (attempt < RETRY_PAUSES_MS.length) {
+          await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSES_MS[attempt]))
+          continue
+        }
+        throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
+      }
+    }
+  }
+  const refused = (status: number, body: unknown) =>
+    fromErrorBody(status, typeof body === "object" && body !== null ? body as Record<string, unknown> : {}, connection)
   return {
     site: connection.remote,
     owner,
@@ -38,34 +81,29 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
     connection,
     token,
     binary: async (path, init) => {
-      const headers: Record<string, string> = {}
-      if (token !== undefined) headers["authorization"] = `Bearer ${token}`
-      if (init.contentType !== undefined) headers["content-type"] = init.contentType
-      if (init.contentEncoding !== undefined) headers["content-encoding"] = init.contentEncoding
-      let response: Response | undefined
-      // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
-      // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
-      for (let attempt = 0; response === undefined; attempt++) {
-        try {
-          response = await fetch(`${base}/${path}`, {
-            method: init.method,
-            headers,
-            ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
-          })
-        } catch (error) {
-          if (attempt < RETRY_PAUSES_MS.length) {
-            await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSES_MS[attempt]))
-            continue
-          }
-          const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
-          throw new Failure({ message: `cannot connect to ${connection.remote}${cause}`, exitCode: ExitCode.auth, code: "network" })
-        }
-      }
-      if (!response.ok) {
-        const body = await response.json().catch(() => ({})) as Record<string, unknown>
-        throw fromErrorBody(response.status, body, connection)
-      }
+      const headers = headersOf(init)
+      const response = await withRetry(() =>
+        fetch(`${base}/${path}`, {
+          method: init.method,
+          headers,
+          ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
+        })
+      )
+      if (!response.ok) throw refused(response.status, await response.json().catch(() => ({})))
       return response
+    },
+    sendBinary: async (path, init) => {
+      const answer = await withRetry(() => sendBytes(`${base}/${path}`, { method: init.method, headers: headersOf(init), body: init.body }))
+      if (answer.status < 200 || answer.status >= 300) {
+        let body: unknown
+        try {
+          body = JSON.parse(new TextDecoder().decode(answer.body))
+        } catch {
+          body = {}
+        }
+        throw refused(answer.status, body)
+      }
+      return answer
     }
   }
 }

@@ -192,7 +192,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
             : Objects.Frames.encodeFrames(frames.map((f) => ({ hash: f.hash, data: f.sent })))
         )
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : "application/octet-stream"
-        await (await remote.binary("chunks/batch", { method: "POST", body, contentType })).arrayBuffer()
+        await remote.sendBinary("chunks/batch", { method: "POST", body, contentType })
         return body.length
       }
       const asBare = bare

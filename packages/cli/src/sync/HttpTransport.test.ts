@@ -1,0 +1,94 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as zlib from "node:zlib"
+import { closedPort } from "../../test/support.ts"
+import { nodeHttpClient, sendBytes } from "./HttpTransport.ts"
+
+const encoders: Record<string, (data: Buffer) => Buffer> = {
+  zstd: (data) => zlib.zstdCompressSync(data),
+  gzip: (data) => zlib.gzipSync(data),
+  deflate: (data) => zlib.deflateSync(data),
+  br: (data) => zlib.brotliCompressSync(data)
+}
+
+/** Echoes the request (method, headers, body) as JSON, encoded as `?encoding=` asks; counts connections. */
+const echoServer = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ url: string; connections: () => number; server: http.Server }>((resolve) => {
+      let connections = 0
+      const server = http.createServer((request, response) => {
+        const parts: Array<Buffer> = []
+        request.on("data", (part: Buffer) => parts.push(part))
+        request.on("end", () => {
+          const encoding = new URL(request.url!, "http://x").searchParams.get("encoding")
+          const plain = Buffer.from(JSON.stringify({ method: request.method, headers: request.headers, body: Buffer.concat(parts).toString() }))
+          const headers: Record<string, string> = { "content-type": "application/json" }
+          if (encoding !== null) headers["content-encoding"] = encoding
+          response.writeHead(encoding === "unknown" ? 200 : 201, headers)
+          response.end(encoding === null || encoding === "unknown" ? plain : encoders[encoding]!(plain))
+        })
+      })
+      server.on("connection", () => connections++)
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as AddressInfo
+        resolve({ url: `http://127.0.0.1:${port}`, connections: () => connections, server })
+      })
+    })
+  ),
+  ({ server }) =>
+    Effect.promise(() =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      })
+    )
+)
+
+const text = (bytes: Uint8Array) => JSON.parse(Buffer.from(bytes).toString())
+
+describe("HttpTransport", () => {
+  it.live("decodes zstd, gzip, deflate and br answers, over one kept-alive connection", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      for (const encoding of [undefined, "zstd", "gzip", "deflate", "br"]) {
+        const answer = yield* Effect.promise(() =>
+          sendBytes(`${server.url}/x${encoding === undefined ? "" : `?encoding=${encoding}`}`, {
+            method: "POST",
+            headers: { "content-type": "application/octet-stream", "x-probe": "1" },
+            body: new Uint8Array([104, 105])
+          })
+        )
+        expect({ encoding, status: answer.status, contentType: answer.headers["content-type"] }).toEqual({ encoding, status: 201, contentType: "application/json" })
+        expect(text(answer.body)).toMatchObject({ method: "POST", body: "hi", headers: { "x-probe": "1", "content-length": "2" } })
+      }
+      // Five requests in sequence, one connection: the agent keeps it alive.
+      expect(server.connections()).toBe(1)
+      // An encoding it cannot read is an error, not bytes taken for the body.
+      const unknown = yield* Effect.promise(() => sendBytes(`${server.url}/x?encoding=unknown`, { method: "GET" }).then(() => "read", (e: Error) => e.message))
+      expect(unknown).toMatch(/unsupported content-encoding unknown/)
+    }).pipe(Effect.scoped))
+
+  it.live("the typed client's HttpClient: the request's body and headers go out, a zstd answer is read decoded", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const request = yield* HttpClientRequest.bodyJson(HttpClientRequest.post(`${server.url}/y?encoding=zstd`), { a: [1, 2] }).pipe(
+        Effect.map(HttpClientRequest.setHeader("authorization", "Bearer t"))
+      )
+      const response = yield* nodeHttpClient.execute(request)
+      expect(response.status).toBe(201)
+      expect(response.headers["content-encoding"]).toBe("zstd")
+      const body = (yield* response.json) as { method: string; body: string; headers: Record<string, string> }
+      expect(body).toMatchObject({ method: "POST", body: "{\"a\":[1,2]}", headers: { authorization: "Bearer t", "content-type": "application/json" } })
+    }).pipe(Effect.scoped))
+
+  it.live("a refused connection is a TransportError carrying the socket's code (Retry.ts retries on it)", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      const error = yield* Effect.flip(HttpClient.get(`http://127.0.0.1:${port}/`).pipe(Effect.provideService(HttpClient.HttpClient, nodeHttpClient)))
+      expect(HttpClientError.isHttpClientError(error) && error.reason._tag).toBe("TransportError")
+      expect((error.reason as { cause?: { code?: string } }).cause?.code).toBe("ECONNREFUSED")
+    }))
+})

@@ -1,0 +1,147 @@
+/**
+ * The client's requests over `node:http` with a keep-alive agent, instead of `fetch`: loading undici (fetch's
+ * implementation) was ~70 ms of a one-file push's CPU, and its first request ~30 ms slower than node:http's.
+ * Answers are read whole and their `Content-Encoding` (zstd, gzip, deflate, br) decoded, as fetch did. `nodeHttpClient`
+ * is the typed client's transport (Client.ts); `sendBytes` is the binary routes' (RemoteRepo.ts).
+ *
+ * node:http and node:https come through `process.getBuiltinModule`: an ESM import of node:http evaluates its lazy
+ * WebSocket export, which loads undici. Idle keep-alive sockets are unref'd by the agent, so they never keep the
+ * process alive.
+ */
+import type * as Http from "node:http"
+import { Effect } from "effect"
+import { HttpClient, HttpClientError, HttpClientResponse } from "effect/http"
+
+export interface Answer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  /** The body, decoded. */
+  readonly body: Uint8Array
+}
+
+export interface SendInit {
+  readonly method: string
+  readonly headers?: Readonly<Record<string, string>>
+  readonly body?: Uint8Array | string | undefined
+  readonly signal?: AbortSignal | undefined
+}
+
+type HttpModule = typeof Http
+let agents: { readonly http: Http.Agent; readonly https: Http.Agent } | undefined
+
+const moduleFor = (url: URL): { readonly module: HttpModule; readonly agent: Http.Agent } => {
+  const http = process.getBuiltinModule("node:http") as HttpModule
+  agents ??= { http: new http.Agent({ keepAlive: true }), https: undefined as unknown as Http.Agent }
+  if (url.protocol !== "https:") return { module: http, agent: agents.http }
+  const https = process.getBuiltinModule("node:https") as unknown as HttpModule
+  agents = { ...agents, https: agents.https ?? new https.Agent({ keepAlive: true }) }
+  return { module: https, agent: agents.https }
+}
+
+const decode = (encoding: string | undefined, body: Buffer): Promise<Uint8Array> => {
+  const zlib = process.getBuiltinModule("node:zlib")
+  const run = (f: (input: Buffer, done: (error: Error | null, out: Buffer) => void) => void) =>
+    new Promise<Uint8Array>((resolve, reject) => f(body, (error, out) => error === null ? resolve(out) : reject(error)))
+  switch ((encoding ?? "identity").trim().toLowerCase()) {
+    case "identity":
+    case "":
+      return Promise.resolve(body)
+    case "zstd":
+      return run((input, done) => zlib.zstdDecompress(input, done))
+    case "gzip":
+    case "x-gzip":
+      return run((input, done) => zlib.gunzip(input, done))
+    case "deflate":
+      return run((input, done) => zlib.inflate(input, done))
+    case "br":
+      return run((input, done) => zlib.brotliDecompress(input, done))
+    default:
+      return Promise.reject(new Error(`unsupported content-encoding ${encoding}`))
+  }
+}
+
+const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value
+  }
+  return out
+}
+
+/**
+ * One request, its answer read whole. Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
+ * ECONNRESET, is what Retry.ts looks at) when no answer came.
+ */
+export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
+  new Promise<Answer>((resolve, reject) => {
+    const target = typeof url === "string" ? new URL(url) : url
+    const { agent, module } = moduleFor(target)
+    const request = module.request(target, {
+      agent,
+      method: init.method,
+      headers: init.headers,
+      ...(init.signal === undefined ? {} : { signal: init.signal })
+    }, (response) => {
+      const parts: Array<Buffer> = []
+      response.on("data", (part: Buffer) => parts.push(part))
+      response.on("error", reject)
+      response.on("end", () => {
+        const headers = flatHeaders(response.headers)
+        decode(headers["content-encoding"], parts.length === 1 ? parts[0]! : Buffer.concat(parts)).then(
+          (body) => resolve({ status: response.statusCode ?? 0, headers, body }),
+          reject
+        )
+      })
+    })
+    request.on("error", reject)
+    request.end(init.body)
+  })
+
+/**
+ * The parts of a web `Response` that effect's `HttpClientResponse.fromWeb` reads (status, url, headers, the body
+ * as bytes), over an answer already read: the typed client's responses without undici's `Response`.
+ */
+const webLike = (url: string, answer: Answer): Response => {
+  const bytes = answer.body
+  return {
+    status: answer.status,
+    ok: answer.status >= 200 && answer.status < 300,
+    url,
+    headers: answer.headers,
+    body: null,
+    arrayBuffer: () => Promise.resolve(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)),
+    text: () => Promise.resolve(new TextDecoder().decode(bytes)),
+    json: () => Promise.resolve(JSON.parse(new TextDecoder().decode(bytes))),
+    formData: () => Promise.reject(new Error("form data answers are not read by this client"))
+  } as unknown as Response
+}
+
+/** The typed client's `HttpClient` over `sendBytes`. Bodies are bytes or text (the client sends no streams or forms). */
+export const nodeHttpClient: HttpClient.HttpClient = HttpClient.make((request, url, signal) => {
+  const transportError = (cause: unknown, description?: string) =>
+    new HttpClientError.HttpClientError({
+      reason: new HttpClientError.TransportError({ request, cause, ...(description === undefined ? {} : { description }) })
+    })
+  const body = request.body
+  if (body._tag === "Stream" || body._tag === "FormData") {
+    return Effect.fail(transportError(undefined, `${body._tag} request bodies are not sent by this client`))
+  }
+  // node:http counts the length of a body given whole (as fetch did, a stale content-length is dropped).
+  const { "content-length": _length, ...headers }: Record<string, string> = { ...request.headers }
+  if (body._tag !== "Empty" && body.contentType !== undefined && body.contentType !== "" && headers["content-type"] === undefined) {
+    headers["content-type"] = body.contentType
+  }
+  return Effect.map(
+    Effect.tryPromise({
+      try: () =>
+        sendBytes(url, {
+          method: request.method,
+          headers,
+          body: body._tag === "Empty" ? undefined : body.body as Uint8Array | string,
+          signal
+        }),
+      catch: (cause) => transportError(cause)
+    }),
+    (answer) => HttpClientResponse.fromWeb(request, webLike(url.href.split("#")[0]!, answer))
+  )
+})
