@@ -244,10 +244,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         const previous = yield* Inbox.begin(entry, { topic, partition, epoch, offset: record.offset })
         if (Option.isSome(previous)) return { reply: previous.value, events: undefined } satisfies Outcome
         const made: Array<string> = []
-        const outbox = Outboxes.forCommand(sql, { partition, key: record.key, onAppend: (id) => made.push(id) })
+        const outbox = Outboxes.forCommand({ partition, key: record.key, onRow: (id) => made.push(id) })
         const context: CommandContext = { ...entry, epoch, nodeId: bus.nodeId }
         const reply = yield* runHandler(registered, message, context, outbox)
-        const events = yield* Inbox.complete(message.commandId, reply, made)
+        const events = yield* Inbox.complete(message.commandId, reply, made, outbox.appended)
         return { reply, events } satisfies Outcome
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>

@@ -9,6 +9,7 @@
 import { Duration, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { StoredReply } from "./Messages.ts"
+import type { OutboxRow } from "./Outbox.ts"
 import type { RelayedRow } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
 
@@ -133,22 +134,39 @@ export const begin = Effect.fnUntraced(function*(entry: CommandRequest, fence: P
 })
 
 /**
- * Stores the reply of a command begun in this transaction. `eventIds`: the outbox rows its handler made;
- * the same statement returns those it inserted, as they will commit (the relay publishes them without
- * reading them again).
+ * Stores the reply of a command begun in this transaction, and the events its handler appended (`appended`,
+ * in order), in one statement. `eventIds`: the outbox rows its handler inserted itself. The statement
+ * returns every one of them as they will commit, in id order (the relay publishes them without reading
+ * them again).
  */
-export const complete = Effect.fnUntraced(function*(commandId: string, reply: StoredReply, eventIds: ReadonlyArray<string> = []) {
+export const complete = Effect.fnUntraced(function*(
+  commandId: string,
+  reply: StoredReply,
+  eventIds: ReadonlyArray<string> = [],
+  appended: ReadonlyArray<OutboxRow> = []
+) {
   const sql = yield* SqlClient.SqlClient
-  if (eventIds.length === 0) {
+  if (eventIds.length === 0 && appended.length === 0) {
     yield* sql`UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
       WHERE command_id = ${commandId}`
     return []
   }
+  // The statement's own inserts are not in its snapshot of the table: they come back from their RETURNING.
+  // Rows go in the order given (ids follow it), after those the handler inserted in earlier statements.
   const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`
+    WITH emitted AS (INSERT INTO event_outbox (event_id, partition, topic, key, payload)
+        SELECT e.event_id::uuid, e.partition, e.topic, e.key, e.payload::jsonb
+        FROM unnest(${appended.map((r) => r.eventId)}::text[], ${appended.map((r) => r.partition)}::int[],
+          ${appended.map((r) => r.topic)}::text[], ${appended.map((r) => r.key)}::text[], ${appended.map((r) => r.payload)}::text[])
+          WITH ORDINALITY AS e(event_id, partition, topic, key, payload, n)
+        ORDER BY e.n
+        RETURNING id, event_id, topic, key, payload),
+      events AS (SELECT id, event_id, topic, key, payload FROM emitted
+        UNION ALL SELECT id, event_id, topic, key, payload FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[]))
     UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
     WHERE command_id = ${commandId}
     RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
-      'payload', payload) ORDER BY id) FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[])) AS events`
+      'payload', payload) ORDER BY id) FROM events) AS events`
   return row?.events ?? []
 })
 

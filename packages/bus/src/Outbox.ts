@@ -1,11 +1,10 @@
 /**
  * The transactional outbox, as handlers see it: events appended here are
- * written in the command's own transaction and published after it commits
+ * written in the command's own transaction (with its reply) and published after it commits
  * (by the outbox relay, at least once, in order per partition), each with a
  * unique `id`.
  */
 import { Context, Effect } from "effect"
-import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import type { BusMessage } from "./Bus.ts"
@@ -40,24 +39,37 @@ export interface OutboxShape {
 
 export class Outbox extends Context.Service<Outbox, OutboxShape>()("grove/bus/Outbox") {}
 
-/** The outbox of one command: rows carry the command's partition, which the relay publishes in order. */
+/** A command's outbox, as its transaction sees it. */
+export interface CommandOutbox extends OutboxShape {
+  /** The rows `append` took, in order: written with the command's reply, in one statement (`Inbox.complete`). */
+  readonly appended: ReadonlyArray<OutboxRow>
+}
+
+/**
+ * The outbox of one command: rows carry the command's partition, which the relay publishes in order. Appended
+ * events are not written one statement each: they go into the table with the reply, after the rows the
+ * handler inserted itself (`row`), still in the command's transaction.
+ */
 export const forCommand = (
-  sql: SqlClient.SqlClient,
-  options: { readonly partition: number; readonly key: string; readonly onAppend: (eventId: string) => void }
-): OutboxShape => {
-  const row = (event: BusMessage, append?: AppendOptions): OutboxRow => {
+  options: { readonly partition: number; readonly key: string; readonly onRow: (eventId: string) => void }
+): CommandOutbox => {
+  const appended: Array<OutboxRow> = []
+  const rowOf = (event: BusMessage, append?: AppendOptions): OutboxRow => {
     const id = randomUUID()
-    // Noted when made: the command's transaction reads back which of them its handler inserted.
-    options.onAppend(id)
     return { eventId: id, partition: options.partition, topic: append?.topic ?? Topics.events, key: append?.key ?? options.key, payload: JSON.stringify({ ...event, id }) }
   }
   return {
-    row,
+    appended,
+    row: (event, append) => {
+      const r = rowOf(event, append)
+      // Noted when made: the command's transaction reads back which of them its handler inserted.
+      options.onRow(r.eventId)
+      return r
+    },
     append: (event, append) =>
-      Effect.gen(function*() {
-        const r = row(event, append)
-        yield* sql`INSERT INTO event_outbox (event_id, partition, topic, key, payload) VALUES (
-          ${r.eventId}, ${r.partition}, ${r.topic}, ${r.key}, ${r.payload}::jsonb)`
+      Effect.sync(() => {
+        const r = rowOf(event, append)
+        appended.push(r)
         return r.eventId
       })
   }

@@ -38,7 +38,7 @@ const world = Effect.gen(function*() {
   const slug = `o${randomUUID().slice(0, 8)}`
   const { orgId, repoId } = yield* repositoryRows(slug)
   const scope: DedupScope = { orgId, repoId, principal: "user:u", readable: [repoId], restricted: [] }
-  const outbox = Outbox.forCommand(sql, { partition: 0, key: `${slug}/r`, onAppend: () => {} })
+  const outbox = Outbox.forCommand({ partition: 0, key: `${slug}/r`, onRow: () => {} })
   /** Prepared as the sync handler does (only `sent` blobs carried inline), then published by the Push command. */
   const pushed = (branch: string, built: Built, sent: ReadonlyArray<string>) =>
     Effect.gen(function*() {

@@ -1,11 +1,13 @@
 /**
  * Issue 24: a PATCH of a repository's visibility (the merge benchmark's baseline command) answers the row its
  * UPDATE wrote (`RETURNING`): the repository is read once in the command, under its lock, not again after.
+ * Its event is written with the reply, in one statement (no INSERT of its own): the command's transaction is
+ * BEGIN, the fence with the inbox row, the locked read, the UPDATE, the audit row, the reply with the event, COMMIT.
  */
 import { EntityRuntime, MemoryBroker, MemoryBus } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
 import { repositoryRows } from "../entities/Commands.testing.ts"
@@ -16,7 +18,8 @@ import * as RepositoryCommands from "./RepositoryCommands.ts"
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Repository = repositorySlice(RepositoryCommands.commands)
-const Runtime = EntityRuntime.EntityRuntime.layer().pipe(
+// No relay poll or batched mark in the counted window (neither is the command's).
+const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
   Layer.provideMerge(MemoryBus.layer({ nodeId: "repository-commands" })),
   Layer.provide(MemoryBroker.MemoryBroker.layer)
 )
@@ -35,9 +38,16 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
         sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r JOIN organizations o ON o.id = r.org_id
           WHERE r.id = ${repoId}`.pipe(Effect.map((rows) => toApiRepository(rows[0]!)))
       const before = yield* stored()
-      for (const isPublic of [true, false, true]) {
+      for (const [i, isPublic] of [true, false, true].entries()) {
         const start = traffic.statements.length
         const answered = yield* runtime.send(Repository, key, "SetVisibility", { isPublic, actor: "t" })
+        const statements = traffic.statements.slice(start)
+        // The first command also meets the partitions' first claims and the relay's first reads.
+        if (i > 0) expect(statements, statements.map((s, n) => `${n + 1}. ${s.slice(0, 100)}`).join("\n")).toHaveLength(7)
+        expect(statements.filter((s) => /^INSERT INTO event_outbox/.test(s)), "no statement of its own for the event").toEqual([])
+        const [event] = yield* sql<{ readonly payload: { readonly is_public?: unknown } }>`SELECT payload FROM event_outbox
+          WHERE payload->>'type' = 'repository.visibility_changed' AND payload->>'repository_id' = ${repoId} ORDER BY id DESC LIMIT 1`
+        expect(event?.payload.is_public, "the event is stored with the command").toBe(isPublic)
         const repositoryReads = traffic.statements.slice(start).filter((s) => /^SELECT .* FROM repositories r/.test(s))
         expect(repositoryReads, "one locked read, none after the UPDATE").toHaveLength(1)
         expect(repositoryReads[0]).toMatch(/FOR UPDATE/)
