@@ -285,7 +285,8 @@ export const moveHead = Effect.fnUntraced(function*(
     if (current.pushedAt === null) changes.pushed_at = new Date()
     yield* updateBranch(current, sql.update(changes))
   }
-  yield* sql`UPDATE repositories SET updated_at = now() WHERE id = ${repo.id}`
+  // Every change of the row bumps its version: a record is as new as its version (caches compare them).
+  yield* sql`UPDATE repositories SET updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
   if (tip !== serverHead) {
     yield* emit(firstPush ? "branch.created" : "push", {
       event: firstPush ? "branch.created" : "push",

@@ -60,7 +60,7 @@ const world = Effect.gen(function*() {
   const reached = sql<{ hash: string }>`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ${repoId}`.pipe(
     Effect.map((rows) => rows.map((r) => r.hash).sort())
   )
-  return { pushed, reached, prepare: (body: unknown) => preparePush({ id: repoId, orgId }, body as never, scope) }
+  return { repoId, pushed, reached, prepare: (body: unknown) => preparePush({ id: repoId, orgId }, body as never, scope) }
 })
 
 const blobOf = (built: Built, file: string) => built.snapshot.get(file)!.hash
@@ -72,7 +72,13 @@ layer(Services, { timeout: 120_000, excludeTestServices: true })("push preparati
       const w = yield* world
       const first = buildCommit({ branch: "b", files: TREE })
       const all = sorted(first.contents.keys())
+      const version = (yield* SqlClient.SqlClient)<{ version: number }>`SELECT version FROM repositories WHERE id = ${w.repoId}`.pipe(
+        Effect.map((rows) => Number(rows[0]!.version))
+      )
+      const versionBefore = yield* version
       expect(sorted((yield* w.pushed("b", first, all)).newBlobs)).toEqual(all)
+      // A push to a branch changes the repository's row (updated_at), and so its version (caches compare by it).
+      expect(yield* version).toBe(versionBefore + 1)
 
       const second = buildCommit({ branch: "b", files: { ...TREE, "src/lib/f7.ts": "changed\n" }, parent: first })
       const changed = blobOf(second, "src/lib/f7.ts")

@@ -147,9 +147,14 @@ layer(Db, { timeout: 60_000 })("landing commands", (it) => {
       const reverted = yield* run(revert({ branch: "main", expectedHead: h("7"), commit: h("d"), reverted: h("a"), message: "Revert", newTrees: [h("e")], actor: "t" }, context(repo.key)))
       expect(reverted._tag === "Failure" && reverted.failure._tag).toBe("BranchMoved")
       expect(yield* repo.heads).toEqual(before)
+      const sql = yield* SqlClient.SqlClient
+      const version = sql<{ version: number }>`SELECT version FROM repositories WHERE id = ${repo.repoId}`.pipe(Effect.map((rows) => Number(rows[0]!.version)))
+      const versionBefore = yield* version
       const ok = yield* run(sync({ branch: "b", expectedBranchHead: h("b"), commit: h("c"), mergeParent: h("a"), newTrees: [h("e")], actor: "t" }, context(repo.key)))
       expect(ok._tag).toBe("Success")
       expect((yield* repo.heads).find((b) => b.name === "b")?.head).toBe(h("c"))
       expect(events.at(-1)).toMatchObject({ type: "push", branch: "b", commit: h("c") })
+      // The repository's row changed (updated_at): so did its version, which caches compare records by.
+      expect(yield* version).toBe(versionBefore + 1)
     }))
 })

@@ -71,7 +71,8 @@ const land = Effect.fnUntraced(function*(
     WHERE repo_id = ${repo.id} AND name = ${branchName} AND version = ${branch.version} RETURNING name`
   if (moved.length === 0) return yield* new BranchMoved({ branch: branchName })
   if (branchName === "main") yield* sql`UPDATE repositories SET head = ${commit}, updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
-  else yield* sql`UPDATE repositories SET updated_at = now() WHERE id = ${repo.id}`
+  // Every change of the row bumps its version: a record is as new as its version (caches compare them).
+  else yield* sql`UPDATE repositories SET updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
   yield* emit("push", {
     event: "push",
     repository_id: repo.id,
