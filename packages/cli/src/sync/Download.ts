@@ -5,7 +5,8 @@
  * written at its offsets, and every reassembled blob is hashed again before it
  * is handed over. Files land in a temp directory as `<blob hash>`; whole small
  * blobs are written on the thread pool, several at once (`concurrentWrites`),
- * while the next frames are read and verified. Frames come bare (no hash in them, `chunk_frames:
+ * while the next frames are read and verified, unless the caller places them
+ * itself (`placeBytes`: a clone writes them straight into the working tree). Frames come bare (no hash in them, `chunk_frames:
  * bare_v1`) from a server that has them: the hash is taken from the bytes, as verifying needs anyway.
  */
 import type { ApiSync } from "@grove/api"
@@ -75,13 +76,16 @@ const withChunkLists = (remote: RemoteRepo, blobs: ReadonlyArray<IncomingBlob>) 
 export const downloadBlobs = (
   remote: RemoteRepo,
   wanted: ReadonlyArray<IncomingBlob>,
-  dir: string
+  dir: string,
+  /** Takes a whole blob's verified bytes; true when it needs no file in `dir` (it is then not in the answer). */
+  placeBytes?: (hash: string, data: Uint8Array) => boolean
 ): Effect.Effect<Map<string, string>, CliFailure> =>
   Effect.gen(function*() {
     // The empty blob needs no transfer, whatever size the caller guessed.
     const unique = [...new Map(wanted.map((b) => [b.hash, b.hash === Objects.Blake3.EMPTY_HASH ? { hash: b.hash, size: 0 } : b])).values()]
     const blobs = yield* withChunkLists(remote, unique)
     const files = new Map<string, string>()
+    const delivered = new Set<string>()
     const placements = new Map<string, Array<Placement>>()
     const chunkSizes = new Map<string, number>()
     const remaining = new Map<string, number>()
@@ -91,6 +95,10 @@ export const downloadBlobs = (
       for (const blob of blobs) {
         const chunks = blob.chunks ?? []
         if (blob.size === 0) {
+          if (placeBytes?.(blob.hash, new Uint8Array(0)) === true) {
+            delivered.add(blob.hash)
+            continue
+          }
           await fs.writeFile(path.join(dir, blob.hash), new Uint8Array(0))
           files.set(blob.hash, path.join(dir, blob.hash))
           continue
@@ -170,6 +178,10 @@ export const downloadBlobs = (
           progress.add(data.length)
           for (const place of where) {
             if (single.has(place.blob)) {
+              if (placeBytes?.(place.blob, data) === true) {
+                delivered.add(place.blob)
+                continue
+              }
               await writes.write(path.join(dir, place.blob), data)
               files.set(place.blob, path.join(dir, place.blob))
               continue
@@ -196,7 +208,7 @@ export const downloadBlobs = (
       Effect.ensuring(Effect.sync(progress.done))
     )
     for (const blob of blobs) {
-      if (!files.has(blob.hash)) return yield* transfer("download failed", () => Promise.reject(new Error(`blob ${blob.hash} is incomplete`)))
+      if (!files.has(blob.hash) && !delivered.has(blob.hash)) return yield* transfer("download failed", () => Promise.reject(new Error(`blob ${blob.hash} is incomplete`)))
     }
     return files
   })

@@ -14,6 +14,7 @@ import type { CliFailure } from "../Failures.ts"
 import { io } from "../local/Io.ts"
 import { countWithheld, readWithheld, recordWithheld, withoutWithheld } from "../local/Withheld.ts"
 import { blobPath, tempDir } from "../local/Objects.ts"
+import { directPlacer } from "../local/Placing.ts"
 import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
@@ -107,20 +108,25 @@ export const materialize = (
     }
     const downloadDir = path.join(tempDir(root), `download-${process.pid}-${Date.now()}`)
     let downloaded = new Map<string, string>()
+    // Nothing here yet (a clone): downloaded files are written where they go as they arrive.
+    const placer = from.size === 0 && index.size === 0 ? directPlacer(root, to) : undefined
     if (wanted.size > 0) {
       if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
       // Sizes unknown here come back from blobs/info along with the chunk lists.
       const list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
-      downloaded = yield* downloadBlobs(remote, list, downloadDir)
+      downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place)
     }
+    const placed = placer?.placed ?? new Map<string, IndexEntry>()
     const result = yield* applySnapshot(
       root,
       from,
-      to,
+      placed.size === 0 ? to : new Map([...to].filter(([file]) => !placed.has(file))),
       (hash) => kept.get(hash) ?? downloaded.get(hash),
       index,
       (file) => file.startsWith(downloadDir)
     ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
-    yield* writeIndex(root, result.files, toCommit)
-    return { written: result.written, removed: result.removed, downloadedBlobs: downloaded.size, withheld: withheldFiles }
+    // The index in the snapshot's order, as if every file had gone through applySnapshot.
+    const files = placed.size === 0 ? result.files : new Map([...to.keys()].map((file) => [file, placed.get(file) ?? result.files.get(file)!]))
+    yield* writeIndex(root, files, toCommit)
+    return { written: result.written + placed.size, removed: result.removed, downloadedBlobs: wanted.size, withheld: withheldFiles }
   })
