@@ -1,7 +1,7 @@
 /**
  * Fetching blobs for a clone, pull, merge or diff: the chunks of every blob
  * come through the binary `chunks/fetch` route in batches (<= 16 MiB, three
- * in flight), each chunk is checked against its BLAKE3 hash as it arrives and
+ * in flight, each answer read whole), each chunk is checked against its BLAKE3 hash and
  * written at its offsets, and every reassembled blob is hashed again before it
  * is handed over. Files land in a temp directory as `<blob hash>`; whole small
  * blobs are written on the thread pool, several at once (`concurrentWrites`),
@@ -51,6 +51,10 @@ async function* checkedFrames(body: AsyncIterable<Uint8Array>, compressed: boole
     if (data === undefined) throw new Error(`chunk ${frame.hash} does not match its hash`)
     yield { hash: frame.hash, data }
   }
+}
+
+async function* once(body: Uint8Array) {
+  yield body
 }
 
 /** Completes chunk lists the pull left out, with `blobs/info`. */
@@ -144,6 +148,26 @@ export const downloadBlobs = (
       files.set(hash, path.join(dir, hash))
     }
 
+    /** Writes a received chunk where `places` say: a whole blob into `dir`, a part of a large one at its offset. */
+    const store = async (data: Uint8Array, places: ReadonlyArray<Placement>) => {
+      for (const place of places) {
+        if (single.has(place.blob)) {
+          await writes.write(path.join(dir, place.blob), data)
+          files.set(place.blob, path.join(dir, place.blob))
+          continue
+        }
+        const handle = await fs.open(partial(place.blob), "r+")
+        try {
+          await handle.write(data, 0, data.length, place.offset)
+        } finally {
+          await handle.close()
+        }
+        const left = (remaining.get(place.blob) ?? 1) - 1
+        remaining.set(place.blob, left)
+        if (left === 0) await finishBlob(place.blob)
+      }
+    }
+
     yield* Effect.forEach(batches, (batch) =>
       transfer("download failed", async () => {
         // Bare frames asked for too: a server without them ignores the field and answers hashed frames.
@@ -156,46 +180,39 @@ export const downloadBlobs = (
         const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
           ? await zstd(json)
           : undefined
-        const response = await remote.binary(FETCH_ROUTE, {
+        // Read whole over node:http (no fetch to load; at most IN_FLIGHT batches of <= 16 MiB held), then taken
+        // synchronously: a chunk written straight into place costs no promise, and raw ones are views of the answer.
+        const answer = await remote.sendBinary(FETCH_ROUTE, {
           method: "POST",
           body: squeezed ?? json,
           contentType: "application/json",
           ...(squeezed === undefined ? {} : { contentEncoding: "zstd" })
         })
-        if (response.body === null) throw new Error("empty answer to a chunk download")
         // Without the header the server sent every chunk raw (it does not compress, or was not asked).
-        const compressed = response.headers.get(ChunkCompression.RESPONSE_HEADER) === ChunkCompression.ZSTD_V1
+        const compressed = answer.headers[ChunkCompression.RESPONSE_HEADER] === ChunkCompression.ZSTD_V1
         const received = new Set<string>()
-        const chunks = response.headers.get(Frames.HEADER) === Frames.BARE_V1
-          ? ChunkCompression.hashedBareFrames(response.body, largest)
-          : checkedFrames(response.body, compressed, chunkSizes)
-        for await (const { hash, data } of chunks) {
+        /** The chunk's placements that still need a promise (a file in `dir`, a part of a large blob); none mostly. */
+        const take = (hash: string, data: Uint8Array): Promise<void> | undefined => {
           const where = placements.get(hash)
           if (where === undefined || received.has(hash) || chunkSizes.get(hash) !== data.length) {
             throw new Error(`the server sent an unrequested chunk ${hash}`)
           }
           received.add(hash)
           progress.add(data.length)
-          for (const place of where) {
-            if (single.has(place.blob)) {
-              if (placeBytes?.(place.blob, data) === true) {
-                delivered.add(place.blob)
-                continue
-              }
-              await writes.write(path.join(dir, place.blob), data)
-              files.set(place.blob, path.join(dir, place.blob))
-              continue
-            }
-            const handle = await fs.open(partial(place.blob), "r+")
-            try {
-              await handle.write(data, 0, data.length, place.offset)
-            } finally {
-              await handle.close()
-            }
-            const left = (remaining.get(place.blob) ?? 1) - 1
-            remaining.set(place.blob, left)
-            if (left === 0) await finishBlob(place.blob)
+          const rest = where.filter((place) => {
+            if (!single.has(place.blob) || placeBytes?.(place.blob, data) !== true) return true
+            delivered.add(place.blob)
+            return false
+          })
+          return rest.length === 0 ? undefined : store(data, rest)
+        }
+        if (answer.headers[Frames.HEADER] === Frames.BARE_V1) {
+          for (const { hash, data } of ChunkCompression.hashedBareFramesIn(answer.body, largest)) {
+            const wait = take(hash, data)
+            if (wait !== undefined) await wait
           }
+        } else {
+          for await (const { hash, data } of checkedFrames(once(answer.body), compressed, chunkSizes)) await take(hash, data)
         }
         const lost = batch.filter((hash) => !received.has(hash))
         if (lost.length > 0) {

@@ -8,7 +8,7 @@
  */
 import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
-import { type BareFrame, decodeBareFrames } from "./Frames.ts"
+import { type BareFrame, bareFramesIn, decodeBareFrames } from "./Frames.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
 export const CAPABILITY = "chunk_compression"
@@ -75,6 +75,12 @@ export const bareFrame = (data: Uint8Array, sent: Uint8Array): BareFrame => ({ d
 export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Array =>
   frame.zstd ? view(zstdDecompressSync(frame.data, { maxOutputLength: maxPlainBytes })) : frame.data
 
+/** A received bare frame as a chunk: its plain bytes and the hash taken from them. */
+const named = (frame: BareFrame, maxPlainBytes: number): { readonly hash: string; readonly data: Uint8Array } => {
+  const data = bareFramePlain(frame, maxPlainBytes)
+  return { hash: Blake3.hash(data), data }
+}
+
 /**
  * Bare frames from a byte stream as chunks: each one's plain bytes (at most `maxPlainBytes`) and the hash
  * taken from them (no hash travels; the receiver verifies by naming). Both ends read uploads and fetches so.
@@ -83,8 +89,13 @@ export async function* hashedBareFrames(
   body: AsyncIterable<Uint8Array>,
   maxPlainBytes: number
 ): AsyncGenerator<{ readonly hash: string; readonly data: Uint8Array }> {
-  for await (const frame of decodeBareFrames(body)) {
-    const data = bareFramePlain(frame, maxPlainBytes)
-    yield { hash: Blake3.hash(data), data }
-  }
+  for await (const frame of decodeBareFrames(body)) yield named(frame, maxPlainBytes)
+}
+
+/** `hashedBareFrames` of a body read whole, synchronously; raw chunks are views into `body`. */
+export function* hashedBareFramesIn(
+  body: Uint8Array,
+  maxPlainBytes: number
+): Generator<{ readonly hash: string; readonly data: Uint8Array }> {
+  for (const frame of bareFramesIn(body)) yield named(frame, maxPlainBytes)
 }

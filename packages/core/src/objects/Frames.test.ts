@@ -2,8 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
 import { zstdCompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
-import { bareFrame, bareFramePlain, encodeChunk } from "./ChunkCompression.ts"
-import { type BareFrame, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
+import { bareFrame, bareFramePlain, encodeChunk, hashedBareFramesIn } from "./ChunkCompression.ts"
+import { type BareFrame, bareFramesIn, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
 
 const text = Buffer.from("export const value = compute(1) // a line that repeats\n".repeat(500))
 const noise = randomBytes(70_000)
@@ -36,6 +36,18 @@ describe("Frames", () => {
     }
   })
 
+  it("a body read whole gives the same bare frames as the stream, as views into it, and names each chunk by its plain bytes", () => {
+    const chunks = [text, noise, new Uint8Array(0), Buffer.from("x")]
+    const body = Buffer.concat(encodeBareFrames(chunks.map((data) => bareFrame(data, encodeChunk(data)))))
+    const read = [...bareFramesIn(body)]
+    expect(read.map((f) => f.zstd)).toEqual([true, false, false, false])
+    expect(read.map((f) => Buffer.from(bareFramePlain(f, 1 << 20)))).toEqual(chunks.map((c) => Buffer.from(c)))
+    // No copy: the raw chunk is the body's own bytes.
+    expect(read[1]!.data.buffer).toBe(body.buffer)
+    expect([...hashedBareFramesIn(body, 1 << 20)].map((c) => [c.hash, c.data.length])).toEqual(chunks.map((c) => [Blake3.hash(c), c.length]))
+    expect([...bareFramesIn(new Uint8Array(0))]).toEqual([])
+  })
+
   it("refuses truncated and oversized bare frames, and zstd that decompresses past the bound", async () => {
     const body = Buffer.concat(encodeBareFrames([{ data: noise, zstd: false }]))
     await expect(collect(decodeBareFrames(pieces(body.subarray(0, body.length - 1), 1000)))).rejects.toThrow(/truncated/)
@@ -43,6 +55,9 @@ describe("Frames", () => {
     const huge = new Uint8Array(4)
     new DataView(huge.buffer).setUint32(0, 64 * 1024 * 1024 + 1)
     await expect(collect(decodeBareFrames(pieces(huge, 4)))).rejects.toThrow(/bad frame/)
+    expect(() => [...bareFramesIn(body.subarray(0, body.length - 1))]).toThrow(/truncated/)
+    expect(() => [...bareFramesIn(body.subarray(0, 2))]).toThrow(/truncated/)
+    expect(() => [...bareFramesIn(huge)]).toThrow(/bad frame/)
     expect(() => bareFramePlain({ data: zstdCompressSync(text), zstd: true }, text.length - 1)).toThrow()
     expect(() => bareFramePlain({ data: noise, zstd: true }, 1 << 20)).toThrow()
   })

@@ -151,6 +151,24 @@ export async function* decodeFrames(body: AsyncIterable<Uint8Array>): AsyncGener
   }
 }
 
+/**
+ * Bare frames of a body read whole, as views into it (no copy, no promise per frame): what a client reading a
+ * `chunks/fetch` answer at once iterates, synchronously.
+ */
+export function* bareFramesIn(body: Uint8Array): Generator<BareFrame> {
+  let at = 0
+  while (at < body.length) {
+    if (body.length - at < 4) throw new Error("truncated chunk stream (in a frame header)")
+    const word = u32(body, at)
+    const dataLength = word & ~ZSTD_BIT
+    if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
+    at += 4
+    if (body.length - at < dataLength) throw new Error("truncated chunk stream (in a frame's data)")
+    yield { data: body.subarray(at, at + dataLength), zstd: (word & ZSTD_BIT) !== 0 }
+    at += dataLength
+  }
+}
+
 /** Bare frames from a byte stream, as they complete (memory as `decodeFrames`). */
 export async function* decodeBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<BareFrame> {
   const reader = byteReader(body)

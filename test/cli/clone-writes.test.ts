@@ -1,0 +1,88 @@
+/**
+ * How a clone writes its files (packages/cli/src/local/Placing.ts, sync/Download.ts): each small file straight
+ * where it goes as its verified bytes arrive, not into `.grove/tmp` and renamed into place afterwards; only a
+ * chunked large file is still reassembled aside and moved in. Bytes, modes, symlinks, empty and duplicate files
+ * come out exact, and `status` finds the tree clean from the index the clone wrote.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { type GroveServer } from "../support/GroveServer.ts"
+import { at, type GroveOptions, grove, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
+
+let server: GroveServer
+let alice: GroveOptions
+
+beforeAll(async () => {
+  server = await startSuiteServer()
+  alice = userOf(server, "alice", await server.createUser("alice"))
+}, 300_000)
+
+afterAll(stopSuiteServers)
+
+/**
+ * Counts, at exit, the renames whose target is in the working tree named by CLONE_ROOT (outside `.grove`), through
+ * any of node:fs's three APIs; ESM imports of node:fs see the wrappers (syncBuiltinESMExports).
+ */
+const COUNT_RENAMES = `data:text/javascript,${
+  encodeURIComponent(`
+import fs from "node:fs"
+import { syncBuiltinESMExports } from "node:module"
+const root = process.env.CLONE_ROOT
+let renames = 0
+const into = (to) => { const t = String(to); if (t.startsWith(root + "/") && !t.startsWith(root + "/.grove/")) renames++ }
+const sync = fs.renameSync, cb = fs.rename, promised = fs.promises.rename
+fs.renameSync = (from, to) => { into(to); return sync(from, to) }
+fs.rename = (from, to, done) => { into(to); return cb(from, to, done) }
+fs.promises.rename = (from, to) => { into(to); return promised(from, to) }
+syncBuiltinESMExports()
+process.on("exit", () => process.stderr.write("renames into the tree: " + renames + "\\n"))
+`)
+}`
+
+/** Deterministic bytes that do not compress (a chunked file must not shrink to one chunk). */
+const noise = (size: number, seed: string): Buffer => {
+  const out = Buffer.alloc(size)
+  for (let at = 0, i = 0; at < size; i++) at += createHash("sha256").update(`${seed}${i}`).digest().copy(out, at)
+  return out
+}
+
+describe("a clone's writes", () => {
+  it("puts small files straight into place (no rename into the tree but the chunked one), exact bytes and modes; status is clean", async () => {
+    const work = tempDir("clone-writes")
+    await ok(["init", "--name", "cw"], at(alice, work))
+    for (let i = 0; i < 300; i++) {
+      fs.mkdirSync(path.join(work, `d${i % 12}`, `sub${i % 3}`), { recursive: true })
+      fs.writeFileSync(path.join(work, `d${i % 12}`, `sub${i % 3}`, `file-${i}.txt`), `file ${i}\n`.repeat(1 + (i % 50)))
+    }
+    fs.writeFileSync(path.join(work, "run.sh"), "#!/bin/sh\necho run\n", { mode: 0o755 })
+    fs.writeFileSync(path.join(work, "empty"), "")
+    fs.writeFileSync(path.join(work, "same-a.txt"), "the same bytes\n")
+    fs.writeFileSync(path.join(work, "d1/same-b.txt"), "the same bytes\n")
+    fs.symlinkSync("d1/same-b.txt", path.join(work, "link"))
+    // Over the 10 MiB chunking threshold: several chunks, reassembled aside and moved in.
+    fs.writeFileSync(path.join(work, "large.bin"), noise(11 * 1024 * 1024, "large"))
+    const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+    const parent = tempDir("clone-writes-copy")
+    const root = path.join(parent, "copy")
+    const cloned = await grove(["clone", "alice/cw", "copy", "--branch", pushed.branch, "--json"], {
+      ...at(alice, parent),
+      env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES}`, CLONE_ROOT: root }
+    })
+    expect({ code: cloned.code, stderr: cloned.stderr.replace(/^renames into the tree: \d+\n/m, "") }).toEqual({ code: 0, stderr: "" })
+    expect(json(cloned)).toMatchObject({ files: 306 })
+    expect(listing(root)).toEqual(listing(work))
+    expect(fs.statSync(path.join(root, "run.sh")).mode & 0o777).toBe(0o755)
+    expect(fs.statSync(path.join(root, "d1/same-b.txt")).mode & 0o777).toBe(0o644)
+    // One file moved into the tree (the chunked one); the old way renamed every file in from .grove/tmp.
+    expect(/^renames into the tree: (\d+)$/m.exec(cloned.stderr)?.[1]).toBe("1")
+    const tmp = path.join(root, ".grove/tmp")
+    expect(fs.existsSync(tmp) ? fs.readdirSync(tmp) : []).toEqual([])
+
+    // The index holds what was written: status sees a clean tree.
+    const status = json(await ok(["status", "--json"], at(alice, root)))
+    expect(status).toMatchObject({ changes: [] })
+  }, 240_000)
+})
