@@ -151,6 +151,14 @@ export const complete = Effect.fnUntraced(function*(
       WHERE command_id = ${commandId}`
     return []
   }
+  if (appended.length === 0) {
+    const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`
+      UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
+      WHERE command_id = ${commandId}
+      RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
+        'payload', payload) ORDER BY id) FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[])) AS events`
+    return row?.events ?? []
+  }
   // The statement's own inserts are not in its snapshot of the table: they come back from their RETURNING.
   // Rows go in the order given (ids follow it), after those the handler inserted in earlier statements.
   const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`

@@ -12,12 +12,15 @@ import type { CommitRow } from "./ContentObjects.ts"
 
 export type CommitHeader = Omit<CommitRow, "files">
 
+/** The columns of a header: every column of a commit row but `files`. */
+export const commitHeaderColumns = (sql: SqlClient.SqlClient) =>
+  sql`hash, branch_name, parent_hash, merge_parent_hash, manifest_hash, author, message, timestamp, published`
+
 /** Of `hashes`, the repository's commit rows (published or staged), by hash, without `files`. */
 export const loadCommitHeaders = (repoId: string, hashes: ReadonlyArray<string>): Effect.Effect<Map<string, CommitHeader>, SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* inBatches([...new Set(hashes)], (slice) =>
-      sql<CommitHeader>`SELECT hash, branch_name, parent_hash, merge_parent_hash, manifest_hash, author, message, timestamp, published
-        FROM commits WHERE repo_id = ${repoId} AND hash = ANY(${slice})`)
+      sql<CommitHeader>`SELECT ${commitHeaderColumns(sql)} FROM commits WHERE repo_id = ${repoId} AND hash = ANY(${slice})`)
     return new Map(rows.map((r) => [r.hash, r]))
   })

@@ -16,8 +16,8 @@ import type * as FileChanges from "@grove/core/objects/FileChanges"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { branchColumns, type BranchRecord } from "../content/BranchRecord.ts"
-import { loadCommitHeaders } from "../content/CommitHeaders.ts"
-import { ciGate } from "./CiGate.ts"
+import { type CommitHeader, commitHeaderColumns, loadCommitHeaders } from "../content/CommitHeaders.ts"
+import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { refuse, writeCommit } from "./Landing.ts"
@@ -80,14 +80,21 @@ const rememberManifest = (repoId: string, hash: string, manifest: string) => {
  * paths either side changed (TreeMerge: the cost follows the changes, not the tree's size), as the merge
  * and its preview compute them; `no_changes` when main already contains the branch head.
  */
-const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, mainHead: string | null, branchHead: string) {
+const mergeOfHeads = Effect.fnUntraced(function*(
+  repo: { readonly id: string; readonly orgId: string },
+  mainHead: string | null,
+  branchHead: string,
+  /** The heads' headers, when the caller read them already. */
+  known: ReadonlyMap<string, CommitHeader> = new Map()
+) {
   const objects = yield* ContentObjects
   const history = yield* History
+  const heads = mainHead === null ? [branchHead] : [branchHead, mainHead]
   // The heads' headers (never their file lists: as large as the tree for a first import) go out with the
-  // ancestry, in one round trip; the base is known only from the ancestry.
+  // ancestry, in one round trip, unless they were read with the branches; the base is known only from the ancestry.
   const [edges, commits] = yield* Effect.all([
     mainHead === null ? Effect.succeed(undefined) : history.ancestry(repo.id, [mainHead, branchHead]),
-    loadCommitHeaders(repo.id, mainHead === null ? [branchHead] : [branchHead, mainHead])
+    heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
   for (const [hash, commit] of commits) rememberManifest(repo.id, hash, commit.manifest_hash)
   const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
@@ -105,14 +112,26 @@ const mergeOfHeads = Effect.fnUntraced(function*(repo: { readonly id: string; re
   return { base, cache, oursRoot, merged, result }
 })
 
-/** The branch's record and main's head: one statement (a statement costs a merge more than its row does). */
+/**
+ * The branch's record, main's head, both heads' commit headers and the runs that decide the CI gate on the
+ * branch's head: one statement (a statement costs a merge more than its rows do), one snapshot.
+ */
 const branchAndMain = Effect.fnUntraced(function*(repoId: string, name: string) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<BranchRecord>`SELECT ${branchColumns(sql)} FROM branches
-    WHERE repo_id = ${repoId} AND name IN (${name}, ${MAIN})`
-  const branch = rows.find((row) => row.name === name)
-  return { branch, mainHead: rows.find((row) => row.name === MAIN)?.head ?? null }
+  const rows = yield* sql<BranchRecord & { readonly header: CommitHeader | null; readonly gate: ReadonlyArray<GateRun> | null }>`
+    SELECT ${branchColumns(sql)},
+      (SELECT row_to_json(c) FROM (SELECT ${commitHeaderColumns(sql)} FROM commits WHERE repo_id = b.repo_id AND hash = b.head) c) AS header,
+      CASE WHEN b.name = ${name} THEN ${gateRunsJson(sql, repoId, sql`b.head`)} END AS gate
+    FROM branches b WHERE b.repo_id = ${repoId} AND b.name IN (${name}, ${MAIN})`
+  const found = rows.find((row) => row.name === name)
+  const headers = new Map<string, CommitHeader>()
+  for (const { header } of rows) if (header !== null) headers.set(header.hash, header)
+  const branch: BranchRecord | undefined = found === undefined ? undefined : withoutExtras(found)
+  return { branch, mainHead: rows.find((row) => row.name === MAIN)?.head ?? null, headers, gate: gateVerdict(found?.gate ?? []) }
 })
+
+/** The branch record alone (the row carried the planning's extra columns). */
+const withoutExtras = ({ header: _header, gate: _gate, ...branch }: BranchRecord & { readonly header: unknown; readonly gate: unknown }): BranchRecord => branch
 
 /** The merge would leave main's files as they are (`ours` and `result` hold the same paths' versions). */
 const unchangedMain = (ours: FileChanges.Snapshot, result: ThreeWay.MergeResult) =>
@@ -127,13 +146,9 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   actor: string,
   force: boolean
 ) {
-  const { branch, mainHead } = yield* branchAndMain(repo.id, name)
+  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo.id, name)
   const branchHead = yield* checkMergeable(branch, name)
-
-  // The gate's read goes out with the merge's first ones (one round trip); a refusal wastes only that merge.
-  const [gate, { cache, oursRoot, result }] = yield* Effect.all([ciGate(repo.id, branchHead), mergeOfHeads(repo, mainHead, branchHead)], {
-    concurrency: "unbounded"
-  })
+  const { cache, oursRoot, result } = yield* mergeOfHeads(repo, mainHead, branchHead, headers)
   if (!gate.open && !force) {
     const what = gate.reason === "running" ? "is still running" : "is failing"
     return yield* refuse(412, `CI ${what} on the branch head (${gate.workflows.join(", ")}); wait for it, fix it, or merge with force=1`, `ci_${gate.reason}`)
@@ -180,7 +195,7 @@ const PREVIEW_COMMITS = 100
 export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
   const history = yield* History
   const sql = yield* SqlClient.SqlClient
-  const { branch, mainHead } = yield* branchAndMain(repo.id, name)
+  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo.id, name)
   if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
   const refused = yield* checkMergeable(branch, name).pipe(
     Effect.as(undefined),
@@ -191,12 +206,11 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
   if (head === null || name === MAIN) {
     return { ...empty, merge: "not_mergeable" as const, reason: refused ?? "nothing to merge", ci: { state: "none" as const, workflows: [] } }
   }
-  const gate = yield* ciGate(repo.id, head)
   const [ran] = yield* sql<{ runs: string }>`SELECT count(*)::text AS runs FROM ci_runs WHERE repo_id = ${repo.id} AND commit_hash = ${head}`
   const ci = !gate.open
     ? { state: gate.reason, workflows: gate.workflows }
     : { state: Number(ran?.runs ?? 0) === 0 ? "none" as const : "passed" as const, workflows: [] }
-  const { base, merged, result } = yield* mergeOfHeads(repo, mainHead, head)
+  const { base, merged, result } = yield* mergeOfHeads(repo, mainHead, head, headers)
   const conflictPaths = result === "no_changes" ? [] : result.conflicts.map((c) => c.path)
   const merge = refused !== undefined
     ? "not_mergeable" as const
