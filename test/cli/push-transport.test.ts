@@ -1,6 +1,7 @@
 /**
  * The push path's requests go over node:http (packages/cli/src/sync/HttpTransport.ts): a one-file push of the
- * bundled client never loads undici (fetch's implementation, ~70 ms of the push's CPU), and still lands: a fresh
+ * bundled client never loads undici (fetch's implementation, ~70 ms of the push's CPU), makes two requests (its one
+ * small blob goes to chunks/batch without chunks/check: sync/Upload.ts), and still lands: a fresh
  * clone has the edit. The clone's JSON answers are large enough that the server sends them zstd-compressed, which
  * the typed client now decodes itself (fetch did before).
  */
@@ -8,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer, ROOT } from "../support/GroveServer.ts"
+import { waitFor } from "../support/waitFor.ts"
 import { at, type GroveOptions, grove, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
@@ -24,7 +26,7 @@ afterAll(stopSuiteServers)
 const REPORT_MODULES = `data:text/javascript,${encodeURIComponent(`process.on("exit", () => process.stderr.write("modules undici=" + process.moduleLoadList.some((m) => m.includes("undici")) + " http=" + process.moduleLoadList.includes("NativeModule http") + "\\n"))`)}`
 
 describe("the push path over node:http", () => {
-  it("a one-file push loads no undici (bundle), lands, and a clone of 400 files reads the server's zstd answers", async () => {
+  it("a one-file push loads no undici (bundle), makes two requests, lands, and a clone of 400 files reads the server's zstd answers", async () => {
     const work = tempDir("push")
     await ok(["init", "--name", "tp"], at(alice, work))
     // Enough paths that the clone's JSON answers pass the server's compression threshold (8 KiB).
@@ -37,6 +39,7 @@ describe("the push path over node:http", () => {
     await ok(["commit"], at(alice, work))
 
     const bundled = fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+    const logFrom = server.output().length
     const pushed = await grove(["push", "--json"], {
       ...at(alice, work),
       env: { ...alice.env, NODE_OPTIONS: `--import ${REPORT_MODULES}`, ...(bundled ? { GROVE_BUNDLE: "1" } : {}) }
@@ -48,6 +51,13 @@ describe("the push path over node:http", () => {
     // From the sources effect's typed client still touches the global FormData (which loads undici); the bundle
     // replaces it (packages/cli/scripts/form-data-shim.js).
     if (bundled) expect(modules?.[1]).toBe("false")
+
+    // Two requests: the one small blob goes to chunks/batch without a chunks/check first, then the push.
+    const routes = await waitFor("the push in the access log", async () => {
+      const seen = [...server.output().slice(logFrom).matchAll(/"route":"\/api\/:owner\/:name\/([a-z/]+)"/g)].map((m) => m[1])
+      return seen.includes("push") ? seen : undefined
+    })
+    expect(routes).toEqual(["chunks/batch", "push"])
 
     const parent = tempDir("clone")
     await ok(["clone", "alice/tp", "copy", "--branch", json(pushed).branch], at(alice, parent))

@@ -187,11 +187,10 @@ describe("grove transfers on the wire", () => {
     // Raw or compressed (a 4 KiB push is not worth asking the server's capabilities), the bytes are that file's.
     const plain = Objects.ChunkCompression.plainChunkBytes(frames[0]!.hash, frames[0]!.data, bytes.length)
     expect(plain !== undefined && Buffer.from(plain).equals(bytes)).toBe(true)
-    // A small file is its own one chunk: asked about once, in chunks/check (no blobs/check), and not listed in
-    // the push (the server registers it from the uploaded chunk): three requests.
-    expect(sent.map((r) => `${r.method} ${r.path.replace("/api/tess/steady/", "")}`)).toEqual(["POST chunks/check", "POST chunks/batch", "POST push"])
-    const checked = sent.filter((r) => r.path.endsWith("/chunks/check")).flatMap((r) => JSON.parse(r.body.toString()).hashes)
-    expect(checked).toEqual([Objects.Blake3.hash(bytes)])
+    // A small file is its own one chunk: sent without asking (no blobs/check, and no chunks/check for 64 KiB or
+    // less in all: sync/Upload.ts), and not listed in the push (the server registers it from the uploaded chunk):
+    // two requests.
+    expect(sent.map((r) => `${r.method} ${r.path.replace("/api/tess/steady/", "")}`)).toEqual(["POST chunks/batch", "POST push"])
     const push = JSON.parse(sent.find((r) => r.path.endsWith("/push"))!.body.toString())
     expect(push.blobs).toEqual([])
     expect(push.commits.map((c: { files: Array<{ path: string; change_type: string }> }) => c.files)).toEqual([
