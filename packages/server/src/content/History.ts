@@ -67,7 +67,15 @@ export class History extends Context.Service<History, {
    * Kept per repository on this node: a published commit's parents never change, so later calls fetch only
    * the commits published since (usually a new head or two), not the whole history again.
    */
-  readonly ancestry: (repoId: string, heads: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<string>>, SqlError>
+  /**
+   * The published commits' edges (hash -> parents), closed under parents, reaching at least `heads`. `known`: commit
+   * rows the caller read already (a merge's planning reads both heads'), not read again if published.
+   */
+  readonly ancestry: (
+    repoId: string,
+    heads: ReadonlyArray<string>,
+    known?: ReadonlyArray<{ readonly hash: string; readonly parent_hash: string | null; readonly merge_parent_hash: string | null; readonly published: boolean }>
+  ) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<string>>, SqlError>
   readonly isOnFirstParentChain: (repoId: string, head: string, commit: string) => Effect.Effect<boolean, SqlError>
   readonly publishedCommits: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, CommitRow>, SqlError>
   /** Every tree and blob (with its chunk list) the root trees reach. */
@@ -109,8 +117,10 @@ export class History extends Context.Service<History, {
           Effect.map((rows) => topologicalOrder(rows.map(parseFiles)))
         ),
       firstParentChain: (repoId, head, limit) => chain(repoId, head, limit),
-      ancestry: Effect.fnUntraced(function*(repoId, heads) {
+      ancestry: Effect.fnUntraced(function*(repoId, heads, known = []) {
         const rowsOf = edgeRows(repoId)
+        // As the table read would find them: published rows only.
+        const given = new Map(known.filter((row) => row.published).map((row) => [row.hash, row]))
         let edges = ancestries.get(repoId)
         ancestries.delete(repoId)
         if (edges !== undefined) {
@@ -120,7 +130,11 @@ export class History extends Context.Service<History, {
           for (let round = 0; missing.length > 0 && edges !== undefined; round++) {
             if (round === MAX_ANCESTRY_ROUNDS) edges = undefined
             else {
-              const rows = yield* rowsOf(sql`AND hash = ANY(${missing}::text[])`)
+              const unread = missing.filter((h) => !given.has(h))
+              const rows = [
+                ...missing.flatMap((h) => given.get(h) ?? []),
+                ...(unread.length === 0 ? [] : yield* rowsOf(sql`AND hash = ANY(${unread}::text[])`))
+              ]
               missing = []
               for (const row of rows) {
                 const parents = parentsOf(row)

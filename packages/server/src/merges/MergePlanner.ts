@@ -93,7 +93,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
   // The heads' headers (never their file lists: as large as the tree for a first import) go out with the
   // ancestry, in one round trip, unless they were read with the branches; the base is known only from the ancestry.
   const [edges, commits] = yield* Effect.all([
-    mainHead === null ? Effect.succeed(undefined) : history.ancestry(repo.id, [mainHead, branchHead]),
+    mainHead === null ? Effect.succeed(undefined) : history.ancestry(repo.id, [mainHead, branchHead], [...known.values()]),
     heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
   for (const [hash, commit] of commits) rememberManifest(repo.id, hash, commit.manifest_hash)
