@@ -3,8 +3,8 @@
  * once, and no run ever sees another's changes. A step that rewrites a file in place (the change a
  * hard-linked copy would leak into the base), appends, deletes, creates and changes modes runs before,
  * and at the same time as, steps that check the tree is the commit's exactly: contents, the executable
- * bit, a symlink, ownership by the step's own user, and no base in reach. Another commit's run gets
- * that commit's files.
+ * bit, a symlink, ownership by the step's own user, and no base in reach. Another commit's run (a larger
+ * tree, copied the other way) gets that commit's files.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
@@ -23,7 +23,11 @@ const workRoot = fs.mkdtempSync(path.join(os.tmpdir(), "grove-ci-checkout-"))
 fs.chmodSync(workRoot, 0o711)
 const as = () => api(server.url, token)
 
-const workflows = (expected: string): Record<string, string> => ({
+// Branch two's commit also has this many files under bulk/: more than a base copied in one go (Workspace's
+// SMALL_ENTRIES), so its checkouts take the other way, one file-system call after another.
+const BULK = 40
+
+const workflows = (expected: string, bulk: number): Record<string, string> => ({
   ".oak/workflows/dirty.yml": [
     "on: [manual]",
     "jobs:",
@@ -52,12 +56,16 @@ const workflows = (expected: string): Record<string, string> => ({
     "          test \"$(stat -c %a data/b.txt)\" = 644",
     "          test \"$(stat -c %u data/a.txt)\" = \"$(id -u)\" && test \"$(stat -c %u data)\" = \"$(id -u)\" && test \"$(stat -c %u .)\" = \"$(id -u)\"",
     "          test ! -e ../.bases",
+    `          test "$(ls bulk 2>/dev/null | wc -l)" = ${bulk}`,
+    `          test "$(cat bulk/* 2>/dev/null | sort -u | wc -l)" = ${bulk}`,
+    `          test ${bulk} = 0 || test "$(stat -c %u bulk/f${bulk - 1}.txt)" = "$(id -u)"`,
     "          echo pristine"
   ].join("\n")
 })
 
-const files = (expected: string) => ({
-  ...workflows(expected),
+const files = (expected: string, bulk: number) => ({
+  ...workflows(expected, bulk),
+  ...Object.fromEntries(Array.from({ length: bulk }, (_, i) => [`bulk/f${i}.txt`, `bulk file ${i}\n`])),
   "data/a.txt": `${expected}\n`,
   "data/b.txt": "b\n",
   "tool.sh": { content: "#!/bin/sh\necho tool-ran\n", mode: "executable" as const },
@@ -75,8 +83,8 @@ beforeAll(async () => {
   server = await startServer({ args: ["--ci-concurrency", "4", "--ci-work-dir", workRoot] })
   token = await server.createUser("ops")
   expect((await as().post("/repos", { name: "app" })).status).toBe(201)
-  for (const [branch, expected] of [["one", "first"], ["two", "second"]] as const) {
-    const c = buildCommit({ branch, files: files(expected) })
+  for (const [branch, expected, bulk] of [["one", "first", 0], ["two", "second", BULK]] as const) {
+    const c = buildCommit({ branch, files: files(expected, bulk) })
     const pushed = await as().post("/ops/app/push", pushBody({ branch, commits: [c], description: branch }))
     expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
   }
