@@ -16,6 +16,20 @@ describe("Migrations", () => {
       assert.deepStrictEqual(again, { applied: [], version: Migrations.LATEST })
     }).pipe(Effect.provide(DbEmbedded.layer({}))), { timeout: 120_000 })
 
+  // jsonb parsed a 5,000-file push's list (~1 MiB) into a tree inside PGlite: its WebAssembly memory grew ~9 MiB for
+  // good (0017). json keeps the text as sent: key order and all, which jsonb does not.
+  it.effect("a commit's file list is stored as json, its text as sent", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* Migrations.migrate
+      const column = yield* sql<{ type: string }>`SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
+        WHERE attrelid = 'commits'::regclass AND attname = 'files'`
+      assert.strictEqual(column[0]?.type, "json")
+      const list = JSON.stringify([{ path: "src/a.ts", blob: "b".repeat(64), mode: "100644" }])
+      const kept = yield* sql<{ text: string }>`SELECT CAST(${list} AS json)::text AS text`
+      assert.strictEqual(kept[0]?.text, list)
+    }).pipe(Effect.provide(DbEmbedded.layer({}))), { timeout: 120_000 })
+
   it.effect("a database migrated by a newer version is refused, by migrate and by a waiting node", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
