@@ -84,6 +84,24 @@ describe("HttpTransport", () => {
       expect(body).toMatchObject({ method: "POST", body: "{\"a\":[1,2]}", headers: { authorization: "Bearer t", "content-type": "application/json" } })
     }).pipe(Effect.scoped))
 
+  it.live("an answer cut short (the connection closed within its body) is an error, not a shorter body", () =>
+    Effect.gen(function*() {
+      const server = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ url: string; server: http.Server }>((resolve) => {
+            const server = http.createServer((_request, response) => {
+              response.writeHead(200, { "content-type": "application/json", "content-length": "100" })
+              response.write("{\"partial\":", () => response.socket?.destroy())
+            })
+            server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server }))
+          })
+        ),
+        ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      )
+      const outcome = yield* Effect.promise(() => sendBytes(`${server.url}/`, { method: "GET" }).then(() => "answered", (e: Error & { code?: string }) => e.code))
+      expect(outcome).toBe("ECONNRESET")
+    }).pipe(Effect.scoped))
+
   it.live("a refused connection is a TransportError carrying the socket's code (Retry.ts retries on it)", () =>
     Effect.gen(function*() {
       const port = yield* closedPort

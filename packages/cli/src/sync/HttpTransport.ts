@@ -84,6 +84,7 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
     }, (response) => {
       const parts: Array<Buffer> = []
       response.on("data", (part: Buffer) => parts.push(part))
+      // Also a connection closed within the answer (ECONNRESET): never taken for a whole, shorter body.
       response.on("error", reject)
       response.on("end", () => {
         const headers = flatHeaders(response.headers)
