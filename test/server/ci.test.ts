@@ -214,6 +214,23 @@ describe("CI runs", () => {
     expect((await completed(id)).conclusion).toBe("failure")
   }, 60_000)
 
+  // The tree of a published commit is kept by repository and commit (WorkflowFiles): another repository's commit,
+  // started in its own first, is still not this one's.
+  it("answers 404 for a start at another repository's commit, also once that commit ran in its own", async () => {
+    expect((await as("olga").post("/repos", { name: "other", organization_slug: "acme" })).status).toBe(201)
+    const c = buildCommit({ branch: "elsewhere", files: WORKFLOWS })
+    expect((await as("olga").post("/acme/other/push", pushBody({ branch: "elsewhere", commits: [c], description: "Other" }))).body.success).toBe(true)
+    const own = await as("olga").post("/acme/other/ci/runs", { workflow: "fail", branch: "elsewhere", commit: c.commit.hash })
+    expect(own.status, JSON.stringify(own.body)).toBe(201)
+    for (let i = 0; i < 2; i++) {
+      const reply = await as("olga").post("/acme/app/ci/runs", { workflow: "fail", branch: "setup", commit: c.commit.hash })
+      expect(reply.status, JSON.stringify(reply.body)).toBe(404)
+      expect(reply.body.error).toContain("not found")
+    }
+    await waitFor("the other repository's run completed", async () =>
+      (await as("olga").get(`/acme/other/ci/runs/${own.body.run_ids[0]}?logs=false`)).body.status === "completed" || undefined, 60_000)
+  }, 60_000)
+
   it("runs a manual start sent twice with one Idempotency-Key once (the replayed answer starts nothing)", async () => {
     await waitFor("no runner busy", async () => (await runnersBusy()) === 0 || undefined, 60_000)
     const headers = { "idempotency-key": `once-${Date.now()}` }

@@ -4,7 +4,9 @@
  * with a readable error, so it becomes a failed run instead of being skipped silently.
  *
  * A tree never changes under its hash: the parsed workflows of a commit's tree are kept (a few hundred
- * trees), so starting a run reads the commit's row and nothing else of the store.
+ * trees). And a commit seen published stays its repository's and published (its row is never changed
+ * otherwise, nor removed), so its tree's hash is kept too: starting a run at a commit seen before reads
+ * nothing of the store or the database.
  */
 import { type ParsedWorkflow, isWorkflowPath, parseWorkflow, workflowName } from "@grove/core/ci/Workflow"
 import { Data, Effect, Stream } from "effect"
@@ -20,20 +22,40 @@ const MAX_WORKFLOW_BYTES = 256 * 1024
 /** Parsed workflows by organization and tree hash, least recently used first. */
 const parsedTrees = new Map<string, ReadonlyArray<ParsedWorkflow>>()
 const TREES_KEPT = 256
+/** The tree hash of a published commit, by repository and commit, least recently used first. */
+const publishedTrees = new Map<string, string>()
+const COMMITS_KEPT = 1024
+
+/** Moves `key` to the most recently used end of `map`, answering its value. */
+const touch = <V>(map: Map<string, V>, key: string): V | undefined => {
+  const value = map.get(key)
+  if (value !== undefined) {
+    map.delete(key)
+    map.set(key, value)
+  }
+  return value
+}
+
+/** The tree hash of `commit`, a published commit of the repository's; read once, then kept. */
+const treeOf = Effect.fnUntraced(function*(repoId: string, commit: string) {
+  const key = `${repoId}\0${commit}`
+  const known = touch(publishedTrees, key)
+  if (known !== undefined) return known
+  const row = (yield* (yield* ContentObjects).loadCommitHeaders(repoId, [commit])).get(commit)
+  // Not (yet) published: read again next time.
+  if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
+  publishedTrees.set(key, row.manifest_hash)
+  if (publishedTrees.size > COMMITS_KEPT) publishedTrees.delete(publishedTrees.keys().next().value!)
+  return row.manifest_hash
+})
 
 export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, commit: string) {
-  const objects = yield* ContentObjects
-  // Checked every time: the commit must be this repository's, and published.
-  const row = (yield* objects.loadCommitHeaders(repo.id, [commit])).get(commit)
-  if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
-  const key = `${repo.orgId}\0${row.manifest_hash}`
-  const known = parsedTrees.get(key)
-  if (known !== undefined) {
-    parsedTrees.delete(key)
-    parsedTrees.set(key, known)
-    return known
-  }
-  const parsed = yield* readWorkflows(repo.orgId, row.manifest_hash)
+  // The commit must be this repository's, and published.
+  const tree = yield* treeOf(repo.id, commit)
+  const key = `${repo.orgId}\0${tree}`
+  const known = touch(parsedTrees, key)
+  if (known !== undefined) return known
+  const parsed = yield* readWorkflows(repo.orgId, tree)
   parsedTrees.set(key, parsed)
   if (parsedTrees.size > TREES_KEPT) parsedTrees.delete(parsedTrees.keys().next().value!)
   return parsed
