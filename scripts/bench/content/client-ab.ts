@@ -5,7 +5,7 @@
  * client and its children) and server CPU per operation, their medians, and B's over A's: client CPU is the
  * number to compare when the machine is busy (wall time swings with the load).
  *
- *   node scripts/bench/content/client-ab.ts --a /tmp/old-worktree --b . [--rounds 3] [--files 5000 --mib 50] [--tmpfs]
+ *   node scripts/bench/content/client-ab.ts --a /tmp/old-worktree --b . [--rounds 3] [--files 5000 --mib 50] [--tmpfs] [--clones-only]
  *
  * Each push is a new user's first push of the whole tree (a new user cannot see the others' chunks, so nothing
  * is skipped as already there). Clones stay on disk until the end: ext4 passes over inodes freed in the last
@@ -29,6 +29,8 @@ const sides = { A: path.resolve(arg("a", ".")!), B: path.resolve(arg("b", ".")!)
 const rounds = Number(arg("rounds", "3"))
 const spec = { ...SMALL_SPEC, files: Number(arg("files", "5000")), totalBytes: Number(arg("mib", "50")) * MIB }
 const tmpfs = process.argv.includes("--tmpfs")
+/** Only clones (after the one push that makes the repository). */
+const clonesOnly = process.argv.includes("--clones-only")
 
 const tree = ensureTree(spec, (line) => console.error(line))
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-client-ab-"))
@@ -78,11 +80,11 @@ for (let round = 0; round < rounds; round++) {
     const dest = path.join(cloneRoot, `clone-${side}-${round}`)
     await timed("clone", side, ["clone", source.repo, dest, "--branch", source.branch, "--remote", url, "--json"], source.key, tmp)
   }
-  for (const side of order) await push(side)
+  if (!clonesOnly) for (const side of order) await push(side)
 }
 
 console.log(`A = ${sides.A}\nB = ${sides.B}\n${rounds} round(s), ${spec.files} files / ${spec.totalBytes / MIB} MiB, clones on ${tmpfs ? "tmpfs" : "the temp directory's file system"}`)
-for (const what of ["clone", "push"]) {
+for (const what of clonesOnly ? ["clone"] : ["clone", "push"]) {
   const a = samples.get(`${what} A`)!.slice(what === "push" ? 1 : 0) // the source push is not paired
   const b = samples.get(`${what} B`)!
   const med = (xs: Array<Sample>, f: (s: Sample) => number) => median(xs.map(f))

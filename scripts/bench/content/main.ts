@@ -116,7 +116,8 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     if (i === 1) {
       const problems = compareTree(dest, manifest.entries)
       if (problems.length > 0) throw new Error(`git clone differs from the tree:\n${problems.join("\n")}`)
-    } else fs.rmSync(dest, { recursive: true, force: true })
+    }
+    // Left until the end (KEPT_CLONES), as grove's clones are.
   }
 
   // ---- grove ---------------------------------------------------------------
@@ -187,7 +188,10 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     clonePhases.push(phases(`grove clone #${i}`, cloned, exchanges, "bench1/tree"))
     const problems = compareTree(dest, manifest.entries)
     if (problems.length > 0) throw new Error(`grove clone #${i} differs from the tree:\n${problems.join("\n")}`)
-    fs.rmSync(dest, { recursive: true, force: true })
+    // KEPT_CLONES: a clone removed here would make the next timed clone (either tool's) pay for it: ext4 passes
+    // over inodes freed in the last seconds (minutes while their table block is dirty) when it allocates new ones
+    // (recently_deleted), so 5,000 files created right after 5,000 were removed cost ~0.5 s more system time
+    // (seconds of wall on a busy machine). The temp directory goes at the end.
     rssAfterClone.push(rssOf(server.pid))
   }
 
