@@ -19,11 +19,12 @@ export interface DbEmbeddedOptions {
 /**
  * PostgreSQL's defaults size memory for a server of its own (shared_buffers 128MB, work_mem 4MB,
  * wal_buffers 4MB); inside this process they cost resident memory the embedded server keeps. Measured
- * on a restarted embedded server, idle: 459 MiB RSS with the defaults, 346 MiB with these. shared_buffers
- * 16MB -> 8MB: 8 MiB less WebAssembly memory resident, idle and after three 50 MiB pushes and a clone alike
- * (scripts/bench/memory-pushes.ts; the pages are in the OS's file cache either way).
+ * on a restarted embedded server, idle: 459 MiB RSS with the defaults, 346 MiB with these. Tried, not taken:
+ * shared_buffers=8MB held 8 MiB less WebAssembly memory, idle and after three 50 MiB pushes and a clone alike
+ * (scripts/bench/memory-pushes.ts), but serialized merges on a 5,000-file tree measured ~10% more server CPU
+ * per merge (4 alternating pairs at load 13-17: too noisy to call either way).
  */
-export const MEMORY_SETTINGS: ReadonlyArray<string> = ["shared_buffers=8MB", "work_mem=1MB", "wal_buffers=64kB"]
+export const MEMORY_SETTINGS: ReadonlyArray<string> = ["shared_buffers=16MB", "work_mem=1MB", "wal_buffers=64kB"]
 
 /** PGlite's start parameters with the memory settings: the first start's child and every open use the same. */
 export const START_PARAMS: ReadonlyArray<string> = [...PGlite.defaultStartParams, ...MEMORY_SETTINGS.flatMap((setting) => ["-c", setting])]
