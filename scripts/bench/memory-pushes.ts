@@ -5,8 +5,13 @@
  * transfer (as the table samples it) and 3 s later, by kind of mapping (memory.ts's `residentByKind`), and each
  * transfer's wall time and server CPU.
  *
- *   node scripts/bench/memory-pushes.ts [--rounds N] [--env NAME=VALUE ...]
+ *   node scripts/bench/memory-pushes.ts [--rounds N] [--env NAME=VALUE ...] [--malloc-probe]
+ *
+ * `--malloc-probe` (needs gcc) preloads memory-malloc-probe.c into the server: after each transfer it prints glibc
+ * malloc's arenas (in use and free) and the bytes live in allocations under 128 KiB by size class at their peak,
+ * and 30 s after the clone it calls malloc_trim(0) once: what the RSS is without the arenas' free pages.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -22,13 +27,35 @@ const fmt = (n: number) => n.toFixed(0).padStart(4)
 const kinds = (k: Record<Kind, number>) => (Object.entries(k) as Array<[Kind, number]>).map(([name, kib]) => `${name} ${fmt(kib / 1024)}`).join(" ")
 const snap = (pid: number) => `${fmt(rssMiB(pid))} (${kinds(residentByKind(pid))})`
 
-const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) => void) => {
+/** Builds the malloc probe into `dir`; the server's environment to load it. */
+const mallocProbe = (dir: string): NodeJS.ProcessEnv => {
+  const source = path.join(import.meta.dirname, "memory-malloc-probe.c")
+  execFileSync("gcc", ["-O2", "-shared", "-fPIC", "-o", path.join(dir, "probe.so"), source, "-lpthread"], { stdio: "inherit" })
+  return { LD_PRELOAD: path.join(dir, "probe.so"), GROVE_MALLOC_PROBE_DIR: dir }
+}
+
+/** Asks the preloaded probe (what: "info" or "trim") and returns its answer. */
+const askProbe = async (dir: string, pid: number, what: string): Promise<string> => {
+  const out = path.join(dir, `out.${pid}`)
+  fs.rmSync(out, { force: true })
+  fs.writeFileSync(path.join(dir, `req.${pid}`), what)
+  for (let i = 0; i < 300; i++) {
+    const text = fs.existsSync(out) ? fs.readFileSync(out, "utf8") : ""
+    if (text.includes("done\n")) return text.replace("done\n", "").trimEnd()
+    await sleep(100)
+  }
+  return "(the malloc probe did not answer)"
+}
+
+const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) => void, probe: boolean) => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bench-memory-pushes-"))
   const dataDir = path.join(tmp, "data")
   let server: GroveServer | undefined
   try {
-    server = await startServer({ dataDir, env })
+    const probeEnv = probe ? mallocProbe(tmp) : {}
+    server = await startServer({ dataDir, env: { ...env, ...probeEnv } })
     const pid = server.process.pid!
+    const malloc = async (what: string) => probe ? say(`  ${(await askProbe(tmp, pid, what)).split("\n").join("\n  ")}`) : undefined
     await sleep(3000)
     say(`first boot, idle 3 s        ${snap(pid)}`)
     const grove = async (args: ReadonlyArray<string>, cwd: string, key: string) => {
@@ -49,14 +76,20 @@ const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) =
       await grove(["commit", "--json"], checkout, key)
       const pushed = await grove(["push", "--json"], checkout, key)
       say(`push ${i}: ${(pushed.ms / 1000).toFixed(2)} s, server CPU ${(pushed.cpu / 1000).toFixed(2)} s; right after ${snap(pid)}`)
+      await malloc("info")
     }
     const cloned = await grove(["clone", "bench1/tree", path.join(tmp, "clone"), "--branch", first.branch, "--json"], tmp, first.key)
     say(`clone: ${(cloned.ms / 1000).toFixed(2)} s, server CPU ${(cloned.cpu / 1000).toFixed(2)} s; right after ${snap(pid)}`)
+    await malloc("info")
     await sleep(3000)
     say(`3 s after the clone          ${snap(pid)}`)
     // The server's idle collection (ops/IdleGc.ts) looks every 10 s.
     await sleep(27_000)
     say(`30 s after the clone         ${snap(pid)}`)
+    if (probe) {
+      await malloc("trim")
+      say(`after malloc_trim(0)         ${snap(pid)}`)
+    }
   } finally {
     await server?.stop()
     fs.rmSync(tmp, { recursive: true, force: true })
@@ -73,7 +106,7 @@ const main = async () => {
   const tree = ensureTree(TABLE_SPEC, (line) => console.error(line)).dir
   for (let r = 1; r <= rounds; r++) {
     console.log(`# ${ROOT} round ${r}, load ${os.loadavg()[0]!.toFixed(1)}, env ${JSON.stringify(env)}`)
-    await round(tree, env, (line) => console.log(line))
+    await round(tree, env, (line) => console.log(line), process.argv.includes("--malloc-probe"))
   }
 }
 
