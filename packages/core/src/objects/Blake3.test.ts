@@ -1,6 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, Stream } from "effect"
-import { backend, EMPTY_HASH, checkHash, hash, hashStream, HashSchema, isHash, makeHasher, nativeBackend, wasmBackend } from "./Blake3.ts"
+import { execFileSync } from "node:child_process"
+import { backend, EMPTY_HASH, checkHash, hash, hashStream, HashSchema, isHash, loadWasmBackend, makeHasher, nativeBackend } from "./Blake3.ts"
+
+const wasmBackend = await loadWasmBackend()
 
 const EMPTY = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
 const HELLO = "d74981efa70a0c880b8d8c1985d075dbcbf679b99a5f9914e5aaf96b831a9e24"
@@ -12,6 +15,32 @@ describe("Blake3", () => {
   it("uses the native backend where its package exists (linux x64 glibc), WASM elsewhere", () => {
     expect(nativeBackend !== undefined).toBe(glibcX64)
     expect(backend.name).toBe(glibcX64 ? "native" : "wasm")
+  })
+
+  // A fresh node loads the module, counting WASM compilations; ARCH=arm64 makes the native package unavailable.
+  const loadAlone = (env: Record<string, string>) => {
+    const script = `let compiled = 0
+for (const k of ["instantiate", "compile"]) { const f = WebAssembly[k]; WebAssembly[k] = (...a) => (compiled++, f(...a)) }
+if (process.env.ARCH) Object.defineProperty(process, "arch", { value: process.env.ARCH })
+const m = await import(process.argv[1])
+const data = new Uint8Array(1024 * 1024 + 5).map((_, i) => (i * 7) % 253)
+console.log(JSON.stringify({ name: m.backend.name, compiled, empty: m.EMPTY_HASH, hello: m.hash("hello world"), data: m.hash(data) }))`
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script, new URL("./Blake3.ts", import.meta.url).pathname], {
+      env: { ...process.env, ...env },
+      encoding: "utf8"
+    })
+    return JSON.parse(out) as { name: string; compiled: number; empty: string; hello: string; data: string }
+  }
+  const MIB = wasmBackend.hash(new Uint8Array(1024 * 1024 + 5).map((_, i) => (i * 7) % 253))
+
+  it.skipIf(!glibcX64)("creates no WASM instance when the native backend loads", () => {
+    expect(loadAlone({})).toEqual({ name: "native", compiled: 0, empty: EMPTY, hello: HELLO, data: MIB })
+  })
+
+  it("falls back to WASM, byte-exact, where the native package cannot load", () => {
+    const loaded = loadAlone({ ARCH: "arm64" })
+    expect(loaded).toMatchObject({ name: "wasm", empty: EMPTY, hello: HELLO, data: MIB })
+    expect(loaded.compiled).toBeGreaterThan(0)
   })
 
   it("matches the protocol's known values", () => {
