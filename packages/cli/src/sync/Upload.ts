@@ -19,7 +19,7 @@
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
 import { Effect } from "effect"
-import { createReadStream } from "node:fs"
+import { closeSync, createReadStream, openSync, readSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
@@ -79,14 +79,36 @@ interface ChunkSource {
   readonly size: number
 }
 
+/** Ranges under this many bytes are read with synchronous calls: three thread-pool trips cost more than the read. */
+const READ_SYNC_BELOW = 256 * 1024
+
+const shorter = (file: string) => new Error(`${file} is shorter than expected`)
+
+const readRangeSync = (source: ChunkSource): Uint8Array => {
+  const fd = openSync(source.file, "r")
+  try {
+    const data = new Uint8Array(source.size)
+    let read = 0
+    while (read < source.size) {
+      const bytesRead = readSync(fd, data, read, source.size - read, source.offset + read)
+      if (bytesRead === 0) throw shorter(source.file)
+      read += bytesRead
+    }
+    return data
+  } finally {
+    closeSync(fd)
+  }
+}
+
 const readRange = async (source: ChunkSource): Promise<Uint8Array> => {
+  if (source.size < READ_SYNC_BELOW) return readRangeSync(source)
   const handle = await fs.open(source.file, "r")
   try {
     const data = new Uint8Array(source.size)
     let read = 0
     while (read < source.size) {
       const { bytesRead } = await handle.read(data, read, source.size - read, source.offset + read)
-      if (bytesRead === 0) throw new Error(`${source.file} is shorter than expected`)
+      if (bytesRead === 0) throw shorter(source.file)
       read += bytesRead
     }
     return data
