@@ -100,7 +100,8 @@ const readRangeSync = (source: ChunkSource): Uint8Array => {
   }
 }
 
-const readRange = async (source: ChunkSource): Promise<Uint8Array> => {
+/** Exported for its test. */
+export const readRange = async (source: ChunkSource): Promise<Uint8Array> => {
   if (source.size < READ_SYNC_BELOW) return readRangeSync(source)
   const handle = await fs.open(source.file, "r")
   try {
