@@ -7,6 +7,27 @@ import * as zlib from "node:zlib"
 import { closedPort } from "../../test/support.ts"
 import { nodeHttpClient, sendBytes } from "./HttpTransport.ts"
 
+/** A server answering every request with `answer`; released with its connections. */
+const answering = (answer: (request: http.IncomingMessage, response: http.ServerResponse) => void) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ url: string; server: http.Server }>((resolve) => {
+        const server = http.createServer(answer)
+        server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server }))
+      })
+    ),
+    ({ server }) =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections()
+          server.close(() => resolve())
+        })
+      )
+  )
+
+const codeOf = (e: Error & { code?: string }) => e.code
+
+
 const encoders: Record<string, (data: Buffer) => Buffer> = {
   zstd: (data) => zlib.zstdCompressSync(data),
   gzip: (data) => zlib.gzipSync(data),
@@ -109,4 +130,32 @@ describe("HttpTransport", () => {
       expect(HttpClientError.isHttpClientError(error) && error.reason._tag).toBe("TransportError")
       expect((error.reason as { cause?: { code?: string } }).cause?.code).toBe("ECONNREFUSED")
     }))
+
+  it.live("an answer past maxBytes is refused, on the wire or decoded (a zstd bomb of a few KiB), not read into memory", () =>
+    Effect.gen(function*() {
+      const plain = Buffer.alloc(4 * 1024 * 1024)
+      const bomb = zlib.zstdCompressSync(plain)
+      expect(bomb.length).toBeLessThan(64 * 1024)
+      const server = yield* answering((request, response) => {
+        const encoded = request.url === "/bomb"
+        response.writeHead(200, encoded ? { "content-encoding": "zstd" } : {})
+        response.end(encoded ? bomb : plain)
+      })
+      const send = (path: string, maxBytes: number) =>
+        Effect.promise(() => sendBytes(`${server.url}${path}`, { method: "GET", maxBytes }).then((a) => a.body.length, codeOf))
+      expect(yield* send("/bomb", 1024 * 1024)).toBe("ERR_ANSWER_TOO_LARGE")
+      expect(yield* send("/plain", 1024 * 1024)).toBe("ERR_ANSWER_TOO_LARGE")
+      // Within the bound both are read whole.
+      expect(yield* send("/bomb", plain.length)).toBe(plain.length)
+      expect(yield* send("/plain", plain.length)).toBe(plain.length)
+    }).pipe(Effect.scoped))
+
+  it.live("a server that stops answering fails the request with ETIMEDOUT after the idle timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* answering((_request, response) => response.writeHead(200, { "content-length": "10" }).write("12345"))
+      const outcome = yield* Effect.promise(() =>
+        sendBytes(`${server.url}/`, { method: "GET", idleTimeoutMs: 300 }).then(() => "answered", codeOf)
+      )
+      expect(outcome).toBe("ETIMEDOUT")
+    }).pipe(Effect.scoped))
 })

@@ -24,7 +24,17 @@ export interface SendInit {
   readonly headers?: Readonly<Record<string, string>>
   readonly body?: Uint8Array | string | undefined
   readonly signal?: AbortSignal | undefined
+  /** Bytes an answer may have, on the wire and decoded (a small compressed answer can decode to gigabytes). */
+  readonly maxBytes?: number | undefined
+  /** How long the socket may stay silent before the request fails with ETIMEDOUT (fetch gave up after 300 s). */
+  readonly idleTimeoutMs?: number | undefined
 }
+
+/** What an answer may hold unless the caller says otherwise: twice the server's own request body bound. */
+export const MAX_ANSWER_BYTES = 512 * 1024 * 1024
+export const IDLE_TIMEOUT_MS = 300_000
+
+const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 
 type HttpModule = typeof Http
 let agents: { readonly http: Http.Agent; readonly https: Http.Agent } | undefined
@@ -38,23 +48,30 @@ const moduleFor = (url: URL): { readonly module: HttpModule; readonly agent: Htt
   return { module: https, agent: agents.https }
 }
 
-const decode = (encoding: string | undefined, body: Buffer): Promise<Uint8Array> => {
+const decode = (encoding: string | undefined, body: Buffer, maxOutputLength: number): Promise<Uint8Array> => {
   const zlib = process.getBuiltinModule("node:zlib")
+  const bounded = { maxOutputLength }
   const run = (f: (input: Buffer, done: (error: Error | null, out: Buffer) => void) => void) =>
-    new Promise<Uint8Array>((resolve, reject) => f(body, (error, out) => error === null ? resolve(out) : reject(error)))
+    new Promise<Uint8Array>((resolve, reject) =>
+      f(body, (error, out) =>
+        error === null
+          ? resolve(out)
+          : reject((error as Error & { code?: string }).code === "ERR_BUFFER_TOO_LARGE"
+            ? failure(`the server's answer decodes to more than ${maxOutputLength} bytes`, "ERR_ANSWER_TOO_LARGE")
+            : error)))
   switch ((encoding ?? "identity").trim().toLowerCase()) {
     case "identity":
     case "":
       return Promise.resolve(body)
     case "zstd":
-      return run((input, done) => zlib.zstdDecompress(input, done))
+      return run((input, done) => zlib.zstdDecompress(input, bounded, done))
     case "gzip":
     case "x-gzip":
-      return run((input, done) => zlib.gunzip(input, done))
+      return run((input, done) => zlib.gunzip(input, bounded, done))
     case "deflate":
-      return run((input, done) => zlib.inflate(input, done))
+      return run((input, done) => zlib.inflate(input, bounded, done))
     case "br":
-      return run((input, done) => zlib.brotliDecompress(input, done))
+      return run((input, done) => zlib.brotliDecompress(input, bounded, done))
     default:
       return Promise.reject(new Error(`unsupported content-encoding ${encoding}`))
   }
@@ -70,12 +87,14 @@ const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> 
 
 /**
  * One request, its answer read whole. Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
- * ECONNRESET, is what Retry.ts looks at) when no answer came.
+ * ECONNRESET, is what Retry.ts looks at) when no answer came, with ETIMEDOUT when the socket stays silent for
+ * `idleTimeoutMs`, and with ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded).
  */
 export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
   new Promise<Answer>((resolve, reject) => {
     const target = typeof url === "string" ? new URL(url) : url
     const { agent, module } = moduleFor(target)
+    const maxBytes = init.maxBytes ?? MAX_ANSWER_BYTES
     const request = module.request(target, {
       agent,
       method: init.method,
@@ -83,17 +102,27 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
       ...(init.signal === undefined ? {} : { signal: init.signal })
     }, (response) => {
       const parts: Array<Buffer> = []
-      response.on("data", (part: Buffer) => parts.push(part))
+      let received = 0
+      response.on("data", (part: Buffer) => {
+        received += part.length
+        if (received > maxBytes) {
+          request.destroy(failure(`the server's answer is larger than ${maxBytes} bytes`, "ERR_ANSWER_TOO_LARGE"))
+          return
+        }
+        parts.push(part)
+      })
       // Also a connection closed within the answer (ECONNRESET): never taken for a whole, shorter body.
       response.on("error", reject)
       response.on("end", () => {
         const headers = flatHeaders(response.headers)
-        decode(headers["content-encoding"], parts.length === 1 ? parts[0]! : Buffer.concat(parts)).then(
+        decode(headers["content-encoding"], parts.length === 1 ? parts[0]! : Buffer.concat(parts), maxBytes).then(
           (body) => resolve({ status: response.statusCode ?? 0, headers, body }),
           reject
         )
       })
     })
+    request.setTimeout(init.idleTimeoutMs ?? IDLE_TIMEOUT_MS, () =>
+      request.destroy(failure(`no answer from ${target.host} for ${Math.round((init.idleTimeoutMs ?? IDLE_TIMEOUT_MS) / 1000)} s`, "ETIMEDOUT")))
     request.on("error", reject)
     request.end(init.body)
   })

@@ -64,6 +64,10 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       try {
         return await send()
       } catch (error) {
+        // A bomb is not a network hiccup: sending again would only download it again.
+        if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
+          throw new Failure({ message: `${connection.remote}: ${(error as Error).message}`, exitCode: ExitCode.auth, code: "answer_too_large" })
+        }
         if (attempt < RETRY_PAUSES_MS.length) {
           await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSES_MS[attempt]))
           continue
