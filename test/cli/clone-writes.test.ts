@@ -85,4 +85,25 @@ describe("a clone's writes", () => {
     const status = json(await ok(["status", "--json"], at(alice, root)))
     expect(status).toMatchObject({ changes: [] })
   }, 240_000)
+
+  it("a pull into a checkout with nothing yet keeps its downloads aside until they are whole (an interrupted pull leaves the tree as it was)", async () => {
+    await ok(["repo", "create", "pe"], alice)
+    const parent = tempDir("clone-writes-pull")
+    const root = path.join(parent, "empty")
+    await ok(["clone", "alice/pe", "empty"], at(alice, parent))
+    await ok(["clone", "alice/pe", "seed"], at(alice, parent))
+    const seed = path.join(parent, "seed")
+    for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(seed, `f${i}.txt`), `pulled ${i}\n`.repeat(1 + i))
+    await ok(["push"], at(alice, seed))
+    await ok(["merge"], at(alice, seed))
+
+    const pulled = await grove(["pull", "--json"], {
+      ...at(alice, root),
+      env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES}`, CLONE_ROOT: root }
+    })
+    expect({ code: pulled.code, stderr: pulled.stderr.replace(/^renames into the tree: \d+\n/m, "") }).toEqual({ code: 0, stderr: "" })
+    // Every file moved in from .grove/tmp after the download: none was written into the tree while it ran.
+    expect(/^renames into the tree: (\d+)$/m.exec(pulled.stderr)?.[1]).toBe("40")
+    expect(listing(root)).toEqual(listing(seed))
+  }, 240_000)
 })

@@ -191,6 +191,6 @@ const populate = Effect.fnUntraced(function*(
   const state = withBranch(initialState(user, current), tracked)
   yield* saveState(workspace, state)
   const snapshot = yield* commitSnapshot(workspace, answer.head)
-  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head)
+  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true)
   return { answer, applied, current, snapshot, target }
 })

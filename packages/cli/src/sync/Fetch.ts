@@ -83,7 +83,13 @@ export const materialize = (
   index: ReadonlyMap<string, IndexEntry>,
   refs: ReadonlyArray<IncomingBlob>,
   /** The commit `to` is, when the tree and `index` hold exactly `from`: the new index then holds exactly it. */
-  toCommit: string | null = null
+  toCommit: string | null = null,
+  /**
+   * A clone only (its caller removes the whole checkout if it fails): downloaded files are written where they go
+   * as they arrive. Elsewhere (a pull, a switch) a failed download must leave the tree as it was, so files wait in
+   * `.grove/tmp` until applySnapshot.
+   */
+  direct = false
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
@@ -108,8 +114,7 @@ export const materialize = (
     }
     const downloadDir = path.join(tempDir(root), `download-${process.pid}-${Date.now()}`)
     let downloaded = new Map<string, string>()
-    // Nothing here yet (a clone): downloaded files are written where they go as they arrive.
-    const placer = from.size === 0 && index.size === 0 ? directPlacer(root, to) : undefined
+    const placer = direct && from.size === 0 && index.size === 0 ? directPlacer(root, to) : undefined
     if (wanted.size > 0) {
       if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
       // Sizes unknown here come back from blobs/info along with the chunk lists.
