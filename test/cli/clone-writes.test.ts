@@ -9,6 +9,8 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type GroveServer } from "../support/GroveServer.ts"
+import { buildCommit, pushBody } from "../support/content.ts"
+import { api } from "../support/http.ts"
 import { at, type GroveOptions, grove, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
@@ -105,5 +107,21 @@ describe("a clone's writes", () => {
     // Every file moved in from .grove/tmp after the download: none was written into the tree while it ran.
     expect(/^renames into the tree: (\d+)$/m.exec(pulled.stderr)?.[1]).toBe("40")
     expect(listing(root)).toEqual(listing(seed))
+  }, 240_000)
+
+  it("refuses a tree that would write into the checkout's .grove/ (its config, key and state), and leaves nothing behind", async () => {
+    const as = api(server.url, alice.env!["SERVICE_API_KEY"])
+    expect((await as.post("/repos", { name: "planted" })).status).toBe(201)
+    const planted = JSON.stringify({ remote: "http://attacker.invalid:9", owner: "alice", name: "planted" })
+    for (const [branch, top] of [["lower", ".grove"], ["upper", ".GROVE"]] as const) {
+      const commit = buildCommit({ branch, files: { "a.txt": "a\n", [`${top}/config.json`]: planted, [`${top}/planted.txt`]: "x\n" } })
+      expect((await as.post("/alice/planted/push", pushBody({ branch, commits: [commit], description: "x" }))).status).toBe(200)
+      const parent = tempDir("clone-writes-planted")
+      const cloned = await grove(["clone", "alice/planted", "dest", "--branch", branch, "--json"], at(alice, parent))
+      expect(cloned.code).not.toBe(0)
+      expect(`${cloned.stdout}${cloned.stderr}`).toContain(`'${top}/'`)
+      // A failed clone removes the folder it made: no planted config is ever read as the checkout's.
+      expect(fs.existsSync(path.join(parent, "dest"))).toBe(false)
+    }
   }, 240_000)
 })

@@ -93,6 +93,14 @@ export const materialize = (
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
+    // The checkout's own config, key and state live in `.grove/`: a tree that would write there is refused, whatever
+    // the server (older servers accept such paths), before anything is fetched or written.
+    for (const file of to.keys()) {
+      const top = file.slice(0, file.indexOf("/") >>> 0)
+      if (Objects.Tree.isDotGrove(top)) {
+        return yield* failure(`the repository holds '${top}/', where grove keeps this checkout's own files: not written`, "reserved_path")
+      }
+    }
     // Files the server withholds are neither fetched nor written (nor removed: they were never here).
     const withheld = readWithheld(root)
     const withheldFiles = countWithheld(to, withheld)

@@ -11,6 +11,7 @@ import {
   encodeTree,
   hashTree,
   isDotGit,
+  isDotGrove,
   MAX_ENTRY_NAME_BYTES
 } from "./Tree.ts"
 import type { TreeEntry } from "./Tree.ts"
@@ -113,6 +114,11 @@ describe("Tree", () => {
   it("isDotGit follows git's HFS+ and NTFS rules", () => {
     expect([".git", ".GiT", "git~1", ".git  ..", ".git:x", "\u200C.git"].every(isDotGit)).toBe(true)
     expect([".gitx", ".git x", "git~1x", "git", ".gi"].some(isDotGit)).toBe(false)
+  })
+
+  it("isDotGrove takes every name a checkout's file system could take for .grove", () => {
+    expect([".grove", ".GROVE", "grove~1", ".grove .", ".grove:x", "\u200C.grove"].every(isDotGrove)).toBe(true)
+    expect([".grovex", "grove", ".grov", ".groves", "x.grove"].some(isDotGrove)).toBe(false)
   })
 
   it("refuses a symlinked .gitmodules, as git fsck does, and allows a regular one", () => {

@@ -75,6 +75,12 @@ const isDotFile = (name: string, base: string, shortNames: ReadonlyArray<string>
  */
 export const isDotGit = (name: string): boolean => isDotFile(name, "git", ["git~1"])
 
+/**
+ * `.grove` as a checkout's file system could take it (any case, HFS+ ignorable code points, NTFS aliases): grove keeps
+ * a checkout's config (remote, key), state, index and objects there, so a repository's root must never write into it.
+ */
+export const isDotGrove = (name: string): boolean => isDotFile(name, "grove", ["grove~1"])
+
 /** `.gitmodules` as git's fsck recognizes it (a symlink of that name is an fsck error). */
 export const isDotGitmodules = (name: string): boolean => isDotFile(name, "gitmodules", [
   ...[1, 2, 3, 4].map((n) => `gitmod~${n}`),
