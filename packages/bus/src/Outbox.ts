@@ -28,7 +28,10 @@ export interface OutboxRow {
 }
 
 export interface OutboxShape {
-  /** Appends `event` (published as `{ ...event, id }`) and returns its id. */
+  /**
+   * Appends `event` (published as `{ ...event, id }`) and returns its id. Taken now, written with the command's
+   * reply (`Inbox.complete`): a savepoint the handler rolls back does not take it back.
+   */
   readonly append: (event: BusMessage, options?: AppendOptions) => Effect.Effect<string, SqlError>
   /**
    * The row `append` would write, for a handler that inserts it in one of its own statements in the
