@@ -127,6 +127,8 @@ const byteReader = (body: AsyncIterable<Uint8Array>) => {
   }
 }
 
+const TRUNCATED_HEADER = "truncated chunk stream (in a frame header)"
+
 const u32 = (bytes: Uint8Array, at = 0) => new DataView(bytes.buffer, bytes.byteOffset + at, 4).getUint32(0)
 
 /**
@@ -137,11 +139,11 @@ export async function* decodeFrames(body: AsyncIterable<Uint8Array>): AsyncGener
   const reader = byteReader(body)
   while (!(await reader.atEnd())) {
     const length = await reader.header(4)
-    if (length === undefined) throw new Error("truncated chunk stream (in a frame header)")
+    if (length === undefined) throw new Error(TRUNCATED_HEADER)
     const hashLength = u32(length)
     if (hashLength === 0 || hashLength > MAX_HASH_LENGTH) throw new Error(`bad frame: hash length ${hashLength}`)
     const rest = await reader.header(hashLength + 4)
-    if (rest === undefined) throw new Error("truncated chunk stream (in a frame header)")
+    if (rest === undefined) throw new Error(TRUNCATED_HEADER)
     const hash = decoder.decode(rest.subarray(0, hashLength))
     const dataLength = u32(rest, hashLength)
     if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
@@ -151,6 +153,15 @@ export async function* decodeFrames(body: AsyncIterable<Uint8Array>): AsyncGener
   }
 }
 
+const TRUNCATED_DATA = "truncated chunk stream (in a frame's data)"
+
+/** A bare frame's header word: bit 31 says zstd, the rest is the data's length (bounded). */
+const bareHeader = (word: number): { readonly dataLength: number; readonly zstd: boolean } => {
+  const dataLength = word & ~ZSTD_BIT
+  if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
+  return { dataLength, zstd: (word & ZSTD_BIT) !== 0 }
+}
+
 /**
  * Bare frames of a body read whole, as views into it (no copy, no promise per frame): what a client reading a
  * `chunks/fetch` answer at once iterates, synchronously.
@@ -158,13 +169,11 @@ export async function* decodeFrames(body: AsyncIterable<Uint8Array>): AsyncGener
 export function* bareFramesIn(body: Uint8Array): Generator<BareFrame> {
   let at = 0
   while (at < body.length) {
-    if (body.length - at < 4) throw new Error("truncated chunk stream (in a frame header)")
-    const word = u32(body, at)
-    const dataLength = word & ~ZSTD_BIT
-    if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
+    if (body.length - at < 4) throw new Error(TRUNCATED_HEADER)
+    const { dataLength, zstd } = bareHeader(u32(body, at))
     at += 4
-    if (body.length - at < dataLength) throw new Error("truncated chunk stream (in a frame's data)")
-    yield { data: body.subarray(at, at + dataLength), zstd: (word & ZSTD_BIT) !== 0 }
+    if (body.length - at < dataLength) throw new Error(TRUNCATED_DATA)
+    yield { data: body.subarray(at, at + dataLength), zstd }
     at += dataLength
   }
 }
@@ -174,12 +183,10 @@ export async function* decodeBareFrames(body: AsyncIterable<Uint8Array>): AsyncG
   const reader = byteReader(body)
   while (!(await reader.atEnd())) {
     const header = await reader.header(4)
-    if (header === undefined) throw new Error("truncated chunk stream (in a frame header)")
-    const word = u32(header)
-    const dataLength = word & ~ZSTD_BIT
-    if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
+    if (header === undefined) throw new Error(TRUNCATED_HEADER)
+    const { dataLength, zstd } = bareHeader(u32(header))
     const data = await reader.data(dataLength)
-    if (data === undefined) throw new Error("truncated chunk stream (in a frame's data)")
-    yield { data, zstd: (word & ZSTD_BIT) !== 0 }
+    if (data === undefined) throw new Error(TRUNCATED_DATA)
+    yield { data, zstd }
   }
 }
