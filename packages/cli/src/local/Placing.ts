@@ -37,6 +37,10 @@ const writeNew = (target: string, mode: "regular" | "executable", data: Uint8Arr
       stats = fs.fstatSync(fd)
     }
     return stats
+  } catch (error) {
+    // Made here and not whole (ENOSPC, EIO): never left looking like the file.
+    fs.rmSync(target, { force: true })
+    throw error
   } finally {
     fs.closeSync(fd)
   }
