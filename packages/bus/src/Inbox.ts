@@ -8,6 +8,7 @@
  */
 import { Duration, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type { Fragment } from "effect/sql/Statement"
 import { StoredReply } from "./Messages.ts"
 import type { OutboxRow } from "./Outbox.ts"
 import type { RelayedRow } from "./OutboxRelay.ts"
@@ -151,12 +152,15 @@ export const complete = Effect.fnUntraced(function*(
       WHERE command_id = ${commandId}`
     return []
   }
+  /** The rows of `source` as the relay takes them, in id order: the value the reply's UPDATE returns. */
+  const relayed = (source: Fragment) =>
+    sql`RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
+      'payload', payload) ORDER BY id) FROM ${source}) AS events`
+  const inserted = sql`event_outbox WHERE event_id = ANY(${eventIds}::uuid[])`
   if (appended.length === 0) {
     const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`
       UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
-      WHERE command_id = ${commandId}
-      RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
-        'payload', payload) ORDER BY id) FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[])) AS events`
+      WHERE command_id = ${commandId} ${relayed(inserted)}`
     return row?.events ?? []
   }
   // The statement's own inserts are not in its snapshot of the table: they come back from their RETURNING.
@@ -170,11 +174,9 @@ export const complete = Effect.fnUntraced(function*(
         ORDER BY e.n
         RETURNING id, event_id, topic, key, payload),
       events AS (SELECT id, event_id, topic, key, payload FROM emitted
-        UNION ALL SELECT id, event_id, topic, key, payload FROM event_outbox WHERE event_id = ANY(${eventIds}::uuid[]))
+        UNION ALL SELECT id, event_id, topic, key, payload FROM ${inserted})
     UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
-    WHERE command_id = ${commandId}
-    RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
-      'payload', payload) ORDER BY id) FROM events) AS events`
+    WHERE command_id = ${commandId} ${relayed(sql`events`)}`
   return row?.events ?? []
 })
 
