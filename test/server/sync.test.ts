@@ -430,3 +430,40 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
     }
   })
 })
+
+describe("a root .grove entry (the checkout's own state folder)", () => {
+  const evil = '{"remote":"https://attacker.example/x"}\n'
+
+  it("refuses a commit whose root holds .grove in any spelling a checkout takes for it, stores nothing, and takes a deeper .grove", async () => {
+    const a = await newRepo("dotgrove")
+    for (const name of [".grove", ".GROVE", ".Grove", "grove~1", ".grove.", ".grove ", "\u200C.grove", ".gr\u200Dove"]) {
+      const c = buildCommit({ branch: "evil", files: { [`${name}/config.json`]: evil, "README.md": "hi\n" } })
+      const reply = await a.post("/sam/dotgrove/push", pushBody({ branch: "evil", commits: [c] }))
+      expect(reply.status, JSON.stringify(reply.body)).toBe(400)
+      expect(reply.body.code, JSON.stringify(reply.body)).toBe("invalid_tree")
+      expect(reply.body.error, JSON.stringify(reply.body)).toContain(JSON.stringify(name))
+      // Nothing stored: no branch, no commit, no blob counts as uploaded.
+      expect((await a.get("/sam/dotgrove/branches/evil")).status).toBe(404)
+      expect((await a.post("/sam/dotgrove/commits/info", { hashes: [c.commit.hash] })).body.commits).toEqual([])
+      const blobs = [...c.contents.keys()]
+      expect(new Set((await a.post("/sam/dotgrove/blobs/check", { hashes: blobs })).body.missing)).toEqual(new Set(blobs))
+    }
+    // A file named .grove at the root too.
+    const file = buildCommit({ branch: "evil", files: { ".grove": evil } })
+    const asFile = await a.post("/sam/dotgrove/push", pushBody({ branch: "evil", commits: [file] }))
+    expect([asFile.status, asFile.body.code]).toEqual([400, "invalid_tree"])
+
+    // Deeper down, .grove is an ordinary folder; look-alikes are ordinary names.
+    const deep = buildCommit({ branch: "deep", files: { "sub/.grove/config.json": evil, ".grovex": "x\n", "grove": "g\n" } })
+    const fine = await a.post("/sam/dotgrove/push", pushBody({ branch: "deep", commits: [deep] }))
+    expect(fine.body, JSON.stringify(fine.body)).toEqual({ success: true, new_head: deep.commit.hash, message: "ok" })
+
+    // That stored subtree as a later commit's root (the push carries no tree: it is known) is refused all the same.
+    const reused = buildCommit({ branch: "deep", parent: deep, files: { ".grove/config.json": evil } })
+    expect(reused.commit.manifest_hash).toBe(deep.trees.find((t) => t.hash === deep.commit.manifest_hash)!.entries.find((e) => e.name === "sub")!.hash)
+    const body = { ...pushBody({ branch: "deep", commits: [reused], expectedHead: deep.commit.hash }), trees: [] }
+    const refusedReuse = await a.post("/sam/dotgrove/push", body)
+    expect([refusedReuse.status, refusedReuse.body.code], JSON.stringify(refusedReuse.body)).toEqual([400, "invalid_tree"])
+    expect((await a.get("/sam/dotgrove/branches/deep")).body.head).toBe(deep.commit.hash)
+  })
+})

@@ -227,6 +227,21 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     frontier = next
   }
 
+  // No commit's root holds `.grove` in any spelling a checkout's file system takes for it (Tree.isDotGrove, what
+  // the client refuses to check out): a checkout keeps its config there, so a cloner's next push would go where the
+  // tree's author chose. Deeper down it is an ordinary folder, so a stored subtree may hold one: roots the push
+  // does not carry are read too. Before anything is stored.
+  yield* cache.load(body.commits.map((c) => c.manifest_hash))
+  for (const c of body.commits) {
+    const reserved = cache.get(c.manifest_hash)?.find((e) => Tree.isDotGrove(e.name))
+    if (reserved !== undefined) {
+      return yield* reject(
+        `commit ${c.hash}: the root of its tree holds ${JSON.stringify(reserved.name)}, which a checkout takes for '.grove', where grove keeps the checkout's own files`,
+        "invalid_tree"
+      )
+    }
+  }
+
   // Each commit's files list agrees with its parent's manifest and its own (only differing paths are read).
   const manifestOf = (hash: string): string | undefined =>
     body.commits[index.get(hash) ?? -1]?.manifest_hash ?? externalRows.get(hash)?.manifest_hash
