@@ -1,6 +1,6 @@
 /**
  * The client's start (bin/start.js, src/main.ts): `grove --version` alone is answered without loading
- * the command tree, with the line effect/cli prints; V8's compile cache lives in the user's cache
+ * the command tree, with the line effect/cli prints; the argument-less content commands run without it (src/Direct.ts); V8's compile cache lives in the user's cache
  * directory, is used by the next run, never runs code older than the file, and a cache directory that
  * cannot be written only costs the cache.
  */
@@ -47,6 +47,27 @@ describe("grove's start", () => {
       const full = run(CLI_BIN, ["--version", "--json"], mode, ["--import", LOG_LOADS])
       expect({ mode, code: full.status, stdout: full.stdout }).toEqual({ mode, code: 0, stdout: `${VERSION_LINE}\n` })
       expect(loaded(full.stderr).reduce((sum, f) => sum + fs.statSync(f).size, 0)).toBeGreaterThan(64 * 1024)
+    }
+  })
+
+  it("push, commit, pull and status alone (or with --json) run without the command tree, and load under 2.25 MB of the bundle; with another flag through the tree", () => {
+    const bundled = fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+    const tree = (files: ReadonlyArray<string>) => files.filter((f) => /\/src\/Cli\.ts$|\/dist\/chunks\/Cli-[^/]*\.mjs$/.test(f))
+    for (const mode of bundled ? [{ GROVE_BUNDLE: "1" }, { GROVE_NO_BUNDLE: "1" }] : [{ GROVE_NO_BUNDLE: "1" }]) {
+      for (const args of [["push"], ["commit", "--json"], ["pull"], ["--json", "status"]]) {
+        // Outside a checkout: the command's own failure (exit 1), as the tree would answer it.
+        const result = run(CLI_BIN, args, mode, ["--import", LOG_LOADS])
+        expect({ mode, args, code: result.status, message: /not in a grove checkout/.test(result.stdout + result.stderr) }).toEqual({ mode, args, code: 1, message: true })
+        expect({ mode, args, tree: tree(loaded(result.stderr)) }).toEqual({ mode, args, tree: [] })
+        // The bundle's code a command loads: effect imported by name is tree-shaken (src/Run.ts); `import("effect")`
+        // took its whole namespace, ~0.9 MB more (3.0 MB for a push before, 1.9 MB after).
+        if (mode.GROVE_BUNDLE === "1") {
+          const bytes = loaded(result.stderr).reduce((sum, f) => sum + fs.statSync(f).size, 0)
+          expect({ args, bytes: bytes < 2.25 * 1024 * 1024 }).toEqual({ args, bytes: true })
+        }
+      }
+      const parsed = run(CLI_BIN, ["push", "--remote", "http://127.0.0.1:9"], mode, ["--import", LOG_LOADS])
+      expect({ mode, code: parsed.status, tree: tree(loaded(parsed.stderr)).length }).toEqual({ mode, code: 1, tree: 1 })
     }
   })
 

@@ -11,6 +11,8 @@ import { ci } from "./CiCommands.ts"
 import { webhook } from "./WebhookCommands.ts"
 import { release, upgrade } from "./ReleaseCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
+import { withExitCode } from "./CommandRun.ts"
+import { plainCommands } from "./Direct.ts"
 import { PLATFORM, VERSION } from "./BuildInfo.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
@@ -171,17 +173,15 @@ const close = Command.make("close", {}, () => action(() => Effect.flatMap(branch
   Command.withDescription("Close the current branch")
 )
 
-const commit = Command.make("commit", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.commit()))).pipe(
+const commit = Command.make("commit", {}, () => action(plainCommands.commit)).pipe(
   Command.withDescription("Record the working tree as a local checkpoint (no message)")
 )
 
-const push = Command.make("push", {}, () =>
-  action(() => Effect.flatMap(load(() => import("./commands/Push.ts")), (m) => m.push()))).pipe(
+const push = Command.make("push", {}, () => action(plainCommands.push)).pipe(
     Command.withDescription("Commit, then publish the branch's new commits (the first push creates the repository)")
   )
 
-const pull = Command.make("pull", {}, () =>
-  action(() => Effect.flatMap(load(() => import("./commands/Pull.ts")), (m) => m.pull()))).pipe(
+const pull = Command.make("pull", {}, () => action(plainCommands.pull)).pipe(
     Command.withDescription("Fetch the branch and merge its parent in; conflicts get markers (exit code 5)")
   )
 
@@ -210,7 +210,7 @@ const revert = Command.make("revert", {
     Command.withDescription("Land a commit that undoes a commit on its branch (conflicts: exit 5)")
   )
 
-const status = Command.make("status", {}, () => action(() => Effect.flatMap(localModule(), (m) => m.status()))).pipe(
+const status = Command.make("status", {}, () => action(plainCommands.status)).pipe(
   Command.withDescription("Show the branch and what changed since the last commit")
 )
 
@@ -361,20 +361,12 @@ const cliPlatform = Layer.mergeAll(
 
 /** Runs one invocation (arguments without `node grove`) and answers its exit code. */
 export const run = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode, never, Exclude<CommandServices, Output>> =>
-  Command.runWith(grove, { version: `${VERSION} (${PLATFORM})` })(argv).pipe(
-    Effect.as(ExitCode.ok),
-    Effect.catch((error) =>
-      Effect.succeed(
-        error instanceof Reported
-          ? error.exitCode
-          : CliError.isCliError(error)
-          // Parse errors and help shown for an incomplete command have been presented.
-          ? ExitCode.usage
-          : ExitCode.error
-      )
-    ),
-    Effect.catchCause((cause) =>
-      Effect.as(Console.error(`grove: internal error\n${String(cause)}`), ExitCode.error)
-    ),
+  withExitCode(Command.runWith(grove, { version: `${VERSION} (${PLATFORM})` })(argv), (error) =>
+    error instanceof Reported
+      ? error.exitCode
+      : CliError.isCliError(error)
+      // Parse errors and help shown for an incomplete command have been presented.
+      ? ExitCode.usage
+      : ExitCode.error).pipe(
     Effect.provide(Layer.merge(cliPlatform, CliOutput.layerPresenter(presenter(wantsJson(argv)))))
   )

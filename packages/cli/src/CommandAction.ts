@@ -1,17 +1,12 @@
 /**
- * How a command body runs: the global flags (`--json`, `--remote`), the chosen server, `Output`,
- * and a failure printed once and turned into its exit code (`Reported`).
+ * The global flags (`--json`, `--remote`) of the command tree, and `action`: a command body run with
+ * them (CommandRun.ts).
  */
-import { Data, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { Flag, GlobalFlag } from "effect/cli"
-import { CliEnv } from "./CliEnv.ts"
-import type { CredentialStore } from "./Credentials.ts"
-import type { CliFailure } from "./Failures.ts"
-import { type ExitCode, usage } from "./Failures.ts"
-import type { Interaction } from "./Interaction.ts"
-import { Output } from "./Output.ts"
-import { defaultRemote } from "./CredentialResolver.ts"
-import { chooseRemote, DEFAULT_REMOTE, remoteGiven } from "./Remote.ts"
+import type { CommandBody } from "./CommandRun.ts"
+import { runBody } from "./CommandRun.ts"
+import { DEFAULT_REMOTE } from "./Remote.ts"
 
 /**
  * An on/off flag that never takes the next word as its value. effect/cli's Flag.Boolean reads a following
@@ -33,24 +28,12 @@ export const RemoteFlag = GlobalFlag.Setting("remote")({
   )
 })
 
-/** A failure that has been printed already; only its exit code is left to deliver. */
-export class Reported extends Data.TaggedError("Reported")<{ readonly exitCode: ExitCode }> {}
-
-export type CommandServices = Output | CliEnv | CredentialStore | Interaction
+export { load, Reported } from "./CommandRun.ts"
+export type { CommandServices } from "./CommandRun.ts"
 
 /** Runs a command body with the chosen server and `Output`, printing its failure. */
-export const action = (body: (remote: string) => Effect.Effect<void, CliFailure, CommandServices>) =>
+export const action = (body: CommandBody) =>
   Effect.gen(function*() {
-    const output = Output.make(yield* JsonFlag)
-    const remoteFlag = yield* RemoteFlag
-    const { env } = yield* CliEnv
-    const flag = Option.getOrUndefined(remoteFlag)
-    const chosen = chooseRemote(flag, env, remoteGiven(flag, env) ? DEFAULT_REMOTE : yield* defaultRemote())
-    yield* ("error" in chosen ? Effect.fail(usage(chosen.error)) : body(chosen.remote)).pipe(
-      Effect.provideService(Output, output),
-      Effect.catchTag("CliFailure", (failure) =>
-        Effect.andThen(output.failure(failure), Effect.fail(new Reported({ exitCode: failure.exitCode }))))
-    )
+    const remote = Option.getOrUndefined(yield* RemoteFlag)
+    yield* runBody(yield* JsonFlag, remote, body)
   })
-
-export const load = <M>(module: () => Promise<M>) => Effect.promise(module)
