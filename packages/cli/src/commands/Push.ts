@@ -18,6 +18,7 @@ import { currentBranch, withBranch } from "../local/State.ts"
 import type { Workspace } from "../local/Workspace.ts"
 import { openWorkspace, repositoryOf, saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
+import { askCapabilitiesEarly } from "../sync/BodyCompression.ts"
 import { connectRepo } from "../sync/RemoteRepo.ts"
 import type { RemoteRepo } from "../sync/RemoteRepo.ts"
 import { attempt } from "../sync/Land.ts"
@@ -211,6 +212,10 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
     return { state, pushed: 0, head: branch.remote_head, uploadedBytes: 0, uploadedChunks: 0, sentBytes: 0, createdRepository: created } satisfies PushOutcome
   }
   const { blobs, commits: allCommits, trees } = yield* outgoing(workspace, branch)
+  // The push's JSON holds a 64-hex hash at least per file change and tree entry: when that alone reaches the size
+  // from which the body goes compressed, the capabilities that decides it are asked while the blobs upload.
+  const hashes = allCommits.reduce((n, c) => n + c.files.length, 0) + trees.reduce((n, t) => n + t.entries.length, 0)
+  askCapabilitiesEarly(remote.site, remote.token, 64 * hashes)
   let uploaded = yield* uploadBlobs(remote, blobs)
   yield* crashPoint("push:uploaded")
   // Under a fresh Idempotency-Key per send: a connection lost as the push went out (a keep-alive socket the

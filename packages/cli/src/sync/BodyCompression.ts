@@ -39,6 +39,15 @@ export const capabilitiesOf = (site: string, token: string | undefined): Promise
   return answer
 }
 
+/**
+ * Asks the capabilities now, without waiting for the answer, when a body of at least `bytes` will be sent: the
+ * answer is then at hand when that body goes (a push asks while its blobs upload, not after them, one round trip
+ * fewer on the way). Never fails (`capabilitiesOf`).
+ */
+export const askCapabilitiesEarly = (site: string, token: string | undefined, bytes: number): void => {
+  if (bytes >= COMPRESS_FROM && bodyCompressionEnabled()) void capabilitiesOf(site, token)
+}
+
 /** Whether the server at `site` takes zstd request bodies. */
 export const serverTakesZstd = async (site: string, token: string | undefined): Promise<boolean> =>
   (await capabilitiesOf(site, token))[CAPABILITY] === ZSTD_V1
