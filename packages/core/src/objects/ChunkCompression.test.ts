@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { randomBytes } from "node:crypto"
-import { zstdCompressSync } from "node:zlib"
+import { constants, createZstdCompress, zstdCompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
-import { encodeChunk, encodeChunkAsync, hasZstdMagic, plainChunkBytes } from "./ChunkCompression.ts"
+import { bareFramePlain, encodeChunk, encodeChunkAsync, frameContentSize, hasZstdMagic, plainChunkBytes } from "./ChunkCompression.ts"
 
 const text = Buffer.from("export const value = compute(1) // a line that repeats\n".repeat(2000))
 const noise = randomBytes(300 * 1024)
@@ -34,5 +34,39 @@ describe("ChunkCompression", () => {
     // Wrong bytes, or more plain bytes than allowed: not the chunk.
     expect(plainChunkBytes(hash, encodeChunk(noise), text.length)).toBeUndefined()
     expect(plainChunkBytes(hash, zst, text.length - 1)).toBeUndefined()
+  })
+
+  it("reads the plain size a frame's header declares, in each width of the field", async () => {
+    const long = Buffer.concat([text, text, text])
+    for (const size of [0, 100, 255, 256, 5000, 65791, 65792, 300 * 1024]) {
+      const plain = long.subarray(0, size)
+      expect(frameContentSize(zstdCompressSync(plain))).toBe(size)
+      // A smaller window than the chunk: the header has a window byte before the size.
+      const windowed = zstdCompressSync(plain, { params: { [constants.ZSTD_c_windowLog]: 10, [constants.ZSTD_c_checksumFlag]: 1 } })
+      expect(frameContentSize(windowed)).toBe(size)
+    }
+    // A streamed frame does not say; neither do bytes that are not zstd.
+    const streamed = await new Promise<Buffer>((resolve) => {
+      const parts: Array<Buffer> = []
+      const zstd = createZstdCompress().on("data", (part: Buffer) => parts.push(part)).on("end", () => resolve(Buffer.concat(parts)))
+      zstd.write(text.subarray(0, 5000))
+      zstd.flush(() => zstd.end(text.subarray(5000, 9000)))
+    })
+    expect(frameContentSize(streamed)).toBeUndefined()
+    expect(Buffer.from(bareFramePlain({ data: streamed, zstd: true }, 9000)).equals(text.subarray(0, 9000))).toBe(true)
+    expect(frameContentSize(text)).toBeUndefined()
+    expect(frameContentSize(Buffer.from([0x28, 0xb5, 0x2f, 0xfd]))).toBeUndefined()
+  })
+
+  it("does not take a frame whose header understates its plain size", () => {
+    const chunk = text.subarray(0, 5000)
+    const sent = Buffer.from(zstdCompressSync(chunk))
+    expect(frameContentSize(sent)).toBe(5000)
+    // The size field (2 bytes, minus 256) of a single-segment frame says 4,000.
+    expect(sent[4]! >> 6).toBe(1)
+    sent.writeUInt16LE(4000 - 256, 5)
+    expect(frameContentSize(sent)).toBe(4000)
+    expect(plainChunkBytes(Blake3.hash(chunk), sent, 64 * 1024 * 1024)).toBeUndefined()
+    expect(() => bareFramePlain({ data: sent, zstd: true }, 64 * 1024 * 1024)).toThrow()
   })
 })

@@ -33,6 +33,26 @@ export const hasZstdMagic = (bytes: Uint8Array): boolean => ZSTD_MAGIC.every((b,
 
 const view = (buffer: Buffer): Uint8Array => new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
 
+/**
+ * node:zlib writes its output into buffers of `chunkSize` (16 KiB unless told; small ones are slices of
+ * Buffer's shared 64 KiB pool) and slices the result out of them: a small chunk's bytes keep 16 KiB alive
+ * (a chunk held until its group is stored outlives young collections, and so the pool does), and a larger
+ * output is gathered from pieces and copied once more. Where the output's size is known up front: one
+ * buffer of that size (one more byte: node:zlib asks for a further buffer when the output fills one
+ * exactly), and zstd codes the frame in one pass, without its streaming buffers. A context per chunk stays:
+ * node:zlib reuses one only in its async stream (a thread-pool trip per chunk).
+ */
+const MIN_CHUNK = 64
+const DEFAULT_CHUNK = 16 * 1024
+const sizedTo = (bytes: number) => Math.max(MIN_CHUNK, bytes + 1)
+
+/** ZSTD_compressBound: the most a frame of `n` bytes can take (the size zstd compresses in one pass into). */
+const compressBound = (n: number) => n + (n >>> 8) + (n < 128 * 1024 ? (128 * 1024 - n) >>> 11 : 0)
+
+/** Compression options for `data`: a small chunk's output in a buffer of its own bound (a larger one's in node:zlib's pieces). */
+const paramsFor = (data: Uint8Array) =>
+  data.length < DEFAULT_CHUNK ? { ...PARAMS, chunkSize: sizedTo(compressBound(data.length)) } : PARAMS
+
 const worthTrying = (data: Uint8Array): boolean =>
   data.length >= MIN_SIZE &&
   (data.length < SAMPLE_FROM || zstdCompressSync(data.subarray(0, SAMPLE), PARAMS).length <= SAMPLE * KEEP_RATIO)
@@ -41,13 +61,38 @@ const pick = (data: Uint8Array, compressed: Buffer): Uint8Array =>
   compressed.length <= data.length * KEEP_RATIO ? view(compressed) : data
 
 /** The bytes to send for a chunk: zstd when that shrinks it enough, else the chunk itself. */
-export const encodeChunk = (data: Uint8Array): Uint8Array => worthTrying(data) ? pick(data, zstdCompressSync(data, PARAMS)) : data
+export const encodeChunk = (data: Uint8Array): Uint8Array => worthTrying(data) ? pick(data, zstdCompressSync(data, paramsFor(data))) : data
 
 /** `encodeChunk` on the thread pool (large chunks: several compress at once while the main thread goes on). */
 export const encodeChunkAsync = (data: Uint8Array): Promise<Uint8Array> =>
   worthTrying(data)
-    ? new Promise((resolve, reject) => zstdCompress(data, PARAMS, (error, out) => error === null ? resolve(pick(data, out)) : reject(error)))
+    ? new Promise((resolve, reject) => zstdCompress(data, paramsFor(data), (error, out) => error === null ? resolve(pick(data, out)) : reject(error)))
     : Promise.resolve(data)
+
+/**
+ * The plain size a zstd frame's header declares (RFC 8878 3.1.1.1), undefined when it does not say or the
+ * bytes are no frame header. `encodeChunk`'s frames (a whole chunk in one call) always say.
+ */
+export const frameContentSize = (frame: Uint8Array): number | undefined => {
+  if (frame.length < 6 || !hasZstdMagic(frame)) return undefined
+  const descriptor = frame[4]!
+  const singleSegment = (descriptor & 0x20) !== 0
+  const sizeFlag = descriptor >> 6
+  const fieldBytes = sizeFlag === 0 ? (singleSegment ? 1 : 0) : 1 << sizeFlag
+  if (fieldBytes === 0) return undefined
+  const at = 5 + (singleSegment ? 0 : 1) + [0, 1, 2, 4][descriptor & 3]!
+  if (frame.length < at + fieldBytes) return undefined
+  let size = 0
+  for (let i = fieldBytes - 1; i >= 0; i--) size = size * 256 + frame[at + i]!
+  return fieldBytes === 2 ? size + 256 : size
+}
+
+/** A zstd frame's plain bytes, at most `maxPlainBytes` (throws past that, or on bytes that are not zstd). */
+const decompress = (frame: Uint8Array, maxPlainBytes: number): Uint8Array => {
+  const size = frameContentSize(frame)
+  const sized = size !== undefined && size <= maxPlainBytes ? { chunkSize: sizedTo(size) } : {}
+  return view(zstdDecompressSync(frame, { maxOutputLength: maxPlainBytes, ...sized }))
+}
 
 /**
  * The plain bytes of a received chunk: zstd-compressed bytes whose decompression hashes to `hash`,
@@ -56,8 +101,8 @@ export const encodeChunkAsync = (data: Uint8Array): Promise<Uint8Array> =>
 export const plainChunkBytes = (hash: string, received: Uint8Array, maxPlainBytes: number): Uint8Array | undefined => {
   if (hasZstdMagic(received)) {
     try {
-      const plain = zstdDecompressSync(received, { maxOutputLength: maxPlainBytes })
-      if (Blake3.hash(plain) === hash) return view(plain)
+      const plain = decompress(received, maxPlainBytes)
+      if (Blake3.hash(plain) === hash) return plain
     } catch {
       // Not valid zstd (or too large): the bytes may still be a raw chunk that happens to start with the magic.
     }
@@ -73,7 +118,7 @@ export const bareFrame = (data: Uint8Array, sent: Uint8Array): BareFrame => ({ d
  * Throws on bytes that are not zstd or decompress past the bound; the caller hashes the result.
  */
 export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Array =>
-  frame.zstd ? view(zstdDecompressSync(frame.data, { maxOutputLength: maxPlainBytes })) : frame.data
+  frame.zstd ? decompress(frame.data, maxPlainBytes) : frame.data
 
 /** A received bare frame as a chunk: its plain bytes and the hash taken from them. */
 const named = (frame: BareFrame, maxPlainBytes: number): { readonly hash: string; readonly data: Uint8Array } => {
