@@ -3,6 +3,7 @@
  * slice (2,000 hashes) mixing objects a readable repository reaches, objects only an unreadable one
  * reaches, objects a restricted repository withholds or lets the caller read, and objects uploaded by
  * the caller, by someone else, or no longer stored keeps each object's own answer (dedup never grants).
+ * registerBlobs: new blobs with their chunk rows, stored ones kept as they are.
  */
 import { DbEmbedded, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
@@ -16,7 +17,7 @@ const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
 
 const h = (label: string) => createHash("sha256").update(label).digest("hex")
 
-layer(Objects, { timeout: 120_000 })("ContentObjects.present", (it) => {
+layer(Objects, { timeout: 120_000 })("ContentObjects", (it) => {
   it.effect("answers each object of a mixed batch on its own, across slices", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -88,5 +89,29 @@ layer(Objects, { timeout: 120_000 })("ContentObjects.present", (it) => {
       yield* sql`INSERT INTO repo_trees ${sql.insert({ repo_id: hidden, tree_hash: inHidden })}`
       yield* uploaded(written, "user:me", myTree)
       expect(yield* objects.present("tree", scope, [inRestricted, inHidden, myTree, named.unknown])).toEqual(new Set([inRestricted, myTree]))
+    }))
+
+  it.effect("registerBlobs writes each new blob with its chunk rows in order, in one statement; a stored blob keeps its own", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "reg", name: "reg" })}`
+      const kept = { hash: h("kept"), size: 3, chunks: [{ hash: h("kept c0"), offset: 0, size: 3 }] }
+      yield* objects.registerBlobs(orgId, [kept])
+      const many = Array.from({ length: 5001 }, (_, i) => ({ hash: h(`many ${i}`), size: 2, chunks: [{ hash: h(`many c ${i}`), offset: 0, size: 2 }] }))
+      const split = { hash: h("split"), size: 10, chunks: [0, 1, 2].map((i) => ({ hash: h(`split c${i}`), offset: i * 4, size: i === 2 ? 2 : 4 })) }
+      const empty = { hash: h("empty"), size: 0, chunks: [] }
+      // `kept` again with other chunks: its stored rows stay; the 5,001 blobs span two statements.
+      yield* objects.registerBlobs(orgId, [...many, split, empty, { ...kept, chunks: [{ hash: h("other"), offset: 0, size: 3 }] }])
+      const info = yield* objects.blobInfo(orgId, [kept.hash, split.hash, many[0]!.hash, many[5000]!.hash])
+      expect(info.get(kept.hash)).toEqual(kept)
+      expect(info.get(split.hash)).toEqual(split)
+      expect(info.get(many[5000]!.hash)).toEqual(many[5000])
+      const sizes = yield* objects.blobSizes(orgId, [empty.hash, ...many.map((b) => b.hash)])
+      expect(sizes.size).toBe(5002)
+      expect(sizes.get(empty.hash)).toBe(0)
+      const [count] = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM blob_chunks WHERE org_id = ${orgId}`
+      expect(Number(count!.n)).toBe(1 + 5001 + 3)
     }))
 })

@@ -88,6 +88,9 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
 /** A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace. */
 const RENEW_GRANT = "ON CONFLICT (repo_id, principal, hash) DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'"
 
+/** Blobs registered per statement. */
+const REGISTER_BATCH = 5000
+
 type Row = Record<string, unknown>
 /** `sql.insert` wants a non-empty array type; callers check emptiness first. */
 const rows = <A extends Row>(items: ReadonlyArray<A>) => items as unknown as readonly [A, ...Array<A>]
@@ -178,20 +181,24 @@ export class ContentObjects extends Context.Service<ContentObjects, {
       }),
       registerBlobs: Effect.fnUntraced(function*(orgId, blobs) {
         const unique = [...new Map(blobs.map((b) => [b.hash, b])).values()]
-        for (let i = 0; i < unique.length; i += 500) {
-          const slice = unique.slice(i, i + 500)
-          const blobRows = slice.map((b) => ({ org_id: orgId, hash: b.hash, size: b.size, chunk_count: b.chunks.length }))
-          // A blob row and its chunk rows appear together or not at all.
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const inserted = yield* sql<{ hash: string }>`INSERT INTO blobs ${sql.insert(rows(blobRows))} ON CONFLICT DO NOTHING RETURNING hash`
-            const fresh = new Set(inserted.map((r) => r.hash))
-            const chunkRows = slice.filter((b) => fresh.has(b.hash)).flatMap((b) =>
-              b.chunks.map((c, seq) => ({ org_id: orgId, blob_hash: b.hash, seq, chunk_hash: c.hash, byte_offset: c.offset, size: c.size }))
-            )
-            for (let j = 0; j < chunkRows.length; j += 1000) {
-              yield* sql`INSERT INTO blob_chunks ${sql.insert(rows(chunkRows.slice(j, j + 1000)))}`
-            }
-          }))
+        for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
+          const slice = unique.slice(i, i + REGISTER_BATCH)
+          const chunks = slice.flatMap((b) => b.chunks.map((c, seq) => ({ blob: b.hash, seq, c })))
+          // One statement: a blob row and its chunk rows appear together or not at all, and only a blob this
+          // statement inserted gets chunk rows (one already there keeps its own). Columns go as arrays (unnest):
+          // thousands of rows as VALUES cost a bind parameter each and an insert per 500 rows.
+          yield* plannedFor(slice.length, sql`WITH
+            inserted AS (INSERT INTO blobs (org_id, hash, size, chunk_count)
+              SELECT ${orgId}::uuid, b.hash, b.size::int8, b.chunk_count::int4
+              FROM unnest(${slice.map((b) => b.hash)}::text[], ${slice.map((b) => String(b.size))}::text[],
+                ${slice.map((b) => String(b.chunks.length))}::text[]) AS b(hash, size, chunk_count)
+              ON CONFLICT DO NOTHING RETURNING hash)
+            INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+            SELECT ${orgId}::uuid, c.blob_hash, c.seq::int4, c.chunk_hash, c.byte_offset::int8, c.size::int8
+            FROM unnest(${chunks.map((x) => x.blob)}::text[], ${chunks.map((x) => String(x.seq))}::text[],
+              ${chunks.map((x) => x.c.hash)}::text[], ${chunks.map((x) => String(x.c.offset))}::text[],
+              ${chunks.map((x) => String(x.c.size))}::text[]) AS c(blob_hash, seq, chunk_hash, byte_offset, size)
+            JOIN inserted i ON i.hash = c.blob_hash`)
         }
       }),
       loadCommits: Effect.fnUntraced(function*(repoId, hashes) {
