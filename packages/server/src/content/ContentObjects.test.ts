@@ -10,6 +10,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
+import * as Tree from "@grove/core/objects/Tree"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
@@ -113,5 +114,37 @@ layer(Objects, { timeout: 120_000 })("ContentObjects", (it) => {
       expect(sizes.get(empty.hash)).toBe(0)
       const [count] = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM blob_chunks WHERE org_id = ${orgId}`
       expect(Number(count!.n)).toBe(1 + 5001 + 3)
+    }))
+
+  it.effect("storeTrees and recordUploads write any body and any number of rows as arrays", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      const repoId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "trees", name: "trees" })}`
+      yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "t" })}`
+      const names = ['a "quoted", {braced} name', "NULL", "back\\slash", "é ü 日本", " spaced "]
+      const entries = names.map((name) => ({ name, kind: "blob" as const, hash: h(name), mode: "regular" as const }))
+      const trees = [
+        { hash: Tree.hashTree([]), body: "" },
+        { hash: Tree.hashTree(entries), body: Tree.encodeTree(entries) },
+        ...Array.from({ length: 5001 }, (_, i) => {
+          const one = [{ name: `f${i}`, kind: "blob" as const, hash: h(`f${i}`), mode: "regular" as const }]
+          return { hash: Tree.hashTree(one), body: Tree.encodeTree(one) }
+        })
+      ]
+      yield* objects.storeTrees(orgId, trees)
+      yield* objects.storeTrees(orgId, trees.slice(0, 2))
+      const loaded = yield* objects.loadTrees(orgId, trees.map((t) => t.hash))
+      expect(loaded.size).toBe(trees.length)
+      expect(loaded.get(Tree.hashTree([]))).toEqual([])
+      expect(loaded.get(Tree.hashTree(entries))).toEqual(Tree.sortEntries(entries))
+
+      const scope = { repoId, principal: "user:me" }
+      yield* objects.recordUploads(scope, trees.map((t) => t.hash))
+      yield* objects.recordUploads(scope, [trees[0]!.hash])
+      const [count] = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM object_uploads WHERE repo_id = ${repoId} AND principal = 'user:me'`
+      expect(Number(count!.n)).toBe(trees.length)
     }))
 })

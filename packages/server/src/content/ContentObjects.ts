@@ -88,12 +88,9 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
 /** A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace. */
 const RENEW_GRANT = "ON CONFLICT (repo_id, principal, hash) DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'"
 
-/** Blobs registered per statement. */
+/** Rows written per statement where they go as arrays (unnest). */
 const REGISTER_BATCH = 5000
 
-type Row = Record<string, unknown>
-/** `sql.insert` wants a non-empty array type; callers check emptiness first. */
-const rows = <A extends Row>(items: ReadonlyArray<A>) => items as unknown as readonly [A, ...Array<A>]
 
 
 export class ContentObjects extends Context.Service<ContentObjects, {
@@ -151,9 +148,11 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         return out
       }),
       storeTrees: Effect.fnUntraced(function*(orgId, trees) {
-        for (let i = 0; i < trees.length; i += 500) {
-          const slice = trees.slice(i, i + 500).map((t) => ({ org_id: orgId, hash: t.hash, body: t.body }))
-          yield* sql`INSERT INTO trees ${sql.insert(rows(slice))} ON CONFLICT DO NOTHING`
+        for (let i = 0; i < trees.length; i += REGISTER_BATCH) {
+          const slice = trees.slice(i, i + REGISTER_BATCH)
+          yield* plannedFor(slice.length, sql`INSERT INTO trees (org_id, hash, body)
+            SELECT ${orgId}::uuid, t.hash, t.body FROM unnest(${slice.map((t) => t.hash)}::text[], ${slice.map((t) => t.body)}::text[]) AS t(hash, body)
+            ON CONFLICT DO NOTHING`)
         }
       }),
       blobSizes: Effect.fnUntraced(function*(orgId, hashes) {
@@ -306,9 +305,11 @@ export class ContentObjects extends Context.Service<ContentObjects, {
       }),
       recordUploads: Effect.fnUntraced(function*(scope, hashes) {
         const unique = [...new Set(hashes)]
-        for (let i = 0; i < unique.length; i += 1000) {
-          const slice = unique.slice(i, i + 1000).map((hash) => ({ repo_id: scope.repoId, principal: scope.principal, hash }))
-          yield* sql`INSERT INTO object_uploads ${sql.insert(rows(slice))} ${sql.literal(RENEW_GRANT)}`
+        // The hashes as one array (unnest): as VALUES each row took three bind parameters, a statement per 1,000.
+        for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
+          const slice = unique.slice(i, i + REGISTER_BATCH)
+          yield* plannedFor(slice.length, sql`INSERT INTO object_uploads (repo_id, principal, hash)
+            SELECT ${scope.repoId}::uuid, ${scope.principal}, unnest(${slice}::text[]) ${sql.literal(RENEW_GRANT)}`)
         }
       }),
       recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes) {
