@@ -14,6 +14,7 @@ import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import type { TreeCache } from "../content/TreeCache.ts"
+import { rememberTree } from "./PlanningTrees.ts"
 
 /** A merge, sync or revert that cannot be planned; the status is the answer's. */
 export class LandingRefused extends Schema.TaggedError<LandingRefused>()("LandingRefused", {
@@ -87,6 +88,8 @@ export const writeCommit = Effect.fnUntraced(function*(
     timestamp: Timestamp.formatTimestamp(timestamp),
     files: files.map(ApiSync.toFileChangeData)
   }])], { concurrency: "unbounded", discard: true })
+  // Stored: the next merge's main is this commit, so these are the trees it reads first.
+  for (const [h, entries] of built.trees) rememberTree(repo.orgId, h, entries)
   const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
   return computed
 })

@@ -13,6 +13,7 @@ import * as TreeMerge from "@grove/core/merge/TreeMerge"
 import { ApiSync } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import type * as FileChanges from "@grove/core/objects/FileChanges"
+import * as Tree from "@grove/core/objects/Tree"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { branchColumns, type BranchRecord } from "../content/BranchRecord.ts"
@@ -21,7 +22,7 @@ import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { refuse, writeCommit } from "./Landing.ts"
-import { makeTreeCache } from "../content/TreeCache.ts"
+import { planningTrees, rememberTree } from "./PlanningTrees.ts"
 
 export const MAIN = "main"
 
@@ -103,7 +104,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH
     if (baseManifest !== Blake3.EMPTY_HASH) rememberManifest(repo.id, base!, baseManifest)
   }
-  const cache = makeTreeCache(objects, repo.orgId)
+  const cache = planningTrees(objects, repo.orgId)
   const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const theirsRoot = commits.get(branchHead)!.manifest_hash
   const merged = yield* cache.resolve((lookup) => TreeMerge.mergeTrees(baseManifest, oursRoot, theirsRoot, lookup))
@@ -113,25 +114,36 @@ const mergeOfHeads = Effect.fnUntraced(function*(
 })
 
 /**
- * The branch's record, main's head, both heads' commit headers and the runs that decide the CI gate on the
- * branch's head: one statement (a statement costs a merge more than its rows do), one snapshot.
+ * The branch's record, main's head, both heads' commit headers, the runs that decide the CI gate on the
+ * branch's head and the body of the branch head's root tree: one statement (a statement costs a merge more
+ * than its rows do), one snapshot. Main's trees are nearly always kept (PlanningTrees.ts): the branch's
+ * root is the tree the merge would otherwise read first, in a statement of its own.
  */
-const branchAndMain = Effect.fnUntraced(function*(repoId: string, name: string) {
+const branchAndMain = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<BranchRecord & { readonly header: CommitHeader | null; readonly gate: ReadonlyArray<GateRun> | null }>`
+  const rows = yield* sql<BranchRecord & { readonly header: CommitHeader | null; readonly gate: ReadonlyArray<GateRun> | null; readonly root: string | null }>`
     SELECT ${branchColumns(sql)},
       (SELECT row_to_json(c) FROM (SELECT ${commitHeaderColumns(sql)} FROM commits WHERE repo_id = b.repo_id AND hash = b.head) c) AS header,
-      CASE WHEN b.name = ${name} THEN ${gateRunsJson(sql, repoId, sql`b.head`)} END AS gate
-    FROM branches b WHERE b.repo_id = ${repoId} AND b.name IN (${name}, ${MAIN})`
+      CASE WHEN b.name = ${name} THEN ${gateRunsJson(sql, repo.id, sql`b.head`)} END AS gate,
+      CASE WHEN b.name = ${name} THEN (SELECT body FROM trees WHERE org_id = ${repo.orgId}
+        AND hash = (SELECT manifest_hash FROM commits WHERE repo_id = b.repo_id AND hash = b.head)) END AS root
+    FROM branches b WHERE b.repo_id = ${repo.id} AND b.name IN (${name}, ${MAIN})`
   const found = rows.find((row) => row.name === name)
   const headers = new Map<string, CommitHeader>()
   for (const { header } of rows) if (header !== null) headers.set(header.hash, header)
+  if (found !== undefined && found.header !== null && found.root !== null) {
+    // Stored bodies were verified on the way in; one that does not decode is left to be read (and refused) as before.
+    const entries = Tree.decodeTree(found.root)
+    if (entries !== undefined) rememberTree(repo.orgId, found.header.manifest_hash, entries)
+  }
   const branch: BranchRecord | undefined = found === undefined ? undefined : withoutExtras(found)
   return { branch, mainHead: rows.find((row) => row.name === MAIN)?.head ?? null, headers, gate: gateVerdict(found?.gate ?? []) }
 })
 
 /** The branch record alone (the row carried the planning's extra columns). */
-const withoutExtras = ({ header: _header, gate: _gate, ...branch }: BranchRecord & { readonly header: unknown; readonly gate: unknown }): BranchRecord => branch
+const withoutExtras = (
+  { header: _header, gate: _gate, root: _root, ...branch }: BranchRecord & { readonly header: unknown; readonly gate: unknown; readonly root: unknown }
+): BranchRecord => branch
 
 /** The merge would leave main's files as they are (`ours` and `result` hold the same paths' versions). */
 const unchangedMain = (ours: FileChanges.Snapshot, result: ThreeWay.MergeResult) =>
@@ -146,7 +158,7 @@ export const planMerge = Effect.fn("MergePlanner.planMerge")(function*(
   actor: string,
   force: boolean
 ) {
-  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo.id, name)
+  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo, name)
   const branchHead = yield* checkMergeable(branch, name)
   const { cache, oursRoot, result } = yield* mergeOfHeads(repo, mainHead, branchHead, headers)
   if (!gate.open && !force) {
@@ -195,7 +207,7 @@ const PREVIEW_COMMITS = 100
 export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
   const history = yield* History
   const sql = yield* SqlClient.SqlClient
-  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo.id, name)
+  const { branch, mainHead, headers, gate } = yield* branchAndMain(repo, name)
   if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
   const refused = yield* checkMergeable(branch, name).pipe(
     Effect.as(undefined),

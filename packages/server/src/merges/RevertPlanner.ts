@@ -14,7 +14,7 @@ import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
-import { makeTreeCache } from "../content/TreeCache.ts"
+import { planningTrees } from "./PlanningTrees.ts"
 
 export interface PlannedRevert {
   readonly branch: string
@@ -51,7 +51,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   const parentHash = target.parent_hash
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, ...(parentHash === null ? [] : [parentHash])])
   const head = commits.get(branch.head)!
-  const cache = makeTreeCache(objects, repo.orgId)
+  const cache = planningTrees(objects, repo.orgId)
   // What the commit changed (parent -> target), then the head at exactly those paths: the cost follows the
   // commit's changes, not the tree's size.
   const changed = yield* cache.resolve((lookup) => TreeDiff.diffTrees(commits.get(parentHash ?? "")?.manifest_hash ?? null, target.manifest_hash, lookup))

@@ -14,7 +14,7 @@ import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { MAIN } from "./MergePlanner.ts"
-import { makeTreeCache } from "../content/TreeCache.ts"
+import { planningTrees } from "./PlanningTrees.ts"
 
 export type PlannedSync =
   /** The branch already contains its parent's head. */
@@ -60,7 +60,7 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
 
   const base = MergeBase.mergeBase(branch.head, parentHead, parents)
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
-  const cache = makeTreeCache(objects, repo.orgId)
+  const cache = planningTrees(objects, repo.orgId)
   const oursRoot = commits.get(branch.head)!.manifest_hash
   const result = yield* cache.resolve((lookup) =>
     TreeMerge.mergeTrees(base === null ? Blake3.EMPTY_HASH : commits.get(base)!.manifest_hash, oursRoot, commits.get(parentHead)!.manifest_hash, lookup)
