@@ -65,6 +65,47 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("access caches, emb
       expect(Option.isNone(yield* repositories.findByFullName("ada", "probe"))).toBe(true)
     }))
 
+  it.effect("a write's record as it landed is kept without a read when exact; a change between or after it forgets it", () =>
+    Effect.gen(function*() {
+      yield* cachesOn
+      const sql = yield* SqlClient.SqlClient
+      const identity = yield* Identity
+      const repositories = yield* Repositories
+      yield* identity.createUser({ username: "dee", admin: false })
+      const [org] = yield* sql<{ id: string }>`SELECT id FROM organizations WHERE slug = 'dee'`
+      const id = randomUUID()
+      yield* sql`INSERT INTO repositories ${sql.insert({ id, org_id: org!.id, name: "Landed", is_public: true })}`
+      const read = () => repositories.findByFullName("dee", "landed").pipe(Effect.map(Option.getOrThrow))
+      /** A merge's write of the head (notified), as it reports the row: its version and updated_at. */
+      const write = (head: string) =>
+        sql<{ version: number; updatedAt: Date }>`UPDATE repositories SET head = ${head}, updated_at = now(), version = version + 1
+          WHERE id = ${id} RETURNING version, updated_at AS "updatedAt"`.pipe(Effect.map((rows) => ({ head, ...rows[0]! })))
+
+      const before = yield* read()
+      let since = repositories.changesSeen()
+      const landed = yield* write("m1")
+      yield* repositories.landed(before, landed, since)
+      // Kept as written: an unnotified change is not seen, so the record was not read again.
+      yield* unnotified(sql`UPDATE repositories SET head = 'unnotified' WHERE id = ${id}`)
+      expect(yield* read()).toEqual({ ...before, head: "m1", version: before.version + 1, updatedAt: landed.updatedAt })
+      yield* unnotified(sql`UPDATE repositories SET head = 'm1' WHERE id = ${id}`)
+
+      // Another change landed between the record and the write: the version skips one, the record is forgotten.
+      const kept = yield* read()
+      since = repositories.changesSeen()
+      yield* sql`UPDATE repositories SET is_public = false, version = version + 1 WHERE id = ${id}`
+      yield* repositories.landed(kept, yield* write("m2"), since)
+      expect(yield* read()).toMatchObject({ head: "m2", isPublic: false, version: kept.version + 2 })
+
+      // A change notified after the write: forgotten too.
+      const current = yield* read()
+      since = repositories.changesSeen()
+      const third = yield* write("m3")
+      yield* sql`UPDATE repositories SET description = 'later', version = version + 1 WHERE id = ${id}`
+      yield* repositories.landed(current, third, since)
+      expect(yield* read()).toMatchObject({ head: "m3", description: "later", version: current.version + 2 })
+    }))
+
   it.effect("a key revoked and a membership removed by any SQL are seen by the next request; unnotified, they are not", () =>
     Effect.gen(function*() {
       yield* cachesOn

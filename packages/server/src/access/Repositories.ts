@@ -20,6 +20,19 @@ export class Repositories extends Context.Service<Repositories, {
   readonly cachedByFullName: (owner: string, name: string) => RepositoryRecord | undefined
   /** Forgets cached reads of `owner/name` (after a write to it). */
   readonly invalidate: (owner: string, name: string) => void
+  /** How many repository changes this node has been notified of: taken before a write, for `landed`. */
+  readonly changesSeen: () => number
+  /**
+   * After a write through this node moved `before`'s head: caches the record as written, without a read,
+   * when it is exact: its version is the next after `before`'s (nothing else changed the row in between;
+   * every change bumps it) and at most one change (the write's own) was notified since `since`
+   * (`changesSeen` before the write), so none came after it. Otherwise forgets the record, as `invalidate`.
+   */
+  readonly landed: (
+    before: RepositoryRecord,
+    after: { readonly head: string; readonly version: number; readonly updatedAt: Date },
+    since: number
+  ) => Effect.Effect<void>
   readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
   /**
    * One page of the repositories the principal can read (public ones, and all in organizations
@@ -43,10 +56,20 @@ export class Repositories extends Context.Service<Repositories, {
     // included), wherever it was made. An absence is not kept: nothing notifies an insert.
     const byName = new TtlCache<string, Option.Option<RepositoryRecord>>(ACCESS_CACHE_TTL_MS, { keep: Option.isSome })
     const accessCaches = yield* AccessCaches
+    let changes = 0
     accessCaches.register({
-      invalidateAll: () => byName.invalidateAll(),
-      setLive: (live) => byName.setLive(live),
-      invalidateRepository: (id) => byName.invalidateWhere((found) => Option.isSome(found) && found.value.id === id)
+      invalidateAll: () => {
+        changes++
+        byName.invalidateAll()
+      },
+      setLive: (live) => {
+        changes++
+        byName.setLive(live)
+      },
+      invalidateRepository: (id) => {
+        changes++
+        byName.invalidateWhere((found) => Option.isSome(found) && found.value.id === id)
+      }
     })
     const keys = (sort: RepositorySort): ReadonlyArray<KeyColumn> =>
       sort === "name"
@@ -66,6 +89,25 @@ export class Repositories extends Context.Service<Repositories, {
         ),
       cachedByFullName: (owner, name) => peekFound(byName, repositoryKey(owner, name)),
       invalidate: (owner, name) => byName.invalidate(repositoryKey(owner, name)),
+      changesSeen: () => changes,
+      landed: (before, after, since) => {
+        const key = repositoryKey(before.owner, before.name)
+        if (after.version !== before.version + 1 || changes - since > 1) return Effect.sync(() => byName.invalidate(key))
+        const record: RepositoryRecord = {
+          id: before.id,
+          orgId: before.orgId,
+          owner: before.owner,
+          name: before.name,
+          description: before.description,
+          isPublic: before.isPublic,
+          head: after.head,
+          createdAt: before.createdAt,
+          updatedAt: after.updatedAt,
+          version: after.version
+        }
+        // Cached unless an entry is (still) there: the write's own notification, not yet arrived, forgets that.
+        return byName.get(key, Effect.succeed(Option.some(record))).pipe(Effect.ignore)
+      },
       findById: (id) =>
         sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
           WHERE r.id = ${id}`.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]))),

@@ -40,7 +40,12 @@ export const MergeSuccess = Schema.Struct({
   commit_hash: Schema.String,
   manifest_hash: Schema.String,
   parent_hash: Schema.optionalKey(Schema.String),
-  merge_parent_hash: Schema.String
+  merge_parent_hash: Schema.String,
+  /**
+   * The repository row as the merge left it: this node caches the record as written instead of reading it
+   * back (`Repositories.landed`). Not part of the answer (MergeHandlers leaves it out).
+   */
+  repository: Schema.optionalKey(Schema.Struct({ version: Schema.Number, updated_at: Schema.String }))
 })
 
 /**
@@ -70,7 +75,7 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
     ...(payload.gateOverridden ? { ci_gate_overridden: true } : {})
   }
   // Every data-modifying part of a WITH runs, so each one's condition is the one before it having written.
-  const rows = yield* sql<{ landed: boolean }>`WITH
+  const rows = yield* sql<{ landed: boolean; version: number | null; updatedAt: Date | null }>`WITH
     repo AS (SELECT r.id, r.org_id, o.slug AS owner, r.name FROM repositories r JOIN organizations o ON o.id = r.org_id
       WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r),
     open AS (SELECT 1 FROM branches
@@ -91,7 +96,7 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
       SELECT repo.id, unnest(${[...payload.newTrees]}::text[]) FROM repo WHERE EXISTS (SELECT 1 FROM ended)
       ON CONFLICT DO NOTHING RETURNING 1),
     headed AS (UPDATE repositories SET head = ${payload.commit}, updated_at = now(), version = version + 1
-      WHERE id = (SELECT id FROM repo) AND EXISTS (SELECT 1 FROM ended) RETURNING 1),
+      WHERE id = (SELECT id FROM repo) AND EXISTS (SELECT 1 FROM ended) RETURNING version, updated_at),
     audited AS (INSERT INTO audit_log (org_id, actor, action, target, details)
       SELECT repo.org_id, ${payload.actor}::text, ${payload.gateOverridden ? "branch.merge.forced" : "branch.merge"}::text,
         repo.owner || '/' || repo.name, ${JSON.stringify(details)}::jsonb
@@ -100,8 +105,13 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
       SELECT ${event.eventId}::uuid, ${event.partition}::int, ${event.topic}::text, ${event.key}::text,
         ${event.payload}::jsonb || jsonb_build_object('repository_id', repo.id, 'owner', repo.owner, 'repo', repo.name)
       FROM repo WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1)
-    SELECT EXISTS (SELECT 1 FROM ended) AS landed`
-  return rows[0]?.landed === true
+    SELECT EXISTS (SELECT 1 FROM ended) AS landed, (SELECT version FROM headed) AS version, (SELECT updated_at FROM headed) AS "updatedAt"`
+  const row = rows[0]
+  if (row?.landed !== true) return { landed: false, repository: undefined } as const
+  return {
+    landed: true,
+    repository: row.version === null || row.updatedAt === null ? undefined : { version: row.version, updated_at: row.updatedAt.toISOString() }
+  } as const
 })
 
 /** Why a merge whose statement wrote nothing was refused, in the order the checks were always made. */
@@ -122,12 +132,14 @@ const refusal = Effect.fnUntraced(function*(repo: RepositoryRecord, payload: typ
 
 /** One statement when it lands: the repository under the command's lock and the landing with its event. */
 export const merge = Effect.fn("Repository.merge")(function*(payload: typeof MergePayload.Type, { entityId }: Entity.CommandContext) {
-  if (!(yield* land(entityId, payload))) {
+  const { landed, repository } = yield* land(entityId, payload)
+  if (!landed) {
     const repo = yield* load(entityId)
     if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: entityId })
     return yield* refusal(repo, payload)
   }
   return {
+    ...(repository === undefined ? {} : { repository }),
     message: payload.message,
     commit_hash: payload.commit,
     manifest_hash: payload.manifest,

@@ -8,7 +8,7 @@
  */
 import { CurrentCaller, GroveApi } from "@grove/api"
 import type { Inbox } from "@grove/bus"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Exit, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -26,7 +26,7 @@ import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
 import { MergeGateway } from "./MergeGateway.ts"
 import { Repositories } from "../access/Repositories.ts"
-import { repositoryKey } from "../access/RepositoryRecord.ts"
+import { type RepositoryRecord, repositoryKey } from "../access/RepositoryRecord.ts"
 import { actorName, writeRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { mergeApiError } from "./MergeErrors.ts"
@@ -35,6 +35,9 @@ const landingFailure = (error: MergeError | GatewayFailure) =>
   Effect.fail(isGatewayFailure(error) ? gatewayApiError(error) : mergeApiError(error))
 
 const decodeStoredError = Schema.decodeUnknownOption(MergeCommand.MergeError)
+
+/** The merge's answer: its success without the repository row it carries for this node's cache. */
+const answer = ({ repository: _repository, ...success }: MergeCommand.MergeSuccess): MergeCommand.MergeSuccess => success
 
 /**
  * A retried write with an Idempotency-Key whose command already ran answers what it answered then.
@@ -66,6 +69,16 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
     )
   const forget = (repo: { owner: string; name: string }) => Effect.sync(() => repositories.invalidate(repo.owner, repo.name))
+  /**
+   * After a merge: the repository's record as the merge left it, kept without a read when exact
+   * (`Repositories.landed`: `since` is the count of changes notified before the merge was sent); else forgotten.
+   */
+  const afterMerge = (repo: RepositoryRecord, head: string, since: number) => <E>(exit: Exit.Exit<MergeCommand.MergeSuccess, E>) => {
+    const written = Exit.isSuccess(exit) ? exit.value.repository : undefined
+    return written === undefined
+      ? forget(repo)
+      : repositories.landed(repo, { head, version: written.version, updatedAt: new Date(written.updated_at) }, since)
+  }
   /** The authorized repository, the actor, the command id, and the stored answer of an earlier attempt with the same key. */
   const begin = (params: { readonly owner: string; readonly name: string }, action: "write" | "merge") =>
     Effect.gen(function*() {
@@ -79,11 +92,13 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
     merge: Effect.fn("Merges.merge")(function*({ params, query }) {
       const { repo, actor, id, replay } = yield* begin(params, "merge")
       const force = query.force === "1" || query.force === "true"
-      if (Option.isSome(replay)) return replay.value as MergeCommand.MergeSuccess
+      if (Option.isSome(replay)) return answer(replay.value as MergeCommand.MergeSuccess)
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
+      const since = repositories.changesSeen()
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), mergePayload(planned, params.branch, actor), id).pipe(
         // The repository's head changes: this node's next read sees it at once.
-        Effect.ensuring(forget(repo)),
+        Effect.onExit(afterMerge(repo, planned.commitHash, since)),
+        Effect.map(answer),
         Effect.catch(landingFailure)
       )
     }),
