@@ -14,7 +14,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { zstdCompressSync } from "node:zlib"
-import { ChunkStore } from "./ChunkStore.ts"
+import { ChunkStore, INLINE_MAX } from "./ChunkStore.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = ChunkStore.layer.pipe(
@@ -71,5 +71,29 @@ layer(Live, { timeout: 60_000 })("ChunkStore.putMany", (it) => {
       const rejected = yield* Effect.flip(chunks.putMany(orgId, [wrong]))
       expect(rejected._tag).toBe("ChunkRejected")
       expect(yield* chunks.missing(orgId, [wrong.hash])).toEqual([wrong.hash])
+    }))
+
+  it.effect("a group's small chunks go in one pack at their offsets, a large one alone; rows for stored chunks are kept", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const chunks = yield* ChunkStore
+      const orgId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "o2", name: "o2" })}`
+      const small = freshChunks()
+      const large = new Uint8Array(randomBytes(INLINE_MAX + 1))
+      const group = [...small, { hash: Blake3.hash(large), data: large }]
+      yield* chunks.putMany(orgId, group)
+      yield* chunks.putMany(orgId, group)
+      const located = yield* chunks.locate(orgId, group.map((c) => c.hash))
+      const pack = located.get(small[0]!.hash)!.pack
+      expect(pack).not.toBeNull()
+      let offset = 0
+      for (const c of small) {
+        expect(located.get(c.hash)).toEqual({ hash: c.hash, size: c.data.length, pack, offset })
+        offset += c.data.length
+      }
+      expect(located.get(Blake3.hash(large))).toEqual({ hash: Blake3.hash(large), size: large.length, pack: null, offset: 0 })
+      const read = yield* chunks.readLocated(orgId, [...located.values()])
+      for (const c of group) expect(Buffer.from(read.get(c.hash)!).equals(Buffer.from(c.data))).toBe(true)
     }))
 })

@@ -13,7 +13,7 @@ import { ObjectStore } from "@grove/storage"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { inBatches } from "../db/Batches.ts"
+import { inBatches, plannedFor } from "../db/Batches.ts"
 
 /** Bytes that do not hash to the hash they were sent under, or break a limit. */
 export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRejected", {
@@ -111,21 +111,30 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         concurrency: 4,
         discard: true
       })
-      const rows: Array<Record<string, unknown>> = large.map(([hash, data]) => ({ org_id: orgId, hash, size: data.length, pack: null, pack_offset: null }))
+      // Columns as text arrays ('' for no pack): one statement, not VALUES with five bind parameters a row.
+      const rows = { hash: [] as Array<string>, size: [] as Array<string>, pack: [] as Array<string>, offset: [] as Array<string> }
+      const row = (hash: string, size: number, pack: string, offset: number) => {
+        rows.hash.push(hash)
+        rows.size.push(String(size))
+        rows.pack.push(pack)
+        rows.offset.push(String(offset))
+      }
+      for (const [hash, data] of large) row(hash, data.length, "", 0)
       if (packed.length > 0) {
         const bytes = new Uint8Array(Buffer.concat(packed.map(([, data]) => data)))
         const pack = Blake3.hash(bytes)
         yield* store.put({ namespace: namespaceOf(orgId), hash: pack }, Stream.make(bytes))
         let offset = 0
         for (const [hash, data] of packed) {
-          rows.push({ org_id: orgId, hash, size: data.length, pack, pack_offset: offset })
+          row(hash, data.length, pack, offset)
           offset += data.length
         }
       }
-      for (let i = 0; i < rows.length; i += 500) {
-        const slice = rows.slice(i, i + 500) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>]
-        yield* sql`INSERT INTO chunks ${sql.insert(slice)} ON CONFLICT DO NOTHING`
-      }
+      if (rows.hash.length === 0) return
+      yield* plannedFor(rows.hash.length, sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
+        SELECT ${orgId}::uuid, c.hash, c.size::int8, NULLIF(c.pack, ''), CASE WHEN c.pack = '' THEN NULL ELSE c.pack_offset::int8 END
+        FROM unnest(${rows.hash}::text[], ${rows.size}::text[], ${rows.pack}::text[], ${rows.offset}::text[]) AS c(hash, size, pack, pack_offset)
+        ON CONFLICT DO NOTHING`)
     })
 
     const fetch = (orgId: string, row: ChunkLocation): Effect.Effect<Uint8Array, ChunkReadError> =>
