@@ -55,6 +55,10 @@ describe("merge responses", () => {
     expect(merged.body.parent_hash).toBeUndefined()
     expect(merged.body.commit_hash).toMatch(/^[0-9a-f]{64}$/)
     expect((await a().get("/mia/m1")).body.head).toBe(merged.body.commit_hash)
+    // The record this node kept as the merge landed (no read) is the stored row: the listing reads it from the database.
+    const listed = (await a().get("/repos?sort=name")).body.repos.find((r: { name: string }) => r.name === "m1")
+    expect((await a().get("/mia/m1")).body).toEqual(listed)
+    expect(merged.body.repository).toBeUndefined()
     expect((await a().get("/mia/m1/branches/one")).body).toMatchObject({ status: "closed", state: "merged" })
 
     const info = await a().post("/mia/m1/commits/info", { hashes: [merged.body.commit_hash] })

@@ -148,6 +148,12 @@ export const merge = Effect.fn("Repository.merge")(function*(payload: typeof Mer
   }
 })
 
+/** The merge's answer (live, replayed, or read as its operation's response): its success without the repository row. */
+export const mergeAnswer = (success: MergeSuccess): MergeSuccess => {
+  const { repository: _repository, ...answer } = success
+  return answer
+}
+
 /** The merge's slice of the Repository entity; `Entities.ts` composes the entity from the slices. */
 export const commands = {
   Merge: { payload: MergePayload, success: MergeSuccess, error: MergeError }

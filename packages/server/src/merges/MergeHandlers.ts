@@ -36,9 +36,6 @@ const landingFailure = (error: MergeError | GatewayFailure) =>
 
 const decodeStoredError = Schema.decodeUnknownOption(MergeCommand.MergeError)
 
-/** The merge's answer: its success without the repository row it carries for this node's cache. */
-const answer = ({ repository: _repository, ...success }: MergeCommand.MergeSuccess): MergeCommand.MergeSuccess => success
-
 /**
  * A retried write with an Idempotency-Key whose command already ran answers what it answered then.
  * Planning again would see the state the first attempt left (an already merged branch) and answer
@@ -92,13 +89,13 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
     merge: Effect.fn("Merges.merge")(function*({ params, query }) {
       const { repo, actor, id, replay } = yield* begin(params, "merge")
       const force = query.force === "1" || query.force === "true"
-      if (Option.isSome(replay)) return answer(replay.value as MergeCommand.MergeSuccess)
+      if (Option.isSome(replay)) return MergeCommand.mergeAnswer(replay.value as MergeCommand.MergeSuccess)
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
       const since = repositories.changesSeen()
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), mergePayload(planned, params.branch, actor), id).pipe(
         // The repository's head changes: this node's next read sees it at once.
         Effect.onExit(afterMerge(repo, planned.commitHash, since)),
-        Effect.map(answer),
+        Effect.map(MergeCommand.mergeAnswer),
         Effect.catch(landingFailure)
       )
     }),
