@@ -2,6 +2,7 @@
  * Benchmark: squash merges through the Repository entity.
  *
  *   npm run bench:merge [-- --merges 200 --per-repo 40 --tree-files 1,1000 --skip-kafka --skip-many --nodes 2]
+ *   [--bin <other checkout>/packages/server/bin/grove-server.js]   (another checkout's server, for A/B in one sitting)
  *
  * Embedded: merges of prepared branches one after another on one repository (serialized by the
  * entity), once per tree size (`--tree-files`: the files main holds before the merges), and 16
@@ -34,6 +35,7 @@ const REPOS = Math.max(16, 8 * NODES)
 const TREE_FILES = (process.argv[process.argv.indexOf("--tree-files") + 1] ?? "").split(",").map(Number).filter((n) => n > 0)
 const skipKafka = process.argv.includes("--skip-kafka")
 const skipMany = process.argv.includes("--skip-many")
+const BIN = process.argv.includes("--bin") ? process.argv[process.argv.indexOf("--bin") + 1] : undefined
 
 export interface Stats {
   readonly count: number
@@ -64,7 +66,7 @@ const baseFiles = (repo: string, treeFiles: number) => {
 }
 
 /** A repository whose main holds `treeFiles` files, and `count` branches that each add their own file. */
-const prepare = async (url: string, token: string, owner: string, repo: string, count: number, treeFiles = 1) => {
+export const prepare = async (url: string, token: string, owner: string, repo: string, count: number, treeFiles = 1) => {
   const a = api(url, token)
   const created = await a.post("/repos", { name: repo })
   if (created.status !== 201 && created.status !== 202) throw new Error(`create ${repo}: ${JSON.stringify(created.body)}`)
@@ -256,7 +258,7 @@ const settled = async (nodes: ReadonlyArray<GroveServer>) => {
 const main = async () => {
   const treeFiles = TREE_FILES.length > 0 ? TREE_FILES : [1]
   console.log(`merge benchmark: ${MERGES} serialized merges on one repository (tree of ${treeFiles.join(", ")} file(s)); ${REPOS} repositories x ${PER_REPO} merges at once\n`)
-  const server = await startServer()
+  const server = await startServer(BIN === undefined ? {} : { bin: BIN })
   try {
     const result = await measureMerges({ merges: MERGES, treeFiles }, server)
     const many = skipMany ? undefined : await manyRepos([server], await server.createUser("bench2"), "bench2", "r")
