@@ -61,8 +61,6 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const services = yield* Effect.context<Effect.Services<ReturnType<typeof executeRun>>>()
   const wake = yield* CiWake
   let active = 0
-  // Runs whose runner was freed when their jobs ended, their Finish not yet answered.
-  let finishing = 0
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
   const busy = (change: number) => {
     active += change
@@ -106,22 +104,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
       if (!claims.execute(runId)) return Effect.logWarning(`CI run ${runId} already ran on this node; not run again`).pipe(Effect.andThen(release))
       claimedLately.add(runId)
       if (claimedLately.size > 1024) claimedLately.delete(claimedLately.values().next().value!)
-      // The runner is free once the run's jobs ended (its Finish then applies beside the next run's claim), or at its end.
-      let freed = false
-      let early = false
-      const free = Effect.suspend(() => {
-        if (freed) return Effect.void
-        freed = true
-        return release
-      })
-      // At most `concurrency` Finishes wait beside the runners: each run holds its checkouts and host users until then.
-      const freeEarly = Effect.suspend(() => {
-        if (finishing >= ci.concurrency) return Effect.void
-        finishing++
-        early = true
-        return free
-      })
-      return executeRun(context, runId, repoKey, freeEarly).pipe(
+      return executeRun(context, runId, repoKey).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`CI run ${runId} failed in its runner`, Cause.squash(cause)).pipe(Effect.as(false))),
         // Its Finish not recorded (pending): the row may still say running here, so it is not run again until it left.
         // Interrupted: this node is stopping.
@@ -130,10 +113,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
             ? Effect.forkIn(forgetOnceLeft(runId), scope)
             : Effect.sync(() => claims.left(runId))
         ),
-        Effect.ensuring(Effect.suspend(() => {
-          if (early) finishing--
-          return free
-        })),
+        Effect.ensuring(release),
         Effect.provideContext(services),
         Effect.forkIn(scope),
         Effect.asVoid

@@ -79,13 +79,8 @@ const REPORT_RUNNING_AFTER = "200 millis"
 const minutes = (value: number) => Math.round(value * 60_000)
 const formatDuration = (ms: number) => ms >= 60_000 ? `${+(ms / 60_000).toFixed(2)} min` : `${+(ms / 1000).toFixed(1)} s`
 
-/**
- * Runs the run; answers whether its row is known to have left `running` on this node (false: its Finish is pending or lost).
- * `jobsEnded` is run once its jobs are over (their steps' processes gone; the checkouts' removal and pasta's teardown
- * still follow the Finish), just before the Finish is sent: the dispatcher frees the runner there, so the runner's next
- * claim and Start go while this Finish applies, not after it.
- */
-export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, runId: number, repoKey: string, jobsEnded: Effect.Effect<void> = Effect.void) {
+/** Runs the run; answers whether its row is known to have left `running` on this node (false: its Finish is pending or lost). */
+export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, runId: number, repoKey: string) {
   const runs = yield* CiRuns
   const gateway = yield* CiGateway
   const logStore = yield* CiLogStore
@@ -335,7 +330,6 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
   yield* Fiber.interrupt(watcher)
   const conclusion: Conclusion = cancelled || Exit.hasInterrupts(result) ? "cancelled" : Exit.isSuccess(result) ? result.value : "failure"
   const error = Exit.isFailure(result) && !Exit.hasInterrupts(result) ? `the runner failed: ${String(Cause.squash(result.cause))}` : null
-  yield* jobsEnded
   const recorded = yield* gateway.finish(entityId, { node, jobs: JSON.stringify(jobs), conclusion, error }).pipe(
     Effect.retry({ times: 5, schedule: undefined }),
     Effect.as(true),

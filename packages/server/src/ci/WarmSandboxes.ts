@@ -7,15 +7,11 @@
  * handed to another run; a new one is started in its place. The same sandbox as a cold step's: same
  * namespaces, mounts and user; only its PID 1 holds no run's environment.
  *
- * A job that finds none waiting takes one being started for no other job, if there is one (it started
- * before the job's own would): so jobs started faster than the sandboxes (a burst of runs) wait for the
- * pool's rather than each starting one more beside them.
- *
- * None is started before this node's first take (its first network-on job, which takes the first of
- * them): a server that never runs CI holds no waiting sandboxes (~38 MB of host memory each).
+ * None is started before this node's first take (its first network-on job, which starts its own): a
+ * server that never runs CI holds no waiting sandboxes (~38 MB of host memory each).
  */
 import { MetricHandles } from "@grove/bus"
-import { Cause, Deferred, Effect, Exit, Metric, type Scope } from "effect"
+import { Cause, Effect, Metric, type Scope } from "effect"
 import { lchown, mkdtemp } from "node:fs/promises"
 import * as path from "node:path"
 import { type Isolation, releaseUser, reserveUser, type RunUser, WARM_READY, warmCommand } from "./Sandbox.ts"
@@ -32,8 +28,8 @@ export interface Warm {
 
 export interface WarmSandboxes {
   /**
-   * A waiting sandbox; with none waiting, the next one being started that no other take waits for; undefined when
-   * there is neither (the job starts its own). Another is started meanwhile.
+   * A waiting sandbox now, or undefined when none is (the job starts its own; the first take finds none);
+   * another is started meanwhile.
    */
   readonly take: Effect.Effect<Warm | undefined>
 }
@@ -54,24 +50,13 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const ready: Array<Warm> = []
-    // Takes waiting for a sandbox being started, first come first served; each is owed the next one ready (or undefined).
-    const waiters: Array<Deferred.Deferred<Warm | undefined>> = []
-    const handOut = (warm: Warm | undefined) => {
-      const waiter = waiters.shift()
-      if (waiter === undefined) return false
-      Deferred.doneUnsafe(waiter, Exit.succeed(warm))
-      return true
-    }
     let preparing = 0
-    // Of those, the ones still starting (not waiting out a failure's pause).
-    let starting = 0
     let failures = 0
     let closed = false
     const counted = () => waitingGauge.updateUnsafe(ready.length, MetricHandles.DEFAULT_CONTEXT)
     counted()
     yield* Effect.addFinalizer(() => Effect.suspend(() => {
       closed = true
-      while (handOut(undefined));
       const left = ready.splice(0)
       counted()
       return Effect.forEach(left, discard, { discard: true })
@@ -95,31 +80,25 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
       const wanted = size - ready.length - preparing
       if (wanted <= 0) return Effect.void
       preparing += wanted
-      starting += wanted
-      const one = Effect.exit(prepareOne).pipe(
-        Effect.flatMap((exit) =>
+      const one = prepareOne.pipe(
+        Effect.flatMap((warm) =>
           Effect.suspend(() => {
-            starting--
-            if (Exit.isSuccess(exit)) {
-              failures = 0
-              if (closed) return discard(exit.value)
-              if (!handOut(exit.value)) {
-                ready.push(exit.value)
-                counted()
-              }
-              return Effect.void
-            }
+            failures = 0
+            if (closed) return discard(warm)
+            ready.push(warm)
+            counted()
+            return Effect.void
+          })
+        ),
+        Effect.catchCause((cause) =>
+          Effect.gen(function*() {
             failures++
-            // Takes waiting for more sandboxes than are being started start their own.
-            while (waiters.length > starting) handOut(undefined)
-            return Effect.logWarning("a CI sandbox could not be started ahead; steps start their own", Cause.squash(exit.cause)).pipe(
-              Effect.andThen(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(failures, 6))))
-            )
+            yield* Effect.logWarning("a CI sandbox could not be started ahead; steps start their own", Cause.squash(cause))
+            yield* Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(failures, 6)))
           })
         ),
         Effect.ensuring(Effect.sync(() => preparing--)),
-        // One handed to a waiting take leaves the pool short; a failed one is tried again.
-        Effect.andThen(fill)
+        Effect.andThen(Effect.suspend(() => failures > 0 ? fill : Effect.void))
       )
       return Effect.forEach(Array.from({ length: wanted }), () => Effect.forkIn(one, scope), { discard: true })
     })
@@ -133,25 +112,6 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
         else yield* discard(next)
       }
       yield* fill
-      // None ready: one being started that no other take waits for is this job's.
-      if (found === undefined && !closed && starting > waiters.length) {
-        const waiter = Deferred.makeUnsafe<Warm | undefined>()
-        waiters.push(waiter)
-        const handed = yield* Deferred.await(waiter).pipe(
-          // Interrupted while waiting: its place is given up, and a sandbox handed to it meanwhile is ended.
-          Effect.onInterrupt(() =>
-            Effect.suspend(() => {
-              const at = waiters.indexOf(waiter)
-              if (at !== -1) {
-                waiters.splice(at, 1)
-                return Effect.void
-              }
-              return Deferred.await(waiter).pipe(Effect.flatMap((warm) => warm === undefined ? Effect.void : discard(warm)))
-            })
-          )
-        )
-        return handed
-      }
       return found
     })
     return { take }
