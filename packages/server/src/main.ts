@@ -123,30 +123,13 @@ const main = async () => {
   if (busy !== undefined) return fail(dataDirBusy(config.dataDir, busy), 1)
   const problem = await listenProblem(config.host, config.port)
   if (problem !== undefined) return fail(cannotListen(listening, problem.code ?? problem.message), 1)
-  // Modules, not the package's index: the index loads every platform module (redis, undici, workers).
-  const [NodeRuntime, { Cause, Effect, Exit, Layer, Runtime }, { serverLayer }] = await Promise.all([
-    import("@effect/platform-node/NodeRuntime"),
-    import("effect"),
-    import("./Server.ts")
-  ])
-  Layer.launch(serverLayer(config)).pipe(
-    Effect.catchCause((cause) => {
-      // The same mistakes, when another process got there between the check and the start.
-      const error = Cause.squash(cause) as { _tag?: string; pid?: number; cause?: NodeJS.ErrnoException }
-      if (error?._tag === "DataDirBusy") return Effect.sync(() => fail(dataDirBusy(config.dataDir, error.pid ?? 0), 1))
-      if (error?._tag === "SchemaTooNew") return Effect.sync(() => fail((error as { message: string }).message, 1))
-      if (error?._tag === "ServeError" && error.cause?.code !== undefined) {
-        return Effect.sync(() => fail(cannotListen(listening, error.cause!.code!), 1))
-      }
-      return Effect.andThen(Effect.logError("grove-server stopped", cause), Effect.failCause(cause))
-    }),
-    // Stopped by a signal (SIGTERM, Ctrl-C) after draining: a clean stop, exit 0.
-    (program) =>
-      NodeRuntime.runMain(program, {
-        teardown: (exit, onExit) =>
-          Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
-      })
-  )
+  // Loaded only now: --help, the admin commands and the checks above need none of the server.
+  const { launch } = await import("./Launch.ts")
+  launch(config, {
+    dataDirBusy: (pid) => fail(dataDirBusy(config.dataDir, pid), 1),
+    schemaTooNew: (message) => fail(message, 1),
+    cannotListen: (code) => fail(cannotListen(listening, code), 1)
+  })
 }
 
 const dataDirBusy = (dataDir: string, pid: number) =>
