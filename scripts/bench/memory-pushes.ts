@@ -62,7 +62,7 @@ const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) =
       const before = cpuOf(pid)
       const started = performance.now()
       const ran = await run(CLI_BIN, args, { cwd, env: { GROVE_BUNDLE: "1", SERVICE_API_KEY: key, GROVE_REMOTE: server!.url }, timeoutMs: 1_200_000 })
-      if (ran.code !== 0) throw new Error(`grove ${args.join(" ")}: ${ran.stderr}`)
+      if (ran.code !== 0) throw new Error(`grove ${args.join(" ")}: exit ${ran.code}\n${ran.stdout.slice(-2000)}${ran.stderr.slice(-2000)}`)
       return { json: JSON.parse(ran.stdout) as Record<string, unknown>, ms: performance.now() - started, cpu: cpuOf(pid) - before }
     }
     const checkout = path.join(tmp, "checkout")
