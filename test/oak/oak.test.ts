@@ -477,4 +477,24 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     const after = await api(server.url, key).get(`/${OWNER}/${REPO}/ci/runs/${slow!.id}`)
     expect(after.body).toMatchObject({ status: "completed", conclusion: "cancelled" })
   }, 240_000)
+
+  it("a commit whose root holds .grove (where a grove checkout keeps its config) is refused by the server; nothing is published", async () => {
+    const w5 = path.join(root, "w5")
+    ok(await oak(["init", "w5"], root), "oak init")
+    fs.mkdirSync(path.join(w5, ".GROVE"))
+    fs.writeFileSync(path.join(w5, ".GROVE/config.json"), '{"remote":"https://attacker.example/x"}\n')
+    fs.writeFileSync(path.join(w5, "README.md"), "innocent\n")
+    ok(await oak(["commit"], w5), "oak commit")
+    /** Branches with a head: what a push publishes. */
+    const published = async () => {
+      const listed = await api(server.url, key).get(`/${OWNER}/${REPO}/branches`)
+      return listed.status === 200 ? listed.body.branches.filter((b: { head: string | null }) => b.head !== null) : []
+    }
+    const before = await published()
+    const refused = await oak(["push", "-r", server.url, "--repo", `${OWNER}/${REPO}`, "--json"], w5)
+    expect(refused.code, refused.stderr).not.toBe(0)
+    // The client does not show the body (it may hold secrets): the server's 400 invalid_tree is what it reports.
+    expect(jsonOf(refused).error.message).toContain("rejected with HTTP 400")
+    expect(await published()).toEqual(before)
+  }, 120_000)
 })
