@@ -17,7 +17,7 @@ const HASH = "a".repeat(64)
 const tryInto = (files: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-fetch-test-"))
-    const to = new Map(files.map((file) => [file, { hash: HASH, mode: "100644" as const }]))
+    const to = new Map(files.map((file) => [file, { hash: HASH, mode: "regular" as const }]))
     // No remote: anything that passed the check and was not local would fail with missing_object instead.
     const exit = yield* Effect.exit(materialize(openAt(root, { remote: "http://127.0.0.1:9" }), undefined, EMPTY_SNAPSHOT, to, new Map(), []))
     const left = fs.readdirSync(root)
