@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { readRange, streamObject } from "./ObjectRead.ts"
+import { OpenFiles } from "./OpenFiles.ts"
 import {
   backendError,
   ObjectNotFound,
@@ -34,7 +35,8 @@ const errnoCode = (error: unknown): string | undefined =>
     ? error.code
     : undefined
 
-export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: ObjectStoreLocalOptions) {
+/** The store and its kept-open pack files, which `layer` closes at shutdown. */
+const makeWithFiles = Effect.fn("ObjectStoreLocal.make")(function*(options: ObjectStoreLocalOptions) {
   const root = path.resolve(options.root)
   const tmpDir = path.join(root, ".tmp")
   yield* Effect.tryPromise({
@@ -116,22 +118,11 @@ export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: Object
       isNotFound
     })
 
+  // A clone reads a pack in many spans: its descriptor stays open between them.
+  const openFiles = new OpenFiles()
+
   const getRange = Effect.fn("ObjectStoreLocal.getRange")(function*(rawKey: ObjectKey, offset: number, length: number) {
-    return yield* readRange(rawKey, length, async (key) => {
-      const handle = await fs.open(objectPath(key), "r")
-      try {
-        const buffer = new Uint8Array(length)
-        let filled = 0
-        while (filled < length) {
-          const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled)
-          if (bytesRead === 0) break
-          filled += bytesRead
-        }
-        return buffer.subarray(0, filled)
-      } finally {
-        await handle.close()
-      }
-    }, isNotFound)
+    return yield* readRange(rawKey, length, (key) => openFiles.readRange(objectPath(key), offset, length), isNotFound)
   })
 
   const has = Effect.fn("ObjectStoreLocal.has")(function*(rawKey: ObjectKey) {
@@ -148,11 +139,17 @@ export const make = Effect.fn("ObjectStoreLocal.make")(function*(options: Object
 
   const remove = Effect.fn("ObjectStoreLocal.delete")(function*(rawKey: ObjectKey) {
     const key = yield* validateKey("delete", rawKey)
-    yield* attempt("delete", key, () => fs.rm(objectPath(key), { force: true }))
+    const file = objectPath(key)
+    yield* attempt("delete", key, () => fs.rm(file, { force: true }))
+    // After the unlink, so a descriptor opened meanwhile is dropped too: the space is freed and new reads miss.
+    openFiles.forget(file)
   })
 
-  return ObjectStore.of({ put, get, getRange, has, size, delete: remove })
+  return { store: ObjectStore.of({ put, get, getRange, has, size, delete: remove }), openFiles }
 })
+
+export const make = (options: ObjectStoreLocalOptions): Effect.Effect<ObjectStore["Service"], ObjectStoreError> =>
+  Effect.map(makeWithFiles(options), ({ store }) => store)
 
 /** Makes a new directory entry durable. */
 const syncDirectory = async (dir: string) => {
@@ -176,4 +173,11 @@ const removeStaleTemps = (tmpDir: string) =>
   })
 
 export const layer = (options: ObjectStoreLocalOptions): Layer.Layer<ObjectStore, ObjectStoreError> =>
-  Layer.effect(ObjectStore, make(options))
+  Layer.effect(
+    ObjectStore,
+    Effect.gen(function*() {
+      const { store, openFiles } = yield* makeWithFiles(options)
+      yield* Effect.addFinalizer(() => Effect.sync(() => openFiles.closeAll()))
+      return store
+    })
+  )

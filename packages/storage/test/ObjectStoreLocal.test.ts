@@ -48,4 +48,27 @@ objectStoreContract("local filesystem", TestLayer, {}, (it) => {
       assert.deepStrictEqual(left, ["fresh"])
       yield* Effect.promise(() => fs.rm(fresh))
     }))
+
+  it.effect("a range read after a delete is ObjectNotFound and no descriptor keeps the deleted file", () =>
+    Effect.gen(function*() {
+      const store = yield* ObjectStore
+      const root = yield* Root
+      const bytes = randomBytes(5000)
+      const key = keyFor(bytes, "acme")
+      yield* store.put(key, Stream.succeed(bytes))
+      const file = path.join(root, "acme", key.hash.slice(0, 2), key.hash.slice(2, 4), key.hash)
+      assert.deepStrictEqual(yield* store.getRange(key, 100, 50), new Uint8Array(bytes.subarray(100, 150)))
+      assert.deepStrictEqual(yield* store.getRange(key, 4000, 1000), new Uint8Array(bytes.subarray(4000)))
+      yield* store.delete(key)
+      assert.strictEqual((yield* Effect.flip(store.getRange(key, 0, 10)))._tag, "ObjectNotFound")
+      const held = yield* Effect.promise(async () => {
+        const fds = await fs.readdir("/proc/self/fd").catch(() => [])
+        const targets = await Promise.all(fds.map((fd) => fs.readlink(`/proc/self/fd/${fd}`).catch(() => "")))
+        return targets.filter((target) => target.startsWith(file))
+      })
+      assert.deepStrictEqual(held, [])
+      // The same key stored again reads again.
+      yield* store.put(key, Stream.succeed(bytes))
+      assert.deepStrictEqual(yield* store.getRange(key, 0, 10), new Uint8Array(bytes.subarray(0, 10)))
+    }))
 })
