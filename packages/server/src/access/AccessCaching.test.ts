@@ -81,6 +81,13 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("access caches, emb
         sql<{ version: number; updatedAt: Date }>`UPDATE repositories SET head = ${head}, updated_at = now(), version = version + 1
           WHERE id = ${id} RETURNING version, updated_at AS "updatedAt"`.pipe(Effect.map((rows) => ({ head, ...rows[0]! })))
 
+      // The write's own notification not yet arrived (cluster: LISTEN, ms later): the record cached before the write
+      // (the handler's authorization read) is replaced, not kept.
+      const cached = yield* read()
+      const early = yield* unnotified(write("m0"))
+      yield* repositories.landed(cached, early, repositories.changesSeen())
+      expect(yield* read()).toEqual({ ...cached, head: "m0", version: cached.version + 1, updatedAt: early.updatedAt })
+
       const before = yield* read()
       let since = repositories.changesSeen()
       const landed = yield* write("m1")

@@ -105,8 +105,13 @@ export class Repositories extends Context.Service<Repositories, {
           updatedAt: after.updatedAt,
           version: after.version
         }
-        // Cached unless an entry is (still) there: the write's own notification, not yet arrived, forgets that.
-        return byName.get(key, Effect.succeed(Option.some(record))).pipe(Effect.ignore)
+        // What is cached (the handler's own read from before the write) or still loading is forgotten first, as any
+        // write through this node does: in cluster mode the write's own notification comes later (LISTEN), and until
+        // then the old record would be served. Then the record as it landed is cached.
+        return Effect.sync(() => byName.invalidate(key)).pipe(
+          Effect.andThen(byName.get(key, Effect.succeed(Option.some(record)))),
+          Effect.ignore
+        )
       },
       findById: (id) =>
         sql<RepositoryRecord>`SELECT ${columns} FROM repositories r JOIN organizations o ON o.id = r.org_id
