@@ -69,4 +69,17 @@ describe("ChunkCompression", () => {
     expect(plainChunkBytes(Blake3.hash(chunk), sent, 64 * 1024 * 1024)).toBeUndefined()
     expect(() => bareFramePlain({ data: sent, zstd: true }, 64 * 1024 * 1024)).toThrow()
   })
+  it("sizes its output by a frame's declared size only up to a chunk's largest (a tiny frame declaring 64 MiB)", () => {
+    // Magic, single segment with a 4-byte content size of 64 MiB, then one last raw block of 5 bytes.
+    const declared = 64 * 1024 * 1024
+    const header = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0xa0, 0, 0, 0, 0])
+    header.writeUInt32LE(declared, 5)
+    const block = (5 << 3) | 1
+    const bogus = Buffer.concat([header, Buffer.from([block & 0xff, block >> 8, 0]), Buffer.from("hello")])
+    expect(frameContentSize(bogus)).toBe(declared)
+    const before = process.memoryUsage().arrayBuffers
+    for (let i = 0; i < 4; i++) expect(plainChunkBytes(Blake3.hash("hello"), bogus, declared)).toBeUndefined()
+    // Sized by the header, each attempt would take 64 MiB until a collection (256 MiB here).
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(16 * 1024 * 1024)
+  })
 })

@@ -8,6 +8,7 @@
  */
 import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
+import { CHUNK_MAX_SIZE } from "./Chunks.ts"
 import { type BareFrame, bareFramesIn, decodeBareFrames } from "./Frames.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
@@ -87,10 +88,14 @@ export const frameContentSize = (frame: Uint8Array): number | undefined => {
   return fieldBytes === 2 ? size + 256 : size
 }
 
-/** A zstd frame's plain bytes, at most `maxPlainBytes` (throws past that, or on bytes that are not zstd). */
+/**
+ * A zstd frame's plain bytes, at most `maxPlainBytes` (throws past that, or on bytes that are not zstd). The output
+ * is sized to the declared size only up to a chunk's largest: a 17-byte frame declaring 64 MiB would otherwise make
+ * the server allocate 64 MiB before zstd finds it short.
+ */
 const decompress = (frame: Uint8Array, maxPlainBytes: number): Uint8Array => {
   const size = frameContentSize(frame)
-  const sized = size !== undefined && size <= maxPlainBytes ? { chunkSize: sizedTo(size) } : {}
+  const sized = size !== undefined && size <= Math.min(maxPlainBytes, CHUNK_MAX_SIZE) ? { chunkSize: sizedTo(size) } : {}
   return view(zstdDecompressSync(frame, { maxOutputLength: maxPlainBytes, ...sized }))
 }
 
