@@ -13,7 +13,7 @@ import { ObjectStore } from "@grove/storage"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import { inBatches, plannedFor } from "../db/Batches.ts"
+import { byHash, inBatches, plannedFor } from "../db/Batches.ts"
 
 /** Bytes that do not hash to the hash they were sent under, or break a limit. */
 export class ChunkRejected extends Schema.TaggedError<ChunkRejected>()("ChunkRejected", {
@@ -111,14 +111,10 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         concurrency: 4,
         discard: true
       })
-      // Columns as text arrays ('' for no pack): one statement, not VALUES with five bind parameters a row.
-      const rows = { hash: [] as Array<string>, size: [] as Array<string>, pack: [] as Array<string>, offset: [] as Array<string> }
-      const row = (hash: string, size: number, pack: string, offset: number) => {
-        rows.hash.push(hash)
-        rows.size.push(String(size))
-        rows.pack.push(pack)
-        rows.offset.push(String(offset))
-      }
+      // Columns as text arrays ('' for no pack): one statement, not VALUES with five bind parameters a row; in hash
+      // order, as the other inserts with ON CONFLICT (byHash: opposite orders deadlock on PostgreSQL).
+      const tuples: Array<{ readonly hash: string; readonly size: number; readonly pack: string; readonly offset: number }> = []
+      const row = (hash: string, size: number, pack: string, offset: number) => tuples.push({ hash, size, pack, offset })
       for (const [hash, data] of large) row(hash, data.length, "", 0)
       if (packed.length > 0) {
         const bytes = new Uint8Array(Buffer.concat(packed.map(([, data]) => data)))
@@ -130,7 +126,14 @@ export class ChunkStore extends Context.Service<ChunkStore, {
           offset += data.length
         }
       }
-      if (rows.hash.length === 0) return
+      if (tuples.length === 0) return
+      const sorted = byHash(tuples, (t) => t.hash)
+      const rows = {
+        hash: sorted.map((t) => t.hash),
+        size: sorted.map((t) => String(t.size)),
+        pack: sorted.map((t) => t.pack),
+        offset: sorted.map((t) => String(t.offset))
+      }
       yield* plannedFor(rows.hash.length, sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
         SELECT ${orgId}::uuid, c.hash, c.size::int8, NULLIF(c.pack, ''), CASE WHEN c.pack = '' THEN NULL ELSE c.pack_offset::int8 END
         FROM unnest(${rows.hash}::text[], ${rows.size}::text[], ${rows.pack}::text[], ${rows.offset}::text[]) AS c(hash, size, pack, pack_offset)

@@ -10,7 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { inBatches, plannedFor } from "../db/Batches.ts"
+import { byHash, inBatches, plannedFor } from "../db/Batches.ts"
 import { type CommitHeader, loadCommitHeaders } from "./CommitHeaders.ts"
 
 export interface BlobInfo {
@@ -147,7 +147,8 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         }
         return out
       }),
-      storeTrees: Effect.fnUntraced(function*(orgId, trees) {
+      storeTrees: Effect.fnUntraced(function*(orgId, unsorted) {
+        const trees = byHash(unsorted, (t) => t.hash)
         for (let i = 0; i < trees.length; i += REGISTER_BATCH) {
           const slice = trees.slice(i, i + REGISTER_BATCH)
           yield* plannedFor(slice.length, sql`INSERT INTO trees (org_id, hash, body)
@@ -179,7 +180,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         return out as Map<string, BlobInfo>
       }),
       registerBlobs: Effect.fnUntraced(function*(orgId, blobs) {
-        const unique = [...new Map(blobs.map((b) => [b.hash, b])).values()]
+        const unique = byHash([...new Map(blobs.map((b) => [b.hash, b])).values()], (b) => b.hash)
         for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
           const slice = unique.slice(i, i + REGISTER_BATCH)
           const chunks = slice.flatMap((b) => b.chunks.map((c, seq) => ({ blob: b.hash, seq, c })))
@@ -304,7 +305,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         return found
       }),
       recordUploads: Effect.fnUntraced(function*(scope, hashes) {
-        const unique = [...new Set(hashes)]
+        const unique = [...new Set(hashes)].sort()
         // The hashes as one array (unnest): as VALUES each row took three bind parameters, a statement per 1,000.
         for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
           const slice = unique.slice(i, i + REGISTER_BATCH)
