@@ -93,18 +93,7 @@ export class Repositories extends Context.Service<Repositories, {
       landed: (before, after, since) => {
         const key = repositoryKey(before.owner, before.name)
         if (after.version !== before.version + 1 || changes - since > 1) return Effect.sync(() => byName.invalidate(key))
-        const record: RepositoryRecord = {
-          id: before.id,
-          orgId: before.orgId,
-          owner: before.owner,
-          name: before.name,
-          description: before.description,
-          isPublic: before.isPublic,
-          head: after.head,
-          createdAt: before.createdAt,
-          updatedAt: after.updatedAt,
-          version: after.version
-        }
+        const record: RepositoryRecord = { ...before, head: after.head, updatedAt: after.updatedAt, version: after.version }
         // What is cached (the handler's own read from before the write) or still loading is forgotten first, as any
         // write through this node does: in cluster mode the write's own notification comes later (LISTEN), and until
         // then the old record would be served. Then the record as it landed is cached.
