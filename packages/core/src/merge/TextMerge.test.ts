@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { splitLines } from "./LineDiff.ts"
 import { seeded } from "./Random.testing.ts"
 import { isBinary, mergeText, unifiedDiff } from "./TextMerge.ts"
+import { growth } from "../Growth.testing.ts"
 
 const labels = { ours: "HEAD", theirs: "origin/main" }
 const merge = (base: string, ours: string, theirs: string) => mergeText(base, ours, theirs, labels)
@@ -101,21 +102,15 @@ describe("TextMerge.mergeText", () => {
       }
       return { base, ours, theirs }
     }
-    // The fastest of three runs: a ratio against a quarter-size merge in the same process, not a wall-clock bound.
-    const fastest = ({ base, ours, theirs }: ReturnType<typeof sides>) => {
-      let best = Infinity
-      for (let k = 0; k < 3; k++) {
-        const started = performance.now()
-        const result = merge(base.join(""), ours.join(""), theirs.join(""))
-        best = Math.min(best, performance.now() - started)
-        const half = base.length / 2
-        expect(result).toEqual({ text: [...ours.slice(0, half), ...theirs.slice(half)].join(""), conflicts: 0 })
-      }
-      return best
+    // CPU time of the merge in turns with a quarter-size one in the same process, fastest of five: not a wall-clock bound.
+    const merged = ({ base, ours, theirs }: ReturnType<typeof sides>) => {
+      const result = merge(base.join(""), ours.join(""), theirs.join(""))
+      const half = base.length / 2
+      expect(result).toEqual({ text: [...ours.slice(0, half), ...theirs.slice(half)].join(""), conflicts: 0 })
     }
-    const small = fastest(sides(2_500))
-    const large = fastest(sides(10_000))
-    expect(large, `${large.toFixed(1)} ms vs ${small.toFixed(1)} ms`).toBeLessThan(12 * small + 25)
+    const [small, large] = [sides(2_500), sides(10_000)]
+    const measured = growth(() => merged(small), () => merged(large))
+    expect(measured.large, `${measured.large.toFixed(1)} ms vs ${measured.small.toFixed(1)} ms`).toBeLessThan(12 * measured.small + 25)
   })
 })
 
