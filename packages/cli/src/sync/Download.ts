@@ -32,7 +32,7 @@ const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_HASHES = 4096
 const IN_FLIGHT = 3
 const { ChunkCompression, Frames } = Objects
-/** The route that answers framed chunk bytes; see packages/server/src/http/ChunkRoutes.ts. */
+/** The route that answers framed chunk bytes; see packages/server/src/sync/ChunkFetchRoutes.ts. */
 export const FETCH_ROUTE = "chunks/fetch"
 
 interface Placement {

@@ -6,7 +6,8 @@
 import { Data, Effect, Stream } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { CommitRecord, SnapshotSource } from "../export/SnapshotSource.ts"
-import { type ChunkStore, readChunks } from "./ChunkStore.ts"
+import type { ChunkStore } from "./ChunkStore.ts"
+import { readChunks } from "./ChunkReads.ts"
 import type { ContentObjects } from "./ContentObjects.ts"
 import type { History } from "./History.ts"
 

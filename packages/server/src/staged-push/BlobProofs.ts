@@ -14,7 +14,8 @@ import { Context, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effe
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
-import { ChunkStore, readChunks } from "../content/ChunkStore.ts"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import { readChunks } from "../content/ChunkReads.ts"
 import { ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
 
 /** The client's bounds (oak-core protocol.rs), enforced as it expects them. */
