@@ -21,6 +21,7 @@ import { type CommitHeader, commitHeaderColumns, loadCommitHeaders } from "../co
 import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
+import { ancestryOf } from "./Generations.ts"
 import { refuse, writeCommit } from "./Landing.ts"
 import { planningTrees, rememberTree } from "./PlanningTrees.ts"
 
@@ -98,7 +99,8 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
   for (const [hash, commit] of commits) rememberManifest(repo.id, hash, commit.manifest_hash)
-  const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
+  const graph = edges === undefined ? undefined : ancestryOf(edges)
+  const base = mainHead === null || graph === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, graph.parents, graph.generation)
   let baseManifest = base === null ? Blake3.EMPTY_HASH : manifests.get(`${repo.id}:${base}`)
   if (baseManifest === undefined) {
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH

@@ -13,6 +13,7 @@ import { Branches } from "../content/Branches.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
+import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { planningTrees } from "./PlanningTrees.ts"
 
@@ -44,7 +45,8 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   }
   if (branch.status === "merged") return yield* refuse(400, `branch '${branch.name}' was merged; revert on main instead`, "branch_merged")
   const edges = yield* history.ancestry(repo.id, [hash, branch.head])
-  if (!MergeBase.isAncestor(hash, branch.head, (h) => edges.get(h))) {
+  const { parents, generation } = ancestryOf(edges)
+  if (!MergeBase.isAncestor(hash, branch.head, parents, generation)) {
     return yield* refuse(409, `commit ${hash} is no longer in the history of '${branch.name}'`, "not_on_branch")
   }
 
