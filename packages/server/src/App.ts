@@ -82,11 +82,12 @@ import { ReleaseRoutes } from "./releases/ReleaseRoutes.ts"
 import { Releases } from "./releases/Releases.ts"
 import { SiteSettingsRoutes } from "./sites/SiteRoutes.ts"
 import { SiteServingRoutes } from "./sites/SiteServing.ts"
+import { PlanningTrees } from "./merges/PlanningTrees.ts"
 import { Sites } from "./sites/Sites.ts"
 import { ReleaseSigner } from "./releases/ReleaseSigner.ts"
 
 /** Content reads and object storage (trees, blobs, chunks, commits, branches). */
-export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer).pipe(
+export const ContentLive = Layer.mergeAll(History.layer, CommitPaths.layer, PlanningTrees.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(ContentObjects.layer, ChunkStore.layer, Branches.layer))
 )
 

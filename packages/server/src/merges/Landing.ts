@@ -14,7 +14,7 @@ import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import type { TreeCache } from "../content/TreeCache.ts"
-import { rememberTree } from "./PlanningTrees.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 
 /** A merge, sync or revert that cannot be planned; the status is the answer's. */
 export class LandingRefused extends Schema.TaggedError<LandingRefused>()("LandingRefused", {
@@ -56,6 +56,7 @@ export const writeCommit = Effect.fnUntraced(function*(
   }
 ) {
   const objects = yield* ContentObjects
+  const planning = yield* PlanningTrees
   const edits = TreeMerge.editsBetween(options.before, options.after)
   const built = yield* cache.resolve((lookup) => TreeMerge.editTree(options.beforeRoot, edits, lookup))
   if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
@@ -89,7 +90,7 @@ export const writeCommit = Effect.fnUntraced(function*(
     files: files.map(ApiSync.toFileChangeData)
   }])], { concurrency: "unbounded", discard: true })
   // Stored: the next merge's main is this commit, so these are the trees it reads first.
-  for (const [h, entries] of built.trees) rememberTree(repo.orgId, h, entries)
+  for (const [h, entries] of built.trees) planning.remember(repo.orgId, h, entries)
   const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
   return computed
 })

@@ -25,6 +25,7 @@ import { planRevert } from "./RevertPlanner.ts"
 import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
 import { MergeGateway } from "./MergeGateway.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 import { Repositories } from "../access/Repositories.ts"
 import { type RepositoryRecord, repositoryKey } from "../access/RepositoryRecord.ts"
 import { actorName, writeRequest } from "../http/CallerContext.ts"
@@ -60,8 +61,8 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
   const authorizer = yield* Authorizer
   const gateway = yield* MergeGateway
   const repositories = yield* Repositories
-  const context = yield* Effect.context<Branches | ContentObjects | History | SqlClient.SqlClient>()
-  const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | SqlClient.SqlClient>) =>
+  const context = yield* Effect.context<Branches | ContentObjects | History | PlanningTrees | SqlClient.SqlClient>()
+  const plan = <A, E>(effect: Effect.Effect<A, E | LandingRefused, Branches | ContentObjects | History | PlanningTrees | SqlClient.SqlClient>) =>
     dbUnavailable(effect.pipe(Effect.provideContext(context))).pipe(
       Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
     )

@@ -19,11 +19,10 @@ import { SqlClient } from "effect/sql"
 import { branchColumns, type BranchRecord } from "../content/BranchRecord.ts"
 import { type CommitHeader, commitHeaderColumns, loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
-import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { ancestryOf } from "./Generations.ts"
 import { refuse, writeCommit } from "./Landing.ts"
-import { planningTrees, rememberTree } from "./PlanningTrees.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 
 export const MAIN = "main"
 
@@ -89,7 +88,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
   /** The heads' headers, when the caller read them already. */
   known: ReadonlyMap<string, CommitHeader> = new Map()
 ) {
-  const objects = yield* ContentObjects
+  const trees = yield* PlanningTrees
   const history = yield* History
   const heads = mainHead === null ? [branchHead] : [branchHead, mainHead]
   // The heads' headers (never their file lists: as large as the tree for a first import) go out with the
@@ -106,7 +105,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH
     if (baseManifest !== Blake3.EMPTY_HASH) rememberManifest(repo.id, base!, baseManifest)
   }
-  const cache = planningTrees(objects, repo.orgId)
+  const cache = trees.view(repo.orgId)
   const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH
   const theirsRoot = commits.get(branchHead)!.manifest_hash
   const merged = yield* cache.resolve((lookup) => TreeMerge.mergeTrees(baseManifest, oursRoot, theirsRoot, lookup))
@@ -123,6 +122,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
  */
 const branchAndMain = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, name: string) {
   const sql = yield* SqlClient.SqlClient
+  const trees = yield* PlanningTrees
   const rows = yield* sql<BranchRecord & { readonly header: CommitHeader | null; readonly gate: ReadonlyArray<GateRun> | null; readonly root: string | null }>`
     SELECT ${branchColumns(sql)},
       (SELECT row_to_json(c) FROM (SELECT ${commitHeaderColumns(sql)} FROM commits WHERE repo_id = b.repo_id AND hash = b.head) c) AS header,
@@ -136,7 +136,7 @@ const branchAndMain = Effect.fnUntraced(function*(repo: { readonly id: string; r
   if (found !== undefined && found.header !== null && found.root !== null) {
     // Stored bodies were verified on the way in; one that does not decode is left to be read (and refused) as before.
     const entries = Tree.decodeTree(found.root)
-    if (entries !== undefined) rememberTree(repo.orgId, found.header.manifest_hash, entries)
+    if (entries !== undefined) trees.remember(repo.orgId, found.header.manifest_hash, entries)
   }
   const branch: BranchRecord | undefined = found === undefined ? undefined : withoutExtras(found)
   return { branch, mainHead: rows.find((row) => row.name === MAIN)?.head ?? null, headers, gate: gateVerdict(found?.gate ?? []) }

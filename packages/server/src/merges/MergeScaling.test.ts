@@ -13,6 +13,7 @@ import { buildCommit, type Files } from "../../../../test/support/content.ts"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 import { commandContext, recordingOutbox, runCommand } from "../entities/Commands.testing.ts"
 import { merge } from "./MergeCommand.ts"
 import { branchRow, countedDatabase, storeCommit } from "./MergeFixtures.testing.ts"
@@ -24,7 +25,7 @@ import { revert, sync } from "./SyncRevertCommands.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
-const Content = Layer.mergeAll(Branches.layer, History.layer).pipe(Layer.provideMerge(ContentObjects.layer), Layer.provideMerge(Db))
+const Content = Layer.mergeAll(Branches.layer, History.layer, PlanningTrees.layer).pipe(Layer.provideMerge(ContentObjects.layer), Layer.provideMerge(Db))
 const { layer: TestOutbox } = recordingOutbox()
 
 /**

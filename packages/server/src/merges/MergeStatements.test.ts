@@ -14,6 +14,7 @@ import { buildCommit, type Files } from "../../../../test/support/content.ts"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 import { repositorySlice } from "../entities/EntitySlices.ts"
 import * as MergeCommand from "./MergeCommand.ts"
 import { branchRow, countedDatabase, storeCommit } from "./MergeFixtures.testing.ts"
@@ -22,7 +23,7 @@ import { mergePayload, planMerge } from "./MergePlanner.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
-const Content = Layer.mergeAll(Branches.layer, History.layer).pipe(Layer.provideMerge(ContentObjects.layer))
+const Content = Layer.mergeAll(Branches.layer, History.layer, PlanningTrees.layer).pipe(Layer.provideMerge(ContentObjects.layer))
 const Repository = repositorySlice(MergeCommand.commands)
 // No relay poll in the counted window, and the marks of what the relay published from memory wait (a batch
 // of them is one statement later: not the merge's).

@@ -1,14 +1,15 @@
 /**
- * Decoded trees shared by the merges, syncs and reverts this process plans. A tree is immutable (its hash
+ * Decoded trees shared by the merges, syncs and reverts this server plans. A tree is immutable (its hash
  * covers its body) and stored per organization, so an entry keyed by organization and hash is never stale.
  * Serialized merges on one repository read the same trees again and again: main's root and the directories
  * on the way to each change were built by the previous merge (writeCommit remembers them here), and the
  * merge base's were read by the merges before. Without this, each merge read them back, one statement per
- * level of the tree, and decoded them again.
+ * level of the tree, and decoded them again. One per server (its layer), so two servers in one process,
+ * and tests, do not share what they keep.
  */
 import type * as Tree from "@grove/core/objects/Tree"
-import { Effect } from "effect"
-import type { ContentObjects } from "../content/ContentObjects.ts"
+import { Context, Effect, Layer } from "effect"
+import { ContentObjects } from "../content/ContentObjects.ts"
 import { makeTreeCache, type TreeCache } from "../content/TreeCache.ts"
 
 type Entries = ReadonlyArray<Tree.TreeEntry>
@@ -16,69 +17,74 @@ type Entries = ReadonlyArray<Tree.TreeEntry>
 /** At most this many entries (summed over the trees) are kept: a few MiB; least recently used go first. */
 export const KEPT_ENTRIES = 20_000
 
-const kept = new Map<string, Entries>()
-let keptEntries = 0
-
-const keyOf = (orgId: string, hash: string) => `${orgId}:${hash}`
-
-/** A tree `orgId` has stored, as decoded (or built) here. */
-export const rememberTree = (orgId: string, hash: string, entries: Entries): void => {
-  const key = keyOf(orgId, hash)
-  const cost = entries.length + 1
-  if (cost > KEPT_ENTRIES) return
-  const old = kept.get(key)
-  if (old !== undefined) {
-    kept.delete(key)
-    keptEntries -= old.length + 1
-  }
-  kept.set(key, entries)
-  keptEntries += cost
-  for (const [k, e] of kept) {
-    if (keptEntries <= KEPT_ENTRIES) break
-    kept.delete(k)
-    keptEntries -= e.length + 1
-  }
+export class PlanningTrees extends Context.Service<PlanningTrees, {
+  /** A tree `orgId` has stored, as decoded (or built) here. */
+  readonly remember: (orgId: string, hash: string, entries: Entries) => void
+  /** A planning's view of the organization's trees (`TreeCache`), reading only those not kept here. */
+  readonly view: (orgId: string) => TreeCache
+}>()("grove/server/merges/PlanningTrees") {
+  static readonly layer = Layer.effect(PlanningTrees, Effect.gen(function*() {
+    return makePlanningTrees(yield* ContentObjects)
+  }))
 }
 
-const recall = (orgId: string, hash: string): Entries | undefined => {
-  const key = keyOf(orgId, hash)
-  const entries = kept.get(key)
-  if (entries !== undefined) {
-    // Most recently used last: the first in the map are the first to go.
-    kept.delete(key)
+/** The service over `objects` (the layer's; tests give a store of their own). */
+export const makePlanningTrees = (objects: ContentObjects["Service"]): PlanningTrees["Service"] => {
+  const kept = new Map<string, Entries>()
+  let keptEntries = 0
+  const keyOf = (orgId: string, hash: string) => `${orgId}:${hash}`
+
+  const remember = (orgId: string, hash: string, entries: Entries): void => {
+    const key = keyOf(orgId, hash)
+    const cost = entries.length + 1
+    if (cost > KEPT_ENTRIES) return
+    const old = kept.get(key)
+    if (old !== undefined) {
+      kept.delete(key)
+      keptEntries -= old.length + 1
+    }
     kept.set(key, entries)
+    keptEntries += cost
+    for (const [k, e] of kept) {
+      if (keptEntries <= KEPT_ENTRIES) break
+      kept.delete(k)
+      keptEntries -= e.length + 1
+    }
   }
-  return entries
-}
 
-/** Forgets every tree (tests). */
-export const forgetTrees = (): void => {
-  kept.clear()
-  keptEntries = 0
-}
+  const recall = (orgId: string, hash: string): Entries | undefined => {
+    const key = keyOf(orgId, hash)
+    const entries = kept.get(key)
+    if (entries !== undefined) {
+      // Most recently used last: the first in the map are the first to go.
+      kept.delete(key)
+      kept.set(key, entries)
+    }
+    return entries
+  }
 
-/** `objects` whose `loadTrees` answers the trees kept here without a read, and keeps what it reads. */
-const remembering = (objects: ContentObjects["Service"]): ContentObjects["Service"] => ({
-  ...objects,
-  loadTrees: (orgId, hashes) =>
-    Effect.suspend(() => {
-      const out = new Map<string, Entries>()
-      const missing: Array<string> = []
-      for (const hash of hashes) {
-        const entries = recall(orgId, hash)
-        if (entries === undefined) missing.push(hash)
-        else out.set(hash, entries)
-      }
-      if (missing.length === 0) return Effect.succeed(out)
-      return Effect.map(objects.loadTrees(orgId, missing), (found) => {
-        for (const [hash, entries] of found) {
-          rememberTree(orgId, hash, entries)
-          out.set(hash, entries)
+  /** `objects` whose `loadTrees` answers the trees kept here without a read, and keeps what it reads. */
+  const remembering: ContentObjects["Service"] = {
+    ...objects,
+    loadTrees: (orgId, hashes) =>
+      Effect.suspend(() => {
+        const out = new Map<string, Entries>()
+        const missing: Array<string> = []
+        for (const hash of hashes) {
+          const entries = recall(orgId, hash)
+          if (entries === undefined) missing.push(hash)
+          else out.set(hash, entries)
         }
-        return out
+        if (missing.length === 0) return Effect.succeed(out)
+        return Effect.map(objects.loadTrees(orgId, missing), (found) => {
+          for (const [hash, entries] of found) {
+            remember(orgId, hash, entries)
+            out.set(hash, entries)
+          }
+          return out
+        })
       })
-    })
-})
+  }
 
-/** A planning's view of the organization's trees (`TreeCache`), reading only those not kept here. */
-export const planningTrees = (objects: ContentObjects["Service"], orgId: string): TreeCache => makeTreeCache(remembering(objects), orgId)
+  return PlanningTrees.of({ remember, view: (orgId) => makeTreeCache(remembering, orgId) })
+}

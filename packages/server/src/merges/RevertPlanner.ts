@@ -11,11 +11,10 @@ import * as Blake3 from "@grove/core/objects/Blake3"
 import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
-import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
-import { planningTrees } from "./PlanningTrees.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 
 export interface PlannedRevert {
   readonly branch: string
@@ -34,7 +33,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   actor: string
 ) {
   const branches = yield* Branches
-  const objects = yield* ContentObjects
+  const trees = yield* PlanningTrees
   const history = yield* History
   if (!Blake3.isHash(hash)) return yield* refuse(400, "the commit must be a 64-character lowercase hex hash", "invalid_hash")
   const target = (yield* loadCommitHeaders(repo.id, [hash])).get(hash)
@@ -53,7 +52,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   const parentHash = target.parent_hash
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, ...(parentHash === null ? [] : [parentHash])])
   const head = commits.get(branch.head)!
-  const cache = planningTrees(objects, repo.orgId)
+  const cache = trees.view(repo.orgId)
   // What the commit changed (parent -> target), then the head at exactly those paths: the cost follows the
   // commit's changes, not the tree's size.
   const changed = yield* cache.resolve((lookup) => TreeDiff.diffTrees(commits.get(parentHash ?? "")?.manifest_hash ?? null, target.manifest_hash, lookup))

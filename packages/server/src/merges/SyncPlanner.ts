@@ -10,12 +10,11 @@ import * as Blake3 from "@grove/core/objects/Blake3"
 import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
-import { ContentObjects } from "../content/ContentObjects.ts"
 import { History } from "../content/History.ts"
 import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { MAIN } from "./MergePlanner.ts"
-import { planningTrees } from "./PlanningTrees.ts"
+import { PlanningTrees } from "./PlanningTrees.ts"
 
 export type PlannedSync =
   /** The branch already contains its parent's head. */
@@ -43,7 +42,7 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   actor: string
 ) {
   const branches = yield* Branches
-  const objects = yield* ContentObjects
+  const trees = yield* PlanningTrees
   const history = yield* History
   const branch = yield* branches.get(repo.id, name)
   if (branch === undefined) return yield* refuse(404, `branch '${name}' not found`, "branch_not_found")
@@ -61,7 +60,7 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
 
   const base = MergeBase.mergeBase(branch.head, parentHead, parents, generation)
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
-  const cache = planningTrees(objects, repo.orgId)
+  const cache = trees.view(repo.orgId)
   const oursRoot = commits.get(branch.head)!.manifest_hash
   const result = yield* cache.resolve((lookup) =>
     TreeMerge.mergeTrees(base === null ? Blake3.EMPTY_HASH : commits.get(base)!.manifest_hash, oursRoot, commits.get(parentHead)!.manifest_hash, lookup)
