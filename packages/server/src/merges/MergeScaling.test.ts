@@ -31,7 +31,8 @@ const { layer: TestOutbox } = recordingOutbox()
 /**
  * A repository whose main imported `treeFiles` files (50 to a directory) and then added one more; branch `b`
  * adds a file to the import, branch `s` another. Answers the bytes read by merging `b`, syncing `s` with
- * main, and reverting the merge, each planned and landed as the handlers do.
+ * main, reverting the commit before the merge (its tree differs from main's head: a second walk, over the
+ * head, after the first over the commit) and then the merge, each planned and landed as the handlers do.
  */
 const oneFileOperations = (name: string, treeFiles: number) =>
   Effect.gen(function*() {
@@ -67,6 +68,19 @@ const oneFileOperations = (name: string, treeFiles: number) =>
     }))
     if (merged.result._tag !== "Success") return yield* Effect.die(new Error("the merge did not land"))
     const squash = merged.result.success.commit_hash
+    // A commit further back (main moved on since): the revert compares it with main's head at its paths.
+    const revertedOlder = yield* measured(Effect.gen(function*() {
+      const planned = yield* planRevert(repo, later.commit.hash, "t")
+      return yield* runCommand(TestOutbox, revert({
+        branch: planned.branch,
+        expectedHead: planned.head,
+        commit: planned.commit.hash,
+        reverted: planned.reverted,
+        message: planned.message,
+        newTrees: planned.commit.newTrees,
+        actor: "t"
+      }, context))
+    }))
     const reverted = yield* measured(Effect.gen(function*() {
       const planned = yield* planRevert(repo, squash, "t")
       return yield* runCommand(TestOutbox, revert({
@@ -79,7 +93,7 @@ const oneFileOperations = (name: string, treeFiles: number) =>
         actor: "t"
       }, context))
     }))
-    for (const r of [merged, synced, reverted]) expect(r.result._tag).toBe("Success")
+    for (const r of [merged, synced, reverted, revertedOlder]) expect(r.result._tag).toBe("Success")
     // What each wrote is what it should: main gets b's file and then not; s gets main's two new files.
     const tree = (hash: string) =>
       sql<{ manifest_hash: string; files: unknown }>`SELECT manifest_hash, files FROM commits WHERE repo_id = ${repoId} AND hash = ${hash}`.pipe(
@@ -92,7 +106,9 @@ const oneFileOperations = (name: string, treeFiles: number) =>
     if (synced.result._tag !== "Success" || reverted.result._tag !== "Success") return yield* Effect.die(new Error("unreachable"))
     expect((yield* tree(synced.result.success.head ?? "")).map((f) => [f.path, f.change_type])).toEqual([["files/b.txt", "added"], ["later.txt", "added"]])
     expect((yield* tree(reverted.result.success.commit_hash)).map((f) => [f.path, f.change_type])).toEqual([["files/b.txt", "deleted"]])
-    return { merge: merged.bytes, sync: synced.bytes, revert: reverted.bytes }
+    if (revertedOlder.result._tag !== "Success") return yield* Effect.die(new Error("unreachable"))
+    expect((yield* tree(revertedOlder.result.success.commit_hash)).map((f) => [f.path, f.change_type])).toEqual([["later.txt", "deleted"]])
+    return { merge: merged.bytes, sync: synced.bytes, revert: reverted.bytes, revertOlder: revertedOlder.bytes }
   })
 
 layer(Content, { timeout: 120_000 })("a one-file merge, sync and revert at two tree sizes", (it) => {
@@ -104,7 +120,7 @@ layer(Content, { timeout: 120_000 })("a one-file merge, sync and revert at two t
       const large = yield* oneFileOperations("large", 4000)
       // Only hashes and ids differ between the two (same lengths); the import's file list alone is ~600 KB,
       // and each of its 80 directories' trees ~3 KB.
-      for (const op of ["merge", "sync", "revert"] as const) {
+      for (const op of ["merge", "sync", "revert", "revertOlder"] as const) {
         expect(large[op], `${op}: ${small[op]} bytes at 10 files, ${large[op]} at 4,000`).toBeLessThan(small[op] * 1.1 + 1024)
       }
     }))

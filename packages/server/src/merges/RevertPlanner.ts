@@ -60,7 +60,11 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   const { before, after } = changed
   const touched = [...new Set([...before.keys(), ...after.keys()])].sort()
   if (touched.length === 0) return yield* refuse(400, `commit ${hash} changed no files; there is nothing to revert`, "nothing_to_revert")
-  const since = yield* cache.resolve((lookup) => TreeDiff.diffTrees(target.manifest_hash, head.manifest_hash, lookup, touched))
+  // In a view of its own: a walk reads a tree not loaded yet as empty, so on the first walk's view (the target's
+  // trees known, the head's not yet) it compared the target's directories with nothing and read each one under
+  // them, untouched ones too (MergeScaling.test). What the first walk read is kept (PlanningTrees): no read again.
+  const headView = trees.view(repo.orgId)
+  const since = yield* headView.resolve((lookup) => TreeDiff.diffTrees(target.manifest_hash, head.manifest_hash, lookup, touched))
   if (!since.ok) return yield* Effect.die(new Error(`a published manifest refers to a missing tree: ${since.reason}`))
   const current = new Map(touched.flatMap((p) => {
     const file = since.after.get(p)
@@ -76,7 +80,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
     return old === undefined ? [] : [[p, old] as const]
   }))
   const message = `Revert "${(target.message ?? hash.slice(0, 12)).split("\n")[0]}"\n\nThis reverts commit ${hash}.`
-  const commit = yield* writeCommit(repo, cache, {
+  const commit = yield* writeCommit(repo, headView, {
     branch: branch.name,
     parent: branch.head,
     mergeParent: null,
