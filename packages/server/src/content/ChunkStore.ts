@@ -58,6 +58,28 @@ export interface ChunkLocation {
   readonly offset: number
 }
 
+/** A `chunks` row for bytes just stored: an object of its own (`pack` ""), or `size` bytes at `offset` in a pack. */
+export interface ChunkRow {
+  readonly hash: string
+  readonly size: number
+  readonly pack: string
+  readonly offset: number
+}
+
+/**
+ * The insert of stored chunks' rows (ON CONFLICT DO NOTHING), to run alone or as a CTE with `RETURNING hash`.
+ * Columns as text arrays ('' for no pack): one statement, not VALUES with five bind parameters a row; in hash
+ * order, as the other inserts with ON CONFLICT (byHash: opposite orders deadlock on PostgreSQL).
+ */
+export const insertChunkRows = (sql: SqlClient.SqlClient, orgId: string, unsorted: ReadonlyArray<ChunkRow>) => {
+  const sorted = byHash(unsorted, (t) => t.hash)
+  return sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
+    SELECT ${orgId}::uuid, c.hash, c.size::int8, NULLIF(c.pack, ''), CASE WHEN c.pack = '' THEN NULL ELSE c.pack_offset::int8 END
+    FROM unnest(${sorted.map((t) => t.hash)}::text[], ${sorted.map((t) => String(t.size))}::text[], ${sorted.map((t) => t.pack)}::text[],
+      ${sorted.map((t) => String(t.offset))}::text[]) AS c(hash, size, pack, pack_offset)
+    ON CONFLICT DO NOTHING`
+}
+
 export class ChunkStore extends Context.Service<ChunkStore, {
   /** Verifies and stores one received chunk (raw or zstd); a chunk the organization already has is not rewritten. */
   readonly put: (orgId: string, hash: string, received: Uint8Array) => Effect.Effect<{ readonly size: number }, ChunkRejected | ChunkStoreError>
@@ -69,6 +91,14 @@ export class ChunkStore extends Context.Service<ChunkStore, {
     orgId: string,
     entries: ReadonlyArray<UploadedChunk>
   ) => Effect.Effect<void, ChunkRejected | ChunkStoreError>
+  /**
+   * `putMany` without the rows: verifies every chunk, writes the bytes of the new ones and answers their rows for the
+   * caller to insert (`insertChunkRows`), e.g. in the statement that grants them (ContentObjects.recordChunkUploads).
+   */
+  readonly storeBytes: (
+    orgId: string,
+    entries: ReadonlyArray<UploadedChunk>
+  ) => Effect.Effect<ReadonlyArray<ChunkRow>, ChunkRejected | ChunkStoreError>
   /** The hashes the organization does not have, in request order. */
   readonly missing: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   /** Sizes of the chunks the organization has. */
@@ -98,7 +128,11 @@ export class ChunkStore extends Context.Service<ChunkStore, {
     const sizes = (orgId: string, hashes: ReadonlyArray<string>) =>
       Effect.map(locate(orgId, hashes), (found) => new Map([...found].map(([hash, location]) => [hash, location.size])) as ReadonlyMap<string, number>)
 
-    const storeNew = Effect.fnUntraced(function*(orgId: string, chunks: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>) {
+    /**
+     * Writes the bytes of the chunks the organization does not have yet and answers their rows, not inserted:
+     * the caller inserts them (`insertChunkRows`), on its own or in the statement that also grants them.
+     */
+    const storeBytes = Effect.fnUntraced(function*(orgId: string, chunks: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>) {
       const known = yield* sizes(orgId, chunks.map((c) => c.hash))
       const fresh = new Map<string, Uint8Array>()
       for (const c of chunks) if (!known.has(c.hash)) fresh.set(c.hash, c.data)
@@ -111,33 +145,32 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         concurrency: 4,
         discard: true
       })
-      // Columns as text arrays ('' for no pack): one statement, not VALUES with five bind parameters a row; in hash
-      // order, as the other inserts with ON CONFLICT (byHash: opposite orders deadlock on PostgreSQL).
-      const tuples: Array<{ readonly hash: string; readonly size: number; readonly pack: string; readonly offset: number }> = []
-      const row = (hash: string, size: number, pack: string, offset: number) => tuples.push({ hash, size, pack, offset })
-      for (const [hash, data] of large) row(hash, data.length, "", 0)
+      const rows: Array<ChunkRow> = []
+      for (const [hash, data] of large) rows.push({ hash, size: data.length, pack: "", offset: 0 })
       if (packed.length > 0) {
         const bytes = new Uint8Array(Buffer.concat(packed.map(([, data]) => data)))
         const pack = Blake3.hash(bytes)
         yield* store.put({ namespace: namespaceOf(orgId), hash: pack }, Stream.make(bytes))
         let offset = 0
         for (const [hash, data] of packed) {
-          row(hash, data.length, pack, offset)
+          rows.push({ hash, size: data.length, pack, offset })
           offset += data.length
         }
       }
-      if (tuples.length === 0) return
-      const sorted = byHash(tuples, (t) => t.hash)
-      const rows = {
-        hash: sorted.map((t) => t.hash),
-        size: sorted.map((t) => String(t.size)),
-        pack: sorted.map((t) => t.pack),
-        offset: sorted.map((t) => String(t.offset))
+      return rows as ReadonlyArray<ChunkRow>
+    })
+
+    const verifyAll = Effect.fnUntraced(function*(entries: ReadonlyArray<UploadedChunk>) {
+      const verified: Array<{ hash: string; data: Uint8Array }> = []
+      for (const entry of entries) {
+        verified.push({ hash: entry.hash, data: entry.verified === true ? entry.data : yield* verify(entry.hash, entry.data) })
       }
-      yield* plannedFor(rows.hash.length, sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
-        SELECT ${orgId}::uuid, c.hash, c.size::int8, NULLIF(c.pack, ''), CASE WHEN c.pack = '' THEN NULL ELSE c.pack_offset::int8 END
-        FROM unnest(${rows.hash}::text[], ${rows.size}::text[], ${rows.pack}::text[], ${rows.offset}::text[]) AS c(hash, size, pack, pack_offset)
-        ON CONFLICT DO NOTHING`)
+      return verified
+    })
+
+    const storeNew = Effect.fnUntraced(function*(orgId: string, chunks: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>) {
+      const rows = yield* storeBytes(orgId, chunks)
+      if (rows.length > 0) yield* plannedFor(rows.length, insertChunkRows(sql, orgId, rows))
     })
 
     const fetch = (orgId: string, row: ChunkLocation): Effect.Effect<Uint8Array, ChunkReadError> =>
@@ -207,11 +240,10 @@ export class ChunkStore extends Context.Service<ChunkStore, {
         return { size: plain.length }
       }),
       putMany: Effect.fnUntraced(function*(orgId, entries) {
-        const verified: Array<{ hash: string; data: Uint8Array }> = []
-        for (const entry of entries) {
-          verified.push({ hash: entry.hash, data: entry.verified === true ? entry.data : yield* verify(entry.hash, entry.data) })
-        }
-        yield* storeNew(orgId, verified)
+        yield* storeNew(orgId, yield* verifyAll(entries))
+      }),
+      storeBytes: Effect.fnUntraced(function*(orgId, entries) {
+        return yield* storeBytes(orgId, yield* verifyAll(entries))
       }),
       missing: Effect.fnUntraced(function*(orgId, hashes) {
         const have = yield* sizes(orgId, hashes)

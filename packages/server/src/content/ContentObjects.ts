@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { byHash, inBatches, plannedFor } from "../db/Batches.ts"
+import { type ChunkRow, insertChunkRows } from "./ChunkStore.ts"
 import { type CommitHeader, loadCommitHeaders } from "./CommitHeaders.ts"
 
 export interface BlobInfo {
@@ -128,9 +129,15 @@ export class ContentObjects extends Context.Service<ContentObjects, {
    * `recordUploads` for stored chunks: each grant is recorded in the statement that locks its chunk row if gc
    * marked it (FOR KEY SHARE), so gc's sweep, which locks a row before its last check, either deleted the row
    * first or sees the grant. Answers the chunks whose row is gone (swept after the caller stored them): they
-   * are not granted.
+   * are not granted. `stored`: rows of chunks whose bytes were just written (ChunkStore.storeBytes), inserted
+   * by the same statement.
    */
-  readonly recordChunkUploads: (scope: Uploader, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>, SqlError>
+  readonly recordChunkUploads: (
+    scope: Uploader,
+    orgId: string,
+    hashes: ReadonlyArray<string>,
+    stored?: ReadonlyArray<ChunkRow>
+  ) => Effect.Effect<ReadonlySet<string>, SqlError>
 }>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -313,18 +320,23 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             SELECT ${scope.repoId}::uuid, ${scope.principal}, unnest(${slice}::text[]) ${sql.literal(RENEW_GRANT)}`)
         }
       }),
-      recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes) {
+      recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes, stored = []) {
         const unique = [...new Set(hashes)]
+        const rows = new Map(stored.map((r) => [r.hash, r]))
         const kept = new Set<string>()
         for (let i = 0; i < unique.length; i += 1000) {
           const slice = unique.slice(i, i + 1000)
+          const fresh = slice.flatMap((h) => rows.get(h) ?? [])
+          // The rows of chunks just stored go in the same statement (one round trip per group of uploaded chunks, not
+          // two); a row this statement inserts is not in its snapshot, so it counts as kept through `inserted`.
           // Only a marked row can be swept (content/ReferencedObjects.ts): those are locked, the rest just read.
           const found = yield* plannedFor(slice.length, sql<{ hash: string }>`WITH
+            inserted AS (${fresh.length === 0 ? sql`SELECT NULL::text AS hash WHERE false` : sql`${insertChunkRows(sql, orgId, fresh)} RETURNING hash`}),
             marked AS (SELECT o.hash FROM chunks o JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash
               WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice}) FOR KEY SHARE OF o),
             kept AS (SELECT o.hash FROM chunks o WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice})
                 AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash)
-              UNION ALL SELECT hash FROM marked),
+              UNION ALL SELECT hash FROM marked UNION ALL SELECT hash FROM inserted),
             granted AS (INSERT INTO object_uploads (repo_id, principal, hash)
               SELECT ${scope.repoId}::uuid, ${scope.principal}, hash FROM kept ${sql.literal(RENEW_GRANT)})
             SELECT hash FROM kept`)
