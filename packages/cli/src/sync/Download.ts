@@ -1,7 +1,7 @@
 /**
  * Fetching blobs for a clone, pull, merge or diff: the chunks of every blob
  * come through the binary `chunks/fetch` route in batches (<= 16 MiB, three
- * in flight, each answer read whole), each chunk is checked against its BLAKE3 hash and
+ * in flight, each answer taken as it arrives), each chunk is checked against its BLAKE3 hash and
  * written at its offsets, and every reassembled blob is hashed again before it
  * is handed over. Files land in a temp directory as `<blob hash>`; whole small
  * blobs are written on the thread pool, several at once (`concurrentWrites`),
@@ -17,10 +17,10 @@ import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
-import { bodyCompressionEnabled, COMPRESS_FROM, serverTakesZstd, zstd } from "./BodyCompression.ts"
+import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
-import { bareFrames, downloadCompression, transfer } from "./RemoteRepo.ts"
+import { bareFrames, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
   readonly hash: string
@@ -180,16 +180,6 @@ export const downloadBlobs = (
         const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
           ? await zstd(json)
           : undefined
-        // Read whole over node:http (no fetch to load; at most IN_FLIGHT batches of <= 16 MiB held), then taken
-        // synchronously: a chunk written straight into place costs no promise, and raw ones are views of the answer.
-        const answer = await remote.sendBinary(FETCH_ROUTE, {
-          method: "POST",
-          body: squeezed ?? json,
-          contentType: "application/json",
-          ...(squeezed === undefined ? {} : { contentEncoding: "zstd" })
-        })
-        // Without the header the server sent every chunk raw (it does not compress, or was not asked).
-        const compressed = answer.headers[ChunkCompression.RESPONSE_HEADER] === ChunkCompression.ZSTD_V1
         const received = new Set<string>()
         /** The chunk's placements that still need a promise (a file in `dir`, a part of a large blob); none mostly. */
         const take = (hash: string, data: Uint8Array): Promise<void> | undefined => {
@@ -206,12 +196,46 @@ export const downloadBlobs = (
           })
           return rest.length === 0 ? undefined : store(data, rest)
         }
-        if (answer.headers[Frames.HEADER] === Frames.BARE_V1) {
-          for (const { hash, data } of ChunkCompression.hashedBareFramesIn(answer.body, largest)) {
-            const wait = take(hash, data)
-            if (wait !== undefined) await wait
+        /** A chunk taken as it arrives: verified by naming it from its plain bytes. */
+        const bare = (frame: Objects.Frames.BareFrame) => {
+          const data = ChunkCompression.bareFramePlain(frame, largest)
+          return take(Objects.Blake3.hash(data), data)
+        }
+        // Bare frames are taken as the answer arrives, synchronously (a chunk written straight into place costs no
+        // promise; a raw one within a network read is a view of it), so verifying and writing overlap the transfer;
+        // a chunk that needs a write of its own pauses the answer until it is written. Hashed frames (an older
+        // server, GROVE_CHUNK_FRAMES=hashed) are read whole over node:http (no fetch to load).
+        const queued: Array<Promise<void>> = []
+        const answer = await remote.sendBinary(FETCH_ROUTE, {
+          method: "POST",
+          body: squeezed ?? json,
+          contentType: "application/json",
+          ...(squeezed === undefined ? {} : { contentEncoding: "zstd" }),
+          stream: (_status, headers) => {
+            if (headers[Frames.HEADER] !== Frames.BARE_V1) return undefined
+            const splitter = Frames.bareFrameSplitter((frame) => {
+              const wait = bare(frame)
+              if (wait !== undefined) queued.push(wait)
+            })
+            return {
+              part: (part) => {
+                try {
+                  splitter.push(part)
+                } catch (error) {
+                  // The request fails with this error; writes already started must not surface as unhandled.
+                  for (const wait of queued.splice(0)) wait.catch(() => {})
+                  throw error
+                }
+                if (queued.length === 0) return undefined
+                return Promise.all(queued.splice(0)).then(() => undefined)
+              },
+              done: splitter.end
+            }
           }
-        } else {
+        })
+        // Without the header the server sent every chunk raw (it does not compress, or was not asked).
+        const compressed = answer.headers[ChunkCompression.RESPONSE_HEADER] === ChunkCompression.ZSTD_V1
+        if (answer.headers[Frames.HEADER] !== Frames.BARE_V1) {
           for await (const { hash, data } of checkedFrames(once(answer.body), compressed, chunkSizes)) await take(hash, data)
         }
         const lost = batch.filter((hash) => !received.has(hash))

@@ -158,4 +158,48 @@ describe("HttpTransport", () => {
       )
       expect(outcome).toBe("ETIMEDOUT")
     }).pipe(Effect.scoped))
+  it.live("a streamed answer is taken part by part as it arrives, paused while a part's promise is pending; a consumer's error fails it", () =>
+    Effect.gen(function*() {
+      let tookFirst: () => void = () => {}
+      const firstTaken = new Promise<void>((resolve) => (tookFirst = resolve))
+      const server = yield* answering((_request, response) => {
+        response.writeHead(200, { "content-type": "application/octet-stream" })
+        // The rest goes only after the client took the first part: an answer read whole would never end.
+        response.write("first", () => void firstTaken.then(() => response.end("second")))
+      })
+      const log: Array<string> = []
+      const answer = yield* Effect.promise(() =>
+        sendBytes(`${server.url}/`, {
+          method: "GET",
+          stream: (status, headers) => {
+            log.push(`${status} ${headers["content-type"]}`)
+            return {
+              part: (part) => {
+                log.push(`part ${part.toString()}`)
+                if (part.toString() !== "first") return undefined
+                tookFirst()
+                return new Promise<void>((resolve) =>
+                  setTimeout(() => {
+                    log.push("written")
+                    resolve()
+                  }, 100)
+                )
+              },
+              done: () => log.push("done")
+            }
+          }
+        })
+      )
+      expect(log).toEqual(["200 application/octet-stream", "part first", "written", "part second", "done"])
+      expect(answer.body.length).toBe(0)
+      // A consumer that throws (a bad frame) fails the request with its error; so does a rejected part.
+      const failing = (fail: (part: Buffer) => Promise<void> | undefined) =>
+        Effect.promise(() =>
+          sendBytes(`${server.url}/`, { method: "GET", stream: () => ({ part: fail, done: () => {} }) }).then(() => "answered", (e: Error) => e.message)
+        )
+      expect(yield* failing(() => {
+        throw new Error("bad frame")
+      })).toBe("bad frame")
+      expect(yield* failing(() => Promise.reject(new Error("disk full")))).toBe("disk full")
+    }).pipe(Effect.scoped))
 })

@@ -28,6 +28,17 @@ export interface SendInit {
   readonly maxBytes?: number | undefined
   /** How long the socket may stay silent before the request fails with ETIMEDOUT (fetch gave up after 300 s). */
   readonly idleTimeoutMs?: number | undefined
+  /**
+   * Takes the body part by part as it arrives instead of whole (the answer's `body` is then empty), when it returns a
+   * consumer for this answer's status and headers. A consumer that returns a promise pauses the answer until it
+   * settles; one that throws (or rejects) fails the request. `done` runs at the end, after the last part is taken.
+   */
+  readonly stream?: ((status: number, headers: Readonly<Record<string, string>>) => BodyConsumer | undefined) | undefined
+}
+
+export interface BodyConsumer {
+  readonly part: (part: Buffer) => Promise<void> | undefined
+  readonly done: () => void
 }
 
 /** What an answer may hold unless the caller says otherwise: twice the server's own request body bound. */
@@ -86,7 +97,7 @@ const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> 
 }
 
 /**
- * One request, its answer read whole. Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
+ * One request, its answer read whole (or streamed to `init.stream`'s consumer). Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
  * ECONNRESET, is what Retry.ts looks at) when no answer came, with ETIMEDOUT when the socket stays silent for
  * `idleTimeoutMs`, and with ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded).
  */
@@ -103,18 +114,47 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
     }, (response) => {
       const parts: Array<Buffer> = []
       let received = 0
+      const headers = flatHeaders(response.headers)
+      // A streamed body is taken as sent: an encoded one is read whole and decoded.
+      const consumer = headers["content-encoding"] === undefined ? init.stream?.(response.statusCode ?? 0, headers) : undefined
+      let waiting: Promise<void> | undefined
+      const fail = (error: unknown) => {
+        const cause = error instanceof Error ? error : new Error(String(error))
+        reject(cause)
+        request.destroy(cause)
+      }
       response.on("data", (part: Buffer) => {
         received += part.length
         if (received > maxBytes) {
           request.destroy(failure(`the server's answer is larger than ${maxBytes} bytes`, "ERR_ANSWER_TOO_LARGE"))
           return
         }
-        parts.push(part)
+        if (consumer === undefined) {
+          parts.push(part)
+          return
+        }
+        try {
+          const wait = consumer.part(part)
+          if (wait === undefined) return
+          response.pause()
+          waiting = wait.then(() => {
+            waiting = undefined
+            response.resume()
+          }, fail)
+        } catch (error) {
+          fail(error)
+        }
       })
       // Also a connection closed within the answer (ECONNRESET): never taken for a whole, shorter body.
       response.on("error", reject)
       response.on("end", () => {
-        const headers = flatHeaders(response.headers)
+        if (consumer !== undefined) {
+          Promise.resolve(waiting).then(() => {
+            consumer.done()
+            resolve({ status: response.statusCode ?? 0, headers, body: new Uint8Array(0) })
+          }).catch(fail)
+          return
+        }
         decode(headers["content-encoding"], parts.length === 1 ? parts[0]! : Buffer.concat(parts), maxBytes).then(
           (body) => resolve({ status: response.statusCode ?? 0, headers, body }),
           reject

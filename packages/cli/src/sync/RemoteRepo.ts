@@ -9,7 +9,8 @@ import { connect, fromErrorBody } from "../Client.ts"
 import type { CliFailure } from "../Failures.ts"
 import { CliFailure as Failure, ExitCode } from "../Failures.ts"
 import { PAUSES } from "../Retry.ts"
-import type { Answer } from "./HttpTransport.ts"
+import type { Answer, SendInit } from "./HttpTransport.ts"
+import { compressionMode } from "./BodyCompression.ts"
 import { sendBytes } from "./HttpTransport.ts"
 
 export interface BinaryInit {
@@ -28,10 +29,11 @@ export interface RemoteRepo {
   /** `{site}/api/{owner}/{name}/{path}` with the bearer token, answered as a streaming `fetch` response; a non-2xx answer is a failure. */
   readonly binary: (path: string, init: BinaryInit) => Promise<Response>
   /**
-   * The same request over node:http (sync/HttpTransport.ts), its answer read whole: for small answers (an upload's
-   * `chunks/batch`), without loading fetch.
+   * The same request over node:http (sync/HttpTransport.ts), without loading fetch: its answer read whole (an upload's
+   * `chunks/batch`), or a 2xx answer's body taken part by part by `stream`'s consumer (`chunks/fetch`). A streamed
+   * request is sent again only while none of its answer was taken.
    */
-  readonly sendBinary: (path: string, init: BinaryInit) => Promise<Answer>
+  readonly sendBinary: (path: string, init: BinaryInit & { readonly stream?: SendInit["stream"] }) => Promise<Answer>
 }
 
 const encodeSegment = encodeURIComponent
@@ -59,11 +61,13 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
   }
   // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
   // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
-  const withRetry = async <A>(send: () => Promise<A>): Promise<A> => {
+  const withRetry = async <A>(send: () => Promise<A>, retryable: () => boolean = () => true): Promise<A> => {
     for (let attempt = 0;; attempt++) {
       try {
         return await send()
       } catch (error) {
+        // Part of a streamed answer was taken: sending again would hand the same bytes over twice.
+        if (!retryable()) throw error
         // A bomb is not a network hiccup: sending again would only download it again.
         if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
           throw new Failure({ message: `${connection.remote}: ${(error as Error).message}`, exitCode: ExitCode.auth, code: "answer_too_large" })
@@ -97,7 +101,17 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       return response
     },
     sendBinary: async (path, init) => {
-      const answer = await withRetry(() => sendBytes(`${base}/${path}`, { method: init.method, headers: headersOf(init), body: init.body }))
+      let taken = false
+      const consume = init.stream
+      const stream: SendInit["stream"] = consume === undefined ? undefined : (status, headers) => {
+        if (status < 200 || status >= 300) return undefined
+        taken = true
+        return consume(status, headers)
+      }
+      const answer = await withRetry(
+        () => sendBytes(`${base}/${path}`, { method: init.method, headers: headersOf(init), body: init.body, stream }),
+        () => !taken
+      )
       if (answer.status < 200 || answer.status >= 300) {
         let body: unknown
         try {
@@ -112,18 +126,6 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
   }
 }
 
-type CompressionMode = "on" | "off" | "auto"
-
-const compressionMode = (): CompressionMode => {
-  const value = process.env["GROVE_CHUNK_COMPRESSION"]
-  return value === "on" || value === "off" ? value : "auto"
-}
-
-const isLoopback = (site: string): boolean => {
-  const host = new URL(site).hostname
-  return host === "localhost" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
-}
-
 /**
  * Uploads go zstd-compressed when the server takes it, as git's packs do (the pushing client pays the CPU).
  * `GROVE_CHUNK_COMPRESSION=off` sends raw bytes.
@@ -132,16 +134,6 @@ export const uploadCompression = (): boolean => compressionMode() !== "off"
 
 /** `GROVE_CHUNK_FRAMES=hashed` sends and asks for the protocol's hashed frames (to compare, or to test that path). */
 export const bareFrames = (): boolean => process.env["GROVE_CHUNK_FRAMES"] !== "hashed"
-
-/**
- * Downloads are asked compressed unless the server is on this machine: there the bytes cost nothing and the
- * server's compressing does (a 2,000-file clone on loopback took ~60% longer). `GROVE_CHUNK_COMPRESSION=on|off`
- * decides instead.
- */
-export const downloadCompression = (site: string): boolean => {
-  const mode = compressionMode()
-  return mode === "on" || (mode === "auto" && !isLoopback(site))
-}
 
 export const connectRepo = (site: string, owner: string, name: string): Effect.Effect<RemoteRepo, CliFailure, Effect.Services<ReturnType<typeof connect>>> =>
   Effect.map(connect(site), (connection) => repoRemote(connection, owner, name))

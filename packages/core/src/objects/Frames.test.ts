@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto"
 import { zstdCompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
 import { bareFrame, bareFramePlain, encodeChunk, hashedBareFramesIn } from "./ChunkCompression.ts"
-import { type BareFrame, bareFramesIn, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
+import { type BareFrame, bareFrameSplitter, bareFramesIn, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
 
 const text = Buffer.from("export const value = compute(1) // a line that repeats\n".repeat(500))
 const noise = randomBytes(70_000)
@@ -60,5 +60,36 @@ describe("Frames", () => {
     expect(() => [...bareFramesIn(huge)]).toThrow(/bad frame/)
     expect(() => bareFramePlain({ data: zstdCompressSync(text), zstd: true }, text.length - 1)).toThrow()
     expect(() => bareFramePlain({ data: noise, zstd: true }, 1 << 20)).toThrow()
+  })
+  it("a body pushed part by part gives the same bare frames as read whole, views of a part when a frame lies within it", () => {
+    const chunks = [text, noise, new Uint8Array(0), Buffer.from("x")]
+    const body = Buffer.concat(encodeBareFrames(chunks.map((data) => bareFrame(data, encodeChunk(data)))))
+    for (const size of [1, 3, 4, 5, 4096, 1 << 20]) {
+      const read: Array<BareFrame> = []
+      const parts: Array<Uint8Array> = []
+      const splitter = bareFrameSplitter((frame) => read.push(frame))
+      for (let i = 0; i < body.length; i += size) {
+        // Each part in a buffer of its own, as sockets deliver them.
+        const part = Uint8Array.from(body.subarray(i, i + size))
+        parts.push(part)
+        splitter.push(part)
+      }
+      splitter.end()
+      expect(read.map((f) => f.zstd)).toEqual([true, false, false, false])
+      expect(read.map((f) => Buffer.from(bareFramePlain(f, 1 << 20)))).toEqual(chunks.map((c) => Buffer.from(c)))
+      if (size === 1 << 20) expect(read[1]!.data.buffer).toBe(parts[0]!.buffer)
+    }
+  })
+
+  it("the part-by-part splitter refuses a stream that ends inside a frame, and oversized frames", () => {
+    const body = Buffer.concat(encodeBareFrames([{ data: noise, zstd: false }]))
+    for (const cut of [2, 4, body.length - 1]) {
+      const splitter = bareFrameSplitter(() => {})
+      splitter.push(body.subarray(0, cut))
+      expect(() => splitter.end()).toThrow(/truncated/)
+    }
+    const huge = new Uint8Array(4)
+    new DataView(huge.buffer).setUint32(0, 64 * 1024 * 1024 + 1)
+    expect(() => bareFrameSplitter(() => {}).push(huge)).toThrow(/bad frame/)
   })
 })

@@ -190,3 +190,58 @@ export async function* decodeBareFrames(body: AsyncIterable<Uint8Array>): AsyncG
     yield { data, zstd }
   }
 }
+
+/**
+ * Bare frames from a byte stream fed part by part (`push`), handed to `onFrame` synchronously as each completes: no
+ * promise per frame or part. A frame that lies within one part is a view of it; one across parts is copied once,
+ * into a buffer of its own size. `end` throws when the stream stopped inside a frame.
+ */
+export const bareFrameSplitter = (onFrame: (frame: BareFrame) => void) => {
+  const head = new Uint8Array(4)
+  let headHave = 0
+  let pending: { readonly data: Uint8Array; readonly zstd: boolean } | undefined
+  let pendingHave = 0
+  return {
+    push: (part: Uint8Array): void => {
+      let at = 0
+      while (at < part.length) {
+        if (pending !== undefined) {
+          const take = Math.min(part.length - at, pending.data.length - pendingHave)
+          pending.data.set(part.subarray(at, at + take), pendingHave)
+          pendingHave += take
+          at += take
+          if (pendingHave < pending.data.length) return
+          const frame = pending
+          pending = undefined
+          onFrame(frame)
+          continue
+        }
+        let word: number
+        if (headHave === 0 && part.length - at >= 4) {
+          word = u32(part, at)
+          at += 4
+        } else {
+          const take = Math.min(part.length - at, 4 - headHave)
+          head.set(part.subarray(at, at + take), headHave)
+          headHave += take
+          at += take
+          if (headHave < 4) return
+          headHave = 0
+          word = u32(head)
+        }
+        const { dataLength, zstd } = bareHeader(word)
+        if (part.length - at >= dataLength) {
+          onFrame({ data: part.subarray(at, at + dataLength), zstd })
+          at += dataLength
+        } else {
+          pending = { data: new Uint8Array(dataLength), zstd }
+          pendingHave = 0
+        }
+      }
+    },
+    end: (): void => {
+      if (headHave > 0) throw new Error(TRUNCATED_HEADER)
+      if (pending !== undefined) throw new Error(TRUNCATED_DATA)
+    }
+  }
+}
