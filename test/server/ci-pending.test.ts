@@ -69,6 +69,12 @@ describe("CI start whose queuing command answers late", () => {
   }, 180_000)
 
   it("runs a queued run whose claim (the dispatcher's Start) answers late", async () => {
+    // The last test's runner given back (its run reads completed a moment before): else `hold` is queued, and
+    // `quick` takes the runner as it frees up, by a reservation, before the dispatcher claims `hold`.
+    await waitFor("the runner free", async () => {
+      const text = await (await fetch(`${server!.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()
+      return /^grove_ci_runner_slots_busy 0$/m.test(text) || undefined
+    }, 60_000)
     const before = (await as().get("/pat/app/ci/runs")).body.length
     // The one runner is taken by `hold` (4 s); `quick` waits queued, and the dispatcher claims it once `hold` ends.
     expect((await as().post("/pat/app/ci/runs", { workflow: "hold", branch: "work" })).status).toBe(202)

@@ -43,6 +43,11 @@ export interface SendOptions {
    * owner or fingerprint fails with `CommandIdReused` instead of replaying.
    */
   readonly fingerprint?: string | undefined
+  /**
+   * `commandId` is new, made by the caller just now (so it can follow the outcome): sent as a default id is,
+   * with no inbox row written ahead (the owner writes it in the command's transaction).
+   */
+  readonly fresh?: boolean | undefined
 }
 
 export type SendError<E extends Entity, C extends CommandName<E>> =
@@ -235,7 +240,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       )
       // A fresh id cannot have been used before: its row is written by the owner, in the command's transaction
       // (from the owner and fingerprint the message carries), or here once the caller stops waiting for it.
-      const fresh = sendOptions?.commandId === undefined
+      const fresh = sendOptions?.commandId === undefined || sendOptions.fresh === true
       const earlier = fresh ? Option.none<Inbox.Operation>() : yield* recordRequest
       if (Option.isSome(earlier)) {
         const before = earlier.value

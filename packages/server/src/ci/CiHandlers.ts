@@ -68,13 +68,13 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
       // This request's own: a reply that names another's (a replay) is not run here again.
       const reservation = randomUUID()
       const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
-      // With a reservation, known before sending, so an answer that does not come can be followed; without one
-      // the command is sent fresh (its inbox row is written with it, not ahead).
+      // With a reservation, known before sending, so an answer that does not come can be followed. A new one
+      // (no Idempotency-Key) is still sent fresh: its inbox row is written in the command's transaction, not ahead.
       const followed = node === undefined ? undefined : request.commandId ?? randomUUID()
       const queued = yield* gateway.queue(
         branchKey(repoKey, branch),
         node === undefined ? payload : { ...payload, startOn: { node, reservation, until } },
-        followed === undefined ? request : { ...request, commandId: followed }
+        followed === undefined || request.commandId !== undefined ? request : { ...request, commandId: followed, fresh: true }
       ).pipe(
         Effect.onError((cause) => {
           if (followed === undefined) return Effect.void

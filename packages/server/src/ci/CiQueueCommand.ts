@@ -7,7 +7,7 @@
 import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { emit, load as loadRepository, splitBranchKey } from "../entities/CommandSupport.ts"
+import { emit, load as loadRepository, splitBranchKey, splitRepositoryKey } from "../entities/CommandSupport.ts"
 import { BranchNotFound, BranchRepositoryGone, loadBranch } from "../content/BranchCommands.ts"
 
 /** The branch's head is no longer the commit the trigger expected (412). */
@@ -65,10 +65,32 @@ export type Queued = typeof Queued.Type
 export const startedFor = (queued: Queued, reservation: string): number | undefined =>
   queued.reservation === reservation ? queued.started : undefined
 
+/**
+ * The repository and the branch, both locked as the Branch commands lock them (CommandSupport.load, loadBranch),
+ * and with `count`, how many runs are queued, in one statement; undefined when either is missing (the caller then
+ * loads them apart, to say which).
+ */
+const loadTarget = Effect.fnUntraced(function*(repoKey: string, branchName: string, count: boolean) {
+  const sql = yield* SqlClient.SqlClient
+  const [owner, name] = splitRepositoryKey(repoKey)
+  const queued = count ? sql`, (SELECT count(*) FROM ci_runs WHERE status = 'queued')::text AS queued` : sql``
+  const rows = yield* sql<{ id: string; owner: string; name: string; head: string | null; queued?: string }>`SELECT r.id, o.slug AS owner,
+      r.name, b.head ${queued}
+    FROM repositories r JOIN organizations o ON o.id = r.org_id JOIN branches b ON b.repo_id = r.id AND b.name = ${branchName}
+    WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r, b`
+  return rows[0]
+})
+
 const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePayload.Type, { entityId }: Entity.CommandContext) {
   const sql = yield* SqlClient.SqlClient
   const [repoKey, branchName] = splitBranchKey(entityId)
-  const repo = yield* loadRepository(repoKey)
+  const reserved = payload.startOn != null && Date.now() <= payload.startOn.until ? payload.startOn : undefined
+  // A single run that starts at once on the reserved runner adds nothing to the queue: no count needed.
+  const startsAtOnce = reserved !== undefined && payload.runs.length === 1 && payload.runs[0]!.error === null
+  const limited = payload.queueLimit !== null && !startsAtOnce
+  // Both found (the usual case): one statement, with the queue's count when it is limited.
+  const found = yield* loadTarget(repoKey, branchName, limited)
+  const repo = found ?? (yield* loadRepository(repoKey))
   if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: repoKey })
   if (payload.trigger !== null) {
     const seen = yield* sql<{ fingerprint: string; run_ids: unknown; commit_hash: string }>`SELECT fingerprint, run_ids, commit_hash
@@ -79,15 +101,12 @@ const queue = Effect.fn("Branch.queueCiRuns")(function*(payload: typeof QueuePay
       return { run_ids: ids as ReadonlyArray<number>, replayed: true, commit: seen[0].commit_hash }
     }
   }
-  const branch = yield* loadBranch(repo.id, branchName)
+  const branch = found ?? (yield* loadBranch(repo.id, branchName))
   if (branch === undefined) return yield* new BranchNotFound({ branch: branchName })
   if (payload.requireHead && branch.head !== payload.commit) return yield* new CiHeadMoved({ branch: branchName, head: branch.head })
-  const reserved = payload.startOn != null && Date.now() <= payload.startOn.until ? payload.startOn : undefined
-  // A single run that starts at once on the reserved runner adds nothing to the queue: no count needed.
-  const startsAtOnce = reserved !== undefined && payload.runs.length === 1 && payload.runs[0]!.error === null
-  if (payload.queueLimit !== null && !startsAtOnce) {
-    const [row] = yield* sql<{ queued: string }>`SELECT count(*)::text AS queued FROM ci_runs WHERE status = 'queued'`
-    const queued = Number(row?.queued ?? 0)
+  // Counted by loadTarget (the branch was found, so it was that statement's).
+  if (payload.queueLimit !== null && limited) {
+    const queued = Number(found?.queued ?? 0)
     if (queued + payload.runs.length > payload.queueLimit) return yield* new CiQueueFull({ queued })
   }
   const ids: Array<number> = []

@@ -26,6 +26,8 @@ export interface WriteRequest {
   readonly owner: string
   /** With an Idempotency-Key: the request it is bound to. */
   readonly fingerprint?: string | undefined
+  /** `commandId` was made new for this send (no Idempotency-Key): no inbox row is written ahead (SendOptions.fresh). */
+  readonly fresh?: boolean | undefined
 }
 
 /** The entity runtime's send options for a write request. */
@@ -33,6 +35,7 @@ const sendOptions = (request: WriteRequest | undefined, timeoutMs: number) => ({
   commandId: request?.commandId,
   owner: request?.owner,
   fingerprint: request?.fingerprint,
+  fresh: request?.fresh,
   timeout: Duration.millis(timeoutMs)
 })
 

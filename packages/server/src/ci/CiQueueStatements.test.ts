@@ -1,0 +1,76 @@
+/**
+ * Issue 24: a manual CI start on a node with a free runner is one QueueCiRuns command, and on the embedded
+ * database each SQL statement is a good part of its latency (bench:ci's trigger -> running). This pins the
+ * statements from the send to the reply, sent as CiHandlers sends it (a command id made for the send, so the
+ * outcome can be followed, yet fresh: no inbox row written ahead; a runner of this node reserved), on a counted
+ * connection to a migrated in-memory PGlite. A statement added back to the path fails it.
+ */
+import { EntityRuntime, MemoryBroker, MemoryBus } from "@grove/bus"
+import { expect, layer } from "@effect/vitest"
+import { Migrations } from "@grove/storage"
+import { Duration, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { randomUUID } from "node:crypto"
+import { repositoryRows } from "../entities/Commands.testing.ts"
+import { branchSlice } from "../entities/EntitySlices.ts"
+import { sender } from "../entities/Sending.ts"
+import { branchRow, countedDatabase } from "../merges/MergeFixtures.testing.ts"
+import * as CiQueue from "./CiQueueCommand.ts"
+
+const { traffic, layer: Counted } = countedDatabase()
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
+const Branch = branchSlice(CiQueue.commands)
+// No relay poll in the counted window, and the marks of what the relay published wait.
+const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
+  Layer.provideMerge(MemoryBus.layer({ nodeId: "statements" })),
+  Layer.provide(MemoryBroker.MemoryBroker.layer)
+)
+const Node = EntityRuntime.EntityRuntime.register(Branch, CiQueue.handlers).pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Db))
+
+/**
+ * The command's transaction: BEGIN, the fence with the inbox row, the repository and the branch (locked, one
+ * read), the run's row, the reply with the event rows it committed, COMMIT. 8 before: the sender wrote the inbox
+ * row before sending, and the repository and the branch were read apart.
+ */
+const EXPECTED = 6
+
+layer(Node, { timeout: 60_000, excludeTestServices: true })("a manual CI start's SQL statements", (it) => {
+  it.effect("queuing one run started on a reserved runner runs a fixed number of statements", () =>
+    Effect.gen(function*() {
+      const runtime = yield* EntityRuntime.EntityRuntime
+      const sql = yield* SqlClient.SqlClient
+      const { key, repoId } = yield* repositoryRows("pin")
+      yield* branchRow(repoId, "main", "c".repeat(64))
+      const queue = sender(runtime, Branch, 30_000)("QueueCiRuns")
+      const start = Effect.gen(function*() {
+        const reservation = randomUUID()
+        const queued = yield* queue(`${key}:main`, {
+          event: "manual",
+          commit: "c".repeat(64),
+          requireHead: false,
+          trigger: null,
+          queueLimit: 100,
+          triggeredBy: "t",
+          runs: [{ workflowName: "noop", workflowPath: ".oak/workflows/noop.yml", workflow: "{}", jobs: "[]", error: null }],
+          startOn: { node: "statements", reservation, until: Date.now() + 60_000 }
+        }, { commandId: randomUUID(), owner: "user:t", fresh: true })
+        expect(CiQueue.startedFor(queued, reservation)).toBe(queued.run_ids[0])
+        return queued.run_ids[0]!
+      })
+      // The first start prepares the statements; every partition's worker claims its partition meanwhile.
+      yield* start
+      for (let waited = 0; runtime.health().claimed.length < 32; waited += 10) {
+        if (waited > 30_000) return yield* Effect.die(new Error("the partitions were never all claimed"))
+        yield* Effect.sleep(10)
+      }
+      yield* start
+      const before = traffic.statements.length
+      const id = yield* start
+      const statements = traffic.statements.slice(before)
+      expect(statements.filter((s) => s.startsWith("INSERT INTO command_inbox")), "no inbox row written ahead of the command").toEqual([])
+      expect(statements.length, statements.map((s, i) => `${i + 1}. ${s.slice(0, 120)}`).join("\n")).toBe(EXPECTED)
+      // Recorded as started by the reserving node.
+      const [row] = yield* sql<{ status: string; runner_node: string }>`SELECT status, runner_node FROM ci_runs WHERE id = ${id}`
+      expect(row).toEqual({ status: "running", runner_node: "statements" })
+    }))
+})
