@@ -24,6 +24,12 @@ const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : undefined
 }
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  // The usage is this file's header (not a 20k-file run, which is what an unknown flag still gets).
+  const source = fs.readFileSync(import.meta.filename, "utf8")
+  console.log(source.slice(source.indexOf("/**") + 3, source.indexOf("*/")).replace(/^ \* ?/gm, "").trim())
+  process.exit(0)
+}
 const files = Number(arg("files") ?? 20_000)
 const runs = Number(arg("runs") ?? 7)
 const oldRoot = arg("old")
