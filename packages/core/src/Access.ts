@@ -102,15 +102,18 @@ export const parseScopes = (text: string): ReadonlyArray<Scope> | undefined => {
 export const grantableScopes = (role: Role | undefined): ReadonlyArray<Scope> =>
   role === undefined ? [] : role === "owner" ? SCOPES : SCOPES.filter((scope) => scope !== "release")
 
+/** The denial for a key without the scope `scope`. */
+const lacksScope = (scope: Scope): Decision => ({
+  _tag: "Deny",
+  status: 403,
+  reason: `this token lacks the '${scope}' scope`,
+  missingScope: scope
+})
+
+// Runs on every request: no closure per call (a bundle that keeps function names also names each one).
 export const decide = (principal: Principal, limits: TokenLimits, resource: Resource, action: Action): Decision => {
   const need = requirement[action]
   const scopes = tokenScopes(limits)
-  const missingScope = (): Decision => ({
-    _tag: "Deny",
-    status: 403,
-    reason: `this token lacks the '${need.scope}' scope`,
-    missingScope: need.scope
-  })
 
   if (principal.kind === "anonymous") {
     // Anonymous callers see public repositories only, and may only read them.
@@ -124,7 +127,7 @@ export const decide = (principal: Principal, limits: TokenLimits, resource: Reso
     if (repoLimit !== undefined && action !== "read") {
       return { _tag: "Deny", status: 403, reason: "this key is limited to one repository" }
     }
-    return scopes.has(need.scope) ? allow : missingScope()
+    return scopes.has(need.scope) ? allow : lacksScope(need.scope)
   }
 
   const role = effectiveRole(principal, resource.callerRole)
@@ -132,7 +135,7 @@ export const decide = (principal: Principal, limits: TokenLimits, resource: Reso
   if (resource.kind === "organization") {
     if (repoLimit !== undefined) return notFound
     if (role === undefined) return notFound
-    if (!scopes.has(need.scope)) return missingScope()
+    if (!scopes.has(need.scope)) return lacksScope(need.scope)
     if (roleRank[role] < roleRank[need.role]) {
       return { _tag: "Deny", status: 403, reason: `this action needs the '${need.role}' role in the organization` }
     }
@@ -143,7 +146,7 @@ export const decide = (principal: Principal, limits: TokenLimits, resource: Reso
   if (repoLimit !== undefined && repoLimit !== resource.repoId) return notFound
   const visible = resource.isPublic || role !== undefined
   if (!visible) return notFound
-  if (!scopes.has(need.scope)) return missingScope()
+  if (!scopes.has(need.scope)) return lacksScope(need.scope)
   if (action === "read") return allow
   if (role === undefined) {
     return { _tag: "Deny", status: 403, reason: "only members of the owning organization may change this repository" }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type AccessEntry, writer } from "./AccessLog.ts"
+import { type AccessEntry, formatEntry, writer } from "./AccessLog.ts"
 
 const base: AccessEntry = {
   requestId: "ab12cd34-1z",
@@ -55,5 +55,28 @@ describe("access log writer", () => {
     const at = Date.parse(match![1]!)
     expect(at).toBeGreaterThanOrEqual(before)
     expect(at).toBeLessThanOrEqual(end)
+  })
+
+  it("a JSON line is the JSON of the entry's fields, whatever characters they hold", () => {
+    const texts = ["", "plain", "quote\"d", "back\\slash", "tab\tand\nnewline", "ctl\u0001", "del\u007f", "ünïcødé", "\u2028", "😀", "\ud800"]
+    for (const text of texts) {
+      for (const extra of [{}, { traceId: text, bytes: undefined, caller: undefined }, { seconds: Number.NaN, bytes: 1.5 }]) {
+        const entry: AccessEntry = { ...base, requestId: text, route: text, caller: text, ...extra }
+        const line = formatEntry("json", entry, text)
+        expect(line).toBe(JSON.stringify({
+          timestamp: text,
+          level: "INFO",
+          message: "request",
+          request_id: entry.requestId,
+          method: entry.method,
+          route: entry.route,
+          status: entry.status,
+          duration_ms: Math.round(entry.seconds * 1e6) / 1e3,
+          bytes: entry.bytes ?? null,
+          caller: entry.caller ?? null,
+          ...(entry.traceId === undefined ? {} : { trace_id: entry.traceId })
+        }))
+      }
+    }
   })
 })

@@ -20,23 +20,25 @@ export interface AccessEntry {
   readonly traceId?: string | undefined
 }
 
-/** One line; `timestamp`: the ISO time it was written (the writer makes one per millisecond). */
+/** Printable ASCII but the quote and the backslash: the JSON string of such a text is the text in quotes. */
+const PLAIN_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
+const jsonString = (text: string): string => PLAIN_TEXT.test(text) ? `"${text}"` : JSON.stringify(text)
+/** A number as JSON.stringify writes it (null when not finite). */
+const jsonNumber = (value: number): string => Number.isFinite(value) ? `${value}` : "null"
+
+/**
+ * One line; `timestamp`: the ISO time it was written (the writer makes one per millisecond). The JSON
+ * line is the text `JSON.stringify` makes of the entry's object, written out directly: the object
+ * (and its spread) cost twice the time on every answered request.
+ */
 export const formatEntry = (format: LogFormat, entry: AccessEntry, timestamp: string): string => {
   const ms = Math.round(entry.seconds * 1e6) / 1e3
   if (format === "json") {
-    return JSON.stringify({
-      timestamp,
-      level: "INFO",
-      message: "request",
-      request_id: entry.requestId,
-      method: entry.method,
-      route: entry.route,
-      status: entry.status,
-      duration_ms: ms,
-      bytes: entry.bytes ?? null,
-      caller: entry.caller ?? null,
-      ...(entry.traceId === undefined ? {} : { trace_id: entry.traceId })
-    })
+    return `{"timestamp":${jsonString(timestamp)},"level":"INFO","message":"request","request_id":${jsonString(entry.requestId)}` +
+      `,"method":${jsonString(entry.method)},"route":${jsonString(entry.route)},"status":${jsonNumber(entry.status)}` +
+      `,"duration_ms":${jsonNumber(ms)},"bytes":${entry.bytes === undefined ? "null" : jsonNumber(entry.bytes)}` +
+      `,"caller":${entry.caller === undefined ? "null" : jsonString(entry.caller)}` +
+      `${entry.traceId === undefined ? "" : `,"trace_id":${jsonString(entry.traceId)}`}}`
   }
   return `[${timestamp}] ${entry.method} ${entry.route} ${entry.status} ${ms}ms ` +
     `${entry.bytes === undefined ? "-" : `${entry.bytes}B`} ${entry.caller ?? "-"} request_id=${entry.requestId}` +
