@@ -18,6 +18,7 @@ import { directPlacer } from "../local/Placing.ts"
 import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
+import { askCapabilitiesEarly, COMPRESS_FROM } from "./BodyCompression.ts"
 import type { IncomingBlob } from "./Download.ts"
 import { downloadBlobs } from "./Download.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
@@ -53,6 +54,8 @@ export const fetchBranch = Effect.fn("Fetch.branch")(function*(
   since: string | null
 ) {
   const { call, client } = remote.connection
+  // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
+  if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
   const answer = yield* call(client.sync.pull({
     params: { owner: remote.owner, name: remote.name },
     query: { branch_name: branch, ...(since === null ? {} : { since }) }
@@ -106,6 +109,8 @@ export const materialize = (
     const withheldFiles = countWithheld(to, withheld)
     from = withoutWithheld(from, withheld)
     to = withoutWithheld(to, withheld)
+    // A clone's checkout is new: nothing is kept locally yet, so no blob is looked for there (a stat per file).
+    const fresh = direct && from.size === 0 && index.size === 0
     const present = new Set([...from.values()].map((f) => f.hash))
     const kept = new Map<string, string>()
     const wanted = new Map<string, IncomingBlob>()
@@ -114,7 +119,7 @@ export const materialize = (
       const current = from.get(file)
       if (current !== undefined && current.hash === entry.hash && current.mode === entry.mode) continue
       if (present.has(entry.hash) || kept.has(entry.hash) || wanted.has(entry.hash)) continue
-      if (yield* workspace.objects.hasBlob(entry.hash)) {
+      if (!fresh && (yield* workspace.objects.hasBlob(entry.hash))) {
         kept.set(entry.hash, blobPath(root, entry.hash))
         continue
       }
@@ -122,7 +127,7 @@ export const materialize = (
     }
     const downloadDir = path.join(tempDir(root), `download-${process.pid}-${Date.now()}`)
     let downloaded = new Map<string, string>()
-    const placer = direct && from.size === 0 && index.size === 0 ? directPlacer(root, to) : undefined
+    const placer = fresh ? directPlacer(root, to) : undefined
     if (wanted.size > 0) {
       if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
       // Sizes unknown here come back from blobs/info along with the chunk lists.
