@@ -65,18 +65,6 @@ export const checkMergeable = (branch: BranchRecord | undefined, name: string) =
 }
 
 /**
- * Manifest hashes of the commits planning read, by repository and commit: a commit's rows never change its
- * manifest (its hash covers it), so an entry is never stale. A merge's base is nearly always a commit an
- * earlier merge read as main's head, so its manifest costs no read.
- */
-const manifests = new Map<string, string>()
-const MANIFESTS_KEPT = 10_000
-const rememberManifest = (repoId: string, hash: string, manifest: string) => {
-  if (manifests.size >= MANIFESTS_KEPT) manifests.clear()
-  manifests.set(`${repoId}:${hash}`, manifest)
-}
-
-/**
  * Main's head, the merge base with `branchHead`, and the three-way merge of the three manifests at the
  * paths either side changed (TreeMerge: the cost follows the changes, not the tree's size), as the merge
  * and its preview compute them; `no_changes` when main already contains the branch head.
@@ -97,13 +85,13 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     mainHead === null ? Effect.succeed(undefined) : history.ancestry(repo.id, [mainHead, branchHead], [...known.values()]),
     heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
-  for (const [hash, commit] of commits) rememberManifest(repo.id, hash, commit.manifest_hash)
+  for (const [hash, commit] of commits) trees.rememberManifest(repo.id, hash, commit.manifest_hash)
   const graph = edges === undefined ? undefined : ancestryOf(edges)
   const base = mainHead === null || graph === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, graph.parents, graph.generation)
-  let baseManifest = base === null ? Blake3.EMPTY_HASH : manifests.get(`${repo.id}:${base}`)
+  let baseManifest = base === null ? Blake3.EMPTY_HASH : trees.manifest(repo.id, base)
   if (baseManifest === undefined) {
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH
-    if (baseManifest !== Blake3.EMPTY_HASH) rememberManifest(repo.id, base!, baseManifest)
+    if (baseManifest !== Blake3.EMPTY_HASH) trees.rememberManifest(repo.id, base!, baseManifest)
   }
   const cache = trees.view(repo.orgId)
   const oursRoot = commits.get(mainHead ?? "")?.manifest_hash ?? Blake3.EMPTY_HASH

@@ -87,4 +87,12 @@ describe("PlanningTrees", () => {
       expect(yield* other.view("org").resolve((lookup) => [lookup(h("a")), lookup(h("b"))])).toEqual([entries, undefined])
       expect(reads).toEqual([[h("a")], [h("a"), h("b")]])
     }))
+
+  it("keeps the manifests of the commits planning read, per repository", () => {
+    const planning = makePlanningTrees(store({}).objects)
+    planning.rememberManifest("repo1", h("c"), h("m"))
+    expect(planning.manifest("repo1", h("c"))).toBe(h("m"))
+    expect(planning.manifest("repo2", h("c"))).toBeUndefined()
+    expect(makePlanningTrees(store({}).objects).manifest("repo1", h("c"))).toBeUndefined()
+  })
 })
