@@ -92,6 +92,26 @@ layer(Services, { timeout: 120_000, excludeTestServices: true })("push preparati
       expect((yield* w.pushed("b", moved, [])).newBlobs).toEqual([blobOf(moved, "docs/f1.ts")])
     }))
 
+  it.effect("a one-file push six directories deep asks which of its trees the repository has in one query, not one per level", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const deep = "a/b/c/d/e/f.ts"
+      const first = buildCommit({ branch: "d", files: { ...TREE, [deep]: "deep\n" } })
+      yield* w.pushed("d", first, sorted(first.contents.keys()))
+      const second = buildCommit({ branch: "d", files: { ...TREE, [deep]: "deeper\n" }, parent: first })
+      const changed = blobOf(second, deep)
+      const objects = yield* ContentObjects
+      const asked: Array<number> = []
+      const counted = ContentObjects.of({ ...objects, repoTrees: (repoId, hashes) => (asked.push(hashes.length), objects.repoTrees(repoId, hashes)) })
+      const prepared = yield* w.prepare(pushBody({ branch: "d", commits: [second], blobs: inlineBlobs(second, new Set([changed])) })).pipe(
+        Effect.provideService(ContentObjects, counted)
+      )
+      // On the old code: six queries (the root, then a level at a time down to a/b/c/d/e).
+      expect(asked).toHaveLength(1)
+      expect(prepared.newTrees).toHaveLength(6) // the root and a, a/b, ..., a/b/c/d/e: src and its subtree are known
+      expect(prepared.newBlobs).toEqual([changed])
+    }))
+
   it.effect("a changed file whose blob was neither uploaded nor stored is still refused", () =>
     Effect.gen(function*() {
       const w = yield* world

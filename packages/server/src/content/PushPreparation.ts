@@ -208,11 +208,23 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   // Closure: every tree the commits reach is pushed or stored; collect what is new to this repository.
   const newTrees = new Set<string>()
   let frontier = [...new Set(body.commits.map((c) => c.manifest_hash))]
+  // What the walk can meet going down pushed trees (the roots, the pushed trees and their subtrees) is asked
+  // about in one query, not one per level: a one-file push six directories deep asked seven times.
+  const reachable = new Set<string>()
+  for (const stack = [...frontier]; stack.length > 0;) {
+    const h = stack.pop()!
+    if (reachable.has(h)) continue
+    reachable.add(h)
+    for (const e of cache.get(h) ?? []) if (e.kind === "tree") stack.push(e.hash)
+  }
+  const knownReachable = yield* objects.repoTrees(repo.id, [...reachable])
   const visited = new Set<string>()
   while (frontier.length > 0) {
     const candidates = frontier.filter((h) => !visited.has(h))
     for (const h of candidates) visited.add(h)
-    const known = yield* objects.repoTrees(repo.id, candidates)
+    const beyond = candidates.filter((h) => !reachable.has(h))
+    const knownBeyond = beyond.length === 0 ? new Set<string>() : yield* objects.repoTrees(repo.id, beyond)
+    const known = { has: (h: string) => knownReachable.has(h) || knownBeyond.has(h) }
     const todo = candidates.filter((h) => !known.has(h))
     // A tree the push does not carry counts only if the caller can read it already: dedup never grants access.
     const unpushed = todo.filter((h) => cache.get(h) === undefined)
