@@ -214,6 +214,25 @@ describe("CI runs", () => {
     expect((await completed(id)).conclusion).toBe("failure")
   }, 60_000)
 
+  // A start at the head is planned at the head this node last saw (a start's read, a push's event) and queued only
+  // while it is still the head (CiHandlers, CiWake.head): a push right before moves it, and the run is at the new one.
+  it("starts a manual run at the head a push just moved the branch to", async () => {
+    let parent: ReturnType<typeof buildCommit> | undefined
+    for (let round = 0; round < 3; round++) {
+      const c = buildCommit({
+        branch: "moving",
+        files: { ".oak/workflows/fail.yml": WORKFLOWS[".oak/workflows/fail.yml"]!, "message.txt": `round ${round}\n` },
+        ...(parent === undefined ? {} : { parent })
+      })
+      const pushed = await as("olga").post("/acme/app/push", pushBody({ branch: "moving", commits: [c], description: `Round ${round}` }))
+      expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
+      const id = await start("fail", "moving")
+      expect((await as("olga").get(`/acme/app/ci/runs/${id}?logs=false`)).body.commit_hash, `round ${round}`).toBe(c.commit.hash)
+      expect((await completed(id)).conclusion).toBe("failure")
+      parent = c
+    }
+  }, 60_000)
+
   // The tree of a published commit is kept by repository and commit (WorkflowFiles): another repository's commit,
   // started in its own first, is still not this one's.
   it("answers 404 for a start at another repository's commit, also once that commit ran in its own", async () => {

@@ -12,6 +12,7 @@ import { Bus, MetricHandles, Topics } from "@grove/bus"
 import { Cause, Effect, Exit, Layer, Metric, Scope } from "effect"
 import * as path from "node:path"
 import { type CiConfig, ServerConfig, DEFAULT_CI } from "../Config.ts"
+import { repositoryEventOf } from "../events/RepositoryEvent.ts"
 import { CiGateway } from "./CiGateway.ts"
 import * as CiHeartbeats from "./CiHeartbeats.ts"
 import { FOLLOW_MARGIN_MS, outcomeUnknown } from "./CiOutcome.ts"
@@ -75,6 +76,9 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   let backlog = false
 
   yield* bus.tail(Topics.events, (record) => {
+    // A branch's new head, for the manual starts' plans (CiWake.head); a merge's commit is main's.
+    const moved = repositoryEventOf(record.value)
+    if (moved?.branch !== undefined && moved.commit !== undefined) wake.sawHead(moved.repository_id, moved.type === "merge" ? "main" : moved.branch, moved.commit)
     const event = record.value as { type?: unknown; run_id?: unknown } | null
     return event?.type === "ci.run.queued" && !claimedLately.has(Number(event.run_id)) ? wake.wake : Effect.void
   }).pipe(Effect.catch((error) => Effect.logWarning("not following CI events; queued runs are picked up by polling", error)))

@@ -23,7 +23,7 @@ import { repositoryKey, type RepositoryRecord } from "../access/RepositoryRecord
 import { ciCommandFailure } from "./CiErrors.ts"
 import { FOLLOW_MARGIN_MS, outcomeOf, outcomeUnknown } from "./CiOutcome.ts"
 import { CiGateway } from "./CiGateway.ts"
-import { Queued, type QueuePayload, startedFor } from "./CiQueueCommand.ts"
+import { type PlannedRun, Queued, type QueuePayload, startedFor } from "./CiQueueCommand.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { runKey, toApiRun, withJobs } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
@@ -60,7 +60,7 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
    * not come follows the command's outcome. Not cut off by the caller going away: a run recorded as started
    * here must get its runner.
    */
-  const queueHere = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">) =>
+  const queueOrMoved = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">, headMoved: "fail" | "undefined") =>
     Effect.gen(function*() {
       const repoKey = repositoryKey(repo.owner, repo.name)
       const request = yield* commandRequest
@@ -84,8 +84,11 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
             ? wake.follow(outcomeOf(runtime, followed, until, (value) => Option.match(decodeQueued(value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) })), repoKey)
             : wake.release
         }),
-        Effect.catch(ciCommandFailure)
+        // A start planned at the head this node last saw, which moved: planned again by the caller.
+        Effect.catch((error) => headMoved === "undefined" && error._tag === "CiHeadMoved" ? Effect.succeed(undefined) : ciCommandFailure(error))
       )
+      // (Its reservation was given back as it failed.)
+      if (queued === undefined) return undefined
       if (node !== undefined) {
         const started = startedFor(queued, reservation)
         yield* started === undefined ? wake.release : wake.run(started, repoKey)
@@ -94,6 +97,10 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
       if (!queued.replayed && queued.run_ids.some((id) => id !== queued.started)) yield* wake.wake
       return queued
     }).pipe(Effect.uninterruptible)
+  /** queueOrMoved, failing (412) when the payload's exact head moved. */
+  const queueHere = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">) =>
+    // Undefined only for a moved head taken as undefined.
+    Effect.map(queueOrMoved(repo, branch, payload, "fail"), (queued) => queued!)
 
   /** The workflows at `commit` chosen for a manual start (by name, or all that take `manual`); 404 when none. */
   const chosenAt = (repo: RepositoryRecord, commit: string, event: WorkflowEvent, workflow: string | null | undefined) =>
@@ -142,20 +149,25 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
     start: Effect.fn(function*({ params, payload }) {
       const repo = yield* repository(params, "write")
       const branchName = payload.branch ?? "main"
+      const triggeredBy = yield* actorName
+      const manual = (commit: string, requireHead: boolean, runs: ReadonlyArray<PlannedRun>) =>
+        ({ event: "manual" as const, commit, requireHead, trigger: null, queueLimit, triggeredBy, runs })
+      // At the head: planned at the one this node last saw, without reading the branch, and started only while it is
+      // still the head (the command checks, under the branch's lock). Not the head, or its workflows not found: read
+      // as below. Not with an Idempotency-Key, whose first command's answer (head moved) a retry would replay.
+      const seen = payload.commit == null && (yield* commandRequest).commandId === undefined ? wake.head(repo.id, branchName) : undefined
+      if (seen !== undefined) {
+        const planned = yield* Effect.option(chosenAt(repo, seen, "manual", payload.workflow))
+        const queued = Option.isSome(planned) ? yield* queueOrMoved(repo, branchName, manual(seen, true, planned.value), "undefined") : undefined
+        if (queued !== undefined) return { run_ids: queued.run_ids }
+      }
       const branch = yield* dbUnavailable(branches.get(repo.id, branchName))
+      wake.sawHead(repo.id, branchName, branch?.head ?? undefined)
       if (branch === undefined) return yield* notFound(`branch '${branchName}' not found`)
       const commit = payload.commit ?? branch.head
       if (commit === null) return yield* notFound(`branch '${branchName}' has no commits to run`)
       const planned = yield* chosenAt(repo, commit, "manual", payload.workflow)
-      const queued = yield* queueHere(repo, branchName, {
-        event: "manual",
-        commit,
-        requireHead: false,
-        trigger: null,
-        queueLimit,
-        triggeredBy: yield* actorName,
-        runs: planned
-      })
+      const queued = yield* queueHere(repo, branchName, manual(commit, false, planned))
       return { run_ids: queued.run_ids }
     }),
     trigger: Effect.fn(function*({ params, payload }) {

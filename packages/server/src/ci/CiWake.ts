@@ -25,6 +25,9 @@ export interface LocalRunners {
   readonly follow: (outcome: Effect.Effect<number | undefined>, repoKey: string) => Effect.Effect<void>
 }
 
+/** Branch heads remembered (the least recently seen goes first). */
+const HEADS_KEPT = 4096
+
 export class CiWake extends Context.Service<CiWake, {
   /** Wakes the dispatcher (several wakes before it looks count as one). */
   readonly wake: Effect.Effect<void>
@@ -37,10 +40,17 @@ export class CiWake extends Context.Service<CiWake, {
   readonly release: Effect.Effect<void>
   readonly run: (runId: number, repoKey: string) => Effect.Effect<void>
   readonly follow: (outcome: Effect.Effect<number | undefined>, repoKey: string) => Effect.Effect<void>
+  /**
+   * The head this node last saw of a repository's (id) branch, from a start's read or a push or merge event: a manual
+   * start plans its runs at it without reading the branch, and its command checks it under the branch's lock.
+   */
+  readonly head: (repoId: string, branch: string) => string | undefined
+  readonly sawHead: (repoId: string, branch: string, head: string | undefined) => void
 }>()("grove/server/ci/CiWake") {
   static readonly layer = Layer.effect(CiWake, Effect.gen(function*() {
     const queue = yield* Queue.dropping<void>(1)
     let local: LocalRunners | undefined
+    const heads = new Map<string, string>()
     return CiWake.of({
       wake: Queue.offer(queue, undefined).pipe(Effect.asVoid),
       woken: Queue.take(queue),
@@ -50,7 +60,15 @@ export class CiWake extends Context.Service<CiWake, {
       reserve: Effect.sync(() => local !== undefined && local.reserve() ? local.node : undefined),
       release: Effect.suspend(() => local === undefined ? Effect.void : local.release),
       run: (runId, repoKey) => local === undefined ? Effect.void : local.run(runId, repoKey),
-      follow: (outcome, repoKey) => local === undefined ? Effect.void : local.follow(outcome, repoKey)
+      follow: (outcome, repoKey) => local === undefined ? Effect.void : local.follow(outcome, repoKey),
+      head: (repoId, branch) => heads.get(`${repoId}\0${branch}`),
+      sawHead: (repoId, branch, head) => {
+        const key = `${repoId}\0${branch}`
+        heads.delete(key)
+        if (head === undefined) return
+        heads.set(key, head)
+        if (heads.size > HEADS_KEPT) heads.delete(heads.keys().next().value!)
+      }
     })
   }))
 }
