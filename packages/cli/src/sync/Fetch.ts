@@ -98,8 +98,10 @@ export const materialize = (
     const { root } = workspace
     // The checkout's own config, key and state live in `.grove/`: a tree that would write there is refused, whatever
     // the server (older servers accept such paths), before anything is fetched or written.
-    for (const file of to.keys()) {
-      const top = file.slice(0, file.indexOf("/") >>> 0)
+    // Each top-level name once (the check costs a few µs a name, a clone has thousands of files under a few).
+    const tops = new Set<string>()
+    for (const file of to.keys()) tops.add(file.slice(0, file.indexOf("/") >>> 0))
+    for (const top of tops) {
       if (Objects.Tree.isDotGrove(top)) {
         return yield* failure(`the repository holds '${top}/', where grove keeps this checkout's own files: not written`, "reserved_path")
       }
