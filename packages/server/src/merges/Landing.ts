@@ -35,6 +35,32 @@ export interface ComputedCommit {
 }
 
 /**
+ * The trees that turn `before` into `after` (on `beforeRoot`), built in memory: refused when they are invalid or
+ * when the new root holds `.grove` in any spelling a checkout takes for it (Tree.isDotGrove). Pushes refuse such a
+ * root, but commits stored before that check could still bring one to main (or a branch) through a merge, sync or
+ * revert, and the client refuses to check such a tree out. The root is always rebuilt, so looking costs no read.
+ */
+export const buildTree = Effect.fnUntraced(function*(
+  cache: TreeCache,
+  beforeRoot: string,
+  before: FileChanges.Snapshot,
+  after: FileChanges.Snapshot
+) {
+  const edits = TreeMerge.editsBetween(before, after)
+  const built = yield* cache.resolve((lookup) => TreeMerge.editTree(beforeRoot, edits, lookup))
+  if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
+  const reserved = built.trees.get(built.root)?.find((e) => Tree.isDotGrove(e.name))
+  if (reserved !== undefined) {
+    return yield* refuse(
+      409,
+      `the resulting tree's root would hold ${JSON.stringify(reserved.name)}, which a checkout takes for '.grove' (where grove keeps a checkout's own files): no checkout could take it`,
+      "invalid_tree"
+    )
+  }
+  return built
+})
+
+/**
  * Writes the commit that turns `before` into `after` on `branch`: its trees, the unpublished commit row and the
  * list of the trees it built (blobs all come from published snapshots). `before` and
  * `after` may hold only the paths that can differ (the rest is `beforeRoot`'s): only the directories on the way
@@ -57,9 +83,7 @@ export const writeCommit = Effect.fnUntraced(function*(
 ) {
   const objects = yield* ContentObjects
   const planning = yield* PlanningTrees
-  const edits = TreeMerge.editsBetween(options.before, options.after)
-  const built = yield* cache.resolve((lookup) => TreeMerge.editTree(options.beforeRoot, edits, lookup))
-  if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
+  const built = yield* buildTree(cache, options.beforeRoot, options.before, options.after)
   const files = TreeDiff.diffSnapshots(options.before, options.after)
   // Microseconds, as the Oak client stamps its commits.
   const timestamp = (Timestamp.fromDate(new Date()) / 1000n) * 1000n

@@ -21,7 +21,7 @@ import { type CommitHeader, commitHeaderColumns, loadCommitHeaders } from "../co
 import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
 import { History } from "../content/History.ts"
 import { ancestryOf } from "./Generations.ts"
-import { refuse, writeCommit } from "./Landing.ts"
+import { buildTree, refuse, writeCommit } from "./Landing.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
 
 export const MAIN = "main"
@@ -212,15 +212,22 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
   const ci = !gate.open
     ? { state: gate.reason, workflows: gate.workflows }
     : { state: Number(ran?.runs ?? 0) === 0 ? "none" as const : "passed" as const, workflows: [] }
-  const { base, merged, result } = yield* mergeOfHeads(repo, mainHead, head, headers)
+  const { base, cache, merged, oursRoot, result } = yield* mergeOfHeads(repo, mainHead, head, headers)
   const conflictPaths = result === "no_changes" ? [] : result.conflicts.map((c) => c.path)
-  const merge = refused !== undefined
+  const outcome = refused !== undefined
     ? "not_mergeable" as const
     : conflictPaths.length > 0
     ? "conflicts" as const
     : result === "no_changes" || unchangedMain(result.ours, result)
     ? "no_changes" as const
     : "clean" as const
+  // A clean merge's tree is built (in memory, as the merge would) to learn whether the merge would refuse it.
+  const unbuildable = outcome !== "clean" || result === "no_changes" ? undefined : yield* buildTree(cache, oursRoot, result.ours, result.merged).pipe(
+    Effect.as(undefined),
+    Effect.catchTag("LandingRefused", (refusal) => Effect.succeed(refusal.message))
+  )
+  const reason = refused ?? unbuildable
+  const merge = unbuildable === undefined ? outcome : "not_mergeable" as const
   const commits = (yield* history.branchCommits(repo.id, name, head)).slice(-PREVIEW_COMMITS).reverse()
   return {
     branch: name,
@@ -228,7 +235,7 @@ export const previewMerge = Effect.fn("MergePlanner.previewMerge")(function*(rep
     main_head: mainHead,
     merge_base: base,
     merge,
-    ...(refused === undefined ? {} : { reason: refused }),
+    ...(reason === undefined ? {} : { reason }),
     conflict_paths: conflictPaths,
     ci,
     commits: commits.map((c) => ({ hash: c.hash, author: c.author, timestamp: c.timestamp, message: c.message, files: c.files.length })),

@@ -1,0 +1,138 @@
+/**
+ * No root `.grove` (in any spelling a checkout takes for it: core Tree.isDotGrove) lands through a merge, sync
+ * or revert, against the real server. A push holding one is refused (400 invalid_tree), but commits stored
+ * before that check still exist: the test stops the server and plants them in the embedded database as a push
+ * would have left them (trees, published commit rows, reached trees, branch heads), then starts it again on
+ * the same data directory. The client refuses to check out such a root, so landing one would make main (or
+ * the branch) unclonable: each is refused (409 invalid_tree) and every head stays where it was.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { ApiSync } from "@grove/api"
+import * as Tree from "@grove/core/objects/Tree"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { buildCommit, type Built, pushBody } from "../support/content.ts"
+import { type GroveServer, startServer } from "../support/GroveServer.ts"
+import { api } from "../support/http.ts"
+
+let dataDir: string
+let server: GroveServer
+let token: string
+const a = () => api(server.url, token)
+
+/** main's first squash (clean), then the legacy commits main got before the push check: L1 adds `.GROVE/config.json`, L2 removes it. */
+let s1: string
+let l1: Built
+let l2: Built
+/** Branch `planted` (of main, forked at S1) adds `.grove/config.json`; branch `child` (of `planted`, forked at S1) adds c.txt. */
+let planted: Built
+let child: Built
+
+const config = JSON.stringify({ remote: "http://attacker.invalid:9", owner: "mia", name: "legacy" })
+
+/** What a push would have stored for `built` (its blobs are not needed: nothing reads them before the refusal). */
+const plant = async (db: PGlite, built: Built) => {
+  const [repo] = (await db.query<{ id: string; org_id: string }>(`SELECT id, org_id FROM repositories WHERE name = 'legacy'`)).rows
+  for (const t of built.trees) {
+    await db.query(`INSERT INTO trees (org_id, hash, body) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [repo!.org_id, t.hash, Tree.encodeTree(t.entries)])
+    await db.query(`INSERT INTO repo_trees (repo_id, tree_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [repo!.id, t.hash])
+  }
+  const c = built.commit
+  await db.query(
+    `INSERT INTO commits (repo_id, hash, branch_name, parent_hash, manifest_hash, author, timestamp, files, published)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true)`,
+    [repo!.id, c.hash, c.branch_name, c.parent_hash, c.manifest_hash, c.author, c.timestamp, JSON.stringify(c.files.map(ApiSync.toFileChangeData))]
+  )
+  return repo!.id
+}
+
+const heads = async () => {
+  const branches = (await a().get("/mia/legacy/branches")).body.branches as ReadonlyArray<{ name: string; head: string | null }>
+  return Object.fromEntries(branches.map((b) => [b.name, b.head]))
+}
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-dotgrove-"))
+  server = await startServer({ dataDir })
+  token = await server.createUser("mia")
+  expect((await a().post("/repos", { name: "legacy" })).status).toBe(201)
+  const c1 = buildCommit({ branch: "one", files: { "a.txt": "a\n" } })
+  expect((await a().post("/mia/legacy/push", pushBody({ branch: "one", commits: [c1], description: "a" }))).body).toMatchObject({ success: true })
+  const merged = await a().post("/mia/legacy/branches/one/merge")
+  expect(merged.status, JSON.stringify(merged.body)).toBe(200)
+  s1 = merged.body.commit_hash
+  // The push refuses these trees now: they can only be stored ones.
+  const atS1 = { parentHash: s1, parentSnapshot: c1.snapshot }
+  l1 = buildCommit({ branch: "main", files: { "a.txt": "a\n", ".GROVE/config.json": config }, ...atS1 })
+  l2 = buildCommit({ branch: "main", files: { "a.txt": "a\n" }, parent: l1 })
+  planted = buildCommit({ branch: "planted", files: { "a.txt": "a\n", ".grove/config.json": config }, ...atS1 })
+  child = buildCommit({ branch: "child", files: { "a.txt": "a\n", "c.txt": "c\n" }, ...atS1 })
+  const refused = await a().post("/mia/legacy/push", pushBody({ branch: "planted", commits: [planted] }))
+  expect(refused.body, JSON.stringify(refused.body)).toMatchObject({ code: "invalid_tree" })
+
+  await server.stop()
+  const db = await PGlite.create(path.join(dataDir, "db"))
+  let repoId = ""
+  for (const built of [l1, l2, planted, child]) repoId = await plant(db, built)
+  await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [repoId, l2.commit.hash])
+  await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [repoId, l2.commit.hash])
+  for (const [name, parent, head] of [["planted", null, planted], ["child", "planted", child]] as const) {
+    await db.query(
+      `INSERT INTO branches (repo_id, name, description, parent_branch, head, created_by, created_at) VALUES ($1, $2, $3, $4, $5, 'mia', '2026-11-22T10:00:00+00:00')`,
+      [repoId, name, name, parent, head.commit.hash]
+    )
+  }
+  await db.close()
+  server = await startServer({ dataDir })
+}, 300_000)
+
+afterAll(async () => {
+  await server?.stop()
+  if (dataDir !== undefined) fs.rmSync(dataDir, { recursive: true, force: true })
+})
+
+describe("a root .grove from a stored commit", () => {
+  const before = () => ({ main: l2.commit.hash, planted: planted.commit.hash, child: child.commit.hash })
+
+  it("merge: 409 invalid_tree naming the entry, main unchanged; the preview says not mergeable and why", async () => {
+    const preview = await a().get("/mia/legacy/branches/planted/merge-preview")
+    expect(preview.status).toBe(200)
+    expect(preview.body).toMatchObject({ merge: "not_mergeable", conflict_paths: [] })
+    expect(preview.body.reason).toContain(`".grove"`)
+    const merged = await a().post("/mia/legacy/branches/planted/merge")
+    expect(merged.status, JSON.stringify(merged.body)).toBe(409)
+    expect(merged.body).toMatchObject({ code: "invalid_tree" })
+    expect(merged.body.error).toContain(`".grove"`)
+    expect(merged.body.conflict_paths).toBeUndefined()
+    expect(await heads()).toMatchObject(before())
+    expect((await a().get("/mia/legacy")).body.head).toBe(l2.commit.hash)
+    expect((await a().get("/mia/legacy/branches/planted")).body).toMatchObject({ status: "open" })
+  })
+
+  it("sync of a branch with a parent that holds one: 409 invalid_tree, the branch unchanged", async () => {
+    const synced = await a().post("/mia/legacy/branches/child/sync")
+    expect(synced.status, JSON.stringify(synced.body)).toBe(409)
+    expect(synced.body).toMatchObject({ code: "invalid_tree" })
+    expect(await heads()).toMatchObject(before())
+  })
+
+  it("revert of the commit that removed one from main: 409 invalid_tree (the spelling stored), main unchanged", async () => {
+    const reverted = await a().post(`/mia/legacy/commits/${l2.commit.hash}/revert`)
+    expect(reverted.status, JSON.stringify(reverted.body)).toBe(409)
+    expect(reverted.body).toMatchObject({ code: "invalid_tree" })
+    expect(reverted.body.error).toContain(`".GROVE"`)
+    expect(await heads()).toMatchObject(before())
+  })
+
+  it("a .grove below the root is an ordinary folder: such a branch merges", async () => {
+    const deep = buildCommit({ branch: "deep", files: { "a.txt": "a\n", "docs/.grove/x.txt": "x\n" }, parent: l2 })
+    expect((await a().post("/mia/legacy/push", pushBody({ branch: "deep", commits: [deep], description: "deep" }))).body).toMatchObject({ success: true })
+    const preview = await a().get("/mia/legacy/branches/deep/merge-preview")
+    expect(preview.body).toMatchObject({ merge: "clean" })
+    const merged = await a().post("/mia/legacy/branches/deep/merge")
+    expect(merged.status, JSON.stringify(merged.body)).toBe(200)
+    expect((await a().get("/mia/legacy")).body.head).toBe(merged.body.commit_hash)
+  })
+})
