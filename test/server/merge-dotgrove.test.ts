@@ -29,12 +29,15 @@ let l2: Built
 /** Branch `planted` (of main, forked at S1) adds `.grove/config.json`; branch `child` (of `planted`, forked at S1) adds c.txt. */
 let planted: Built
 let child: Built
+/** Repository `held`: main's head H1 holds `.grove/config.json` (stored before the check); branch `other` (forked before H1) adds b.txt. */
+let h1: Built
+let heldFirst: Built
 
 const config = JSON.stringify({ remote: "http://attacker.invalid:9", owner: "mia", name: "legacy" })
 
 /** What a push would have stored for `built` (its blobs are not needed: nothing reads them before the refusal). */
-const plant = async (db: PGlite, built: Built) => {
-  const [repo] = (await db.query<{ id: string; org_id: string }>(`SELECT id, org_id FROM repositories WHERE name = 'legacy'`)).rows
+const plant = async (db: PGlite, name: string, built: Built) => {
+  const [repo] = (await db.query<{ id: string; org_id: string }>(`SELECT id, org_id FROM repositories WHERE name = $1`, [name])).rows
   for (const t of built.trees) {
     await db.query(`INSERT INTO trees (org_id, hash, body) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [repo!.org_id, t.hash, Tree.encodeTree(t.entries)])
     await db.query(`INSERT INTO repo_trees (repo_id, tree_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [repo!.id, t.hash])
@@ -48,8 +51,8 @@ const plant = async (db: PGlite, built: Built) => {
   return repo!.id
 }
 
-const heads = async () => {
-  const branches = (await a().get("/mia/legacy/branches")).body.branches as ReadonlyArray<{ name: string; head: string | null }>
+const heads = async (repo = "legacy") => {
+  const branches = (await a().get(`/mia/${repo}/branches`)).body.branches as ReadonlyArray<{ name: string; head: string | null }>
   return Object.fromEntries(branches.map((b) => [b.name, b.head]))
 }
 
@@ -72,10 +75,23 @@ beforeAll(async () => {
   const refused = await a().post("/mia/legacy/push", pushBody({ branch: "planted", commits: [planted] }))
   expect(refused.body, JSON.stringify(refused.body)).toMatchObject({ code: "invalid_tree" })
 
+  expect((await a().post("/repos", { name: "held" })).status).toBe(201)
+  heldFirst = buildCommit({ branch: "first", files: { "a.txt": "a\n" } })
+  expect((await a().post("/mia/held/push", pushBody({ branch: "first", commits: [heldFirst], description: "a" }))).body).toMatchObject({ success: true })
+  const heldS1 = await a().post("/mia/held/branches/first/merge")
+  expect(heldS1.status, JSON.stringify(heldS1.body)).toBe(200)
+  const atHeldS1 = { parentHash: heldS1.body.commit_hash, parentSnapshot: heldFirst.snapshot }
+  h1 = buildCommit({ branch: "main", files: { "a.txt": "a\n", ".grove/config.json": config }, ...atHeldS1 })
+  const other = buildCommit({ branch: "other", files: { "a.txt": "a\n", "b.txt": "b\n" }, ...atHeldS1 })
+  expect((await a().post("/mia/held/push", pushBody({ branch: "other", commits: [other], description: "b" }))).body).toMatchObject({ success: true })
+
   await server.stop()
   const db = await PGlite.create(path.join(dataDir, "db"))
+  const heldId = await plant(db, "held", h1)
+  await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [heldId, h1.commit.hash])
+  await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [heldId, h1.commit.hash])
   let repoId = ""
-  for (const built of [l1, l2, planted, child]) repoId = await plant(db, built)
+  for (const built of [l1, l2, planted, child]) repoId = await plant(db, "legacy", built)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [repoId, l2.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [repoId, l2.commit.hash])
   for (const [name, parent, head] of [["planted", null, planted], ["child", "planted", child]] as const) {
@@ -134,5 +150,19 @@ describe("a root .grove from a stored commit", () => {
     const merged = await a().post("/mia/legacy/branches/deep/merge")
     expect(merged.status, JSON.stringify(merged.body)).toBe(200)
     expect((await a().get("/mia/legacy")).body.head).toBe(merged.body.commit_hash)
+  })
+
+  it("main holding one already (stored before the check): a merge that keeps it is refused, one that removes it lands", async () => {
+    const kept = await a().post("/mia/held/branches/other/merge")
+    expect(kept.status, JSON.stringify(kept.body)).toBe(409)
+    expect(kept.body).toMatchObject({ code: "invalid_tree" })
+    expect((await heads("held")).main).toBe(h1.commit.hash)
+    const fix = buildCommit({ branch: "fix", files: { "a.txt": "a\n" }, parent: h1 })
+    expect((await a().post("/mia/held/push", pushBody({ branch: "fix", commits: [fix], description: "fix" }))).body).toMatchObject({ success: true })
+    const fixed = await a().post("/mia/held/branches/fix/merge")
+    expect(fixed.status, JSON.stringify(fixed.body)).toBe(200)
+    const root = (await a().get(`/mia/held/tree/${fixed.body.commit_hash}`)).body
+    expect(JSON.stringify(root)).not.toContain(".grove")
+    expect(JSON.stringify(root)).toContain("a.txt")
   })
 })
