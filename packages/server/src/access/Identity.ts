@@ -25,8 +25,6 @@ const CODE_LIFETIME_MS = 10 * 60 * 1000
  * background, and a failed write never fails the request.
  */
 export const LAST_USED_GRANULARITY_MS = 60 * 1000
-/** Token hashes remembered at most (Identity's `hashOf`); past it the memory starts again. */
-const MAX_TOKEN_HASHES = 4_096
 /** Verified against when a user is unknown or has no password: costs the same, never matches. */
 const UNUSABLE_PASSWORD_HASH = `scrypt$16384$8$1$${"00".repeat(16)}$${"00".repeat(32)}`
 
@@ -114,21 +112,8 @@ export class Identity extends Context.Service<Identity, {
     const accessCaches = yield* AccessCaches
     accessCaches.register(tokens)
     const touched = new Map<string, number>()
-    /**
-     * The SHA-256 of tokens seen lately: a client sends the same token with every request, and hashing it
-     * was the largest part of checking a cached token on the hot reads. Bounded (dropped whole when full),
-     * and only ever for strings shaped like a token. A hash says nothing of validity: that is the row's.
-     */
-    const hashes = new Map<string, string>()
-    const hashOf = (token: string): string | undefined => {
-      let hash = hashes.get(token)
-      if (hash === undefined) {
-        if (!Secrets.looksLikeToken(token)) return undefined
-        if (hashes.size >= MAX_TOKEN_HASHES) hashes.clear()
-        hashes.set(token, hash = Secrets.hashToken(token))
-      }
-      return hash
-    }
+    // Tokens are not remembered by their plain text (only their hashes are kept anywhere): hashing one costs ~0.5 µs.
+    const hashOf = (token: string): string | undefined => Secrets.looksLikeToken(token) ? Secrets.hashToken(token) : undefined
 
     const checkPasswordInput = (password: string) =>
       password.length < 8 || password.length > 1024
