@@ -18,7 +18,7 @@ import { zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { decodeBatch, noise } from "../support/content.ts"
 import type { GroveServer } from "../support/GroveServer.ts"
 import { type Recorded, type RecordingProxy, startRecordingProxy } from "../support/RecordingProxy.ts"
-import { at, type GroveOptions, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir } from "./harness.ts"
+import { at, grove, type GroveOptions, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir } from "./harness.ts"
 
 let server: GroveServer
 let proxy: RecordingProxy
@@ -203,7 +203,10 @@ describe("grove transfers on the wire", () => {
  * In front of `upstream`: every request is read whole, then `intercept` may answer it (true) or it passes through.
  * `seen` lists every request as "METHOD url".
  */
-const interceptingProxy = async (upstream: string, intercept: (req: http.IncomingMessage, res: http.ServerResponse) => boolean) => {
+const interceptingProxy = async (
+  upstream: string,
+  intercept: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => boolean
+) => {
   const target = new URL(upstream)
   const seen: Array<string> = []
   const server = http.createServer((req, res) => {
@@ -211,7 +214,7 @@ const interceptingProxy = async (upstream: string, intercept: (req: http.Incomin
     req.on("data", (d: Buffer) => pieces.push(d))
     req.on("end", () => {
       seen.push(`${req.method} ${req.url}`)
-      if (intercept(req, res)) return
+      if (intercept(req, res, Buffer.concat(pieces))) return
       const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
         answer.pipe(res)
@@ -245,7 +248,122 @@ const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: str
   return { ...proxy, dropsLeft: () => pending.length }
 }
 
+/**
+ * In front of `upstream`: the first `times` `chunks/fetch` answers pass `cutAt` bytes of their body, then their
+ * connection is closed (a flaky network); the rest pass through. `sent` is the part of the first body that went out.
+ */
+const cuttingProxy = async (upstream: string, cutAt: number, times = 1) => {
+  const target = new URL(upstream)
+  let sent: Buffer | undefined
+  let cuts = 0
+  const proxy = await interceptingProxy(upstream, (req, res, body) => {
+    if (cuts >= times || !(req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true)) return false
+    cuts++
+    const pieces: Array<Buffer> = []
+    let count = 0
+    const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+      answer.on("data", (d: Buffer) => {
+        if (count >= cutAt) return
+        const piece = d.subarray(0, cutAt - count)
+        count += piece.length
+        pieces.push(piece)
+        if (count < cutAt) return void res.write(piece)
+        sent ??= Buffer.concat(pieces)
+        res.write(piece, () => res.socket?.destroy())
+      })
+    })
+    forward.on("error", () => res.destroy())
+    forward.end(body)
+    return true
+  })
+  return { ...proxy, sent: () => sent ?? Buffer.alloc(0) }
+}
+
+/** The hashes of the bare frames wholly within `body`, and how many bytes of it they take. */
+const wholeFrames = (body: Buffer) => {
+  const hashes: Array<string> = []
+  let at = 0
+  while (body.length - at >= 4) {
+    const word = body.readUInt32BE(at)
+    const length = word & 0x7fff_ffff
+    if (body.length - at - 4 < length) break
+    const frame = { data: body.subarray(at + 4, at + 4 + length), zstd: word >= 0x8000_0000 }
+    hashes.push(Objects.Blake3.hash(Objects.ChunkCompression.bareFramePlain(frame, 64 * 1024 * 1024)))
+    at += 4 + length
+  }
+  return { hashes, bytes: at }
+}
+
 describe("grove transfers over lost connections", () => {
+  it("a clone whose chunks/fetch answer breaks part-way asks again for only the chunks it did not take, in order; the tree is right", async () => {
+    const { pushed, work } = await pushedCheckout("cut", 60)
+    const cut = await cuttingProxy(proxy.url, 100_000)
+    try {
+      const copy = path.join(tempDir("cut-clone"), "c")
+      await ok(["clone", "tess/cut", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: cut.url } })
+      expect(listing(copy)).toEqual(listing(work))
+      const fetches = proxy.take().filter((r) => r.path.endsWith("/chunks/fetch"))
+      expect(cut.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(2)
+      expect(fetches).toHaveLength(2)
+      const [first, second] = fetches.map((r) => JSON.parse(r.body.toString()).hashes as Array<string>)
+      // The cut fell inside a frame, after some whole ones: those were taken, the half one was asked again.
+      const taken = wholeFrames(cut.sent())
+      expect(cut.sent().length).toBe(100_000)
+      expect(taken.hashes.length).toBeGreaterThan(0)
+      expect(taken.bytes).toBeLessThan(100_000)
+      expect(second).toEqual(first!.filter((hash) => !taken.hashes.includes(hash)))
+      expect(second!.length).toBeGreaterThan(0)
+      // A network that keeps cutting: the same five tries as any request, then the clone fails.
+      const flaky = await cuttingProxy(proxy.url, 1_000, Infinity)
+      try {
+        const lost = await grove(["clone", "tess/cut", path.join(tempDir("cut-flaky"), "c"), "--branch", pushed.branch, "--json"], {
+          ...tess,
+          env: { ...tess.env, GROVE_REMOTE: flaky.url }
+        })
+        expect(lost.code).not.toBe(0)
+        expect(lost.stdout + lost.stderr).toMatch(/aborted/)
+        expect(flaky.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(5)
+      } finally {
+        await flaky.close()
+      }
+    } finally {
+      await cut.close()
+    }
+  }, 180_000)
+
+  it("a chunk that fails its hash part-way through an answer fails the clone at once: nothing is asked again", async () => {
+    const { pushed } = await pushedCheckout("spoilt", 20)
+    let spoilt = 0
+    const target = new URL(proxy.url)
+    const spoiling = await interceptingProxy(proxy.url, (req, res, body) => {
+      if (!(req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true)) return false
+      spoilt++
+      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        const pieces: Array<Buffer> = []
+        answer.on("data", (d: Buffer) => pieces.push(d))
+        answer.on("end", () => {
+          const whole = Buffer.concat(pieces)
+          whole[whole.length - 10] = whole[whole.length - 10]! ^ 0xff // inside the last frame
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          res.end(whole)
+        })
+      })
+      forward.on("error", () => res.destroy())
+      forward.end(body)
+      return true
+    })
+    try {
+      const copy = path.join(tempDir("spoilt-clone"), "c")
+      const run = await grove(["clone", "tess/spoilt", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: spoiling.url } })
+      expect(run.code).not.toBe(0)
+      expect(run.stdout + run.stderr).toMatch(/download failed: the server sent an unrequested chunk/)
+      expect(spoilt).toBe(1)
+    } finally {
+      await spoiling.close()
+    }
+  }, 180_000)
+
   it("a push and a chunk batch whose connection is lost as they go out are sent again; the push lands once", async () => {
     const isPush = (method: string, url: string) => method === "POST" && url === "/api/tess/lossy/push"
     const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")

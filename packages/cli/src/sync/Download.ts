@@ -7,7 +7,8 @@
  * blobs are written on the thread pool, several at once (`concurrentWrites`),
  * while the next frames are read and verified, unless the caller places them
  * itself (`placeBytes`: a clone writes them straight into the working tree). Frames come bare (no hash in them, `chunk_frames:
- * bare_v1`) from a server that has them: the hash is taken from the bytes, as verifying needs anyway.
+ * bare_v1`) from a server that has them: the hash is taken from the bytes, as verifying needs anyway. An answer
+ * whose connection breaks part-way is asked again for the chunks not taken yet (RemoteRepo's retry budget).
  */
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
@@ -19,7 +20,7 @@ import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
-import type { RemoteRepo } from "./RemoteRepo.ts"
+import type { BinaryInit, RemoteRepo } from "./RemoteRepo.ts"
 import { bareFrames, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
@@ -170,16 +171,24 @@ export const downloadBlobs = (
 
     yield* Effect.forEach(batches, (batch) =>
       transfer("download failed", async () => {
-        // Bare frames asked for too: a server without them ignores the field and answers hashed frames.
-        const json = Buffer.from(JSON.stringify({
-          hashes: batch,
-          ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}),
-          ...(bareFrames() ? { frames: Frames.BARE_V1 } : {})
-        }))
-        // A long hash list goes zstd to a server that takes zstd bodies (body_compression).
-        const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
-          ? await zstd(json)
-          : undefined
+        const ask = async (hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
+          // Bare frames asked for too: a server without them ignores the field and answers hashed frames.
+          const json = Buffer.from(JSON.stringify({
+            hashes,
+            ...(compression ? { compression: ChunkCompression.ZSTD_V1 } : {}),
+            ...(bareFrames() ? { frames: Frames.BARE_V1 } : {})
+          }))
+          // A long hash list goes zstd to a server that takes zstd bodies (body_compression).
+          const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
+            ? await zstd(json)
+            : undefined
+          return {
+            method: "POST",
+            body: squeezed ?? json,
+            contentType: "application/json",
+            ...(squeezed === undefined ? {} : { contentEncoding: "zstd" })
+          }
+        }
         const received = new Set<string>()
         /** The chunk's placements that still need a promise (a file in `dir`, a part of a large blob); none mostly. */
         const take = (hash: string, data: Uint8Array): Promise<void> | undefined => {
@@ -206,11 +215,16 @@ export const downloadBlobs = (
         // a chunk that needs a write of its own pauses the answer until it is written. Hashed frames (an older
         // server, GROVE_CHUNK_FRAMES=hashed) are read whole over node:http (no fetch to load).
         const queued: Array<Promise<void>> = []
+        /** The writes of the last part taken: a try after a broken answer waits for them (and fails with them). */
+        let writing: Promise<void> | undefined
         const answer = await remote.sendBinary(FETCH_ROUTE, {
-          method: "POST",
-          body: squeezed ?? json,
-          contentType: "application/json",
-          ...(squeezed === undefined ? {} : { contentEncoding: "zstd" }),
+          ...await ask(batch),
+          // The connection broke part-way: the chunks not taken yet, in order (a frame cut in half was dropped).
+          resume: async () => {
+            await writing
+            const rest = batch.filter((hash) => !received.has(hash))
+            return rest.length === 0 ? undefined : ask(rest)
+          },
           stream: (_status, headers) => {
             if (headers[Frames.HEADER] !== Frames.BARE_V1) return undefined
             const splitter = Frames.bareFrameSplitter((frame) => {
@@ -227,7 +241,8 @@ export const downloadBlobs = (
                   throw error
                 }
                 if (queued.length === 0) return undefined
-                return Promise.all(queued.splice(0)).then(() => undefined)
+                writing = Promise.all(queued.splice(0)).then(() => undefined)
+                return writing
               },
               done: splitter.end
             }

@@ -31,9 +31,19 @@ export interface RemoteRepo {
   /**
    * The same request over node:http (sync/HttpTransport.ts), without loading fetch: its answer read whole (an upload's
    * `chunks/batch`), or a 2xx answer's body taken part by part by `stream`'s consumer (`chunks/fetch`). A streamed
-   * request is sent again only while none of its answer was taken.
+   * answer whose connection breaks after some of it was taken is asked again through `resume` (see `StreamedInit`).
    */
-  readonly sendBinary: (path: string, init: BinaryInit & { readonly stream?: SendInit["stream"] }) => Promise<Answer>
+  readonly sendBinary: (path: string, init: StreamedInit) => Promise<Answer>
+}
+
+export interface StreamedInit extends BinaryInit {
+  readonly stream?: SendInit["stream"]
+  /**
+   * After the connection broke within a streamed answer (not a refusal: the consumer's own failures fail at once): the
+   * request for what was not taken yet, or undefined when everything was. Sent under the same retry budget. Without
+   * it, such a break fails the request (sending the same request again would hand the same bytes over twice).
+   */
+  readonly resume?: (() => Promise<BinaryInit | undefined>) | undefined
 }
 
 const encodeSegment = encodeURIComponent
@@ -66,7 +76,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       try {
         return await send()
       } catch (error) {
-        // Part of a streamed answer was taken: sending again would hand the same bytes over twice.
+        // The consumer refused the answer, or part of it was taken and cannot be asked again.
         if (!retryable()) throw error
         // A bomb is not a network hiccup: sending again would only download it again.
         if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
@@ -101,17 +111,49 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       return response
     },
     sendBinary: async (path, init) => {
-      let taken = false
+      let ask: BinaryInit = init
+      /** The status and headers of an answer this try's consumer takes (then it is not sent again as it was). */
+      let taken: { readonly status: number; readonly headers: Readonly<Record<string, string>> } | undefined
+      /** The consumer's own failure (a bad chunk, a failed write): never a network hiccup, never tried again. */
+      let rejected = false
+      const refusing = (error: unknown): never => {
+        rejected = true
+        throw error
+      }
       const consume = init.stream
       const stream: SendInit["stream"] = consume === undefined ? undefined : (status, headers) => {
         if (status < 200 || status >= 300) return undefined
-        taken = true
-        return consume(status, headers)
+        const consumer = consume(status, headers)
+        if (consumer === undefined) return undefined
+        taken = { status, headers }
+        return {
+          part: (part) => {
+            try {
+              return consumer.part(part)?.catch(refusing)
+            } catch (error) {
+              return refusing(error)
+            }
+          },
+          done: () => {
+            try {
+              consumer.done()
+            } catch (error) {
+              refusing(error)
+            }
+          }
+        }
       }
-      const answer = await withRetry(
-        () => sendBytes(`${base}/${path}`, { method: init.method, headers: headersOf(init), body: init.body, stream }),
-        () => !taken
-      )
+      const send = async (): Promise<Answer> => {
+        if (taken !== undefined && init.resume !== undefined) {
+          const seen = taken
+          taken = undefined
+          const next = await init.resume().catch(refusing)
+          if (next === undefined) return { ...seen, body: new Uint8Array(0) }
+          ask = next
+        }
+        return sendBytes(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream })
+      }
+      const answer = await withRetry(send, () => !rejected && (taken === undefined || init.resume !== undefined))
       if (answer.status < 200 || answer.status >= 300) {
         let body: unknown
         try {
