@@ -21,7 +21,7 @@ import * as MergeCommand from "./MergeCommand.ts"
 import type { MergeError } from "./MergeCommand.ts"
 import type * as SyncRevert from "./SyncRevertCommands.ts"
 import { mergePayload, planMerge, previewMerge } from "./MergePlanner.ts"
-import { planRevert } from "./RevertPlanner.ts"
+import { planRevert, revertPayload } from "./RevertPlanner.ts"
 import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
 import { MergeGateway } from "./MergeGateway.ts"
@@ -119,15 +119,7 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const target = (yield* dbUnavailable(loadCommitHeaders(repo.id, [params.hash]).pipe(Effect.provideContext(context)))).get(params.hash)
       if (target?.branch_name === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const planned = yield* plan(planRevert(repo, params.hash, actor))
-      return yield* gateway.revert(repositoryKey(repo.owner, repo.name), {
-        branch: planned.branch,
-        expectedHead: planned.head,
-        commit: planned.commit.hash,
-        reverted: planned.reverted,
-        message: planned.message,
-        newTrees: planned.commit.newTrees,
-        actor
-      }, id).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
+      return yield* gateway.revert(repositoryKey(repo.owner, repo.name), revertPayload(planned, actor), id).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
     })
   })
 }))

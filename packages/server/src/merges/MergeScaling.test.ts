@@ -19,7 +19,7 @@ import { merge } from "./MergeCommand.ts"
 import { branchRow, countedDatabase, storeCommit } from "./MergeFixtures.testing.ts"
 import { repositoryRows } from "../entities/Commands.testing.ts"
 import { mergePayload, planMerge } from "./MergePlanner.ts"
-import { planRevert } from "./RevertPlanner.ts"
+import { planRevert, revertPayload } from "./RevertPlanner.ts"
 import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { revert, sync } from "./SyncRevertCommands.ts"
 
@@ -69,30 +69,13 @@ const oneFileOperations = (name: string, treeFiles: number) =>
     if (merged.result._tag !== "Success") return yield* Effect.die(new Error("the merge did not land"))
     const squash = merged.result.success.commit_hash
     // A commit further back (main moved on since): the revert compares it with main's head at its paths.
-    const revertedOlder = yield* measured(Effect.gen(function*() {
-      const planned = yield* planRevert(repo, later.commit.hash, "t")
-      return yield* runCommand(TestOutbox, revert({
-        branch: planned.branch,
-        expectedHead: planned.head,
-        commit: planned.commit.hash,
-        reverted: planned.reverted,
-        message: planned.message,
-        newTrees: planned.commit.newTrees,
-        actor: "t"
-      }, context))
-    }))
-    const reverted = yield* measured(Effect.gen(function*() {
-      const planned = yield* planRevert(repo, squash, "t")
-      return yield* runCommand(TestOutbox, revert({
-        branch: planned.branch,
-        expectedHead: planned.head,
-        commit: planned.commit.hash,
-        reverted: planned.reverted,
-        message: planned.message,
-        newTrees: planned.commit.newTrees,
-        actor: "t"
-      }, context))
-    }))
+    const revertOf = (hash: string) =>
+      measured(Effect.gen(function*() {
+        const planned = yield* planRevert(repo, hash, "t")
+        return yield* runCommand(TestOutbox, revert(revertPayload(planned, "t"), context))
+      }))
+    const revertedOlder = yield* revertOf(later.commit.hash)
+    const reverted = yield* revertOf(squash)
     for (const r of [merged, synced, reverted, revertedOlder]) expect(r.result._tag).toBe("Success")
     // What each wrote is what it should: main gets b's file and then not; s gets main's two new files.
     const tree = (hash: string) =>

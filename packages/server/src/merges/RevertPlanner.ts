@@ -15,6 +15,7 @@ import { History } from "../content/History.ts"
 import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
+import type { RevertPayload } from "./SyncRevertCommands.ts"
 
 export interface PlannedRevert {
   readonly branch: string
@@ -23,6 +24,17 @@ export interface PlannedRevert {
   readonly commit: ComputedCommit
   readonly message: string
 }
+
+/** The Revert command that lands a planned revert by `actor`. */
+export const revertPayload = (planned: PlannedRevert, actor: string): typeof RevertPayload.Type => ({
+  branch: planned.branch,
+  expectedHead: planned.head,
+  commit: planned.commit.hash,
+  reverted: planned.reverted,
+  message: planned.message,
+  newTrees: planned.commit.newTrees,
+  actor
+})
 
 type File = { readonly hash: string; readonly mode: string }
 const same = (a: File | undefined, b: File | undefined) => a === b || (a !== undefined && b !== undefined && a.hash === b.hash && a.mode === b.mode)
