@@ -20,7 +20,6 @@ import { branchColumns, type BranchRecord } from "../content/BranchRecord.ts"
 import { type CommitHeader, commitHeaderColumns, loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { type GateRun, gateRunsJson, gateVerdict } from "./CiGate.ts"
 import { History } from "../content/History.ts"
-import { ancestryOf } from "./Generations.ts"
 import { buildTree, refuse, writeCommit } from "./Landing.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
 
@@ -86,8 +85,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
   for (const [hash, commit] of commits) trees.rememberManifest(repo.id, hash, commit.manifest_hash)
-  const graph = edges === undefined ? undefined : ancestryOf(edges)
-  const base = mainHead === null || graph === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, graph.parents, graph.generation)
+  const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
   let baseManifest = base === null ? Blake3.EMPTY_HASH : trees.manifest(repo.id, base)
   if (baseManifest === undefined) {
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH

@@ -12,7 +12,6 @@ import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { History } from "../content/History.ts"
-import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
 import type { RevertPayload } from "./SyncRevertCommands.ts"
@@ -56,8 +55,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   }
   if (branch.status === "merged") return yield* refuse(400, `branch '${branch.name}' was merged; revert on main instead`, "branch_merged")
   const edges = yield* history.ancestry(repo.id, [hash, branch.head])
-  const { parents, generation } = ancestryOf(edges)
-  if (!MergeBase.isAncestor(hash, branch.head, parents, generation)) {
+  if (!MergeBase.isAncestor(hash, branch.head, (h) => edges.get(h))) {
     return yield* refuse(409, `commit ${hash} is no longer in the history of '${branch.name}'`, "not_on_branch")
   }
 

@@ -11,7 +11,6 @@ import { Effect } from "effect"
 import { Branches } from "../content/Branches.ts"
 import { loadCommitHeaders } from "../content/CommitHeaders.ts"
 import { History } from "../content/History.ts"
-import { ancestryOf } from "./Generations.ts"
 import { type ComputedCommit, refuse, writeCommit } from "./Landing.ts"
 import { MAIN } from "./MergePlanner.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
@@ -55,10 +54,10 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   if (parentHead === null) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
   if (branch.head === null) return yield* refuse(400, `branch '${name}' has no commits; push first`, "empty_branch")
   const edges = yield* history.ancestry(repo.id, [branch.head, parentHead])
-  const { parents, generation } = ancestryOf(edges)
-  if (MergeBase.isAncestor(parentHead, branch.head, parents, generation)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
+  const parents = (h: string) => edges.get(h)
+  if (MergeBase.isAncestor(parentHead, branch.head, parents)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
 
-  const base = MergeBase.mergeBase(branch.head, parentHead, parents, generation)
+  const base = MergeBase.mergeBase(branch.head, parentHead, parents)
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
   const cache = trees.view(repo.orgId)
   const oursRoot = commits.get(branch.head)!.manifest_hash
