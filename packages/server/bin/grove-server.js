@@ -12,6 +12,9 @@
 // - `gc` exposed: once idle after a big transfer the server collects its garbage (src/ops/IdleGc.ts).
 import { bundleIsFresh } from "./bundle.js"
 
+// `serve` is also what runs with no command (src/main.ts).
+const serving = (process.argv[2] ?? "serve") === "serve"
+
 const YOUNG_GENERATION = "--max-semi-space-size=8"
 const EXPOSE_GC = "--expose-gc"
 // An old generation that starts at 128 MiB: left to itself V8 starts its limit just above the ~55 MiB a
@@ -24,7 +27,7 @@ const OLD_GENERATION = "--initial-old-space-size=128"
 // (one pair of runs); an operator may set GLIBC_TUNABLES so (npm run bench:memory -- --transfer).
 const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072"
 if (
-  process.argv[2] === "serve" && typeof process.execve === "function" &&
+  serving && typeof process.execve === "function" &&
   !process.execArgv.some((arg) => arg.startsWith("--max-semi-space-size"))
 ) {
   const env = { ...process.env }
@@ -37,5 +40,5 @@ if (process.env.GROVE_SET_TUNABLES !== undefined) {
   delete process.env.GROVE_SET_TUNABLES
 }
 // Before anything of the server runs (tick-warmup.js says why): node:http's ticks cost 6x otherwise.
-if (process.argv[2] === "serve") await (await import("./tick-warmup.js")).warmNextTick()
+if (serving) await (await import("./tick-warmup.js")).warmNextTick()
 await import(bundleIsFresh() ? "../dist/grove-server.mjs" : "../src/main.ts")
