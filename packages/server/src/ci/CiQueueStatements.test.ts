@@ -5,13 +5,13 @@
  * outcome can be followed, yet fresh: no inbox row written ahead; a runner of this node reserved), on a counted
  * connection to a migrated in-memory PGlite. A statement added back to the path fails it.
  */
-import { EntityRuntime, MemoryBroker, MemoryBus } from "@grove/bus"
+import { EntityRuntime } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
-import { Duration, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import { repositoryRows } from "../entities/Commands.testing.ts"
+import { quietRuntime, repositoryRows } from "../entities/Commands.testing.ts"
 import { branchSlice } from "../entities/EntitySlices.ts"
 import { sender } from "../entities/Sending.ts"
 import { branchRow, countedDatabase } from "../merges/MergeFixtures.testing.ts"
@@ -20,11 +20,7 @@ import * as CiQueue from "./CiQueueCommand.ts"
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Branch = branchSlice(CiQueue.commands)
-// No relay poll in the counted window, and the marks of what the relay published wait.
-const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
-  Layer.provideMerge(MemoryBus.layer({ nodeId: "statements" })),
-  Layer.provide(MemoryBroker.MemoryBroker.layer)
-)
+const Runtime = quietRuntime("statements")
 const Node = EntityRuntime.EntityRuntime.register(Branch, CiQueue.handlers).pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Db))
 
 /**

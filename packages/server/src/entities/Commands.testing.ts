@@ -4,9 +4,9 @@
  * command (one transaction, rolled back when it fails; the outcome as a Result); an organization and
  * repository written as rows.
  */
-import { Outbox } from "@grove/bus"
+import { EntityRuntime, MemoryBroker, MemoryBus, Outbox } from "@grove/bus"
 import type { Entity } from "@grove/bus"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 
@@ -56,3 +56,13 @@ export const repositoryRows = (slug: string) =>
     yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
     return { orgId, repoId, key: `${slug}/r` }
   })
+
+/**
+ * An entity runtime on an in-memory bus for tests that count a command's statements: no relay poll in the counted
+ * window, and the marks of what the relay published wait (a batch of them is one statement later, not the command's).
+ */
+export const quietRuntime = (nodeId: string) =>
+  EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
+    Layer.provideMerge(MemoryBus.layer({ nodeId })),
+    Layer.provide(MemoryBroker.MemoryBroker.layer)
+  )

@@ -6,7 +6,7 @@
  * from the outbox, on a counted connection to a migrated in-memory PGlite. A statement added back to the
  * path fails it.
  */
-import { Bus, EntityRuntime, MemoryBroker, MemoryBus, Topics } from "@grove/bus"
+import { Bus, EntityRuntime, Topics } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
 import { Deferred, Duration, Effect, Layer } from "effect"
@@ -18,19 +18,14 @@ import { PlanningTrees } from "./PlanningTrees.ts"
 import { repositorySlice } from "../entities/EntitySlices.ts"
 import * as MergeCommand from "./MergeCommand.ts"
 import { branchRow, countedDatabase, storeCommit } from "./MergeFixtures.testing.ts"
-import { repositoryRows } from "../entities/Commands.testing.ts"
+import { quietRuntime, repositoryRows } from "../entities/Commands.testing.ts"
 import { mergePayload, planMerge } from "./MergePlanner.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Content = Layer.mergeAll(Branches.layer, History.layer, PlanningTrees.layer).pipe(Layer.provideMerge(ContentObjects.layer))
 const Repository = repositorySlice(MergeCommand.commands)
-// No relay poll in the counted window, and the marks of what the relay published from memory wait (a batch
-// of them is one statement later: not the merge's).
-const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
-  Layer.provideMerge(MemoryBus.layer({ nodeId: "statements" })),
-  Layer.provide(MemoryBroker.MemoryBroker.layer)
-)
+const Runtime = quietRuntime("statements")
 const Handlers = EntityRuntime.EntityRuntime.register(Repository, MergeCommand.handlers)
 const Node = Handlers.pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Content), Layer.provideMerge(Db))
 

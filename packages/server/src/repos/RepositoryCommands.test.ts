@@ -4,13 +4,13 @@
  * Its event is written with the reply, in one statement (no INSERT of its own): the command's transaction is
  * BEGIN, the fence with the inbox row, the locked read, the UPDATE, the audit row, the reply with the event, COMMIT.
  */
-import { EntityRuntime, MemoryBroker, MemoryBus } from "@grove/bus"
+import { EntityRuntime } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
-import { Duration, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
-import { repositoryRows } from "../entities/Commands.testing.ts"
+import { quietRuntime, repositoryRows } from "../entities/Commands.testing.ts"
 import { repositorySlice } from "../entities/EntitySlices.ts"
 import { countedDatabase } from "../merges/MergeFixtures.testing.ts"
 import * as RepositoryCommands from "./RepositoryCommands.ts"
@@ -18,11 +18,7 @@ import * as RepositoryCommands from "./RepositoryCommands.ts"
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Repository = repositorySlice(RepositoryCommands.commands)
-// No relay poll or batched mark in the counted window (neither is the command's).
-const Runtime = EntityRuntime.EntityRuntime.layer({ relay: { pollInterval: Duration.hours(1), markDelay: Duration.hours(1) } }).pipe(
-  Layer.provideMerge(MemoryBus.layer({ nodeId: "repository-commands" })),
-  Layer.provide(MemoryBroker.MemoryBroker.layer)
-)
+const Runtime = quietRuntime("repository-commands")
 const Node = EntityRuntime.EntityRuntime.register(Repository, RepositoryCommands.handlers).pipe(
   Layer.provideMerge(Runtime),
   Layer.provideMerge(Db)
