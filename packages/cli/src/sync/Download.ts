@@ -205,11 +205,6 @@ export const downloadBlobs = (
           })
           return rest.length === 0 ? undefined : store(data, rest)
         }
-        /** A chunk taken as it arrives: verified by naming it from its plain bytes. */
-        const bare = (frame: Objects.Frames.BareFrame) => {
-          const data = ChunkCompression.bareFramePlain(frame, largest)
-          return take(Objects.Blake3.hash(data), data)
-        }
         // Bare frames are taken as the answer arrives, synchronously (a chunk written straight into place costs no
         // promise; a raw one within a network read is a view of it), so verifying and writing overlap the transfer;
         // a chunk that needs a write of its own pauses the answer until it is written. Hashed frames (an older
@@ -228,7 +223,9 @@ export const downloadBlobs = (
           stream: (_status, headers) => {
             if (headers[Frames.HEADER] !== Frames.BARE_V1) return undefined
             const splitter = Frames.bareFrameSplitter((frame) => {
-              const wait = bare(frame)
+              // Verified by naming it from its plain bytes.
+              const { hash, data } = ChunkCompression.namedBareFrame(frame, largest)
+              const wait = take(hash, data)
               if (wait !== undefined) queued.push(wait)
             })
             return {

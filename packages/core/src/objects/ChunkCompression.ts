@@ -9,7 +9,7 @@
 import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
 import { CHUNK_MAX_SIZE } from "./Chunks.ts"
-import { type BareFrame, bareFramesIn, decodeBareFrames } from "./Frames.ts"
+import { type BareFrame, decodeBareFrames } from "./Frames.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
 export const CAPABILITY = "chunk_compression"
@@ -126,7 +126,7 @@ export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Ar
   frame.zstd ? decompress(frame.data, maxPlainBytes) : frame.data
 
 /** A received bare frame as a chunk: its plain bytes and the hash taken from them. */
-const named = (frame: BareFrame, maxPlainBytes: number): { readonly hash: string; readonly data: Uint8Array } => {
+export const namedBareFrame = (frame: BareFrame, maxPlainBytes: number): { readonly hash: string; readonly data: Uint8Array } => {
   const data = bareFramePlain(frame, maxPlainBytes)
   return { hash: Blake3.hash(data), data }
 }
@@ -139,13 +139,5 @@ export async function* hashedBareFrames(
   body: AsyncIterable<Uint8Array>,
   maxPlainBytes: number
 ): AsyncGenerator<{ readonly hash: string; readonly data: Uint8Array }> {
-  for await (const frame of decodeBareFrames(body)) yield named(frame, maxPlainBytes)
-}
-
-/** `hashedBareFrames` of a body read whole, synchronously; raw chunks are views into `body`. */
-export function* hashedBareFramesIn(
-  body: Uint8Array,
-  maxPlainBytes: number
-): Generator<{ readonly hash: string; readonly data: Uint8Array }> {
-  for (const frame of bareFramesIn(body)) yield named(frame, maxPlainBytes)
+  for await (const frame of decodeBareFrames(body)) yield namedBareFrame(frame, maxPlainBytes)
 }

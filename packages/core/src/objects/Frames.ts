@@ -163,8 +163,8 @@ const bareHeader = (word: number): { readonly dataLength: number; readonly zstd:
 }
 
 /**
- * Bare frames of a body read whole, as views into it (no copy, no promise per frame): what a client reading a
- * `chunks/fetch` answer at once iterates, synchronously.
+ * Bare frames of a body read whole, as views into it (no copy, no promise per frame), synchronously: the reference
+ * the streaming `bareFrameSplitter` is held to in its tests.
  */
 export function* bareFramesIn(body: Uint8Array): Generator<BareFrame> {
   let at = 0
