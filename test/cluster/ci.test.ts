@@ -29,6 +29,12 @@ let nodeB: GroveServer
 let key: string
 const restarted: Array<GroveServer> = []
 
+/**
+ * In the ticker's script, so that its processes are found on the host by their command line and no other
+ * suite's step (test/server/ci.test.ts ticks too, in parallel) is taken for one of them.
+ */
+const TICKER_MARK = `cluster-ticker-${process.pid}`
+
 const WORKFLOWS: Record<string, string> = {
   ".oak/workflows/quick.yml": "on: [branch.created, manual]\njobs:\n  a:\n    steps:\n      - run: echo quick on $GROVE_BRANCH; sleep 1\n",
   ".oak/workflows/ticker.yml": [
@@ -37,7 +43,7 @@ const WORKFLOWS: Record<string, string> = {
     "  tick:",
     "    steps:",
     "      - run: |",
-    "          for i in $(seq 1 600); do echo tick $i; sleep 0.2; done"
+    `          for i in $(seq 1 600); do echo tick $i ${TICKER_MARK}; sleep 0.2; done`
   ].join("\n")
 }
 
@@ -91,12 +97,12 @@ describe("CI on two nodes", () => {
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
     let seen = ""
     const text = () => [...seen.matchAll(/^event: log\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!).text).join("")
-    while (!text().includes("tick 3\n")) {
+    while (!/tick 3 /.test(text())) {
       const { value, done } = await reader.read()
       if (done) break
       seen += value
     }
-    expect(text()).toMatch(/tick 1\ntick 2\ntick 3\n/)
+    expect(text()).toMatch(new RegExp(`tick 1 ${TICKER_MARK}\ntick 2 ${TICKER_MARK}\ntick 3 ${TICKER_MARK}\n`))
     expect((await api(other.url, key).post(`/cara/app/ci/runs/${id}/cancel`)).status).toBe(204)
     for (;;) {
       const { value, done } = await reader.read()
@@ -171,7 +177,7 @@ describe("CI on two nodes", () => {
   it("fails a run whose node was killed mid-run within the session timeout plus 30 s, and its step's processes die", async () => {
     const id = (await api(nodeB.url, key).post("/cara/app/ci/runs", { workflow: "ticker" })).body.run_ids[0]
     // The step's processes on the host (its sandbox and shell carry the script in their command lines).
-    const stepProcesses = () => fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && cmdline(pid).includes("echo tick $i"))
+    const stepProcesses = () => fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && cmdline(pid).includes(TICKER_MARK))
     const runner = await waitFor("the ticker's runner", async () => {
       const node = await runnerOf(id)
       return node !== undefined && stepProcesses().length > 0 ? node : undefined
