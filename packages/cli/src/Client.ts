@@ -12,7 +12,7 @@ import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 import { retryUntaken } from "./Retry.ts"
-import { compressRequest } from "./sync/BodyCompression.ts"
+import { ACCEPT_ENCODING, bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./sync/BodyCompression.ts"
 import { nodeHttpClient } from "./sync/HttpTransport.ts"
 
 /**
@@ -25,6 +25,20 @@ export const IdempotencyKey = Context.Reference<string | undefined>("grove/cli/I
 
 const withIdempotencyKey = (request: HttpClientRequest.HttpClientRequest) =>
   Effect.map(IdempotencyKey, (key) => key === undefined ? request : HttpClientRequest.setHeader(request, "idempotency-key", key))
+
+/**
+ * The typed client's request mapping: large JSON bodies go zstd-compressed to a server that takes them,
+ * and every request accepts zstd answers, unless answers come plain (`downloadCompression`: a server on this machine).
+ */
+export const compressRequest = (site: string, token: string | undefined) => (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.promise(async () => {
+    const accepting = downloadCompression(site) ? HttpClientRequest.setHeader(request, "accept-encoding", ACCEPT_ENCODING) : request
+    const body = request.body
+    if (!bodyCompressionEnabled() || body._tag !== "Uint8Array" || body.body.length < COMPRESS_FROM || !(await serverTakesZstd(site, token))) return accepting
+    const compressed = await zstd(body.body).catch(() => undefined)
+    if (compressed === undefined || compressed.length >= body.body.length) return accepting
+    return HttpClientRequest.setHeader(HttpClientRequest.bodyUint8Array(accepting, compressed, body.contentType), "content-encoding", "zstd")
+  })
 
 type GroveGroups = typeof GroveApi extends HttpApi.HttpApi<string, infer Groups> ? Groups : never
 export type GroveClient = HttpApiClient.Client<GroveGroups>

@@ -6,40 +6,41 @@
  * Cloned blobs are not kept: their bytes live in the working tree and on the
  * server.
  */
-import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
 import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { failure } from "../Failures.ts"
-import type { CliFailure } from "../Failures.ts"
+import { CliFailure, failure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { concurrentWrites, errorMessage, io, isMissing, writeAtomic, writeJsonAtomic } from "./Io.ts"
+import { concurrentWrites, errorMessage, io, writeAtomic, writeJsonAtomic } from "./Io.ts"
+import type { ObjectReader } from "../sync/Outgoing.ts"
+import type { StoredCommit } from "./ObjectFiles.ts"
+import {
+  blobPath,
+  commitPath,
+  commitsDir,
+  dropAllKeptBlobs,
+  dropKeptBlob,
+  groveDir,
+  keptBlobSize,
+  readCommitFile,
+  readTreeFile,
+  tempDir,
+  treePath
+} from "./ObjectFiles.ts"
 
 type TreeEntry = Objects.Tree.TreeEntry
 type Hash = string
 
-export interface StoredCommit {
-  readonly commit: ApiSync.CommitData
-  /** Trees this local commit created (to send on push); absent for commits from the server. */
-  readonly new_trees?: ReadonlyArray<Hash> | undefined
-}
-
-export const groveDir = (root: string): string => path.join(root, ".grove")
-const objectsDir = (root: string) => path.join(groveDir(root), "objects")
-export const treePath = (root: string, hash: Hash): string => path.join(objectsDir(root), "trees", hash.slice(0, 2), hash)
-export const commitsDir = (root: string): string => path.join(objectsDir(root), "commits")
-export const commitPath = (root: string, hash: Hash): string => path.join(commitsDir(root), `${hash}.json`)
-export const blobPath = (root: string, hash: Hash): string => path.join(objectsDir(root), "blobs", hash)
-export const tempDir = (root: string): string => path.join(groveDir(root), "tmp")
-
-/** Up to this many kept blobs are removed in the command itself; more go to a detached process. */
-const SMALL_DROP = 64
+export type { StoredCommit }
+export { blobPath, commitPath, commitsDir, groveDir, tempDir, treePath }
 
 /** One checkout's objects, with a per-process cache of trees. */
 export interface ObjectStore {
   readonly root: string
+  /** The same objects read synchronously, for what a push sends (sync/Outgoing.ts); failures are thrown `CliFailure`s. */
+  readonly reader: ObjectReader
   readonly readTree: (hash: Hash) => Effect.Effect<ReadonlyArray<TreeEntry> | undefined, CliFailure>
   /** Stores a tree; true when it was new here. */
   readonly writeTree: (hash: Hash, entries: ReadonlyArray<TreeEntry>) => Effect.Effect<boolean, CliFailure>
@@ -59,22 +60,9 @@ export interface ObjectStore {
   readonly dropAllBlobs: Effect.Effect<void, CliFailure>
 }
 
-/**
- * A small object file's text, or undefined when missing. Synchronous: trees and commits are a few
- * hundred bytes, and a promise read per object costs a thread-pool round trip each.
- */
-const readSmall = (what: string, file: string): Effect.Effect<string | undefined, CliFailure> =>
-  Effect.try({
-    try: () => {
-      try {
-        return fsSync.readFileSync(file, "utf8")
-      } catch (error) {
-        if (isMissing(error)) return undefined
-        throw error
-      }
-    },
-    catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
-  })
+/** A sync read of the object files as an Effect: a thrown `CliFailure` stays itself, any other error says `what`. */
+const readSync = <A>(what: string, read: () => A): Effect.Effect<A, CliFailure> =>
+  Effect.try({ try: read, catch: (error) => error instanceof CliFailure ? error : failure(`${what}: ${errorMessage(error)}`, "local_io") })
 
 /** A tree's canonical text, once it is known to hash to `hash`. */
 const treeText = (hash: Hash, entries: ReadonlyArray<TreeEntry>): Effect.Effect<string, CliFailure> => {
@@ -108,22 +96,39 @@ export const openObjects = (root: string): ObjectStore => {
       },
       catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
     })
-  const readTree = (hash: Hash) =>
-    Effect.gen(function*() {
-      const cached = trees.get(hash)
-      if (cached !== undefined) return cached
-      if (hash === Objects.Blake3.EMPTY_HASH) return []
-      const text = yield* readSmall(`cannot read tree ${hash}`, treePath(root, hash))
-      if (text === undefined) return undefined
-      const entries = Objects.Tree.decodeTree(text)
-      if (entries === undefined) return yield* failure(`tree ${hash} in the object store is damaged`, "bad_object")
-      trees.set(hash, entries)
-      return entries
-    })
+  const readTreeSync = (hash: Hash): ReadonlyArray<TreeEntry> | undefined => {
+    const cached = trees.get(hash)
+    if (cached !== undefined) return cached
+    if (hash === Objects.Blake3.EMPTY_HASH) return []
+    const entries = readTreeFile(root, hash)
+    if (entries === undefined) return undefined
+    if (entries === "damaged") throw failure(`tree ${hash} in the object store is damaged`, "bad_object")
+    trees.set(hash, entries)
+    return entries
+  }
+  const readTree = (hash: Hash) => readSync(`cannot read tree ${hash}`, () => readTreeSync(hash))
   const hasTree = (hash: Hash) =>
     trees.has(hash) ? Effect.succeed(true) : Effect.sync(() => fsSync.existsSync(treePath(root, hash)))
   return {
     root,
+    reader: {
+      root,
+      readTree: (hash) => {
+        try {
+          return readTreeSync(hash)
+        } catch (error) {
+          throw error instanceof CliFailure ? error : failure(`cannot read tree ${hash}: ${errorMessage(error)}`, "local_io")
+        }
+      },
+      readCommit: (hash) => {
+        try {
+          return readCommitFile(root, hash)
+        } catch (error) {
+          throw failure(`cannot read commit ${hash}: ${errorMessage(error)}`, "local_io")
+        }
+      },
+      keptBlobSize: (hash) => keptBlobSize(root, hash)
+    },
     readTree,
     hasTree,
     writeTree: (hash, entries) =>
@@ -158,11 +163,7 @@ export const openObjects = (root: string): ObjectStore => {
         })
         for (const [hash, { entries }] of fresh) trees.set(hash, entries)
       }),
-    readCommit: (hash) =>
-      Effect.gen(function*() {
-        const text = yield* readSmall(`cannot read commit ${hash}`, commitPath(root, hash))
-        return text === undefined ? undefined : JSON.parse(text) as StoredCommit
-      }),
+    readCommit: (hash) => readSync(`cannot read commit ${hash}`, () => readCommitFile(root, hash)),
     writeCommit: (stored) => io(`cannot write commit ${stored.commit.hash}`, () => writeJsonAtomic(commitPath(root, stored.commit.hash), stored)),
     snapshot: (rootTree) =>
       Effect.gen(function*() {
@@ -202,33 +203,14 @@ export const openObjects = (root: string): ObjectStore => {
         await writeAtomic(target, bytes)
       }),
     hasBlob: (hash) => Effect.sync(() => fsSync.existsSync(blobPath(root, hash))),
-    // Unlinking 20,000 files takes seconds: the directory is renamed away at once and removed by a
-    // detached process that outlives this command (like git's background gc); leftovers go with the next one.
     dropAllBlobs: Effect.try({
-      try: () => {
-        const dir = objectsDir(root)
-        const blobs = path.join(dir, "blobs")
-        if (!fsSync.existsSync(blobs)) return
-        const trashOf = () => fsSync.readdirSync(dir).filter((name) => name.startsWith("trash-")).map((name) => path.join(dir, name))
-        if (fsSync.readdirSync(blobs).length <= SMALL_DROP && trashOf().length === 0) {
-          // A few files (a one-file push): removing them here costs less than starting a process.
-          fsSync.rmSync(blobs, { recursive: true, force: true })
-          return
-        }
-        fsSync.renameSync(blobs, path.join(dir, `trash-${process.pid}-${Date.now()}`))
-        const trash = trashOf()
-        const script = "for (const dir of process.argv.slice(1)) require('node:fs').rmSync(dir, { recursive: true, force: true })"
-        // Loaded here, not at start: child_process (and net under it) is start-up time every other command pays.
-        const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
-        child.on("error", () => trash.forEach((dir) => fsSync.rmSync(dir, { recursive: true, force: true })))
-        child.unref()
-      },
+      try: () => dropAllKeptBlobs(root),
       catch: (error) => failure(`cannot remove kept blobs: ${errorMessage(error)}`, "local_io")
     }),
     // Synchronous: a first push drops thousands of kept blobs, and a promise per unlink costs a thread-pool round trip each.
     dropBlob: (hash) =>
       Effect.try({
-        try: () => fsSync.rmSync(blobPath(root, hash), { force: true }),
+        try: () => dropKeptBlob(root, hash),
         catch: (error) => failure(`cannot remove blob ${hash}: ${errorMessage(error)}`, "local_io")
       })
   }

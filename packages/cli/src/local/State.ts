@@ -2,12 +2,9 @@
  * `.grove/state.json`: the current branch and what the checkout knows of each
  * branch (its record, the server's head as last seen, the local head and the
  * local commits not pushed yet), plus a merge left unfinished by conflicts.
+ * Read and written by Workspace.ts; no Effect here (the small push, SmallPush.ts, uses it before the client loads).
  */
-import { Effect } from "effect"
 import * as path from "node:path"
-import { failure } from "../Failures.ts"
-import type { CliFailure } from "../Failures.ts"
-import { io, readTextIfExists, writeJsonAtomic } from "./Io.ts"
 
 export type BranchStatus = "open" | "closed" | "merged"
 
@@ -69,23 +66,6 @@ export const initialState = (user: string, branch: BranchState): RepoState => ({
   branch: branch.name,
   branches: { [branch.name]: branch }
 })
-
-export const readState = Effect.fn("State.read")(function*(root: string) {
-  const file = statePath(root)
-  const text = yield* io(`cannot read ${file}`, () => readTextIfExists(file))
-  if (text === undefined) return yield* failure(`${file} is missing: this checkout is incomplete (run grove init or grove clone)`, "not_a_checkout")
-  const state = yield* Effect.try({
-    try: () => JSON.parse(text) as RepoState,
-    catch: () => failure(`${file} is not valid JSON`, "bad_state")
-  })
-  if (state.version !== 1 || typeof state.branch !== "string" || state.branches[state.branch] === undefined) {
-    return yield* failure(`${file} is not a state file this client understands`, "bad_state")
-  }
-  return state
-})
-
-export const writeState = (root: string, state: RepoState): Effect.Effect<void, CliFailure> =>
-  io(`cannot write ${statePath(root)}`, () => writeJsonAtomic(statePath(root), state))
 
 export const currentBranch = (state: RepoState): BranchState => state.branches[state.branch]!
 

@@ -10,11 +10,11 @@ import { findCheckout } from "../Checkout.ts"
 import { CliEnv } from "../CliEnv.ts"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
-import { io } from "./Io.ts"
+import { io, readTextIfExists, writeJsonAtomic } from "./Io.ts"
 import type { ObjectStore } from "./Objects.ts"
 import { openObjects } from "./Objects.ts"
 import type { RepoState } from "./State.ts"
-import { readState, writeState } from "./State.ts"
+import { statePath } from "./State.ts"
 
 export interface Workspace {
   readonly root: string
@@ -22,6 +22,23 @@ export interface Workspace {
   readonly config: CheckoutConfig
   readonly objects: ObjectStore
 }
+
+export const readState = Effect.fn("State.read")(function*(root: string) {
+  const file = statePath(root)
+  const text = yield* io(`cannot read ${file}`, () => readTextIfExists(file))
+  if (text === undefined) return yield* failure(`${file} is missing: this checkout is incomplete (run grove init or grove clone)`, "not_a_checkout")
+  const state = yield* Effect.try({
+    try: () => JSON.parse(text) as RepoState,
+    catch: () => failure(`${file} is not valid JSON`, "bad_state")
+  })
+  if (state.version !== 1 || typeof state.branch !== "string" || state.branches[state.branch] === undefined) {
+    return yield* failure(`${file} is not a state file this client understands`, "bad_state")
+  }
+  return state
+})
+
+export const writeState = (root: string, state: RepoState): Effect.Effect<void, CliFailure> =>
+  io(`cannot write ${statePath(root)}`, () => writeJsonAtomic(statePath(root), state))
 
 export const openAt = (root: string, config: CheckoutConfig): Workspace => ({
   root,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { HttpClientRequest } from "effect/http"
-import { compressRequest } from "./BodyCompression.ts"
+import { compressRequest } from "../Client.ts"
 
 const accepted = (site: string) =>
   Effect.map(compressRequest(site, undefined)(HttpClientRequest.get(`${site}/api/o/n/pull`)), (request) => request.headers["accept-encoding"])

@@ -5,13 +5,12 @@
  * the trees); zstd with a window that spans the whole body sends about a seventh of the JSON. The
  * binary download's hash lists (Download.ts) go the same way. The
  * capabilities are asked once per server and process, and only when a body is worth compressing, so
- * small commands make no extra request. Every request to another machine also says `Accept-Encoding: zstd`: a
+ * small commands make no extra request. No Effect here (the small push, SmallPush.ts, reads these settings before
+ * the client loads); the typed client's request mapping is Client.ts's `compressRequest`. Every request to another machine also says `Accept-Encoding: zstd`: a
  * server that compresses large answers does (sync/HttpTransport.ts decodes them), any other ignores it.
  */
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
-import { Effect } from "effect"
-import { HttpClientRequest } from "effect/http"
-import { sendBytes } from "./HttpTransport.ts"
+import { sendBytes } from "./HttpSend.ts"
 
 const { CAPABILITY, ZSTD_V1 } = BodyCompression
 /** Smaller bodies travel plain: the frame header and the capabilities round trip cost more. */
@@ -80,17 +79,3 @@ export const downloadCompression = (site: string): boolean => {
   const mode = compressionMode()
   return mode === "on" || (mode === "auto" && !isLoopback(site))
 }
-
-/**
- * The typed client's request mapping: large JSON bodies go zstd-compressed to a server that takes them,
- * and every request accepts zstd answers, unless answers come plain (`downloadCompression`: a server on this machine).
- */
-export const compressRequest = (site: string, token: string | undefined) => (request: HttpClientRequest.HttpClientRequest) =>
-  Effect.promise(async () => {
-    const accepting = downloadCompression(site) ? HttpClientRequest.setHeader(request, "accept-encoding", ACCEPT_ENCODING) : request
-    const body = request.body
-    if (!bodyCompressionEnabled() || body._tag !== "Uint8Array" || body.body.length < COMPRESS_FROM || !(await serverTakesZstd(site, token))) return accepting
-    const compressed = await zstd(body.body).catch(() => undefined)
-    if (compressed === undefined || compressed.length >= body.body.length) return accepting
-    return HttpClientRequest.setHeader(HttpClientRequest.bodyUint8Array(accepting, compressed, body.contentType), "content-encoding", "zstd")
-  })

@@ -19,35 +19,35 @@
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
 import { Effect } from "effect"
-import { closeSync, createReadStream, openSync, readSync } from "node:fs"
+import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
 import { capabilitiesOf } from "./BodyCompression.ts"
+import type { ChunkSource, OutgoingBlob } from "./Outgoing.ts"
+import {
+  batchesOf,
+  COMPRESS_CHUNKS_FROM,
+  HASHED_FRAMES_TYPE,
+  hashedBatch,
+  isLarge,
+  READ_SYNC_BELOW,
+  readRangeSync,
+  sendsUnasked,
+  shorter,
+  uniqueBlobs,
+  wholeChunk
+} from "./Outgoing.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { bareFrames, transfer, uploadCompression } from "./RemoteRepo.ts"
 
-/** A blob to offer: its bytes are in `file`. */
-export interface OutgoingBlob {
-  readonly hash: string
-  readonly size: number
-  readonly file: string
-}
+export type { OutgoingBlob }
 
 const CHECK_PAGE = 10_000
-const BATCH_ENTRIES = Objects.Chunks.MAX_BATCH_ENTRIES
-const BATCH_BYTES = 16 * 1024 * 1024
 const IN_FLIGHT = 3
-/** Below this many bytes to send, compression is not worth the extra `capabilities` round trip. */
-const COMPRESS_FROM = 256 * 1024
 /** Chunks this large compress on the thread pool, several at once; smaller ones inline (a pool trip costs more). */
 const ASYNC_FROM = 256 * 1024
-/**
- * Up to this many bytes of small blobs (and no large one) go to chunks/batch without chunks/check: a one-file push
- * is 2 requests (the batch, the push), not 3.
- */
-const SEND_UNASKED_UP_TO = 64 * 1024
 /** Files cut (read and hashed) at once. */
 const CUT_AT_ONCE = 3
 /** Large files cut before blobs/check answers, at most this many bytes of them: the server may have them all. */
@@ -61,7 +61,7 @@ const pages = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>
 
 /** The chunk list of a file: itself under the threshold, else FastCDC chunks hashed one by one. */
 export const chunkFile = async (blob: OutgoingBlob): Promise<Array<ApiSync.ChunkRefData>> => {
-  if (blob.size < Objects.Chunks.CHUNKING_THRESHOLD) return [{ hash: blob.hash, offset: 0, size: blob.size }]
+  if (!isLarge(blob)) return [{ hash: blob.hash, offset: 0, size: blob.size }]
   const chunker = new FastCdc.FastCdcChunker()
   const refs: Array<ApiSync.ChunkRefData> = []
   const take = (chunks: ReadonlyArray<FastCdc.Chunk>) => {
@@ -70,34 +70,6 @@ export const chunkFile = async (blob: OutgoingBlob): Promise<Array<ApiSync.Chunk
   for await (const piece of createReadStream(blob.file, { highWaterMark: 1024 * 1024 })) take(chunker.push(piece as Buffer))
   take(chunker.finish())
   return refs
-}
-
-interface ChunkSource {
-  readonly hash: string
-  readonly file: string
-  readonly offset: number
-  readonly size: number
-}
-
-/** Ranges under this many bytes are read with synchronous calls: three thread-pool trips cost more than the read. */
-const READ_SYNC_BELOW = 256 * 1024
-
-const shorter = (file: string) => new Error(`${file} is shorter than expected`)
-
-const readRangeSync = (source: ChunkSource): Uint8Array => {
-  const fd = openSync(source.file, "r")
-  try {
-    const data = new Uint8Array(source.size)
-    let read = 0
-    while (read < source.size) {
-      const bytesRead = readSync(fd, data, read, source.size - read, source.offset + read)
-      if (bytesRead === 0) throw shorter(source.file)
-      read += bytesRead
-    }
-    return data
-  } finally {
-    closeSync(fd)
-  }
 }
 
 /** Exported for its test. */
@@ -141,11 +113,11 @@ const serverTakes = (remote: RemoteRepo) =>
 export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) {
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
-  const unique = [...new Map(outgoing.map((b) => [b.hash, b])).values()]
+  const unique = uniqueBlobs(outgoing)
   // Large files are cut while blobs/check is on its way (most of them are missing when they are new), a few at a
   // time and up to EARLY_BYTES; once the check answers only missing ones are still cut, and a failed check stops them.
   let budget = EARLY_BYTES
-  const earlyBlobs = unique.filter((b) => b.size >= Objects.Chunks.CHUNKING_THRESHOLD && (budget -= b.size) >= 0)
+  const earlyBlobs = unique.filter((b) => isLarge(b) && (budget -= b.size) >= 0)
   let wanted = (_hash: string) => true
   const early = new Map<string, Array<ApiSync.ChunkRefData> | Error>()
   const earlyDone = mapLimit(earlyBlobs, CUT_AT_ONCE, async (b) => {
@@ -153,8 +125,8 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
     if (wanted(b.hash)) early.set(b.hash, await chunkFile(b).catch((e) => e instanceof Error ? e : new Error(String(e))))
   })
   const missing = new Set<string>()
-  const small = unique.filter((b) => b.size < Objects.Chunks.CHUNKING_THRESHOLD)
-  const large = unique.filter((b) => b.size >= Objects.Chunks.CHUNKING_THRESHOLD)
+  const small = unique.filter((b) => !isLarge(b))
+  const large = unique.filter(isLarge)
   yield* Effect.forEach(pages(large.map((b) => b.hash), CHECK_PAGE), (page) =>
     Effect.map(call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } })), (answer) => {
       for (const hash of answer.missing) missing.add(hash)
@@ -163,7 +135,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const toSend = large.filter((b) => missing.has(b.hash))
   const blobs: Array<ApiSync.BlobData> = []
   const sources = new Map<string, ChunkSource>()
-  for (const b of small) sources.set(b.hash, { hash: b.hash, file: b.file, offset: 0, size: b.size })
+  for (const b of small) sources.set(b.hash, wholeChunk(b))
   const lists = yield* transfer("cannot read a file to chunk it", async () => {
     await earlyDone
     return mapLimit(toSend, CUT_AT_ONCE, async (blob) => {
@@ -177,9 +149,7 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
     for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
   }
   const all = [...sources.values()]
-  // A few small blobs go without asking: the chunks/check round trip costs more than their bytes, and the batch
-  // is the same request either way (the server stores a chunk it had once, and counts it as uploaded by the caller).
-  const unasked = large.length === 0 && all.reduce((sum, c) => sum + c.size, 0) <= SEND_UNASKED_UP_TO
+  const unasked = sendsUnasked(large.length > 0, all)
   const needed: Array<ChunkSource> = unasked ? all : []
   for (const page of unasked ? [] : pages(all, CHECK_PAGE)) {
     const answer = yield* call(client.sync.chunksCheck({
@@ -191,21 +161,9 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       if (source !== undefined) needed.push(source)
     }
   }
-  const batches: Array<Array<ChunkSource>> = []
-  let current: Array<ChunkSource> = []
-  let currentBytes = 0
-  for (const chunk of needed) {
-    if (current.length > 0 && (current.length >= BATCH_ENTRIES || currentBytes + chunk.size > BATCH_BYTES)) {
-      batches.push(current)
-      current = []
-      currentBytes = 0
-    }
-    current.push(chunk)
-    currentBytes += chunk.size
-  }
-  if (current.length > 0) batches.push(current)
+  const batches = batchesOf(needed)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const { compress, bare: advertised } = total >= COMPRESS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
+  const { compress, bare: advertised } = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
   let bare = advertised
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
@@ -223,9 +181,9 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
         const body = Buffer.concat(
           asBare
             ? Objects.Frames.encodeBareFrames(frames.map((f) => Objects.ChunkCompression.bareFrame(f.data, f.sent)))
-            : Objects.Frames.encodeFrames(frames.map((f) => ({ hash: f.hash, data: f.sent })))
+            : [hashedBatch(frames.map((f) => ({ hash: f.hash, data: f.sent })))]
         )
-        const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : "application/octet-stream"
+        const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
         await remote.sendBinary("chunks/batch", { method: "POST", body, contentType })
         return body.length
       }

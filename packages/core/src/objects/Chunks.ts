@@ -3,7 +3,8 @@
  * checked here; that the chunks' bytes hash to the blob hash needs the bytes (see Blake3.makeHasher).
  */
 import type { NameCheck } from "../Names.ts"
-import { checkHash } from "./Blake3.ts"
+// From Names.ts, not Blake3.ts: the client reads these limits before Effect and a BLAKE3 backend load (cli SmallPush.ts).
+import { checkHash } from "../Names.ts"
 import type { Hash } from "./Blake3.ts"
 
 const MiB = 1024 * 1024

@@ -1,0 +1,82 @@
+/**
+ * The files of the checkout's object store (`.grove/objects/`): where each object lives, and the synchronous
+ * reads and removals under the object store (Objects.ts). No Effect here: the small push (SmallPush.ts) reads
+ * commits and trees and drops kept blobs with them before the client loads.
+ */
+import type { ApiSync } from "@grove/api"
+import type { TreeEntry } from "@grove/core/objects/TreeText"
+import { decodeTree } from "@grove/core/objects/TreeText"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { isMissing } from "./Files.ts"
+
+type Hash = string
+
+export interface StoredCommit {
+  readonly commit: ApiSync.CommitData
+  /** Trees this local commit created (to send on push); absent for commits from the server. */
+  readonly new_trees?: ReadonlyArray<Hash> | undefined
+}
+
+export const groveDir = (root: string): string => path.join(root, ".grove")
+export const objectsDir = (root: string): string => path.join(groveDir(root), "objects")
+export const treePath = (root: string, hash: Hash): string => path.join(objectsDir(root), "trees", hash.slice(0, 2), hash)
+export const commitsDir = (root: string): string => path.join(objectsDir(root), "commits")
+export const commitPath = (root: string, hash: Hash): string => path.join(commitsDir(root), `${hash}.json`)
+export const blobPath = (root: string, hash: Hash): string => path.join(objectsDir(root), "blobs", hash)
+export const tempDir = (root: string): string => path.join(groveDir(root), "tmp")
+
+/** Up to this many kept blobs are removed in the command itself; more go to a detached process. */
+const SMALL_DROP = 64
+
+/**
+ * A small object file's text, or undefined when missing. Synchronous: trees and commits are a few
+ * hundred bytes, and a promise read per object costs a thread-pool round trip each.
+ */
+export const readObjectText = (file: string): string | undefined => {
+  try {
+    return fs.readFileSync(file, "utf8")
+  } catch (error) {
+    if (isMissing(error)) return undefined
+    throw error
+  }
+}
+
+/** A stored tree's entries; undefined when missing, "damaged" when its text is not a canonical tree. */
+export const readTreeFile = (root: string, hash: Hash): ReadonlyArray<TreeEntry> | undefined | "damaged" => {
+  const text = readObjectText(treePath(root, hash))
+  return text === undefined ? undefined : decodeTree(text) ?? "damaged"
+}
+
+export const readCommitFile = (root: string, hash: Hash): StoredCommit | undefined => {
+  const text = readObjectText(commitPath(root, hash))
+  return text === undefined ? undefined : JSON.parse(text) as StoredCommit
+}
+
+/** The size of the kept copy of a blob (copied at commit time), undefined when none is kept. */
+export const keptBlobSize = (root: string, hash: Hash): number | undefined => fs.statSync(blobPath(root, hash), { throwIfNoEntry: false })?.size
+
+export const dropKeptBlob = (root: string, hash: Hash): void => fs.rmSync(blobPath(root, hash), { force: true })
+
+/**
+ * Drops every kept blob. Unlinking 20,000 files takes seconds: the directory is renamed away at once and removed
+ * by a detached process that outlives this command (like git's background gc); leftovers go with the next one.
+ */
+export const dropAllKeptBlobs = (root: string): void => {
+  const dir = objectsDir(root)
+  const blobs = path.join(dir, "blobs")
+  if (!fs.existsSync(blobs)) return
+  const trashOf = () => fs.readdirSync(dir).filter((name) => name.startsWith("trash-")).map((name) => path.join(dir, name))
+  if (fs.readdirSync(blobs).length <= SMALL_DROP && trashOf().length === 0) {
+    // A few files (a one-file push): removing them here costs less than starting a process.
+    fs.rmSync(blobs, { recursive: true, force: true })
+    return
+  }
+  fs.renameSync(blobs, path.join(dir, `trash-${process.pid}-${Date.now()}`))
+  const trash = trashOf()
+  const script = "for (const dir of process.argv.slice(1)) require('node:fs').rmSync(dir, { recursive: true, force: true })"
+  // Loaded here, not at start: child_process (and net under it) is start-up time every other command pays.
+  const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
+  child.on("error", () => trash.forEach((trashed) => fs.rmSync(trashed, { recursive: true, force: true })))
+  child.unref()
+}
