@@ -41,7 +41,9 @@ const checkout = (
     while (Date.now() <= changed + 1) { /* the next tick */ }
     const scanned = yield* scan(root, yield* readIndex(root), Date.now())
     yield* writeIndex(root, scanned.files, HEAD, undefined, scanned.folders)
-    const ask = (args: ReadonlyArray<string> = ["push"], cwd = path.join(root, "sub")) => noopPush({ args, env: {}, cwd, home: "/nonexistent-home" })
+    // A small push (SmallPush.ts) answers a promise: awaited either way.
+    const ask = (args: ReadonlyArray<string> = ["push"], cwd = path.join(root, "sub")) =>
+      Effect.promise(async () => noopPush({ args, env: {}, cwd, home: "/nonexistent-home" }))
     const askStatus = (args: ReadonlyArray<string>) => quickStatus({ args, env: {}, cwd: path.join(root, "sub"), home: "/nonexistent-home" })
     return { root, ask, askStatus }
   })
@@ -50,8 +52,8 @@ describe("NoopPush", () => {
   it.effect("answers a clean, pushed checkout from any directory inside it, as text or JSON", () =>
     Effect.gen(function*() {
       const { ask } = yield* checkout()
-      expect(ask()).toBe("Already up to date (u-abcdef).")
-      expect(JSON.parse(ask(["push", "--json"])!)).toEqual({
+      expect(yield* ask()).toBe("Already up to date (u-abcdef).")
+      expect(JSON.parse((yield* ask(["push", "--json"]))!)).toEqual({
         branch: "u-abcdef",
         head: HEAD,
         pushed_commits: 0,
@@ -76,15 +78,15 @@ describe("NoopPush", () => {
       for (const [label, branch, extra] of cases) {
         const fixed = extra.branches === undefined ? extra : { ...extra, branches: { main: newBranch("main", { remote_head: HEAD, head: HEAD }) } }
         const { ask } = yield* checkout(branch, fixed)
-        expect({ label, answer: ask() }).toEqual({ label, answer: undefined })
+        expect({ label, answer: yield* ask() }).toEqual({ label, answer: undefined })
       }
       const { ask, root } = yield* checkout()
-      expect(ask(["push", "--remote", "http://x"])).toBeUndefined()
-      expect(ask(["pull"])).toBeUndefined()
-      expect(noopPush({ args: ["push"], env: { GROVE_REMOTE: "ftp://nope" }, cwd: root, home: "/x" })).toBeUndefined()
-      expect(ask(["push"], path.dirname(root))).toBeUndefined() // not in a checkout
+      expect(yield* ask(["push", "--remote", "http://x"])).toBeUndefined()
+      expect(yield* ask(["pull"])).toBeUndefined()
+      expect(yield* Effect.promise(async () => noopPush({ args: ["push"], env: { GROVE_REMOTE: "ftp://nope" }, cwd: root, home: "/x" }))).toBeUndefined()
+      expect(yield* ask(["push"], path.dirname(root))).toBeUndefined() // not in a checkout
       fs.writeFileSync(path.join(root, "sub/new.txt"), "new")
-      expect(ask()).toBeUndefined()
+      expect(yield* ask()).toBeUndefined()
     }).pipe(Effect.scoped))
 
   it.effect("a same-size change in the clock tick the index was written in is not answered as up to date (racy git)", () =>
@@ -105,10 +107,10 @@ describe("NoopPush", () => {
       }
       // Index written in the same tick as the change: the entry is racily clean, so the full command decides.
       writeAt(stats.mtimeMs)
-      expect(ask()).toBeUndefined()
+      expect(yield* ask()).toBeUndefined()
       // The same entry in an index written a tick later is trusted: the racy rule, not luck, caught it above.
       writeAt(stats.mtimeMs + 1)
-      expect(ask()).toBe("Already up to date (u-abcdef).")
+      expect(yield* ask()).toBe("Already up to date (u-abcdef).")
     }).pipe(Effect.scoped))
 
   it.effect("an index based on another commit, or none, is not trusted", () =>
@@ -116,11 +118,11 @@ describe("NoopPush", () => {
       const { ask, root } = yield* checkout()
       const scanned = yield* scan(root, yield* readIndex(root))
       yield* writeIndex(root, scanned.files, "c".repeat(64))
-      expect(ask()).toBeUndefined()
+      expect(yield* ask()).toBeUndefined()
       yield* writeIndex(root, scanned.files, null)
-      expect(ask()).toBeUndefined()
+      expect(yield* ask()).toBeUndefined()
       fs.rmSync(path.join(root, ".grove/index.json"))
-      expect(ask()).toBeUndefined()
+      expect(yield* ask()).toBeUndefined()
     }).pipe(Effect.scoped))
 })
 

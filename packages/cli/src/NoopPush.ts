@@ -1,5 +1,5 @@
 /**
- * Commands answered from the checkout alone, before the client is loaded (Effect, the HTTP client and
+ * Commands answered before the client is loaded (Effect, the HTTP client and
  * the API schemas cost more start-up time than the whole answer), when the working tree is exactly the
  * branch head as the index records it (`treeUnchanged`):
  * - `grove push` with nothing to push: the branch is on the server at its local head, no metadata is
@@ -7,14 +7,15 @@
  * - `grove status`: no change to list (the full command's scan takes the same path and writes nothing).
  * Anything else, or any doubt (a broken file, a merge in progress, flags other than --json), returns
  * undefined and the full command runs; it reaches the same answer the slow way when there is one.
- * Node built-ins only.
+ * A small push (SmallPush.ts) is sent from here too. No Effect here (nor in what it imports).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { chooseRemote, normaliseRemote } from "./Remote.ts"
-import type { BranchState } from "./local/State.ts"
+import type { BranchState, RepoState } from "./local/State.ts"
 import { statusReport } from "./local/StatusReport.ts"
 import { columnsUnchanged, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
+import { smallPush } from "./SmallPush.ts"
 
 const readJson = (file: string): unknown => {
   try {
@@ -50,11 +51,22 @@ const commandIs = (args: ReadonlyArray<string>, command: string) => args.filter(
 
 const optionalString = (value: unknown) => value === undefined || typeof value === "string"
 
+/** A checkout as `readCheckout` found it. */
+export interface CheckoutFound {
+  readonly root: string
+  readonly remote: string
+  /** The key stored in the checkout's config. */
+  readonly key: string | undefined
+  readonly repository: { readonly owner: string; readonly name: string } | undefined
+  readonly state: RepoState
+  readonly branch: BranchState & { readonly head: string }
+}
+
 /**
  * The checkout at or above `cwd` (its config as the full command's schema takes it), with its state
  * and current branch when no merge is in progress; undefined at any doubt.
  */
-const readCheckout = ({ cwd, env, home }: NoopPushInput) => {
+const readCheckout = ({ cwd, env, home }: NoopPushInput): CheckoutFound | undefined => {
   if ("error" in chooseRemote(undefined, env)) return undefined // the full command reports it
   const found = checkoutRoot(cwd, home)
   if (found === undefined || !isRecord(found.config)) return undefined
@@ -68,22 +80,28 @@ const readCheckout = ({ cwd, env, home }: NoopPushInput) => {
   return {
     root: found.root,
     remote,
+    key: typeof key === "string" ? key : undefined,
     repository: typeof owner === "string" && typeof name === "string" ? { owner, name } : undefined,
+    state: state as unknown as RepoState,
     branch: branch as unknown as BranchState & { readonly head: string }
   }
 }
 
-/** What `grove push` prints when there is provably nothing to push, else undefined. */
-export const noopPush = (input: NoopPushInput): string | undefined => {
+/**
+ * What `grove push` prints when there is provably nothing to push, or (a promise of it) when the push is small
+ * enough for `SmallPush.ts`; else undefined.
+ */
+export const noopPush = (input: NoopPushInput): string | undefined | Promise<string | undefined> => {
   if (!commandIs(input.args, "push")) return undefined
   const found = readCheckout(input)
   if (found === undefined || found.repository === undefined) return undefined
   const { branch } = found
   const head = branch.head
-  if (branch.name === "main" || branch.remote_head !== head || branch.unpushed.length > 0) return undefined
-  if (branch.description_pending === true || branch.close_pending === true) return undefined
+  if (branch.name === "main" || branch.description_pending === true || branch.close_pending === true) return undefined
   const index = readIndexSync(found.root)
-  if (index.base !== head || !treeUnchanged(found.root, index)) return undefined
+  if (index.base !== head) return undefined
+  if (branch.remote_head !== head || branch.unpushed.length > 0) return smallPush(found, index, input.args.includes("--json"), input.env)
+  if (!treeUnchanged(found.root, index)) return undefined
   return input.args.includes("--json")
     ? JSON.stringify(
       { branch: branch.name, head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, sent_bytes: 0, created_repository: false },

@@ -1,0 +1,153 @@
+/**
+ * `grove push` of a few small files, answered before the client loads (Effect, the typed HTTP client and the API
+ * schemas are most of a one-file push's CPU): the working tree is exactly the branch head as the index records it
+ * (the push's checkpoint would commit nothing), the unpushed commits' kept blobs are small and 64 KiB or less in all,
+ * and the push's JSON is small enough to go plain. It sends what the full push sends, built by the same code
+ * (sync/Outgoing.ts): one `chunks/batch` of hashed frames, then the push, with the same headers.
+ *
+ * Anything else answers undefined before a request is made, and the full command runs: a merge in progress, pending
+ * branch metadata, a first push, a large blob, a login session for the credential (the full command resolves it),
+ * `GROVE_TEST_CRASH_AT`. After a request, any answer but a taken push (a refusal, a 202 still landing, a network
+ * failure) also answers undefined: the full command then uploads and pushes again (chunks are stored by hash, and a
+ * push that landed meanwhile is recognised by its head), and reports whatever it gets, as it always does.
+ */
+import type { ApiSync } from "@grove/api"
+import { randomUUID } from "node:crypto"
+import type { WorkIndex } from "./local/TreeStatus.ts"
+import { columnsUnchanged } from "./local/TreeStatus.ts"
+import { writeJsonAtomic } from "./local/Files.ts"
+import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readTreeFile } from "./local/ObjectFiles.ts"
+import type { RepoState } from "./local/State.ts"
+import { statePath } from "./local/State.ts"
+import type { CheckoutFound } from "./NoopPush.ts"
+import { normaliseRemote } from "./Remote.ts"
+import { ACCEPT_ENCODING, bodyCompressionEnabled, COMPRESS_FROM, downloadCompression } from "./sync/BodyCompression.ts"
+import { sendBytes } from "./sync/HttpSend.ts"
+import type { ObjectReader } from "./sync/Outgoing.ts"
+import {
+  batchesOf,
+  blobsStillNeeded,
+  COMPRESS_CHUNKS_FROM,
+  HASHED_FRAMES_TYPE,
+  hashedBatch,
+  isLarge,
+  outgoing,
+  pushAnswer,
+  pushedState,
+  pushRequest,
+  readRangeSync,
+  sendsUnasked,
+  uniqueBlobs,
+  wholeChunk
+} from "./sync/Outgoing.ts"
+
+/** The token the full command would send, when it needs no login session: SERVICE_API_KEY, else the checkout's key. */
+const tokenFor = (found: CheckoutFound, env: Readonly<Record<string, string | undefined>>): string | undefined => {
+  const fromEnv = env["SERVICE_API_KEY"]
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv
+  // The checkout's key counts for the checkout's own server, which is where a push goes.
+  return found.key
+}
+
+const readerAt = (root: string): ObjectReader => ({
+  root,
+  readCommit: (hash) => readCommitFile(root, hash),
+  readTree: (hash) => {
+    const entries = readTreeFile(root, hash)
+    if (entries === "damaged") throw new Error(`tree ${hash} is damaged`)
+    return entries
+  },
+  keptBlobSize: (hash) => keptBlobSize(root, hash)
+})
+
+/**
+ * The push of `found`'s branch when it is small (see above), its answer as `grove push [--json]` prints it;
+ * undefined when the full command must run. Never rejects.
+ */
+export const smallPush = async (
+  found: CheckoutFound,
+  index: WorkIndex,
+  json: boolean,
+  env: Readonly<Record<string, string | undefined>>
+): Promise<string | undefined> => {
+  try {
+    return await push(found, index, json, env)
+  } catch {
+    return undefined // any doubt: the full command decides
+  }
+}
+
+const push = async (
+  found: CheckoutFound,
+  index: WorkIndex,
+  json: boolean,
+  env: Readonly<Record<string, string | undefined>>
+): Promise<string | undefined> => {
+  const { branch, remote, repository, root, state } = found
+  if (repository === undefined || branch.remote_head === null || branch.unpushed.length === 0 || branch.unpushed.at(-1) !== branch.head) return undefined
+  if ((env["GROVE_TEST_CRASH_AT"] ?? "") !== "") return undefined // the crash points are the full command's
+  const token = tokenFor(found, env)
+  if (token === undefined || normaliseRemote(remote) !== remote) return undefined
+  // The checkpoint commits nothing and leaves the index as it is only when every directory and file is as recorded.
+  if (columnsUnchanged(root, index, true)?.same !== true) return undefined
+
+  const { blobs, commits, trees } = outgoing(readerAt(root), branch)
+  const unique = uniqueBlobs(blobs)
+  const chunks = unique.map(wholeChunk)
+  const total = chunks.reduce((sum, c) => sum + c.size, 0)
+  if (unique.some(isLarge) || !sendsUnasked(false, chunks) || total >= COMPRESS_CHUNKS_FROM) return undefined
+  // Small blobs are their own chunks: the push lists no blob (Upload.ts answers only large ones).
+  const body = JSON.stringify(pushRequest(branch.remote_head, branch, commits, [] satisfies Array<ApiSync.BlobData>, trees))
+  if (bodyCompressionEnabled() && Buffer.byteLength(body) >= COMPRESS_FROM) return undefined
+
+  const base = `${remote}/api/${encodeURIComponent(repository.owner)}/${encodeURIComponent(repository.name)}`
+  const authorization = `Bearer ${token}`
+  let sentBytes = 0
+  for (const batch of batchesOf(chunks)) {
+    const frames = hashedBatch(batch.map((c) => ({ hash: c.hash, data: readRangeSync(c) })))
+    const answer = await sendBytes(`${base}/chunks/batch`, {
+      method: "POST",
+      headers: { authorization, "content-type": HASHED_FRAMES_TYPE },
+      body: frames
+    })
+    if (answer.status !== 200) return undefined
+    sentBytes += frames.length
+  }
+  const answer = await sendBytes(`${base}/push`, {
+    method: "POST",
+    headers: {
+      authorization,
+      "idempotency-key": randomUUID(),
+      ...(downloadCompression(remote) ? { "accept-encoding": ACCEPT_ENCODING } : {}),
+      "content-type": "application/json"
+    },
+    body
+  })
+  if (answer.status !== 200) return undefined
+  const taken = JSON.parse(new TextDecoder().decode(answer.body)) as Partial<ApiSync.PushResponse>
+  if (taken.success !== true) return undefined
+
+  const tip = commits.at(-1)!.hash
+  const next: RepoState = pushedState(state, branch, tip)
+  await writeJsonAtomic(statePath(root), next)
+  // The server has the pushed blobs now; keep only what other branches still need.
+  // The push is taken: from here nothing answers undefined (the full command would find nothing to push). A copy
+  // that cannot be removed now stays until the next push drops the kept blobs.
+  try {
+    const stillNeeded = blobsStillNeeded(next, (hash) => readCommitFile(root, hash))
+    if (stillNeeded.size === 0) dropAllKeptBlobs(root)
+    else for (const blob of unique) if (!stillNeeded.has(blob.hash)) dropKeptBlob(root, blob.hash)
+  } catch {
+    // kept for now
+  }
+  const answered = pushAnswer({
+    branch: branch.name,
+    head: tip,
+    pushed: commits.length,
+    uploadedChunks: chunks.length,
+    uploadedBytes: total,
+    sentBytes,
+    createdRepository: false
+  })
+  return json ? JSON.stringify(answered.value, null, 2) : answered.human()
+}

@@ -1,0 +1,173 @@
+/**
+ * The small push (packages/cli/src/SmallPush.ts) answers a one-file push before the client loads, and sends what the
+ * full push sends: through a proxy that records every request, the same checkout pushed both ways makes the same
+ * requests (routes, headers but the Idempotency-Key's value and the full client's trace context, bodies byte for
+ * byte), prints the same answer and leaves the same state. A push it does not take (a refused one) goes to the full command, which reports it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as path from "node:path"
+import { type GroveServer, ROOT } from "../support/GroveServer.ts"
+import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
+
+interface Recorded {
+  readonly method: string
+  readonly url: string
+  readonly headers: Record<string, string | Array<string> | undefined>
+  readonly body: Buffer
+}
+
+let server: GroveServer
+let alice: GroveOptions
+let proxy: http.Server
+let proxyUrl: string
+const recorded: Array<Recorded> = []
+
+beforeAll(async () => {
+  server = await startSuiteServer()
+  alice = userOf(server, "alice", await server.createUser("alice"))
+  const target = new URL(server.url)
+  proxy = http.createServer((request, response) => {
+    const parts: Array<Buffer> = []
+    request.on("data", (part: Buffer) => parts.push(part))
+    request.on("end", () => {
+      const body = Buffer.concat(parts)
+      recorded.push({ method: request.method!, url: request.url!, headers: { ...request.headers }, body })
+      const forward = http.request({ host: target.hostname, port: target.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
+        response.writeHead(answer.statusCode!, answer.headers)
+        answer.pipe(response)
+      })
+      forward.end(body)
+    })
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+  proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`
+}, 300_000)
+
+afterAll(async () => {
+  proxy.closeAllConnections()
+  await new Promise((resolve) => proxy.close(resolve))
+  await stopSuiteServers()
+})
+
+/** Reports at exit whether the client (the bundle's grove.mjs or the sources' main.ts) was loaded. */
+const REPORT_CLIENT = `data:text/javascript,${
+  encodeURIComponent(`
+import { registerHooks } from "node:module"
+let client = false
+registerHooks({ resolve(specifier, context, next) { if (/grove\\.mjs$|src\\/main\\.ts$/.test(specifier)) client = true; return next(specifier, context) } })
+process.on("exit", () => process.stderr.write("client loaded=" + client + "\\n"))
+`)
+}`
+
+const bundled = () => fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+
+/** `grove push --json` in `dir`; `full` sends it through the full command (a crash point no command has). */
+const push = async (options: GroveOptions, dir: string, full: boolean) => {
+  const from = recorded.length
+  const run = await grove(["push", "--json"], {
+    ...at(options, dir),
+    env: {
+      ...options.env,
+      NODE_OPTIONS: `--import ${REPORT_CLIENT}`,
+      ...(bundled() ? { GROVE_BUNDLE: "1" } : {}),
+      ...(full ? { GROVE_TEST_CRASH_AT: "none" } : {})
+    }
+  })
+  const client = /^client loaded=(\w+)$/m.exec(run.stderr)?.[1]
+  return { run, client, stderr: run.stderr.replace(/^client loaded=.*\n/m, ""), requests: recorded.slice(from) }
+}
+
+/**
+ * A request as compared: the Idempotency-Key's value differs per send; host and connection are the proxy's. The typed
+ * client's trace context (b3, traceparent: effect's HttpClient propagates its span, a random id per request) is the
+ * one thing the small push does not send: no trace of the client's is running.
+ */
+const shape = (r: Recorded) => {
+  const { b3: _b3, connection: _c, host: _h, "idempotency-key": key, traceparent: _t, ...headers } = r.headers
+  return { method: r.method, url: r.url, headers, idempotent: key !== undefined, body: r.body.toString("base64") }
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 2_100))
+
+/** Two copies of a checkout whose branch has one unpushed commit editing one small file. */
+const twoCheckouts = async (name: string) => {
+  const options: GroveOptions = { ...alice, env: { ...alice.env!, GROVE_REMOTE: proxyUrl } }
+  const work = tempDir(name)
+  await ok(["init", "--name", name], at(options, work))
+  for (let i = 0; i < 30; i++) {
+    fs.mkdirSync(path.join(work, `d${i % 3}/e`), { recursive: true })
+    fs.writeFileSync(path.join(work, `d${i % 3}/e/file-${i}.txt`), `file ${i}\n`)
+  }
+  await ok(["push"], at(options, work))
+  fs.appendFileSync(path.join(work, "d1/e/file-4.txt"), "edited\n")
+  await ok(["commit"], at(options, work))
+  const copy = tempDir(`${name}-copy`)
+  fs.cpSync(work, copy, { recursive: true, preserveTimestamps: true })
+  // A copy has new inodes and ctimes: its index is brought up to date once (status records them) before pushing,
+  // once the directories have settled (TreeStatus SETTLE_MS: a directory changed just before a walk is read again).
+  await settle()
+  await ok(["status"], at(options, copy))
+  await ok(["status"], at(options, work))
+  return { options, work, copy }
+}
+
+describe("the small push", () => {
+  it("sends the full push's requests byte for byte, without loading the client, and answers and records the same", async () => {
+    const { copy, options, work } = await twoCheckouts("sp")
+    const small = await push(options, work, false)
+    expect({ code: small.run.code, stderr: small.stderr }).toEqual({ code: 0, stderr: "" })
+    expect(small.client).toBe("false")
+    const full = await push(options, copy, true)
+    expect({ code: full.run.code, stderr: full.stderr }).toEqual({ code: 0, stderr: "" })
+    expect(full.client).toBe("true")
+
+    expect(json(small.run)).toMatchObject({ pushed_commits: 1, uploaded_chunks: 1, created_repository: false })
+    expect(small.run.stdout).toBe(full.run.stdout)
+    const routes = (requests: ReadonlyArray<Recorded>) => requests.map((r) => `${r.method} ${r.url}`)
+    expect(routes(small.requests)).toEqual(["POST /api/alice/sp/chunks/batch", "POST /api/alice/sp/push"])
+    // The full push finds its commit landed (the small push sent it first) and stops there: the same two requests.
+    expect(routes(full.requests)).toEqual(routes(small.requests))
+    expect(small.requests.map(shape)).toEqual(full.requests.map(shape))
+    expect(small.requests[1]!.headers["idempotency-key"]).toMatch(/^[0-9a-f-]{36}$/)
+
+    const state = (dir: string) => fs.readFileSync(path.join(dir, ".grove/state.json"), "utf8")
+    expect(state(work)).toBe(state(copy))
+    expect(JSON.parse(state(work)).branches[json(small.run).branch]).toMatchObject({ remote_head: json(small.run).head, unpushed: [] })
+    expect(fs.existsSync(path.join(work, ".grove/objects/blobs"))).toBe(false) // the kept copy went, as with the full push
+    expect(fs.existsSync(path.join(copy, ".grove/objects/blobs"))).toBe(false)
+    // Nothing left to push either way.
+    expect(json(await grove(["push", "--json"], at(options, work)))).toMatchObject({ pushed_commits: 0 })
+  }, 180_000)
+
+  it("leaves a refused push to the full command, which reports it as it always did", async () => {
+    const { copy, options, work } = await twoCheckouts("sr")
+    // Another push moves the branch first: the server refuses the next one on its expected head.
+    fs.appendFileSync(path.join(copy, "d2/e/file-5.txt"), "other\n")
+    await ok(["commit"], at(options, copy))
+    await ok(["push"], at(options, copy))
+    const refused = await push(options, work, false)
+    expect(refused.client).toBe("true")
+    expect(refused.run.code).toBe(1)
+    expect(json(refused.run)).toMatchObject({ code: "remote_head_changed" })
+    const routes = refused.requests.map((r) => r.url.replace(/^\/api\/alice\/sr\//, ""))
+    // The small push's batch and push, then the full command's.
+    expect(routes).toEqual(["chunks/batch", "push", "chunks/batch", "push"])
+  }, 180_000)
+
+  it("leaves a large blob to the full command before any request", async () => {
+    const options: GroveOptions = { ...alice, env: { ...alice.env!, GROVE_REMOTE: proxyUrl } }
+    const work = tempDir("sl")
+    await ok(["init", "--name", "sl"], at(options, work))
+    fs.writeFileSync(path.join(work, "a.txt"), "a\n")
+    await ok(["push"], at(options, work))
+    fs.writeFileSync(path.join(work, "big.bin"), Buffer.alloc(70 * 1024, 7))
+    await ok(["commit"], at(options, work))
+    await settle()
+    await ok(["status"], at(options, work))
+    const pushed = await push(options, work, false)
+    expect({ code: pushed.run.code, client: pushed.client }).toEqual({ code: 0, client: "true" })
+    expect(pushed.requests.map((r) => r.url.replace(/^\/api\/alice\/sl\//, ""))).toEqual(["chunks/check", "chunks/batch", "push"])
+  }, 180_000)
+})
