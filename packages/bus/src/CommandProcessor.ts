@@ -25,7 +25,7 @@ import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
 import * as CommandMetrics from "./CommandMetrics.ts"
-import { type CommandContext, commandOf, decodeJson, encodeJson, type Entity } from "./Entity.ts"
+import { type CommandContext, commandOf, decodeJson, encodeJson, type Entity, isNoted } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
 import { CommandMessage, type DeadLetter, type ReplyMessage, type StoredReply } from "./Messages.ts"
 import { Outbox } from "./Outbox.ts"
@@ -75,8 +75,17 @@ const decodeCommand = Schema.decodeUnknownEffect(CommandMessage)
 
 const defect = (message: string): StoredReply => ({ _tag: "Defect", message })
 
+/** A handler's outcome: the reply to store, and its note for the sender (encoded; never stored). */
+interface Handled {
+  readonly reply: StoredReply
+  readonly note?: unknown
+}
+const handled = (reply: StoredReply, note?: unknown): Handled => (note === undefined ? { reply } : { reply, note })
+
 interface Outcome {
   readonly reply: StoredReply
+  /** The handler's note for the sender, encoded: only when it ran now (never stored, so never replayed). */
+  readonly note?: unknown
   /**
    * The outbox rows its transaction committed, for the relay (none for a refused command, rolled back);
    * `undefined` when not known (a reply stored before: an earlier attempt may have committed rows that
@@ -85,6 +94,8 @@ interface Outcome {
   readonly events: ReadonlyArray<RelayedRow> | undefined
 }
 
+const outcomeOf = (reply: StoredReply, events: Outcome["events"], note?: unknown): Outcome =>
+  note === undefined ? { reply, events } : { reply, events, note }
 
 /** A record's value is kept in its dead letter up to this much JSON. */
 const DEAD_LETTER_VALUE_LIMIT = 64 * 1024
@@ -175,9 +186,10 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       })
 
     /**
-     * Runs the handler in the command's transaction and turns its outcome into the reply to store. A
-     * handler that fails with its command's error (or for good) fails the transaction with `Refused`,
-     * which rolls back what it wrote: no savepoint round trips around every handler for the rare refusal.
+     * Runs the handler in the command's transaction and turns its outcome into the reply to store (and its
+     * note for the sender, which is not stored). A handler that fails with its command's error (or for good)
+     * fails the transaction with `Refused`, which rolls back what it wrote: no savepoint round trips around
+     * every handler for the rare refusal.
      */
     const runHandler = Effect.fnUntraced(function*(
       registered: Registered,
@@ -188,19 +200,24 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       const schemas = commandOf(registered.entity, message.command)
       const handler = registered.handlers[message.command]
       if (schemas === undefined || handler === undefined) {
-        return defect(`${message.entityType} has no command ${message.command}`)
+        return handled(defect(`${message.entityType} has no command ${message.command}`))
       }
       const payload = yield* Effect.result(decodeJson(schemas.payload, message.payload))
-      if (payload._tag === "Failure") return defect(`invalid payload: ${payload.failure.message}`)
+      if (payload._tag === "Failure") return handled(defect(`invalid payload: ${payload.failure.message}`))
       const exit = yield* handler(payload.success, context).pipe(
         Effect.provideService(Outbox, outbox),
         Effect.exit
       )
       if (Exit.isSuccess(exit)) {
-        return yield* encodeJson(schemas.success, exit.value).pipe(
+        const success = isNoted(exit.value) ? exit.value.value : exit.value
+        const reply = yield* encodeJson(schemas.success, success).pipe(
           Effect.map((value): StoredReply => ({ _tag: "Success", value })),
           Effect.catch((error) => Effect.succeed(defect(`could not encode the reply: ${error.message}`)))
         )
+        if (!isNoted(exit.value) || schemas.note === undefined || reply._tag !== "Success") return handled(reply)
+        // A note that cannot be encoded is left out: it only saves the sender a read.
+        const note = yield* Effect.option(encodeJson(schemas.note, exit.value.note))
+        return handled(reply, Option.getOrUndefined(note))
       }
       const verdict = CommandFailures.classify(exit.cause)
       // Transient trouble (or an interruption) fails the whole transaction, to be tried again.
@@ -242,18 +259,18 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
       sql.withTransaction(Effect.gen(function*() {
         const entry = entryOf(message)
         const previous = yield* Inbox.begin(entry, { topic, partition, epoch, offset: record.offset })
-        if (Option.isSome(previous)) return { reply: previous.value, events: undefined } satisfies Outcome
+        if (Option.isSome(previous)) return outcomeOf(previous.value, undefined)
         const made: Array<string> = []
         const outbox = Outboxes.forCommand({ partition, key: record.key, onRow: (id) => made.push(id) })
         const context: CommandContext = { ...entry, epoch, nodeId: bus.nodeId }
-        const reply = yield* runHandler(registered, message, context, outbox)
+        const { reply, note } = yield* runHandler(registered, message, context, outbox)
         const events = yield* Inbox.complete(message.commandId, reply, made, outbox.appended)
-        return { reply, events } satisfies Outcome
+        return outcomeOf(reply, events, note)
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>
           // Under the fence again (the first transaction's lock is gone); a reply stored meanwhile wins. The
           // rolled-back transaction committed no rows (a reply stored before was found by `begin`): none to read.
-          settleFenced(record, message, reply).pipe(Effect.map((stored) => ({ reply: stored, events: [] }) satisfies Outcome)))
+          settleFenced(record, message, reply).pipe(Effect.map((stored) => outcomeOf(stored, []))))
       )
 
     /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
@@ -296,18 +313,20 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         )
         if (stored._tag === "Done") {
           if (alsoDeadLetter) yield* deadLetter(record, reason)
-          return { reply: stored.value, events: undefined } satisfies Outcome
+          return outcomeOf(stored.value, undefined)
         }
         yield* deadLetter(record, `${reason}; settling it failed too: ${stored.message}`)
-        return { reply: failed, events: undefined } satisfies Outcome
+        return outcomeOf(failed, undefined)
       })
 
-    const answer = (record: BusRecord, commandId: string, reply: StoredReply) =>
+    const answer = (record: BusRecord, commandId: string, reply: StoredReply, note: unknown) =>
       Effect.gen(function*() {
         const deadline = Number(record.headers[Headers.deadline] ?? Number.POSITIVE_INFINITY)
         // Nobody waits past the deadline: the caller reads the outcome from the inbox.
         if ((yield* Clock.currentTimeMillis) > deadline) return
-        const value: ReplyMessage = { type: "grove.reply", v: 1, commandId, reply }
+        const value: ReplyMessage = note === undefined
+          ? { type: "grove.reply", v: 1, commandId, reply }
+          : { type: "grove.reply", v: 1, commandId, reply, note }
         yield* bus.reply(record, value)
       }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not send a reply", Cause.squash(cause))))
 
@@ -345,7 +364,7 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         else relay.committed(partition, outcome.events)
         // Reply first, then mark the offset: a worker revoked in between leaves the record to the
         // next owner, which finds it in the inbox and sends the stored reply.
-        yield* answer(record, message.commandId, outcome.reply).pipe(TraceContext.span("EntityRuntime.reply", { kind: "producer" }))
+        yield* answer(record, message.commandId, outcome.reply, outcome.note).pipe(TraceContext.span("EntityRuntime.reply", { kind: "producer" }))
         CommandMetrics.record(
           message.entityType,
           message.command,

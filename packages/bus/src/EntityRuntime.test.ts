@@ -115,3 +115,25 @@ describe("EntityRuntime in a cluster with an owner of an older version", () => {
       assert.strictEqual(settled.fingerprint, "POST /slow")
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(MemoryBroker.layer, Database))), { timeout: 120_000 })
 })
+
+const NotedTest = Entity.make("NotedTest", {
+  Write: { payload: Schema.Struct({ n: Schema.Number }), success: Schema.Struct({ n: Schema.Number }), note: Schema.Struct({ seen: Schema.Number }) }
+})
+
+describe("EntityRuntime: a handler's note for the sending node", () => {
+  it.live("goes with the live reply only: never stored, so a replay and the operation have none", () =>
+    Effect.gen(function*() {
+      const node = yield* startNode("noted")
+      yield* Effect.addFinalizer(() => Scope.close(node.handlers, Exit.void).pipe(Effect.andThen(Scope.close(node.scope, Exit.void))))
+      yield* node.runtime.register(NotedTest, { Write: ({ n }) => Effect.succeed(Entity.noted({ n }, { seen: n * 10 })) })
+      const live = yield* node.runtime.sendNoted(NotedTest, "n-1", "Write", { n: 4 }, { commandId: "noted-1", owner: "alice" })
+      assert.deepStrictEqual(live, { value: { n: 4 }, note: { seen: 40 } })
+      // The stored reply (what a replay and GET /operations read) is the success alone.
+      const operation = yield* node.runtime.operation("noted-1")
+      assert.deepStrictEqual(Option.getOrThrow(operation).reply, { _tag: "Success", value: { n: 4 } })
+      const replayed = yield* node.runtime.sendNoted(NotedTest, "n-1", "Write", { n: 4 }, { commandId: "noted-1", owner: "alice" })
+      assert.deepStrictEqual(replayed, { value: { n: 4 }, note: undefined })
+      // `send` answers the success alone.
+      assert.deepStrictEqual(yield* node.runtime.send(NotedTest, "n-1", "Write", { n: 5 }), { n: 5 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(MemoryBroker.layer, Database))), { timeout: 120_000 })
+})

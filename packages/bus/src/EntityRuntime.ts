@@ -22,8 +22,8 @@ import { Bus, BusError } from "./Bus.ts"
 import type * as BusStatus from "./BusStatus.ts"
 import * as CommandProcessor from "./CommandProcessor.ts"
 import type { Registered } from "./CommandProcessor.ts"
-import { commandOf, decodeJson, encodeJson } from "./Entity.ts"
-import type { CommandName, Entity, Failure, Handlers, Payload, Success } from "./Entity.ts"
+import { type CommandSchemas, commandOf, decodeJson, decodeJsonSync, encodeJson } from "./Entity.ts"
+import type { CommandName, Entity, Failure, Handlers, Note, Payload, Replied, Success } from "./Entity.ts"
 import * as Inbox from "./Inbox.ts"
 import { CommandFailed, CommandIdReused, CommandTimeout, ReplyMessage, type StoredReply } from "./Messages.ts"
 import * as OutboxRelay from "./OutboxRelay.ts"
@@ -70,6 +70,17 @@ export interface EntityRuntimeShape {
     payload: Payload<E, C>,
     options?: SendOptions
   ) => Effect.Effect<Success<E, C>, SendError<E, C>>
+  /**
+   * Like `send`, with the handler's note for this node (`Entity.noted`) when the reply came live from
+   * the handler; a replayed reply (the command was handled before) has none.
+   */
+  readonly sendNoted: <E extends Entity, C extends CommandName<E>>(
+    entity: E,
+    entityId: string,
+    command: C,
+    payload: Payload<E, C>,
+    options?: SendOptions
+  ) => Effect.Effect<Replied<Success<E, C>, Note<E, C>>, SendError<E, C>>
   /**
    * Like `send`, in two steps: the outer effect puts the command on the bus
    * (commands submitted one after another are handled in that order), the
@@ -164,6 +175,16 @@ export const decodeReply = <E extends Entity, C extends CommandName<E>>(
 
 const decodeReplyMessage = Schema.decodeUnknownEffect(ReplyMessage)
 
+/** A reply read back from the inbox: handled before, so it has no note. */
+const unnoted = <A>(value: A): Replied<A, never> => ({ value, note: undefined })
+
+/** A live reply's note, or `undefined` when the command has no note schema or it does not decode (it only saves a read). */
+const decodeNote = <E extends Entity, C extends CommandName<E>>(schemas: CommandSchemas, note: unknown): Note<E, C> | undefined => {
+  if (schemas.note === undefined) return undefined
+  const decoded = decodeJsonSync(schemas.note, note)
+  return Option.isSome(decoded) ? decoded.value as Note<E, C> : undefined
+}
+
 const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   const bus = yield* Bus
   const sql = yield* SqlClient.SqlClient
@@ -211,7 +232,13 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
       )
     })
 
-  const submit: EntityRuntimeShape["submit"] = (entity, entityId, command, payload, sendOptions) =>
+  const submitNoted = <E extends Entity, C extends CommandName<E>>(
+    entity: E,
+    entityId: string,
+    command: C,
+    payload: Payload<E, C>,
+    sendOptions: SendOptions | undefined
+  ): Effect.Effect<Effect.Effect<Replied<Success<E, C>, Note<E, C>>, SendError<E, C>>, CommandFailed | CommandIdReused> =>
     Effect.gen(function*() {
       const commandId = sendOptions?.commandId ?? randomUUID()
       const failed = (message: string, settled: boolean) => new CommandFailed({ operationId: commandId, message, settled })
@@ -250,7 +277,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
           return yield* new CommandIdReused({ operationId: commandId })
         }
         // Handled before: its answer, without the bus. In flight: sent again below (the inbox handles it once).
-        if (before.reply !== undefined) return decodeReply(entity, command, commandId, before.reply)
+        if (before.reply !== undefined) return Effect.map(decodeReply(entity, command, commandId, before.reply), unnoted)
       }
       // The sending span's traceparent (none while tracing is off): the owner's command span continues the trace.
       const trace = yield* TraceContext.outgoing
@@ -292,13 +319,28 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
           )),
         Effect.flatMap((record) => decodeReplyMessage(record.value)),
         Effect.catchTag("SchemaError", (error) => Effect.fail(failed(`could not decode the reply: ${error.message}`, false))),
-        Effect.flatMap((message) => decodeReply(entity, command, commandId, message.reply))
+        Effect.flatMap((message) =>
+          Effect.map(decodeReply(entity, command, commandId, message.reply), (value) => ({
+            value,
+            note: message.note === undefined ? undefined : decodeNote<E, C>(schemas, message.note)
+          })))
       )
     })
+
+  const submit: EntityRuntimeShape["submit"] = (entity, entityId, command, payload, sendOptions) =>
+    Effect.map(submitNoted(entity, entityId, command, payload, sendOptions), Effect.map((replied) => replied.value))
 
   // One span from the send to the reply (only while tracing is on): the request's side of the command.
   const send: EntityRuntimeShape["send"] = (entity, entityId, command, payload, sendOptions) =>
     Effect.flatten(submit(entity, entityId, command, payload, sendOptions)).pipe(
+      TraceContext.span("EntityRuntime.send", {
+        kind: "producer",
+        attributes: { "grove.entity_type": entity.name, "grove.entity_id": entityId, "grove.command": command }
+      })
+    )
+
+  const sendNoted: EntityRuntimeShape["sendNoted"] = (entity, entityId, command, payload, sendOptions) =>
+    Effect.flatten(submitNoted(entity, entityId, command, payload, sendOptions)).pipe(
       TraceContext.span("EntityRuntime.send", {
         kind: "producer",
         attributes: { "grove.entity_type": entity.name, "grove.entity_id": entityId, "grove.command": command }
@@ -345,6 +387,7 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
   return {
     nodeId: bus.nodeId,
     send,
+    sendNoted,
     submit,
     operation,
     health: runtimeHealth,

@@ -40,7 +40,9 @@ export const ReplyMessage = Schema.Struct({
   type: Schema.Literal("grove.reply"),
   v: Schema.Literal(1),
   commandId: Schema.String,
-  reply: StoredReply
+  reply: StoredReply,
+  /** The handler's note for this node (encoded with the command's `note` schema); never stored (see `Entity.noted`). */
+  note: Schema.optionalKey(Schema.Unknown)
 })
 export type ReplyMessage = typeof ReplyMessage.Type
 

@@ -131,10 +131,6 @@ const storedErrorAnswers = [
   storedSiteErrorResponse
 ]
 
-/** A stored command success as the API would have answered it live (a merge's carries the repository row for its node). */
-const storedSuccessResponse = (command: string, value: unknown) =>
-  command === "Merge" && typeof value === "object" && value !== null ? MergeCommand.mergeAnswer(value as MergeCommand.MergeSuccess) : value
-
 /** A stored command error as the API would have answered it live. */
 const storedErrorResponse = (error: unknown) => {
   for (const answer of storedErrorAnswers) {
@@ -160,7 +156,7 @@ const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
       if (reply === undefined) return { id: operationId, status: "pending" as const }
       switch (reply._tag) {
         case "Success":
-          return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: storedSuccessResponse(command, reply.value) }
+          return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: reply.value }
         case "Failure": {
           const answer = storedErrorResponse(reply.error)
           if (answer !== undefined) return { id: operationId, status: "done" as const, http_status: answer.status, response: answer.body }

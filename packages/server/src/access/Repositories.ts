@@ -3,16 +3,20 @@
  * through the Repository entity.
  */
 import type { Access } from "@grove/core"
-import { Context, Effect, Layer, Option } from "effect"
+import type { Entity } from "@grove/bus"
+import { Context, Effect, Exit, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { ACCESS_CACHE_TTL_MS, AccessCaches } from "../cache/AccessCaches.ts"
 import { peekFound, TtlCache } from "../cache/TtlCache.ts"
 import * as Keyset from "../db/Keyset.ts"
 import type { KeyColumn, Keyed, PageRequest } from "../db/Keyset.ts"
-import { repositoryColumns, type RepositoryRecord, repositoryKey } from "./RepositoryRecord.ts"
+import { repositoryColumns, type RepositoryRecord, repositoryKey, type RepositoryWritten } from "./RepositoryRecord.ts"
 
 export type RepositorySort = "name" | "updated" | "created"
+
+/** What a write set in a repository's row: the fields it changed, and the version and updated_at it left. */
+export type LandedRecord = Partial<Pick<RepositoryRecord, "head" | "isPublic">> & Pick<RepositoryRecord, "version" | "updatedAt">
 
 export class Repositories extends Context.Service<Repositories, {
   readonly findByFullName: (owner: string, name: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
@@ -23,16 +27,13 @@ export class Repositories extends Context.Service<Repositories, {
   /** How many repository changes this node has been notified of: taken before a write, for `landed`. */
   readonly changesSeen: () => number
   /**
-   * After a write through this node moved `before`'s head: caches the record as written, without a read,
-   * when it is exact: its version is the next after `before`'s (nothing else changed the row in between;
-   * every change bumps it) and at most one change (the write's own) was notified since `since`
-   * (`changesSeen` before the write), so none came after it. Otherwise forgets the record, as `invalidate`.
+   * After a write through this node changed `before` (`after`: the fields it set, its version and updated_at):
+   * caches the record as written, without a read, when it is exact: its version is the next after `before`'s
+   * (nothing else changed the row in between; every change bumps it) and at most one change (the write's own)
+   * was notified since `since` (`changesSeen` before the write), so none came after it. Otherwise forgets the
+   * record, as `invalidate`.
    */
-  readonly landed: (
-    before: RepositoryRecord,
-    after: { readonly head: string; readonly version: number; readonly updatedAt: Date },
-    since: number
-  ) => Effect.Effect<void>
+  readonly landed: (before: RepositoryRecord, after: LandedRecord, since: number) => Effect.Effect<void>
   readonly findById: (id: string) => Effect.Effect<Option.Option<RepositoryRecord>, SqlError>
   /**
    * One page of the repositories the principal can read (public ones, and all in organizations
@@ -93,7 +94,7 @@ export class Repositories extends Context.Service<Repositories, {
       landed: (before, after, since) => {
         const key = repositoryKey(before.owner, before.name)
         if (after.version !== before.version + 1 || changes - since > 1) return Effect.sync(() => byName.invalidate(key))
-        const record: RepositoryRecord = { ...before, head: after.head, updatedAt: after.updatedAt, version: after.version }
+        const record: RepositoryRecord = { ...before, ...after }
         // What is cached (the handler's own read from before the write) or still loading is forgotten first, as any
         // write through this node does: in cluster mode the write's own notification comes later (LISTEN), and until
         // then the old record would be served. Then the record as it landed is cached.
@@ -133,4 +134,22 @@ export class Repositories extends Context.Service<Repositories, {
       }
     })
   }))
+}
+
+/**
+ * After a Repository command sent from this node for `before` (its `changed` fields): the record as the
+ * command's note says it landed (`landed`), or forgotten when there is none (a replayed or failed command).
+ * `since`: `changesSeen()` taken before the send.
+ */
+export const afterRepositoryWrite = (
+  repositories: Repositories["Service"],
+  before: RepositoryRecord,
+  changed: Partial<Pick<RepositoryRecord, "head" | "isPublic">>,
+  since: number
+) =>
+<A, E>(exit: Exit.Exit<Entity.Replied<A, RepositoryWritten>, E>): Effect.Effect<void> => {
+  const note = Exit.isSuccess(exit) ? exit.value.note : undefined
+  return note === undefined
+    ? Effect.sync(() => repositories.invalidate(before.owner, before.name))
+    : repositories.landed(before, { ...changed, version: note.version, updatedAt: new Date(note.updated_at) }, since)
 }

@@ -1,5 +1,6 @@
 /** A repository as stored, with its owner's slug; shared by reads and the Repository entity. */
 import type { ApiSchemas } from "@grove/api"
+import { Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 
 export interface RepositoryRecord {
@@ -14,6 +15,20 @@ export interface RepositoryRecord {
   readonly updatedAt: Date
   readonly version: number
 }
+
+/**
+ * The repository row as a command left it (its version and updated_at; the command knows the fields it set): the
+ * note a Repository command gives the node that sent it (`Entity.noted`), which caches the record without a read
+ * (`Repositories.landed`). Never part of an answer or a stored reply.
+ */
+export const RepositoryWritten = Schema.Struct({ version: Schema.Number, updated_at: Schema.String })
+export type RepositoryWritten = typeof RepositoryWritten.Type
+
+/** `RepositoryWritten` of a row as read back (`RETURNING`). */
+export const repositoryWritten = (row: { readonly version: number; readonly updatedAt: Date }): RepositoryWritten => ({
+  version: row.version,
+  updated_at: row.updatedAt.toISOString()
+})
 
 /** The select list every repository read uses (`r` = repositories, `o` = organizations). */
 export const repositoryColumns = (sql: SqlClient.SqlClient) =>

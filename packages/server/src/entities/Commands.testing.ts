@@ -4,8 +4,7 @@
  * command (one transaction, rolled back when it fails; the outcome as a Result); an organization and
  * repository written as rows.
  */
-import { EntityRuntime, MemoryBroker, MemoryBus, Outbox } from "@grove/bus"
-import type { Entity } from "@grove/bus"
+import { Entity, EntityRuntime, MemoryBroker, MemoryBus, Outbox } from "@grove/bus"
 import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
@@ -39,11 +38,11 @@ export const commandContext = (entityType: string, entityId: string, command = "
   nodeId: "test"
 })
 
-/** Like the entity runtime: the command is one transaction, rolled back when it fails. */
+/** Like the entity runtime: the command is one transaction, rolled back when it fails; its success without its note. */
 export const runCommand = <A, E>(outbox: Layer.Layer<Outbox.Outbox>, effect: Effect.Effect<A, E, SqlClient.SqlClient | Outbox.Outbox>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(effect).pipe(Effect.provide(outbox), Effect.result)
+    return yield* sql.withTransaction(effect).pipe(Effect.map(Entity.successOf), Effect.provide(outbox), Effect.result)
   })
 
 /** An organization `slug` and its repository `r`. */

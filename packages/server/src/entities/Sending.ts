@@ -50,11 +50,26 @@ export const sender = <E extends Entity.Entity>(runtime: EntityRuntime.EntityRun
     Effect.mapError((error) => toGatewayError<Entity.Failure<E, C>>(error))
   )
 
+/** Like `sender`, answering the success with the handler's note for this node (`Entity.Replied`). */
+export const notedSender = <E extends Entity.Entity>(runtime: EntityRuntime.EntityRuntimeShape, entity: E, timeoutMs: number) =>
+<C extends Entity.CommandName<E>>(command: C) =>
+(entityId: string, payload: Entity.Payload<E, C>, request?: WriteRequest) =>
+  runtime.sendNoted(entity, entityId, command, payload, sendOptions(request, timeoutMs)).pipe(
+    Effect.mapError((error) => toGatewayError<Entity.Failure<E, C>>(error))
+  )
+
 /** What every gateway starts from: `(yield* gatewaySender(slice))("Create")`, with the configured command timeout. */
 export const gatewaySender = <E extends Entity.Entity>(entity: E) =>
   Effect.gen(function*() {
     const config = yield* ServerConfig
     return sender(yield* EntityRuntime.EntityRuntime, entity, config.commandTimeoutMs)
+  })
+
+/** `gatewaySender` for commands whose handlers note something for this node (`notedSender`). */
+export const gatewayNotedSender = <E extends Entity.Entity>(entity: E) =>
+  Effect.gen(function*() {
+    const config = yield* ServerConfig
+    return notedSender(yield* EntityRuntime.EntityRuntime, entity, config.commandTimeoutMs)
   })
 
 type SendFailure = Messages.CommandTimeout | Messages.CommandFailed | Messages.CommandIdReused

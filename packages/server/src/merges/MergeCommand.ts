@@ -6,10 +6,10 @@
  * repository's lock and every write are one statement. If either head moved
  * since planning, nothing merges and the caller retries.
  */
-import { type Entity, Outbox } from "@grove/bus"
+import { Entity, Outbox } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import type { RepositoryRecord } from "../access/RepositoryRecord.ts"
+import { type RepositoryRecord, RepositoryWritten, repositoryWritten } from "../access/RepositoryRecord.ts"
 import { load, splitRepositoryKey } from "../entities/CommandSupport.ts"
 import { BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, nowRfc3339, QuotaExceeded } from "../content/BranchCommands.ts"
 
@@ -40,12 +40,7 @@ export const MergeSuccess = Schema.Struct({
   commit_hash: Schema.String,
   manifest_hash: Schema.String,
   parent_hash: Schema.optionalKey(Schema.String),
-  merge_parent_hash: Schema.String,
-  /**
-   * The repository row as the merge left it: this node caches the record as written instead of reading it
-   * back (`Repositories.landed`). Not part of the answer (MergeHandlers leaves it out).
-   */
-  repository: Schema.optionalKey(Schema.Struct({ version: Schema.Number, updated_at: Schema.String }))
+  merge_parent_hash: Schema.String
 })
 
 /**
@@ -110,7 +105,7 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
   if (row?.landed !== true) return { landed: false, repository: undefined } as const
   return {
     landed: true,
-    repository: row.version === null || row.updatedAt === null ? undefined : { version: row.version, updated_at: row.updatedAt.toISOString() }
+    repository: row.version === null || row.updatedAt === null ? undefined : repositoryWritten({ version: row.version, updatedAt: row.updatedAt })
   } as const
 })
 
@@ -130,7 +125,10 @@ const refusal = Effect.fnUntraced(function*(repo: RepositoryRecord, payload: typ
   return yield* new BranchMoved({ branch: payload.branch })
 })
 
-/** One statement when it lands: the repository under the command's lock and the landing with its event. */
+/**
+ * One statement when it lands: the repository under the command's lock and the landing with its event. Its
+ * note: the repository row as the merge left it, for the sending node's cache.
+ */
 export const merge = Effect.fn("Repository.merge")(function*(payload: typeof MergePayload.Type, { entityId }: Entity.CommandContext) {
   const { landed, repository } = yield* land(entityId, payload)
   if (!landed) {
@@ -138,25 +136,19 @@ export const merge = Effect.fn("Repository.merge")(function*(payload: typeof Mer
     if (repo === undefined) return yield* new BranchRepositoryGone({ fullName: entityId })
     return yield* refusal(repo, payload)
   }
-  return {
-    ...(repository === undefined ? {} : { repository }),
+  const success: MergeSuccess = {
     message: payload.message,
     commit_hash: payload.commit,
     manifest_hash: payload.manifest,
     ...(payload.expectedMainHead === null ? {} : { parent_hash: payload.expectedMainHead }),
     merge_parent_hash: payload.expectedBranchHead
   }
+  return repository === undefined ? success : Entity.noted(success, repository)
 })
-
-/** The merge's answer (live, replayed, or read as its operation's response): its success without the repository row. */
-export const mergeAnswer = (success: MergeSuccess): MergeSuccess => {
-  const { repository: _repository, ...answer } = success
-  return answer
-}
 
 /** The merge's slice of the Repository entity; `Entities.ts` composes the entity from the slices. */
 export const commands = {
-  Merge: { payload: MergePayload, success: MergeSuccess, error: MergeError }
+  Merge: { payload: MergePayload, success: MergeSuccess, error: MergeError, note: RepositoryWritten }
 } as const
 
 export const handlers = { Merge: merge }

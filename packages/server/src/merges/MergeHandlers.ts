@@ -8,7 +8,7 @@
  */
 import { CurrentCaller, GroveApi } from "@grove/api"
 import type { Inbox } from "@grove/bus"
-import { Effect, Exit, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { SqlClient } from "effect/sql"
 import { Authorizer } from "../access/Authorizer.ts"
@@ -26,8 +26,8 @@ import { planSync, syncPayload } from "./SyncPlanner.ts"
 import { CommandNotApplied, type GatewayFailure } from "../entities/Sending.ts"
 import { MergeGateway } from "./MergeGateway.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
-import { Repositories } from "../access/Repositories.ts"
-import { type RepositoryRecord, repositoryKey } from "../access/RepositoryRecord.ts"
+import { afterRepositoryWrite, Repositories } from "../access/Repositories.ts"
+import { repositoryKey } from "../access/RepositoryRecord.ts"
 import { actorName, writeRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure } from "../http/Failures.ts"
 import { mergeApiError } from "./MergeErrors.ts"
@@ -66,17 +66,8 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
     dbUnavailable(effect.pipe(Effect.provideContext(context))).pipe(
       Effect.catchIf((e): e is LandingRefused => (e as { _tag?: unknown })._tag === "LandingRefused", (e) => Effect.fail(mergeApiError(e)))
     )
-  const forget = (repo: { owner: string; name: string }) => Effect.sync(() => repositories.invalidate(repo.owner, repo.name))
-  /**
-   * After a merge: the repository's record as the merge left it, kept without a read when exact
-   * (`Repositories.landed`: `since` is the count of changes notified before the merge was sent); else forgotten.
-   */
-  const afterMerge = (repo: RepositoryRecord, head: string, since: number) => <E>(exit: Exit.Exit<MergeCommand.MergeSuccess, E>) => {
-    const written = Exit.isSuccess(exit) ? exit.value.repository : undefined
-    return written === undefined
-      ? forget(repo)
-      : repositories.landed(repo, { head, version: written.version, updatedAt: new Date(written.updated_at) }, since)
-  }
+  /** A landing changes the repository's row (its head when on main): this node's next read sees it at once. */
+  const landedOn = (branch: string, commit: string) => (branch === "main" ? { head: commit } : {})
   /** The authorized repository, the actor, the command id, and the stored answer of an earlier attempt with the same key. */
   const begin = (params: { readonly owner: string; readonly name: string }, action: "write" | "merge") =>
     Effect.gen(function*() {
@@ -90,13 +81,12 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
     merge: Effect.fn("Merges.merge")(function*({ params, query }) {
       const { repo, actor, id, replay } = yield* begin(params, "merge")
       const force = query.force === "1" || query.force === "true"
-      if (Option.isSome(replay)) return MergeCommand.mergeAnswer(replay.value as MergeCommand.MergeSuccess)
+      if (Option.isSome(replay)) return replay.value as MergeCommand.MergeSuccess
       const planned = yield* plan(planMerge(repo, params.branch, actor, force))
       const since = repositories.changesSeen()
       return yield* gateway.merge(repositoryKey(repo.owner, repo.name), mergePayload(planned, params.branch, actor), id).pipe(
-        // The repository's head changes: this node's next read sees it at once.
-        Effect.onExit(afterMerge(repo, planned.commitHash, since)),
-        Effect.map(MergeCommand.mergeAnswer),
+        Effect.onExit(afterRepositoryWrite(repositories, repo, landedOn("main", planned.commitHash), since)),
+        Effect.map((replied) => replied.value),
         Effect.catch(landingFailure)
       )
     }),
@@ -110,7 +100,13 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       if (Option.isSome(replay)) return replay.value as typeof SyncRevert.SyncSuccess.Type
       const planned = yield* plan(planSync(repo, params.branch, actor))
       if (planned.kind === "up_to_date") return { branch: params.branch, synced: false, head: planned.head }
-      return yield* gateway.sync(repositoryKey(repo.owner, repo.name), syncPayload(planned, params.branch, actor), id).pipe(Effect.catch(landingFailure))
+      const payload = syncPayload(planned, params.branch, actor)
+      const since = repositories.changesSeen()
+      return yield* gateway.sync(repositoryKey(repo.owner, repo.name), payload, id).pipe(
+        Effect.onExit(afterRepositoryWrite(repositories, repo, landedOn(payload.branch, payload.commit), since)),
+        Effect.map((replied) => replied.value),
+        Effect.catch(landingFailure)
+      )
     }),
     revert: Effect.fn("Merges.revert")(function*({ params }) {
       const { caller, repo, actor, id, replay } = yield* begin(params, "write")
@@ -119,7 +115,13 @@ export const MergeHandlers = HttpApiBuilder.group(GroveApi, "merges", Effect.fn(
       const target = (yield* dbUnavailable(loadCommitHeaders(repo.id, [params.hash]).pipe(Effect.provideContext(context)))).get(params.hash)
       if (target?.branch_name === "main") yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "merge"))
       const planned = yield* plan(planRevert(repo, params.hash, actor))
-      return yield* gateway.revert(repositoryKey(repo.owner, repo.name), revertPayload(planned, actor), id).pipe(Effect.ensuring(forget(repo)), Effect.catch(landingFailure))
+      const payload = revertPayload(planned, actor)
+      const since = repositories.changesSeen()
+      return yield* gateway.revert(repositoryKey(repo.owner, repo.name), payload, id).pipe(
+        Effect.onExit(afterRepositoryWrite(repositories, repo, landedOn(payload.branch, payload.commit), since)),
+        Effect.map((replied) => replied.value),
+        Effect.catch(landingFailure)
+      )
     })
   })
 }))

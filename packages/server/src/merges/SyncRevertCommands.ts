@@ -4,9 +4,10 @@
  * branch head, publish it, and emit `push`, in one transaction. A branch that
  * moved since planning answers `branch_moved` and nothing changes.
  */
-import type { Entity } from "@grove/bus"
+import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { RepositoryWritten, repositoryWritten } from "../access/RepositoryRecord.ts"
 import { audit, emit, load } from "../entities/CommandSupport.ts"
 import { account, BranchNotFound, BranchRepositoryGone, BranchStateInvalid, loadBranch, QuotaExceeded } from "../content/BranchCommands.ts"
 import { BranchMoved } from "./MergeCommand.ts"
@@ -47,7 +48,15 @@ export const RevertSuccess = Schema.Struct({
   message: Schema.String
 })
 
-/** Publishes `commit` as the new head of `branch` if the head is still `expected`. */
+interface Written {
+  readonly version: number
+  readonly updatedAt: Date
+}
+
+/**
+ * Publishes `commit` as the new head of `branch` if the head is still `expected`. Answers the repository and
+ * its row as written (the note for the sending node).
+ */
 const land = Effect.fnUntraced(function*(
   entityId: string,
   branchName: string,
@@ -70,9 +79,12 @@ const land = Effect.fnUntraced(function*(
   const moved = yield* sql`UPDATE branches SET head = ${commit}, updated_at = now(), version = version + 1
     WHERE repo_id = ${repo.id} AND name = ${branchName} AND version = ${branch.version} RETURNING name`
   if (moved.length === 0) return yield* new BranchMoved({ branch: branchName })
-  if (branchName === "main") yield* sql`UPDATE repositories SET head = ${commit}, updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
   // Every change of the row bumps its version: a record is as new as its version (caches compare them).
-  else yield* sql`UPDATE repositories SET updated_at = now(), version = version + 1 WHERE id = ${repo.id}`
+  const [written] = yield* (branchName === "main"
+    ? sql<Written>`UPDATE repositories SET head = ${commit}, updated_at = now(), version = version + 1
+      WHERE id = ${repo.id} RETURNING version, updated_at AS "updatedAt"`
+    : sql<Written>`UPDATE repositories SET updated_at = now(), version = version + 1
+      WHERE id = ${repo.id} RETURNING version, updated_at AS "updatedAt"`)
   yield* emit("push", {
     event: "push",
     repository_id: repo.id,
@@ -83,34 +95,44 @@ const land = Effect.fnUntraced(function*(
     pusher: actor,
     timestamp: new Date().toISOString()
   })
-  return repo
+  return { repo, written: written === undefined ? undefined : repositoryWritten(written) }
 })
 
+const withNote = <A>(success: A, written: RepositoryWritten | undefined) => written === undefined ? success : Entity.noted(success, written)
+
 export const sync = Effect.fn("Repository.sync")(function*(payload: typeof SyncPayload.Type, { entityId }: Entity.CommandContext) {
-  yield* land(entityId, payload.branch, payload.expectedBranchHead, payload.commit, payload.newTrees, payload.actor)
-  return { branch: payload.branch, synced: true, head: payload.commit, commit_hash: payload.commit, merge_parent_hash: payload.mergeParent }
+  const { written } = yield* land(entityId, payload.branch, payload.expectedBranchHead, payload.commit, payload.newTrees, payload.actor)
+  const success: typeof SyncSuccess.Type = {
+    branch: payload.branch,
+    synced: true,
+    head: payload.commit,
+    commit_hash: payload.commit,
+    merge_parent_hash: payload.mergeParent
+  }
+  return withNote(success, written)
 })
 
 export const revert = Effect.fn("Repository.revert")(function*(payload: typeof RevertPayload.Type, { entityId }: Entity.CommandContext) {
-  const repo = yield* land(entityId, payload.branch, payload.expectedHead, payload.commit, payload.newTrees, payload.actor)
+  const { repo, written } = yield* land(entityId, payload.branch, payload.expectedHead, payload.commit, payload.newTrees, payload.actor)
   yield* audit(repo.orgId, payload.actor, "commit.revert", `${repo.owner}/${repo.name}`, {
     branch: payload.branch,
     reverted: payload.reverted,
     commit: payload.commit
   })
-  return {
+  const success: typeof RevertSuccess.Type = {
     branch: payload.branch,
     commit_hash: payload.commit,
     parent_hash: payload.expectedHead,
     reverted_hash: payload.reverted,
     message: payload.message
   }
+  return withNote(success, written)
 })
 
 /** Syncing a branch with main and reverting on main: their slice of the Repository entity. */
 export const commands = {
-  Sync: { payload: SyncPayload, success: SyncSuccess, error: LandError },
-  Revert: { payload: RevertPayload, success: RevertSuccess, error: LandError }
+  Sync: { payload: SyncPayload, success: SyncSuccess, error: LandError, note: RepositoryWritten },
+  Revert: { payload: RevertPayload, success: RevertSuccess, error: LandError, note: RepositoryWritten }
 } as const
 
 export const handlers = { Sync: sync, Revert: revert }

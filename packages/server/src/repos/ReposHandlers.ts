@@ -10,7 +10,7 @@ import { Authorizer } from "../access/Authorizer.ts"
 import type { RepositoryError } from "./RepositoryCommands.ts"
 import type { GatewayFailure } from "../entities/Sending.ts"
 import { RepositoryGateway } from "./RepositoryGateway.ts"
-import { Repositories } from "../access/Repositories.ts"
+import { afterRepositoryWrite, Repositories } from "../access/Repositories.ts"
 import { repositoryKey, toApiRepository } from "../access/RepositoryRecord.ts"
 import { actorName, commandRequest } from "../http/CallerContext.ts"
 import { dbUnavailable, gatewayApiError, isGatewayFailure, requireValid } from "../http/Failures.ts"
@@ -77,11 +77,15 @@ export const ReposHandlers = HttpApiBuilder.group(GroveApi, "repos", Effect.fn(f
     setVisibility: Effect.fn(function*({ params, payload }) {
       const caller = yield* CurrentCaller
       const repo = yield* dbUnavailable(authorizer.repository(caller, params.owner, params.name, "admin"))
-      return yield* gateway.setVisibility(
-        repositoryKey(repo.owner, repo.name),
-        { isPublic: payload.is_public, actor: yield* actorName },
-        yield* commandRequest
-      ).pipe(Effect.ensuring(forget(repo.owner, repo.name)), Effect.catch(commandFailure))
+      const request = { isPublic: payload.is_public, actor: yield* actorName }
+      const id = yield* commandRequest
+      const since = repositories.changesSeen()
+      // The record as the change left it, without a read (none when nothing changed: forgotten, as before).
+      return yield* gateway.setVisibility(repositoryKey(repo.owner, repo.name), request, id).pipe(
+        Effect.onExit(afterRepositoryWrite(repositories, repo, { isPublic: payload.is_public }, since)),
+        Effect.map((replied) => replied.value),
+        Effect.catch(commandFailure)
+      )
     }),
     transfer: Effect.fn(function*({ params, payload }) {
       const caller = yield* CurrentCaller

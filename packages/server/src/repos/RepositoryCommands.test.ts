@@ -3,6 +3,7 @@
  * UPDATE wrote (`RETURNING`): the repository is read once in the command, under its lock, not again after.
  * Its event is written with the reply, in one statement (no INSERT of its own): the command's transaction is
  * BEGIN, the fence with the inbox row, the locked read, the UPDATE, the audit row, the reply with the event, COMMIT.
+ * Its note for the sending node is the row's version as written (not stored, not answered).
  */
 import { EntityRuntime } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
@@ -36,7 +37,7 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
       const before = yield* stored()
       for (const [i, isPublic] of [true, false, true].entries()) {
         const start = traffic.statements.length
-        const answered = yield* runtime.send(Repository, key, "SetVisibility", { isPublic, actor: "t" })
+        const { value: answered, note } = yield* runtime.sendNoted(Repository, key, "SetVisibility", { isPublic, actor: "t" })
         const statements = traffic.statements.slice(start)
         // The first command also meets the partitions' first claims and the relay's first reads.
         if (i > 0) expect(statements, statements.map((s, n) => `${n + 1}. ${s.slice(0, 100)}`).join("\n")).toHaveLength(7)
@@ -52,6 +53,10 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
         expect(answered.is_public).toBe(isPublic)
         expect(answered.full_name).toBe("vis/r")
         expect(answered.created_at).toBe(before.created_at)
+        // The sending node gets the row's version as written (to cache the record without a read); the caller does not.
+        const [row] = yield* sql<{ version: number; updatedAt: Date }>`SELECT version, updated_at AS "updatedAt" FROM repositories WHERE id = ${repoId}`
+        expect(note).toEqual({ version: row!.version, updated_at: row!.updatedAt.toISOString() })
+        expect(answered).not.toHaveProperty("version")
       }
     }))
 })

@@ -5,12 +5,12 @@
  * appends outbox events. Replies are plain schemas so the inbox can store them.
  */
 import { ApiSchemas } from "@grove/api"
-import type { Entity } from "@grove/bus"
+import { Entity } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
-import { repositoryColumns, type RepositoryRecord, toApiRepository } from "../access/RepositoryRecord.ts"
+import { repositoryColumns, type RepositoryRecord, RepositoryWritten, repositoryWritten, toApiRepository } from "../access/RepositoryRecord.ts"
 import { audit, emit, load } from "../entities/CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
@@ -106,6 +106,7 @@ export const remove = Effect.fn("Repository.delete")(function*(
   return toApiRepository(current)
 })
 
+/** Its note, when it changed the row: the row as written, for the sending node's cache. */
 export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   payload: typeof SetVisibilityPayload.Type,
   { entityId }: Entity.CommandContext
@@ -124,7 +125,7 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
     is_public: payload.isPublic,
     actor: payload.actor
   })
-  return toApiRepository(updated)
+  return Entity.noted(toApiRepository(updated), repositoryWritten(updated))
 })
 
 export const transfer = Effect.fn("Repository.transfer")(function*(
@@ -161,7 +162,7 @@ export const transfer = Effect.fn("Repository.transfer")(function*(
 export const commands = {
   Create: { payload: CreatePayload, success: ApiSchemas.Repository, error: RepositoryError },
   Delete: { payload: DeletePayload, success: ApiSchemas.Repository, error: RepositoryError },
-  SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError },
+  SetVisibility: { payload: SetVisibilityPayload, success: ApiSchemas.Repository, error: RepositoryError, note: RepositoryWritten },
   Transfer: { payload: TransferPayload, success: ApiSchemas.Repository, error: RepositoryError }
 } as const
 
