@@ -5,14 +5,12 @@
  */
 import { ApiErrors, GroveApi } from "@grove/api"
 import type { WorkflowEvent } from "@grove/core/ci/Workflow"
-import { Cause, Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
-import { EntityRuntime } from "@grove/bus"
-import { createHash, randomUUID } from "node:crypto"
+import { createHash } from "node:crypto"
 import { callerRepository } from "../access/Authorizer.ts"
 import { DEFAULT_CI, ServerConfig } from "../Config.ts"
-import { branchKey } from "../content/BranchCommands.ts"
 import { Branches } from "../content/Branches.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -21,18 +19,16 @@ import { contentFailure } from "../content/ContentFailures.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { repositoryKey, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { ciCommandFailure } from "./CiErrors.ts"
-import { FOLLOW_MARGIN_MS, outcomeOf, outcomeUnknown } from "./CiOutcome.ts"
 import { CiGateway } from "./CiGateway.ts"
-import { type PlannedRun, Queued, type QueuePayload, startedFor } from "./CiQueueCommand.ts"
+import type { PlannedRun, QueuePayload } from "./CiQueueCommand.ts"
 import { CiLogStore } from "./CiLogStore.ts"
 import { runKey, toApiRun, withJobs } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
+import { makeStartQueue } from "./CiStartQueue.ts"
 import { CiWake } from "./CiWake.ts"
 import { SecretBox } from "./CiSecrets.ts"
 import { planRun, selectWorkflows } from "./RunPlanner.ts"
 import { workflowsAt } from "./WorkflowFiles.ts"
-
-const decodeQueued = Schema.decodeUnknownOption(Queued)
 
 const notFound = (error: string) => new ApiErrors.NotFound({ error, code: "not_found" })
 const unavailable = (what: string) => () => new ApiErrors.ServiceUnavailable({ error: `${what} could not be read; try again`, code: "unavailable", retryable: true })
@@ -48,55 +44,14 @@ export const CiHandlers = HttpApiBuilder.group(GroveApi, "ci", Effect.fn(functio
   const chunks = yield* ChunkStore
   const config = yield* ServerConfig
   const wake = yield* CiWake
-  const runtime = yield* EntityRuntime.EntityRuntime
+  const startQueue = yield* makeStartQueue(config.commandTimeoutMs)
   const queueLimit = (config.ci ?? DEFAULT_CI).queueLimit
 
   const repository = callerRepository
 
-  /**
-   * Queues runs with a runner of this node reserved when one is free: the command records the first run as
-   * started by this node (no Start command, no claim) and it runs here at once; a reservation no run took
-   * (another request's reply replayed, an invalid workflow, a refusal) is given back, and one whose answer did
-   * not come follows the command's outcome. Not cut off by the caller going away: a run recorded as started
-   * here must get its runner.
-   */
+  /** Queues runs, with a runner of this node reserved when one is free (CiStartQueue). */
   const queueOrMoved = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">, headMoved: "fail" | "undefined") =>
-    Effect.gen(function*() {
-      const repoKey = repositoryKey(repo.owner, repo.name)
-      const request = yield* commandRequest
-      const node = yield* wake.reserve
-      // This request's own: a reply that names another's (a replay) is not run here again.
-      const reservation = randomUUID()
-      const until = Date.now() + config.commandTimeoutMs + FOLLOW_MARGIN_MS
-      // With a reservation, known before sending, so an answer that does not come can be followed. A new one
-      // (no Idempotency-Key) is still sent fresh: its inbox row is written in the command's transaction, not ahead.
-      const followed = node === undefined ? undefined : request.commandId ?? randomUUID()
-      const queued = yield* gateway.queue(
-        branchKey(repoKey, branch),
-        node === undefined ? payload : { ...payload, startOn: { node, reservation, until } },
-        followed === undefined || request.commandId !== undefined ? request : { ...request, commandId: followed, fresh: true }
-      ).pipe(
-        Effect.onError((cause) => {
-          if (followed === undefined) return Effect.void
-          const error = Cause.findErrorOption(cause)
-          // The command may still apply (no reply in time, or the bus's answer lost): its outcome decides.
-          return Option.isSome(error) && outcomeUnknown(error.value)
-            ? wake.follow(outcomeOf(runtime, followed, until, (value) => Option.match(decodeQueued(value), { onNone: () => undefined, onSome: (q) => startedFor(q, reservation) })), repoKey)
-            : wake.release
-        }),
-        // A start planned at the head this node last saw, which moved: planned again by the caller.
-        Effect.catch((error) => headMoved === "undefined" && error._tag === "CiHeadMoved" ? Effect.succeed(undefined) : ciCommandFailure(error))
-      )
-      // (Its reservation was given back as it failed.)
-      if (queued === undefined) return undefined
-      if (node !== undefined) {
-        const started = startedFor(queued, reservation)
-        yield* started === undefined ? wake.release : wake.run(started, repoKey)
-      }
-      // Runs left queued: this node's dispatcher looks for them now.
-      if (!queued.replayed && queued.run_ids.some((id) => id !== queued.started)) yield* wake.wake
-      return queued
-    }).pipe(Effect.uninterruptible)
+    Effect.flatMap(commandRequest, (request) => startQueue(repositoryKey(repo.owner, repo.name), branch, payload, headMoved, request))
   /** queueOrMoved, failing (412) when the payload's exact head moved. */
   const queueHere = (repo: RepositoryRecord, branch: string, payload: Omit<typeof QueuePayload.Type, "startOn">) =>
     // Undefined only for a moved head taken as undefined.

@@ -1,27 +1,32 @@
 /**
  * Issue 24: a manual CI start on a node with a free runner is one QueueCiRuns command, and on the embedded
  * database each SQL statement is a good part of its latency (bench:ci's trigger -> running). This pins the
- * statements from the send to the reply, sent as CiHandlers sends it (a command id made for the send, so the
- * outcome can be followed, yet fresh: no inbox row written ahead; a runner of this node reserved), on a counted
- * connection to a migrated in-memory PGlite. A statement added back to the path fails it.
+ * statements from the send to the reply, sent the way CiHandlers sends it (CiStartQueue: a runner of this node
+ * reserved, a command id made for the send so that the outcome can be followed, yet sent fresh, so no inbox row
+ * is written ahead), on a counted connection to a migrated in-memory PGlite. A statement added back fails it,
+ * and so does the request no longer being sent fresh.
  */
 import { EntityRuntime } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { randomUUID } from "node:crypto"
+import { parseConfig, ServerConfig } from "../Config.ts"
 import { quietRuntime, repositoryRows } from "../entities/Commands.testing.ts"
 import { branchSlice } from "../entities/EntitySlices.ts"
-import { sender } from "../entities/Sending.ts"
 import { branchRow, countedDatabase } from "../merges/MergeFixtures.testing.ts"
+import { CiGateway } from "./CiGateway.ts"
 import * as CiQueue from "./CiQueueCommand.ts"
+import { makeStartQueue } from "./CiStartQueue.ts"
+import { CiWake } from "./CiWake.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Branch = branchSlice(CiQueue.commands)
 const Runtime = quietRuntime("statements")
 const Node = EntityRuntime.EntityRuntime.register(Branch, CiQueue.handlers).pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Db))
+const Config = Layer.succeed(ServerConfig, parseConfig([], {}))
+const Handlers = Layer.mergeAll(CiGateway.layer, CiWake.layer).pipe(Layer.provideMerge(Node), Layer.provideMerge(Config))
 
 /**
  * The command's transaction: BEGIN, the fence with the inbox row, the repository and the branch (locked, one
@@ -30,28 +35,37 @@ const Node = EntityRuntime.EntityRuntime.register(Branch, CiQueue.handlers).pipe
  */
 const EXPECTED = 6
 
-layer(Node, { timeout: 60_000, excludeTestServices: true })("a manual CI start's SQL statements", (it) => {
+layer(Handlers, { timeout: 60_000, excludeTestServices: true })("a manual CI start's SQL statements", (it) => {
   it.effect("queuing one run started on a reserved runner runs a fixed number of statements", () =>
     Effect.gen(function*() {
       const runtime = yield* EntityRuntime.EntityRuntime
       const sql = yield* SqlClient.SqlClient
       const { key, repoId } = yield* repositoryRows("pin")
       yield* branchRow(repoId, "main", "c".repeat(64))
-      const queue = sender(runtime, Branch, 30_000)("QueueCiRuns")
+      // This node's runners, as its dispatcher offers them: always one free; what each request handed them.
+      const handed: Array<number> = []
+      const wake = yield* CiWake
+      wake.attach({
+        node: "statements",
+        reserve: () => true,
+        release: Effect.die(new Error("a reservation was given back")),
+        run: (runId) => Effect.sync(() => handed.push(runId)),
+        follow: () => Effect.die(new Error("the answer did not come"))
+      })
+      const queue = yield* makeStartQueue(30_000)
+      // As a start request without an Idempotency-Key sends it.
       const start = Effect.gen(function*() {
-        const reservation = randomUUID()
-        const queued = yield* queue(`${key}:main`, {
+        const queued = yield* queue(key, "main", {
           event: "manual",
           commit: "c".repeat(64),
           requireHead: false,
           trigger: null,
           queueLimit: 100,
           triggeredBy: "t",
-          runs: [{ workflowName: "noop", workflowPath: ".oak/workflows/noop.yml", workflow: "{}", jobs: "[]", error: null }],
-          startOn: { node: "statements", reservation, until: Date.now() + 60_000 }
-        }, { commandId: randomUUID(), owner: "user:t", fresh: true })
-        expect(CiQueue.startedFor(queued, reservation)).toBe(queued.run_ids[0])
-        return queued.run_ids[0]!
+          runs: [{ workflowName: "noop", workflowPath: ".oak/workflows/noop.yml", workflow: "{}", jobs: "[]", error: null }]
+        }, "fail", { owner: "user:t" })
+        expect(handed.at(-1), "started on the reserved runner").toBe(queued!.run_ids[0])
+        return queued!.run_ids[0]!
       })
       // The first start prepares the statements; every partition's worker claims its partition meanwhile.
       yield* start
