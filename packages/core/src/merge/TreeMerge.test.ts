@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { EMPTY_HASH, hash } from "../objects/Blake3.ts"
 import { flattenTree } from "../objects/FileChanges.ts"
-import type { TreeEntry } from "../objects/Tree.ts"
+import { encodeTree, type TreeEntry } from "../objects/Tree.ts"
 import { build, mutate, randomFiles, randomSnapshot, seeded, snap } from "./Random.testing.ts"
 import { buildTrees } from "./Snapshots.ts"
 import { mergeSnapshots } from "./ThreeWay.ts"
@@ -78,6 +78,12 @@ describe("TreeMerge.editTree", () => {
       if (!edited.ok || !whole.ok) continue
       expect(edited.root).toEqual(whole.root)
       for (const [h, entries] of edited.trees) expect(whole.trees.get(h)).toEqual(entries)
+      // Each rebuilt tree's body is its canonical text, the one its hash is of.
+      expect([...edited.bodies.keys()]).toEqual([...edited.trees.keys()])
+      for (const [h, body] of edited.bodies) {
+        expect(body).toBe(encodeTree(edited.trees.get(h)!))
+        expect(hash(body)).toBe(h)
+      }
       const flat = flattenTree(edited.root, (h) => edited.trees.get(h) ?? whole.trees.get(h))
       expect(flat.ok && flat.files).toEqual(after)
     }

@@ -6,11 +6,11 @@
  * trees, `buildTrees` of the full result) answer, which the tests check.
  */
 import type { Hash } from "../objects/Blake3.ts"
-import { EMPTY_HASH } from "../objects/Blake3.ts"
+import { EMPTY_HASH, hash as hashText } from "../objects/Blake3.ts"
 import type { Snapshot } from "../objects/FileChanges.ts"
 import { checkPath } from "../objects/Path.ts"
 import type { BlobMode, TreeEntry } from "../objects/Tree.ts"
-import { hashTree, sortEntries } from "../objects/Tree.ts"
+import { encodeSortedTree, sortEntries } from "../objects/Tree.ts"
 import { diffTrees } from "./TreeDiff.ts"
 import { type MergeResult, mergeSnapshots } from "./ThreeWay.ts"
 
@@ -81,6 +81,8 @@ export type EditTreeResult =
     readonly root: Hash
     /** The directories that were rebuilt (the root included), by hash, entries in canonical order. */
     readonly trees: Map<Hash, ReadonlyArray<TreeEntry>>
+    /** Their canonical text (`encodeTree`), as hashed: what is stored. */
+    readonly bodies: Map<Hash, string>
   }
   | { readonly ok: false; readonly reason: string }
 
@@ -113,6 +115,7 @@ export const editTree = (root: Hash, edits: TreeEdits, lookup: Lookup): EditTree
     node.files.set(parts.at(-1)!, file)
   }
   const trees = new Map<Hash, ReadonlyArray<TreeEntry>>()
+  const bodies = new Map<Hash, string>()
   const rebuild = (hash: Hash | null, node: Node, prefix: string): Hash | null | { readonly reason: string } => {
     const stored = hash === null ? [] : lookup(hash) ?? (hash === EMPTY_HASH ? [] : undefined)
     if (stored === undefined) return { reason: `tree ${hash}${prefix === "" ? "" : ` (at '${prefix}')`} is missing` }
@@ -140,12 +143,15 @@ export const editTree = (root: Hash, edits: TreeEdits, lookup: Lookup): EditTree
       entries.set(name, { name, kind: "blob", hash: file.hash, mode: file.mode })
     }
     if (entries.size === 0 && prefix !== "") return null
+    // Sorted and encoded once: the body hashed is the one stored.
     const sorted = sortEntries([...entries.values()])
-    const rebuilt = hashTree(sorted)
+    const body = encodeSortedTree(sorted)
+    const rebuilt = hashText(body)
     trees.set(rebuilt, sorted)
+    bodies.set(rebuilt, body)
     return rebuilt
   }
   const built = rebuild(root, top, "")
   if (built === null || typeof built !== "string") return { ok: false, reason: built?.reason ?? "the root vanished" }
-  return { ok: true, root: built, trees }
+  return { ok: true, root: built, trees, bodies }
 }

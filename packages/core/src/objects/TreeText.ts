@@ -151,8 +151,11 @@ export const sortEntries = (entries: ReadonlyArray<TreeEntry>): Array<TreeEntry>
   [...entries].sort((a, b) => compareNames(a.name, b.name))
 
 /** `kind\tname\thash\tmode` per entry, sorted by name, joined by `\n`, no trailing newline; empty tree = "". Entries must pass checkTreeEntries. */
-export const encodeTree = (entries: ReadonlyArray<TreeEntry>): string =>
-  sortEntries(entries).map((e) => `${e.kind}\t${e.name}\t${e.hash}\t${e.mode}`).join("\n")
+export const encodeTree = (entries: ReadonlyArray<TreeEntry>): string => encodeSortedTree(sortEntries(entries))
+
+/** `encodeTree` of entries already in canonical order (`sortEntries`): no second sort. */
+export const encodeSortedTree = (sorted: ReadonlyArray<TreeEntry>): string =>
+  sorted.map((e) => `${e.kind}\t${e.name}\t${e.hash}\t${e.mode}`).join("\n")
 
 /** The entries of a stored canonical tree (the inverse of encodeTree); undefined if the text is not canonical. */
 export const decodeTree = (body: string): ReadonlyArray<TreeEntry> | undefined => {

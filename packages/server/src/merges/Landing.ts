@@ -100,7 +100,7 @@ export const writeCommit = Effect.fnUntraced(function*(
   // Only the directories on the way to a changed path were built, so nearly all are new: they are written
   // without asking first which the repository reaches (a round trip per merge); a stored one is skipped by
   // the insert, a reached one by the landing's.
-  const trees = [...built.trees].map(([h, entries]) => ({ hash: h, body: Tree.encodeTree(entries) }))
+  const trees = [...built.bodies].map(([h, body]) => ({ hash: h, body }))
   // Independent writes: sent together (pipelined on one connection), not one round trip after the other.
   yield* Effect.all([objects.storeTrees(repo.orgId, trees), objects.stageCommits(repo.id, [{
     hash,
