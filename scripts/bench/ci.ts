@@ -9,6 +9,7 @@
  *     shells spawned directly two at a time;
  *   - the server's RSS while 20 runs execute at once (a second server with 20 runners), against
  *     the same server idle.
+ * The server's CPU and RSS include its CI process starter's (PtySpawner's helper, a child process).
  *
  *   npm run bench:ci [-- --runs 30 --throughput 40 --pool 4 --bin other/checkout/packages/server/bin/grove-server.js]
  *
@@ -73,13 +74,32 @@ export const until = async (as: ReturnType<typeof api>, id: number, status: "run
   }
 }
 
-/** The process's CPU time (user + system), ms. */
-const cpuMs = (pid: number) => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
-  return (Number(fields[11]) + Number(fields[12])) * 10
+/** The process's CPU time (user + system), ms; 0 once it is gone. */
+const ownCpuMs = (pid: number) => {
+  const fields = readProc(`/proc/${pid}/stat`).replace(/^.*\) /, "").split(" ")
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10
 }
 
-const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0)
+const readProc = (file: string) => {
+  try {
+    return fs.readFileSync(file, "utf8")
+  } catch {
+    return ""
+  }
+}
+
+/** The server's CI process starter (PtySpawner's helper, a child of it), when it runs one. */
+const helpers = (pid: number): Array<number> =>
+  fs.readdirSync(`/proc/${pid}/task`).flatMap((task) => readProc(`/proc/${pid}/task/${task}/children`).trim().split(" "))
+    .filter((child) => child !== "" && readProc(`/proc/${child}/cmdline`).includes("PtyHelper"))
+    .map(Number)
+
+/** The server's CPU time and its helper's (not the steps'), ms. */
+const cpuMs = (pid: number) => ownCpuMs(pid) + helpers(pid).reduce((sum, helper) => sum + ownCpuMs(helper), 0)
+
+/** The server's RSS and its helper's, KiB. */
+const rssKiB = (pid: number) =>
+  [pid, ...helpers(pid)].reduce((sum, one) => sum + Number(/VmRSS:\s+(\d+)/.exec(readProc(`/proc/${one}/status`))?.[1] ?? 0), 0)
 
 export interface CiOptions {
   /** Runs per latency measure. */
@@ -102,9 +122,9 @@ export interface CiResult {
   readonly firstByteDirect: ReadonlyArray<number>
   readonly perMinute: number
   readonly directPerMinute: number
-  /** The server's CPU time per no-op run (its own process, not the steps'), ms. */
+  /** The server's CPU time per no-op run (its process and its CI process starter's, not the steps'), ms. */
   readonly cpuPerRun: number
-  /** KiB: the server idle, and its peak while 20 runs ran (sampled until all completed). */
+  /** KiB: the server idle, and its peak while 20 runs ran (sampled until all completed); with its CI process starter's. */
   readonly idleRss: number
   readonly peakRss: number
   /** The most runs seen running at once. */
@@ -228,7 +248,7 @@ export const ciMeasures = (r: CiResult): Array<Measure> => [
     better: "higher",
     goal: ">= 3000/min",
     met: r.perMinute >= 3000,
-    detail: `${r.options.throughput} runs, ${r.cpuPerRun.toFixed(1)} ms server CPU per run`
+    detail: `${r.options.throughput} runs, ${r.cpuPerRun.toFixed(1)} ms server CPU per run (with the CI process starter's)`
   },
   {
     id: "rss.ci20",
@@ -240,7 +260,7 @@ export const ciMeasures = (r: CiResult): Array<Measure> => [
     better: "lower",
     goal: "< 300 MiB",
     met: r.peakRss * 1024 < 300 * MiB,
-    detail: `up to ${r.runningAtPeak} running at once, sampled until all completed`
+    detail: `up to ${r.runningAtPeak} running at once, sampled until all completed; with the CI process starter's`
   }
 ]
 

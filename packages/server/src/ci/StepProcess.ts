@@ -1,7 +1,7 @@
 /**
  * One step's process: the command Sandbox.stepCommand built (bwrap around `bash -e -o pipefail -c
- * <run>`) in a pseudo-terminal (node-pty), with only the environment it is given: bwrap is PID 1 of
- * the sandbox, so that is all its /proc/1/environ holds. Or a sandbox started ahead (prepareStep,
+ * <run>`) in a pseudo-terminal (node-pty, started by the server's helper process: PtySpawner), with
+ * only the environment it is given: bwrap is PID 1 of the sandbox, so that is all its /proc/1/environ holds. Or a sandbox started ahead (prepareStep,
  * Sandbox.warmCommand), told its step through its terminal. The process leads its own session;
  * interrupting the effect (timeout, cancel) kills its group, which ends the sandbox's PID namespace
  * and with it every process inside (a `setsid` one too), and waits for it to be gone. Network on,
@@ -9,12 +9,8 @@
  * pasta's exit 10-40 ms later; that is awaited when the caller's scope closes.
  */
 import { Effect, type Scope } from "effect"
-import { createRequire } from "node:module"
-import type * as Pty from "node-pty"
+import { spawnTerminal, type Terminal } from "./PtySpawner.ts"
 import type { Command } from "./Sandbox.ts"
-
-// node-pty is a native CommonJS addon.
-const pty = createRequire(import.meta.url)("node-pty") as typeof Pty
 
 export interface StepOptions {
   readonly command: Command
@@ -27,7 +23,7 @@ export interface StepOptions {
 
 /** A process in a pty whose output goes where `sink` says, from its first byte. */
 interface Started {
-  readonly child: Pty.IPty
+  readonly child: Terminal
   /** The exit code (128 + signal), once the output ended. */
   readonly exit: Promise<number>
   /** The step's exit code, once its output ended: at its exit marker, or at `exit`. */
@@ -38,20 +34,13 @@ interface Started {
 
 const start = (command: Command, cwd: string, env: Readonly<Record<string, string>>): Started => {
   const { file, args, user } = command
-  const child = pty.spawn(file, [...args], {
-    name: "xterm",
-    cols: 120,
-    rows: 40,
-    cwd,
-    env: { ...env },
-    ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
-  })
+  const child = spawnTerminal(file, args, { cwd, env, uid: user?.uid, gid: user?.gid })
   // node-pty (1.1.0, pinned) reports the exit only once the terminal's read side has closed (every
   // holder of the pty gone: the sandbox's PID namespace ended, so nothing is left to write) and
   // its last output was delivered: that is the end of the output, no quiet period to wait out.
   const exit = new Promise<number>((done) => {
     child.onExit(({ exitCode, signal }) => {
-      started.code = signal !== undefined && signal !== 0 ? 128 + signal : exitCode
+      started.code = signal !== 0 ? 128 + signal : exitCode
       if (held !== "") started.sink(held)
       held = ""
       done(started.code)
@@ -121,20 +110,15 @@ const gone = async (started: Started, grace: number) => {
   }
   if (started.code === undefined && grace > 0) await waited(grace)
   if (started.code !== undefined) return
-  killGroup(started.child.pid)
+  started.child.kill()
   await waited(5000)
 }
 
 /** The shell's exit code (128 + signal when a signal ended it). */
 export const runStep = (options: StepOptions): Effect.Effect<number, never, Scope.Scope> =>
   Effect.suspend(() => {
-    let started: Started
-    try {
-      started = start(options.command, options.cwd, options.env)
-    } catch (error) {
-      options.onOutput(`grove: the step could not be started: ${String(error)}\n`)
-      return Effect.succeed(127)
-    }
+    // One that could not be started prints why and exits 127 (PtySpawner).
+    const started = start(options.command, options.cwd, options.env)
     const { onEnd } = options
     // `code` is set by the process's exit: undefined here, the end came from the exit marker before it.
     if (onEnd !== undefined) void started.ended.then(() => onEnd(started.code !== undefined))
@@ -171,23 +155,13 @@ export const prepareStep = (command: Command, cwd: string, env: Readonly<Record<
             }),
           discard: () => {
             used = true
-            if (started.code === undefined) killGroup(started.child.pid)
+            if (started.code === undefined) started.child.kill()
           }
         })
       } else if (!ready.startsWith(seen)) {
-        killGroup(started.child.pid)
+        started.child.kill()
         reject(new Error(`the sandbox did not start: ${seen.slice(0, 500)}`))
       }
     }
     void started.exit.then((code) => reject(new Error(`the sandbox ended (${code}) before its step: ${seen.slice(0, 500)}`)))
   })
-
-const killGroup = (pid: number) => {
-  for (const target of [-pid, pid]) {
-    try {
-      process.kill(target, "SIGKILL")
-    } catch {
-      // Already gone.
-    }
-  }
-}

@@ -1,0 +1,120 @@
+/**
+ * CI steps' pseudo-terminals, started by this server's PtyHelper process instead of by node-pty in
+ * the server: node-pty forks its caller, and a fork of the ~200 MB server (page tables, then its
+ * copy-on-write faults) was ~10% of a run's server CPU. One helper per server, small heap, started
+ * at the first step and again at the next step after it died (the steps it had end as killed, 137).
+ * It dies with the server: the end of its stdin (however the server ended) kills every group it started.
+ * Output comes in order and from the first byte; the exit only after the last output (as node-pty's).
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import type { Socket } from "node:net"
+import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
+
+const HELPER = fileURLToPath(new URL("./PtyHelper.js", import.meta.url))
+// A small heap: it holds one terminal's chunk at a time. No environment of the server's: PATH only.
+const HELPER_FLAGS = ["--max-old-space-size=32", "--max-semi-space-size=1"]
+
+export interface Exit {
+  readonly exitCode: number
+  readonly signal: number
+}
+
+/** A process in a pseudo-terminal (the part of node-pty's IPty the steps use). */
+export interface Terminal {
+  /** Its output in order; set before the event loop turns, it gets the first byte. */
+  readonly onData: (listener: (text: string) => void) => void
+  /** Once, after its last output. */
+  readonly onExit: (listener: (exit: Exit) => void) => void
+  readonly write: (text: string) => void
+  /** Kills its whole process group (SIGKILL); nothing once it exited. */
+  readonly kill: () => void
+}
+
+interface Listeners {
+  data: (text: string) => void
+  exit: (exit: Exit) => void
+}
+
+interface Helper {
+  readonly child: ChildProcess
+  readonly terminals: Map<number, Listeners>
+}
+
+let helper: Helper | undefined
+let nextId = 1
+
+/** The helper keeps this process alive only while it has terminals. */
+const hold = ({ child }: Helper, held: boolean) => {
+  for (const handle of [child, child.stdin as Socket | null, child.stdout as Socket | null]) {
+    if (held) handle?.ref()
+    else handle?.unref()
+  }
+}
+
+const send = (current: Helper, message: ReadonlyArray<unknown>) => current.child.stdin!.write(`${JSON.stringify(message)}\n`)
+
+const startHelper = (): Helper => {
+  const child = spawn(process.execPath, [...HELPER_FLAGS, HELPER], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+  })
+  const current: Helper = { child, terminals: new Map() }
+  const settled = (id: number, listeners: Listeners, exit: Exit) => {
+    current.terminals.delete(id)
+    if (current.terminals.size === 0) hold(current, false)
+    listeners.exit(exit)
+  }
+  // Its exit: after every line it wrote was read ("close", not "exit").
+  const lost = (why: string) => {
+    if (helper === current) helper = undefined
+    for (const [id, listeners] of current.terminals) {
+      listeners.data(`\r\ngrove: ${why}\r\n`)
+      settled(id, listeners, { exitCode: 0, signal: 9 })
+    }
+  }
+  child.on("error", (error) => lost(`the CI process starter failed: ${error.message}`))
+  child.on("close", (code, signal) => lost(`the CI process starter ended (${signal ?? `exit ${code}`})`))
+  // Writes after its end: that is told by "close".
+  child.stdin!.on("error", () => undefined)
+  createInterface({ input: child.stdout!, crlfDelay: Infinity }).on("line", (line) => {
+    const [kind, id, first, second] = JSON.parse(line) as [string, number, unknown, unknown]
+    const listeners = current.terminals.get(id)
+    if (listeners === undefined) return
+    if (kind === "d") listeners.data(first as string)
+    else if (kind === "x") settled(id, listeners, { exitCode: first as number, signal: second as number })
+    else {
+      listeners.data(`grove: the step could not be started: ${String(first)}\n`)
+      settled(id, listeners, { exitCode: 127, signal: 0 })
+    }
+  })
+  hold(current, false)
+  return current
+}
+
+/** Starts `file` in a pseudo-terminal (xterm, 120x40) with exactly `env`, as `user` when given (shared runner). */
+export const spawnTerminal = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env: Readonly<Record<string, string>>; readonly uid?: number | undefined; readonly gid?: number | undefined }
+): Terminal => {
+  const current = helper ?? (helper = startHelper())
+  const id = nextId++
+  const listeners: Listeners = { data: () => undefined, exit: () => undefined }
+  if (current.terminals.size === 0) hold(current, true)
+  current.terminals.set(id, listeners)
+  send(current, ["s", id, file, args, options.cwd, options.env, options.uid ?? null, options.gid ?? null])
+  return {
+    onData: (listener) => (listeners.data = listener),
+    onExit: (listener) => (listeners.exit = listener),
+    write: (text) => {
+      if (current.terminals.has(id)) send(current, ["w", id, text])
+    },
+    kill: () => {
+      if (current.terminals.has(id)) send(current, ["k", id])
+    }
+  }
+}
+
+/** The helper's process id, while one runs (tests). */
+export const helperPid = (): number | undefined => helper?.child.pid
