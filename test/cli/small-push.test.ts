@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
-import { type GroveServer, ROOT } from "../support/GroveServer.ts"
+import type { GroveServer } from "../support/GroveServer.ts"
 import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 interface Recorded {
@@ -61,8 +61,6 @@ process.on("exit", () => process.stderr.write("client loaded=" + client + "\\n")
 `)
 }`
 
-const bundled = () => fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
-
 /** `grove push --json` in `dir`; `full` sends it through the full command (a crash point no command has). */
 const push = async (options: GroveOptions, dir: string, full: boolean) => {
   const from = recorded.length
@@ -71,7 +69,6 @@ const push = async (options: GroveOptions, dir: string, full: boolean) => {
     env: {
       ...options.env,
       NODE_OPTIONS: `--import ${REPORT_CLIENT}`,
-      ...(bundled() ? { GROVE_BUNDLE: "1" } : {}),
       ...(full ? { GROVE_TEST_CRASH_AT: "none" } : {})
     }
   })
@@ -91,12 +88,12 @@ const shape = (r: Recorded) => {
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 2_100))
 
-/** Two copies of a checkout whose branch has one unpushed commit editing one small file. */
-const twoCheckouts = async (name: string) => {
+/** Two copies of a checkout whose branch has one unpushed commit editing one small file (in a directory of `files`). */
+const twoCheckouts = async (name: string, files = 10) => {
   const options: GroveOptions = { ...alice, env: { ...alice.env!, GROVE_REMOTE: proxyUrl } }
   const work = tempDir(name)
   await ok(["init", "--name", name], at(options, work))
-  for (let i = 0; i < 30; i++) {
+  for (let i = 0; i < 3 * files; i++) {
     fs.mkdirSync(path.join(work, `d${i % 3}/e`), { recursive: true })
     fs.writeFileSync(path.join(work, `d${i % 3}/e/file-${i}.txt`), `file ${i}\n`)
   }
@@ -115,31 +112,39 @@ const twoCheckouts = async (name: string) => {
 
 describe("the small push", () => {
   it("sends the full push's requests byte for byte, without loading the client, and answers and records the same", async () => {
-    const { copy, options, work } = await twoCheckouts("sp")
-    const small = await push(options, work, false)
-    expect({ code: small.run.code, stderr: small.stderr }).toEqual({ code: 0, stderr: "" })
-    expect(small.client).toBe("false")
-    const full = await push(options, copy, true)
-    expect({ code: full.run.code, stderr: full.stderr }).toEqual({ code: 0, stderr: "" })
-    expect(full.client).toBe("true")
+    // 10 files a directory: the push's JSON goes plain; 150: over 16 KiB, it goes zstd after a capabilities request.
+    for (const [name, files] of [["sp", 10], ["sz", 150]] as const) {
+      const { copy, options, work } = await twoCheckouts(name, files)
+      const small = await push(options, work, false)
+      expect({ code: small.run.code, stderr: small.stderr }).toEqual({ code: 0, stderr: "" })
+      expect(small.client).toBe("false")
+      const full = await push(options, copy, true)
+      expect({ code: full.run.code, stderr: full.stderr }).toEqual({ code: 0, stderr: "" })
+      expect(full.client).toBe("true")
 
-    expect(json(small.run)).toMatchObject({ pushed_commits: 1, uploaded_chunks: 1, created_repository: false })
-    expect(small.run.stdout).toBe(full.run.stdout)
-    const routes = (requests: ReadonlyArray<Recorded>) => requests.map((r) => `${r.method} ${r.url}`)
-    expect(routes(small.requests)).toEqual(["POST /api/alice/sp/chunks/batch", "POST /api/alice/sp/push"])
-    // The full push finds its commit landed (the small push sent it first) and stops there: the same two requests.
-    expect(routes(full.requests)).toEqual(routes(small.requests))
-    expect(small.requests.map(shape)).toEqual(full.requests.map(shape))
-    expect(small.requests[1]!.headers["idempotency-key"]).toMatch(/^[0-9a-f-]{36}$/)
+      expect(json(small.run)).toMatchObject({ pushed_commits: 1, uploaded_chunks: 1, created_repository: false })
+      expect(small.run.stdout).toBe(full.run.stdout)
+      // The capabilities go while the blob uploads: the two come in either order.
+      const byUrl = (requests: ReadonlyArray<Recorded>) => [...requests].sort((a, b) => a.url < b.url ? -1 : 1)
+      const routes = (requests: ReadonlyArray<Recorded>) => byUrl(requests).map((r) => `${r.method} ${r.url.replace(`/api/alice/${name}/`, "")}`)
+      expect(routes(small.requests)).toEqual(files === 10 ? ["POST chunks/batch", "POST push"] : ["POST chunks/batch", "POST push", "GET /api/capabilities"])
+      expect(small.requests.at(-1)!.url).toMatch(/\/push$/)
+      // The full push finds its commit landed (the small push sent it first) and stops there: the same requests.
+      expect(routes(full.requests)).toEqual(routes(small.requests))
+      expect(byUrl(small.requests).map(shape)).toEqual(byUrl(full.requests).map(shape))
+      const sent = small.requests.at(-1)!
+      expect(sent.headers["idempotency-key"]).toMatch(/^[0-9a-f-]{36}$/)
+      expect(sent.headers["content-encoding"]).toBe(files === 10 ? undefined : "zstd")
 
-    const state = (dir: string) => fs.readFileSync(path.join(dir, ".grove/state.json"), "utf8")
-    expect(state(work)).toBe(state(copy))
-    expect(JSON.parse(state(work)).branches[json(small.run).branch]).toMatchObject({ remote_head: json(small.run).head, unpushed: [] })
-    expect(fs.existsSync(path.join(work, ".grove/objects/blobs"))).toBe(false) // the kept copy went, as with the full push
-    expect(fs.existsSync(path.join(copy, ".grove/objects/blobs"))).toBe(false)
-    // Nothing left to push either way.
-    expect(json(await grove(["push", "--json"], at(options, work)))).toMatchObject({ pushed_commits: 0 })
-  }, 180_000)
+      const state = (dir: string) => fs.readFileSync(path.join(dir, ".grove/state.json"), "utf8")
+      expect(state(work)).toBe(state(copy))
+      expect(JSON.parse(state(work)).branches[json(small.run).branch]).toMatchObject({ remote_head: json(small.run).head, unpushed: [] })
+      expect(fs.existsSync(path.join(work, ".grove/objects/blobs"))).toBe(false) // the kept copy went, as with the full push
+      expect(fs.existsSync(path.join(copy, ".grove/objects/blobs"))).toBe(false)
+      // Nothing left to push either way.
+      expect(json(await grove(["push", "--json"], at(options, work)))).toMatchObject({ pushed_commits: 0 })
+    }
+  }, 240_000)
 
   it("leaves a refused push to the full command, which reports it as it always did", async () => {
     const { copy, options, work } = await twoCheckouts("sr")

@@ -12,7 +12,7 @@ import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 import { retryUntaken } from "./Retry.ts"
-import { ACCEPT_ENCODING, bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./sync/BodyCompression.ts"
+import { ACCEPT_ENCODING, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { nodeHttpClient } from "./sync/HttpTransport.ts"
 
 /**
@@ -34,9 +34,8 @@ export const compressRequest = (site: string, token: string | undefined) => (req
   Effect.promise(async () => {
     const accepting = downloadCompression(site) ? HttpClientRequest.setHeader(request, "accept-encoding", ACCEPT_ENCODING) : request
     const body = request.body
-    if (!bodyCompressionEnabled() || body._tag !== "Uint8Array" || body.body.length < COMPRESS_FROM || !(await serverTakesZstd(site, token))) return accepting
-    const compressed = await zstd(body.body).catch(() => undefined)
-    if (compressed === undefined || compressed.length >= body.body.length) return accepting
+    const compressed = body._tag === "Uint8Array" ? await squeezeBody(site, token, body.body) : undefined
+    if (compressed === undefined || body._tag !== "Uint8Array") return accepting
     return HttpClientRequest.setHeader(HttpClientRequest.bodyUint8Array(accepting, compressed, body.contentType), "content-encoding", "zstd")
   })
 

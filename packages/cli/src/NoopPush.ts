@@ -15,7 +15,6 @@ import { chooseRemote, normaliseRemote } from "./Remote.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
 import { statusReport } from "./local/StatusReport.ts"
 import { columnsUnchanged, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
-import { smallPush } from "./SmallPush.ts"
 
 const readJson = (file: string): unknown => {
   try {
@@ -100,7 +99,10 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
   if (branch.name === "main" || branch.description_pending === true || branch.close_pending === true) return undefined
   const index = readIndexSync(found.root)
   if (index.base !== head) return undefined
-  if (branch.remote_head !== head || branch.unpushed.length > 0) return smallPush(found, index, input.args.includes("--json"), input.env)
+  if (branch.remote_head !== head || branch.unpushed.length > 0) {
+    // Loaded only for it: the no-op push and status need none of the sending.
+    return import("./SmallPush.ts").then((m) => m.smallPush(found, index, input.args.includes("--json"), input.env), () => undefined)
+  }
   if (!treeUnchanged(found.root, index)) return undefined
   return input.args.includes("--json")
     ? JSON.stringify(

@@ -1,9 +1,9 @@
 /**
  * `grove push` of a few small files, answered before the client loads (Effect, the typed HTTP client and the API
  * schemas are most of a one-file push's CPU): the working tree is exactly the branch head as the index records it
- * (the push's checkpoint would commit nothing), the unpushed commits' kept blobs are small and 64 KiB or less in all,
- * and the push's JSON is small enough to go plain. It sends what the full push sends, built by the same code
- * (sync/Outgoing.ts): one `chunks/batch` of hashed frames, then the push, with the same headers.
+ * (the push's checkpoint would commit nothing) and the unpushed commits' kept blobs are small, 64 KiB or less in all.
+ * It sends what the full push sends, built by the same code (sync/Outgoing.ts, BodyCompression.ts): one
+ * `chunks/batch` of hashed frames, then the push (zstd when large and the server takes it), with the same headers.
  *
  * Anything else answers undefined before a request is made, and the full command runs: a merge in progress, pending
  * branch metadata, a first push, a large blob, a login session for the credential (the full command resolves it),
@@ -21,7 +21,7 @@ import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
 import type { CheckoutFound } from "./NoopPush.ts"
 import { normaliseRemote } from "./Remote.ts"
-import { ACCEPT_ENCODING, bodyCompressionEnabled, COMPRESS_FROM, downloadCompression } from "./sync/BodyCompression.ts"
+import { ACCEPT_ENCODING, askCapabilitiesEarly, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { sendBytes } from "./sync/HttpSend.ts"
 import type { ObjectReader } from "./sync/Outgoing.ts"
 import {
@@ -30,6 +30,7 @@ import {
   COMPRESS_CHUNKS_FROM,
   HASHED_FRAMES_TYPE,
   hashedBatch,
+  hashesIn,
   isLarge,
   outgoing,
   pushAnswer,
@@ -67,11 +68,11 @@ const readerAt = (root: string): ObjectReader => ({
 export const smallPush = async (
   found: CheckoutFound,
   index: WorkIndex,
-  json: boolean,
+  asJson: boolean,
   env: Readonly<Record<string, string | undefined>>
 ): Promise<string | undefined> => {
   try {
-    return await push(found, index, json, env)
+    return await push(found, index, asJson, env)
   } catch {
     return undefined // any doubt: the full command decides
   }
@@ -80,7 +81,7 @@ export const smallPush = async (
 const push = async (
   found: CheckoutFound,
   index: WorkIndex,
-  json: boolean,
+  asJson: boolean,
   env: Readonly<Record<string, string | undefined>>
 ): Promise<string | undefined> => {
   const { branch, remote, repository, root, state } = found
@@ -97,9 +98,10 @@ const push = async (
   const total = chunks.reduce((sum, c) => sum + c.size, 0)
   if (unique.some(isLarge) || !sendsUnasked(false, chunks) || total >= COMPRESS_CHUNKS_FROM) return undefined
   // Small blobs are their own chunks: the push lists no blob (Upload.ts answers only large ones).
-  const body = JSON.stringify(pushRequest(branch.remote_head, branch, commits, [] satisfies Array<ApiSync.BlobData>, trees))
-  if (bodyCompressionEnabled() && Buffer.byteLength(body) >= COMPRESS_FROM) return undefined
+  const json = new TextEncoder().encode(JSON.stringify(pushRequest(branch.remote_head, branch, commits, [] satisfies Array<ApiSync.BlobData>, trees)))
 
+  // As Push.ts: the capabilities that decide whether the push's JSON goes compressed are asked while the blobs upload.
+  askCapabilitiesEarly(remote, token, 64 * hashesIn(commits, trees))
   const base = `${remote}/api/${encodeURIComponent(repository.owner)}/${encodeURIComponent(repository.name)}`
   const authorization = `Bearer ${token}`
   let sentBytes = 0
@@ -113,15 +115,17 @@ const push = async (
     if (answer.status !== 200) return undefined
     sentBytes += frames.length
   }
+  const squeezed = await squeezeBody(remote, token, json)
   const answer = await sendBytes(`${base}/push`, {
     method: "POST",
     headers: {
       authorization,
       "idempotency-key": randomUUID(),
       ...(downloadCompression(remote) ? { "accept-encoding": ACCEPT_ENCODING } : {}),
-      "content-type": "application/json"
+      "content-type": "application/json",
+      ...(squeezed === undefined ? {} : { "content-encoding": "zstd" })
     },
-    body
+    body: squeezed ?? json
   })
   if (answer.status !== 200) return undefined
   const taken = JSON.parse(new TextDecoder().decode(answer.body)) as Partial<ApiSync.PushResponse>
@@ -149,5 +153,5 @@ const push = async (
     sentBytes,
     createdRepository: false
   })
-  return json ? JSON.stringify(answered.value, null, 2) : answered.human()
+  return asJson ? JSON.stringify(answered.value, null, 2) : answered.human()
 }

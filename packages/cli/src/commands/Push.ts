@@ -23,6 +23,7 @@ import { whoami } from "../sync/Session.ts"
 import {
   blobsStillNeeded,
   branchRecord,
+  hashesIn,
   NotSendable,
   nothingToPush,
   outgoing,
@@ -141,8 +142,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
   const { blobs, commits: allCommits, trees } = yield* outgoingOf(workspace, branch)
   // The push's JSON holds a 64-hex hash at least per file change and tree entry: when that alone reaches the size
   // from which the body goes compressed, the capabilities that decides it are asked while the blobs upload.
-  const hashes = allCommits.reduce((n, c) => n + c.files.length, 0) + trees.reduce((n, t) => n + t.entries.length, 0)
-  askCapabilitiesEarly(remote.site, remote.token, 64 * hashes)
+  askCapabilitiesEarly(remote.site, remote.token, 64 * hashesIn(allCommits, trees))
   let uploaded = yield* uploadBlobs(remote, blobs)
   yield* crashPoint("push:uploaded")
   // Under a fresh Idempotency-Key per send: a connection lost as the push went out (a keep-alive socket the

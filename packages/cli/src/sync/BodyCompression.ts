@@ -53,6 +53,17 @@ export const serverTakesZstd = async (site: string, token: string | undefined): 
 
 export const zstd = BodyCompression.compress
 
+/**
+ * A request body as it goes to `site`, when compressed: zstd when the body is large enough, the server takes it and
+ * it comes out smaller; undefined when the body goes as it is. The typed client's requests (Client.ts
+ * `compressRequest`) and the small push (SmallPush.ts) both decide here.
+ */
+export const squeezeBody = async (site: string, token: string | undefined, body: Uint8Array): Promise<Uint8Array | undefined> => {
+  if (!bodyCompressionEnabled() || body.length < COMPRESS_FROM || !(await serverTakesZstd(site, token))) return undefined
+  const compressed = await zstd(body).catch(() => undefined)
+  return compressed === undefined || compressed.length >= body.length ? undefined : compressed
+}
+
 /** `GROVE_BODY_COMPRESSION=off` sends every body plain (to compare, or past a proxy that mangles it). */
 export const bodyCompressionEnabled = () => process.env["GROVE_BODY_COMPRESSION"] !== "off"
 

@@ -124,6 +124,10 @@ export const pushRequest = (
   trees: ReadonlyArray<ApiSync.TreeData>
 ) => ({ expected_head: expected, force: false, branch: branchRecord(branch), commits: [...commits], blobs: [...blobs], trees: [...trees] })
 
+/** The 64-hex hashes a push's JSON holds at least: one per file change and per tree entry. */
+export const hashesIn = (commits: ReadonlyArray<ApiSync.CommitData>, trees: ReadonlyArray<ApiSync.TreeData>): number =>
+  commits.reduce((n, c) => n + c.files.length, 0) + trees.reduce((n, t) => n + t.entries.length, 0)
+
 // ---- uploads ----
 
 export const BATCH_ENTRIES = MAX_BATCH_ENTRIES
