@@ -3,11 +3,13 @@
  * metadata-only), every verification rule of a push, pulls with `since` and `depth`, commits/info,
  * blobs and chunks endpoints, and the binary chunk routes.
  */
+import { ApiSync } from "@grove/api"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Commit from "@grove/core/objects/Commit"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import * as http from "node:http"
+import { Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { batchBody, buildCommit, chunkRefs, decodeBatch, inlineBlobs, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
@@ -105,6 +107,14 @@ describe("push and pull", () => {
     const forcedPull = await a.get(`/sam/first/pull?branch_name=feature&since=${c2.commit.hash}&force=true`)
     expect(forcedPull.status).toBe(200)
     expect(forcedPull.body.commits.map((c: { hash: string }) => c.hash)).toContain(other.commit.hash)
+
+    // The answer is written without the endpoint's schema encoding (SyncHandlers.pullJson): the same text, keys in the
+    // schema's order and none it would drop.
+    const raw = await fetch(`${server.url}/api/sam/first/pull?branch_name=feature`, { headers: { authorization: `Bearer ${token}` } })
+    expect(raw.headers.get("content-type")).toBe("application/json")
+    const text = await raw.text()
+    const schema = ApiSync.PullResponse
+    expect(text).toBe(JSON.stringify(Schema.encodeSync(schema)(Schema.decodeUnknownSync(schema)(JSON.parse(text)))))
   })
 
   it("refuses pushes to main, and hides private repositories from others", async () => {
