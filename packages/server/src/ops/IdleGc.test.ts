@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration } from "effect"
-import { GROWTH_BYTES, IDLE_UTILIZATION, MIN_INTERVAL, shouldCollect } from "./IdleGc.ts"
+import { Duration, Effect, Fiber } from "effect"
+import { TestClock } from "effect/testing"
+import { GROWTH_BYTES, IDLE_UTILIZATION, type Look, MIN_INTERVAL, shouldCollect, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -9,28 +10,109 @@ const never = Infinity
 describe("IdleGc.shouldCollect", () => {
   it("collects what V8 holds past the live bytes, whatever the RSS (a collection during a push left it high)", () => {
     // V8's used heap and buffers after the last collection: 60 MiB; now 60 + 40 MiB of a clone's garbage.
-    expect(shouldCollect({ utilization: 0.02, held: 100 * MiB, floor: 60 * MiB, sinceLast: never })).toBe(true)
+    expect(shouldCollect({ utilization: 0.02, held: 100 * MiB, floor: 60 * MiB, sinceLast: never, busySinceLast: false })).toBe(true)
   })
 
   it("collects once idle and grown past the floor by more than the allowance", () => {
-    expect(shouldCollect({ utilization: 0.01, held: 200 * MiB + GROWTH_BYTES + 1, floor: 200 * MiB, sinceLast: never })).toBe(true)
+    expect(shouldCollect({ utilization: 0.01, held: 200 * MiB + GROWTH_BYTES + 1, floor: 200 * MiB, sinceLast: never, busySinceLast: false })).toBe(true)
   })
 
   it("leaves a busy process alone, however much it grew (a transfer still running)", () => {
-    expect(shouldCollect({ utilization: IDLE_UTILIZATION, held: 900 * MiB, floor: 200 * MiB, sinceLast: never })).toBe(false)
-    expect(shouldCollect({ utilization: 0.6, held: 900 * MiB, floor: 200 * MiB, sinceLast: never })).toBe(false)
+    expect(shouldCollect({ utilization: IDLE_UTILIZATION, held: 900 * MiB, floor: 200 * MiB, sinceLast: never, busySinceLast: false })).toBe(false)
+    expect(shouldCollect({ utilization: 0.6, held: 900 * MiB, floor: 200 * MiB, sinceLast: never, busySinceLast: false })).toBe(false)
   })
 
   it("leaves an idle process alone that grew within the allowance (no collection every period)", () => {
-    expect(shouldCollect({ utilization: 0, held: 200 * MiB + GROWTH_BYTES, floor: 200 * MiB, sinceLast: never })).toBe(false)
-    expect(shouldCollect({ utilization: 0, held: 150 * MiB, floor: 200 * MiB, sinceLast: never })).toBe(false)
+    expect(shouldCollect({ utilization: 0, held: 200 * MiB + GROWTH_BYTES, floor: 200 * MiB, sinceLast: never, busySinceLast: false })).toBe(false)
+    expect(shouldCollect({ utilization: 0, held: 150 * MiB, floor: 200 * MiB, sinceLast: never, busySinceLast: false })).toBe(false)
   })
 
   it("collects at most once per MIN_INTERVAL under steady moderate load (16 MiB of garbage every period)", () => {
     const min = Duration.toMillis(MIN_INTERVAL)
-    const grown = { utilization: 0.3, held: 200 * MiB + 2 * GROWTH_BYTES, floor: 200 * MiB }
+    const grown = { utilization: 0.3, held: 200 * MiB + 2 * GROWTH_BYTES, floor: 200 * MiB, busySinceLast: false }
     expect(shouldCollect({ ...grown, sinceLast: 10_000 })).toBe(false)
     expect(shouldCollect({ ...grown, sinceLast: min - 1 })).toBe(false)
     expect(shouldCollect({ ...grown, sinceLast: min })).toBe(true)
   })
+
+  it("collects within MIN_INTERVAL when the process was busy since (a transfer after a collection in its pause)", () => {
+    const grown = { utilization: 0.05, held: 200 * MiB + 2 * GROWTH_BYTES, floor: 200 * MiB, sinceLast: 10_000 }
+    expect(shouldCollect({ ...grown, busySinceLast: true })).toBe(true)
+    expect(shouldCollect({ ...grown, busySinceLast: false })).toBe(false)
+  })
+})
+
+describe("IdleGc.watch", () => {
+  it.effect("not during a transfer's pause of one period (the client busy, a loaded machine)", () =>
+    Effect.gen(function*() {
+      // Busy until 20 s, except an idle 2 s at 4-6 s; V8 grows from its live 60 MiB to 140 by 4 s.
+      let now = 0
+      let lastLook = 0
+      const collected: Array<number> = []
+      const busyAt = (t: number) => t < 4_000 || (t >= 6_000 && t < 20_000)
+      const look = (): Look => {
+        let busy = 0
+        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
+        const utilization = busy / Math.max(1, now - lastLook)
+        lastLook = now
+        return { utilization, held: (collected.length === 0 ? 60 + 80 * Math.min(now, 4_000) / 4_000 : 60) * MiB }
+      }
+      const watching = yield* Effect.forkChild(watch(() => void collected.push(now), look))
+      while (now < 30_000) {
+        now += 500
+        yield* TestClock.adjust("500 millis")
+      }
+      yield* Fiber.interrupt(watching)
+      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(1)
+      expect(collected[0]!).toBeGreaterThan(20_000)
+    }))
+
+  it.effect("collects again after a transfer that followed a collection, within 6 s, not MIN_INTERVAL after the first", () =>
+    Effect.gen(function*() {
+      // A push (busy to 6 s), idle 6-12 s (collected), a clone (busy 12-18 s), then idle; V8 grows 80 MiB in each.
+      let now = 0
+      let lastLook = 0
+      const collected: Array<number> = []
+      const busyAt = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
+      const look = (): Look => {
+        let busy = 0
+        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
+        const utilization = busy / Math.max(1, now - lastLook)
+        lastLook = now
+        const grown = collected.length === 0 ? Math.min(now, 6_000) / 6_000 : Math.max(0, Math.min(now, 18_000) - 12_000) / 6_000
+        return { utilization, held: (60 + 80 * grown) * MiB }
+      }
+      const watching = yield* Effect.forkChild(watch(() => void collected.push(now), look))
+      while (now < 40_000) {
+        now += 500
+        yield* TestClock.adjust("500 millis")
+      }
+      yield* Fiber.interrupt(watching)
+      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(2)
+      expect(collected[1]! - 18_000).toBeLessThanOrEqual(6_000)
+    }))
+
+  it.effect("collects a transfer's garbage within 6 s of its end (looking every 10 s: 13 s after it)", () =>
+    Effect.gen(function*() {
+      // 60 MiB live; a transfer keeps the event loop busy for 7 s and V8 grows to 140 MiB, then the process idles.
+      const END = 7_000
+      let now = 0
+      let lastLook = 0
+      let collected: number | undefined
+      const look = (): Look => {
+        // The busy share of the period since the last look.
+        const busy = Math.max(0, Math.min(now, END) - lastLook) / Math.max(1, now - lastLook)
+        lastLook = now
+        return { utilization: busy, held: (collected === undefined ? 60 + 80 * Math.min(now, END) / END : 60) * MiB }
+      }
+      const watching = yield* Effect.forkChild(watch(() => void (collected ??= now), look))
+      while (now < 30_000) {
+        now += 500
+        yield* TestClock.adjust("500 millis")
+      }
+      yield* Fiber.interrupt(watching)
+      expect(collected, "when it collected (ms)").toBeDefined()
+      expect(collected!).toBeGreaterThan(END)
+      expect(collected! - END).toBeLessThanOrEqual(6_000)
+    }))
 })

@@ -5,11 +5,15 @@
  * left an embedded server ~250 MiB over its idle RSS; a minute later still). `grove-server serve`
  * starts Node with `--expose-gc`; without it (tests' in-process servers) this does nothing.
  */
-import { Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer } from "effect"
 import { performance } from "node:perf_hooks"
 
-/** How often the process is looked at, and how much V8 may hold past its last collection's live bytes. */
-export const CHECK_EVERY = Duration.seconds(10)
+/**
+ * How often the process is looked at (the event loop's busy share is over this period): a transfer's garbage goes
+ * 4-6 s after its end (two idle periods). Every 10 s, a clone's stayed 10-20 s (5k files / 50 MiB, first boot:
+ * RSS 306 MiB for 10 s after the clone, 223 from 20 s); a look costs a few microseconds.
+ */
+export const CHECK_EVERY = Duration.seconds(2)
 // An idle server's heap moves by ~3 MiB; a 50 MiB push or clone leaves ~20-45 MiB behind.
 export const GROWTH_BYTES = 16 * 1024 * 1024
 /**
@@ -18,53 +22,83 @@ export const GROWTH_BYTES = 16 * 1024 * 1024
  */
 export const IDLE_UTILIZATION = 0.5
 /**
- * At most one collection per this long: a server under steady moderate load (20-40% busy, so "idle") makes
- * 16 MiB of garbage within a period, and a full stop-the-world collection every 10 s shows in its tail latency.
+ * At most one collection per this long while the process was not busy in between: a server under steady moderate load
+ * (20-40% busy, so "idle") makes 16 MiB of garbage within seconds, and a full stop-the-world collection every few
+ * seconds shows in its tail latency. A busy period since (a transfer) lifts it: a collection in a pause of a clone
+ * otherwise kept the clone's garbage for 30 s after it.
  */
 export const MIN_INTERVAL = Duration.seconds(30)
 
 export interface Observation {
-  /** The event loop's busy share since the last look (0..1). */
+  /** The event loop's busy share over the last two looks (0..1): the higher of the two periods'. */
   readonly utilization: number
-  /** What V8 holds now: its heap's used bytes and the buffers' memory outside it (`external`), garbage included. */
+  /**
+   * What V8 holds now: its heap's committed pages and the buffers' memory outside it (`external`), garbage
+   * included. Committed, not used: a collection V8 made itself during a transfer leaves its pages committed
+   * (a clone's ~25 MiB stayed resident with the used bytes back near the live ones).
+   */
   readonly held: number
   /** `held` right after the last collection (or the lowest seen since): the live bytes. */
   readonly floor: number
   /** Milliseconds since this watch's last collection (Infinity: none yet). */
   readonly sinceLast: number
+  /** Whether a look since the last collection found the process busy (`IDLE_UTILIZATION` or more). */
+  readonly busySinceLast: boolean
 }
 
 /**
- * Whether to collect now: idle, no collection for `MIN_INTERVAL`, and V8 holds more than `GROWTH_BYTES` past the live bytes. Not the RSS:
+ * Whether to collect now: idle, no collection for `MIN_INTERVAL` (or busy since), and V8 holds more than `GROWTH_BYTES`
+ * past the live bytes. Not the RSS:
  * a collection during a push left the RSS's floor high (malloc's arenas and PGlite's memory do not
  * shrink), and the next transfer's garbage stayed under it for good (a first-booted server after three
  * 50 MiB pushes and a clone: no collection in 30 idle seconds, V8 +40 MiB over its idle size).
  */
-export const shouldCollect = ({ floor, held, sinceLast, utilization }: Observation): boolean =>
-  utilization < IDLE_UTILIZATION && held - floor > GROWTH_BYTES && sinceLast >= Duration.toMillis(MIN_INTERVAL)
+export const shouldCollect = ({ busySinceLast, floor, held, sinceLast, utilization }: Observation): boolean =>
+  utilization < IDLE_UTILIZATION && held - floor > GROWTH_BYTES && (busySinceLast || sinceLast >= Duration.toMillis(MIN_INTERVAL))
+
+/** One look at the process: the event loop's busy share since the last look, and `Observation.held`. */
+export interface Look {
+  readonly utilization: number
+  readonly held: number
+}
 
 const heldByV8 = (): number => {
-  const { external, heapUsed } = process.memoryUsage()
-  return heapUsed + external
+  const { external, heapTotal } = process.memoryUsage()
+  return heapTotal + external
+}
+
+/** Looks at this process (node's event loop utilization and V8's memory). */
+export const processLooks = (): (() => Look) => {
+  let last = performance.eventLoopUtilization()
+  return () => {
+    const now = performance.eventLoopUtilization()
+    const { utilization } = performance.eventLoopUtilization(now, last)
+    last = now
+    return { utilization, held: heldByV8() }
+  }
 }
 
 /** Looks at the process every `CHECK_EVERY` and collects when `shouldCollect` says so (`gc`: V8's). */
-export const watch = (gc: () => void) =>
+export const watch = (gc: () => void, look: () => Look = processLooks()) =>
   Effect.gen(function*() {
-    let floor = heldByV8()
+    let floor = look().held
     let collectedAt = -Infinity
-    let last = performance.eventLoopUtilization()
+    // Idle over two looks, not one: a transfer's short pauses (the client busy, the machine loaded) are not its end.
+    let before = 1
+    let busySinceLast = false
     for (;;) {
       yield* Effect.sleep(CHECK_EVERY)
-      const now = performance.eventLoopUtilization()
-      const { utilization } = performance.eventLoopUtilization(now, last)
-      last = now
-      const held = heldByV8()
-      if (shouldCollect({ floor, held, utilization, sinceLast: performance.now() - collectedAt })) {
+      const { held, utilization: period } = look()
+      const utilization = Math.max(before, period)
+      before = period
+      busySinceLast ||= period >= IDLE_UTILIZATION
+      const now = yield* Clock.currentTimeMillis
+      if (shouldCollect({ floor, held, utilization, sinceLast: now - collectedAt, busySinceLast })) {
         const rss = process.memoryUsage.rss()
         gc()
-        collectedAt = performance.now()
-        floor = heldByV8()
+        collectedAt = now
+        busySinceLast = false
+        floor = look().held
         yield* Effect.logDebug(`idle: collected garbage, RSS ${Math.round(rss / 1048576)} -> ${Math.round(process.memoryUsage.rss() / 1048576)} MiB`)
       } else floor = Math.min(floor, held)
     }
