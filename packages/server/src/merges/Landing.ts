@@ -12,7 +12,8 @@ import type * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
-import { ContentObjects } from "../content/ContentObjects.ts"
+import { SqlClient } from "effect/sql"
+import { byHash, plannedFor } from "../db/Batches.ts"
 import type { TreeCache } from "../content/TreeCache.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
 
@@ -81,7 +82,7 @@ export const writeCommit = Effect.fnUntraced(function*(
     readonly after: FileChanges.Snapshot
   }
 ) {
-  const objects = yield* ContentObjects
+  const sql = yield* SqlClient.SqlClient
   const planning = yield* PlanningTrees
   const built = yield* buildTree(cache, options.beforeRoot, options.before, options.after)
   const files = TreeDiff.diffSnapshots(options.before, options.after)
@@ -99,20 +100,26 @@ export const writeCommit = Effect.fnUntraced(function*(
   const hash = Commit.hashCommit(fields)
   // Only the directories on the way to a changed path were built, so nearly all are new: they are written
   // without asking first which the repository reaches (a round trip per merge); a stored one is skipped by
-  // the insert, a reached one by the landing's.
-  const trees = [...built.bodies].map(([h, body]) => ({ hash: h, body }))
-  // Independent writes: sent together (pipelined on one connection), not one round trip after the other.
-  yield* Effect.all([objects.storeTrees(repo.orgId, trees), objects.stageCommits(repo.id, [{
-    hash,
-    branch_name: options.branch,
-    parent_hash: options.parent,
-    ...(options.mergeParent === null ? {} : { merge_parent_hash: options.mergeParent }),
-    manifest_hash: built.root,
-    author: options.author,
-    ...(options.message === null ? {} : { message: options.message }),
-    timestamp: Timestamp.formatTimestamp(timestamp),
-    files: files.map(ApiSync.toFileChangeData)
-  }])], { concurrency: "unbounded", discard: true })
+  // the insert, a reached one by the landing's. With the unpublished commit row, in one statement: the trees
+  // in hash order (ContentObjects.storeTrees' order, so two writers of the same trees do not deadlock).
+  const trees = byHash([...built.bodies].map(([h, body]) => ({ hash: h, body })), (t) => t.hash)
+  yield* plannedFor(trees.length, sql`WITH stored AS (INSERT INTO trees (org_id, hash, body)
+      SELECT ${repo.orgId}::uuid, t.hash, t.body FROM unnest(${trees.map((t) => t.hash)}::text[], ${trees.map((t) => t.body)}::text[]) AS t(hash, body)
+      ON CONFLICT DO NOTHING RETURNING 1)
+    INSERT INTO commits ${
+    sql.insert({
+      repo_id: repo.id,
+      hash,
+      branch_name: options.branch,
+      parent_hash: options.parent,
+      merge_parent_hash: options.mergeParent,
+      manifest_hash: built.root,
+      author: options.author,
+      message: options.message,
+      timestamp: Timestamp.formatTimestamp(timestamp),
+      files: JSON.stringify(files.map(ApiSync.toFileChangeData))
+    })
+  } ON CONFLICT DO NOTHING`)
   // Stored: the next merge's main is this commit, so these are the trees it reads first.
   for (const [h, entries] of built.trees) planning.remember(repo.orgId, h, entries)
   const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
