@@ -113,8 +113,9 @@ describe("the server's bundle", () => {
     await groveOk(["clone", "alice/big", "copy", "--branch", JSON.parse(pushed.stdout).branch], tempDir())
     const after = rssMiB(pid)
     // Left to V8, an idle server keeps it (no allocation asks for a collection): measured a minute later,
-    // unchanged. The idle collection looks every 10 s. It gives back 15-30 MiB here; 8 is the bar because a
-    // loaded machine collects part of it during the clone already (seen: 15 MiB fell at load 14).
+    // unchanged. The idle collection looks every 2 s and collects after two idle looks. It gives back 15-30 MiB
+    // here; 8 is the bar because a loaded machine collects part of it during the clone already (seen: 15 MiB fell
+    // at load 14).
     const seen: Array<number> = []
     try {
       const fell = await waitFor("the RSS to fall once idle", async () => {

@@ -40,5 +40,6 @@ if (process.env.GROVE_SET_TUNABLES !== undefined) {
   delete process.env.GROVE_SET_TUNABLES
 }
 // Before anything of the server runs (tick-warmup.js says why): node:http's ticks cost 6x otherwise.
-if (serving) await (await import("./tick-warmup.js")).warmNextTick()
+// GROVE_TICK_WARMUP=0 leaves it out (to measure it).
+if (serving && process.env.GROVE_TICK_WARMUP !== "0") await (await import("./tick-warmup.js")).warmNextTick()
 await import(bundleIsFresh() ? "../dist/grove-server.mjs" : "../src/main.ts")

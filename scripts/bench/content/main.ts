@@ -28,6 +28,8 @@ const argValue = (name: string) => {
   return i > 0 ? process.argv[i + 1] : undefined
 }
 const SMALL_RUNS = 3
+/** When the RSS "after the clone" is sampled: this long after the clone returned. */
+export const SETTLED_MS = 10_000
 
 export interface ContentOptions {
   readonly spec: TreeSpec
@@ -168,6 +170,7 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   const rssGrowth: Array<number> = []
   const rssBeforeClone: Array<number> = []
   const rssAfterClone: Array<number> = []
+  const rssRightAfterClone: Array<number> = []
   const rssPeakClone: Array<number> = []
   const groveCloneCpu: Array<{ client: number; server: number }> = []
   const clonePhases: Array<string> = []
@@ -177,6 +180,8 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     const stopSampling = sampleRss(server.pid)
     const cloned = await grove(["clone", "bench1/tree", dest, "--branch", firstBranch, "--remote", groveProxy.url, "--json"], firstKey, tmp)
     const rss = stopSampling()
+    const returned = performance.now()
+    rssRightAfterClone.push(rssOf(server.pid))
     const exchanges = since()
     groveClone.push(cloned.ms)
     groveCloneCpu.push({ client: cloned.cpuMs, server: cloned.serverCpuMs })
@@ -192,6 +197,9 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     // over inodes freed in the last seconds (minutes while their table block is dirty) when it allocates new ones
     // (recently_deleted), so 5,000 files created right after 5,000 were removed cost ~0.5 s more system time
     // (seconds of wall on a busy machine). The temp directory goes at the end.
+    // "After the clone": once the server has settled, SETTLED_MS after the clone returned (its idle collection,
+    // ops/IdleGc.ts, runs 4-6 s after a transfer); the sample right after it returned is the row's detail.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, returned + SETTLED_MS - performance.now())))
     rssAfterClone.push(rssOf(server.pid))
   }
 
@@ -204,7 +212,7 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   if (!pushesOnly) await groveCloneOnce(1)
   const roundMs = performance.now() - began
   for (let i = 2; i <= (pushesOnly ? 1 : RUNS); i++) {
-    const perRound = (gitPush[0]! + gitClone[0]! + grovePush[0]! + groveClone[0]!) * 1.6
+    const perRound = (gitPush[0]! + gitClone[0]! + grovePush[0]! + groveClone[0]!) * 1.6 + SETTLED_MS
     if (performance.now() - began + perRound > BUDGET_MS) {
       log(`stopping after ${i - 1} run(s) of push/clone: another would pass the ${BUDGET_MS / 1000} s budget`)
       break
@@ -341,7 +349,8 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
       `CPU (medians): git push ${fmtMs(median(gitPushCpu))} and git clone ${fmtMs(median(gitCloneCpu))} (git client + http-backend together); ` +
         `grove push client ${fmtMs(median(grovePushCpu.map((c) => c.client)))} + server ${fmtMs(median(grovePushCpu.map((c) => c.server)))}, ` +
         `grove clone client ${fmtMs(median(groveCloneCpu.map((c) => c.client)))} + server ${fmtMs(median(groveCloneCpu.map((c) => c.server)))}`,
-      `server RSS: ${fmtBytes(rssAtStart)} right after start, ${rssBeforeClone.map(fmtBytes).join(" / ")} before the clones`,
+      `server RSS: ${fmtBytes(rssAtStart)} right after start, ${rssBeforeClone.map(fmtBytes).join(" / ")} before the clones, ` +
+        `${rssRightAfterClone.map(fmtBytes).join(" / ")} right after them, ${rssAfterClone.map(fmtBytes).join(" / ")} ${SETTLED_MS / 1000} s after`,
       `load average (1 min): ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0]!.toFixed(2)} at the end (the machine is shared: other work skews timings)`,
       `both tools go through the same counting proxy on 127.0.0.1; total run ${fmtMs(performance.now() - began)}`
     ],
@@ -362,7 +371,7 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
     noop: { git: median(noop.git), grove: median(noop.grove), ratios: paired(noop.grove, noop.git) },
     oneFile: { git: median(oneFile.git), grove: median(oneFile.grove), ratios: paired(oneFile.grove, oneFile.git) },
     /** Server RSS in bytes around the clones (medians): before, the highest sample during, after. */
-    cloneRss: { before: median(rssBeforeClone), peak: median(rssPeakClone), after: median(rssAfterClone) }
+    cloneRss: { before: median(rssBeforeClone), peak: median(rssPeakClone), after: median(rssAfterClone), rightAfter: median(rssRightAfterClone) }
   }
 }
 
