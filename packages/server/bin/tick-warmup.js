@@ -9,6 +9,14 @@
 // own callers make. Measured on the hot reads (`GET /api/{o}/{n}`, bundles in turns, 5 rounds, load 17):
 // 32.6 -> 26.5 µs of server CPU per request. Warming it later, once the server's modules had loaded (in
 // Server.ts), made it worse (30.8 -> 50 µs): it has to be here. The ticks are real, empty ones.
+//
+// Looked at again (s12, R): the cost shows after a first boot (fresh data directory), not after a restart
+// (autocannon c=64, CPU per request: restart 33/37 µs without vs 37/36 with; first boot 36/40 vs 30/33). The slow
+// tick was nextTick running Maglev code, which makes the tick literal through the runtime (a micro benchmark:
+// 911 ns a tick with Maglev only, 241 with TurboFan); perf of a first-booted server without the warm-up showed
+// most JS in Maglev (13% of samples vs 1% TurboFan; with it 0.8% vs 17.7%). The warm-up's own optimized code
+// does not survive the start (deoptimized by map and allocation-site changes); why it changes later tiering is
+// not known. GROVE_TICK_WARMUP=0 (grove-server.js) leaves it out to measure it.
 const ROUNDS = 4
 const TICKS = 20_000
 const nothing = () => {}
