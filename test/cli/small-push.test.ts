@@ -146,6 +146,27 @@ describe("the small push", () => {
     }
   }, 240_000)
 
+  it("takes the token of a login session (~/.grove/credentials) as the full command does, and leaves an expired one to it", async () => {
+    const { options, work } = await twoCheckouts("ss")
+    expect(JSON.parse(fs.readFileSync(path.join(work, ".grove/config.json"), "utf8")).key).toBeUndefined()
+    const { SERVICE_API_KEY: key, ...env } = options.env!
+    const session = (expires_at?: string) => {
+      fs.mkdirSync(path.join(options.home, ".grove"), { recursive: true, mode: 0o700 })
+      const entry = { token: key, username: "alice", created_at: new Date().toISOString(), ...(expires_at === undefined ? {} : { expires_at }) }
+      fs.writeFileSync(path.join(options.home, ".grove/credentials"), JSON.stringify({ [proxyUrl]: entry }), { mode: 0o600 })
+    }
+    session(new Date(Date.now() - 60_000).toISOString())
+    const expired = await push({ ...options, env }, work, false)
+    // No credential then: the full command sends none, and the server does not take the push.
+    expect(expired.client).toBe("true")
+    expect(expired.run.code).not.toBe(0)
+    session()
+    const pushed = await push({ ...options, env }, work, false)
+    expect({ code: pushed.run.code, stderr: pushed.stderr, client: pushed.client }).toEqual({ code: 0, stderr: "", client: "false" })
+    expect(json(pushed.run)).toMatchObject({ pushed_commits: 1 })
+    expect(pushed.requests.map((r) => r.headers["authorization"])).toEqual([`Bearer ${key}`, `Bearer ${key}`])
+  }, 180_000)
+
   it("leaves a refused push to the full command, which reports it as it always did", async () => {
     const { copy, options, work } = await twoCheckouts("sr")
     // Another push moves the branch first: the server refuses the next one on its expected head.

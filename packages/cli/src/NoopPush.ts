@@ -101,7 +101,7 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
   if (index.base !== head) return undefined
   if (branch.remote_head !== head || branch.unpushed.length > 0) {
     // Loaded only for it: the no-op push and status need none of the sending.
-    return import("./SmallPush.ts").then((m) => m.smallPush(found, index, input.args.includes("--json"), input.env), () => undefined)
+    return import("./SmallPush.ts").then((m) => m.smallPush(found, index, input.args.includes("--json"), input.env, input.home), () => undefined)
   }
   if (!treeUnchanged(found.root, index)) return undefined
   return input.args.includes("--json")

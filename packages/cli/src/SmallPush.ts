@@ -6,13 +6,15 @@
  * `chunks/batch` of hashed frames, then the push (zstd when large and the server takes it), with the same headers.
  *
  * Anything else answers undefined before a request is made, and the full command runs: a merge in progress, pending
- * branch metadata, a first push, a large blob, a login session for the credential (the full command resolves it),
+ * branch metadata, a first push, a large blob, no credential or a credentials file the full command would warn about,
  * `GROVE_TEST_CRASH_AT`. After a request, any answer but a taken push (a refusal, a 202 still landing, a network
  * failure) also answers undefined: the full command then uploads and pushes again (chunks are stored by hash, and a
  * push that landed meanwhile is recognised by its head), and reports whatever it gets, as it always does.
  */
 import type { ApiSync } from "@grove/api"
 import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import type { WorkIndex } from "./local/TreeStatus.ts"
 import { columnsUnchanged } from "./local/TreeStatus.ts"
 import { writeJsonAtomic } from "./local/Files.ts"
@@ -42,12 +44,39 @@ import {
   wholeChunk
 } from "./sync/Outgoing.ts"
 
-/** The token the full command would send, when it needs no login session: SERVICE_API_KEY, else the checkout's key. */
-const tokenFor = (found: CheckoutFound, env: Readonly<Record<string, string | undefined>>): string | undefined => {
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * The login session's token for `remote` in `~/.grove/credentials`, when the full command would take the file without
+ * a word (Credentials.ts: every entry a StoredSession, the file not readable by others, else it warns or fails) and
+ * the session has not expired; undefined otherwise (the full command then decides).
+ */
+const sessionToken = (home: string, remote: string): string | undefined => {
+  const fd = fs.openSync(path.join(home, ".grove", "credentials"), "r")
+  try {
+    if ((fs.fstatSync(fd).mode & 0o077) !== 0) return undefined
+    const all: unknown = JSON.parse(fs.readFileSync(fd, "utf8"))
+    if (!isRecord(all)) return undefined
+    for (const s of Object.values(all)) {
+      if (!isRecord(s) || typeof s["token"] !== "string" || typeof s["username"] !== "string" || typeof s["created_at"] !== "string") return undefined
+      if (s["expires_at"] !== undefined && typeof s["expires_at"] !== "string") return undefined
+    }
+    const session = all[remote] as { readonly token: string; readonly expires_at?: string } | undefined
+    if (session === undefined || (session.expires_at !== undefined && Date.parse(session.expires_at) <= Date.now())) return undefined
+    return session.token
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/**
+ * The token the full command would send, in CredentialResolver's order: SERVICE_API_KEY, the checkout's key (for the
+ * checkout's own server, which is where a push goes), the login session for that server.
+ */
+const tokenFor = (found: CheckoutFound, env: Readonly<Record<string, string | undefined>>, home: string): string | undefined => {
   const fromEnv = env["SERVICE_API_KEY"]
   if (fromEnv !== undefined && fromEnv !== "") return fromEnv
-  // The checkout's key counts for the checkout's own server, which is where a push goes.
-  return found.key
+  return found.key ?? sessionToken(home, found.remote)
 }
 
 const readerAt = (root: string): ObjectReader => ({
@@ -69,10 +98,11 @@ export const smallPush = async (
   found: CheckoutFound,
   index: WorkIndex,
   asJson: boolean,
-  env: Readonly<Record<string, string | undefined>>
+  env: Readonly<Record<string, string | undefined>>,
+  home: string
 ): Promise<string | undefined> => {
   try {
-    return await push(found, index, asJson, env)
+    return await push(found, index, asJson, env, home)
   } catch {
     return undefined // any doubt: the full command decides
   }
@@ -82,12 +112,13 @@ const push = async (
   found: CheckoutFound,
   index: WorkIndex,
   asJson: boolean,
-  env: Readonly<Record<string, string | undefined>>
+  env: Readonly<Record<string, string | undefined>>,
+  home: string
 ): Promise<string | undefined> => {
   const { branch, remote, repository, root, state } = found
   if (repository === undefined || branch.remote_head === null || branch.unpushed.length === 0 || branch.unpushed.at(-1) !== branch.head) return undefined
   if ((env["GROVE_TEST_CRASH_AT"] ?? "") !== "") return undefined // the crash points are the full command's
-  const token = tokenFor(found, env)
+  const token = tokenFor(found, env, home)
   if (token === undefined || normaliseRemote(remote) !== remote) return undefined
   // The checkpoint commits nothing and leaves the index as it is only when every directory and file is as recorded.
   if (columnsUnchanged(root, index, true)?.same !== true) return undefined
