@@ -128,7 +128,8 @@ export const measureTransferMemory = async (options: { readonly small: boolean; 
     const cloned = await settled(pid)
     row("after the clone", cloned.rss, cloned.kinds)
     await snapshot(pid, "3-cloned")
-    // Idle: the server's idle collection (ops/IdleGc.ts) looks every 10 s.
+    // Idle: the server's idle collection (ops/IdleGc.ts) collects 4-6 s after a transfer, then malloc_trim gives
+    // malloc's free pages back (--env GROVE_MALLOC_TRIM=0 leaves the trim out).
     await sleep(60_000)
     const later = await settled(pid)
     row("a minute after the clone", later.rss, later.kinds)

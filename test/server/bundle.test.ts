@@ -94,8 +94,9 @@ describe("the server's bundle", () => {
     await server.stop()
   }, 300_000)
 
-  it("an idle server gives a big transfer's garbage back (grove-server exposes gc: ops/IdleGc.ts)", async () => {
-    const server = await startServer({ dataDir, env: { GROVE_BUNDLE: "1" } })
+  it("an idle server gives a big transfer's garbage back (grove-server exposes gc: ops/IdleGc.ts), malloc's free pages too", async () => {
+    const token = "bundle-metrics-7c1d"
+    const server = await startServer({ dataDir, env: { GROVE_BUNDLE: "1" }, args: ["--metrics-token", token] })
     servers.push(server)
     const pid = server.process.pid!
     const alice = { home: tempDir(), env: { SERVICE_API_KEY: headers.authorization!.slice("Bearer ".length), GROVE_REMOTE: server.url } }
@@ -125,6 +126,21 @@ describe("the server's bundle", () => {
       expect(fell).toBeLessThan(after - 8)
     } catch (error) {
       throw new Error(`RSS after the clone ${Math.round(after)} MiB, then at least ${Math.min(...seen)}, last ${seen.slice(-5).join(", ")}`, { cause: error })
+    }
+    try {
+      // The bundle found the addon (packages/server/native, built by npm install) and the collection trimmed
+      // after it: malloc_trim ran, answered that it gave pages back, and the server still serves.
+      const metrics = async () =>
+        (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text()
+      const text = await waitFor("a collection followed by malloc_trim", async () => {
+        const text = await metrics()
+        return /^grove_idle_collections_total\{trim="released"\} [1-9]/m.test(text) ? text : undefined
+      }, 60_000).catch(async (error) => {
+        throw new Error(`${(await metrics()).split("\n").filter((line) => line.includes("grove_idle")).join("\n")}`, { cause: error })
+      })
+      expect(text).toMatch(/^grove_idle_malloc_trim 1$/m)
+      expect(text).not.toMatch(/^grove_idle_collections_total\{trim="off"\}/m)
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
     } finally {
       await server.stop()
     }

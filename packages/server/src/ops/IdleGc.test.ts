@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { GROWTH_BYTES, IDLE_UTILIZATION, type Look, MIN_INTERVAL, shouldCollect, watch } from "./IdleGc.ts"
+import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, shouldCollect, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -115,4 +115,42 @@ describe("IdleGc.watch", () => {
       expect(collected!).toBeGreaterThan(END)
       expect(collected! - END).toBeLessThanOrEqual(6_000)
     }))
+
+  it.effect("gives malloc's free pages back right after each collection, and never otherwise", () =>
+    Effect.gen(function*() {
+      // Busy to 6 s, idle to 12 s, busy to 18 s, then idle (as the test above): two collections.
+      let now = 0
+      let lastLook = 0
+      const calls: Array<string> = []
+      const busyAt = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
+      const look = (): Look => {
+        let busy = 0
+        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
+        const utilization = busy / Math.max(1, now - lastLook)
+        lastLook = now
+        const gcs = calls.filter((call) => call.startsWith("gc")).length
+        const grown = gcs === 0 ? Math.min(now, 6_000) / 6_000 : Math.max(0, Math.min(now, 18_000) - 12_000) / 6_000
+        return { utilization, held: (60 + 80 * grown) * MiB }
+      }
+      const watching = yield* Effect.forkChild(watch(() => void calls.push(`gc ${now}`), look, () => {
+        calls.push(`trim ${now}`)
+        return true
+      }))
+      while (now < 40_000) {
+        now += 500
+        yield* TestClock.adjust("500 millis")
+      }
+      yield* Fiber.interrupt(watching)
+      expect(calls.length, calls.join(", ")).toBe(4)
+      expect(calls[1]).toBe(calls[0]!.replace("gc", "trim"))
+      expect(calls[3]).toBe(calls[2]!.replace("gc", "trim"))
+    }))
+})
+
+describe("IdleGc.loadTrim", () => {
+  it("loads the addon npm install built (packages/server/native: glibc's malloc_trim), which trims and answers", () => {
+    const trim = loadTrim()
+    expect(typeof trim, `the addon did not load: ${String(trim)}`).toBe("function")
+    expect(typeof (trim as () => boolean)()).toBe("boolean")
+  })
 })
