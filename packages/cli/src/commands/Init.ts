@@ -108,12 +108,8 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   }
 
   const connection = yield* connect(remote)
-  // Both at once (one round trip, not two): who the caller is never fails the clone, so a missing repository still
-  // reports itself.
-  const [repository, user] = yield* Effect.all([
-    connection.call(connection.client.repos.get({ params: parsed })),
-    whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
-  ], { concurrency: 2 })
+  const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
+  const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
   // A key for this repository only, kept in the checkout: the checkout keeps working without the login session.
   const key = Option.isSome(connection.credential)
     ? yield* connection.call(connection.client.apiKeys.create({
