@@ -1,16 +1,15 @@
 /**
  * The requesting side of request/reply, shared by both buses: a table of
  * pending requests by correlation id, completed by the replies addressed to
- * this node and abandoned at their deadline.
+ * this node and failed at their deadline.
  */
-import { Clock, Deferred, Duration, Effect, Schedule } from "effect"
-import type { Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit } from "effect"
 import { randomUUID } from "node:crypto"
 import { type BusError, type BusRecord, type BusShape, Headers, type OutgoingRecord, type PendingReply, RequestTimeout } from "./Bus.ts"
 
 interface Entry {
-  readonly deferred: Deferred.Deferred<BusRecord>
-  readonly deadline: number
+  readonly deferred: Deferred.Deferred<BusRecord, RequestTimeout>
+  readonly timer: ReturnType<typeof setTimeout>
 }
 
 export interface Replies {
@@ -24,55 +23,50 @@ export interface Replies {
   readonly complete: (record: BusRecord) => Effect.Effect<void>
 }
 
-/** Entries whose requester never awaited them are swept this long after their deadline. */
-const SWEEP_EVERY = Duration.seconds(30)
-
-export const make = (nodeId: string): Effect.Effect<Replies, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const make = (nodeId: string): Effect.Effect<Replies> =>
+  Effect.sync(() => {
     const entries = new Map<string, Entry>()
 
-    yield* Effect.forkScoped(
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        for (const [id, entry] of entries) if (entry.deadline < now) entries.delete(id)
-      }).pipe(Effect.repeat(Schedule.spaced(SWEEP_EVERY)))
-    )
+    const settle = (correlationId: string, exit: Exit.Exit<BusRecord, RequestTimeout>) => {
+      const entry = entries.get(correlationId)
+      if (entry === undefined) return
+      entries.delete(correlationId)
+      clearTimeout(entry.timer)
+      Deferred.doneUnsafe(entry.deferred, exit)
+    }
 
     const register: Replies["register"] = (timeout) =>
       Effect.gen(function*() {
         const correlationId = randomUUID()
-        const now = yield* Clock.currentTimeMillis
-        const deadline = now + Duration.toMillis(timeout)
-        const deferred = yield* Deferred.make<BusRecord>()
-        entries.set(correlationId, { deferred, deadline })
+        const millis = Duration.toMillis(Duration.fromInputUnsafe(timeout))
+        const deadline = (yield* Clock.currentTimeMillis) + millis
+        const deferred = Deferred.makeUnsafe<BusRecord, RequestTimeout>()
+        // The deadline is one timer of the request's own, cleared by its reply: racing the wait against a
+        // sleep forked two fibers per request, a good part of a command's own cost on the in-process bus.
+        // A request nobody awaits is forgotten at its deadline too.
+        const timer = setTimeout(() => settle(correlationId, Exit.fail(new RequestTimeout({ correlationId }))), millis)
+        entries.set(correlationId, { deferred, timer })
         const remove = Effect.sync(() => {
+          const entry = entries.get(correlationId)
+          if (entry === undefined) return
           entries.delete(correlationId)
+          clearTimeout(entry.timer)
         })
-        const awaitReply = Effect.gen(function*() {
-          const remaining = deadline - (yield* Clock.currentTimeMillis)
-          return yield* Deferred.await(deferred).pipe(
-            Effect.timeoutOrElse({
-              duration: Duration.millis(Math.max(0, remaining)),
-              orElse: () => Effect.fail(new RequestTimeout({ correlationId }))
-            })
-          )
-        }).pipe(Effect.ensuring(remove))
         return {
           headers: {
             [Headers.correlationId]: correlationId,
             [Headers.replyTo]: nodeId,
             [Headers.deadline]: String(deadline)
           },
-          pending: { correlationId, await: awaitReply },
+          pending: { correlationId, await: Deferred.await(deferred).pipe(Effect.ensuring(remove)) },
           cancel: remove
         }
       })
 
     const complete: Replies["complete"] = (record) =>
-      Effect.suspend(() => {
+      Effect.sync(() => {
         const id = record.headers[Headers.correlationId]
-        const entry = id === undefined ? undefined : entries.get(id)
-        return entry === undefined ? Effect.void : Deferred.succeed(entry.deferred, record).pipe(Effect.asVoid)
+        if (id !== undefined) settle(id, Exit.succeed(record))
       })
 
     return { register, complete }
