@@ -5,7 +5,7 @@
  * reading of operations that outlived their request, from each feature's mapping of its own errors.
  */
 import { ApiErrors } from "@grove/api"
-import { type Entity, EntityRuntime } from "@grove/bus"
+import { Entity, EntityRuntime } from "@grove/bus"
 import { Effect, Layer, Option } from "effect"
 import * as BranchCommands from "./content/BranchCommands.ts"
 import { storedBranchErrorResponse } from "./content/BranchErrors.ts"
@@ -140,6 +140,23 @@ const storedErrorResponse = (error: unknown) => {
   return undefined
 }
 
+const entities: ReadonlyArray<Entity.Entity> = [Repository, Branch, Organization, CiRun.CiRunEntity]
+
+/**
+ * A stored success as its command's success schema encodes it now: a reply stored by an older version may
+ * carry what that schema dropped since (a merge's `repository` row, before the command protocol's notes), kept
+ * until the inbox's retention. Left as stored when it does not decode (or the command is unknown here).
+ */
+export const storedSuccessResponse = (entityType: string, command: string, value: unknown): Effect.Effect<unknown> => {
+  const entity = entities.find((candidate) => candidate.name === entityType)
+  const schemas = entity === undefined ? undefined : Entity.commandOf(entity, command)
+  if (schemas === undefined) return Effect.succeed(value)
+  return Entity.decodeJson(schemas.success, value).pipe(
+    Effect.flatMap((decoded) => Entity.encodeJson(schemas.success, decoded)),
+    Effect.orElseSucceed(() => value)
+  )
+}
+
 const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
   const runtime = yield* EntityRuntime.EntityRuntime
   return Operations.of({
@@ -152,11 +169,16 @@ const OperationsLive = Layer.effect(Operations, Effect.gen(function*() {
       if (Option.isNone(found) || found.value.owner !== principalKey(caller)) {
         return yield* new ApiErrors.NotFound({ error: "operation not found", code: "not_found" })
       }
-      const { reply, command } = found.value
+      const { reply, command, entityType } = found.value
       if (reply === undefined) return { id: operationId, status: "pending" as const }
       switch (reply._tag) {
         case "Success":
-          return { id: operationId, status: "done" as const, http_status: successStatus[command] ?? 200, response: reply.value }
+          return {
+            id: operationId,
+            status: "done" as const,
+            http_status: successStatus[command] ?? 200,
+            response: yield* storedSuccessResponse(entityType, command, reply.value)
+          }
         case "Failure": {
           const answer = storedErrorResponse(reply.error)
           if (answer !== undefined) return { id: operationId, status: "done" as const, http_status: answer.status, response: answer.body }
