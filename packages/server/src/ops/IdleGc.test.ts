@@ -116,7 +116,7 @@ describe("IdleGc.watch", () => {
       expect(collected! - END).toBeLessThanOrEqual(6_000)
     }))
 
-  it.effect("gives malloc's free pages back right after each collection, and never otherwise", () =>
+  it.effect("gives malloc's free pages back right after each collection, and not again in the idle after it", () =>
     Effect.gen(function*() {
       // Busy to 6 s, idle to 12 s, busy to 18 s, then idle (as the test above): two collections.
       let now = 0
@@ -144,6 +144,75 @@ describe("IdleGc.watch", () => {
       expect(calls.length, calls.join(", ")).toBe(4)
       expect(calls[1]).toBe(calls[0]!.replace("gc", "trim"))
       expect(calls[3]).toBe(calls[2]!.replace("gc", "trim"))
+    }))
+})
+
+/**
+ * Runs `watch` on the test clock to `until` ms with looks scripted by `busyAt` (whether the event loop is busy at t)
+ * and `heldAt` (V8's held MiB at t, given the collections so far), and answers the gc and trim calls in order.
+ */
+const scripted = (until: number, busyAt: (t: number) => boolean, heldAt: (t: number, gcs: number) => number) =>
+  Effect.gen(function*() {
+    let now = 0
+    let lastLook = 0
+    const calls: Array<string> = []
+    const look = (): Look => {
+      let busy = 0
+      for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
+      const utilization = busy / Math.max(1, now - lastLook)
+      lastLook = now
+      return { utilization, held: heldAt(now, calls.filter((call) => call.startsWith("gc")).length) * MiB }
+    }
+    const watching = yield* Effect.forkChild(watch(() => void calls.push(`gc ${now}`), look, () => {
+      calls.push(`trim ${now}`)
+      return true
+    }))
+    while (now < until) {
+      now += 500
+      yield* TestClock.adjust("500 millis")
+    }
+    yield* Fiber.interrupt(watching)
+    return calls
+  })
+
+describe("IdleGc.watch's trim without a collection", () => {
+  it.effect("trims once when idle after a transfer that left V8 under GROWTH_BYTES (malloc's free pages)", () =>
+    Effect.gen(function*() {
+      // A clone keeps the process busy to 7 s; V8 grows by 8 MiB only, so no collection is due.
+      const calls = yield* scripted(40_000, (t) => t < 7_000, (t) => 60 + 8 * Math.min(t, 7_000) / 7_000)
+      expect(calls.length, calls.join(", ")).toBe(1)
+      const [what, at] = calls[0]!.split(" ")
+      expect(what).toBe("trim")
+      expect(Number(at)).toBeGreaterThan(7_000)
+      expect(Number(at) - 7_000).toBeLessThanOrEqual(6_000)
+    }))
+
+  it.effect("trims again after the rest of a clone whose garbage was collected in its pause, once per idle period", () =>
+    Effect.gen(function*() {
+      // Busy to 6 s (V8 +80 MiB), idle 6-12 s (collected and trimmed), busy 12-18 s again with V8 +8 MiB, then idle
+      // to 40 s; then busy for one look at 40-41 s and idle to 60 s.
+      const busyAt = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000) || (t >= 40_000 && t < 41_000)
+      const calls = yield* scripted(
+        60_000,
+        busyAt,
+        (t, gcs) => gcs === 0 ? 60 + 80 * Math.min(t, 6_000) / 6_000 : 60 + 8 * Math.max(0, Math.min(t, 18_000) - 12_000) / 6_000
+      )
+      const at = (call: string) => Number(call.split(" ")[1])
+      expect(calls.map((call) => call.split(" ")[0]), calls.join(", ")).toEqual(["gc", "trim", "trim", "trim"])
+      expect(at(calls[1]!)).toBe(at(calls[0]!))
+      expect(at(calls[0]!)).toBeLessThan(12_000)
+      // The rest of the clone: trimmed within 6 s of its end, with no collection.
+      expect(at(calls[2]!)).toBeGreaterThan(18_000)
+      expect(at(calls[2]!) - 18_000).toBeLessThanOrEqual(6_000)
+      // Not again in that idle period (18-40 s), once after the next busy look.
+      expect(at(calls[3]!)).toBeGreaterThan(41_000)
+      for (const call of calls) expect(busyAt(at(call) - 1), call).toBe(false)
+    }))
+
+  it.effect("does not trim while the process stays idle (no busy look since the start)", () =>
+    Effect.gen(function*() {
+      const calls = yield* scripted(60_000, () => false, () => 60)
+      expect(calls).toEqual([])
     }))
 })
 

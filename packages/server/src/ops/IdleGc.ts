@@ -7,7 +7,10 @@
  *
  * Right after each collection it gives malloc's free pages back (glibc's malloc_trim(0), the addon in
  * packages/server/native, built by `npm install`): the freed buffers' pages stay in malloc's arenas otherwise (a
- * first-booted server settled at ~230 MiB RSS after a 50 MiB clone, ~190 after a trim). Never on a request's path.
+ * first-booted server settled at ~230 MiB RSS after a 50 MiB clone, ~190 after a trim). It also trims once the process
+ * is idle after a busy period with no collection due: after 4 of 7 clones V8 grew < GROWTH_BYTES, or collected in a
+ * pause inside the clone, and the RSS stayed at 238-253 MiB (a trim with nothing to give back costs < 1 ms). Never on
+ * a request's path; at most once per idle period.
  */
 import { MetricHandles } from "@grove/bus"
 import { Clock, Config, Duration, Effect, Layer, Metric } from "effect"
@@ -104,13 +107,18 @@ const collections = MetricHandles.counterSeries(
   "grove_idle_collections_total",
   "Full collections of the idle process after a transfer (ops/IdleGc.ts), by what malloc_trim after it did: released, none (nothing to give back) or off"
 )
+const trims = MetricHandles.counterSeries(
+  "grove_idle_trims_total",
+  "malloc_trim of the idle process after a busy period without a collection (ops/IdleGc.ts), by whether it released memory"
+)
 const trimOn = Metric.gauge("grove_idle_malloc_trim", { description: "1 when the idle collection is followed by malloc_trim (the addon is loaded), else 0" })
 
 const mib = (bytes: number) => Math.round(bytes / 1048576)
 
 /**
  * Looks at the process every `CHECK_EVERY` and collects when `shouldCollect` says so (`gc`: V8's), then gives
- * malloc's free pages back (`trim`, when there is one).
+ * malloc's free pages back (`trim`, when there is one). Idle after a busy period and no collection due, it trims alone:
+ * malloc's free pages are not in `held` (the transfer's buffers were freed by V8's own collections).
  */
 export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: Trim) =>
   Effect.gen(function*() {
@@ -119,12 +127,15 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
     // Idle over two looks, not one: a transfer's short pauses (the client busy, the machine loaded) are not its end.
     let before = 1
     let busySinceLast = false
+    // Busy since the last trim: one trim per idle period, none while the process idles on.
+    let busySinceTrim = false
     for (;;) {
       yield* Effect.sleep(CHECK_EVERY)
       const { held, utilization: period } = look()
       const utilization = Math.max(before, period)
       before = period
       busySinceLast ||= period >= IDLE_UTILIZATION
+      busySinceTrim ||= period >= IDLE_UTILIZATION
       const now = yield* Clock.currentTimeMillis
       if (shouldCollect({ floor, held, utilization, sinceLast: now - collectedAt, busySinceLast })) {
         const rss = process.memoryUsage.rss()
@@ -133,12 +144,22 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
         const released = trim?.()
         collectedAt = now
         busySinceLast = false
+        busySinceTrim = false
         floor = look().held
         const trimmed = released === undefined ? "off" : released ? "released" : "none"
         collections(trimmed, () => ({ trim: trimmed })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
         yield* Effect.logDebug(`idle: collected garbage, RSS ${mib(rss)} -> ${mib(collected)} MiB` +
           (released === undefined ? "" : `, ${mib(process.memoryUsage.rss())} MiB after malloc_trim`))
-      } else floor = Math.min(floor, held)
+      } else {
+        floor = Math.min(floor, held)
+        if (trim !== undefined && busySinceTrim && utilization < IDLE_UTILIZATION) {
+          busySinceTrim = false
+          const rss = process.memoryUsage.rss()
+          const released = trim()
+          trims(released ? "yes" : "no", () => ({ released: released ? "yes" : "no" })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
+          if (released) yield* Effect.logDebug(`idle: malloc_trim without a collection, RSS ${mib(rss)} -> ${mib(process.memoryUsage.rss())} MiB`)
+        }
+      }
     }
   })
 
