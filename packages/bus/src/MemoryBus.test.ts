@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Layer, Queue, Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Queue, Scope, Stream } from "effect"
 import { Bus, type BusRecord } from "./Bus.ts"
 import { assign, MemoryBroker } from "./MemoryBroker.ts"
 import * as MemoryBus from "./MemoryBus.ts"
@@ -103,6 +103,17 @@ describe("MemoryBus", () => {
       assert.strictEqual(timedOut._tag, "RequestTimeout")
       yield* Scope.close(b.scope, Exit.void)
       yield* Scope.close(a.scope, Exit.void)
+    }).pipe(Effect.provide(MemoryBroker.layer)), { timeout: 10_000 })
+
+  it.live("a request still waiting when its node's bus closes fails at once, not at its deadline", () =>
+    Effect.gen(function*() {
+      const a = yield* startNode("a")
+      // Nobody consumes "t": no reply comes.
+      const pending = yield* a.bus.request({ topic: "t", key: "z", value: { type: "unanswered", v: 1 } }, "60 seconds")
+      const waiting = yield* Effect.forkChild(Effect.flip(pending.await))
+      yield* Scope.close(a.scope, Exit.void)
+      const failed = yield* Fiber.join(waiting).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(failed._tag, "RequestTimeout")
     }).pipe(Effect.provide(MemoryBroker.layer)), { timeout: 10_000 })
 
   it.live("refuses a topic whose partition count differs from the declaration", () =>

@@ -4,6 +4,7 @@
  * this node and failed at their deadline.
  */
 import { Clock, Deferred, Duration, Effect, Exit } from "effect"
+import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { type BusError, type BusRecord, type BusShape, Headers, type OutgoingRecord, type PendingReply, RequestTimeout } from "./Bus.ts"
 
@@ -23,8 +24,8 @@ export interface Replies {
   readonly complete: (record: BusRecord) => Effect.Effect<void>
 }
 
-export const make = (nodeId: string): Effect.Effect<Replies> =>
-  Effect.sync(() => {
+export const make = (nodeId: string): Effect.Effect<Replies, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const entries = new Map<string, Entry>()
 
     const settle = (correlationId: string, exit: Exit.Exit<BusRecord, RequestTimeout>) => {
@@ -34,6 +35,13 @@ export const make = (nodeId: string): Effect.Effect<Replies> =>
       clearTimeout(entry.timer)
       Deferred.doneUnsafe(entry.deferred, exit)
     }
+
+    // The bus closes: no reply can come any more, and no timer may keep the process up until a deadline.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const correlationId of [...entries.keys()]) settle(correlationId, Exit.fail(new RequestTimeout({ correlationId })))
+      })
+    )
 
     const register: Replies["register"] = (timeout) =>
       Effect.gen(function*() {
