@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, shouldCollect, watch } from "./IdleGc.ts"
+import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -148,10 +148,16 @@ describe("IdleGc.watch", () => {
 })
 
 /**
- * Runs `watch` on the test clock to `until` ms with looks scripted by `busyAt` (whether the event loop is busy at t)
- * and `heldAt` (V8's held MiB at t, given the collections so far), and answers the gc and trim calls in order.
+ * Runs `watch` on the test clock to `until` ms with looks scripted by `busyAt` (whether the event loop is busy at t),
+ * `heldAt` (V8's held MiB at t, given the collections so far) and `freeAt` (malloc's free MiB at t), and answers
+ * the gc and trim calls in order.
  */
-const scripted = (until: number, busyAt: (t: number) => boolean, heldAt: (t: number, gcs: number) => number) =>
+const scripted = (
+  until: number,
+  busyAt: (t: number) => boolean,
+  heldAt: (t: number, gcs: number) => number,
+  freeAt: (t: number) => number = () => 20
+) =>
   Effect.gen(function*() {
     let now = 0
     let lastLook = 0
@@ -166,7 +172,7 @@ const scripted = (until: number, busyAt: (t: number) => boolean, heldAt: (t: num
     const watching = yield* Effect.forkChild(watch(() => void calls.push(`gc ${now}`), look, () => {
       calls.push(`trim ${now}`)
       return true
-    }))
+    }, () => freeAt(now) * MiB))
     while (now < until) {
       now += 500
       yield* TestClock.adjust("500 millis")
@@ -209,7 +215,21 @@ describe("IdleGc.watch's trim without a collection", () => {
       for (const call of calls) expect(busyAt(at(call) - 1), call).toBe(false)
     }))
 
-  it.effect("does not trim while the process stays idle (no busy look since the start)", () =>
+  it.effect("trims once idle after malloc's free bytes grew by TRIM_FREED_BYTES with no busy look (a clone on a quiet machine)", () =>
+    Effect.gen(function*() {
+      // Never busy. A clone takes 10 MiB of malloc's free chunks at 4-6 s and frees 30 MiB at 10 s; trimmed chunks stay
+      // free (the level does not fall); the free bytes drift by 4 MiB at 30 s.
+      const freeAt = (t: number) => t < 4_000 ? 20 : t < 10_000 ? 10 : t < 30_000 ? 40 : 44
+      const calls = yield* scripted(60_000, () => false, () => 60, freeAt)
+      expect(calls.length, calls.join(", ")).toBe(1)
+      const [what, at] = calls[0]!.split(" ")
+      expect(what).toBe("trim")
+      expect(Number(at)).toBeGreaterThanOrEqual(10_000)
+      expect(Number(at) - 10_000).toBeLessThanOrEqual(4_000)
+      expect(TRIM_FREED_BYTES).toBeGreaterThan(4 * MiB)
+    }))
+
+  it.effect("does not trim while the process stays idle (no busy look since the start, the RSS steady)", () =>
     Effect.gen(function*() {
       const calls = yield* scripted(60_000, () => false, () => 60)
       expect(calls).toEqual([])
@@ -218,8 +238,10 @@ describe("IdleGc.watch's trim without a collection", () => {
 
 describe("IdleGc.loadTrim", () => {
   it("loads the addon npm install built (packages/server/native: glibc's malloc_trim), which trims and answers", () => {
-    const trim = loadTrim()
-    expect(typeof trim, `the addon did not load: ${String(trim)}`).toBe("function")
-    expect(typeof (trim as () => boolean)()).toBe("boolean")
+    const malloc = loadTrim()
+    if (typeof malloc === "string") expect.fail(`the addon did not load: ${malloc}`)
+    expect(typeof malloc.trim()).toBe("boolean")
+    // glibc 2.33+ (this project's images: 2.36): malloc's free bytes.
+    expect(malloc.freeBytes?.()).toBeGreaterThanOrEqual(0)
   })
 })

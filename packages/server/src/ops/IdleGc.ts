@@ -8,9 +8,9 @@
  * Right after each collection it gives malloc's free pages back (glibc's malloc_trim(0), the addon in
  * packages/server/native, built by `npm install`): the freed buffers' pages stay in malloc's arenas otherwise (a
  * first-booted server settled at ~230 MiB RSS after a 50 MiB clone, ~190 after a trim). It also trims once the process
- * is idle after a busy period with no collection due: after 4 of 7 clones V8 grew < GROWTH_BYTES, or collected in a
- * pause inside the clone, and the RSS stayed at 238-253 MiB (a trim with nothing to give back costs < 1 ms). Never on
- * a request's path; at most once per idle period.
+ * is idle after a busy period, or with malloc's free bytes grown by TRIM_FREED_BYTES, and no collection is due: after
+ * 4 of 7 clones V8 grew < GROWTH_BYTES, or collected in a pause inside the clone, and the RSS stayed at 238-253 MiB (a
+ * trim with nothing to give back costs < 1 ms). Never on a request's path; at most once per idle period.
  */
 import { MetricHandles } from "@grove/bus"
 import { Clock, Config, Duration, Effect, Layer, Metric } from "effect"
@@ -25,6 +25,14 @@ import { performance } from "node:perf_hooks"
 export const CHECK_EVERY = Duration.seconds(2)
 // An idle server's heap moves by ~3 MiB; a 50 MiB push or clone leaves ~20-45 MiB behind.
 export const GROWTH_BYTES = 16 * 1024 * 1024
+/**
+ * malloc's free bytes (mallinfo2's fordblks) grown by this since the last trim (or the lowest since) also call for one
+ * once idle: on a quiet machine a clone's server waits on the client most of the time, under IDLE_UTILIZATION in every
+ * look (5k files / 50 MiB at load 1.6: RSS 231 -> 258 MiB, no busy look, no trim). Not the RSS: a free does not
+ * lower it, so a clone's buffers freed after a trim in the clone left no sign there. Trimmed chunks stay free, so
+ * the growth, not the level.
+ */
+export const TRIM_FREED_BYTES = 8 * 1024 * 1024
 /**
  * Idle: the event loop busy less than this share of the last period. An idle embedded server's own
  * timers (bus, outbox, CI dispatch) measured 10% at load 15, more on a machine that busy; a transfer keeps it near 100%.
@@ -90,14 +98,21 @@ export const processLooks = (): (() => Look) => {
 /** glibc's malloc_trim(0): whether memory was released. */
 export type Trim = () => boolean
 
+/** The addon: `trim`, and `freeBytes` (mallinfo2's fordblks) where glibc has it (2.33+). */
+export interface Malloc {
+  readonly trim: Trim
+  readonly freeBytes?: (() => number) | undefined
+}
+
 /**
- * The addon's `trim`, or why there is none (not built: another C library than glibc, or the build failed). By path
+ * The addon, or why there is none (not built: another C library than glibc, or the build failed). By path
  * from this file, so the bundle finds it too (bundle.ts makes `import.meta.url` this source's).
  */
-export const loadTrim = (): Trim | string => {
+export const loadTrim = (): Malloc | string => {
   try {
-    const addon = createRequire(import.meta.url)("../../native/build/Release/grove_trim.node") as { trim?: unknown }
-    return typeof addon.trim === "function" ? addon.trim as Trim : "the addon has no trim"
+    const addon = createRequire(import.meta.url)("../../native/build/Release/grove_trim.node") as { trim?: unknown; freeBytes?: unknown }
+    if (typeof addon.trim !== "function") return "the addon has no trim"
+    return { trim: addon.trim as Trim, freeBytes: typeof addon.freeBytes === "function" ? addon.freeBytes as () => number : undefined }
   } catch (error) {
     return error instanceof Error ? error.message.split("\n")[0]! : String(error)
   }
@@ -117,18 +132,20 @@ const mib = (bytes: number) => Math.round(bytes / 1048576)
 
 /**
  * Looks at the process every `CHECK_EVERY` and collects when `shouldCollect` says so (`gc`: V8's), then gives
- * malloc's free pages back (`trim`, when there is one). Idle after a busy period and no collection due, it trims alone:
- * malloc's free pages are not in `held` (the transfer's buffers were freed by V8's own collections).
+ * malloc's free pages back (`trim`, when there is one). Idle after a busy period, or with `freeBytes` grown by
+ * TRIM_FREED_BYTES, and no collection due, it trims alone: malloc's free pages are not in `held` (the transfer's
+ * buffers were freed by V8's own collections).
  */
-export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: Trim) =>
+export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: Trim, freeBytes?: () => number) =>
   Effect.gen(function*() {
     let floor = look().held
     let collectedAt = -Infinity
     // Idle over two looks, not one: a transfer's short pauses (the client busy, the machine loaded) are not its end.
     let before = 1
     let busySinceLast = false
-    // Busy since the last trim: one trim per idle period, none while the process idles on.
+    // Busy since the last trim, or malloc's free bytes grown past the lowest since: one trim per idle period.
     let busySinceTrim = false
+    let freeBase = freeBytes?.() ?? 0
     for (;;) {
       yield* Effect.sleep(CHECK_EVERY)
       const { held, utilization: period } = look()
@@ -136,6 +153,8 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
       before = period
       busySinceLast ||= period >= IDLE_UTILIZATION
       busySinceTrim ||= period >= IDLE_UTILIZATION
+      const free = freeBytes?.() ?? 0
+      freeBase = Math.min(freeBase, free)
       const now = yield* Clock.currentTimeMillis
       if (shouldCollect({ floor, held, utilization, sinceLast: now - collectedAt, busySinceLast })) {
         const rss = process.memoryUsage.rss()
@@ -145,6 +164,7 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
         collectedAt = now
         busySinceLast = false
         busySinceTrim = false
+        freeBase = freeBytes?.() ?? 0
         floor = look().held
         const trimmed = released === undefined ? "off" : released ? "released" : "none"
         collections(trimmed, () => ({ trim: trimmed })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
@@ -152,8 +172,9 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
           (released === undefined ? "" : `, ${mib(process.memoryUsage.rss())} MiB after malloc_trim`))
       } else {
         floor = Math.min(floor, held)
-        if (trim !== undefined && busySinceTrim && utilization < IDLE_UTILIZATION) {
+        if (trim !== undefined && utilization < IDLE_UTILIZATION && (busySinceTrim || free - freeBase >= TRIM_FREED_BYTES)) {
           busySinceTrim = false
+          freeBase = free
           const rss = process.memoryUsage.rss()
           const released = trim()
           trims(released ? "yes" : "no", () => ({ released: released ? "yes" : "no" })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
@@ -169,10 +190,10 @@ const trimWanted = Config.Boolean("GROVE_MALLOC_TRIM").pipe(Config.withDefault(t
 export const IdleGcLive = Layer.effectDiscard(Effect.gen(function*() {
   const gc = (globalThis as { gc?: () => void }).gc
   if (typeof gc !== "function") return
-  const trim = (yield* trimWanted) ? loadTrim() : "GROVE_MALLOC_TRIM=0"
-  trimOn.updateUnsafe(typeof trim === "function" ? 1 : 0, MetricHandles.DEFAULT_CONTEXT)
-  if (typeof trim !== "function") {
-    yield* Effect.logInfo(`idle collection: malloc's free pages are not given back (no malloc_trim: ${trim})`)
-  }
-  yield* Effect.forkScoped(watch(gc, processLooks(), typeof trim === "function" ? trim : undefined))
+  const malloc = (yield* trimWanted) ? loadTrim() : "GROVE_MALLOC_TRIM=0"
+  trimOn.updateUnsafe(typeof malloc === "string" ? 0 : 1, MetricHandles.DEFAULT_CONTEXT)
+  if (typeof malloc === "string") {
+    yield* Effect.logInfo(`idle collection: malloc's free pages are not given back (no malloc_trim: ${malloc})`)
+    yield* Effect.forkScoped(watch(gc, processLooks()))
+  } else yield* Effect.forkScoped(watch(gc, processLooks(), malloc.trim, malloc.freeBytes))
 }))
