@@ -39,7 +39,8 @@ export const make = (nodeId: string): Effect.Effect<Replies, never, Scope.Scope>
     // The bus closes: no reply can come any more, and no timer may keep the process up until a deadline.
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
-        for (const correlationId of [...entries.keys()]) settle(correlationId, Exit.fail(new RequestTimeout({ correlationId })))
+        // A copy of the ids: settling one may resume a waiter at once, which may register another.
+        for (const correlationId of Array.from(entries.keys())) settle(correlationId, Exit.fail(new RequestTimeout({ correlationId })))
       })
     )
 
