@@ -110,12 +110,7 @@ export const writeCommit = Effect.fnUntraced(function*(
     sql.insert({
       repo_id: repo.id,
       hash,
-      branch_name: options.branch,
-      parent_hash: options.parent,
-      merge_parent_hash: options.mergeParent,
-      manifest_hash: built.root,
-      author: options.author,
-      message: options.message,
+      ...fields,
       timestamp: Timestamp.formatTimestamp(timestamp),
       files: JSON.stringify(files.map(ApiSync.toFileChangeData))
     })
