@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Queue, Scope, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Scope, Stream } from "effect"
 import { Bus, type BusRecord } from "./Bus.ts"
 import { assign, MemoryBroker } from "./MemoryBroker.ts"
 import * as MemoryBus from "./MemoryBus.ts"
@@ -114,6 +114,15 @@ describe("MemoryBus", () => {
       yield* Scope.close(a.scope, Exit.void)
       const failed = yield* Fiber.join(waiting).pipe(Effect.timeout("5 seconds"))
       assert.strictEqual(failed._tag, "RequestTimeout")
+    }).pipe(Effect.provide(MemoryBroker.layer)), { timeout: 10_000 })
+
+  it.live("a request with an infinite deadline waits (setTimeout would fire it at once)", () =>
+    Effect.gen(function*() {
+      const a = yield* startNode("a")
+      const pending = yield* a.bus.request({ topic: "t", key: "z", value: { type: "unanswered", v: 1 } }, Duration.infinity)
+      const waited = yield* pending.await.pipe(Effect.timeoutOption("300 millis"))
+      assert.isTrue(Option.isNone(waited))
+      yield* Scope.close(a.scope, Exit.void)
     }).pipe(Effect.provide(MemoryBroker.layer)), { timeout: 10_000 })
 
   it.live("refuses a topic whose partition count differs from the declaration", () =>

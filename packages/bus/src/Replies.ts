@@ -24,6 +24,9 @@ export interface Replies {
   readonly complete: (record: BusRecord) => Effect.Effect<void>
 }
 
+/** The longest delay setTimeout takes as such. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 export const make = (nodeId: string): Effect.Effect<Replies, never, Scope.Scope> =>
   Effect.gen(function*() {
     const entries = new Map<string, Entry>()
@@ -53,7 +56,8 @@ export const make = (nodeId: string): Effect.Effect<Replies, never, Scope.Scope>
         // The deadline is one timer of the request's own, cleared by its reply: racing the wait against a
         // sleep forked two fibers per request, a good part of a command's own cost on the in-process bus.
         // A request nobody awaits is forgotten at its deadline too.
-        const timer = setTimeout(() => settle(correlationId, Exit.fail(new RequestTimeout({ correlationId }))), millis)
+        // setTimeout fires at once past 2^31 - 1 ms (an infinite deadline among them): a longer one waits that long.
+        const timer = setTimeout(() => settle(correlationId, Exit.fail(new RequestTimeout({ correlationId }))), Math.min(millis, MAX_TIMER_MS))
         entries.set(correlationId, { deferred, timer })
         const remove = Effect.sync(() => {
           const entry = entries.get(correlationId)
