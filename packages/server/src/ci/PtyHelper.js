@@ -9,12 +9,12 @@
  *
  * In:  ["s", id, file, args, cwd, env, uid | null, gid | null]  start; ["w", id, text]  write to its terminal;
  *      ["k", id]  kill its whole process group (SIGKILL).
+ * Lines end at "\n" only (JSON may hold U+2028 and U+2029 as they are).
  * Out: ["d", id, text]  output; ["x", id, exitCode, signal]  exited, after its last output;
  *      ["e", id, message]  could not be started (no "x" follows).
  * The end of stdin (the server gone, however it ended) kills every process group still here, then exits.
  */
 import { createRequire } from "node:module"
-import { createInterface } from "node:readline"
 
 // node-pty is a native CommonJS addon.
 const pty = createRequire(import.meta.url)("node-pty")
@@ -22,9 +22,34 @@ const pty = createRequire(import.meta.url)("node-pty")
 /** @type {Map<number, import("node-pty").IPty>} */
 const live = new Map()
 
-// A pipe: synchronous writes (Linux), so replies keep their order and a slow reader holds the steps back.
+// stdout is a socket: writes queue without bound. While the server has not taken what was written, every
+// terminal stops being read, so the steps wait on their own output (as they did on node-pty in the server).
+let blocked = false
 /** @param {ReadonlyArray<unknown>} message */
-const reply = (message) => process.stdout.write(`${JSON.stringify(message)}\n`)
+const reply = (message) => {
+  if (process.stdout.write(`${JSON.stringify(message)}\n`) || blocked) return
+  blocked = true
+  for (const child of live.values()) child.pause()
+  process.stdout.once("drain", () => {
+    blocked = false
+    for (const child of live.values()) child.resume()
+  })
+}
+
+/**
+ * Each "\n"-ended line of `stream`. JSON.stringify writes no raw "\n"; readline would also end a line at U+2028 and
+ * U+2029, which JSON leaves as they are.
+ * @param {NodeJS.ReadableStream} stream @param {(line: string) => void} onLine
+ */
+const eachLine = (stream, onLine) => {
+  let held = ""
+  stream.setEncoding("utf8")
+  stream.on("data", (text) => {
+    const lines = (held + text).split("\n")
+    held = lines.pop() ?? ""
+    for (const line of lines) onLine(line)
+  })
+}
 
 /** @param {number} pid */
 const killGroup = (pid) => {
@@ -57,6 +82,7 @@ const start = (id, file, args, cwd, env, uid, gid) => {
     return
   }
   live.set(id, child)
+  if (blocked) child.pause()
   child.onData((text) => reply(["d", id, text]))
   child.onExit(({ exitCode, signal }) => {
     live.delete(id)
@@ -71,14 +97,22 @@ const shutDown = () => {
 }
 
 process.stdout.on("error", shutDown)
-createInterface({ input: process.stdin, crlfDelay: Infinity })
-  .on("line", (line) => {
-    const [kind, id, ...rest] = JSON.parse(line)
-    if (kind === "s") start(id, rest[0], rest[1], rest[2], rest[3], rest[4], rest[5])
-    else if (kind === "w") live.get(id)?.write(rest[0])
-    else if (kind === "k") {
-      const child = live.get(id)
-      if (child !== undefined) killGroup(child.pid)
-    }
-  })
-  .on("close", shutDown)
+process.stdin.on("end", shutDown)
+process.stdin.on("close", shutDown)
+eachLine(process.stdin, (line) => {
+  let message
+  try {
+    message = JSON.parse(line)
+  } catch {
+    // Not what the server writes: this helper cannot be trusted to follow it any more.
+    shutDown()
+    return
+  }
+  const [kind, id, ...rest] = message
+  if (kind === "s") start(id, rest[0], rest[1], rest[2], rest[3], rest[4], rest[5])
+  else if (kind === "w") live.get(id)?.write(rest[0])
+  else if (kind === "k") {
+    const child = live.get(id)
+    if (child !== undefined) killGroup(child.pid)
+  }
+})

@@ -33,6 +33,43 @@ describe("PtySpawner", () => {
     expect(step.output()).toBe(`first|/usr/bin:/bin|${alone}`)
   })
 
+  it("relays U+2028 and U+2029 in output and in the environment intact (JSON leaves them raw; they end no line)", async () => {
+    const helper = helperPid()
+    let output = ""
+    const terminal = spawnTerminal("/bin/sh", ["-c", "printf 'a\\342\\200\\250b|%s|\\n' \"$ODD\""], {
+      cwd: os.tmpdir(),
+      env: { PATH: "/usr/bin:/bin", ODD: "c\u2029d" }
+    })
+    terminal.onData((text) => (output += text))
+    expect(await new Promise((resolve) => terminal.onExit(resolve))).toEqual({ exitCode: 0, signal: 0 })
+    expect(output).toBe("a\u2028b|c\u2029d|\r\n")
+    // The same helper: neither side took the line apart and gave up.
+    if (helper !== undefined) expect(helperPid()).toBe(helper)
+  })
+
+  it("holds a step back while its output is not taken, and loses none of it", async () => {
+    // 48 MiB through the terminal while this process does not read for 4 s: the helper must not queue it (its heap
+    // is 32 MiB: it died of it, and its steps with it), and every byte arrives, in order.
+    const size = 48 * 1024 * 1024
+    let received = 0
+    let last = ""
+    let stalled = false
+    const terminal = spawnTerminal("/bin/sh", ["-c", `head -c ${size} /dev/zero | tr '\\0' x; printf 'END'`], { cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
+    terminal.onData((text) => {
+      received += text.length
+      last = (last + text).slice(-3)
+      if (stalled) return
+      stalled = true
+      const until = Date.now() + 4000
+      while (Date.now() < until) {
+        // Not reading.
+      }
+    })
+    expect(await new Promise((resolve) => terminal.onExit(resolve))).toEqual({ exitCode: 0, signal: 0 })
+    expect(last).toBe("END")
+    expect(received).toBe(size + 3)
+  }, 180_000)
+
   it("kills a terminal's whole process group", async () => {
     const step = shell("sleep 100 & echo $!; wait")
     await until(() => /\d+\r\n/.test(step.output()))

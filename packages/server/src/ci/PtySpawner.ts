@@ -8,7 +8,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import type { Socket } from "node:net"
-import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 
 const HELPER = fileURLToPath(new URL("./PtyHelper.js", import.meta.url))
@@ -52,6 +51,20 @@ const hold = ({ child }: Helper, held: boolean) => {
   }
 }
 
+/**
+ * Each "\n"-ended line of `stream`. JSON.stringify writes no raw "\n"; node:readline would also end a line at U+2028
+ * and U+2029, which JSON leaves as they are (a step printing one cut its line, and JSON.parse threw).
+ */
+const eachLine = (stream: NodeJS.ReadableStream, onLine: (line: string) => void) => {
+  let held = ""
+  stream.setEncoding("utf8")
+  stream.on("data", (text: string) => {
+    const lines = (held + text).split("\n")
+    held = lines.pop() ?? ""
+    for (const line of lines) onLine(line)
+  })
+}
+
 const send = (current: Helper, message: ReadonlyArray<unknown>) => current.child.stdin!.write(`${JSON.stringify(message)}\n`)
 
 const startHelper = (): Helper => {
@@ -77,8 +90,17 @@ const startHelper = (): Helper => {
   child.on("close", (code, signal) => lost(`the CI process starter ended (${signal ?? `exit ${code}`})`))
   // Writes after its end: that is told by "close".
   child.stdin!.on("error", () => undefined)
-  createInterface({ input: child.stdout!, crlfDelay: Infinity }).on("line", (line) => {
-    const [kind, id, first, second] = JSON.parse(line) as [string, number, unknown, unknown]
+  eachLine(child.stdout!, (line) => {
+    let message: [string, number, unknown, unknown]
+    try {
+      message = JSON.parse(line) as [string, number, unknown, unknown]
+    } catch {
+      // Not what the helper writes: end it (its steps end as killed, through "close"). The line is not logged:
+      // it may hold a step's output before masking.
+      child.kill("SIGKILL")
+      return
+    }
+    const [kind, id, first, second] = message
     const listeners = current.terminals.get(id)
     if (listeners === undefined) return
     if (kind === "d") listeners.data(first as string)
