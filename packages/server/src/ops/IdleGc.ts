@@ -46,6 +46,9 @@ export const IDLE_UTILIZATION = 0.5
  */
 export const MIN_INTERVAL = Duration.seconds(30)
 
+/** Looks in a row found busy that make a busy period (a transfer): one busy look in a swinging load is not. */
+export const BUSY_LOOKS = 2
+
 export interface Observation {
   /** The event loop's busy share over the last two looks (0..1): the higher of the two periods'. */
   readonly utilization: number
@@ -143,6 +146,7 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
     // Idle over two looks, not one: a transfer's short pauses (the client busy, the machine loaded) are not its end.
     let before = 1
     let busySinceLast = false
+    let busyRun = 0
     // Busy since the last trim, or malloc's free bytes grown past the lowest since: one trim per idle period.
     let busySinceTrim = false
     let freeBase = freeBytes?.() ?? 0
@@ -151,9 +155,14 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
       const { held, utilization: period } = look()
       const utilization = Math.max(before, period)
       before = period
-      busySinceLast ||= period >= IDLE_UTILIZATION
-      busySinceTrim ||= period >= IDLE_UTILIZATION
-      const free = freeBytes?.() ?? 0
+      // Busy means busy for BUSY_LOOKS looks in a row (a transfer): a load that swings about the threshold is not
+      // a busy period, and must not lift MIN_INTERVAL nor call for a trim at each swing.
+      busyRun = period >= IDLE_UTILIZATION ? busyRun + 1 : 0
+      busySinceLast ||= busyRun >= BUSY_LOOKS
+      busySinceTrim ||= busyRun >= BUSY_LOOKS
+      // mallinfo2 walks malloc's free chunks under its locks (ms on a fragmented heap): only when idle.
+      const idle = utilization < IDLE_UTILIZATION
+      const free = idle ? freeBytes?.() ?? 0 : freeBase
       freeBase = Math.min(freeBase, free)
       const now = yield* Clock.currentTimeMillis
       if (shouldCollect({ floor, held, utilization, sinceLast: now - collectedAt, busySinceLast })) {
@@ -172,7 +181,7 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
           (released === undefined ? "" : `, ${mib(process.memoryUsage.rss())} MiB after malloc_trim`))
       } else {
         floor = Math.min(floor, held)
-        if (trim !== undefined && utilization < IDLE_UTILIZATION && (busySinceTrim || free - freeBase >= TRIM_FREED_BYTES)) {
+        if (trim !== undefined && idle && (busySinceTrim || free - freeBase >= TRIM_FREED_BYTES)) {
           busySinceTrim = false
           freeBase = free
           const rss = process.memoryUsage.rss()
