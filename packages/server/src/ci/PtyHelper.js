@@ -14,10 +14,28 @@
  *      ["e", id, message]  could not be started (no "x" follows).
  * The end of stdin (the server gone, however it ended) kills every process group still here, then exits.
  */
+import { accessSync, constants } from "node:fs"
 import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
 
 // node-pty is a native CommonJS addon.
 const pty = createRequire(import.meta.url)("node-pty")
+
+/**
+ * native/exec-clean.c, built by npm install: closes every descriptor above 2, then runs the step's program. forkpty's
+ * child inherits this process's other terminal masters (not close-on-exec), and bwrap and pasta pass them on: without
+ * it a step could read or type into another step's terminal, or a waiting sandbox's. Undefined where it was not built.
+ */
+const EXEC_CLEAN = (() => {
+  const file = fileURLToPath(new URL("../../native/build/Release/grove_exec", import.meta.url))
+  try {
+    accessSync(file, constants.X_OK)
+    return file
+  } catch {
+    process.stderr.write(`grove CI: ${file} is missing (npm install builds it): steps' terminals inherit each other's\n`)
+    return undefined
+  }
+})()
 
 /** @type {Map<number, import("node-pty").IPty>} */
 const live = new Map()
@@ -69,7 +87,10 @@ const killGroup = (pid) => {
 const start = (id, file, args, cwd, env, uid, gid) => {
   let child
   try {
-    child = pty.spawn(file, args, {
+    // Through EXEC_CLEAN when this process starts it (setpriv switches users): a uid given here applies first, and
+    // that user may not reach the file (shared runner without setpriv only).
+    const clean = EXEC_CLEAN !== undefined && (uid === null || gid === null)
+    child = pty.spawn(clean ? EXEC_CLEAN : file, clean ? [file, ...args] : args, {
       name: "xterm",
       cols: 120,
       rows: 40,

@@ -70,6 +70,17 @@ describe("PtySpawner", () => {
     expect(received).toBe(size + 3)
   }, 180_000)
 
+  it("starts a terminal with no descriptor but its own three (not another terminal's master)", async () => {
+    const other = shell("echo up; sleep 100")
+    await until(() => other.output().includes("up"))
+    // The shell's own descriptors, listed by ls (a pipeline would add the shell's pipe ends).
+    const step = shell("ls -1 /proc/$$/fd")
+    expect(await step.exit).toEqual({ exitCode: 0, signal: 0 })
+    expect(step.output().split(/\s+/).filter((fd) => fd !== "")).toEqual(["0", "1", "2"])
+    other.terminal.kill()
+    await other.exit
+  })
+
   it("kills a terminal's whole process group", async () => {
     const step = shell("sleep 100 & echo $!; wait")
     await until(() => /\d+\r\n/.test(step.output()))
