@@ -42,111 +42,6 @@ describe("IdleGc.shouldCollect", () => {
   })
 })
 
-describe("IdleGc.watch", () => {
-  it.effect("not during a transfer's pause of one period (the client busy, a loaded machine)", () =>
-    Effect.gen(function*() {
-      // Busy until 20 s, except an idle 2 s at 4-6 s; V8 grows from its live 60 MiB to 140 by 4 s.
-      let now = 0
-      let lastLook = 0
-      const collected: Array<number> = []
-      const busyAt = (t: number) => t < 4_000 || (t >= 6_000 && t < 20_000)
-      const look = (): Look => {
-        let busy = 0
-        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
-        const utilization = busy / Math.max(1, now - lastLook)
-        lastLook = now
-        return { utilization, held: (collected.length === 0 ? 60 + 80 * Math.min(now, 4_000) / 4_000 : 60) * MiB }
-      }
-      const watching = yield* Effect.forkChild(watch(() => void collected.push(now), look))
-      while (now < 30_000) {
-        now += 500
-        yield* TestClock.adjust("500 millis")
-      }
-      yield* Fiber.interrupt(watching)
-      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(1)
-      expect(collected[0]!).toBeGreaterThan(20_000)
-    }))
-
-  it.effect("collects again after a transfer that followed a collection, within 6 s, not MIN_INTERVAL after the first", () =>
-    Effect.gen(function*() {
-      // A push (busy to 6 s), idle 6-12 s (collected), a clone (busy 12-18 s), then idle; V8 grows 80 MiB in each.
-      let now = 0
-      let lastLook = 0
-      const collected: Array<number> = []
-      const busyAt = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
-      const look = (): Look => {
-        let busy = 0
-        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
-        const utilization = busy / Math.max(1, now - lastLook)
-        lastLook = now
-        const grown = collected.length === 0 ? Math.min(now, 6_000) / 6_000 : Math.max(0, Math.min(now, 18_000) - 12_000) / 6_000
-        return { utilization, held: (60 + 80 * grown) * MiB }
-      }
-      const watching = yield* Effect.forkChild(watch(() => void collected.push(now), look))
-      while (now < 40_000) {
-        now += 500
-        yield* TestClock.adjust("500 millis")
-      }
-      yield* Fiber.interrupt(watching)
-      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(2)
-      expect(collected[1]! - 18_000).toBeLessThanOrEqual(6_000)
-    }))
-
-  it.effect("collects a transfer's garbage within 6 s of its end (looking every 10 s: 13 s after it)", () =>
-    Effect.gen(function*() {
-      // 60 MiB live; a transfer keeps the event loop busy for 7 s and V8 grows to 140 MiB, then the process idles.
-      const END = 7_000
-      let now = 0
-      let lastLook = 0
-      let collected: number | undefined
-      const look = (): Look => {
-        // The busy share of the period since the last look.
-        const busy = Math.max(0, Math.min(now, END) - lastLook) / Math.max(1, now - lastLook)
-        lastLook = now
-        return { utilization: busy, held: (collected === undefined ? 60 + 80 * Math.min(now, END) / END : 60) * MiB }
-      }
-      const watching = yield* Effect.forkChild(watch(() => void (collected ??= now), look))
-      while (now < 30_000) {
-        now += 500
-        yield* TestClock.adjust("500 millis")
-      }
-      yield* Fiber.interrupt(watching)
-      expect(collected, "when it collected (ms)").toBeDefined()
-      expect(collected!).toBeGreaterThan(END)
-      expect(collected! - END).toBeLessThanOrEqual(6_000)
-    }))
-
-  it.effect("gives malloc's free pages back right after each collection, and not again in the idle after it", () =>
-    Effect.gen(function*() {
-      // Busy to 6 s, idle to 12 s, busy to 18 s, then idle (as the test above): two collections.
-      let now = 0
-      let lastLook = 0
-      const calls: Array<string> = []
-      const busyAt = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
-      const look = (): Look => {
-        let busy = 0
-        for (let t = lastLook; t < now; t += 100) busy += busyAt(t) ? 100 : 0
-        const utilization = busy / Math.max(1, now - lastLook)
-        lastLook = now
-        const gcs = calls.filter((call) => call.startsWith("gc")).length
-        const grown = gcs === 0 ? Math.min(now, 6_000) / 6_000 : Math.max(0, Math.min(now, 18_000) - 12_000) / 6_000
-        return { utilization, held: (60 + 80 * grown) * MiB }
-      }
-      const watching = yield* Effect.forkChild(watch(() => void calls.push(`gc ${now}`), look, () => {
-        calls.push(`trim ${now}`)
-        return true
-      }))
-      while (now < 40_000) {
-        now += 500
-        yield* TestClock.adjust("500 millis")
-      }
-      yield* Fiber.interrupt(watching)
-      expect(calls.length, calls.join(", ")).toBe(4)
-      expect(calls[1]).toBe(calls[0]!.replace("gc", "trim"))
-      expect(calls[3]).toBe(calls[2]!.replace("gc", "trim"))
-    }))
-})
-
 /**
  * Runs `watch` on the test clock to `until` ms with looks scripted by `busyAt` (whether the event loop is busy at t),
  * `heldAt` (V8's held MiB at t, given the collections so far) and `freeAt` (malloc's free MiB at t), and answers
@@ -180,6 +75,53 @@ const scripted = (
     yield* Fiber.interrupt(watching)
     return calls
   })
+
+/** When `scripted`'s watch collected (ms). */
+const collections = (calls: ReadonlyArray<string>) => calls.filter((call) => call.startsWith("gc")).map((call) => Number(call.split(" ")[1]))
+
+/** A push (busy to 6 s), idle 6-12 s, a clone (busy 12-18 s), then idle. */
+const pushThenClone = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
+/** V8 grows 80 MiB over each of pushThenClone's transfers. */
+const pushThenCloneHeld = (t: number, gcs: number) =>
+  60 + 80 * (gcs === 0 ? Math.min(t, 6_000) / 6_000 : Math.max(0, Math.min(t, 18_000) - 12_000) / 6_000)
+
+describe("IdleGc.watch", () => {
+  it.effect("not during a transfer's pause of one period (the client busy, a loaded machine)", () =>
+    Effect.gen(function*() {
+      // Busy until 20 s, except an idle 2 s at 4-6 s; V8 grows from its live 60 MiB to 140 by 4 s.
+      const busyAt = (t: number) => t < 4_000 || (t >= 6_000 && t < 20_000)
+      const collected = collections(yield* scripted(30_000, busyAt, (t, gcs) => gcs === 0 ? 60 + 80 * Math.min(t, 4_000) / 4_000 : 60))
+      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(1)
+      expect(collected[0]!).toBeGreaterThan(20_000)
+    }))
+
+  it.effect("collects again after a transfer that followed a collection, within 6 s, not MIN_INTERVAL after the first", () =>
+    Effect.gen(function*() {
+      // A push (busy to 6 s), idle 6-12 s (collected), a clone (busy 12-18 s), then idle; V8 grows 80 MiB in each.
+      const collected = collections(yield* scripted(40_000, pushThenClone, pushThenCloneHeld))
+      expect(collected.length, `collections at ${collected.join(", ")} ms`).toBe(2)
+      expect(collected[1]! - 18_000).toBeLessThanOrEqual(6_000)
+    }))
+
+  it.effect("collects a transfer's garbage within 6 s of its end (looking every 10 s: 13 s after it)", () =>
+    Effect.gen(function*() {
+      // 60 MiB live; a transfer keeps the event loop busy for 7 s and V8 grows to 140 MiB, then the process idles.
+      const END = 7_000
+      const collected = collections(yield* scripted(30_000, (t) => t < END, (t, gcs) => gcs === 0 ? 60 + 80 * Math.min(t, END) / END : 60))
+      expect(collected[0], "when it collected (ms)").toBeDefined()
+      expect(collected[0]!).toBeGreaterThan(END)
+      expect(collected[0]! - END).toBeLessThanOrEqual(6_000)
+    }))
+
+  it.effect("gives malloc's free pages back right after each collection, and not again in the idle after it", () =>
+    Effect.gen(function*() {
+      // Busy to 6 s, idle to 12 s, busy to 18 s, then idle (as the test above): two collections.
+      const calls = yield* scripted(40_000, pushThenClone, pushThenCloneHeld)
+      expect(calls.length, calls.join(", ")).toBe(4)
+      expect(calls[1]).toBe(calls[0]!.replace("gc", "trim"))
+      expect(calls[3]).toBe(calls[2]!.replace("gc", "trim"))
+    }))
+})
 
 describe("IdleGc.watch's trim without a collection", () => {
   it.effect("trims once when idle after a transfer that left V8 under GROWTH_BYTES (malloc's free pages)", () =>
