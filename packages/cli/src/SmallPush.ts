@@ -94,15 +94,9 @@ const readerAt = (root: string): ObjectReader => ({
  * The push of `found`'s branch when it is small (see above), its answer as `grove push [--json]` prints it;
  * undefined when the full command must run. Never rejects.
  */
-export const smallPush = async (
-  found: CheckoutFound,
-  index: WorkIndex,
-  asJson: boolean,
-  env: Readonly<Record<string, string | undefined>>,
-  home: string
-): Promise<string | undefined> => {
+export const smallPush = async (...args: Parameters<typeof push>): Promise<string | undefined> => {
   try {
-    return await push(found, index, asJson, env, home)
+    return await push(...args)
   } catch {
     return undefined // any doubt: the full command decides
   }
