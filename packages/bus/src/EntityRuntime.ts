@@ -331,14 +331,6 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
     Effect.map(submitNoted(entity, entityId, command, payload, sendOptions), Effect.map((replied) => replied.value))
 
   // One span from the send to the reply (only while tracing is on): the request's side of the command.
-  const send: EntityRuntimeShape["send"] = (entity, entityId, command, payload, sendOptions) =>
-    Effect.flatten(submit(entity, entityId, command, payload, sendOptions)).pipe(
-      TraceContext.span("EntityRuntime.send", {
-        kind: "producer",
-        attributes: { "grove.entity_type": entity.name, "grove.entity_id": entityId, "grove.command": command }
-      })
-    )
-
   const sendNoted: EntityRuntimeShape["sendNoted"] = (entity, entityId, command, payload, sendOptions) =>
     Effect.flatten(submitNoted(entity, entityId, command, payload, sendOptions)).pipe(
       TraceContext.span("EntityRuntime.send", {
@@ -346,6 +338,9 @@ const make = Effect.fnUntraced(function*(options: EntityRuntimeOptions) {
         attributes: { "grove.entity_type": entity.name, "grove.entity_id": entityId, "grove.command": command }
       })
     )
+
+  const send: EntityRuntimeShape["send"] = (entity, entityId, command, payload, sendOptions) =>
+    Effect.map(sendNoted(entity, entityId, command, payload, sendOptions), (replied) => replied.value)
 
   const operation: EntityRuntimeShape["operation"] = (operationId) =>
     Inbox.read(operationId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
