@@ -359,6 +359,8 @@ describe("grove transfers over lost connections", () => {
       expect(run.code).not.toBe(0)
       expect(run.stdout + run.stderr).toMatch(/download failed: the server sent an unrequested chunk/)
       expect(spoilt).toBe(1)
+      // The history was being written while the files downloaded: the failed clone leaves nothing behind.
+      expect(fs.existsSync(copy)).toBe(false)
     } finally {
       await spoiling.close()
     }

@@ -5,21 +5,21 @@
  * (spec, Authentication rule 7).
  */
 import { Names } from "@grove/core"
-import { Effect, Option } from "effect"
+import { Effect, Fiber, Option } from "effect"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Connection, connect, connectWith } from "../Client.ts"
 import { CliEnv } from "../CliEnv.ts"
 import { failure, usage } from "../Failures.ts"
-import { commitSnapshot, EMPTY_SNAPSHOT } from "../local/Commit.ts"
+import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { exists, io } from "../local/Io.ts"
 import type { BranchState } from "../local/State.ts"
 import { initialState, newBranch, withBranch } from "../local/State.ts"
 import { withheldLine } from "../local/Withheld.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
-import { fetchBranch, materialize } from "../sync/Fetch.ts"
+import { fetchFresh, materialize } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
 import { checkName } from "./Branch.ts"
@@ -174,7 +174,7 @@ const populate = Effect.fnUntraced(function*(
     })
   const repo = repoRemote(keyed, parsed.owner, parsed.name)
   const target = Option.getOrElse(branchOption, () => "main")
-  const answer = yield* fetchBranch(workspace, repo, target, null)
+  const { answer, snapshot, store } = yield* fetchFresh(workspace, repo, target)
   if (Option.isSome(branchOption) && answer.branch === null) {
     return yield* failure(`${fullName} has no branch ${JSON.stringify(target)}`, "no_such_branch")
   }
@@ -189,8 +189,13 @@ const populate = Effect.fnUntraced(function*(
   // main changes only by merge: work on main happens on a personal branch started from its head.
   const current = target === "main" ? newBranch(personalBranchName(user), { head: answer.head }) : tracked
   const state = withBranch(initialState(user, current), tracked)
-  yield* saveState(workspace, state)
-  const snapshot = yield* commitSnapshot(workspace, answer.head)
-  const applied = yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true)
+  // The files download (their first requests sent) before the history and state are written: the server reads
+  // chunks meanwhile. Writes that fail wait for the download before the caller removes the checkout.
+  const download = yield* Effect.forkChild(
+    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true),
+    { startImmediately: true }
+  )
+  yield* Effect.andThen(store, saveState(workspace, state)).pipe(Effect.onError(() => Fiber.await(download)))
+  const applied = yield* Fiber.join(download)
   return { answer, applied, current, snapshot, target }
 })

@@ -23,28 +23,49 @@ import type { IncomingBlob } from "./Download.ts"
 import { downloadBlobs } from "./Download.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 
-/** Checks and stores the trees and commits of a pull answer. */
-export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(
-  workspace: Workspace,
-  answer: { readonly commits: ReadonlyArray<ApiSync.CommitData>; readonly trees: ReadonlyArray<ApiSync.TreeData> }
-) {
-  const trees = answer.trees.map((tree) => ({ hash: tree.hash, entries: tree.entries as ReadonlyArray<Objects.Tree.TreeEntry> }))
-  for (const tree of trees) {
-    const check = Objects.Tree.checkTree(tree)
-    if (!check.ok) return yield* failure(`the server sent a bad tree: ${check.reason}`, "bad_object")
-  }
+type HistoryAnswer = { readonly commits: ReadonlyArray<ApiSync.CommitData>; readonly trees: ReadonlyArray<ApiSync.TreeData> }
+type CheckedTrees = ReadonlyArray<{ readonly hash: string; readonly entries: ReadonlyArray<Objects.Tree.TreeEntry> }>
+
+/** Checks every tree and commit of a pull answer (names, modes, hashes); nothing is written. */
+const checkHistory = (answer: HistoryAnswer): Effect.Effect<CheckedTrees, CliFailure> =>
+  Effect.suspend(() => {
+    const trees = answer.trees.map((tree) => ({ hash: tree.hash, entries: tree.entries as ReadonlyArray<Objects.Tree.TreeEntry> }))
+    for (const tree of trees) {
+      const check = Objects.Tree.checkTree(tree)
+      if (!check.ok) return failure(`the server sent a bad tree: ${check.reason}`, "bad_object")
+    }
+    for (const commit of answer.commits) {
+      const check = Objects.Commit.checkCommit({ ...commit, parent_hash: commit.parent_hash ?? null })
+      if (!check.ok) return failure(`the server sent a bad commit: ${check.reason}`, "bad_object")
+    }
+    return Effect.succeed(trees)
+  })
+
+/** Stores checked trees and the commits not stored yet. */
+const writeHistory = Effect.fn("Fetch.writeHistory")(function*(workspace: Workspace, trees: CheckedTrees, commits: ReadonlyArray<ApiSync.CommitData>) {
   yield* workspace.objects.writeTrees(trees)
-  for (const commit of answer.commits) {
-    const check = Objects.Commit.checkCommit({
-      ...commit,
-      parent_hash: commit.parent_hash ?? null
-    })
-    if (!check.ok) return yield* failure(`the server sent a bad commit: ${check.reason}`, "bad_object")
+  for (const commit of commits) {
     if ((yield* workspace.objects.readCommit(commit.hash)) === undefined) yield* workspace.objects.writeCommit({ commit })
   }
 })
 
+/** Checks and stores the trees and commits of a pull answer. */
+export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(workspace: Workspace, answer: HistoryAnswer) {
+  yield* writeHistory(workspace, yield* checkHistory(answer), answer.commits)
+})
+
 export type PullAnswer = ApiSync.PullResponse
+
+/** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
+const pull = (remote: RemoteRepo, branch: string, since: string | null) => {
+  const { call, client } = remote.connection
+  // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
+  if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
+  return call(client.sync.pull({
+    params: { owner: remote.owner, name: remote.name },
+    query: { branch_name: branch, ...(since === null ? {} : { since }) }
+  }))
+}
 
 /** `GET pull` for one branch (all of it without `since`), its history stored. */
 export const fetchBranch = Effect.fn("Fetch.branch")(function*(
@@ -53,16 +74,35 @@ export const fetchBranch = Effect.fn("Fetch.branch")(function*(
   branch: string,
   since: string | null
 ) {
-  const { call, client } = remote.connection
-  // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
-  if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
-  const answer = yield* call(client.sync.pull({
-    params: { owner: remote.owner, name: remote.name },
-    query: { branch_name: branch, ...(since === null ? {} : { since }) }
-  }))
+  const answer = yield* pull(remote, branch, since)
   yield* storeHistory(workspace, answer)
   yield* recordWithheld(workspace.root, [answer])
   return answer
+})
+
+/**
+ * A whole branch for a new checkout: its history checked, its head's files known from the answer's own trees
+ * (checked, not yet stored). `store` writes the history; the caller runs it while the files download.
+ */
+export const fetchFresh = Effect.fn("Fetch.fresh")(function*(workspace: Workspace, remote: RemoteRepo, branch: string) {
+  const answer = yield* pull(remote, branch, null)
+  const trees = yield* checkHistory(answer)
+  yield* recordWithheld(workspace.root, [answer])
+  const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
+  if (answer.head !== null && head === undefined) {
+    return yield* failure(`commit ${answer.head} is missing from the checkout (run grove pull)`, "missing_object")
+  }
+  let snapshot: Snapshot = new Map()
+  if (head !== undefined) {
+    const byHash = new Map(trees.map((tree) => [tree.hash, tree.entries]))
+    const flat = Objects.FileChanges.flattenTree(
+      head.manifest_hash,
+      (hash) => byHash.get(hash) ?? (hash === Objects.Blake3.EMPTY_HASH ? [] : undefined)
+    )
+    if (!flat.ok) return yield* failure(flat.reason, "missing_object")
+    snapshot = flat.files
+  }
+  return { answer, snapshot, store: writeHistory(workspace, trees, answer.commits) }
 })
 
 export interface MaterializeResult {
