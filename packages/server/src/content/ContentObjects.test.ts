@@ -147,4 +147,40 @@ layer(Objects, { timeout: 120_000 })("ContentObjects", (it) => {
       const [count] = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM object_uploads WHERE repo_id = ${repoId} AND principal = 'user:me'`
       expect(Number(count!.n)).toBe(trees.length)
     }))
+
+  it.effect("recordUploads leaves a fresh grant as it is (no row lock), renews an old one and grants a new one", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      const repoId = randomUUID()
+      const other = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "grants", name: "grants" })}`
+      for (const [id, name] of [[repoId, "g"], [other, "o"]] as const) yield* sql`INSERT INTO repositories ${sql.insert({ id, org_id: orgId, name })}`
+      const [fresh, old, fresh2, mine] = [h("fresh"), h("old"), h("fresh2"), h("mine")] as const
+      const scope = { repoId, principal: "user:me" }
+      yield* objects.recordUploads(scope, [fresh, old, fresh2])
+      // Granted elsewhere only (another repository, another caller): this repository's grant is still new.
+      yield* objects.recordUploads({ repoId: other, principal: "user:me" }, [mine])
+      yield* objects.recordUploads({ repoId, principal: "user:other" }, [mine])
+      yield* sql`UPDATE object_uploads SET created_at = now() - interval '11 minutes' WHERE repo_id = ${repoId} AND hash = ${old}`
+      yield* sql`VACUUM object_uploads`.unprepared
+      const rows = () =>
+        sql<{ hash: string; locked: boolean; created: string; age: number }>`SELECT hash, xmax::text <> '0' AS locked,
+          created_at::text AS created, extract(epoch FROM now() - created_at)::float8 AS age FROM object_uploads WHERE repo_id = ${repoId} AND principal = 'user:me'`.pipe(
+          Effect.map((rs) => new Map(rs.map((r) => [r.hash, r])))
+        )
+      const before = yield* rows()
+      expect([...before.values()].map((r) => r.locked)).toEqual([false, false, false])
+
+      yield* objects.recordUploads(scope, [fresh, old, fresh2, mine])
+      const after = yield* rows()
+      // On the old code the fresh grants' rows were locked (xmax set) by ON CONFLICT DO UPDATE, for nothing.
+      for (const hash of [fresh, fresh2]) {
+        expect(after.get(hash)!.locked).toBe(false)
+        expect(after.get(hash)!.created).toBe(before.get(hash)!.created)
+      }
+      expect(after.get(old)!.age).toBeLessThan(60)
+      expect(after.has(mine)).toBe(true)
+    }))
 })

@@ -88,6 +88,8 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
 
 /** A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace. */
 const RENEW_GRANT = "ON CONFLICT (repo_id, principal, hash) DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'"
+/** A grant RENEW_GRANT would leave as it is (the complement of its WHERE). */
+const FRESH_GRANT = "u.created_at >= now() - interval '10 minutes'"
 
 /** Rows written per statement where they go as arrays (unnest). */
 const REGISTER_BATCH = 5000
@@ -314,10 +316,15 @@ export class ContentObjects extends Context.Service<ContentObjects, {
       recordUploads: Effect.fnUntraced(function*(scope, hashes) {
         const unique = [...new Set(hashes)].sort()
         // The hashes as one array (unnest): as VALUES each row took three bind parameters, a statement per 1,000.
+        // A fresh grant is left out before the insert: ON CONFLICT would lock its row (a tuple write and a WAL
+        // record) only to change nothing, and a push's small blobs were all granted by its chunk upload just before.
         for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
           const slice = unique.slice(i, i + REGISTER_BATCH)
           yield* plannedFor(slice.length, sql`INSERT INTO object_uploads (repo_id, principal, hash)
-            SELECT ${scope.repoId}::uuid, ${scope.principal}, unnest(${slice}::text[]) ${sql.literal(RENEW_GRANT)}`)
+            SELECT ${scope.repoId}::uuid, ${scope.principal}, h FROM unnest(${slice}::text[]) AS h
+            WHERE NOT EXISTS (SELECT 1 FROM object_uploads u WHERE u.repo_id = ${scope.repoId}::uuid
+              AND u.principal = ${scope.principal} AND u.hash = h AND ${sql.literal(FRESH_GRANT)})
+            ${sql.literal(RENEW_GRANT)}`)
         }
       }),
       recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes, stored = []) {
