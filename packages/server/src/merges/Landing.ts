@@ -12,9 +12,8 @@ import type * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
-import { SqlClient } from "effect/sql"
-import { byHash, plannedFor } from "../db/Batches.ts"
 import type { TreeCache } from "../content/TreeCache.ts"
+import * as TreeRows from "../content/TreeRows.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
 
 /** A merge, sync or revert that cannot be planned; the status is the answer's. */
@@ -82,7 +81,6 @@ export const writeCommit = Effect.fnUntraced(function*(
     readonly after: FileChanges.Snapshot
   }
 ) {
-  const sql = yield* SqlClient.SqlClient
   const planning = yield* PlanningTrees
   const built = yield* buildTree(cache, options.beforeRoot, options.before, options.after)
   const files = TreeDiff.diffSnapshots(options.before, options.after)
@@ -100,23 +98,15 @@ export const writeCommit = Effect.fnUntraced(function*(
   const hash = Commit.hashCommit(fields)
   // Only the directories on the way to a changed path were built, so nearly all are new: they are written
   // without asking first which the repository reaches (a round trip per merge); a stored one is skipped by
-  // the insert, a reached one by the landing's. With the unpublished commit row, in one statement: the trees
-  // in hash order (ContentObjects.storeTrees' order, so two writers of the same trees do not deadlock).
-  const trees = byHash([...built.bodies].map(([h, body]) => ({ hash: h, body })), (t) => t.hash)
-  yield* plannedFor(trees.length, sql`WITH stored AS (INSERT INTO trees (org_id, hash, body)
-      SELECT ${repo.orgId}::uuid, t.hash, t.body FROM unnest(${trees.map((t) => t.hash)}::text[], ${trees.map((t) => t.body)}::text[]) AS t(hash, body)
-      ON CONFLICT DO NOTHING RETURNING 1)
-    INSERT INTO commits ${
-    sql.insert({
-      repo_id: repo.id,
-      hash,
-      ...fields,
-      timestamp: Timestamp.formatTimestamp(timestamp),
-      files: JSON.stringify(files.map(ApiSync.toFileChangeData))
-    })
-  } ON CONFLICT DO NOTHING`)
+  // the insert, a reached one by the landing's. With the unpublished commit row, in one statement.
+  const newTrees = yield* TreeRows.storeTreesWithCommit(repo.orgId, [...built.bodies].map(([h, body]) => ({ hash: h, body })), {
+    repoId: repo.id,
+    hash,
+    fields,
+    files: files.map(ApiSync.toFileChangeData)
+  })
   // Stored: the next merge's main is this commit, so these are the trees it reads first.
   for (const [h, entries] of built.trees) planning.remember(repo.orgId, h, entries)
-  const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees: trees.map((t) => t.hash) }
+  const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees }
   return computed
 })
