@@ -20,29 +20,24 @@
  * and answered; a record that cannot be decoded or settled goes to the
  * dead-letter topic. Either way the worker moves on to the next record.
  */
-import { Cause, Clock, Data, Effect, Exit, Option, Schedule, Schema, Semaphore, Stream } from "effect"
+import { Cause, Clock, Data, Effect, Option, Schema, Semaphore, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { type BusRecord, type BusShape, Headers, type PartitionClaim } from "./Bus.ts"
 import * as CommandFailures from "./CommandFailures.ts"
 import * as CommandMetrics from "./CommandMetrics.ts"
-import { type CommandContext, commandOf, decodeJson, encodeJson, type Entity, isNoted } from "./Entity.ts"
+import * as CommandRetries from "./CommandRetries.ts"
+import * as DeadLetters from "./DeadLetters.ts"
+import { type CommandContext, commandOf } from "./Entity.ts"
+import { defect, type Registered, Refused, runHandler } from "./HandlerRun.ts"
 import * as Inbox from "./Inbox.ts"
-import { CommandMessage, type DeadLetter, type ReplyMessage, type StoredReply } from "./Messages.ts"
-import { Outbox } from "./Outbox.ts"
+import { CommandMessage, type ReplyMessage, type StoredReply } from "./Messages.ts"
 import * as Outboxes from "./Outbox.ts"
 import type { OutboxRelay, RelayedRow } from "./OutboxRelay.ts"
 import * as PartitionFence from "./PartitionFence.ts"
 import type { PartitionHealth } from "./PartitionHealth.ts"
 import * as TraceContext from "./TraceContext.ts"
-import * as Topics from "./Topics.ts"
 
-/** A registered entity type, with handlers typed loosely for dispatch. */
-export interface Registered {
-  readonly entity: Entity
-  readonly handlers: Readonly<
-    Record<string, (payload: unknown, context: CommandContext) => Effect.Effect<unknown, unknown, SqlClient.SqlClient | Outbox>>
-  >
-}
+export type { Registered }
 
 export interface ProcessorOptions {
   readonly bus: BusShape
@@ -68,19 +63,7 @@ export interface ProcessorOptions {
  */
 export class Stopping extends Data.TaggedError("Stopping")<{ readonly entityType: string }> {}
 
-/** A handler refused its command (its error, or a failure for good): the transaction rolls back, `reply` is stored. */
-class Refused extends Data.TaggedError("HandlerRefused")<{ readonly reply: StoredReply }> {}
-
 const decodeCommand = Schema.decodeUnknownEffect(CommandMessage)
-
-const defect = (message: string): StoredReply => ({ _tag: "Defect", message })
-
-/** A handler's outcome: the reply to store, and its note for the sender (encoded; never stored). */
-interface Handled {
-  readonly reply: StoredReply
-  readonly note?: unknown
-}
-const handled = (reply: StoredReply, note?: unknown): Handled => (note === undefined ? { reply } : { reply, note })
 
 interface Outcome {
   readonly reply: StoredReply
@@ -97,55 +80,13 @@ interface Outcome {
 const outcomeOf = (reply: StoredReply, events: Outcome["events"], note?: unknown): Outcome =>
   note === undefined ? { reply, events } : { reply, events, note }
 
-/** A record's value is kept in its dead letter up to this much JSON. */
-const DEAD_LETTER_VALUE_LIMIT = 64 * 1024
-
 export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
   Effect.gen(function*() {
     const { bus, relay, health } = options
     const sql = yield* SqlClient.SqlClient
     const { topic, partition } = claim
-
-    /**
-     * Runs `attempt` until it succeeds, is fenced or interrupted, or fails in a
-     * way that is no use retrying (`Poison`, with the reason). A lost database
-     * is waited for as long as it takes, and reported as a stall meanwhile; other
-     * transient errors are tried `maxAttempts` times.
-     */
-    const persist = <A, R>(what: string, attempt: Effect.Effect<A, unknown, R>) =>
-      Effect.gen(function*() {
-        for (let tries = 0, counted = 0;; tries++) {
-          const exit = yield* Effect.exit(attempt)
-          if (Exit.isSuccess(exit)) {
-            if (tries > 0) health.recovered(partition)
-            return { _tag: "Done", value: exit.value } as const
-          }
-          const verdict = CommandFailures.classify(exit.cause)
-          switch (verdict._tag) {
-            case "Interrupted":
-              return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-            case "Fenced":
-              return yield* verdict.fenced
-            case "Poison":
-              if (tries > 0) health.recovered(partition)
-              return { _tag: "Poison", message: verdict.message } as const
-            case "Transient": {
-              health.stalled(partition, verdict.message)
-              // A lost connection is never the command's doing (after a database restart the pool may hand
-              // out several dead connections in a row): waited out, however long. Only other transient
-              // errors (serialization, deadlock, timeouts) count towards settling the command as failed.
-              if (!verdict.connection) counted++
-              if (counted >= CommandFailures.maxAttempts) {
-                health.recovered(partition)
-                return { _tag: "Poison", message: `${verdict.message} (${counted} attempts)` } as const
-              }
-              // One line per run of failures and then every 20th: an outage must not flood the log.
-              if (tries % 20 === 0) yield* Effect.logWarning(`${what} failed; retrying`, { error: verdict.message, tries })
-              yield* Effect.sleep(CommandFailures.backoff(tries))
-            }
-          }
-        }
-      })
+    const persist = CommandRetries.persistent(health, partition)
+    const deadLetter = DeadLetters.deadLetters({ bus, health, topic, partition })
 
     /** Claims the partition with a newer epoch than any before, retrying until the database lets it. */
     const claimEpoch = Effect.gen(function*() {
@@ -185,55 +126,6 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         return true
       })
 
-    /**
-     * Runs the handler in the command's transaction and turns its outcome into the reply to store (and its
-     * note for the sender, which is not stored). A handler that fails with its command's error (or for good)
-     * fails the transaction with `Refused`, which rolls back what it wrote: no savepoint round trips around
-     * every handler for the rare refusal.
-     */
-    const runHandler = Effect.fnUntraced(function*(
-      registered: Registered,
-      message: CommandMessage,
-      context: CommandContext,
-      outbox: Outboxes.OutboxShape
-    ) {
-      const schemas = commandOf(registered.entity, message.command)
-      const handler = registered.handlers[message.command]
-      if (schemas === undefined || handler === undefined) {
-        return handled(defect(`${message.entityType} has no command ${message.command}`))
-      }
-      const payload = yield* Effect.result(decodeJson(schemas.payload, message.payload))
-      if (payload._tag === "Failure") return handled(defect(`invalid payload: ${payload.failure.message}`))
-      const exit = yield* handler(payload.success, context).pipe(
-        Effect.provideService(Outbox, outbox),
-        Effect.exit
-      )
-      if (Exit.isSuccess(exit)) {
-        const success = isNoted(exit.value) ? exit.value.value : exit.value
-        const reply = yield* encodeJson(schemas.success, success).pipe(
-          Effect.map((value): StoredReply => ({ _tag: "Success", value })),
-          Effect.catch((error) => Effect.succeed(defect(`could not encode the reply: ${error.message}`)))
-        )
-        if (!isNoted(exit.value) || schemas.note === undefined || reply._tag !== "Success") return handled(reply)
-        // A note that cannot be encoded is left out: it only saves the sender a read.
-        const note = yield* Effect.option(encodeJson(schemas.note, exit.value.note))
-        return handled(reply, Option.getOrUndefined(note))
-      }
-      const verdict = CommandFailures.classify(exit.cause)
-      // Transient trouble (or an interruption) fails the whole transaction, to be tried again.
-      if (verdict._tag !== "Poison") return yield* Effect.failCause(exit.cause)
-      const failure = Cause.findErrorOption(exit.cause)
-      const declared = Option.isSome(failure) && schemas.error !== undefined &&
-        (failure.value as { _tag?: unknown })._tag !== "SqlError"
-      const reply = !declared
-        ? defect(`the command failed: ${verdict.message}`)
-        : yield* encodeJson(schemas.error!, failure.value).pipe(
-          Effect.map((error): StoredReply => ({ _tag: "Failure", error })),
-          Effect.catch((error) => Effect.succeed(defect(`could not encode the error: ${error.message}`)))
-        )
-      return yield* new Refused({ reply })
-    })
-
     const entryOf = (message: CommandMessage): Inbox.CommandRequest => ({
       commandId: message.commandId,
       entityType: message.entityType,
@@ -272,31 +164,6 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
           // rolled-back transaction committed no rows (a reply stored before was found by `begin`): none to read.
           settleFenced(record, message, reply).pipe(Effect.map((stored) => outcomeOf(stored, []))))
       )
-
-    /** Sets a record aside on the dead-letter topic, with the reason; waits until the bus has it. */
-    const deadLetter = (record: BusRecord, reason: string) =>
-      Effect.gen(function*() {
-        const json = JSON.stringify(record.value) ?? ""
-        const letter: DeadLetter = {
-          type: "grove.dead-letter",
-          v: 1,
-          topic,
-          partition,
-          offset: String(record.offset),
-          key: record.key,
-          reason,
-          headers: record.headers,
-          ...(json.length <= DEAD_LETTER_VALUE_LIMIT ? { record: record.value } : {})
-        }
-        yield* Effect.logError("dead-lettered a command record", { offset: String(record.offset), reason })
-        // The bus is this worker's own source: while it cannot take the letter, nothing else moves here either.
-        yield* bus.publish([{ topic: Topics.deadLetters, key: record.key, value: letter }]).pipe(
-          Effect.tapError((error) => Effect.sync(() => health.stalled(partition, error.message))),
-          Effect.retry({ schedule: Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")]) }),
-          Effect.orDie, // the schedule never ends
-          Effect.ensuring(Effect.sync(() => health.recovered(partition)))
-        )
-      })
 
     /**
      * A command that cannot be carried out: its failure is stored as its reply
