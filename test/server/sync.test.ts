@@ -108,7 +108,7 @@ describe("push and pull", () => {
     expect(forcedPull.status).toBe(200)
     expect(forcedPull.body.commits.map((c: { hash: string }) => c.hash)).toContain(other.commit.hash)
 
-    // The answer is written without the endpoint's schema encoding (SyncHandlers.pullJson): the same text, keys in the
+    // The answer is written without the endpoint's schema encoding (PullHandlers.pullJson): the same text, keys in the
     // schema's order and none it would drop.
     const raw = await fetch(`${server.url}/api/sam/first/pull?branch_name=feature`, { headers: { authorization: `Bearer ${token}` } })
     expect(raw.headers.get("content-type")).toBe("application/json")

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { byteListJson } from "./SyncHandlers.ts"
+import { byteListJson } from "./ObjectHandlers.ts"
 
 describe("byteListJson", () => {
   it("writes the inside of a JSON number array, as serde writes a Vec<u8>", () => {
