@@ -84,6 +84,28 @@ describe("grove's start", () => {
     }
   })
 
+  it("a client outside a git checkout of its sources runs its bundle without walking them; in one, an edited source wins", () => {
+    const root = tempDir("installed")
+    const cli = path.join(root, "packages/cli")
+    fs.cpSync(path.join(ROOT, "packages/cli/bin"), path.join(cli, "bin"), { recursive: true })
+    fs.writeFileSync(path.join(cli, "package.json"), JSON.stringify({ type: "module" }))
+    for (const p of ["cli", "api", "core"]) fs.mkdirSync(path.join(root, "packages", p, "src"), { recursive: true })
+    fs.writeFileSync(path.join(cli, "src/main.ts"), "console.log(\"sources\")\n")
+    fs.mkdirSync(path.join(cli, "dist"))
+    fs.writeFileSync(path.join(cli, "dist/grove.mjs"), "console.log(\"bundle\")\n")
+    fs.writeFileSync(path.join(cli, "dist/noop-push.mjs"), "export const noopPush = () => undefined\n")
+    const OLD = 1_700_000_000 // the bundle older than every source
+    for (const f of ["grove.mjs", "noop-push.mjs"]) fs.utimesSync(path.join(cli, "dist", f), OLD, OLD)
+    const bin = path.join(cli, "bin/grove.js")
+    expect(run(bin, ["log"], {})).toMatchObject({ status: 0, stdout: "bundle\n" })
+    fs.rmSync(path.join(root, "packages/core/src"), { recursive: true }) // not even looked at
+    expect(run(bin, ["log"], {})).toMatchObject({ status: 0, stdout: "bundle\n" })
+    fs.mkdirSync(path.join(root, "packages/core/src"))
+    fs.mkdirSync(path.join(root, ".git"))
+    expect(run(bin, ["log"], {})).toMatchObject({ status: 0, stdout: "sources\n" })
+    expect(run(bin, ["log"], { GROVE_BUNDLE: "1" })).toMatchObject({ status: 0, stdout: "bundle\n" })
+  })
+
   it("the compile cache is kept under $XDG_CACHE_HOME/grove, used by the next run, never stale, and optional", () => {
     // A client of its own (bin/ as shipped, a one-line bundle) so its bundle can be rewritten in place.
     const cli = tempDir("client")
