@@ -7,9 +7,10 @@
  * content benchmark's tree (20k files / 200 MiB, or `--files 5000`: the table's 5k / 50 MiB), git
  * over smart HTTP on the same tree. With `--old DIR` (another checkout of this repository, e.g. a
  * `git worktree` of an older commit with its client bundled) that client is measured too, its runs
- * alternating with this one's on a checkout and repository of its own: an A/B in one sitting.
+ * alternating with this one's on a checkout and repository of its own: an A/B in one sitting. With `--watch`, one
+ * more checkout of this client runs `grove watch start` (the opt-in file watcher) and is measured in the same turns.
  *
- *   node scripts/bench/cli-push.ts [--files 20000|5000] [--runs 7] [--old /tmp/old-checkout]
+ *   node scripts/bench/cli-push.ts [--files 20000|5000] [--runs 7] [--old /tmp/old-checkout] [--watch]
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -44,8 +45,12 @@ try {
   onCleanup(() => fs.rmSync(tmp, { recursive: true, force: true }))
 
   // Each client runs its own bundle (built now, as `npm install` leaves it), pinned for the run.
-  const clients = [{ label: "grove", root: ROOT }, ...(oldRoot === undefined ? [] : [{ label: "grove (old)", root: path.resolve(oldRoot) }])]
-  for (const c of clients) await run(process.execPath, [path.join(c.root, "packages/cli/scripts/bundle.ts")])
+  const clients = [
+    { label: "grove", root: ROOT, watch: false },
+    ...(process.argv.includes("--watch") ? [{ label: "grove (watch)", root: ROOT, watch: true }] : []),
+    ...(oldRoot === undefined ? [] : [{ label: "grove (old)", root: path.resolve(oldRoot), watch: false }])
+  ]
+  for (const root of new Set(clients.map((c) => c.root))) await run(process.execPath, [path.join(root, "packages/cli/scripts/bundle.ts")])
 
   // ---- git over smart HTTP ----
   const gitConfig = path.join(tmp, "gitconfig")
@@ -86,6 +91,10 @@ try {
     await grove(c, ["commit", "--json"])
     const pushed = await grove(c, ["push", "--json"])
     log(`${c.label}: first push ${fmtMs(pushed.ms)} (not timed)`)
+    if (c.watch) {
+      await grove(c, ["watch", "start"])
+      onCleanup(async () => void (await grove(c, ["watch", "stop"])))
+    }
   }
 
   // ---- alternating rounds ----

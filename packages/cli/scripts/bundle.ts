@@ -20,7 +20,12 @@ try {
   const { build } = await import("esbuild")
   fs.rmSync(temp, { recursive: true, force: true })
   await build(nodeBundleOptions({
-    entryPoints: { grove: path.join(cli, "src/main.ts"), "noop-push": path.join(cli, "src/NoopPush.ts") },
+    entryPoints: {
+      grove: path.join(cli, "src/main.ts"),
+      "noop-push": path.join(cli, "src/NoopPush.ts"),
+      // `grove watch start`'s background process (src/watch/WatchDaemon.ts).
+      "watch-daemon": path.join(cli, "src/watch/WatchDaemonMain.ts")
+    },
     outdir: temp,
     // A native addon, loaded with require() when present.
     external: ["@napi-rs/blake-hash-linux-x64-gnu"],

@@ -9,6 +9,7 @@ import { ChildProcessSpawner } from "effect/process"
 import { group, key, org, perms, sa } from "./AccessCommands.ts"
 import { ci } from "./CiCommands.ts"
 import { webhook } from "./WebhookCommands.ts"
+import { watch } from "./WatchCommands.ts"
 import { release, upgrade } from "./ReleaseCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
 import { withExitCode } from "./CommandRun.ts"
@@ -295,7 +296,8 @@ export const grove = Command.make("grove").pipe(
     log,
     diff,
     branchCommand,
-    close
+    close,
+    watch
   ]),
   Command.withGlobalFlags([JsonFlag, RemoteFlag])
 )

@@ -160,7 +160,7 @@ describe("quickStatus", () => {
         expect(fs.readFileSync(indexPath(root), "utf8")).toBe(recorded)
       }
       const { askStatus: ask } = yield* checkout()
-      expect(JSON.parse(ask(["status", "--json"])!)).toMatchObject({ repository: "o/n", head: HEAD, changes: [], invalid_paths: [] })
+      expect(JSON.parse(ask(["status", "--json"]) as string)).toMatchObject({ repository: "o/n", head: HEAD, changes: [], invalid_paths: [] })
     }).pipe(Effect.scoped))
 
   it.effect("leaves a change, a merge, withheld files, other flags and an index it cannot trust to the full command", () =>

@@ -14,7 +14,10 @@ import * as path from "node:path"
 import { chooseRemote, normaliseRemote } from "./Remote.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
 import { statusReport } from "./local/StatusReport.ts"
+import type { WorkIndex } from "./local/TreeStatus.ts"
 import { columnsUnchanged, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
+import type { FullCheck } from "./watch/WatchClient.ts"
+import { socketPath } from "./watch/WatchPaths.ts"
 
 const readJson = (file: string): unknown => {
   try {
@@ -87,6 +90,30 @@ const readCheckout = ({ cwd, env, home }: NoopPushInput): CheckoutFound | undefi
 }
 
 /**
+ * The full check of "the tree is exactly the index", settled when the index's columns and every directory show it
+ * (TreeStatus.columnsUnchanged with ctimes: the full command's scan would write nothing); with `settledOnly`, only
+ * a settled "same" counts (status and the small push: their full commands must leave the index as it is).
+ */
+const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean): FullCheck => {
+  const settled = columnsUnchanged(root, index, true)
+  if (settled !== undefined || settledOnly) return { same: settled?.same === true, settled: settled?.same === true }
+  return { same: treeUnchanged(root, index), settled: false }
+}
+
+/**
+ * Whether the tree at `root` is exactly `index` (see fullCheck): asked of the checkout's watcher when one runs
+ * (`grove watch`, watch/WatchClient.ts: only the paths changed since the last answer are stat-ed), else checked.
+ * The watcher's client (node:net) is loaded only when its socket is there.
+ */
+export const treeIsIndex = (root: string, index: WorkIndex, settledOnly: boolean): boolean | Promise<boolean> => {
+  if (!fs.existsSync(socketPath(root))) return fullCheck(root, index, settledOnly).same
+  return import("./watch/WatchClient.ts").then(
+    (m) => m.treeUnchangedWatched(root, index, () => fullCheck(root, index, settledOnly)),
+    () => fullCheck(root, index, settledOnly)
+  ).then((r) => r.same)
+}
+
+/**
  * What `grove push` prints when there is provably nothing to push, or (a promise of it) when the push is small
  * enough for `SmallPush.ts`; else undefined.
  */
@@ -103,14 +130,15 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
     // Loaded only for it: the no-op push and status need none of the sending.
     return import("./SmallPush.ts").then((m) => m.smallPush(found, index, input.args.includes("--json"), input.env, input.home), () => undefined)
   }
-  if (!treeUnchanged(found.root, index)) return undefined
-  return input.args.includes("--json")
+  const answer = input.args.includes("--json")
     ? JSON.stringify(
       { branch: branch.name, head, pushed_commits: 0, uploaded_chunks: 0, uploaded_bytes: 0, sent_bytes: 0, created_repository: false },
       null,
       2
     )
     : `Already up to date (${branch.name}).`
+  const same = treeIsIndex(found.root, index, false)
+  return typeof same === "boolean" ? (same ? answer : undefined) : same.then((s) => s ? answer : undefined, () => undefined)
 }
 
 /**
@@ -119,7 +147,7 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
  * fast path and leaves the index as it is); a tree told unchanged only by a walk goes to the full
  * command, which records its directories for next time.
  */
-export const quickStatus = (input: NoopPushInput): string | undefined => {
+export const quickStatus = (input: NoopPushInput): string | undefined | Promise<string | undefined> => {
   if (!commandIs(input.args, "status")) return undefined
   const found = readCheckout(input)
   // Without GROVE_REMOTE the full command checks the checkout's server address.
@@ -127,7 +155,11 @@ export const quickStatus = (input: NoopPushInput): string | undefined => {
   // Files withheld by path permissions (local/Withheld.ts) make the full command compare with the head commit.
   if (fs.existsSync(path.join(found.root, ".grove", "withheld.json"))) return undefined
   const index = readIndexSync(found.root)
-  if (index.base !== found.branch.head || columnsUnchanged(found.root, index, true)?.same !== true) return undefined
-  const report = statusReport({ ...found, merge: undefined, changes: [], invalid: [] })
-  return input.args.includes("--json") ? JSON.stringify(report.value, null, 2) : report.human()
+  if (index.base !== found.branch.head) return undefined
+  const answer = () => {
+    const report = statusReport({ ...found, merge: undefined, changes: [], invalid: [] })
+    return input.args.includes("--json") ? JSON.stringify(report.value, null, 2) : report.human()
+  }
+  const same = treeIsIndex(found.root, index, true)
+  return typeof same === "boolean" ? (same ? answer() : undefined) : same.then((s) => s ? answer() : undefined, () => undefined)
 }

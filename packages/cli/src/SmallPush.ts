@@ -16,12 +16,12 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { WorkIndex } from "./local/TreeStatus.ts"
-import { columnsUnchanged } from "./local/TreeStatus.ts"
 import { writeJsonAtomic } from "./local/Files.ts"
 import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readTreeFile } from "./local/ObjectFiles.ts"
 import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
 import type { CheckoutFound } from "./NoopPush.ts"
+import { treeIsIndex } from "./NoopPush.ts"
 import { normaliseRemote } from "./Remote.ts"
 import { ACCEPT_ENCODING, askCapabilitiesEarly, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { sendBytes } from "./sync/HttpSend.ts"
@@ -115,7 +115,7 @@ const push = async (
   const token = tokenFor(found, env, home)
   if (token === undefined || normaliseRemote(remote) !== remote) return undefined
   // The checkpoint commits nothing and leaves the index as it is only when every directory and file is as recorded.
-  if (columnsUnchanged(root, index, true)?.same !== true) return undefined
+  if (!(await treeIsIndex(root, index, true))) return undefined
 
   const { blobs, commits, trees } = outgoing(readerAt(root), branch)
   const unique = uniqueBlobs(blobs)

@@ -196,6 +196,12 @@ const entriesOf = ({ hashes, modes, paths, stats }: IndexColumns): Map<string, I
  */
 let lastRead: { readonly key: string; readonly index: WorkIndex } | undefined
 
+/** The index file an index was read from (path, inode, mtime, size: it is replaced by rename), by index object. */
+const fileKeys = new WeakMap<WorkIndex, string>()
+
+/** The file an index was read from, as a key that changes with every write of it; undefined when not read from one. */
+export const indexFileKey = (index: WorkIndex): string | undefined => fileKeys.get(index)
+
 /** Called on every index write. */
 export const forgetIndexRead = (): void => {
   lastRead = undefined
@@ -216,6 +222,7 @@ export const readIndexSync = (root: string): WorkIndex => {
     const key = `${indexPath(root)}\0${stats.ino}\0${stats.mtimeMs}\0${stats.size}`
     if (lastRead?.key === key) return lastRead.index
     const index = parseIndex(fs.readFileSync(fd, "utf8"), stats.mtimeMs)
+    if (index !== EMPTY_INDEX) fileKeys.set(index, key)
     lastRead = { key, index }
     return index
   } finally {

@@ -1,0 +1,131 @@
+/**
+ * The quick commands' side of the watcher (WatchDaemon.ts): "is the working tree still exactly the index?" answered
+ * from the paths that changed since the last token under which it was, when a daemon runs for the checkout. Any
+ * doubt (no daemon, a restarted one, lost events, the index rewritten, a directory changed, no answer within a
+ * second) takes the full check, the stat of every file (TreeStatus.ts). No Effect here.
+ */
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import { writeJsonAtomic } from "../local/Files.ts"
+import { type IndexEntry, indexFileKey, modeOf, statMatches, type WorkIndex } from "../local/TreeStatus.ts"
+import { cookieDir, socketPath, tokenStatePath, type WatchAnswer } from "./WatchPaths.ts"
+
+/** How long a client waits for the daemon before it scans instead. */
+const ANSWER_WAIT_MS = 1_000
+
+/**
+ * The daemon's answer to "what changed since `since`", or undefined when there is no daemon or no answer in time.
+ * The cookie file is written after the question: the daemon answers once it has seen the cookie's event.
+ */
+export const askWatcher = (root: string, since: string | null): Promise<WatchAnswer | undefined> => {
+  const sock = socketPath(root)
+  if (!fs.existsSync(sock)) return Promise.resolve(undefined)
+  const cookie = `${process.pid}-${randomUUID().slice(0, 8)}`
+  const cookieFile = `${cookieDir(root)}/${cookie}`
+  return new Promise<WatchAnswer | undefined>((resolve) => {
+    let text = ""
+    let done = false
+    const finish = (answer: WatchAnswer | undefined) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      socket.destroy()
+      fs.rm(cookieFile, { force: true }, () => resolve(answer))
+    }
+    const timer = setTimeout(() => finish(undefined), ANSWER_WAIT_MS)
+    const socket = net.createConnection(sock)
+    socket.setEncoding("utf8")
+    socket.on("error", () => finish(undefined))
+    socket.on("close", () => finish(undefined))
+    socket.on("connect", () => {
+      socket.write(`${JSON.stringify({ since, cookie })}\n`)
+      try {
+        fs.writeFileSync(cookieFile, "")
+      } catch {
+        finish(undefined)
+      }
+    })
+    socket.on("data", (data: string) => {
+      text += data
+      const end = text.indexOf("\n")
+      if (end < 0) return
+      try {
+        const answer = JSON.parse(text.slice(0, end)) as WatchAnswer
+        finish(typeof answer.token === "string" && ("full" in answer || Array.isArray(answer.changed)) ? answer : undefined)
+      } catch {
+        finish(undefined)
+      }
+    })
+  })
+}
+
+interface TokenState {
+  readonly index: string
+  readonly token: string
+}
+
+const readTokenState = (root: string): TokenState | undefined => {
+  try {
+    const state = JSON.parse(fs.readFileSync(tokenStatePath(root), "utf8")) as Partial<TokenState>
+    return typeof state.index === "string" && typeof state.token === "string" ? { index: state.index, token: state.token } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Whether the changed paths leave the tree as the index records it: true, false (a file differs), or undefined
+ * (cannot tell this way: a directory was made, removed, renamed or touched, or an entry without a ctime).
+ */
+const pathsUnchanged = (root: string, index: WorkIndex, paths: ReadonlyArray<string>): boolean | undefined => {
+  if (paths.length === 0) return true
+  const files: ReadonlyMap<string, IndexEntry> = index.files
+  for (const file of paths) {
+    if (file === "" || index.folders.has(file)) return undefined
+    const stats = fs.lstatSync(`${root}/${file}`, { throwIfNoEntry: false })
+    const known = files.get(file)
+    if (known === undefined) {
+      if (stats === undefined) continue // made and removed since: never content
+      if (stats.isDirectory()) return undefined
+      if (stats.isFile() || stats.isSymbolicLink()) return false // a new file
+      continue // sockets, FIFOs and devices are not content
+    }
+    if (known.ctimeMs === undefined) return undefined
+    const symlink = known.mode === "symlink"
+    if (stats === undefined || stats.isSymbolicLink() !== symlink || !statMatches(known, stats, symlink, index.writtenAt) || modeOf(stats, symlink) !== known.mode) {
+      return false
+    }
+  }
+  return true
+}
+
+/** What a full check found: `same` answers the question; `settled` means it is worth a token (see below). */
+export interface FullCheck {
+  readonly same: boolean
+  /** The index's columns and every directory showed it (TreeStatus.columnsUnchanged with ctimes): a scan writes nothing. */
+  readonly settled: boolean
+}
+
+/**
+ * Whether the tree at `root` is exactly `index`: from the watcher's changed paths when the last token is still good
+ * for this index, else from `fullCheck`. A token is kept only after a settled "same", taken before that check began:
+ * every change after it is in the next answer, every change before it was seen by the check.
+ */
+export const treeUnchangedWatched = async (root: string, index: WorkIndex, fullCheck: () => FullCheck): Promise<FullCheck> => {
+  const key = indexFileKey(index)
+  const saved = readTokenState(root)
+  const answer = key === undefined ? undefined : await askWatcher(root, saved?.index === key ? saved.token : null)
+  if (answer === undefined || key === undefined) return fullCheck()
+  let result: FullCheck
+  if ("full" in answer || saved?.index !== key) result = fullCheck()
+  else {
+    const same = pathsUnchanged(root, index, answer.changed)
+    result = same === undefined ? fullCheck() : { same, settled: same }
+  }
+  if (result.same && result.settled && (saved?.index !== key || saved.token !== answer.token)) {
+    // A token not written only costs a full check next time.
+    await writeJsonAtomic(tokenStatePath(root), { index: key, token: answer.token }).catch(() => undefined)
+  }
+  return result
+}

@@ -1,0 +1,268 @@
+/**
+ * A checkout's file watcher (`grove watch start`), like git's fsmonitor daemon: one background process per checkout
+ * that watches every directory of the working tree with inotify (one `fs.watch` per directory, all on libuv's one
+ * inotify descriptor, so events arrive in the order the kernel queued them) and answers, on a unix socket under
+ * `.grove/watch/`, "which paths changed since token T". The quick commands (NoopPush.ts) then stat only those paths
+ * instead of every file. Never a wrong answer, only a "scan everything" (`full`):
+ * - a client's cookie file: the answer is sent only after the daemon has seen the cookie's event, so every event
+ *   queued before the client asked is in it;
+ * - a token from another daemon (restarted), or from before lost events, is unknown: full;
+ * - lost events: libuv drops inotify's IN_Q_OVERFLOW without a word, so a drain of many events at once (a quarter of
+ *   the kernel's queue, `max_queued_events`) is taken as a possible overflow and forgets every token. Any watcher
+ *   error, or a directory that cannot be watched, ends the daemon (clients then scan; `grove watch status` tells);
+ * - a new directory is watched before its listing is read (so nothing made in it after the listing is missed), and
+ *   it is itself reported changed, which makes the client scan everything.
+ * It ends when the checkout goes away, when its socket is no longer its own, after `GROVE_WATCH_IDLE_HOURS` (4) without
+ * a question, or on SIGTERM. No Effect here: it is a small process of its own.
+ *
+ * Started by WatchControl.ts as `node WatchDaemonMain.ts <checkout root>` (the bundle's `watch-daemon.mjs`).
+ */
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import { cookieDir, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest } from "./WatchPaths.ts"
+
+/** More changed paths than this since a token: the client scans everything (the stats would cost as much). */
+const MAX_CHANGED = 5_000
+/** Past this many paths remembered, every token is forgotten (bounded memory). */
+const MAX_REMEMBERED = 100_000
+/** A client whose cookie is not seen this long gets no answer (it then scans). */
+const COOKIE_WAIT_MS = 10_000
+const CHECK_EVERY_MS = 30_000
+
+const overflowLimit = (): number => {
+  try {
+    const max = Number(fs.readFileSync("/proc/sys/fs/inotify/max_queued_events", "utf8").trim())
+    return max > 0 ? Math.max(64, Math.floor(max / 4)) : 4096
+  } catch {
+    return 4096
+  }
+}
+
+export const runDaemon = (rootArg: string): void => {
+  const root = fs.realpathSync(rootArg)
+  const sock = socketPath(root)
+  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`)
+  // Elsewhere fs.watch is not one ordered inotify queue, which the cookie's guarantee rests on.
+  if (process.platform !== "linux") {
+    log("not started: the watcher needs Linux's inotify")
+    process.exit(2)
+  }
+  if (Buffer.byteLength(sock) > SOCKET_PATH_MAX) {
+    log(`not started: the socket path ${sock} is longer than ${SOCKET_PATH_MAX} bytes`)
+    process.exit(2)
+  }
+  fs.mkdirSync(cookieDir(root), { recursive: true })
+
+  const id = randomUUID().slice(0, 8)
+  let seq = 0
+  /** Tokens below this are unknown (events may have been lost before it). */
+  let validFrom = 0
+  const changed = new Map<string, number>()
+  const watchers = new Map<string, fs.FSWatcher>()
+  const limit = overflowLimit()
+  let burst = 0
+  let socketIno: number | undefined
+  let server: net.Server | undefined
+  let lastQuestion = Date.now()
+  const idleMs = (Number(process.env["GROVE_WATCH_IDLE_HOURS"]) || 4) * 3_600_000
+
+  const exit = (reason: string, code: number) => {
+    log(`exiting: ${reason}`)
+    for (const w of watchers.values()) w.close()
+    try {
+      if (socketIno !== undefined && fs.statSync(sock).ino === socketIno) fs.unlinkSync(sock)
+    } catch {
+      // gone already
+    }
+    server?.close()
+    process.exit(code)
+  }
+
+  const forgetAll = (why: string) => {
+    log(`every token forgotten: ${why}`)
+    changed.clear()
+    seq++
+    validFrom = seq
+  }
+
+  const absolute = (rel: string) => rel === "" ? root : `${root}/${rel}`
+
+  /**
+   * GROVE_WATCH_TEST_EVENT_DELAY_MS (tests only): every event, the cookies' too, is handled that much later, in order,
+   * as on a daemon slow to read its queue; an answer must still wait for the events queued before its question.
+   */
+  const delayMs = Number(process.env["GROVE_WATCH_TEST_EVENT_DELAY_MS"]) || 0
+  const handle = <A extends ReadonlyArray<unknown>>(f: (...args: A) => void) => (...args: A): void => {
+    if (delayMs === 0) return f(...args)
+    setTimeout(() => f(...args), delayMs)
+  }
+
+  /** Watches `rel` and every directory under it: the watch first, then the listing (see the header). */
+  const watchTree = (rel: string): void => {
+    if (watchers.has(rel)) return
+    let watcher: fs.FSWatcher
+    try {
+      watcher = fs.watch(absolute(rel), { persistent: true }, handle((type: string, name: string | null) => onEvent(rel, type, name)))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "ENOTDIR") return
+      return exit(`cannot watch ${rel === "" ? "." : rel}: ${(error as Error).message}`, 1)
+    }
+    watcher.on("error", (error) => exit(`watcher of ${rel === "" ? "." : rel} failed: ${error.message}`, 1))
+    watchers.set(rel, watcher)
+    let entries: Array<fs.Dirent>
+    try {
+      entries = fs.readdirSync(absolute(rel), { withFileTypes: true })
+    } catch {
+      return // removed meanwhile: its parent's event says so
+    }
+    for (const entry of entries) {
+      if (entry.isDirectory() && !IGNORED_NAMES.has(entry.name)) watchTree(rel === "" ? entry.name : `${rel}/${entry.name}`)
+    }
+  }
+
+  const unwatchTree = (rel: string): void => {
+    const prefix = `${rel}/`
+    for (const [dir, w] of watchers) {
+      if (dir === rel || dir.startsWith(prefix)) {
+        w.close()
+        watchers.delete(dir)
+      }
+    }
+  }
+
+  const note = (rel: string) => {
+    changed.delete(rel) // re-inserted last: the map stays in seq order
+    changed.set(rel, seq)
+  }
+
+  const onEvent = (dir: string, type: string, name: string | Buffer | null) => {
+    if (++burst === 1) setImmediate(() => (burst = 0))
+    if (burst === limit) forgetAll(`${limit} events in one drain (the kernel's queue may have overflowed)`)
+    seq++
+    if (name === null) {
+      // No name: treat the whole directory as changed (the client then scans everything).
+      note(dir)
+      return
+    }
+    const base = String(name)
+    if (IGNORED_NAMES.has(base)) {
+      if (dir === "" && base === ".grove" && !fs.existsSync(path.join(root, ".grove", "config.json"))) exit("the checkout is gone", 0)
+      return
+    }
+    const rel = dir === "" ? base : `${dir}/${base}`
+    note(rel)
+    // An event on the watched directory itself names it by its base name: count the directory as changed too.
+    if (dir !== "" && base === path.basename(dir)) note(dir)
+    if (type === "rename") {
+      const stats = fs.lstatSync(absolute(rel), { throwIfNoEntry: false })
+      if (stats?.isDirectory() === true) watchTree(rel)
+      else unwatchTree(rel)
+    }
+    if (dir === "" && !fs.existsSync(root)) exit("the checkout is gone", 0)
+    if (changed.size > MAX_REMEMBERED) forgetAll(`more than ${MAX_REMEMBERED} paths changed`)
+  }
+
+  const answerFor = (since: string | null): WatchAnswer => {
+    const token = `${id}:${seq}`
+    const pid = process.pid
+    const [sinceId, sinceSeqText] = (since ?? "").split(":")
+    const sinceSeq = Number(sinceSeqText)
+    if (since === null || sinceId !== id || !Number.isInteger(sinceSeq) || sinceSeq < validFrom || sinceSeq > seq) return { pid, token, full: true }
+    const paths: Array<string> = []
+    for (const [rel, at] of changed) {
+      if (at > sinceSeq) {
+        paths.push(rel)
+        if (paths.length > MAX_CHANGED) return { pid, token, full: true }
+      }
+    }
+    return { pid, token, changed: paths }
+  }
+
+  // Cookies seen before their question arrived, and questions waiting for their cookie.
+  const seenCookies = new Set<string>()
+  const waiting = new Map<string, { readonly since: string | null; readonly socket: net.Socket }>()
+  const reply = (socket: net.Socket, since: string | null) => socket.end(`${JSON.stringify(answerFor(since))}\n`)
+
+  const cookies = cookieDir(root)
+  try {
+    const cookieWatcher = fs.watch(cookies, { persistent: true }, handle((_type: string, name: string | null) => {
+      if (name === null) return
+      const cookie = String(name)
+      const question = waiting.get(cookie)
+      if (question !== undefined) {
+        waiting.delete(cookie)
+        reply(question.socket, question.since)
+      } else if (seenCookies.size < 1_000) {
+        seenCookies.add(cookie)
+        setTimeout(() => seenCookies.delete(cookie), COOKIE_WAIT_MS).unref()
+      }
+    }))
+    cookieWatcher.on("error", (error) => exit(`cookie watcher failed: ${error.message}`, 1))
+    watchers.set("\0cookies", cookieWatcher)
+  } catch (error) {
+    exit(`cannot watch ${cookies}: ${(error as Error).message}`, 1)
+  }
+  watchTree("")
+
+  server = net.createServer((socket) => {
+    lastQuestion = Date.now()
+    let text = ""
+    socket.setEncoding("utf8")
+    socket.on("error", () => socket.destroy())
+    socket.setTimeout(COOKIE_WAIT_MS, () => socket.destroy())
+    socket.on("data", (data: string) => {
+      text += data
+      const end = text.indexOf("\n")
+      if (end < 0) {
+        if (text.length > 4096) socket.destroy()
+        return
+      }
+      let question: WatchRequest
+      try {
+        question = JSON.parse(text.slice(0, end)) as WatchRequest
+      } catch {
+        return void socket.destroy()
+      }
+      if (typeof question.cookie !== "string" || (question.since !== null && typeof question.since !== "string")) return void socket.destroy()
+      if (seenCookies.delete(question.cookie)) return reply(socket, question.since)
+      waiting.set(question.cookie, { since: question.since, socket })
+      socket.on("close", () => waiting.delete(question.cookie))
+    })
+  })
+
+  const listen = () =>
+    server!.listen(sock, () => {
+      socketIno = fs.statSync(sock).ino
+      log(`watching ${root} (${watchers.size - 1} directories), pid ${process.pid}`)
+      process.stdout.write("ready\n")
+    })
+  server.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EADDRINUSE") return exit(`socket: ${error.message}`, 1)
+    // A socket file is there: another daemon's (then leave it be) or a stale one from a daemon that died.
+    const probe = net.createConnection(sock)
+    probe.on("connect", () => {
+      probe.destroy()
+      exit("another watcher answers on this checkout's socket", 3)
+    })
+    probe.on("error", () => {
+      try {
+        fs.unlinkSync(sock)
+      } catch {
+        // another starter removed it
+      }
+      listen()
+    })
+  })
+  listen()
+
+  setInterval(() => {
+    if (!fs.existsSync(path.join(root, ".grove", "config.json"))) return exit("the checkout is gone", 0)
+    const now = fs.statSync(sock, { throwIfNoEntry: false })
+    if (socketIno !== undefined && now?.ino !== socketIno) return exit("the socket is no longer this watcher's", 0)
+    if (Date.now() - lastQuestion > idleMs) return exit("idle", 0)
+  }, CHECK_EVERY_MS).unref()
+  process.on("SIGTERM", () => exit("stopped", 0))
+  process.on("SIGINT", () => exit("stopped", 0))
+}

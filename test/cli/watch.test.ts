@@ -1,0 +1,127 @@
+/**
+ * `grove watch` (packages/cli/src/watch/): with a checkout's watcher running, `grove push` and `grove status` stat only
+ * the paths changed since their last look, and never miss a change: an edit made just before a push (even when the
+ * daemon reads its events late: the answer waits for the client's cookie), a file in a new directory and in a
+ * directory made since, and every change after the daemon was killed (the client then checks every file).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { GroveServer } from "../support/GroveServer.ts"
+import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
+
+let server: GroveServer
+let alice: GroveOptions
+const daemons: Array<number> = []
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+beforeAll(async () => {
+  server = await startSuiteServer()
+  alice = userOf(server, "alice", await server.createUser("alice"))
+}, 300_000)
+
+afterAll(async () => {
+  for (const pid of daemons) if (alive(pid)) process.kill(pid, "SIGTERM")
+  await stopSuiteServers()
+})
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 2_100))
+
+/** A pushed checkout of 30 files whose index is settled (status recorded it), with its watcher started. */
+const watched = async (name: string, daemonEnv: Record<string, string> = {}) => {
+  const work = tempDir(name)
+  await ok(["init", "--name", name], at(alice, work))
+  for (let i = 0; i < 30; i++) {
+    fs.mkdirSync(path.join(work, `d${i % 3}/e`), { recursive: true })
+    fs.writeFileSync(path.join(work, `d${i % 3}/e/file-${i}.txt`), `file ${i}\n`)
+  }
+  await ok(["push"], at(alice, work))
+  await settle()
+  await ok(["status"], at(alice, work))
+  const started = json(await ok(["watch", "start", "--json"], { ...at(alice, work), env: { ...alice.env!, ...daemonEnv } }))
+  expect(started).toMatchObject({ running: true, started: true })
+  daemons.push(started.pid)
+  return { work, pid: started.pid as number }
+}
+
+const pushed = async (work: string): Promise<number> => json(await ok(["push", "--json"], at(alice, work))).pushed_commits
+const tokenFile = (work: string) => path.join(work, ".grove/watch/token.json")
+
+describe("grove watch", () => {
+  it("sees an edit made right before a push or status, even from a daemon that reads its events late", async () => {
+    // Every event reaches the daemon 300 ms late: only the cookie makes its answer wait for the edit's.
+    const { work } = await watched("we", { GROVE_WATCH_TEST_EVENT_DELAY_MS: "300" })
+    expect(await pushed(work)).toBe(0)
+    expect(fs.existsSync(tokenFile(work))).toBe(true) // the tree was seen as the index under a token
+    for (let i = 0; i < 3; i++) {
+      fs.appendFileSync(path.join(work, "d1/e/file-4.txt"), `edit ${i}\n`)
+      expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d1/e/file-4.txt", change_type: "modified" }])
+      fs.appendFileSync(path.join(work, "d2/e/file-5.txt"), `edit ${i}\n`)
+      expect(await pushed(work)).toBe(1)
+      await settle()
+      await ok(["status"], at(alice, work))
+      expect(await pushed(work)).toBe(0)
+    }
+  }, 240_000)
+
+  it("sees a file in a new directory, and a file added later in that directory", async () => {
+    const { work } = await watched("wd")
+    expect(await pushed(work)).toBe(0)
+    fs.mkdirSync(path.join(work, "n/m"), { recursive: true })
+    fs.writeFileSync(path.join(work, "n/m/f.txt"), "new\n")
+    expect(await pushed(work)).toBe(1)
+    await settle()
+    await ok(["status"], at(alice, work))
+    const before = fs.readFileSync(tokenFile(work), "utf8")
+    expect(await pushed(work)).toBe(0)
+    expect(fs.readFileSync(tokenFile(work), "utf8")).not.toBe(before) // a token for the new index
+    // Seen only if the daemon watches the directory it was told about.
+    fs.writeFileSync(path.join(work, "n/m/g.txt"), "later\n")
+    expect(await pushed(work)).toBe(1)
+  }, 240_000)
+
+  it("falls back to checking every file when the daemon was killed, starts again over its stale socket, and ends with the checkout", async () => {
+    const { pid, work } = await watched("wk")
+    expect(await pushed(work)).toBe(0)
+    process.kill(pid, "SIGKILL")
+    while (alive(pid)) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(fs.existsSync(path.join(work, ".grove/watch/sock"))).toBe(true) // left behind
+    fs.appendFileSync(path.join(work, "d0/e/file-3.txt"), "unseen by any daemon\n")
+    expect(await pushed(work)).toBe(1)
+    expect(json(await ok(["watch", "status", "--json"], at(alice, work)))).toMatchObject({ running: false })
+
+    const again = json(await ok(["watch", "start", "--json"], at(alice, work)))
+    expect(again).toMatchObject({ running: true, started: true })
+    daemons.push(again.pid)
+    expect(json(await ok(["watch", "start", "--json"], at(alice, work)))).toMatchObject({ started: false, pid: again.pid })
+    await settle()
+    await ok(["status"], at(alice, work))
+    expect(await pushed(work)).toBe(0)
+    // A restarted daemon does not know the last one's token: the client checks every file, and sees this.
+    fs.appendFileSync(path.join(work, "d0/e/file-6.txt"), "edit\n")
+    expect(await pushed(work)).toBe(1)
+
+    fs.rmSync(work, { recursive: true, force: true })
+    for (let i = 0; i < 500 && alive(again.pid); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(alive(again.pid)).toBe(false)
+  }, 240_000)
+
+  it("stops, and says so", async () => {
+    const { pid, work } = await watched("ws")
+    expect(json(await ok(["watch", "status", "--json"], at(alice, work)))).toMatchObject({ running: true, pid })
+    expect(json(await ok(["watch", "stop", "--json"], at(alice, work)))).toMatchObject({ stopped: true })
+    for (let i = 0; i < 250 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(alive(pid)).toBe(false)
+    expect(fs.existsSync(path.join(work, ".grove/watch/sock"))).toBe(false)
+    expect(json(await ok(["watch", "stop", "--json"], at(alice, work)))).toMatchObject({ stopped: false })
+    expect(await grove(["watch", "status"], at(alice, path.dirname(work)))).toMatchObject({ code: 1 })
+  }, 120_000)
+})
