@@ -5,12 +5,13 @@
  * (spec, Authentication rule 7).
  */
 import { Names } from "@grove/core"
-import { Effect, Fiber, Option } from "effect"
+import { Effect, Exit, Fiber, Option } from "effect"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type Connection, connect, connectWith } from "../Client.ts"
+import { type Connection, connect } from "../Client.ts"
 import { CliEnv } from "../CliEnv.ts"
+import type { CliFailure } from "../Failures.ts"
 import { failure, usage } from "../Failures.ts"
 import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { exists, io } from "../local/Io.ts"
@@ -19,7 +20,8 @@ import { initialState, newBranch, withBranch } from "../local/State.ts"
 import { withheldLine } from "../local/Withheld.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
-import { fetchFresh, materialize } from "../sync/Fetch.ts"
+import type { PullAnswer } from "../sync/Fetch.ts"
+import { fetchFresh, materialize, pull } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
 import { checkName } from "./Branch.ts"
@@ -110,12 +112,20 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   const connection = yield* connect(remote)
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
   const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
-  // A key for this repository only, kept in the checkout: the checkout keeps working without the login session.
-  const key = Option.isSome(connection.credential)
-    ? yield* connection.call(connection.client.apiKeys.create({
-      payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
-    }))
+  // A key for this repository only, kept in the checkout: the checkout keeps working without the login session. The
+  // clone itself pulls and downloads with the caller's credential (the key has no more rights), so neither waits for it.
+  const keying = Option.isSome(connection.credential)
+    ? yield* Effect.forkChild(
+      connection.call(connection.client.apiKeys.create({
+        payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
+      })),
+      { startImmediately: true }
+    )
     : undefined
+  const pulling = yield* Effect.forkChild(
+    pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null),
+    { startImmediately: true }
+  )
   const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
   // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key.
   const undo = Effect.gen(function*() {
@@ -123,10 +133,23 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       if (made) await fs.rm(root, { recursive: true, force: true })
       else for (const entry of await fs.readdir(root)) await fs.rm(path.join(root, entry), { recursive: true, force: true })
     }).pipe(Effect.ignore)
-    if (key !== undefined) yield* connection.call(connection.client.apiKeys.revoke({ params: { id: key.id } })).pipe(Effect.ignore)
+    const created = keying === undefined ? undefined : yield* Fiber.await(keying)
+    if (created !== undefined && Exit.isSuccess(created)) {
+      yield* connection.call(connection.client.apiKeys.revoke({ params: { id: created.value.id } })).pipe(Effect.ignore)
+    }
   })
-  const { answer, applied, current, snapshot, target } = yield* populate(remote, root, parsed, repository.full_name, user, key?.key, connection, options.branch)
-    .pipe(Effect.onError(() => undo))
+  const key = keying === undefined ? Effect.succeed(undefined) : Effect.map(Fiber.join(keying), (created) => created.key)
+  const { answer, applied, current, snapshot, target } = yield* populate(
+    remote,
+    root,
+    parsed,
+    repository.full_name,
+    user,
+    key,
+    connection,
+    options.branch,
+    Fiber.join(pulling)
+  ).pipe(Effect.onError(() => undo))
   yield* out.result(
     {
       repository: repository.full_name,
@@ -137,7 +160,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       files: snapshot.size - applied.withheld,
       downloaded_blobs: applied.downloadedBlobs,
       withheld_paths: applied.withheld,
-      key_stored: key !== undefined
+      key_stored: keying !== undefined
     },
     () =>
       `Cloned ${repository.full_name} (${target}${answer.head === null ? ", empty" : ` at ${answer.head.slice(0, 12)}`}) into ${root}: ${snapshot.size - applied.withheld} file(s)\n` +
@@ -153,28 +176,18 @@ const populate = Effect.fnUntraced(function*(
   parsed: { readonly owner: string; readonly name: string },
   fullName: string,
   user: string,
-  key: string | undefined,
+  /** The checkout's key, being made meanwhile (none without a credential). */
+  key: Effect.Effect<string | undefined, CliFailure>,
   connection: Connection,
-  branchOption: Option.Option<string>
+  branchOption: Option.Option<string>,
+  pulled: Effect.Effect<PullAnswer, CliFailure>
 ) {
   yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
-  const workspace = yield* writeConfig(root, {
-    remote,
-    ...(key === undefined ? {} : { key }),
-    owner: parsed.owner,
-    name: parsed.name
-  })
-  const configPath = workspace.configPath
-  const keyed = key === undefined
-    ? connection
-    : yield* connectWith({
-      remote,
-      credential: Option.some({ source: "checkout" as const, token: key, location: configPath }),
-      passed: []
-    })
-  const repo = repoRemote(keyed, parsed.owner, parsed.name)
+  const config = { remote, owner: parsed.owner, name: parsed.name }
+  const workspace = yield* writeConfig(root, config)
+  const repo = repoRemote(connection, parsed.owner, parsed.name)
   const target = Option.getOrElse(branchOption, () => "main")
-  const { answer, snapshot, store } = yield* fetchFresh(workspace, repo, target)
+  const { answer, snapshot, store } = yield* fetchFresh(workspace, pulled)
   if (Option.isSome(branchOption) && answer.branch === null) {
     return yield* failure(`${fullName} has no branch ${JSON.stringify(target)}`, "no_such_branch")
   }
@@ -195,7 +208,12 @@ const populate = Effect.fnUntraced(function*(
     materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true),
     { startImmediately: true }
   )
-  yield* Effect.andThen(store, saveState(workspace, state)).pipe(Effect.onError(() => Fiber.await(download)))
+  yield* Effect.gen(function*() {
+    yield* store
+    yield* saveState(workspace, state)
+    const made = yield* key
+    if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
+  }).pipe(Effect.onError(() => Fiber.await(download)))
   const applied = yield* Fiber.join(download)
   return { answer, applied, current, snapshot, target }
 })

@@ -57,7 +57,7 @@ export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(workspace:
 export type PullAnswer = ApiSync.PullResponse
 
 /** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
-const pull = (remote: RemoteRepo, branch: string, since: string | null) => {
+export const pull = (remote: RemoteRepo, branch: string, since: string | null) => {
   const { call, client } = remote.connection
   // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
   if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
@@ -81,11 +81,12 @@ export const fetchBranch = Effect.fn("Fetch.branch")(function*(
 })
 
 /**
- * A whole branch for a new checkout: its history checked, its head's files known from the answer's own trees
- * (checked, not yet stored). `store` writes the history; the caller runs it while the files download.
+ * A whole branch for a new checkout (`pulled`: its `pull` without `since`, under way): its history checked, its
+ * head's files known from the answer's own trees (checked, not yet stored). `store` writes the history; the caller
+ * runs it while the files download.
  */
-export const fetchFresh = Effect.fn("Fetch.fresh")(function*(workspace: Workspace, remote: RemoteRepo, branch: string) {
-  const answer = yield* pull(remote, branch, null)
+export const fetchFresh = Effect.fn("Fetch.fresh")(function*(workspace: Workspace, pulled: Effect.Effect<PullAnswer, CliFailure>) {
+  const answer = yield* pulled
   const trees = yield* checkHistory(answer)
   yield* recordWithheld(workspace.root, [answer])
   const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
