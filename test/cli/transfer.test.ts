@@ -366,6 +366,51 @@ describe("grove transfers over lost connections", () => {
     }
   }, 180_000)
 
+  it("a clone pulls and downloads without waiting for its key: held back until the files are asked for, the key is still stored and works", async () => {
+    const { files, pushed } = await pushedCheckout("keyless-wait", 12)
+    const target = new URL(proxy.url)
+    let release = () => {}
+    const fetched = new Promise<void>((resolve) => (release = resolve))
+    const order: Array<string> = []
+    // The key's answer is held until the first chunks/fetch arrives (or 20 s: a client that waits for its key).
+    const holding = await interceptingProxy(proxy.url, (req, res, body) => {
+      if (req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true) {
+        order.push("chunks/fetch")
+        release()
+        return false
+      }
+      if (!(req.method === "POST" && req.url === "/api/api-keys")) return false
+      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        const pieces: Array<Buffer> = []
+        answer.on("data", (d: Buffer) => pieces.push(d))
+        answer.on("end", () => {
+          void Promise.race([fetched, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
+            order.push("api-keys answered")
+            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+            res.end(Buffer.concat(pieces))
+          })
+        })
+      })
+      forward.on("error", () => res.destroy())
+      forward.end(body)
+      return true
+    })
+    try {
+      const copy = path.join(tempDir("keyless-clone"), "c")
+      const cloned = json(await ok(["clone", "tess/keyless-wait", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } }))
+      expect(order).toEqual(["chunks/fetch", "api-keys answered"])
+      expect(cloned).toMatchObject({ key_stored: true, files: Object.keys(files).length })
+      for (const [file, bytes] of Object.entries(files)) expect(Buffer.from(fs.readFileSync(path.join(copy, file))).equals(Buffer.from(bytes))).toBe(true)
+      // The stored key works on its own (no SERVICE_API_KEY).
+      const key = JSON.parse(fs.readFileSync(path.join(copy, ".grove", "config.json"), "utf8")).key
+      expect(key).toMatch(/^grove_/)
+      const status = await grove(["pull", "--json"], { ...at(tess, copy), env: { GROVE_REMOTE: proxy.url } })
+      expect(status.code).toBe(0)
+    } finally {
+      await holding.close()
+    }
+  }, 180_000)
+
   it("a push and a chunk batch whose connection is lost as they go out are sent again; the push lands once", async () => {
     const isPush = (method: string, url: string) => method === "POST" && url === "/api/tess/lossy/push"
     const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")
