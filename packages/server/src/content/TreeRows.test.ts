@@ -11,7 +11,7 @@ import { SqlClient } from "effect/sql"
 import { createHash } from "node:crypto"
 import { BATCH } from "../db/Batches.ts"
 import { repositoryRows } from "../entities/Commands.testing.ts"
-import { countedDatabase } from "../merges/MergeFixtures.testing.ts"
+import { countedDatabase } from "../db/CountedDatabase.testing.ts"
 import * as TreeRows from "./TreeRows.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
