@@ -13,7 +13,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { CliFailure, failure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { concurrentWrites, errorMessage, io, writeAtomic, writeJsonAtomic } from "./Io.ts"
+import { errorMessage, io, writeAtomic, writeJsonAtomic } from "./Io.ts"
 import type { ObjectReader } from "../sync/Outgoing.ts"
 import type { StoredCommit } from "./ObjectFiles.ts"
 import {
@@ -44,7 +44,7 @@ export interface ObjectStore {
   readonly readTree: (hash: Hash) => Effect.Effect<ReadonlyArray<TreeEntry> | undefined, CliFailure>
   /** Stores a tree; true when it was new here. */
   readonly writeTree: (hash: Hash, entries: ReadonlyArray<TreeEntry>) => Effect.Effect<boolean, CliFailure>
-  /** Stores many trees (a clone's or a pull's): each checked against its hash, the new ones written several at once. */
+  /** Stores many trees (a clone's or a pull's): each checked against its hash, the new ones written one after another. */
   readonly writeTrees: (list: ReadonlyArray<{ readonly hash: Hash; readonly entries: ReadonlyArray<TreeEntry> }>) => Effect.Effect<void, CliFailure>
   readonly hasTree: (hash: Hash) => Effect.Effect<boolean, CliFailure>
   readonly readCommit: (hash: Hash) => Effect.Effect<StoredCommit | undefined, CliFailure>
@@ -139,29 +139,15 @@ export const openObjects = (root: string): ObjectStore => {
         trees.set(hash, entries)
         return true
       }),
+    // Synchronously, one tree after another (a clone writes hundreds while its files download): a promise write
+    // per tree costs thread-pool round trips and competes with the download's own writes.
     writeTrees: (list) =>
       Effect.gen(function*() {
-        const fresh = new Map<Hash, { readonly entries: ReadonlyArray<TreeEntry>; readonly text: string }>()
         for (const { entries, hash } of list) {
-          if (fresh.has(hash) || (yield* hasTree(hash))) continue
-          fresh.set(hash, { entries, text: yield* treeText(hash, entries) })
+          if (yield* hasTree(hash)) continue
+          yield* writeSmall(`cannot write tree ${hash}`, treePath(root, hash), yield* treeText(hash, entries))
+          trees.set(hash, entries)
         }
-        yield* io("cannot write trees", async () => {
-          const writes = concurrentWrites()
-          try {
-            for (const [hash, { text }] of fresh) {
-              const file = treePath(root, hash)
-              makeDirOf(file)
-              // Through a temp file renamed into place, as one tree at a time does.
-              const temp = `${file}.${process.pid}.tmp`
-              await writes.write(temp, Buffer.from(text), () => fs.rename(temp, file))
-            }
-            await writes.drain()
-          } finally {
-            await writes.settle()
-          }
-        })
-        for (const [hash, { entries }] of fresh) trees.set(hash, entries)
       }),
     readCommit: (hash) => readSync(`cannot read commit ${hash}`, () => readCommitFile(root, hash)),
     writeCommit: (stored) => io(`cannot write commit ${stored.commit.hash}`, () => writeJsonAtomic(commitPath(root, stored.commit.hash), stored)),
