@@ -101,17 +101,32 @@ const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean): FullCh
 }
 
 /**
- * Whether the tree at `root` is exactly `index` (see fullCheck): asked of the checkout's watcher when one runs
- * (`grove watch`, watch/WatchClient.ts: only the paths changed since the last answer are stat-ed), else checked.
- * The watcher's client (node:net) is loaded only when its socket is there.
+ * Whether the tree at `root` is exactly its index and the index's base is `head` (see fullCheck). With the checkout's
+ * watcher running (`grove watch`, watch/WatchClient.ts; its client, with node:net, is loaded only when its socket is
+ * there), a look first: nothing changed since the last token for this very index file answers it without parsing the
+ * index; otherwise only the paths changed since are stat-ed, or, at any doubt, every file. False at any error.
  */
-export const treeIsIndex = (root: string, index: WorkIndex, settledOnly: boolean): boolean | Promise<boolean> => {
-  if (!fs.existsSync(socketPath(root))) return fullCheck(root, index, settledOnly).same
-  return import("./watch/WatchClient.ts").then(
-    (m) => m.treeUnchangedWatched(root, index, () => fullCheck(root, index, settledOnly)),
-    () => fullCheck(root, index, settledOnly)
-  ).then((r) => r.same)
+export const treeIsHead = (root: string, head: string, settledOnly: boolean): boolean | Promise<boolean> => {
+  const indexAtHead = () => {
+    const index = readIndexSync(root)
+    return index.base === head ? index : undefined
+  }
+  if (!fs.existsSync(socketPath(root))) {
+    const index = indexAtHead()
+    return index !== undefined && fullCheck(root, index, settledOnly).same
+  }
+  return import("./watch/WatchClient.ts").then(async (m) => {
+    const seen = await m.look(root)
+    if (seen?.quiet === true) return seen.base === head
+    const index = indexAtHead()
+    if (index === undefined) return false
+    if (seen === undefined) return fullCheck(root, index, settledOnly).same
+    return (await m.treeUnchangedWatched(root, index, () => fullCheck(root, index, settledOnly), seen)).same
+  }).catch(() => false)
 }
+
+/** `f` of a value, or of a promise's. */
+const andThen = <A, B>(value: A | Promise<A>, f: (a: A) => B): B | Promise<B> => value instanceof Promise ? value.then(f) : f(value)
 
 /**
  * What `grove push` prints when there is provably nothing to push, or (a promise of it) when the push is small
@@ -121,14 +136,15 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
   if (!commandIs(input.args, "push")) return undefined
   const found = readCheckout(input)
   if (found === undefined || found.repository === undefined) return undefined
-  const { branch } = found
+  const { branch, root } = found
   const head = branch.head
   if (branch.name === "main" || branch.description_pending === true || branch.close_pending === true) return undefined
-  const index = readIndexSync(found.root)
-  if (index.base !== head) return undefined
   if (branch.remote_head !== head || branch.unpushed.length > 0) {
     // Loaded only for it: the no-op push and status need none of the sending.
-    return import("./SmallPush.ts").then((m) => m.smallPush(found, index, input.args.includes("--json"), input.env, input.home), () => undefined)
+    return import("./SmallPush.ts").then(
+      (m) => m.smallPush(found, () => treeIsHead(root, head, true), input.args.includes("--json"), input.env, input.home),
+      () => undefined
+    )
   }
   const answer = input.args.includes("--json")
     ? JSON.stringify(
@@ -137,8 +153,7 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
       2
     )
     : `Already up to date (${branch.name}).`
-  const same = treeIsIndex(found.root, index, false)
-  return typeof same === "boolean" ? (same ? answer : undefined) : same.then((s) => s ? answer : undefined, () => undefined)
+  return andThen(treeIsHead(root, head, false), (same) => same ? answer : undefined)
 }
 
 /**
@@ -154,12 +169,9 @@ export const quickStatus = (input: NoopPushInput): string | undefined | Promise<
   if (found === undefined || ((input.env["GROVE_REMOTE"] ?? "") === "" && normaliseRemote(found.remote) === undefined)) return undefined
   // Files withheld by path permissions (local/Withheld.ts) make the full command compare with the head commit.
   if (fs.existsSync(path.join(found.root, ".grove", "withheld.json"))) return undefined
-  const index = readIndexSync(found.root)
-  if (index.base !== found.branch.head) return undefined
-  const answer = () => {
+  return andThen(treeIsHead(found.root, found.branch.head, true), (same) => {
+    if (!same) return undefined
     const report = statusReport({ ...found, merge: undefined, changes: [], invalid: [] })
     return input.args.includes("--json") ? JSON.stringify(report.value, null, 2) : report.human()
-  }
-  const same = treeIsIndex(found.root, index, true)
-  return typeof same === "boolean" ? (same ? answer() : undefined) : same.then((s) => s ? answer() : undefined, () => undefined)
+  })
 }

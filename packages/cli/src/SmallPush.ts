@@ -15,13 +15,11 @@ import type { ApiSync } from "@grove/api"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { WorkIndex } from "./local/TreeStatus.ts"
 import { writeJsonAtomic } from "./local/Files.ts"
 import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readTreeFile } from "./local/ObjectFiles.ts"
 import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
 import type { CheckoutFound } from "./NoopPush.ts"
-import { treeIsIndex } from "./NoopPush.ts"
 import { normaliseRemote } from "./Remote.ts"
 import { ACCEPT_ENCODING, askCapabilitiesEarly, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { sendBytes } from "./sync/HttpSend.ts"
@@ -104,7 +102,8 @@ export const smallPush = async (...args: Parameters<typeof push>): Promise<strin
 
 const push = async (
   found: CheckoutFound,
-  index: WorkIndex,
+  /** Whether the tree is exactly the index and the index's base is the branch head, settled (NoopPush.treeIsHead). */
+  treeIsHead: () => boolean | Promise<boolean>,
   asJson: boolean,
   env: Readonly<Record<string, string | undefined>>,
   home: string
@@ -115,7 +114,7 @@ const push = async (
   const token = tokenFor(found, env, home)
   if (token === undefined || normaliseRemote(remote) !== remote) return undefined
   // The checkpoint commits nothing and leaves the index as it is only when every directory and file is as recorded.
-  if (!(await treeIsIndex(root, index, true))) return undefined
+  if (!(await treeIsHead())) return undefined
 
   const { blobs, commits, trees } = outgoing(readerAt(root), branch)
   const unique = uniqueBlobs(blobs)

@@ -98,7 +98,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   if (merge === undefined && parent !== null && index.base === parent && scanned.unchanged) {
     // The tree is the parent's, file for file: nothing to diff. The index is written again only when
     // some directory had to be read (its listing is kept for the next walk).
-    if (!scanned.foldersKept) yield* writeIndex(root, scanned.files, parent, index.dirs, scanned.folders)
+    if (!scanned.foldersKept) yield* writeIndex(root, scanned.files, parent, index.dirs, scanned.folders, scanned.watchToken)
     return { state, commit: undefined, changes: [] } satisfies CommitResult
   }
   const before = yield* baseSnapshot(workspace, index, parent)
@@ -107,7 +107,7 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   const changes = Merge.TreeDiff.diffSnapshots(before, snapshot)
   const parentDirs = index.base === parent ? index.dirs : undefined
   if (changes.length === 0 && merge === undefined) {
-    yield* writeIndex(root, scanned.files, parent, parentDirs, scanned.folders)
+    yield* writeIndex(root, scanned.files, parent, parentDirs, scanned.folders, scanned.watchToken)
     return { state, commit: undefined, changes } satisfies CommitResult
   }
   if (merge !== undefined) {
@@ -169,6 +169,6 @@ export const commitWorkingTree = Effect.fn("Commit.workingTree")(function*(works
   }
   yield* saveState(workspace, next)
   yield* crashPoint("commit:saved")
-  yield* writeIndex(root, scanned.files, commit.hash, dirs, scanned.folders)
+  yield* writeIndex(root, scanned.files, commit.hash, dirs, scanned.folders, scanned.watchToken)
   return { state: next, commit, changes } satisfies CommitResult
 })

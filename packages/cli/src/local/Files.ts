@@ -33,6 +33,27 @@ export const writeAtomic = async (file: string, data: string | Uint8Array): Prom
 
 export const writeJsonAtomic = (file: string, value: unknown): Promise<void> => writeAtomic(file, `${JSON.stringify(value)}\n`)
 
+/** `writeAtomic`, answering the written file's stat (taken before the rename, which keeps inode, size and mtime). */
+export const writeAtomicStat = async (file: string, data: string | Uint8Array): Promise<import("node:fs").Stats> => {
+  await fs.mkdir(path.dirname(file), { recursive: true })
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  try {
+    const handle = await fs.open(temp, "w")
+    let stats: import("node:fs").Stats
+    try {
+      await handle.writeFile(data)
+      stats = await handle.stat()
+    } finally {
+      await handle.close()
+    }
+    await fs.rename(temp, file)
+    return stats
+  } catch (error) {
+    await fs.rm(temp, { force: true })
+    throw error
+  }
+}
+
 export const exists = (file: string): Promise<boolean> => fs.lstat(file).then(() => true, () => false)
 
 /**

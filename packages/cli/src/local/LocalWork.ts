@@ -27,7 +27,7 @@ export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(wo
   // otherwise the refreshed one saves re-hashing.
   if (changes.length === 0) {
     if (!scanned.unchanged || index.base !== base || !scanned.foldersKept) {
-      yield* writeIndex(workspace.root, scanned.files, base, index.base === base ? index.dirs : undefined, scanned.folders)
+      yield* writeIndex(workspace.root, scanned.files, base, index.base === base ? index.dirs : undefined, scanned.folders, scanned.watchToken)
     }
   } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null, undefined, scanned.folders)
   return { branch, head, scanned, changes }

@@ -207,6 +207,34 @@ export const forgetIndexRead = (): void => {
   lastRead = undefined
 }
 
+/** The key `indexFileKey` gives an index read from a file with this stat. */
+export const indexKeyOf = (root: string, stats: Pick<Stats, "ino" | "mtimeMs" | "size">): string =>
+  `${indexPath(root)}\0${stats.ino}\0${stats.mtimeMs}\0${stats.size}`
+
+/** The first fields of the index as serializeIndex writes them (written_at, then base). */
+const INDEX_HEAD = /^\{"written_at":[0-9.e+-]+,"base":(?:null|"([0-9a-f]{64})")/
+
+/**
+ * The index file's key (`indexFileKey`) and base commit from its first bytes, without parsing the rest (20,000
+ * files: ~20 ms); undefined when there is no index or its head is not in that form.
+ */
+export const readIndexHead = (root: string): { readonly key: string; readonly base: string | null } | undefined => {
+  let fd: number
+  try {
+    fd = fs.openSync(indexPath(root), "r")
+  } catch {
+    return undefined
+  }
+  try {
+    const stats = fs.fstatSync(fd)
+    const head = Buffer.alloc(160)
+    const match = INDEX_HEAD.exec(head.toString("utf8", 0, fs.readSync(fd, head, 0, head.length, 0)))
+    return match === null ? undefined : { key: indexKeyOf(root, stats), base: match[1] ?? null }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /** The index of the checkout at `root`; empty when there is none. */
 export const readIndexSync = (root: string): WorkIndex => {
   let fd: number
@@ -219,7 +247,7 @@ export const readIndexSync = (root: string): WorkIndex => {
   try {
     const stats = fs.fstatSync(fd)
     // Written only by rename of a new file: a new inode or mtime means new content.
-    const key = `${indexPath(root)}\0${stats.ino}\0${stats.mtimeMs}\0${stats.size}`
+    const key = indexKeyOf(root, stats)
     if (lastRead?.key === key) return lastRead.index
     const index = parseIndex(fs.readFileSync(fd, "utf8"), stats.mtimeMs)
     if (index !== EMPTY_INDEX) fileKeys.set(index, key)

@@ -15,8 +15,9 @@ import * as path from "node:path"
 import { failure } from "../Failures.ts"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "./Hashing.ts"
-import { errorMessage, io, writeAtomic } from "./Io.ts"
+import { errorMessage, io, writeAtomic, writeAtomicStat } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
+import { tokenBeforeScan, tokenForWrittenIndex } from "../watch/WatchClient.ts"
 import type { FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
 import {
   columnsUnchanged,
@@ -59,11 +60,17 @@ export const writeIndex = (
   base: Hash | null,
   dirs: ReadonlyMap<string, Hash> = NO_DIRS,
   /** The directories of the walk that found exactly `files` (`ScanResult.folders`); none otherwise. */
-  folders: ReadonlyMap<string, FolderStat> = NO_FOLDERS
+  folders: ReadonlyMap<string, FolderStat> = NO_FOLDERS,
+  /** That scan's `watchToken`: kept for the new index file, so the next quick command need not stat every file. */
+  watchToken?: string | undefined
 ): Effect.Effect<void, CliFailure> =>
-  io("cannot write the working-tree index", () => {
+  io("cannot write the working-tree index", async () => {
     forgetIndexRead()
-    return writeAtomic(indexPath(root), serializeIndex(files, base, dirs, Date.now(), folders))
+    const writtenAt = Date.now()
+    const text = serializeIndex(files, base, dirs, writtenAt, folders)
+    if (watchToken === undefined) return writeAtomic(indexPath(root), text)
+    const stats = await writeAtomicStat(indexPath(root), text)
+    await tokenForWrittenIndex(root, watchToken, stats, writtenAt, files, folders)
   })
 
 /** Runs `task` over `items`, at most `limit` at a time. */
@@ -92,6 +99,8 @@ export interface ScanResult {
   readonly unchanged: boolean
   /** The stat of every directory walked, for the index written with `files` (none when paths were invalid). */
   readonly folders: ReadonlyMap<string, FolderStat>
+  /** The checkout's watcher's token taken before the scan began (watch/WatchClient.ts), when a watcher answered. */
+  readonly watchToken: string | undefined
   /** Every directory was listed from the index: writing it again would not spare the next walk a read. */
   readonly foldersKept: boolean
 }
@@ -117,6 +126,8 @@ export const scan = (
   settledBefore?: number
 ): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
+    // Before any stat: the index written from this scan is then good under this token (writeIndex).
+    const watchToken = await tokenBeforeScan(root)
     // Most often nothing changed: told from the index's columns, without making an entry per file.
     const fast = columnsUnchanged(root, index, true)
     if (fast?.same === true) {
@@ -132,7 +143,8 @@ export const scan = (
         invalid: [],
         unchanged: true,
         folders: fast.folders,
-        foldersKept: sameFolders(index, fast.folders)
+        foldersKept: sameFolders(index, fast.folders),
+        watchToken
       }
     }
     const seen = new Map<string, FolderStat>()
@@ -188,7 +200,8 @@ export const scan = (
       invalid,
       unchanged,
       folders,
-      foldersKept: sameFolders(index, folders)
+      foldersKept: sameFolders(index, folders),
+      watchToken
     }
   })
 

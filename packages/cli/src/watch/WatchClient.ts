@@ -8,7 +8,17 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import { writeJsonAtomic } from "../local/Files.ts"
-import { type IndexEntry, indexFileKey, modeOf, statMatches, type WorkIndex } from "../local/TreeStatus.ts"
+import {
+  type FolderStat,
+  type IndexEntry,
+  indexFileKey,
+  indexKeyOf,
+  modeOf,
+  readIndexHead,
+  statMatches,
+  UNSETTLED_CTIME,
+  type WorkIndex
+} from "../local/TreeStatus.ts"
 import { cookieDir, socketPath, tokenStatePath, type WatchAnswer } from "./WatchPaths.ts"
 
 /** How long a client waits for the daemon before it scans instead. */
@@ -74,6 +84,33 @@ const readTokenState = (root: string): TokenState | undefined => {
   }
 }
 
+/** Keeps `token` for the index file `key`; one not written only costs a full check next time. */
+const saveToken = (root: string, key: string, token: string): Promise<void> =>
+  writeJsonAtomic(tokenStatePath(root), { index: key, token } satisfies TokenState).catch(() => undefined)
+
+/** What the watcher says about the index file as it is now (read by its head only: see TreeStatus.readIndexHead). */
+export interface Look {
+  /** The index file (`indexFileKey`) and its base commit. */
+  readonly key: string
+  readonly base: string | null
+  readonly saved: TokenState | undefined
+  /** The daemon's answer to "what changed since the token saved for this index file"; undefined: no daemon. */
+  readonly answer: WatchAnswer | undefined
+  /** Nothing changed since a token saved for this very index file: the tree is the index, settled, as then. */
+  readonly quiet: boolean
+}
+
+/** The watcher's look at the checkout (undefined when it has no index); a quiet look's newer token is kept. */
+export const look = async (root: string): Promise<Look | undefined> => {
+  const head = readIndexHead(root)
+  if (head === undefined) return undefined
+  const saved = readTokenState(root)
+  const answer = await askWatcher(root, saved?.index === head.key ? saved.token : null)
+  const quiet = answer !== undefined && saved?.index === head.key && !("full" in answer) && answer.changed.length === 0
+  if (quiet && answer.token !== saved.token) await saveToken(root, head.key, answer.token)
+  return { ...head, saved, answer, quiet }
+}
+
 /**
  * Whether the changed paths leave the tree as the index records it: true, false (a file differs), or undefined
  * (cannot tell this way: a directory was made, removed, renamed or touched, or an entry without a ctime).
@@ -108,24 +145,43 @@ export interface FullCheck {
 }
 
 /**
- * Whether the tree at `root` is exactly `index`: from the watcher's changed paths when the last token is still good
- * for this index, else from `fullCheck`. A token is kept only after a settled "same", taken before that check began:
- * every change after it is in the next answer, every change before it was seen by the check.
+ * Whether the tree at `root` is exactly `index`: from the watcher's changed paths (`seen`, a look at this index file)
+ * when the last token is still good for it, else from `fullCheck`. A token is kept only after a settled "same", taken
+ * before that check began: every change after it is in the next answer, every change before it was seen by the check.
  */
-export const treeUnchangedWatched = async (root: string, index: WorkIndex, fullCheck: () => FullCheck): Promise<FullCheck> => {
-  const key = indexFileKey(index)
-  const saved = readTokenState(root)
-  const answer = key === undefined ? undefined : await askWatcher(root, saved?.index === key ? saved.token : null)
-  if (answer === undefined || key === undefined) return fullCheck()
+export const treeUnchangedWatched = async (root: string, index: WorkIndex, fullCheck: () => FullCheck, seen: Look): Promise<FullCheck> => {
+  const { answer, key, saved } = seen
+  if (answer === undefined || indexFileKey(index) !== key) return fullCheck()
+  if (seen.quiet) return { same: true, settled: true }
   let result: FullCheck
   if ("full" in answer || saved?.index !== key) result = fullCheck()
   else {
     const same = pathsUnchanged(root, index, answer.changed)
     result = same === undefined ? fullCheck() : { same, settled: same }
   }
-  if (result.same && result.settled && (saved?.index !== key || saved.token !== answer.token)) {
-    // A token not written only costs a full check next time.
-    await writeJsonAtomic(tokenStatePath(root), { index: key, token: answer.token }).catch(() => undefined)
-  }
+  if (result.same && result.settled && (saved?.index !== key || saved.token !== answer.token)) await saveToken(root, key, answer.token)
   return result
+}
+
+/** The daemon's token now (after its cookie), for a scan about to start; undefined when no daemon answers. */
+export const tokenBeforeScan = async (root: string): Promise<string | undefined> =>
+  fs.existsSync(socketPath(root)) ? (await askWatcher(root, null))?.token : undefined
+
+/**
+ * Keeps `token` (from `tokenBeforeScan`) for the index just written from that scan (`stats`: the file's), when the
+ * quick check would call it settled: every directory settled, every entry with a ctime and older than the index.
+ */
+export const tokenForWrittenIndex = async (
+  root: string,
+  token: string,
+  stats: Pick<import("node:fs").Stats, "ino" | "mtimeMs" | "size">,
+  writtenAt: number,
+  files: ReadonlyMap<string, IndexEntry>,
+  folders: ReadonlyMap<string, FolderStat>
+): Promise<void> => {
+  if (!folders.has("")) return
+  for (const f of folders.values()) if (f.ctimeMs === UNSETTLED_CTIME) return
+  const before = Math.min(writtenAt, stats.mtimeMs)
+  for (const e of files.values()) if (e.ctimeMs === undefined || e.mtimeMs >= before) return
+  await saveToken(root, indexKeyOf(root, stats), token)
 }

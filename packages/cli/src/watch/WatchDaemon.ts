@@ -132,7 +132,9 @@ export const runDaemon = (rootArg: string): void => {
     }
   }
 
+  /** A path changed: the next token counts it (events on ignored names move no token, so a quiet tree keeps its token). */
   const note = (rel: string) => {
+    seq++
     changed.delete(rel) // re-inserted last: the map stays in seq order
     changed.set(rel, seq)
   }
@@ -140,7 +142,6 @@ export const runDaemon = (rootArg: string): void => {
   const onEvent = (dir: string, type: string, name: string | Buffer | null) => {
     if (++burst === 1) setImmediate(() => (burst = 0))
     if (burst === limit) forgetAll(`${limit} events in one drain (the kernel's queue may have overflowed)`)
-    seq++
     if (name === null) {
       // No name: treat the whole directory as changed (the client then scans everything).
       note(dir)
@@ -232,12 +233,14 @@ export const runDaemon = (rootArg: string): void => {
     })
   })
 
-  const listen = () =>
-    server!.listen(sock, () => {
-      socketIno = fs.statSync(sock).ino
-      log(`watching ${root} (${watchers.size - 1} directories), pid ${process.pid}`)
-      process.stdout.write("ready\n")
-    })
+  // Once, not per listen(): a retry after a stale socket would add a second callback.
+  server.once("listening", () => {
+    socketIno = fs.statSync(sock).ino
+    log(`watching ${root} (${watchers.size - 1} directories), pid ${process.pid}`)
+    process.stdout.on("error", () => undefined) // the starter stops reading once it has read this
+    process.stdout.write("ready\n")
+  })
+  const listen = () => server!.listen(sock)
   server.on("error", (error: NodeJS.ErrnoException) => {
     if (error.code !== "EADDRINUSE") return exit(`socket: ${error.message}`, 1)
     // A socket file is there: another daemon's (then leave it be) or a stale one from a daemon that died.
