@@ -6,7 +6,8 @@
  * liveness is its own heartbeat row (CiHeartbeats), written by this node straight to the database, never
  * a command through the run's partition: a partition unserved for minutes does not make a live runner lost.
  * Runners start only when a step sandbox works here (Sandbox.probe), or when the operator chose the
- * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start.
+ * unsandboxed shared runner (`--ci-unsafe-shared-runner`): then it says so at every start. The steps' terminals come
+ * from this node's PtySpawner (provided here: its helper ends after the runs and the warm sandboxes).
  */
 import { Bus, MetricHandles, Topics } from "@grove/bus"
 import { Cause, Effect, Exit, Layer, Metric, Scope } from "effect"
@@ -19,6 +20,7 @@ import { FOLLOW_MARGIN_MS, outcomeUnknown } from "./CiOutcome.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
+import { PtySpawner } from "./PtySpawner.ts"
 import * as RunClaims from "./RunClaims.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
 import { type Isolation, probe, sharedRunner } from "./Sandbox.ts"
@@ -53,9 +55,10 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   // Stopped normally: nothing of this node is left under the work root (the runs' own directories went with them).
   yield* Effect.addFinalizer(() => remove(root))
   const beats = yield* CiHeartbeats.make(config.nodeId)
+  const spawner = yield* PtySpawner
   // Sandboxes started ahead: one per runner, at most WARM_MAX (each waiting one holds ~38 MB of the host's
   // memory, pasta's ~31 MB of it), from this node's first network-on job on; none for the unsandboxed shared runner.
-  const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, Math.min(ci.concurrency, WARM_MAX)) : undefined
+  const warm = isolation?._tag === "Sandboxed" ? yield* WarmSandboxes.make(isolation, root, Math.min(ci.concurrency, WARM_MAX), spawner) : undefined
   // The jobs' cleanups (Runner's cleanUpAfter): closed after the runs stopped, before the warm sandboxes and the root go, waiting for them.
   const cleanups = yield* Effect.scope.pipe(Effect.flatMap((scope) => Scope.fork(scope, "parallel")))
   const context: RunnerContext | undefined = isolation === undefined ? undefined : { node: config.nodeId, config: { ...ci, workDir: root }, isolation, beats, warm, cleanups }
@@ -64,6 +67,8 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   let active = 0
   runnerSlotsBusy.updateUnsafe(0, MetricHandles.DEFAULT_CONTEXT)
   const busy = (change: number) => {
+    // A runner taken: its helper starts now (once), while the run is queued or claimed and checked out, not at its first step.
+    if (change > 0) spawner.start()
     active += change
     runnerSlotsBusy.updateUnsafe(active, MetricHandles.DEFAULT_CONTEXT)
   }
@@ -243,7 +248,7 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
     }
     yield* runs.forgetBeats
   }).pipe(Effect.catchCause((cause) => Effect.logWarning("CI sweep failed", Cause.squash(cause))))).pipe(Effect.forkScoped)
-}))
+})).pipe(Layer.provide(PtySpawner.layer))
 
 /** The sandbox steps run in; undefined (no runners on this node) when there is none and the operator did not opt out. */
 const isolationFor = (ci: CiConfig) =>

@@ -1,8 +1,15 @@
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
-import { helperPid, spawnTerminal, type Terminal } from "./PtySpawner.ts"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { makeSpawner, PtySpawner, type Terminal } from "./PtySpawner.ts"
+
+// One process starter for the file, as a server has one.
+const spawner = makeSpawner()
+afterAll(() => spawner.close())
+const spawnTerminal = spawner.spawn
+const helperPid = spawner.pid
 
 const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
 
@@ -109,9 +116,10 @@ describe("PtySpawner", () => {
     const server = spawn(process.execPath, [
       "--input-type=module",
       "-e",
-      `import { helperPid, spawnTerminal } from ${JSON.stringify(new URL("./PtySpawner.ts", import.meta.url).href)}
-       const terminal = spawnTerminal("/bin/sh", ["-c", "echo $$; exec sleep 100"], { cwd: "/", env: {} })
-       terminal.onData((text) => process.stdout.write(helperPid() + " " + text))`
+      `import { makeSpawner } from ${JSON.stringify(new URL("./PtySpawner.ts", import.meta.url).href)}
+       const spawner = makeSpawner()
+       const terminal = spawner.spawn("/bin/sh", ["-c", "echo $$; exec sleep 100"], { cwd: "/", env: {} })
+       terminal.onData((text) => process.stdout.write(spawner.pid() + " " + text))`
     ], { stdio: ["ignore", "pipe", "inherit"] })
     let printed = ""
     server.stdout.on("data", (chunk) => (printed += String(chunk)))
@@ -120,5 +128,26 @@ describe("PtySpawner", () => {
     expect(alive(helper) && alive(sleeper)).toBe(true)
     server.kill("SIGKILL")
     await until(() => !alive(helper) && !alive(sleeper))
+  })
+
+  it("starts its helper ahead of the first terminal, and ends it and every group it started when its layer closes", async () => {
+    const scope = Scope.makeUnsafe()
+    const own = Context.get(await Effect.runPromise(Layer.buildWithScope(PtySpawner.layer, scope)), PtySpawner)
+    expect(own.pid()).toBeUndefined()
+    own.start()
+    const helper = own.pid()!
+    expect(alive(helper)).toBe(true)
+    let output = ""
+    const terminal = own.spawn("/bin/sh", ["-c", "sleep 100 & echo $!; wait"], { cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
+    terminal.onData((text) => (output += text))
+    const exit = new Promise<{ exitCode: number; signal: number }>((resolve) => terminal.onExit(resolve))
+    await until(() => /\d+\r\n/.test(output))
+    // The same helper: started once, ahead.
+    expect(own.pid()).toBe(helper)
+    const background = Number(output.trim())
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    expect((await exit).signal).toBe(9)
+    await until(() => !alive(helper) && !alive(background))
+    expect(own.pid()).toBeUndefined()
   })
 })

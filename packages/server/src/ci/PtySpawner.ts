@@ -2,11 +2,14 @@
  * CI steps' pseudo-terminals, started by this server's PtyHelper process instead of by node-pty in
  * the server: node-pty forks its caller, and a fork of the ~200 MB server (page tables, then its
  * copy-on-write faults) was ~10% of a run's server CPU. One helper per server, small heap, started
- * at the first step and again at the next step after it died (the steps it had end as killed, 137).
- * It dies with the server: the end of its stdin (however the server ended) kills every group it started.
+ * when a runner of this node is first taken (PtySpawner.start: the first trigger or claim, so its start overlaps the
+ * queuing command and the checkout, not the first step) and again at the next step after it died (the steps it had
+ * end as killed, 137). It dies with the server: the end of its stdin (the layer closed, or the server ended
+ * however) kills every group it started.
  * Output comes in order and from the first byte; the exit only after the last output (as node-pty's).
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { Context, Effect, Layer } from "effect"
 import type { Socket } from "node:net"
 import { fileURLToPath } from "node:url"
 
@@ -40,8 +43,25 @@ interface Helper {
   readonly terminals: Map<number, Listeners>
 }
 
-let helper: Helper | undefined
-let nextId = 1
+/** Options of a terminal's process: exactly `env`; as `uid`/`gid` when given (shared runner). */
+export interface SpawnOptions {
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly uid?: number | undefined
+  readonly gid?: number | undefined
+}
+
+/** One helper process's worth of terminals (the layer holds one per server). */
+export interface Spawner {
+  /** Starts `file` in a pseudo-terminal (xterm, 120x40) with exactly `env`, as the given uid/gid when set (shared runner). */
+  readonly spawn: (file: string, args: ReadonlyArray<string>, options: SpawnOptions) => Terminal
+  /** Starts the helper now when none runs, so that the next spawn does not wait for it. */
+  readonly start: () => void
+  /** The helper's process id, while one runs (tests, bench). */
+  readonly pid: () => number | undefined
+  /** Ends the helper (its stdin: it kills every group it started); its terminals end as killed. A later spawn starts another. */
+  readonly close: () => void
+}
 
 /** The helper keeps this process alive only while it has terminals. */
 const hold = ({ child }: Helper, held: boolean) => {
@@ -67,7 +87,7 @@ const eachLine = (stream: NodeJS.ReadableStream, onLine: (line: string) => void)
 
 const send = (current: Helper, message: ReadonlyArray<unknown>) => current.child.stdin!.write(`${JSON.stringify(message)}\n`)
 
-const startHelper = (): Helper => {
+const startHelper = (forget: (helper: Helper) => void): Helper => {
   const child = spawn(process.execPath, [...HELPER_FLAGS, HELPER], {
     stdio: ["pipe", "pipe", "inherit"],
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }
@@ -80,7 +100,7 @@ const startHelper = (): Helper => {
   }
   // Its exit: after every line it wrote was read ("close", not "exit").
   const lost = (why: string) => {
-    if (helper === current) helper = undefined
+    forget(current)
     for (const [id, listeners] of current.terminals) {
       listeners.data(`\r\ngrove: ${why}\r\n`)
       settled(id, listeners, { exitCode: 0, signal: 9 })
@@ -114,29 +134,45 @@ const startHelper = (): Helper => {
   return current
 }
 
-/** Starts `file` in a pseudo-terminal (xterm, 120x40) with exactly `env`, as `user` when given (shared runner). */
-export const spawnTerminal = (
-  file: string,
-  args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env: Readonly<Record<string, string>>; readonly uid?: number | undefined; readonly gid?: number | undefined }
-): Terminal => {
-  const current = helper ?? (helper = startHelper())
-  const id = nextId++
-  const listeners: Listeners = { data: () => undefined, exit: () => undefined }
-  if (current.terminals.size === 0) hold(current, true)
-  current.terminals.set(id, listeners)
-  send(current, ["s", id, file, args, options.cwd, options.env, options.uid ?? null, options.gid ?? null])
+/** A spawner whose helper starts at its first start or spawn. */
+export const makeSpawner = (): Spawner => {
+  let helper: Helper | undefined
+  let nextId = 1
+  const forget = (current: Helper) => {
+    if (helper === current) helper = undefined
+  }
+  const running = () => helper ?? (helper = startHelper(forget))
   return {
-    onData: (listener) => (listeners.data = listener),
-    onExit: (listener) => (listeners.exit = listener),
-    write: (text) => {
-      if (current.terminals.has(id)) send(current, ["w", id, text])
+    spawn: (file, args, options) => {
+      const current = running()
+      const id = nextId++
+      const listeners: Listeners = { data: () => undefined, exit: () => undefined }
+      if (current.terminals.size === 0) hold(current, true)
+      current.terminals.set(id, listeners)
+      send(current, ["s", id, file, args, options.cwd, options.env, options.uid ?? null, options.gid ?? null])
+      return {
+        onData: (listener) => (listeners.data = listener),
+        onExit: (listener) => (listeners.exit = listener),
+        write: (text) => {
+          if (current.terminals.has(id)) send(current, ["w", id, text])
+        },
+        kill: () => {
+          if (current.terminals.has(id)) send(current, ["k", id])
+        }
+      }
     },
-    kill: () => {
-      if (current.terminals.has(id)) send(current, ["k", id])
+    start: () => void running(),
+    pid: () => helper?.child.pid,
+    close: () => {
+      const current = helper
+      helper = undefined
+      // Its terminals are told through "close", once it has exited.
+      current?.child.stdin?.end()
     }
   }
 }
 
-/** The helper's process id, while one runs (tests). */
-export const helperPid = (): number | undefined => helper?.child.pid
+/** This server's CI process starter: one helper, ended when the layer closes (after the runs that used it). */
+export class PtySpawner extends Context.Service<PtySpawner, Spawner>()("grove/server/ci/PtySpawner") {
+  static readonly layer = Layer.effect(PtySpawner, Effect.acquireRelease(Effect.sync(makeSpawner), (spawner) => Effect.sync(() => spawner.close())))
+}

@@ -1,12 +1,16 @@
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { makeSpawner, PtySpawner } from "./PtySpawner.ts"
 import { jobUser, probe, stepCommand } from "./Sandbox.ts"
 import { runStep } from "./StepProcess.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
+// One process starter for the file, as a server has one.
+const spawner = makeSpawner()
+afterAll(() => spawner.close())
 
 /** Runs `script` as a step in a real sandbox (network on, as by default): its exit code, its output, when each came. */
 const sandboxedStep = (script: string) =>
@@ -28,7 +32,7 @@ const sandboxedStep = (script: string) =>
       onEnd: (exited) => (exitedAtEnd = exited)
     })
     return { code, output, workspace, exitedAtEnd }
-  }))
+  })).pipe(Effect.provideService(PtySpawner, spawner))
 
 /** Processes whose command line names `text` (a step's workspace: pasta's and bwrap's arguments hold it). */
 const processesWith = (text: string) =>
@@ -50,7 +54,7 @@ const gapAfterOutput = Effect.gen(function*() {
     onOutput: () => (last = performance.now())
   })
   return performance.now() - last
-})
+}).pipe(Effect.provideService(PtySpawner, spawner))
 
 describe("StepProcess", () => {
   it.effect("delivers every byte a step prints right before it exits, with its exit code", () =>

@@ -1,6 +1,6 @@
 /**
  * One step's process: the command Sandbox.stepCommand built (bwrap around `bash -e -o pipefail -c
- * <run>`) in a pseudo-terminal (node-pty, started by the server's helper process: PtySpawner), with
+ * <run>`) in a pseudo-terminal (node-pty, started by the server's helper process: the PtySpawner service), with
  * only the environment it is given: bwrap is PID 1 of the sandbox, so that is all its /proc/1/environ holds. Or a sandbox started ahead (prepareStep,
  * Sandbox.warmCommand), told its step through its terminal. The process leads its own session;
  * interrupting the effect (timeout, cancel) kills its group, which ends the sandbox's PID namespace
@@ -9,7 +9,7 @@
  * pasta's exit 10-40 ms later; that is awaited when the caller's scope closes.
  */
 import { Effect, type Scope } from "effect"
-import { spawnTerminal, type Terminal } from "./PtySpawner.ts"
+import { PtySpawner, type Spawner, type Terminal } from "./PtySpawner.ts"
 import type { Command } from "./Sandbox.ts"
 
 export interface StepOptions {
@@ -32,9 +32,9 @@ interface Started {
   code: number | undefined
 }
 
-const start = (command: Command, cwd: string, env: Readonly<Record<string, string>>): Started => {
+const start = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Record<string, string>>): Started => {
   const { file, args, user } = command
-  const child = spawnTerminal(file, args, { cwd, env, uid: user?.uid, gid: user?.gid })
+  const child = spawner.spawn(file, args, { cwd, env, uid: user?.uid, gid: user?.gid })
   // node-pty (1.1.0, pinned) reports the exit only once the terminal's read side has closed (every
   // holder of the pty gone: the sandbox's PID namespace ended, so nothing is left to write) and
   // its last output was delivered: that is the end of the output, no quiet period to wait out.
@@ -115,10 +115,10 @@ const gone = async (started: Started, grace: number) => {
 }
 
 /** The shell's exit code (128 + signal when a signal ended it). */
-export const runStep = (options: StepOptions): Effect.Effect<number, never, Scope.Scope> =>
-  Effect.suspend(() => {
+export const runStep = (options: StepOptions): Effect.Effect<number, never, Scope.Scope | PtySpawner> =>
+  PtySpawner.use((spawner) => {
     // One that could not be started prints why and exits 127 (PtySpawner).
-    const started = start(options.command, options.cwd, options.env)
+    const started = start(spawner, options.command, options.cwd, options.env)
     const { onEnd } = options
     // `code` is set by the process's exit: undefined here, the end came from the exit marker before it.
     if (onEnd !== undefined) void started.ended.then(() => onEnd(started.code !== undefined))
@@ -136,9 +136,9 @@ export interface PreparedStep {
 }
 
 /** Starts `command` and resolves once it printed `ready`; rejects when it ends (or prints something else) first. */
-export const prepareStep = (command: Command, cwd: string, env: Readonly<Record<string, string>>, ready: string): Promise<PreparedStep> =>
+export const prepareStep = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Record<string, string>>, ready: string): Promise<PreparedStep> =>
   new Promise((resolve, reject) => {
-    const started = start(command, cwd, env)
+    const started = start(spawner, command, cwd, env)
     let seen = ""
     let used = false
     started.sink = (data) => {

@@ -15,6 +15,7 @@ import { Cause, Effect, Metric, type Scope } from "effect"
 import { lchown, mkdtemp } from "node:fs/promises"
 import * as path from "node:path"
 import { type Isolation, releaseUser, reserveUser, type RunUser, WARM_READY, warmCommand } from "./Sandbox.ts"
+import type { Spawner } from "./PtySpawner.ts"
 import { prepareStep, type PreparedStep } from "./StepProcess.ts"
 import { remove } from "./Workspace.ts"
 
@@ -46,7 +47,7 @@ const discard = (warm: Warm) =>
   }).pipe(Effect.andThen(remove(warm.dir)))
 
 /** Keeps `size` sandboxes waiting under `root` from the first take while the scope lasts; they are ended with it. */
-export const make = (isolation: Isolation, root: string, size: number): Effect.Effect<WarmSandboxes, never, Scope.Scope> =>
+export const make = (isolation: Isolation, root: string, size: number, spawner: Spawner): Effect.Effect<WarmSandboxes, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const ready: Array<Warm> = []
@@ -68,7 +69,7 @@ export const make = (isolation: Isolation, root: string, size: number): Effect.E
       const started = Effect.gen(function*() {
         if (user !== undefined) yield* Effect.promise(() => lchown(dir, user.uid, user.gid))
         const command = yield* warmCommand(isolation, user, dir)
-        return yield* Effect.tryPromise({ try: () => prepareStep(command, dir, WAITING_ENV, WARM_READY), catch: (cause) => cause })
+        return yield* Effect.tryPromise({ try: () => prepareStep(spawner, command, dir, WAITING_ENV, WARM_READY), catch: (cause) => cause })
       })
       const step = yield* started.pipe(Effect.onError(() => Effect.sync(() => releaseUser(user)).pipe(Effect.andThen(remove(dir)))))
       return { user, dir, step }
