@@ -110,6 +110,12 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   }
 
   const connection = yield* connect(remote)
+  // The pull goes out first, with the caller's own credential: nothing it asks depends on the calls below, whose
+  // failures still come first (its own is seen only when the clone takes its answer).
+  const pulling = yield* Effect.forkChild(
+    pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null),
+    { startImmediately: true }
+  )
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
   const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
   // A key for this repository only, kept in the checkout: the checkout keeps working without the login session. The
@@ -122,10 +128,6 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       { startImmediately: true }
     )
     : undefined
-  const pulling = yield* Effect.forkChild(
-    pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null),
-    { startImmediately: true }
-  )
   const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
   // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key.
   const undo = Effect.gen(function*() {
