@@ -23,6 +23,8 @@ let alice: GroveOptions
 let proxy: http.Server
 let proxyUrl: string
 const recorded: Array<Recorded> = []
+/** The next request whose URL matches is held unanswered (a hung server). */
+let hangNext: RegExp | undefined
 
 beforeAll(async () => {
   server = await startSuiteServer()
@@ -34,6 +36,10 @@ beforeAll(async () => {
     request.on("end", () => {
       const body = Buffer.concat(parts)
       recorded.push({ method: request.method!, url: request.url!, headers: { ...request.headers }, body })
+      if (hangNext?.test(request.url!) === true) {
+        hangNext = undefined
+        return
+      }
       const forward = http.request({ host: target.hostname, port: target.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
         response.writeHead(answer.statusCode!, answer.headers)
         answer.pipe(response)
@@ -180,6 +186,18 @@ describe("the small push", () => {
     const routes = refused.requests.map((r) => r.url.replace(/^\/api\/alice\/sr\//, ""))
     // The small push's batch and push, then the full command's.
     expect(routes).toEqual(["chunks/batch", "push", "chunks/batch", "push"])
+  }, 180_000)
+
+  it("hands a server that does not answer over to the full command after its deadline, not after 300 s", async () => {
+    const { options, work } = await twoCheckouts("sh")
+    hangNext = /\/chunks\/batch$/
+    const started = Date.now()
+    const pushed = await push({ ...options, env: { ...options.env!, GROVE_TEST_SMALL_PUSH_DEADLINE_MS: "1500" } }, work, false)
+    expect({ code: pushed.run.code, client: pushed.client, stderr: pushed.stderr }).toEqual({ code: 0, client: "true", stderr: "" })
+    expect(json(pushed.run)).toMatchObject({ pushed_commits: 1 })
+    // The held batch, then the full command's batch and push.
+    expect(pushed.requests.map((r) => r.url.replace(/^\/api\/alice\/sh\//, ""))).toEqual(["chunks/batch", "chunks/batch", "push"])
+    expect(Date.now() - started).toBeLessThan(55_000) // the harness kills a run at 60 s; the old small push waited 300 s
   }, 180_000)
 
   it("leaves a large blob to the full command before any request", async () => {

@@ -3,23 +3,16 @@
  * server URL. The directory is 0700 and the file 0600; writes go to a temp
  * file that is renamed over the old one, so a crash never leaves half a file.
  */
-import { Console, Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Console, Context, Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { CliEnv } from "./CliEnv.ts"
 import { CliFailure, failure } from "./Failures.ts"
 
-export const StoredSession = Schema.Struct({
-  token: Schema.String,
-  username: Schema.String,
-  expires_at: Schema.optionalKey(Schema.String),
-  created_at: Schema.String
-})
-export type StoredSession = typeof StoredSession.Type
+import { parseSessions, type StoredSession } from "./SessionFile.ts"
 
-const CredentialsFile = Schema.fromJsonString(Schema.Record(Schema.String, StoredSession))
-const decodeFile = Schema.decodeUnknownExit(CredentialsFile)
+export type { StoredSession } from "./SessionFile.ts"
 
 export interface CredentialStoreShape {
   /** The credentials file. */
@@ -71,11 +64,11 @@ export class CredentialStore extends Context.Service<CredentialStore, Credential
             `warning: ${file} is accessible by other users (mode ${(loaded.value.mode & 0o777).toString(8)}); run: chmod 600 ${file}`
           )
         }
-        const decoded = decodeFile(loaded.value.text)
-        if (Exit.isFailure(decoded)) {
+        const decoded = parseSessions(loaded.value.text)
+        if (decoded === undefined) {
           return yield* failure(`${file} is not a valid credentials file; fix or delete it and run grove login`, "credentials_file")
         }
-        return decoded.value
+        return decoded
       })
 
       const writeAll = (sessions: Record<string, StoredSession>) =>

@@ -21,6 +21,7 @@ import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
 import type { CheckoutFound } from "./NoopPush.ts"
 import { normaliseRemote } from "./Remote.ts"
+import { parseSessions, sessionExpired } from "./SessionFile.ts"
 import { ACCEPT_ENCODING, askCapabilitiesEarly, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { sendBytes } from "./sync/HttpSend.ts"
 import type { ObjectReader } from "./sync/Outgoing.ts"
@@ -42,26 +43,17 @@ import {
   wholeChunk
 } from "./sync/Outgoing.ts"
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
-
 /**
  * The login session's token for `remote` in `~/.grove/credentials`, when the full command would take the file without
- * a word (Credentials.ts: every entry a StoredSession, the file not readable by others, else it warns or fails) and
- * the session has not expired; undefined otherwise (the full command then decides).
+ * a word (Credentials.ts: a valid file by SessionFile.ts, not readable by others, else it warns or fails) and the
+ * session has not expired; undefined otherwise (the full command then decides).
  */
 const sessionToken = (home: string, remote: string): string | undefined => {
   const fd = fs.openSync(path.join(home, ".grove", "credentials"), "r")
   try {
     if ((fs.fstatSync(fd).mode & 0o077) !== 0) return undefined
-    const all: unknown = JSON.parse(fs.readFileSync(fd, "utf8"))
-    if (!isRecord(all)) return undefined
-    for (const s of Object.values(all)) {
-      if (!isRecord(s) || typeof s["token"] !== "string" || typeof s["username"] !== "string" || typeof s["created_at"] !== "string") return undefined
-      if (s["expires_at"] !== undefined && typeof s["expires_at"] !== "string") return undefined
-    }
-    const session = all[remote] as { readonly token: string; readonly expires_at?: string } | undefined
-    if (session === undefined || (session.expires_at !== undefined && Date.parse(session.expires_at) <= Date.now())) return undefined
-    return session.token
+    const session = parseSessions(fs.readFileSync(fd, "utf8"))?.[remote]
+    return session === undefined || sessionExpired(session) ? undefined : session.token
   } finally {
     fs.closeSync(fd)
   }
@@ -108,7 +100,7 @@ const push = async (
   env: Readonly<Record<string, string | undefined>>,
   home: string
 ): Promise<string | undefined> => {
-  const { branch, remote, repository, root, state } = found
+  const { branch, remote, repository, root } = found
   if (repository === undefined || branch.remote_head === null || branch.unpushed.length === 0 || branch.unpushed.at(-1) !== branch.head) return undefined
   if ((env["GROVE_TEST_CRASH_AT"] ?? "") !== "") return undefined // the crash points are the full command's
   const token = tokenFor(found, env, home)
@@ -124,9 +116,44 @@ const push = async (
   // Small blobs are their own chunks: the push lists no blob (Upload.ts answers only large ones).
   const json = new TextEncoder().encode(JSON.stringify(pushRequest(branch.remote_head, branch, commits, [] satisfies Array<ApiSync.BlobData>, trees)))
 
+  // A server that does not answer: the full command takes over after the deadline (its own requests then wait as
+  // they always do), not after each request's 300 s idle bound.
+  const deadline = new AbortController()
+  const timer = setTimeout(() => deadline.abort(new Error("the small push's deadline passed")), deadlineMs(env))
+  try {
+    const base = `${remote}/api/${encodeURIComponent(repository.owner)}/${encodeURIComponent(repository.name)}`
+    return await send(found, { asJson, base, chunks, commits, json, token, total, trees, unique }, deadline.signal)
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** The small push's requests together may take this long (GROVE_TEST_SMALL_PUSH_DEADLINE_MS: tests). */
+const deadlineMs = (env: Readonly<Record<string, string | undefined>>): number => Number(env["GROVE_TEST_SMALL_PUSH_DEADLINE_MS"]) || 30_000
+
+/** What `push` found to send. */
+interface Sending {
+  readonly asJson: boolean
+  /** The repository's API address. */
+  readonly base: string
+  readonly chunks: ReadonlyArray<ReturnType<typeof wholeChunk>>
+  readonly commits: ReturnType<typeof outgoing>["commits"]
+  readonly trees: ReturnType<typeof outgoing>["trees"]
+  readonly json: Uint8Array
+  readonly token: string
+  readonly total: number
+  readonly unique: ReturnType<typeof uniqueBlobs>
+}
+
+/** Rejects when `signal` aborts. */
+const aborted = (signal: AbortSignal) =>
+  new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }))
+
+const send = async (found: CheckoutFound, sending: Sending, signal: AbortSignal): Promise<string | undefined> => {
+  const { branch, remote, root, state } = found
+  const { asJson, base, chunks, commits, json, token, total, trees, unique } = sending
   // As Push.ts: the capabilities that decide whether the push's JSON goes compressed are asked while the blobs upload.
   askCapabilitiesEarly(remote, token, 64 * hashesIn(commits, trees))
-  const base = `${remote}/api/${encodeURIComponent(repository.owner)}/${encodeURIComponent(repository.name)}`
   const authorization = `Bearer ${token}`
   let sentBytes = 0
   for (const batch of batchesOf(chunks)) {
@@ -134,12 +161,13 @@ const push = async (
     const answer = await sendBytes(`${base}/chunks/batch`, {
       method: "POST",
       headers: { authorization, "content-type": HASHED_FRAMES_TYPE },
-      body: frames
+      body: frames,
+      signal
     })
     if (answer.status !== 200) return undefined
     sentBytes += frames.length
   }
-  const squeezed = await squeezeBody(remote, token, json)
+  const squeezed = await Promise.race([squeezeBody(remote, token, json), aborted(signal)])
   const answer = await sendBytes(`${base}/push`, {
     method: "POST",
     headers: {
@@ -149,7 +177,8 @@ const push = async (
       "content-type": "application/json",
       ...(squeezed === undefined ? {} : { "content-encoding": "zstd" })
     },
-    body: squeezed ?? json
+    body: squeezed ?? json,
+    signal
   })
   if (answer.status !== 200) return undefined
   const taken = JSON.parse(new TextDecoder().decode(answer.body)) as Partial<ApiSync.PushResponse>
