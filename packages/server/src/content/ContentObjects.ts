@@ -13,6 +13,7 @@ import { randomUUID } from "node:crypto"
 import { byHash, inBatches, plannedFor } from "../db/Batches.ts"
 import { type ChunkRow, insertChunkRows } from "./ChunkStore.ts"
 import { type CommitHeader, loadCommitHeaders } from "./CommitHeaders.ts"
+import { makeRememberedTrees } from "./RememberedTrees.ts"
 
 export interface BlobInfo {
   readonly hash: string
@@ -99,7 +100,11 @@ const REGISTER_BATCH = 5000
 export class ContentObjects extends Context.Service<ContentObjects, {
   /** Trees the organization has, parsed; hashes it lacks are absent from the map. */
   readonly loadTrees: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, ReadonlyArray<Tree.TreeEntry>>, SqlError>
-  readonly storeTrees: (orgId: string, trees: ReadonlyArray<{ readonly hash: string; readonly body: string }>) => Effect.Effect<void, SqlError>
+  /** `entries` (canonical order), when given, are kept for later loads (RememberedTrees) once the rows are in. */
+  readonly storeTrees: (
+    orgId: string,
+    trees: ReadonlyArray<{ readonly hash: string; readonly body: string; readonly entries?: ReadonlyArray<Tree.TreeEntry> }>
+  ) => Effect.Effect<void, SqlError>
   /** Sizes of the blobs the organization has. */
   readonly blobSizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, number>, SqlError>
   readonly blobInfo: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, BlobInfo>, SqlError>
@@ -143,16 +148,25 @@ export class ContentObjects extends Context.Service<ContentObjects, {
 }>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const remembered = makeRememberedTrees()
     return ContentObjects.of({
       loadTrees: Effect.fnUntraced(function*(orgId, hashes) {
-        const unique = [...new Set(hashes)]
-        const rows = yield* inBatches(unique, (slice) =>
-          sql<{ hash: string; body: string }>`SELECT hash, body FROM trees WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
         const out = new Map<string, ReadonlyArray<Tree.TreeEntry>>()
+        const unknown: Array<string> = []
+        for (const hash of new Set(hashes)) {
+          const entries = remembered.get(orgId, hash)
+          if (entries === undefined) unknown.push(hash)
+          else out.set(hash, entries)
+        }
+        if (unknown.length === 0) return out
+        const rows = yield* inBatches(unknown, (slice) =>
+          sql<{ hash: string; body: string }>`SELECT hash, body FROM trees WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
         for (const row of rows) {
           const entries = Tree.decodeTree(row.body)
           // Stored bodies were verified on the way in; a bad one is treated as missing rather than trusted.
-          if (entries !== undefined) out.set(row.hash, entries)
+          if (entries === undefined) continue
+          out.set(row.hash, entries)
+          remembered.add(orgId, row.hash, entries)
         }
         return out
       }),
@@ -164,6 +178,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             SELECT ${orgId}::uuid, t.hash, t.body FROM unnest(${slice.map((t) => t.hash)}::text[], ${slice.map((t) => t.body)}::text[]) AS t(hash, body)
             ON CONFLICT DO NOTHING`)
         }
+        for (const t of trees) if (t.entries !== undefined) remembered.add(orgId, t.hash, t.entries)
       }),
       blobSizes: Effect.fnUntraced(function*(orgId, hashes) {
         const rows = yield* inBatches([...new Set(hashes)], (slice) =>

@@ -7,7 +7,7 @@
  */
 import { Outbox } from "@grove/bus"
 import type { Entity } from "@grove/bus"
-import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { Migrations, ObjectStoreLocal } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -20,9 +20,11 @@ import { push } from "./BranchCommands.ts"
 import { ChunkStore } from "./ChunkStore.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { preparePush, PushRejected } from "./PushPreparation.ts"
+import { countedDatabase } from "../db/CountedDatabase.testing.ts"
 import { repositoryRows } from "../entities/Commands.testing.ts"
 
-const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const { traffic, layer: Counted } = countedDatabase()
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-push-prep-")) }).pipe(Layer.orDie)
 const Services = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(Layer.provideMerge(Layer.merge(Db, Store)))
 
@@ -110,6 +112,26 @@ layer(Services, { timeout: 120_000, excludeTestServices: true })("push preparati
       expect(asked).toHaveLength(1)
       expect(prepared.newTrees).toHaveLength(6) // the root and a, a/b, ..., a/b/c/d/e: src and its subtree are known
       expect(prepared.newBlobs).toEqual([changed])
+    }))
+
+  it.effect("a one-file push reads no tree from the database: its parent's trees are remembered from the push that stored them", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const deep = "a/b/c/d/e/f.ts"
+      const first = buildCommit({ branch: "t", files: { ...TREE, [deep]: "deep\n" } })
+      yield* w.pushed("t", first, sorted(first.contents.keys()))
+      let parent = first
+      for (const content of ["deeper\n", "deepest\n"]) {
+        const next = buildCommit({ branch: "t", files: { ...TREE, [deep]: content }, parent })
+        const changed = blobOf(next, deep)
+        const before = traffic.statements.length
+        const prepared = yield* w.prepare(pushBody({ branch: "t", commits: [next], blobs: inlineBlobs(next, new Set([changed])) }))
+        expect(prepared.newBlobs).toEqual([changed])
+        // On the old code: six, the parent's root, a, a/b, ... a/b/c/d/e read a level at a time.
+        expect(traffic.statements.slice(before).filter((text) => /FROM trees\b/.test(text))).toEqual([])
+        yield* w.pushed("t", next, [changed])
+        parent = next
+      }
     }))
 
   it.effect("a changed file whose blob was neither uploaded nor stored is still refused", () =>

@@ -150,13 +150,15 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 
   // Trees: canonical entries that hash to the claimed hash.
   const cache = makeTreeCache(objects, repo.orgId)
-  const pushedTrees: Array<{ hash: string; body: string }> = []
+  const pushedTrees: Array<{ hash: string; body: string; entries: ReadonlyArray<Tree.TreeEntry> }> = []
   for (const t of body.trees ?? []) {
     const entries = t.entries as ReadonlyArray<Tree.TreeEntry>
     const check = Tree.checkTree({ hash: t.hash, entries })
     if (!check.ok) return yield* reject(check.reason, "invalid_tree")
     cache.add(t.hash, entries)
-    pushedTrees.push({ hash: t.hash, body: Tree.encodeTree(entries) })
+    // Canonical order, as a stored tree loads: kept for later pushes once stored (RememberedTrees).
+    const sorted = Tree.sortEntries(entries).map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
+    pushedTrees.push({ hash: t.hash, body: Tree.encodeSortedTree(sorted), entries: sorted })
   }
 
   // Commits: fields and hash, one branch, parents before children, parents outside the push already published.
