@@ -100,7 +100,10 @@ const REGISTER_BATCH = 5000
 export class ContentObjects extends Context.Service<ContentObjects, {
   /** Trees the organization has, parsed; hashes it lacks are absent from the map. */
   readonly loadTrees: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, ReadonlyArray<Tree.TreeEntry>>, SqlError>
-  /** `entries` (canonical order), when given, are kept for later loads (RememberedTrees) once the rows are in. */
+  /**
+   * `entries` (canonical order), when given, are kept for later loads (RememberedTrees) once the rows are in: pass
+   * them only outside a transaction (a rolled-back row would be kept all the same).
+   */
   readonly storeTrees: (
     orgId: string,
     trees: ReadonlyArray<{ readonly hash: string; readonly body: string; readonly entries?: ReadonlyArray<Tree.TreeEntry> }>
