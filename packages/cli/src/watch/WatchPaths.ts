@@ -17,8 +17,8 @@ export const logPath = (root: string): string => path.join(watchDir(root), "log"
 /** A unix socket's path is at most 107 bytes on Linux (sun_path). */
 export const SOCKET_PATH_MAX = 107
 
-/** Names never walked nor watched, at any depth: the same as the working-tree walk's (TreeStatus.ts). */
-export const IGNORED_NAMES: ReadonlySet<string> = new Set([".grove", ".git"])
+/** Names never walked nor watched, at any depth: the working-tree walk's. */
+export { IGNORED_DIRS as IGNORED_NAMES } from "../local/TreeWalk.ts"
 
 /** The request a client sends (one JSON line), and the answer (one JSON line). */
 export interface WatchRequest {
