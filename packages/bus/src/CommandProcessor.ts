@@ -153,10 +153,21 @@ export const worker = (options: ProcessorOptions) => (claim: PartitionClaim) =>
         const previous = yield* Inbox.begin(entry, { topic, partition, epoch, offset: record.offset })
         if (Option.isSome(previous)) return outcomeOf(previous.value, undefined)
         const made: Array<string> = []
-        const outbox = Outboxes.forCommand({ partition, key: record.key, onRow: (id) => made.push(id) })
+        const stored: Array<RelayedRow> = []
+        const outbox = Outboxes.forCommand({
+          partition,
+          key: record.key,
+          onRow: (id) => made.push(id),
+          // Only a row its handler made here: any other would be published without being in the table.
+          onStored: (row) => {
+            if (made.includes(row.eventId)) stored.push(row)
+          }
+        })
         const context: CommandContext = { ...entry, epoch, nodeId: bus.nodeId }
         const { reply, note } = yield* runHandler(registered, message, context, outbox)
-        const events = yield* Inbox.complete(message.commandId, reply, made, outbox.appended)
+        // Rows its handler reported as stored are not read back.
+        const unread = stored.length === 0 ? made : made.filter((id) => !stored.some((row) => row.eventId === id))
+        const events = yield* Inbox.complete(message.commandId, reply, unread, outbox.appended, stored)
         return outcomeOf(reply, events, note)
       })).pipe(
         Effect.catchIf((error): error is Refused => error instanceof Refused, ({ reply }) =>

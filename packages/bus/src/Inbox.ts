@@ -136,32 +136,36 @@ export const begin = Effect.fnUntraced(function*(entry: CommandRequest, fence: P
 
 /**
  * Stores the reply of a command begun in this transaction, and the events its handler appended (`appended`,
- * in order), in one statement. `eventIds`: the outbox rows its handler inserted itself. The statement
- * returns every one of them as they will commit, in id order (the relay publishes them without reading
- * them again).
+ * in order), in one statement. `eventIds`: the outbox rows its handler inserted itself and did not report
+ * (`stored`: those it did, as its statement returned them). Returns every one of them as they will commit,
+ * in id order (the relay publishes them without reading them again); the statement reads back only the rows
+ * not known already.
  */
 export const complete = Effect.fnUntraced(function*(
   commandId: string,
   reply: StoredReply,
   eventIds: ReadonlyArray<string> = [],
-  appended: ReadonlyArray<OutboxRow> = []
+  appended: ReadonlyArray<OutboxRow> = [],
+  stored: ReadonlyArray<RelayedRow> = []
 ) {
   const sql = yield* SqlClient.SqlClient
   if (eventIds.length === 0 && appended.length === 0) {
     yield* sql`UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
       WHERE command_id = ${commandId}`
-    return []
+    return stored.length < 2 ? stored : inIdOrder(stored)
   }
   /** The rows of `source` as the relay takes them, in id order: the value the reply's UPDATE returns. */
   const relayed = (source: Fragment) =>
     sql`RETURNING (SELECT json_agg(json_build_object('id', id::text, 'eventId', event_id::text, 'topic', topic, 'key', key,
       'payload', payload) ORDER BY id) FROM ${source}) AS events`
   const inserted = sql`event_outbox WHERE event_id = ANY(${eventIds}::uuid[])`
+  const withStored = (rows: ReadonlyArray<RelayedRow> | null | undefined) =>
+    stored.length === 0 ? rows ?? [] : inIdOrder([...stored, ...rows ?? []])
   if (appended.length === 0) {
     const [row] = yield* sql<{ readonly events: ReadonlyArray<RelayedRow> | null }>`
       UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
       WHERE command_id = ${commandId} ${relayed(inserted)}`
-    return row?.events ?? []
+    return withStored(row?.events)
   }
   // The statement's own inserts are not in its snapshot of the table: they come back from their RETURNING.
   // Rows go in the order given (ids follow it), after those the handler inserted in earlier statements.
@@ -177,8 +181,12 @@ export const complete = Effect.fnUntraced(function*(
         UNION ALL SELECT id, event_id, topic, key, payload FROM ${inserted})
     UPDATE command_inbox SET reply = ${JSON.stringify(reply)}::jsonb, completed_at = now()
     WHERE command_id = ${commandId} ${relayed(sql`events`)}`
-  return row?.events ?? []
+  return withStored(row?.events)
 })
+
+/** Rows in the table's id order (a bigint as text: by length, then by text). */
+const inIdOrder = (rows: ReadonlyArray<RelayedRow>) =>
+  [...rows].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 
 /**
  * Settles a command that cannot be handled with `reply`, unless it already

@@ -8,6 +8,7 @@ import { Context, Effect } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import type { BusMessage } from "./Bus.ts"
+import type { RelayedRow } from "./OutboxRelay.ts"
 import * as Topics from "./Topics.ts"
 
 export interface AppendOptions {
@@ -38,6 +39,11 @@ export interface OutboxShape {
    * command's transaction (saving a round trip on a hot command). A row it does not insert is never published.
    */
   readonly row: (event: BusMessage, options?: AppendOptions) => OutboxRow
+  /**
+   * A row made by `row`, as the handler's statement stored it (its table id and stored payload, from that
+   * statement's RETURNING): the reply's statement then need not read it back.
+   */
+  readonly stored: (row: RelayedRow) => void
 }
 
 export class Outbox extends Context.Service<Outbox, OutboxShape>()("grove/bus/Outbox") {}
@@ -54,7 +60,13 @@ export interface CommandOutbox extends OutboxShape {
  * handler inserted itself (`row`), still in the command's transaction.
  */
 export const forCommand = (
-  options: { readonly partition: number; readonly key: string; readonly onRow: (eventId: string) => void }
+  options: {
+    readonly partition: number
+    readonly key: string
+    readonly onRow: (eventId: string) => void
+    /** Rows its handler reported stored; by default ignored (they are read back with the rest). */
+    readonly onStored?: ((row: RelayedRow) => void) | undefined
+  }
 ): CommandOutbox => {
   const appended: Array<OutboxRow> = []
   const rowOf = (event: BusMessage, append?: AppendOptions): OutboxRow => {
@@ -69,6 +81,7 @@ export const forCommand = (
       options.onRow(r.eventId)
       return r
     },
+    stored: options.onStored ?? (() => {}),
     append: (event, append) =>
       Effect.sync(() => {
         const r = rowOf(event, append)

@@ -23,7 +23,8 @@ export const recordingOutbox = () => {
     row: (event) => {
       const id = randomUUID()
       return { eventId: id, partition: 0, topic: "grove.events", key: "test", payload: JSON.stringify({ ...event, id }) }
-    }
+    },
+    stored: () => {}
   })
   return { events, layer }
 }

@@ -6,7 +6,7 @@
  * repository's lock and every write are one statement. If either head moved
  * since planning, nothing merges and the caller retries.
  */
-import { Entity, Outbox } from "@grove/bus"
+import { Entity, Outbox, type OutboxRelay } from "@grove/bus"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { type RepositoryRecord, RepositoryWritten, repositoryWritten } from "../access/RepositoryRecord.ts"
@@ -54,7 +54,8 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
   const sql = yield* SqlClient.SqlClient
   const [owner, name] = splitRepositoryKey(entityId)
   // The repository's id, owner and name come from the locked row, in the statement.
-  const event = (yield* Outbox.Outbox).row({
+  const outbox = yield* Outbox.Outbox
+  const event = outbox.row({
     type: "merge",
     v: 1,
     event: "merge",
@@ -70,7 +71,13 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
     ...(payload.gateOverridden ? { ci_gate_overridden: true } : {})
   }
   // Every data-modifying part of a WITH runs, so each one's condition is the one before it having written.
-  const rows = yield* sql<{ landed: boolean; version: number | null; updatedAt: Date | null }>`WITH
+  const rows = yield* sql<{
+    landed: boolean
+    version: number | null
+    updatedAt: Date | null
+    eventRow: string | null
+    eventPayload: OutboxRelay.RelayedRow["payload"] | null
+  }>`WITH
     repo AS (SELECT r.id, r.org_id, o.slug AS owner, r.name FROM repositories r JOIN organizations o ON o.id = r.org_id
       WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r),
     open AS (SELECT 1 FROM branches
@@ -99,10 +106,15 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
     emitted AS (INSERT INTO event_outbox (event_id, partition, topic, key, payload)
       SELECT ${event.eventId}::uuid, ${event.partition}::int, ${event.topic}::text, ${event.key}::text,
         ${event.payload}::jsonb || jsonb_build_object('repository_id', repo.id, 'owner', repo.owner, 'repo', repo.name)
-      FROM repo WHERE EXISTS (SELECT 1 FROM ended) RETURNING 1)
-    SELECT EXISTS (SELECT 1 FROM ended) AS landed, (SELECT version FROM headed) AS version, (SELECT updated_at FROM headed) AS "updatedAt"`
+      FROM repo WHERE EXISTS (SELECT 1 FROM ended) RETURNING id, payload)
+    SELECT EXISTS (SELECT 1 FROM ended) AS landed, (SELECT version FROM headed) AS version, (SELECT updated_at FROM headed) AS "updatedAt",
+      (SELECT id::text FROM emitted) AS "eventRow", (SELECT payload FROM emitted) AS "eventPayload"`
   const row = rows[0]
   if (row?.landed !== true) return { landed: false, repository: undefined } as const
+  // The event as stored: the reply's statement need not read it back for the relay.
+  if (row.eventRow !== null && row.eventPayload !== null) {
+    outbox.stored({ id: row.eventRow, eventId: event.eventId, topic: event.topic, key: event.key, payload: row.eventPayload })
+  }
   return {
     landed: true,
     repository: row.version === null || row.updatedAt === null ? undefined : repositoryWritten({ version: row.version, updatedAt: row.updatedAt })

@@ -10,6 +10,7 @@ import { Bus, EntityRuntime, Topics } from "@grove/bus"
 import { expect, layer } from "@effect/vitest"
 import { Migrations } from "@grove/storage"
 import { Deferred, Duration, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
 import { buildCommit, type Files } from "../../../../test/support/content.ts"
 import { Branches } from "../content/Branches.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -33,7 +34,7 @@ const Node = Handlers.pipe(Layer.provideMerge(Runtime), Layer.provideMerge(Conte
  * What one merge runs, in order: planning (the branch and main with both heads' commit headers, the CI
  * gate's runs and the branch's root tree in one read, one round of trees: the branch's directory on the way
  * to its change, the squash commit's trees with its row in one statement) and the command's transaction (BEGIN,
- * the fence with the inbox row, the landing, the reply with the event rows it committed, COMMIT); the relay
+ * the fence with the inbox row, the landing (returning its event row), the reply, COMMIT); the relay
  * publishes those rows without reading them. The ancestry reads nothing: the heads' rows came with the branches,
  * their parents are known from earlier merges; main's and the base's trees neither: the earlier merges built or
  * read them (PlanningTrees.ts). 9 before: the squash commit's trees and its row were two statements. 10 before: two rounds of trees (the three roots, then the changed directories). 13
@@ -63,22 +64,27 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("one merge's SQL sta
         yield* branchRow(repoId, name, built.commit.hash)
       }
       // Each merge's event, as the relay publishes it.
-      const relayed = new Map<string, Deferred.Deferred<void>>()
+      const relayed = new Map<string, Deferred.Deferred<Record<string, unknown>>>()
       const eventOf = (branch: string) => {
-        const found = relayed.get(branch) ?? Deferred.makeUnsafe<void>()
+        const found = relayed.get(branch) ?? Deferred.makeUnsafe<Record<string, unknown>>()
         relayed.set(branch, found)
         return found
       }
       yield* bus.tail(Topics.events, (record) => {
         const value = record.value as { type?: unknown; branch?: unknown }
-        return value.type === "merge" && typeof value.branch === "string" ? Deferred.succeed(eventOf(value.branch), undefined) : Effect.void
+        return value.type === "merge" && typeof value.branch === "string" ? Deferred.succeed(eventOf(value.branch), value) : Effect.void
       })
       const mergeOnce = (branch: string) =>
         Effect.gen(function*() {
           const planned = yield* planMerge({ id: repoId, orgId }, branch, "t", false)
           const merged = yield* runtime.send(Repository, key, "Merge", mergePayload(planned, branch, "t"))
           expect(merged.merge_parent_hash).toBe(planned.branchHead)
-          yield* Deferred.await(eventOf(branch)).pipe(Effect.timeout(Duration.seconds(30)))
+          const event = yield* Deferred.await(eventOf(branch)).pipe(Effect.timeout(Duration.seconds(30)))
+          // Published as the table holds it (the landing's statement adds the repository's fields).
+          const sql = yield* SqlClient.SqlClient
+          const [stored] = yield* sql<{ payload: unknown }>`SELECT payload FROM event_outbox WHERE event_id = ${event.id as string}::uuid`
+          expect(event).toEqual(stored?.payload)
+          expect(event).toMatchObject({ repository_id: repoId, owner: "pin", repo: "r", branch })
         })
       // The first merge prepares the statements; every partition's worker claims its partition (each claim
       // wakes the relay), and a second merge leaves the relay idle, with nothing pending.
@@ -93,7 +99,9 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("one merge's SQL sta
       before = traffic.statements.length
       yield* mergeOnce("pinned")
       // Up to the relayed event.
-      const statements = traffic.statements.slice(before)
+      const statements = traffic.statements.slice(before).filter((s) => !s.startsWith("SELECT payload FROM event_outbox WHERE event_id"))
+      // The landing's statement returned its event row: the reply's does not read it back.
+      expect(statements.filter((s) => s.startsWith("UPDATE command_inbox") && s.includes("event_outbox")), "the reply reads no event back").toEqual([])
       expect(statements.filter((s) => /^(SELECT .* FROM event_outbox|UPDATE event_outbox)/.test(s)), "the relay reads no event back").toEqual([])
       expect(statements.length, statements.map((s, i) => `${i + 1}. ${s.slice(0, 120)}`).join("\n")).toBe(EXPECTED)
     }))
