@@ -37,7 +37,7 @@ export const startWatch = async (root: string): Promise<{ readonly started: bool
   }
   const running = await daemonPid(root)
   if (running !== undefined) return { started: false, pid: running }
-  fs.mkdirSync(watchDir(root), { recursive: true })
+  fs.mkdirSync(watchDir(root), { recursive: true, mode: 0o700 })
   const log = fs.openSync(logPath(root), "a")
   const child = spawn(process.execPath, [daemonEntry(), root], { detached: true, stdio: ["ignore", "pipe", log], cwd: root })
   fs.closeSync(log)

@@ -21,7 +21,7 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
-import { cookieDir, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest } from "./WatchPaths.ts"
+import { cookieDir, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest, watchDir } from "./WatchPaths.ts"
 
 /** More changed paths than this since a token: the client scans everything (the stats would cost as much). */
 const MAX_CHANGED = 5_000
@@ -53,7 +53,9 @@ export const runDaemon = (rootArg: string): void => {
     log(`not started: the socket path ${sock} is longer than ${SOCKET_PATH_MAX} bytes`)
     process.exit(2)
   }
-  fs.mkdirSync(cookieDir(root), { recursive: true })
+  // Owner-only: the changed paths' names are nobody else's business, and nobody else may write a cookie.
+  fs.mkdirSync(cookieDir(root), { recursive: true, mode: 0o700 })
+  fs.chmodSync(watchDir(root), 0o700)
 
   const id = randomUUID().slice(0, 8)
   let seq = 0
