@@ -35,6 +35,8 @@ export const startWatch = async (root: string): Promise<{ readonly started: bool
   if (Buffer.byteLength(socketPath(root)) > SOCKET_PATH_MAX) {
     throw new Error(`the checkout's path is too long for a unix socket (${socketPath(root)}: more than ${SOCKET_PATH_MAX} bytes)`)
   }
+  // The single-file grove (scripts/build-sea.ts) carries no daemon: only the client installed from the sources has one.
+  if (!fs.existsSync(daemonEntry())) throw new Error("this grove has no file watcher (the single-file build); use the client installed from the sources")
   const running = await daemonPid(root)
   if (running !== undefined) return { started: false, pid: running }
   fs.mkdirSync(watchDir(root), { recursive: true, mode: 0o700 })
