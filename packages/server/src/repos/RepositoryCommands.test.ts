@@ -2,7 +2,8 @@
  * Issue 24: a PATCH of a repository's visibility (the merge benchmark's baseline command) answers the row its
  * UPDATE wrote (`RETURNING`): the repository is read once in the command, under its lock, not again after.
  * Its event is written with the reply, in one statement (no INSERT of its own): the command's transaction is
- * BEGIN, the fence with the inbox row, the locked read, the UPDATE, the audit row, the reply with the event, COMMIT.
+ * BEGIN, the fence with the inbox row, the locked read with the UPDATE and the audit row (one statement), the
+ * reply with the event, COMMIT. 7 before: the locked read, the UPDATE and the audit row were three.
  * Its note for the sending node is the row's version as written (not stored, not answered).
  */
 import { EntityRuntime } from "@grove/bus"
@@ -40,12 +41,12 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
         const { value: answered, note } = yield* runtime.sendNoted(Repository, key, "SetVisibility", { isPublic, actor: "t" })
         const statements = traffic.statements.slice(start)
         // The first command also meets the partitions' first claims and the relay's first reads.
-        if (i > 0) expect(statements, statements.map((s, n) => `${n + 1}. ${s.slice(0, 100)}`).join("\n")).toHaveLength(7)
+        if (i > 0) expect(statements, statements.map((s, n) => `${n + 1}. ${s.slice(0, 100)}`).join("\n")).toHaveLength(5)
         expect(statements.filter((s) => s.startsWith("INSERT INTO event_outbox")), "no statement of its own for the event").toEqual([])
         const [event] = yield* sql<{ readonly payload: { readonly is_public?: unknown } }>`SELECT payload FROM event_outbox
           WHERE payload->>'type' = 'repository.visibility_changed' AND payload->>'repository_id' = ${repoId} ORDER BY id DESC LIMIT 1`
         expect(event?.payload.is_public, "the event is stored with the command").toBe(isPublic)
-        const repositoryReads = traffic.statements.slice(start).filter((s) => /^SELECT .* FROM repositories r/.test(s))
+        const repositoryReads = traffic.statements.slice(start).filter((s) => /SELECT .* FROM repositories r JOIN/.test(s))
         expect(repositoryReads, "one locked read, none after the UPDATE").toHaveLength(1)
         expect(repositoryReads[0]).toMatch(/FOR UPDATE/)
         // The answer is the row as stored now: owner, name, the new visibility, version and time moved.
@@ -58,5 +59,17 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
         expect(note).toEqual({ version: row!.version, updated_at: row!.updatedAt.toISOString() })
         expect(answered).not.toHaveProperty("version")
       }
+      const audited = () =>
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM audit_log WHERE action = 'repo.visibility' AND target = 'vis/r'`.pipe(
+          Effect.map((rows) => rows[0]!.n)
+        )
+      expect(yield* audited(), "an audit row per change").toBe(3)
+      // The visibility it already has: answered as stored, nothing written.
+      const unchanged = yield* stored()
+      const { value: again, note } = yield* runtime.sendNoted(Repository, key, "SetVisibility", { isPublic: true, actor: "t" })
+      expect(again).toEqual(unchanged)
+      expect(yield* stored()).toEqual(unchanged)
+      expect(note).toBeUndefined()
+      expect(yield* audited()).toBe(3)
     }))
 })

@@ -11,7 +11,7 @@ import { SqlClient } from "effect/sql"
 import { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { repositoryColumns, type RepositoryRecord, RepositoryWritten, repositoryWritten, toApiRepository } from "../access/RepositoryRecord.ts"
-import { audit, emit, load } from "../entities/CommandSupport.ts"
+import { audit, emit, load, splitRepositoryKey } from "../entities/CommandSupport.ts"
 
 export class RepositoryNameTaken extends Schema.TaggedError<RepositoryNameTaken>()("RepositoryNameTaken", {
   fullName: Schema.String
@@ -78,19 +78,6 @@ export const create = Effect.fn("Repository.create")(function*(
   return toApiRepository(record)
 })
 
-/**
- * A change after creation that keeps the owner: a compare-and-set on the version read under the row lock,
- * answering the row as written (no read after it).
- */
-const update = Effect.fnUntraced(function*(current: RepositoryRecord, changes: ReturnType<SqlClient.SqlClient["update"]>) {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<RepositoryRecord>`UPDATE repositories r SET ${changes}, updated_at = now(), version = r.version + 1
-    FROM organizations o WHERE o.id = r.org_id AND r.id = ${current.id} AND r.version = ${current.version}
-    RETURNING ${repositoryColumns(sql)}`
-  if (rows.length === 0) return yield* new RepositoryChanged({ fullName: `${current.owner}/${current.name}` })
-  return rows[0]!
-})
-
 export const remove = Effect.fn("Repository.delete")(function*(
   payload: typeof DeletePayload.Type,
   { entityId }: Entity.CommandContext
@@ -106,26 +93,40 @@ export const remove = Effect.fn("Repository.delete")(function*(
   return toApiRepository(current)
 })
 
-/** Its note, when it changed the row: the row as written, for the sending node's cache. */
+/**
+ * One statement: the repository locked by its entity key, the UPDATE when the visibility changes and its audit
+ * row (each write waits on the one before it); the event goes with the reply. Its note, when it changed the
+ * row: the row as written, for the sending node's cache.
+ */
 export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   payload: typeof SetVisibilityPayload.Type,
   { entityId }: Entity.CommandContext
 ) {
   const sql = yield* SqlClient.SqlClient
-  const current = yield* load(entityId)
-  if (current === undefined) return yield* new RepositoryGone({ fullName: entityId })
-  if (current.isPublic === payload.isPublic) return toApiRepository(current)
-  const updated = yield* update(current, sql.update({ is_public: payload.isPublic }))
-  const fullName = `${current.owner}/${current.name}`
-  yield* audit(current.orgId, payload.actor, "repo.visibility", fullName, { public: payload.isPublic })
+  const [owner, name] = splitRepositoryKey(entityId)
+  const rows = yield* sql<RepositoryRecord & { readonly written: boolean }>`WITH
+    current AS (SELECT ${repositoryColumns(sql)} FROM repositories r JOIN organizations o ON o.id = r.org_id
+      WHERE o.slug = ${owner} AND lower(r.name) = ${name} FOR UPDATE OF r),
+    updated AS (UPDATE repositories r SET is_public = ${payload.isPublic}::boolean, updated_at = now(), version = r.version + 1
+      FROM current c WHERE r.id = c.id AND c."isPublic" <> ${payload.isPublic}::boolean RETURNING r.updated_at, r.version),
+    audited AS (INSERT INTO audit_log (org_id, actor, action, target, details)
+      SELECT c."orgId", ${payload.actor}::text, 'repo.visibility', c.owner || '/' || c.name, ${JSON.stringify({ public: payload.isPublic })}::jsonb
+      FROM current c WHERE EXISTS (SELECT 1 FROM updated) RETURNING 1)
+    SELECT c.id, c."orgId", c.owner, c.name, c.description, ${payload.isPublic}::boolean AS "isPublic", c.head, c."createdAt",
+      coalesce(u.updated_at, c."updatedAt") AS "updatedAt", coalesce(u.version, c.version) AS version, u.version IS NOT NULL AS written
+    FROM current c LEFT JOIN updated u ON true`
+  const row = rows[0]
+  if (row === undefined) return yield* new RepositoryGone({ fullName: entityId })
+  const { written, ...record } = row
+  if (!written) return toApiRepository(record)
   yield* emit("repository.visibility_changed", {
-    repository_id: current.id,
-    owner: current.owner,
-    repo: current.name,
+    repository_id: record.id,
+    owner: record.owner,
+    repo: record.name,
     is_public: payload.isPublic,
     actor: payload.actor
   })
-  return Entity.noted(toApiRepository(updated), repositoryWritten(updated))
+  return Entity.noted(toApiRepository(record), repositoryWritten(record))
 })
 
 export const transfer = Effect.fn("Repository.transfer")(function*(
