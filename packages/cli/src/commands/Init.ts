@@ -118,18 +118,15 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   )
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
   const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
+  const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
   // A key for this repository only, kept in the checkout: the checkout keeps working without the login session. The
   // clone itself pulls and downloads with the caller's credential (the key has no more rights), so neither waits for it.
-  const keying = Option.isSome(connection.credential)
-    ? yield* Effect.forkChild(
-      connection.call(connection.client.apiKeys.create({
-        payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
-      })),
-      { startImmediately: true }
-    )
-    : undefined
-  const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
-  // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key.
+  const makeKey = connection.call(connection.client.apiKeys.create({
+    payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
+  }))
+  let keying: Fiber.Fiber<Effect.Success<typeof makeKey>, CliFailure> | undefined
+  // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key. The
+  // undo covers everything from the moment the key is asked for: once that request is out, the key may exist.
   const undo = Effect.gen(function*() {
     yield* io(`cannot remove ${root}`, async () => {
       if (made) await fs.rm(root, { recursive: true, force: true })
@@ -140,18 +137,12 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       yield* connection.call(connection.client.apiKeys.revoke({ params: { id: created.value.id } })).pipe(Effect.ignore)
     }
   })
-  const key = keying === undefined ? Effect.succeed(undefined) : Effect.map(Fiber.join(keying), (created) => created.key)
-  const { answer, applied, current, snapshot, target } = yield* populate(
-    remote,
-    root,
-    parsed,
-    repository.full_name,
-    user,
-    key,
-    connection,
-    options.branch,
-    Fiber.join(pulling)
-  ).pipe(Effect.onError(() => undo))
+  const { answer, applied, current, snapshot, target } = yield* Effect.gen(function*() {
+    if (Option.isSome(connection.credential)) keying = yield* Effect.forkChild(makeKey, { startImmediately: true })
+    const asked = keying
+    const key = asked === undefined ? Effect.succeed(undefined) : Effect.map(Fiber.join(asked), (created) => created.key)
+    return yield* populate(remote, root, parsed, repository.full_name, user, key, connection, options.branch, Fiber.join(pulling))
+  }).pipe(Effect.onError(() => undo))
   yield* out.result(
     {
       repository: repository.full_name,
