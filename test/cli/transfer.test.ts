@@ -411,6 +411,56 @@ describe("grove transfers over lost connections", () => {
     }
   }, 180_000)
 
+  it("a clone whose key is refused while its files download stops the download and fails at once, leaving no folder", async () => {
+    const { pushed } = await pushedCheckout("key-refused", 12)
+    let release = () => {}
+    const fetched = new Promise<void>((resolve) => (release = resolve))
+    const order: Array<string> = []
+    const target = new URL(proxy.url)
+    // The files' first request is held (until the client gives it up, or 30 s); the key is refused once it is held.
+    const holding = await interceptingProxy(proxy.url, (req, res, body) => {
+      if (req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true) {
+        order.push("chunks/fetch held")
+        release()
+        let answered = false
+        res.on("close", () => {
+          if (!answered) order.push("chunks/fetch given up")
+        })
+        setTimeout(() => {
+          if (res.destroyed) return
+          answered = true
+          order.push("chunks/fetch released")
+          const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+            answer.pipe(res)
+          })
+          forward.on("error", () => res.destroy())
+          forward.end(body)
+        }, 30_000).unref()
+        return true
+      }
+      if (!(req.method === "POST" && req.url === "/api/api-keys")) return false
+      void Promise.race([fetched, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
+        order.push("api-keys refused")
+        res.writeHead(403, { "content-type": "application/json" })
+        res.end(JSON.stringify({ error: "no keys for this test", code: "forbidden" }))
+      })
+      return true
+    })
+    try {
+      const copy = path.join(tempDir("key-refused-clone"), "c")
+      const failed = await grove(["clone", "tess/key-refused", copy, "--branch", pushed.branch], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } })
+      // The clone failed while its files' request was still held: it did not wait for the download.
+      expect(order.slice(0, 2)).toEqual(["chunks/fetch held", "api-keys refused"])
+      expect(order).not.toContain("chunks/fetch released")
+      expect(failed.code).not.toBe(0)
+      expect(failed.stderr).toContain("no keys for this test")
+      expect(fs.existsSync(copy)).toBe(false)
+    } finally {
+      await holding.close()
+    }
+  }, 180_000)
+
   it("a push and a chunk batch whose connection is lost as they go out are sent again; the push lands once", async () => {
     const isPush = (method: string, url: string) => method === "POST" && url === "/api/tess/lossy/push"
     const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")

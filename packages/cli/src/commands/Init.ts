@@ -196,7 +196,8 @@ const populate = Effect.fnUntraced(function*(
   const current = target === "main" ? newBranch(personalBranchName(user), { head: answer.head }) : tracked
   const state = withBranch(initialState(user, current), tracked)
   // The files download (their first requests sent) before the history and state are written: the server reads
-  // chunks meanwhile. Writes that fail wait for the download before the caller removes the checkout.
+  // chunks meanwhile. Writes that fail stop the download (and wait until it has stopped writing) before the caller
+  // removes the checkout, so the failure is told at once.
   const download = yield* Effect.forkChild(
     materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true),
     { startImmediately: true }
@@ -206,7 +207,7 @@ const populate = Effect.fnUntraced(function*(
     yield* saveState(workspace, state)
     const made = yield* key
     if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
-  }).pipe(Effect.onError(() => Fiber.await(download)))
+  }).pipe(Effect.onError(() => Fiber.interrupt(download)))
   const applied = yield* Fiber.join(download)
   return { answer, applied, current, snapshot, target }
 })

@@ -21,7 +21,7 @@ import { concurrentWrites } from "../local/Io.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
 import type { BinaryInit, RemoteRepo } from "./RemoteRepo.ts"
-import { bareFrames, transfer } from "./RemoteRepo.ts"
+import { bareFrames, stoppableTransfer, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
   readonly hash: string
@@ -95,7 +95,7 @@ export const downloadBlobs = (
     const chunkSizes = new Map<string, number>()
     const remaining = new Map<string, number>()
     const partial = (hash: string) => path.join(dir, `${hash}.part`)
-    yield* transfer("cannot prepare the download", async () => {
+    yield* stoppableTransfer("cannot prepare the download", async () => {
       await fs.mkdir(dir, { recursive: true })
       for (const blob of blobs) {
         const chunks = blob.chunks ?? []
@@ -170,7 +170,7 @@ export const downloadBlobs = (
     }
 
     yield* Effect.forEach(batches, (batch) =>
-      transfer("download failed", async () => {
+      stoppableTransfer("download failed", async (signal) => {
         const ask = async (hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
           // Bare frames asked for too: a server without them ignores the field and answers hashed frames.
           const json = Buffer.from(JSON.stringify({
@@ -214,6 +214,7 @@ export const downloadBlobs = (
         let writing: Promise<void> | undefined
         const answer = await remote.sendBinary(FETCH_ROUTE, {
           ...await ask(batch),
+          signal,
           // The connection broke part-way: the chunks not taken yet, in order (a frame cut in half was dropped).
           resume: async () => {
             await writing
@@ -244,6 +245,10 @@ export const downloadBlobs = (
               done: splitter.end
             }
           }
+        }).catch(async (error: unknown) => {
+          // An aborted or broken answer: the writes of its last part end before the batch does.
+          await Promise.allSettled([writing, ...queued.splice(0)])
+          throw error
         })
         // Without the header the server sent every chunk raw (it does not compress, or was not asked).
         const compressed = answer.headers[ChunkCompression.RESPONSE_HEADER] === ChunkCompression.ZSTD_V1

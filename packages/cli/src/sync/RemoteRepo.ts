@@ -44,6 +44,8 @@ export interface StreamedInit extends BinaryInit {
    * it, such a break fails the request (sending the same request again would hand the same bytes over twice).
    */
   readonly resume?: (() => Promise<BinaryInit | undefined>) | undefined
+  /** Aborts the request (and any try after it). */
+  readonly signal?: AbortSignal | undefined
 }
 
 const encodeSegment = encodeURIComponent
@@ -71,19 +73,25 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
   }
   // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
   // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
-  const withRetry = async <A>(send: () => Promise<A>, retryable: () => boolean = () => true): Promise<A> => {
+  const withRetry = async <A>(send: () => Promise<A>, retryable: () => boolean = () => true, signal?: AbortSignal): Promise<A> => {
     for (let attempt = 0;; attempt++) {
       try {
         return await send()
       } catch (error) {
-        // The consumer refused the answer, or part of it was taken and cannot be asked again.
-        if (!retryable()) throw error
+        // The consumer refused the answer, or part of it was taken and cannot be asked again, or the caller stopped it.
+        if (!retryable() || signal?.aborted === true) throw error
         // A bomb is not a network hiccup: sending again would only download it again.
         if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
           throw new Failure({ message: `${connection.remote}: ${(error as Error).message}`, exitCode: ExitCode.auth, code: "answer_too_large" })
         }
         if (attempt < RETRY_PAUSES_MS.length) {
-          await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSES_MS[attempt]))
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, RETRY_PAUSES_MS[attempt])
+            signal?.addEventListener("abort", () => {
+              clearTimeout(timer)
+              resolve()
+            }, { once: true })
+          })
           continue
         }
         throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
@@ -151,9 +159,9 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
           if (next === undefined) return { ...seen, body: new Uint8Array(0) }
           ask = next
         }
-        return sendBytes(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream })
+        return sendBytes(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream, signal: init.signal })
       }
-      const answer = await withRetry(send, () => !rejected && (taken === undefined || init.resume !== undefined))
+      const answer = await withRetry(send, () => !rejected && (taken === undefined || init.resume !== undefined), init.signal)
       if (answer.status < 200 || answer.status >= 300) {
         let body: unknown
         try {
@@ -181,15 +189,29 @@ export const connectRepo = (site: string, owner: string, name: string): Effect.E
   Effect.map(connect(site), (connection) => repoRemote(connection, owner, name))
 
 /** A promise-based transfer step: a thrown `CliFailure` stays itself, anything else becomes one. */
+const transferFailure = (what: string, error: unknown): CliFailure =>
+  error instanceof Failure
+    ? error
+    : new Failure({
+      message: `${what}: ${error instanceof Error ? error.message : String(error)}`,
+      exitCode: ExitCode.error,
+      code: "transfer"
+    })
+
 export const transfer = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, CliFailure> =>
-  Effect.tryPromise({
-    try: run,
-    catch: (error) =>
-      error instanceof Failure
-        ? error
-        : new Failure({
-          message: `${what}: ${error instanceof Error ? error.message : String(error)}`,
-          exitCode: ExitCode.error,
-          code: "transfer"
-        })
+  Effect.tryPromise({ try: run, catch: (error) => transferFailure(what, error) })
+
+/**
+ * As `transfer`, for work that writes files: an interruption aborts `signal` and waits until `run` has ended, so none
+ * of its writes lands after the interrupted fiber (and whoever removes those files next) has moved on.
+ */
+export const stoppableTransfer = <A>(what: string, run: (signal: AbortSignal) => Promise<A>): Effect.Effect<A, CliFailure> =>
+  Effect.callback<A, CliFailure>((resume) => {
+    const controller = new AbortController()
+    const running = run(controller.signal)
+    running.then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(transferFailure(what, error))))
+    return Effect.promise(() => {
+      controller.abort()
+      return running.then(() => undefined, () => undefined)
+    })
   })
