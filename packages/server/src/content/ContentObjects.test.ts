@@ -183,4 +183,30 @@ layer(Objects, { timeout: 120_000 })("ContentObjects", (it) => {
       expect(after.get(old)!.age).toBeLessThan(60)
       expect(after.has(mine)).toBe(true)
     }))
+
+  it.effect("a tree a rolled-back transaction stored or read is not remembered: later loads do not find it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "rolled", name: "rolled" })}`
+      const tree = (name: string) => {
+        const entries = [{ name, kind: "blob" as const, hash: h(name), mode: "regular" as const }]
+        return { hash: Tree.hashTree(entries), body: Tree.encodeTree(entries), entries }
+      }
+      const [stored, read, kept] = [tree("stored"), tree("read"), tree("kept")]
+      const rolledBack = Effect.gen(function*() {
+        yield* objects.storeTrees(orgId, [stored])
+        yield* sql`INSERT INTO trees ${sql.insert({ org_id: orgId, hash: read.hash, body: read.body })}`
+        const inside = yield* objects.loadTrees(orgId, [stored.hash, read.hash])
+        expect(inside.size).toBe(2)
+        return yield* Effect.fail("roll back" as const)
+      })
+      expect(yield* sql.withTransaction(rolledBack).pipe(Effect.flip)).toBe("roll back")
+      expect((yield* objects.loadTrees(orgId, [stored.hash, read.hash])).size).toBe(0)
+
+      // Committed, they are found (and kept) as before.
+      yield* sql.withTransaction(objects.storeTrees(orgId, [kept]))
+      expect((yield* objects.loadTrees(orgId, [kept.hash])).get(kept.hash)).toEqual(kept.entries)
+    }))
 })

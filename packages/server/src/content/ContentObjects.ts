@@ -101,8 +101,8 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   /** Trees the organization has, parsed; hashes it lacks are absent from the map. */
   readonly loadTrees: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, ReadonlyArray<Tree.TreeEntry>>, SqlError>
   /**
-   * `entries` (canonical order), when given, are kept for later loads (RememberedTrees) once the rows are in: pass
-   * them only outside a transaction (a rolled-back row would be kept all the same).
+   * `entries` (canonical order), when given, are kept for later loads (RememberedTrees) once the rows are
+   * committed (at once outside a transaction; never when it rolls back).
    */
   readonly storeTrees: (
     orgId: string,
@@ -164,13 +164,16 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         if (unknown.length === 0) return out
         const rows = yield* inBatches(unknown, (slice) =>
           sql<{ hash: string; body: string }>`SELECT hash, body FROM trees WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+        const found: Array<readonly [string, ReadonlyArray<Tree.TreeEntry>]> = []
         for (const row of rows) {
           const entries = Tree.decodeTree(row.body)
           // Stored bodies were verified on the way in; a bad one is treated as missing rather than trusted.
           if (entries === undefined) continue
           out.set(row.hash, entries)
-          remembered.add(orgId, row.hash, entries)
+          found.push([row.hash, entries])
         }
+        // Inside a transaction a row may be one it wrote: kept only once that commits (a rolled-back tree is none).
+        if (found.length > 0) yield* sql.afterCommit(Effect.sync(() => { for (const [hash, entries] of found) remembered.add(orgId, hash, entries) }))
         return out
       }),
       storeTrees: Effect.fnUntraced(function*(orgId, unsorted) {
@@ -181,7 +184,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             SELECT ${orgId}::uuid, t.hash, t.body FROM unnest(${slice.map((t) => t.hash)}::text[], ${slice.map((t) => t.body)}::text[]) AS t(hash, body)
             ON CONFLICT DO NOTHING`)
         }
-        for (const t of trees) if (t.entries !== undefined) remembered.add(orgId, t.hash, t.entries)
+        yield* sql.afterCommit(Effect.sync(() => { for (const t of trees) if (t.entries !== undefined) remembered.add(orgId, t.hash, t.entries) }))
       }),
       blobSizes: Effect.fnUntraced(function*(orgId, hashes) {
         const rows = yield* inBatches([...new Set(hashes)], (slice) =>
