@@ -10,6 +10,12 @@
  * grown before one shows no changes. It is vacuumed when its dead rows pass 50 + 20% of its rows.
  * Each statement holds the one connection for a short while (a 5k-file push's tables: ANALYZE 5-105 ms CPU
  * each, bounded by its 30,000-row sample), so a pass runs only while the server is idle, table by table.
+ *
+ * NOT WIRED (Server.ts): with statistics, a fresh organization's push after others' ran 10x slower (server CPU
+ * 2.9 -> 29 s for 5k files): its rows, inserted since the last ANALYZE, are estimated at ~0, and two statements turn
+ * into nested loops over `= ANY` arrays (the upload check's blob_chunks JOIN repo_blobs, 35 s over 7 calls; the
+ * publish's `UPDATE chunks SET referenced`, 4.7 s). Those must be made plan-proof first (cluster PostgreSQL's own
+ * autovacuum can put them in the same state).
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
