@@ -115,8 +115,70 @@ describe("grove watch", () => {
     expect(alive(again.pid)).toBe(false)
   }, 240_000)
 
+  it("watches a directory removed and made again at once (rm -rf a && mkdir a)", async () => {
+    // Events handled 300 ms late: the daemon sees d1's removal once the new d1 is there.
+    const { work } = await watched("wr", { GROVE_WATCH_TEST_EVENT_DELAY_MS: "300" })
+    expect(await pushed(work)).toBe(0)
+    // A build-output style refresh: the old directory's watch follows its inode away; the new one must be watched.
+    fs.rmSync(path.join(work, "d1"), { recursive: true })
+    fs.mkdirSync(path.join(work, "d1"))
+    fs.writeFileSync(path.join(work, "d1/g.txt"), "g\n")
+    expect(await pushed(work)).toBe(1)
+    await settle()
+    await ok(["status"], at(alice, work))
+    expect(await pushed(work)).toBe(0)
+    expect(fs.existsSync(tokenFile(work))).toBe(true)
+    fs.appendFileSync(path.join(work, "d1/g.txt"), "edit\n")
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d1/g.txt", change_type: "modified" }])
+    expect(await pushed(work)).toBe(1)
+  }, 240_000)
+
+  it("sees an edit to a file named .grove below the root (only directories of that name are not content)", async () => {
+    const { work } = await watched("wg")
+    fs.writeFileSync(path.join(work, "d0/.grove"), "one\n")
+    expect(await pushed(work)).toBe(1)
+    await settle()
+    await ok(["status"], at(alice, work))
+    expect(await pushed(work)).toBe(0)
+    expect(fs.existsSync(tokenFile(work))).toBe(true)
+    fs.appendFileSync(path.join(work, "d0/.grove"), "two\n")
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/.grove", change_type: "modified" }])
+    expect(await pushed(work)).toBe(1)
+    await settle()
+    await ok(["status"], at(alice, work))
+    expect(await pushed(work)).toBe(0)
+    fs.rmSync(path.join(work, "d0/.grove"))
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/.grove", change_type: "deleted" }])
+  }, 240_000)
+
+  it("sees an edit lost in an overflow of the kernel's queue by events of a directory moved out", async () => {
+    const { pid, work } = await watched("wo")
+    expect(await pushed(work)).toBe(0)
+    expect(fs.existsSync(tokenFile(work))).toBe(true)
+    // Made after the token, and gone by the next question: "made and removed since", which alone forces no full check.
+    fs.mkdirSync(path.join(work, "junk"))
+    await new Promise((resolve) => setTimeout(resolve, 500)) // the daemon watches junk
+    const limit = Number(fs.readFileSync("/proc/sys/fs/inotify/max_queued_events", "utf8"))
+    const out = fs.mkdtempSync("/tmp/grove-watch-out-")
+    try {
+      process.kill(pid, "SIGSTOP") // a daemon not scheduled for a while (load)
+      fs.renameSync(path.join(work, "junk"), path.join(out, "junk"))
+      // Still watched by the daemon: these fill the kernel's queue, and libuv drops them once that watch is closed.
+      for (let i = 0; i <= limit; i++) fs.writeFileSync(path.join(out, "junk", `f${i}`), "")
+      fs.appendFileSync(path.join(work, "d0/e/file-0.txt"), "edit\n") // the queue is full: this event is lost
+      process.kill(pid, "SIGCONT")
+      expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/e/file-0.txt", change_type: "modified" }])
+      expect(await pushed(work)).toBe(1)
+    } finally {
+      process.kill(pid, "SIGCONT")
+      fs.rmSync(out, { recursive: true, force: true })
+    }
+  }, 240_000)
+
   it("stops, and says so", async () => {
-    const { pid, work } = await watched("ws")
+    // The daemon lives for hours: the caller's secrets stay out of its environment.
+    const { pid, work } = await watched("ws", { SERVICE_API_KEY: "do-not-keep", GROVE_TOKEN: "do-not-keep" })
+    expect(fs.readFileSync(`/proc/${pid}/environ`, "utf8")).not.toContain("do-not-keep")
     expect(json(await ok(["watch", "status", "--json"], at(alice, work)))).toMatchObject({ running: true, pid })
     expect(json(await ok(["watch", "stop", "--json"], at(alice, work)))).toMatchObject({ stopped: true })
     for (let i = 0; i < 250 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 20))

@@ -29,7 +29,7 @@ const start = Command.make("start", {}, () =>
       const started = yield* Effect.tryPromise({ try: () => m.startWatch(root), catch: (e) => failure(errorMessage(e), "watch_failed") })
       yield* (yield* Output).result(
         { running: true, started: started.started, pid: started.pid ?? null },
-        () => started.started ? `Watching ${root} (pid ${started.pid}).` : `Already watching ${root} (pid ${started.pid}).`
+        () => started.started ? `Watching ${root} (pid ${started.pid}).` : `Already watching ${root}${started.pid === undefined ? "" : ` (pid ${started.pid})`}.`
       )
     }))).pipe(Command.withDescription("Start this checkout's file watcher: push and status then stat only what changed"))
 
@@ -38,7 +38,7 @@ const stop = Command.make("stop", {}, () =>
     Effect.gen(function*() {
       const root = yield* checkoutRoot
       const m = yield* control()
-      const stopped = yield* Effect.promise(() => m.stopWatch(root))
+      const stopped = yield* Effect.tryPromise({ try: () => m.stopWatch(root), catch: (e) => failure(errorMessage(e), "watch_failed") })
       yield* (yield* Output).result({ running: false, stopped }, () => stopped ? "Stopped the file watcher." : "No file watcher was running.")
     }))).pipe(Command.withDescription("Stop this checkout's file watcher"))
 

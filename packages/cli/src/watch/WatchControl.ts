@@ -30,6 +30,21 @@ export const watchStatus = async (root: string): Promise<WatchStatus> => {
   return { running: pid !== undefined, socket: socketPath(root), pid }
 }
 
+/** A daemon that neither says "ready" nor exits within this is stopped, and the start fails. */
+const START_WAIT_MS = 60_000
+
+/**
+ * The daemon's environment: what it needs and nothing else (it lives for hours; the caller's secrets, a
+ * SERVICE_API_KEY or a token, have no business in its environ).
+ */
+const daemonEnv = (): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name === "PATH" || name === "HOME" || name === "TZ" || name === "LANG" || name.startsWith("GROVE_WATCH_")) env[name] = value
+  }
+  return env
+}
+
 /** Starts the watcher unless one answers already; resolves once it answers (or rejects with the reason from its log). */
 export const startWatch = async (root: string): Promise<{ readonly started: boolean; readonly pid?: number | undefined }> => {
   if (Buffer.byteLength(socketPath(root)) > SOCKET_PATH_MAX) {
@@ -41,31 +56,51 @@ export const startWatch = async (root: string): Promise<{ readonly started: bool
   if (running !== undefined) return { started: false, pid: running }
   fs.mkdirSync(watchDir(root), { recursive: true, mode: 0o700 })
   const log = fs.openSync(logPath(root), "a")
-  const child = spawn(process.execPath, [daemonEntry(), root], { detached: true, stdio: ["ignore", "pipe", log], cwd: root })
+  const child = spawn(process.execPath, [daemonEntry(), root], { detached: true, stdio: ["ignore", "pipe", log], cwd: root, env: daemonEnv() })
   fs.closeSync(log)
-  const ready = await new Promise<boolean>((resolve) => {
+  const outcome = await new Promise<"ready" | "late" | number | null>((resolve) => {
     let text = ""
+    const timer = setTimeout(() => resolve("late"), START_WAIT_MS)
     child.stdout!.setEncoding("utf8")
     child.stdout!.on("data", (data: string) => {
       text += data
-      if (text.includes("ready\n")) resolve(true)
+      if (text.includes("ready\n")) {
+        clearTimeout(timer)
+        resolve("ready")
+      }
     })
-    child.on("exit", () => resolve(false))
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      resolve(code)
+    })
   })
   child.stdout!.destroy()
   child.unref()
-  if (!ready) {
-    const lines = fs.readFileSync(logPath(root), "utf8").trim().split("\n")
-    throw new Error(`the watcher did not start: ${lines.at(-1) ?? "no reason given"}`)
+  if (outcome === "ready") return { started: true, pid: child.pid }
+  if (outcome === "late") {
+    try {
+      process.kill(child.pid!, "SIGTERM")
+    } catch {
+      // ended meanwhile
+    }
+    throw new Error(`the watcher did not start: no answer within ${START_WAIT_MS / 1000} s (its log: ${logPath(root)})`)
   }
-  return { started: true, pid: child.pid }
+  // 3: another daemon answers on the socket (one slower than daemonPid's wait): it runs, this one was not needed.
+  if (outcome === 3) return { started: false, pid: await daemonPid(root) }
+  const lines = fs.readFileSync(logPath(root), "utf8").trim().split("\n")
+  throw new Error(`the watcher did not start: ${lines.at(-1) ?? "no reason given"}`)
 }
 
 /** Stops the watcher that answers on this checkout's socket; false when none did. */
 export const stopWatch = async (root: string): Promise<boolean> => {
   const pid = await daemonPid(root)
   if (pid === undefined) return false
-  process.kill(pid, "SIGTERM")
+  try {
+    process.kill(pid, "SIGTERM")
+  } catch (error) {
+    // It ended between its answer and the signal: stopped all the same.
+    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error
+  }
   for (let i = 0; i < 100 && fs.existsSync(socketPath(root)); i++) await new Promise((r) => setTimeout(r, 20))
   return true
 }

@@ -10,6 +10,13 @@
  * - lost events: libuv drops inotify's IN_Q_OVERFLOW without a word, so a drain of many events at once (a quarter of
  *   the kernel's queue, `max_queued_events`) is taken as a possible overflow and forgets every token. Any watcher
  *   error, or a directory that cannot be watched, ends the daemon (clients then scan; `grove watch status` tells);
+ * - events still queued for a watch that was closed (a directory moved out or replaced) are dropped by libuv unseen,
+ *   so they escape that count: each close is followed by a fence, a file of the daemon's own in the cookies
+ *   directory. Until every fence's event has arrived every answer is `full`, and each arrival forgets every token:
+ *   all events queued before the close (the only ones dropped) came before the fence, an overflow among them too;
+ *   a fence not seen within FENCE_WAIT_MS (lost in an overflow) ends the daemon;
+ * - a directory replaced at the same path (`rm -rf a && mkdir a`) is watched again: each watch keeps its inode;
+ * - network and FUSE file systems are refused: writes from other machines make no inotify event there;
  * - a new directory is watched before its listing is read (so nothing made in it after the listing is missed), and
  *   it is itself reported changed, which makes the client scan everything.
  * It ends when the checkout goes away, when its socket is no longer its own, after `GROVE_WATCH_IDLE_HOURS` (4) without
@@ -30,6 +37,32 @@ const MAX_REMEMBERED = 100_000
 /** A client whose cookie is not seen this long gets no answer (it then scans). */
 const COOKIE_WAIT_MS = 10_000
 const CHECK_EVERY_MS = 30_000
+/** A fence (see the header) not seen this long was lost: the daemon ends. */
+const FENCE_WAIT_MS = 10_000
+
+/**
+ * statfs types (linux/magic.h) where inotify sees only this machine's writes: NFS, SMB/CIFS, FUSE (sshfs, ...), 9p,
+ * virtiofs, Ceph, AFS, Coda, GFS2, OCFS2, Lustre. git's fsmonitor likewise refuses remote file systems.
+ */
+const REMOTE_FILE_SYSTEMS: ReadonlyMap<number, string> = new Map([
+  [0x6969, "nfs"],
+  [0x517b, "smb"],
+  [0xff534d42, "cifs"],
+  [0xfe534d42, "smb2"],
+  [0x65735546, "fuse"],
+  [0x01021997, "9p"],
+  [0x6a656a63, "virtiofs"],
+  [0x00c36400, "ceph"],
+  [0x5346414f, "afs"],
+  [0x6b414653, "afs"],
+  [0x73757245, "coda"],
+  [0x01161970, "gfs2"],
+  [0x7461636f, "ocfs2"],
+  [0x0bd00bd0, "lustre"]
+])
+
+/** The name of the remote file system `dir` is on, or undefined for a local one. */
+export const remoteFileSystem = (dir: string): string | undefined => REMOTE_FILE_SYSTEMS.get(Number(fs.statfsSync(dir).type) >>> 0)
 
 const overflowLimit = (): number => {
   try {
@@ -53,6 +86,11 @@ export const runDaemon = (rootArg: string): void => {
     log(`not started: the socket path ${sock} is longer than ${SOCKET_PATH_MAX} bytes`)
     process.exit(2)
   }
+  const remote = remoteFileSystem(root)
+  if (remote !== undefined) {
+    log(`not started: ${root} is on a ${remote} file system, where changes made from other machines make no event`)
+    process.exit(2)
+  }
   // Owner-only: the changed paths' names are nobody else's business, and nobody else may write a cookie.
   fs.mkdirSync(cookieDir(root), { recursive: true, mode: 0o700 })
   fs.chmodSync(watchDir(root), 0o700)
@@ -62,7 +100,11 @@ export const runDaemon = (rootArg: string): void => {
   /** Tokens below this are unknown (events may have been lost before it). */
   let validFrom = 0
   const changed = new Map<string, number>()
-  const watchers = new Map<string, fs.FSWatcher>()
+  /** Each watched directory's watcher and the inode it watches (a directory made again at that path is another). */
+  const watchers = new Map<string, { readonly watcher: fs.FSWatcher; readonly ino: number }>()
+  /** Fences written and not seen yet (see the header): every answer is `full` meanwhile. */
+  const fences = new Set<string>()
+  let fenceSeq = 0
   const limit = overflowLimit()
   let burst = 0
   let socketIno: number | undefined
@@ -72,7 +114,7 @@ export const runDaemon = (rootArg: string): void => {
 
   const exit = (reason: string, code: number) => {
     log(`exiting: ${reason}`)
-    for (const w of watchers.values()) w.close()
+    for (const w of watchers.values()) w.watcher.close()
     try {
       if (socketIno !== undefined && fs.statSync(sock).ino === socketIno) fs.unlinkSync(sock)
     } catch {
@@ -89,6 +131,7 @@ export const runDaemon = (rootArg: string): void => {
     validFrom = seq
   }
 
+  const cookies = cookieDir(root)
   const absolute = (rel: string) => rel === "" ? root : `${root}/${rel}`
 
   /**
@@ -112,26 +155,52 @@ export const runDaemon = (rootArg: string): void => {
       return exit(`cannot watch ${rel === "" ? "." : rel}: ${(error as Error).message}`, 1)
     }
     watcher.on("error", (error) => exit(`watcher of ${rel === "" ? "." : rel} failed: ${error.message}`, 1))
-    watchers.set(rel, watcher)
     let entries: Array<fs.Dirent>
+    let ino: number
     try {
+      // The inode after the watch: if the path is replaced between the two, the parent's event re-watches it.
+      ino = fs.statSync(absolute(rel)).ino
       entries = fs.readdirSync(absolute(rel), { withFileTypes: true })
     } catch {
+      watchers.set(rel, { watcher, ino: -1 })
       return // removed meanwhile: its parent's event says so
     }
+    watchers.set(rel, { watcher, ino })
     for (const entry of entries) {
       if (entry.isDirectory() && !IGNORED_NAMES.has(entry.name)) watchTree(rel === "" ? entry.name : `${rel}/${entry.name}`)
     }
   }
 
+  /** Closes the watches of `rel` and below, then fences (see the header): events queued for them are dropped unseen. */
   const unwatchTree = (rel: string): void => {
     const prefix = `${rel}/`
+    let closed = false
     for (const [dir, w] of watchers) {
       if (dir === rel || dir.startsWith(prefix)) {
-        w.close()
+        w.watcher.close()
         watchers.delete(dir)
+        closed = true
       }
     }
+    if (!closed) return
+    forgetAll(`stopped watching ${rel}`)
+    const fence = `.fence-${++fenceSeq}`
+    fences.add(fence)
+    try {
+      fs.writeFileSync(path.join(cookies, fence), "")
+    } catch (error) {
+      return exit(`cannot write a fence: ${(error as Error).message}`, 1)
+    }
+    setTimeout(() => {
+      if (fences.has(fence)) exit("a fence was not seen (events were lost)", 1)
+    }, FENCE_WAIT_MS).unref()
+  }
+
+  /** The fence's event: every event queued before it, those dropped for closed watches too, has been read. */
+  const fenceSeen = (fence: string) => {
+    if (!fences.delete(fence)) return
+    forgetAll("a fence was seen")
+    fs.rm(path.join(cookies, fence), { force: true }, () => undefined)
   }
 
   /** A path changed: the next token counts it (events on ignored names move no token, so a quiet tree keeps its token). */
@@ -150,18 +219,25 @@ export const runDaemon = (rootArg: string): void => {
       return
     }
     const base = String(name)
-    if (IGNORED_NAMES.has(base)) {
-      if (dir === "" && base === ".grove" && !fs.existsSync(path.join(root, ".grove", "config.json"))) exit("the checkout is gone", 0)
+    const rel = dir === "" ? base : `${dir}/${base}`
+    if (dir === "" && base === ".grove") {
+      if (!fs.existsSync(path.join(root, ".grove", "config.json"))) exit("the checkout is gone", 0)
       return
     }
-    const rel = dir === "" ? base : `${dir}/${base}`
+    // Only directories of these names are never content (the walk's rule): a file named `.grove` or `.git` is, and so
+    // is its removal (noting a removed directory of that name costs nothing: it is in no index).
+    if (IGNORED_NAMES.has(base) && fs.lstatSync(absolute(rel), { throwIfNoEntry: false })?.isDirectory() === true) return
     note(rel)
     // An event on the watched directory itself names it by its base name: count the directory as changed too.
     if (dir !== "" && base === path.basename(dir)) note(dir)
     if (type === "rename") {
       const stats = fs.lstatSync(absolute(rel), { throwIfNoEntry: false })
-      if (stats?.isDirectory() === true) watchTree(rel)
-      else unwatchTree(rel)
+      if (stats?.isDirectory() === true) {
+        // The watch of a directory once at this path watches that old inode, wherever it went: watch the new one.
+        const known = watchers.get(rel)
+        if (known !== undefined && known.ino !== stats.ino) unwatchTree(rel)
+        watchTree(rel)
+      } else unwatchTree(rel)
     }
     if (dir === "" && !fs.existsSync(root)) exit("the checkout is gone", 0)
     if (changed.size > MAX_REMEMBERED) forgetAll(`more than ${MAX_REMEMBERED} paths changed`)
@@ -172,7 +248,7 @@ export const runDaemon = (rootArg: string): void => {
     const pid = process.pid
     const [sinceId, sinceSeqText] = (since ?? "").split(":")
     const sinceSeq = Number(sinceSeqText)
-    if (since === null || sinceId !== id || !Number.isInteger(sinceSeq) || sinceSeq < validFrom || sinceSeq > seq) return { pid, token, full: true }
+    if (since === null || fences.size > 0 || sinceId !== id || !Number.isInteger(sinceSeq) || sinceSeq < validFrom || sinceSeq > seq) return { pid, token, full: true }
     const paths: Array<string> = []
     for (const [rel, at] of changed) {
       if (at > sinceSeq) {
@@ -188,11 +264,11 @@ export const runDaemon = (rootArg: string): void => {
   const waiting = new Map<string, { readonly since: string | null; readonly socket: net.Socket }>()
   const reply = (socket: net.Socket, since: string | null) => socket.end(`${JSON.stringify(answerFor(since))}\n`)
 
-  const cookies = cookieDir(root)
   try {
     const cookieWatcher = fs.watch(cookies, { persistent: true }, handle((_type: string, name: string | null) => {
       if (name === null) return
       const cookie = String(name)
+      if (cookie.startsWith(".fence-")) return fenceSeen(cookie)
       const question = waiting.get(cookie)
       if (question !== undefined) {
         waiting.delete(cookie)
@@ -203,7 +279,7 @@ export const runDaemon = (rootArg: string): void => {
       }
     }))
     cookieWatcher.on("error", (error) => exit(`cookie watcher failed: ${error.message}`, 1))
-    watchers.set("\0cookies", cookieWatcher)
+    watchers.set("\0cookies", { watcher: cookieWatcher, ino: -1 })
   } catch (error) {
     exit(`cannot watch ${cookies}: ${(error as Error).message}`, 1)
   }
