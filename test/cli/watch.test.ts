@@ -175,6 +175,22 @@ describe("grove watch", () => {
     }
   }, 240_000)
 
+  it("keeps no token while a file has another hard link: a write through it makes no event in the checkout", async () => {
+    const { work } = await watched("wl")
+    const outside = path.join(fs.mkdtempSync("/tmp/grove-watch-link-"), "other-name")
+    try {
+      fs.linkSync(path.join(work, "d2/e/file-2.txt"), outside)
+      await settle()
+      await ok(["status"], at(alice, work))
+      expect(await pushed(work)).toBe(0)
+      fs.appendFileSync(outside, "written through the other name\n")
+      expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d2/e/file-2.txt", change_type: "modified" }])
+      expect(await pushed(work)).toBe(1)
+    } finally {
+      fs.rmSync(path.dirname(outside), { recursive: true, force: true })
+    }
+  }, 240_000)
+
   it("stops, and says so", async () => {
     // The daemon lives for hours: the caller's secrets stay out of its environment.
     const { pid, work } = await watched("ws", { SERVICE_API_KEY: "do-not-keep", GROVE_TOKEN: "do-not-keep" })

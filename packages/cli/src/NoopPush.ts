@@ -96,7 +96,8 @@ const readCheckout = ({ cwd, env, home }: NoopPushInput): CheckoutFound | undefi
  */
 const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean): FullCheck => {
   const settled = columnsUnchanged(root, index, true)
-  if (settled !== undefined || settledOnly) return { same: settled?.same === true, settled: settled?.same === true }
+  // A hard-linked file can change with no event here (written through its other name): never worth a token.
+  if (settled !== undefined || settledOnly) return { same: settled?.same === true, settled: settled?.same === true && !settled.linked }
   return { same: treeUnchanged(root, index), settled: false }
 }
 

@@ -52,19 +52,21 @@ export const treeUnchanged = (root: string, index: WorkIndex): boolean => {
  * the tree holds the index's names), and each file's stat is compared with the columns as read from the
  * file, in their order. Undefined when it cannot tell this way: no columns (an index made in this process,
  * or a copy), a directory changed, or, with `ctimeRequired`, an entry without a ctime (a scan then makes a
- * new entry for it). `folders`: the directories' stats, as a walk would have seen them.
+ * new entry for it). `folders`: the directories' stats, as a walk would have seen them. `linked`: a file has another
+ * hard link, through which it can change without an event in its directory (the watcher then keeps no token).
  */
 export const columnsUnchanged = (
   root: string,
   index: WorkIndex,
   ctimeRequired: boolean
-): { readonly same: boolean; readonly folders: Map<string, FolderStat> } | undefined => {
+): { readonly same: boolean; readonly folders: Map<string, FolderStat>; readonly linked: boolean } | undefined => {
   const columns = indexColumns(index)
   if (columns === undefined || index.folders.size === 0) return undefined
   const folders = foldersAsRecorded(root, index)
   if (folders === undefined) return undefined
   const { modes, paths, stats } = columns
   const { writtenAt } = index
+  let linked = false
   for (let i = 0; i < paths.length; i++) {
     const ctimeMs = stats[4 * i + 3]
     if (ctimeMs == null && ctimeRequired) return undefined
@@ -73,8 +75,9 @@ export const columnsUnchanged = (
     const same = now !== undefined && now.isSymbolicLink() === symlink && now.size === stats[4 * i] &&
       now.mtimeMs === stats[4 * i + 1] && now.ino === stats[4 * i + 2] && (ctimeMs == null || now.ctimeMs === ctimeMs) &&
       now.mtimeMs < writtenAt && MODE_LETTER[modeOf(now, symlink)] === modes[i]
-    if (!same) return { same: false, folders }
+    if (!same) return { same: false, folders, linked }
+    if (now.nlink > 1) linked = true
   }
-  return { same: true, folders }
+  return { same: true, folders, linked }
 }
 

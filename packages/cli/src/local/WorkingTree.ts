@@ -126,8 +126,9 @@ export const scan = (
   settledBefore?: number
 ): Effect.Effect<ScanResult, CliFailure> =>
   io("cannot read the working tree", async () => {
-    // Before any stat: the index written from this scan is then good under this token (writeIndex).
-    const watchToken = await tokenBeforeScan(root)
+    // Before any stat: the index written from this scan is then good under this token (writeIndex), unless a file
+    // has another hard link (it can change through that one with no event in its directory).
+    const token = await tokenBeforeScan(root)
     // Most often nothing changed: told from the index's columns, without making an entry per file.
     const fast = columnsUnchanged(root, index, true)
     if (fast?.same === true) {
@@ -144,7 +145,7 @@ export const scan = (
         unchanged: true,
         folders: fast.folders,
         foldersKept: sameFolders(index, fast.folders),
-        watchToken
+        watchToken: fast.linked ? undefined : token
       }
     }
     const seen = new Map<string, FolderStat>()
@@ -153,6 +154,7 @@ export const scan = (
     const invalid: Array<{ path: string; reason: string }> = []
     const changed: Array<{ i: number; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
     let sameModes = true
+    let linked = false
     let reused = 0
     // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
     for (let i = 0; i < found.length; i++) {
@@ -167,6 +169,7 @@ export const scan = (
       const absolute = `${root}/${file}`
       const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
       if (stats === undefined) continue // removed while scanning
+      if (stats.nlink > 1) linked = true
       // The kind as it is now (a listing kept in the index says what it was).
       const symlink = stats.isSymbolicLink()
       const mode = modeOf(stats, symlink)
@@ -201,7 +204,7 @@ export const scan = (
       unchanged,
       folders,
       foldersKept: sameFolders(index, folders),
-      watchToken
+      watchToken: linked ? undefined : token
     }
   })
 
