@@ -177,17 +177,22 @@ export const materialize = (
       const list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
       downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place)
     }
-    const placed = placer?.placed ?? new Map<string, IndexEntry>()
-    const result = yield* applySnapshot(
-      root,
-      from,
-      placed.size === 0 ? to : new Map([...to].filter(([file]) => !placed.has(file))),
-      (hash) => kept.get(hash) ?? downloaded.get(hash),
-      index,
-      (file) => file.startsWith(downloadDir)
-    ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
-    // The index in the snapshot's order, as if every file had gone through applySnapshot.
-    const files = placed.size === 0 ? result.files : new Map([...to.keys()].map((file) => [file, placed.get(file) ?? result.files.get(file)!]))
-    yield* writeIndex(root, files, toCommit)
-    return { written: result.written + placed.size, removed: result.removed, downloadedBlobs: wanted.size, withheld: withheldFiles }
+    // The files placed and the index written are one step an interruption waits for: `io` does not wait for its
+    // promise when interrupted, so a clone's undo could otherwise remove the checkout while a write still runs and
+    // re-creates it (a clone whose key is refused just then).
+    return yield* Effect.uninterruptible(Effect.gen(function*() {
+      const placed = placer?.placed ?? new Map<string, IndexEntry>()
+      const result = yield* applySnapshot(
+        root,
+        from,
+        placed.size === 0 ? to : new Map([...to].filter(([file]) => !placed.has(file))),
+        (hash) => kept.get(hash) ?? downloaded.get(hash),
+        index,
+        (file) => file.startsWith(downloadDir)
+      ).pipe(Effect.ensuring(io("cannot clean up", () => fs.rm(downloadDir, { recursive: true, force: true })).pipe(Effect.ignore)))
+      // The index in the snapshot's order, as if every file had gone through applySnapshot.
+      const files = placed.size === 0 ? result.files : new Map([...to.keys()].map((file) => [file, placed.get(file) ?? result.files.get(file)!]))
+      yield* writeIndex(root, files, toCommit)
+      return { written: result.written + placed.size, removed: result.removed, downloadedBlobs: wanted.size, withheld: withheldFiles }
+    }))
   })
