@@ -41,7 +41,9 @@ export interface OutboxShape {
   readonly row: (event: BusMessage, options?: AppendOptions) => OutboxRow
   /**
    * A row made by `row`, as the handler's statement stored it (its table id and stored payload, from that
-   * statement's RETURNING): the reply's statement then need not read it back.
+   * statement's RETURNING): the reply's statement then need not read it back. Report only a row whose
+   * statement ran in the command's own transaction, never inside a savepoint the handler may roll back:
+   * a reported row is published as reported, whether or not it is still in the table.
    */
   readonly stored: (row: RelayedRow) => void
 }
