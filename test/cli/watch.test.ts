@@ -191,6 +191,16 @@ describe("grove watch", () => {
     }
   }, 240_000)
 
+  it("refuses a checkout on a network file system, and says why", async () => {
+    const work = tempDir("wn")
+    await ok(["init", "--name", "wn"], at(alice, work))
+    // The daemon sees NFS's statfs type (0x6969): writes from other machines would make no event there.
+    const run = await grove(["watch", "start", "--json"], { ...at(alice, work), env: { ...alice.env!, GROVE_WATCH_TEST_STATFS_TYPE: String(0x6969) } })
+    expect(run.code).toBe(1)
+    expect(run.stdout + run.stderr).toContain("nfs file system")
+    expect(json(await ok(["watch", "status", "--json"], at(alice, work)))).toMatchObject({ running: false })
+  }, 120_000)
+
   it("stops, and says so", async () => {
     // The daemon lives for hours: the caller's secrets stay out of its environment.
     const { pid, work } = await watched("ws", { SERVICE_API_KEY: "do-not-keep", GROVE_TOKEN: "do-not-keep" })

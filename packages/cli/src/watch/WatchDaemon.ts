@@ -15,7 +15,9 @@
  *   directory. Until every fence's event has arrived every answer is `full`, and each arrival forgets every token:
  *   all events queued before the close (the only ones dropped) came before the fence, an overflow among them too;
  *   a fence not seen within FENCE_WAIT_MS (lost in an overflow) ends the daemon;
- * - a directory replaced at the same path (`rm -rf a && mkdir a`) is watched again: each watch keeps its inode;
+ * - a directory replaced at the same path (`rm -rf a && mkdir a`) is watched again: an inotify watch follows its
+ *   inode, and ext4 gives the new directory the freed inode number at once, so any create/remove/move event naming a
+ *   watched directory re-watches it (such events never come for a directory that stays);
  * - network and FUSE file systems are refused: writes from other machines make no inotify event there;
  * - a new directory is watched before its listing is read (so nothing made in it after the listing is missed), and
  *   it is itself reported changed, which makes the client scan everything.
@@ -62,7 +64,9 @@ const REMOTE_FILE_SYSTEMS: ReadonlyMap<number, string> = new Map([
 ])
 
 /** The name of the remote file system `dir` is on, or undefined for a local one. */
-export const remoteFileSystem = (dir: string): string | undefined => REMOTE_FILE_SYSTEMS.get(Number(fs.statfsSync(dir).type) >>> 0)
+export const remoteFileSystem = (dir: string): string | undefined =>
+  // GROVE_WATCH_TEST_STATFS_TYPE (tests only): the type every directory reports, as on a file system the tests lack.
+  REMOTE_FILE_SYSTEMS.get(Number(process.env["GROVE_WATCH_TEST_STATFS_TYPE"] ?? fs.statfsSync(dir).type) >>> 0)
 
 const overflowLimit = (): number => {
   try {
@@ -91,6 +95,7 @@ export const runDaemon = (rootArg: string): void => {
     log(`not started: ${root} is on a ${remote} file system, where changes made from other machines make no event`)
     process.exit(2)
   }
+  const rootDev = fs.statSync(root).dev
   // Owner-only: the changed paths' names are nobody else's business, and nobody else may write a cookie.
   fs.mkdirSync(cookieDir(root), { recursive: true, mode: 0o700 })
   fs.chmodSync(watchDir(root), 0o700)
@@ -100,8 +105,8 @@ export const runDaemon = (rootArg: string): void => {
   /** Tokens below this are unknown (events may have been lost before it). */
   let validFrom = 0
   const changed = new Map<string, number>()
-  /** Each watched directory's watcher and the inode it watches (a directory made again at that path is another). */
-  const watchers = new Map<string, { readonly watcher: fs.FSWatcher; readonly ino: number }>()
+  /** Each watched directory's watcher. */
+  const watchers = new Map<string, { readonly watcher: fs.FSWatcher }>()
   /** Fences written and not seen yet (see the header): every answer is `full` meanwhile. */
   const fences = new Set<string>()
   let fenceSeq = 0
@@ -156,16 +161,17 @@ export const runDaemon = (rootArg: string): void => {
     }
     watcher.on("error", (error) => exit(`watcher of ${rel === "" ? "." : rel} failed: ${error.message}`, 1))
     let entries: Array<fs.Dirent>
-    let ino: number
     try {
-      // The inode after the watch: if the path is replaced between the two, the parent's event re-watches it.
-      ino = fs.statSync(absolute(rel)).ino
+      const stats = fs.statSync(absolute(rel))
+      // Another file system mounted inside the checkout: refused like the root's when it is a remote one.
+      const remote = stats.dev === rootDev ? undefined : remoteFileSystem(absolute(rel))
+      if (remote !== undefined) return exit(`${rel} is on a ${remote} file system, where changes made from other machines make no event`, 1)
       entries = fs.readdirSync(absolute(rel), { withFileTypes: true })
     } catch {
-      watchers.set(rel, { watcher, ino: -1 })
+      watchers.set(rel, { watcher })
       return // removed meanwhile: its parent's event says so
     }
-    watchers.set(rel, { watcher, ino })
+    watchers.set(rel, { watcher })
     for (const entry of entries) {
       if (entry.isDirectory() && !IGNORED_NAMES.has(entry.name)) watchTree(rel === "" ? entry.name : `${rel}/${entry.name}`)
     }
@@ -233,9 +239,8 @@ export const runDaemon = (rootArg: string): void => {
     if (type === "rename") {
       const stats = fs.lstatSync(absolute(rel), { throwIfNoEntry: false })
       if (stats?.isDirectory() === true) {
-        // The watch of a directory once at this path watches that old inode, wherever it went: watch the new one.
-        const known = watchers.get(rel)
-        if (known !== undefined && known.ino !== stats.ino) unwatchTree(rel)
+        // A watch already here may be the old directory's (see the header): watch the one there now.
+        unwatchTree(rel)
         watchTree(rel)
       } else unwatchTree(rel)
     }
@@ -279,7 +284,7 @@ export const runDaemon = (rootArg: string): void => {
       }
     }))
     cookieWatcher.on("error", (error) => exit(`cookie watcher failed: ${error.message}`, 1))
-    watchers.set("\0cookies", { watcher: cookieWatcher, ino: -1 })
+    watchers.set("\0cookies", { watcher: cookieWatcher })
   } catch (error) {
     exit(`cannot watch ${cookies}: ${(error as Error).message}`, 1)
   }
