@@ -140,9 +140,12 @@ export const account = Effect.fnUntraced(function*(
   const firstUse = yield* plannedFor(addedHashes.length, sql<{ hash: string }>`UPDATE blobs SET referenced = true
     WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[]) AND NOT referenced RETURNING hash`)
   if (firstUse.length === 0) return
+  // The chunks' hashes as one array (an InitPlan), then one index scan of chunks by (org_id, hash = ANY): no join
+  // for the planner to get wrong. As `hash IN (SELECT ...)`, with statistics taken before a new organization's
+  // rows arrived, it was a nested loop over both sides (4.7 s for a 5k-file push instead of ~0.1 s).
   const chunks = yield* plannedFor(firstUse.length, sql<{ size: string }>`UPDATE chunks SET referenced = true
-    WHERE org_id = ${repo.orgId} AND NOT referenced AND hash IN (
-      SELECT chunk_hash FROM blob_chunks WHERE org_id = ${repo.orgId} AND blob_hash = ANY(${firstUse.map((r) => r.hash)}::text[]))
+    WHERE org_id = ${repo.orgId} AND NOT referenced AND hash = ANY(ARRAY(
+      SELECT chunk_hash FROM blob_chunks WHERE org_id = ${repo.orgId} AND blob_hash = ANY(${firstUse.map((r) => r.hash)}::text[])))
     RETURNING size::text AS size`)
   const needed = chunks.reduce((sum, c) => sum + Number(c.size), 0)
   if (needed === 0) return

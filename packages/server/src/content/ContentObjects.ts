@@ -301,10 +301,15 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const restricted = kind === "tree" ? [] : scope.restricted
         const restrictedIds = new Set(restricted.map((r) => r.repoId))
         const whole = readable.filter((id) => !restrictedIds.has(id))
+        // A chunk is reached through a blob of a repository: each repository id joins as a row (unnest), so both
+        // keys of repo_blobs' index are the lookup. As `rb.repo_id = ANY(...)` the join key was a filter, and once
+        // the tables were analyzed before a new organization's rows arrived (estimated at ~1 row) the plan was a
+        // nested loop reading all the repository's rows per chunk: 8.4 s per 2,000-hash batch instead of ~20 ms.
         const rows = yield* inBatches(unique, (slice) => {
           const reached = kind === "chunk"
-            ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc JOIN repo_blobs rb ON rb.blob_hash = bc.blob_hash
-                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${whole}::uuid[])`
+            ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc, unnest(${whole}::uuid[]) r(id)
+                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice})
+                AND EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.repo_id = r.id AND rb.blob_hash = bc.blob_hash)`
             : kind === "blob"
             ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${whole}::uuid[]) AND blob_hash = ANY(${slice})`
             : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${whole}::uuid[]) AND tree_hash = ANY(${slice})`
@@ -321,9 +326,10 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         const ids = [...restrictedIds]
         const candidates = yield* inBatches(rest, (slice) =>
           kind === "chunk"
-            ? sql<{ repo_id: string; hash: string; blob: string }>`SELECT DISTINCT rb.repo_id::text AS repo_id, bc.chunk_hash AS hash,
-                bc.blob_hash AS blob FROM blob_chunks bc JOIN repo_blobs rb ON rb.blob_hash = bc.blob_hash
-                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice}) AND rb.repo_id = ANY(${ids}::uuid[])`
+            ? sql<{ repo_id: string; hash: string; blob: string }>`SELECT DISTINCT r.id::text AS repo_id, bc.chunk_hash AS hash,
+                bc.blob_hash AS blob FROM blob_chunks bc, unnest(${ids}::uuid[]) r(id)
+                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice})
+                AND EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.repo_id = r.id AND rb.blob_hash = bc.blob_hash)`
             : sql<{ repo_id: string; hash: string; blob: string }>`SELECT repo_id::text AS repo_id, blob_hash AS hash, blob_hash AS blob
                 FROM repo_blobs WHERE repo_id = ANY(${ids}::uuid[]) AND blob_hash = ANY(${slice})`)
         for (const repo of restricted) {

@@ -1,0 +1,105 @@
+/**
+ * The chunk statements of a push against statistics taken before a new organization's rows arrived (cluster
+ * PostgreSQL's autovacuum analyzes while others push; the new organization's rows are then estimated at ~1 row).
+ * Written as joins keyed by `= ANY(array)` they became nested loops reading all the organization's rows per row:
+ * n² work. Not a timed test: a new organization of 250 objects and one of 1,500 are measured in turns (this
+ * thread's CPU, where PGlite runs; the median of five rounds): six times the rows must cost under ten times the CPU
+ * (n² is 36 times; measured ~5 now, ~20 and more on the old statements).
+ */
+import { DbEmbedded, Migrations } from "@grove/storage"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { createHash, randomUUID } from "node:crypto"
+import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRecord.ts"
+import { account } from "./BranchCommands.ts"
+import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
+
+const h = (label: string) => createHash("sha256").update(label).digest("hex")
+const threadCpuMs = () => {
+  const { system, user } = process.threadCpuUsage()
+  return (user + system) / 1000
+}
+
+/** An organization with one repository and `n` one-chunk blobs; `reached`: the repository reaches them all. */
+const organization = Effect.fnUntraced(function*(n: number, reached: boolean) {
+  const sql = yield* SqlClient.SqlClient
+  const [orgId, repoId] = [randomUUID(), randomUUID()]
+  yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: orgId, name: "o" })}`
+  yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+  const blobs = Array.from({ length: n }, (_, i) => h(`${orgId} ${i}`))
+  const chunks = blobs.map((b) => h(`chunk ${b}`))
+  yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) SELECT ${orgId}, unnest(${blobs}::text[]), 1, 1`
+  yield* sql`INSERT INTO chunks (org_id, hash, size) SELECT ${orgId}, unnest(${chunks}::text[]), 1`
+  yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+    SELECT ${orgId}, b, 0, c, 0, 1 FROM unnest(${blobs}::text[], ${chunks}::text[]) AS t(b, c)`
+  if (reached) yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${repoId}, unnest(${blobs}::text[])`
+  const [repo] = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
+    JOIN organizations o ON o.id = r.org_id WHERE r.id = ${repoId}`
+  return { repo: repo!, blobs, chunks }
+})
+
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+/** The median CPU times of `small` and `large` (each returns its own), run in turns after one warm-up round. */
+const inTurns = Effect.fnUntraced(function*<E, R>(small: Effect.Effect<number, E, R>, large: Effect.Effect<number, E, R>) {
+  const [smalls, larges]: [Array<number>, Array<number>] = [[], []]
+  for (let round = 0; round < 6; round++) {
+    const [s, l] = [yield* small, yield* large]
+    if (round === 0) continue
+    smalls.push(s)
+    larges.push(l)
+  }
+  return { small: median(smalls), large: median(larges) }
+})
+
+const cpuOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const s0 = threadCpuMs()
+    yield* effect
+    return threadCpuMs() - s0
+  })
+
+layer(Objects, { timeout: 120_000 })("statistics taken before a new organization's rows", (it) => {
+  it.effect("present's chunk check and the publish's chunk update grow near-linearly", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      yield* organization(1000, true)
+      yield* sql`ANALYZE`
+      const [small, large] = [yield* organization(250, true), yield* organization(1500, true)]
+
+      const scope = (org: typeof small): DedupScope => ({
+        orgId: org.repo.orgId,
+        repoId: org.repo.id,
+        principal: "user:me",
+        readable: [org.repo.id],
+        restricted: []
+      })
+      const present = (org: typeof small) => objects.present("chunk", scope(org), org.chunks)
+      expect((yield* present(large)).size).toBe(1500)
+      const found = yield* inTurns(cpuOf(present(small)), cpuOf(present(large)))
+      console.log("present chunk CPU ms (250 / 1500 objects):", found)
+      expect(found.large).toBeLessThan(found.small * 10)
+
+      // The publish: each round starts from nothing published (blobs and chunks not yet referenced).
+      const [toSmall, toLarge] = [yield* organization(250, false), yield* organization(1500, false)]
+      const publish = (org: typeof small) =>
+        Effect.gen(function*() {
+          yield* sql`DELETE FROM repo_blobs WHERE repo_id = ${org.repo.id}`
+          yield* sql`UPDATE blobs SET referenced = false WHERE org_id = ${org.repo.orgId}`
+          yield* sql`UPDATE chunks SET referenced = false WHERE org_id = ${org.repo.orgId}`
+          yield* sql`UPDATE organizations SET used_bytes = 0 WHERE id = ${org.repo.orgId}`
+          return yield* cpuOf(account(org.repo, { trees: [], blobs: org.blobs }))
+        })
+      yield* publish(toLarge)
+      const [used] = yield* sql<{ used: string }>`SELECT used_bytes::text AS used FROM organizations WHERE id = ${toLarge.repo.orgId}`
+      expect(used!.used).toBe("1500")
+      const published = yield* inTurns(publish(toSmall), publish(toLarge))
+      console.log("publish CPU ms (250 / 1500 objects):", published)
+      expect(published.large).toBeLessThan(published.small * 10)
+    }))
+})
