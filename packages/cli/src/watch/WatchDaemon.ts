@@ -110,6 +110,8 @@ export const runDaemon = (rootArg: string): void => {
   /** Fences written and not seen yet (see the header): every answer is `full` meanwhile. */
   const fences = new Set<string>()
   let fenceSeq = 0
+  /** A watch was closed and its fence is not written yet: every answer is `full` meanwhile too. */
+  let fenceWanted = false
   const limit = overflowLimit()
   let burst = 0
   let socketIno: number | undefined
@@ -188,8 +190,16 @@ export const runDaemon = (rootArg: string): void => {
         closed = true
       }
     }
-    if (!closed) return
+    // One fence after every close of this turn (an `rm -rf` of many directories closes many watches at once); answers
+    // are `full` until it is seen, which forgets every token again.
+    if (!closed || fenceWanted) return
     forgetAll(`stopped watching ${rel}`)
+    fenceWanted = true
+    setImmediate(writeFence)
+  }
+
+  const writeFence = () => {
+    fenceWanted = false
     const fence = `.fence-${++fenceSeq}`
     fences.add(fence)
     try {
@@ -253,7 +263,7 @@ export const runDaemon = (rootArg: string): void => {
     const pid = process.pid
     const [sinceId, sinceSeqText] = (since ?? "").split(":")
     const sinceSeq = Number(sinceSeqText)
-    if (since === null || fences.size > 0 || sinceId !== id || !Number.isInteger(sinceSeq) || sinceSeq < validFrom || sinceSeq > seq) return { pid, token, full: true }
+    if (since === null || fences.size > 0 || fenceWanted || sinceId !== id || !Number.isInteger(sinceSeq) || sinceSeq < validFrom || sinceSeq > seq) return { pid, token, full: true }
     const paths: Array<string> = []
     for (const [rel, at] of changed) {
       if (at > sinceSeq) {
