@@ -304,7 +304,9 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         // A chunk is reached through a blob of a repository: each repository id joins as a row (unnest), so both
         // keys of repo_blobs' index are the lookup. As `rb.repo_id = ANY(...)` the join key was a filter, and once
         // the tables were analyzed before a new organization's rows arrived (estimated at ~1 row) the plan was a
-        // nested loop reading all the repository's rows per chunk: 8.4 s per 2,000-hash batch instead of ~20 ms.
+        // nested loop reading all the repository's rows per chunk: 6.6 s per 2,000-hash batch instead of ~20 ms.
+        // The caller's uploads: the stored ones' hashes as one array (an InitPlan), no join. As `EXISTS (... o.hash =
+        // u.hash)` it was a nested loop over the organization's stored rows times the uploads (9 s per batch).
         const rows = yield* inBatches(unique, (slice) => {
           const reached = kind === "chunk"
             ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc, unnest(${whole}::uuid[]) r(id)
@@ -315,8 +317,8 @@ export class ContentObjects extends Context.Service<ContentObjects, {
             : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${whole}::uuid[]) AND tree_hash = ANY(${slice})`
           return sql<{ hash: string }>`${reached}
             UNION SELECT u.hash FROM object_uploads u WHERE u.repo_id = ANY(${readable}::uuid[]) AND u.principal = ${scope.principal}
-              AND u.hash = ANY(${slice})
-              AND EXISTS (SELECT 1 FROM ${sql.literal(STORED_TABLE[kind])} o WHERE o.org_id = ${scope.orgId} AND o.hash = u.hash)`
+              AND u.hash = ANY(ARRAY(SELECT o.hash FROM ${sql.literal(STORED_TABLE[kind])} o
+                WHERE o.org_id = ${scope.orgId} AND o.hash = ANY(${slice})))`
         })
         const found = new Set(rows.map((r) => r.hash))
         const rest = unique.filter((h) => !found.has(h))

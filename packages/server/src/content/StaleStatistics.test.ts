@@ -1,5 +1,5 @@
 /**
- * The chunk statements of a push against statistics taken before a new organization's rows arrived (cluster
+ * The chunk statements of a push (present's two halves: reached by a repository, uploaded by the caller) against statistics taken before a new organization's rows arrived (cluster
  * PostgreSQL's autovacuum analyzes while others push; the new organization's rows are then estimated at ~1 row).
  * Written as joins keyed by `= ANY(array)` they became nested loops reading all the organization's rows per row:
  * n² work. Not a timed test: a new organization of 250 objects and one of 1,500 are measured in turns (this
@@ -24,8 +24,11 @@ const threadCpuMs = () => {
   return (user + system) / 1000
 }
 
-/** An organization with one repository and `n` one-chunk blobs; `reached`: the repository reaches them all. */
-const organization = Effect.fnUntraced(function*(n: number, reached: boolean) {
+/**
+ * An organization with one repository and `n` one-chunk blobs; `reached`: the repository reaches them all;
+ * `uploaded`: user:me uploaded their chunks to it (what a push in progress has).
+ */
+const organization = Effect.fnUntraced(function*(n: number, reached: boolean, uploaded = false) {
   const sql = yield* SqlClient.SqlClient
   const [orgId, repoId] = [randomUUID(), randomUUID()]
   yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: orgId, name: "o" })}`
@@ -37,6 +40,9 @@ const organization = Effect.fnUntraced(function*(n: number, reached: boolean) {
   yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
     SELECT ${orgId}, b, 0, c, 0, 1 FROM unnest(${blobs}::text[], ${chunks}::text[]) AS t(b, c)`
   if (reached) yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${repoId}, unnest(${blobs}::text[])`
+  if (uploaded) {
+    yield* sql`INSERT INTO object_uploads (repo_id, principal, hash) SELECT ${repoId}, 'user:me', unnest(${chunks}::text[])`
+  }
   const [repo] = yield* sql<RepositoryRecord>`SELECT ${repositoryColumns(sql)} FROM repositories r
     JOIN organizations o ON o.id = r.org_id WHERE r.id = ${repoId}`
   return { repo: repo!, blobs, chunks }
@@ -84,6 +90,13 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       const found = yield* inTurns(cpuOf(present(small)), cpuOf(present(large)))
       console.log("present chunk CPU ms (250 / 1500 objects):", found)
       expect(found.large).toBeLessThan(found.small * 10)
+
+      // A push in progress: its chunks are stored and uploaded by the caller, no repository reaches them yet.
+      const [upSmall, upLarge] = [yield* organization(250, false, true), yield* organization(1500, false, true)]
+      expect((yield* present(upLarge)).size).toBe(1500)
+      const uploaded = yield* inTurns(cpuOf(present(upSmall)), cpuOf(present(upLarge)))
+      console.log("present chunk, uploads, CPU ms (250 / 1500 objects):", uploaded)
+      expect(uploaded.large).toBeLessThan(uploaded.small * 10)
 
       // The publish: each round starts from nothing published (blobs and chunks not yet referenced).
       const [toSmall, toLarge] = [yield* organization(250, false), yield* organization(1500, false)]
