@@ -23,6 +23,7 @@ import { WebhookDeliveryLive } from "./webhooks/WebhookDelivery.ts"
 import { WebhookFanoutLive } from "./webhooks/WebhookFanout.ts"
 import { ServerConfig, type ServerConfigShape } from "./Config.ts"
 import { EntitiesLive } from "./Entities.ts"
+import { EmbeddedAutovacuum } from "./housekeeping/EmbeddedAutovacuum.ts"
 import { GcLive } from "./housekeeping/GcRun.ts"
 import { infrastructureLayer } from "./Infrastructure.ts"
 
@@ -77,13 +78,15 @@ export const serverLayer = (config: ServerConfigShape) => {
     ))
   )
   const Admin = embedded ? Layer.effectDiscard(AdminSocket.serve(config.dataDir)) : Layer.empty
+  // PGlite has no autovacuum worker (cluster PostgreSQL has its own).
+  const Autovacuum = embedded ? EmbeddedAutovacuum.live : Layer.empty
   // Body limits: none here. Each request's route sets its own (http/BodyLimits.ts); a value provided
   // here would be captured by the API's handlers and override the route's.
   // The CI runners and the automatic triggers start after the HTTP server and the entities.
   const Ci = Layer.mergeAll(CiDispatcherLive, CiTriggersLive)
   const Deliveries = Layer.mergeAll(WebhookFanoutLive, WebhookDeliveryLive)
   // Garbage collection and retention, every --gc-interval-seconds.
-  return Layer.mergeAll(Http, Admin, AccessNotificationsLive, Ci, Deliveries, GcLive, IdleGcLive).pipe(
+  return Layer.mergeAll(Http, Admin, AccessNotificationsLive, Ci, Deliveries, GcLive, IdleGcLive, Autovacuum).pipe(
     Layer.provide(EntitiesLive),
     Layer.provideMerge(DomainLive),
     Layer.provideMerge(Infra),

@@ -57,6 +57,29 @@ it.layer(Live, { timeout: 60_000, excludeTestServices: true })("embedded autovac
       yield* sql`DROP TABLE IF EXISTS probe`
     }))
 
+  it.effect("the busy server's pass only analyzes: the VACUUM waits for an idle pass", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const autovacuum = yield* EmbeddedAutovacuum
+      yield* setup
+      yield* autovacuum.runPass
+      yield* sql`UPDATE probe SET v = 2 WHERE id <= 3000`
+      const dead = Effect.map(
+        sql<{ dead: number }>`SELECT n_dead_tup::int AS dead FROM pg_stat_user_tables WHERE relname = 'probe'`,
+        (rows) => rows[0]!.dead
+      )
+      const report = yield* autovacuum.analyzePass
+      expect(report).toEqual({ analyzed: ["probe"], vacuumed: [] })
+      expect(yield* estimate(2)).toBeGreaterThan(2500)
+      expect(yield* dead).toBeGreaterThan(2000)
+      // Still due for VACUUM only: the next busy pass does nothing, the idle one vacuums.
+      expect((yield* autovacuum.due).find((t) => t.table === "probe")).toEqual({ table: "probe", analyze: false, vacuum: true })
+      expect(yield* autovacuum.analyzePass).toEqual({ analyzed: [], vacuumed: [] })
+      expect((yield* autovacuum.runPass).vacuumed).toEqual(["probe"])
+      expect(yield* dead).toBe(0)
+      yield* sql`DROP TABLE IF EXISTS probe`
+    }))
+
   it.effect("waits for another fiber's transaction instead of running inside it", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

@@ -9,13 +9,12 @@
  * and once per process if it never was: PGlite keeps no statistics counters across a restart, so a table
  * grown before one shows no changes. It is vacuumed when its dead rows pass 50 + 20% of its rows.
  * Each statement holds the one connection for a short while (a 5k-file push's tables: ANALYZE 5-105 ms CPU
- * each, bounded by its 30,000-row sample), so a pass runs only while the server is idle, table by table.
+ * each, bounded by its 30,000-row sample), so a pass runs while the server is idle, table by table; after
+ * MAX_SKIPPED busy looks in a row, a pass that only analyzes.
  *
- * NOT WIRED (Server.ts): with statistics, a fresh organization's push after others' ran 10x slower (server CPU
- * 2.9 -> 29 s for 5k files): its rows, inserted since the last ANALYZE, are estimated at ~0, and two statements turn
- * into nested loops over `= ANY` arrays (the upload check's blob_chunks JOIN repo_blobs, 35 s over 7 calls; the
- * publish's `UPDATE chunks SET referenced`, 4.7 s). Those must be made plan-proof first (cluster PostgreSQL's own
- * autovacuum can put them in the same state).
+ * Wired in Server.ts (embedded mode). It was unwired once: with statistics, a fresh organization's push after others'
+ * ran 10x slower (its rows, inserted since the last ANALYZE, estimated at ~0, turned two chunk statements into nested
+ * loops over `= ANY` arrays); those statements are now plan-proof (content/StaleStatistics.test.ts).
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -45,6 +44,8 @@ export class EmbeddedAutovacuum extends Context.Service<EmbeddedAutovacuum, {
   readonly due: Effect.Effect<ReadonlyArray<TableDue>, SqlError>
   /** One pass: each due table analyzed or vacuumed, one statement at a time, outside any transaction. */
   readonly runPass: Effect.Effect<PassReport, SqlError>
+  /** A pass that only analyzes (the due tables' VACUUMs wait for an idle pass): what a busy server runs. */
+  readonly analyzePass: Effect.Effect<PassReport, SqlError>
 }>()("grove/server/housekeeping/EmbeddedAutovacuum") {
   static readonly layer = Layer.effect(EmbeddedAutovacuum, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -69,21 +70,23 @@ export class EmbeddedAutovacuum extends Context.Service<EmbeddedAutovacuum, {
 
     const quoted = (table: string) => `"${table.replaceAll("\"", "\"\"")}"`
 
-    const runPass = Effect.gen(function*() {
-      const analyzed: Array<string> = []
-      const vacuumed: Array<string> = []
-      for (const t of yield* due) {
-        // VACUUM cannot run in a transaction block; ANALYZE here would hold a caller's transaction open.
-        if (t.vacuum) {
-          yield* sql.unsafe(`VACUUM (ANALYZE ${t.analyze ? "true" : "false"}) ${quoted(t.table)}`)
-          vacuumed.push(t.table)
-        } else yield* sql.unsafe(`ANALYZE ${quoted(t.table)}`)
-        if (t.analyze) analyzed.push(t.table)
-        seen.add(t.table)
-      }
-      return { analyzed, vacuumed } as PassReport
-    })
-    return EmbeddedAutovacuum.of({ due, runPass })
+    const pass = (vacuum: boolean) =>
+      Effect.gen(function*() {
+        const analyzed: Array<string> = []
+        const vacuumed: Array<string> = []
+        for (const t of yield* due) {
+          // VACUUM cannot run in a transaction block; ANALYZE here would hold a caller's transaction open.
+          if (vacuum && t.vacuum) {
+            yield* sql.unsafe(`VACUUM (ANALYZE ${t.analyze ? "true" : "false"}) ${quoted(t.table)}`)
+            vacuumed.push(t.table)
+          } else if (t.analyze) yield* sql.unsafe(`ANALYZE ${quoted(t.table)}`)
+          else continue
+          if (t.analyze) analyzed.push(t.table)
+          seen.add(t.table)
+        }
+        return { analyzed, vacuumed } as PassReport
+      })
+    return EmbeddedAutovacuum.of({ due, runPass: pass(true), analyzePass: pass(false) })
   }))
 
   /** The periodic pass, when the server is idle; stops with the layer's scope (the server's). */
@@ -95,12 +98,14 @@ export class EmbeddedAutovacuum extends Context.Service<EmbeddedAutovacuum, {
       const now = performance.eventLoopUtilization()
       const { utilization } = performance.eventLoopUtilization(now, last)
       last = now
-      if (utilization >= IDLE_UTILIZATION && skipped < MAX_SKIPPED) {
+      const busy = utilization >= IDLE_UTILIZATION
+      if (busy && skipped < MAX_SKIPPED) {
         skipped++
         return
       }
       skipped = 0
-      const report = yield* autovacuum.runPass
+      // A busy server gets its statistics (ANALYZE reads a bounded sample); VACUUM reads the whole table: idle only.
+      const report = yield* (busy ? autovacuum.analyzePass : autovacuum.runPass)
       if (report.analyzed.length + report.vacuumed.length > 0) {
         yield* Effect.logDebug("embedded autovacuum", report)
       }
