@@ -191,13 +191,12 @@ describe("the small push", () => {
   it("hands a server that does not answer over to the full command after its deadline, not after 300 s", async () => {
     const { options, work } = await twoCheckouts("sh")
     hangNext = /\/chunks\/batch$/
-    const started = Date.now()
+    // The old small push waited 300 s: the harness kills a run at 60 s, so its exit code fails this (no clock here).
     const pushed = await push({ ...options, env: { ...options.env!, GROVE_TEST_SMALL_PUSH_DEADLINE_MS: "1500" } }, work, false)
     expect({ code: pushed.run.code, client: pushed.client, stderr: pushed.stderr }).toEqual({ code: 0, client: "true", stderr: "" })
     expect(json(pushed.run)).toMatchObject({ pushed_commits: 1 })
     // The held batch, then the full command's batch and push.
     expect(pushed.requests.map((r) => r.url.replace(/^\/api\/alice\/sh\//, ""))).toEqual(["chunks/batch", "chunks/batch", "push"])
-    expect(Date.now() - started).toBeLessThan(55_000) // the harness kills a run at 60 s; the old small push waited 300 s
   }, 180_000)
 
   it("leaves a large blob to the full command before any request", async () => {
