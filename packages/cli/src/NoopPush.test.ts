@@ -36,9 +36,14 @@ const checkout = (
     }
     // Settled directories: the index records them, so an unchanged tree is told from its columns.
     for (const dir of [path.join(root, "sub"), root]) fs.utimesSync(dir, past, past)
-    // (utimes sets their ctime to now: the index must be written a clock tick later, with them taken as settled.)
-    const changed = Date.now()
-    while (Date.now() <= changed + 1) { /* the next tick */ }
+    // (utimes sets their ctime to now: the index must be written a clock tick later, with them taken as settled. The
+    // index's own mtime bounds its written_at, and the file system may hand the next file the very time it gave
+    // their ctime (a coarse tick, or multigrain timestamps' floor): wait until a file written now gets a later time
+    // than theirs, and Date.now() (whole ms) has passed it too.)
+    const changedAt = fs.statSync(root).ctimeMs
+    const clock = path.join(root, ".grove/clock")
+    do fs.writeFileSync(clock, ""); while (fs.statSync(clock).mtimeMs <= changedAt || Date.now() <= changedAt + 1)
+    fs.rmSync(clock)
     const scanned = yield* scan(root, yield* readIndex(root), Date.now())
     yield* writeIndex(root, scanned.files, HEAD, undefined, scanned.folders)
     // A small push (SmallPush.ts) answers a promise: awaited either way.
