@@ -20,11 +20,11 @@ import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { performance } from "node:perf_hooks"
+// Idle: the event loop busy less than this share of the last period, the same rule as the idle collection.
+import { IDLE_UTILIZATION } from "../ops/IdleGc.ts"
 
 /** How often the tables' counters are looked at: a look is two statements, ~3-12 ms CPU at load 15. */
 export const CHECK_EVERY = Duration.seconds(10)
-/** Idle: the event loop busy less than this share of the last period (as ops/IdleGc.ts). */
-export const IDLE_UTILIZATION = 0.5
 /** Busy looks in a row after which a pass runs anyway: a steadily busy server still gets its statistics. */
 export const MAX_SKIPPED = 6
 
