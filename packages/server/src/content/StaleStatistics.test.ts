@@ -98,12 +98,11 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       console.log("present chunk, uploads, CPU ms (250 / 1500 objects):", uploaded)
       expect(uploaded.large).toBeLessThan(uploaded.small * 10)
 
-      // The publish: each round starts from nothing published (blobs and chunks not yet referenced).
+      // The publish: each round starts from nothing published (chunks not yet referenced).
       const [toSmall, toLarge] = [yield* organization(250, false), yield* organization(1500, false)]
       const publish = (org: typeof small) =>
         Effect.gen(function*() {
           yield* sql`DELETE FROM repo_blobs WHERE repo_id = ${org.repo.id}`
-          yield* sql`UPDATE blobs SET referenced = false WHERE org_id = ${org.repo.orgId}`
           yield* sql`UPDATE chunks SET referenced = false WHERE org_id = ${org.repo.orgId}`
           yield* sql`UPDATE organizations SET used_bytes = 0 WHERE id = ${org.repo.orgId}`
           return yield* cpuOf(account(org.repo, { trees: [], blobs: org.blobs }))
