@@ -14,6 +14,7 @@ import { createHash, randomUUID } from "node:crypto"
 import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { account } from "./BranchCommands.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
+import { lockReferenced } from "./ReferencedObjects.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
@@ -113,5 +114,48 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       const published = yield* inTurns(publish(toSmall), publish(toLarge))
       console.log("publish CPU ms (250 / 1500 objects):", published)
       expect(published.large).toBeLessThan(published.small * 10)
+    }))
+
+  // The rest of the push's `= ANY` statements (P3's audit): the publish's stored-and-locked check, blobInfo (a push's
+  // stored blobs, and a pull's), and present where a repository is restricted (its candidates, chunk and blob).
+  it.effect("lockReferenced, blobInfo and present for a restricted repository grow near-linearly", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      yield* organization(1000, true)
+      yield* sql`ANALYZE`
+      const [small, large] = [yield* organization(250, true), yield* organization(1500, true)]
+      // Some of the organization's objects are marked by gc: lockReferenced locks those.
+      for (const org of [small, large]) {
+        yield* sql`INSERT INTO gc_marks (org_id, kind, hash) SELECT ${org.repo.orgId}, 'chunk', unnest(${org.chunks.slice(0, 10)}::text[])`
+      }
+
+      const locks = yield* inTurns(cpuOf(lockReferenced(small.repo.orgId, small.blobs)), cpuOf(lockReferenced(large.repo.orgId, large.blobs)))
+      console.log("lockReferenced CPU ms (250 / 1500 objects):", locks)
+      expect(locks.large).toBeLessThan(locks.small * 10)
+
+      expect((yield* objects.blobInfo(large.repo.orgId, large.blobs)).size).toBe(1500)
+      const infos = yield* inTurns(cpuOf(objects.blobInfo(small.repo.orgId, small.blobs)), cpuOf(objects.blobInfo(large.repo.orgId, large.blobs)))
+      console.log("blobInfo CPU ms (250 / 1500 objects):", infos)
+      expect(infos.large).toBeLessThan(infos.small * 10)
+
+      // The caller reads the repository only in part: every object is a candidate, and half of the blobs are readable.
+      const restricted = (org: typeof small): DedupScope => ({
+        orgId: org.repo.orgId,
+        repoId: org.repo.id,
+        principal: "user:me",
+        readable: [org.repo.id],
+        restricted: [{ repoId: org.repo.id, canRead: () => true, readableBlobs: Effect.succeed(new Set(org.blobs.filter((_, i) => i % 2 === 0))) }]
+      })
+      const chunksOf = (org: typeof small) => objects.present("chunk", restricted(org), org.chunks)
+      const blobsOf = (org: typeof small) => objects.present("blob", restricted(org), org.blobs)
+      expect((yield* chunksOf(large)).size).toBe(750)
+      expect((yield* blobsOf(large)).size).toBe(750)
+      const chunks = yield* inTurns(cpuOf(chunksOf(small)), cpuOf(chunksOf(large)))
+      console.log("present chunk, restricted, CPU ms (250 / 1500 objects):", chunks)
+      expect(chunks.large).toBeLessThan(chunks.small * 10)
+      const blobs = yield* inTurns(cpuOf(blobsOf(small)), cpuOf(blobsOf(large)))
+      console.log("present blob, restricted, CPU ms (250 / 1500 objects):", blobs)
+      expect(blobs.large).toBeLessThan(blobs.small * 10)
     }))
 })
