@@ -17,11 +17,11 @@ import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { exists, io } from "../local/Io.ts"
 import type { BranchState } from "../local/State.ts"
 import { initialState, newBranch, withBranch } from "../local/State.ts"
-import { withheldLine } from "../local/Withheld.ts"
+import { recordWithheld, withheldLine } from "../local/Withheld.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
-import type { PullAnswer } from "../sync/Fetch.ts"
-import { fetchFresh, materialize, pull } from "../sync/Fetch.ts"
+import type { FreshBranch } from "../sync/Fetch.ts"
+import { checkFresh, materialize, pull, storeFresh } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
 import { checkName } from "./Branch.ts"
@@ -111,9 +111,10 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
 
   const connection = yield* connect(remote)
   // The pull goes out first, with the caller's own credential: nothing it asks depends on the calls below, whose
-  // failures still come first (its own is seen only when the clone takes its answer).
+  // failures still come first (its own is seen only when the clone takes its answer). Its answer is decoded and
+  // checked (nothing written) while they are answered.
   const pulling = yield* Effect.forkChild(
-    pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null),
+    checkFresh(pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null)),
     { startImmediately: true }
   )
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
@@ -173,14 +174,16 @@ const populate = Effect.fnUntraced(function*(
   key: Effect.Effect<string | undefined, CliFailure>,
   connection: Connection,
   branchOption: Option.Option<string>,
-  pulled: Effect.Effect<PullAnswer, CliFailure>
+  pulled: Effect.Effect<FreshBranch, CliFailure>
 ) {
   yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
   const config = { remote, owner: parsed.owner, name: parsed.name }
   const workspace = yield* writeConfig(root, config)
   const repo = repoRemote(connection, parsed.owner, parsed.name)
   const target = Option.getOrElse(branchOption, () => "main")
-  const { answer, snapshot, store } = yield* fetchFresh(workspace, pulled)
+  const fresh = yield* pulled
+  const { answer, snapshot } = fresh
+  yield* recordWithheld(workspace.root, [answer])
   if (Option.isSome(branchOption) && answer.branch === null) {
     return yield* failure(`${fullName} has no branch ${JSON.stringify(target)}`, "no_such_branch")
   }
@@ -198,12 +201,17 @@ const populate = Effect.fnUntraced(function*(
   // The files download (their first requests sent) before the history and state are written: the server reads
   // chunks meanwhile. Writes that fail stop the download (and wait until it has stopped writing) before the caller
   // removes the checkout, so the failure is told at once.
+  let requested!: () => void
+  const sent = new Promise<void>((resolve) => (requested = resolve))
   const download = yield* Effect.forkChild(
-    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true),
+    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested),
     { startImmediately: true }
   )
   yield* Effect.gen(function*() {
-    yield* store
+    // The history is written (synchronously, ~300 trees) once the first requests are out, not before: the server
+    // then reads the chunks meanwhile. A download that ends first (it failed) lets the writes go at once.
+    yield* Effect.raceFirst(Effect.promise(() => sent), Effect.asVoid(Fiber.await(download)))
+    yield* storeFresh(workspace, fresh)
     yield* saveState(workspace, state)
     const made = yield* key
     if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })

@@ -83,7 +83,9 @@ export const downloadBlobs = (
   wanted: ReadonlyArray<IncomingBlob>,
   dir: string,
   /** Takes a whole blob's verified bytes; true when it needs no file in `dir` (it is then not in the answer). */
-  placeBytes?: (hash: string, data: Uint8Array) => boolean
+  placeBytes?: (hash: string, data: Uint8Array) => boolean,
+  /** Called once the first batches' requests are sent (the caller's own work can then run while the server reads). */
+  onRequested?: () => void
 ): Effect.Effect<Map<string, string>, CliFailure> =>
   Effect.gen(function*() {
     // The empty blob needs no transfer, whatever size the caller guessed.
@@ -139,6 +141,8 @@ export const downloadBlobs = (
     const writes = concurrentWrites()
     // Asked for zstd frames: a server that does not compress ignores the field and answers raw.
     const compression = downloadCompression(remote.site)
+    let requested = 0
+    if (batches.length === 0) onRequested?.()
 
     const finishBlob = async (hash: string) => {
       const blob = blobs.find((b) => b.hash === hash)!
@@ -212,8 +216,9 @@ export const downloadBlobs = (
         const queued: Array<Promise<void>> = []
         /** The writes of the last part taken: a try after a broken answer waits for them (and fails with them). */
         let writing: Promise<void> | undefined
-        const answer = await remote.sendBinary(FETCH_ROUTE, {
-          ...await ask(batch),
+        const asked = await ask(batch)
+        const answering = remote.sendBinary(FETCH_ROUTE, {
+          ...asked,
           signal,
           // The connection broke part-way: the chunks not taken yet, in order (a frame cut in half was dropped).
           resume: async () => {
@@ -245,7 +250,9 @@ export const downloadBlobs = (
               done: splitter.end
             }
           }
-        }).catch(async (error: unknown) => {
+        })
+        if (++requested === Math.min(IN_FLIGHT, batches.length)) onRequested?.()
+        const answer = await answering.catch(async (error: unknown) => {
           // An aborted or broken answer: the writes of its last part end before the batch does.
           await Promise.allSettled([writing, ...queued.splice(0)])
           throw error

@@ -4,9 +4,9 @@
  * snapshot, downloading only the blobs that are neither in the tree already
  * nor kept locally.
  */
-import type { ApiSync } from "@grove/api"
+import { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { failure } from "../Failures.ts"
@@ -18,10 +18,12 @@ import { directPlacer } from "../local/Placing.ts"
 import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
-import { askCapabilitiesEarly, COMPRESS_FROM } from "./BodyCompression.ts"
+import { ACCEPT_ENCODING, askCapabilitiesEarly, COMPRESS_FROM, downloadCompression } from "./BodyCompression.ts"
 import type { IncomingBlob } from "./Download.ts"
 import { downloadBlobs } from "./Download.ts"
+import { plainDecoder, REFUSED } from "./PlainDecode.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
+import { transfer } from "./RemoteRepo.ts"
 
 type HistoryAnswer = { readonly commits: ReadonlyArray<ApiSync.CommitData>; readonly trees: ReadonlyArray<ApiSync.TreeData> }
 type CheckedTrees = ReadonlyArray<{ readonly hash: string; readonly entries: ReadonlyArray<Objects.Tree.TreeEntry> }>
@@ -57,14 +59,34 @@ export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(workspace:
 export type PullAnswer = ApiSync.PullResponse
 
 /** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
-export const pull = (remote: RemoteRepo, branch: string, since: string | null) => {
-  const { call, client } = remote.connection
+export const pull = (remote: RemoteRepo, branch: string, since: string | null): Effect.Effect<PullAnswer, CliFailure> => {
   // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
   if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
-  return call(client.sync.pull({
-    params: { owner: remote.owner, name: remote.name },
-    query: { branch_name: branch, ...(since === null ? {} : { since }) }
-  }))
+  const query = new URLSearchParams({ branch_name: branch, ...(since === null ? {} : { since }) })
+  // As the typed client's `sync.pull` (same route, headers, retries and error mapping), but its answer decoded by
+  // the schema's compiled plain decoder (PlainDecode.ts): a whole branch is ~60k values.
+  return Effect.flatMap(
+    transfer("pull failed", () =>
+      remote.sendBinary(`pull?${query}`, {
+        method: "GET",
+        acceptEncoding: downloadCompression(remote.site) ? ACCEPT_ENCODING : undefined
+      })),
+    (answer) => decodePull(remote, answer.body)
+  )
+}
+
+const pullDecoder = plainDecoder(ApiSync.PullResponse)
+
+const decodePull = (remote: RemoteRepo, body: Uint8Array): Effect.Effect<PullAnswer, CliFailure> => {
+  let json: unknown
+  try {
+    json = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.length).toString("utf8"))
+  } catch {
+    return failure(`unexpected answer from ${remote.site} (is it a Grove server of a compatible version?)`, "bad_response")
+  }
+  const decoded = pullDecoder === undefined ? REFUSED : pullDecoder(json)
+  // Refused (or no plain decoder): the schema's own decoder, which says what is wrong.
+  return decoded === REFUSED ? remote.connection.call(Schema.decodeUnknownEffect(ApiSync.PullResponse)(json)) : Effect.succeed(decoded)
 }
 
 /** `GET pull` for one branch (all of it without `since`), its history stored. */
@@ -80,15 +102,20 @@ export const fetchBranch = Effect.fn("Fetch.branch")(function*(
   return answer
 })
 
+/** A whole branch's pull answer for a new checkout, checked: its trees and commits, and its head's files. */
+export interface FreshBranch {
+  readonly answer: PullAnswer
+  readonly trees: CheckedTrees
+  readonly snapshot: Snapshot
+}
+
 /**
- * A whole branch for a new checkout (`pulled`: its `pull` without `since`, under way): its history checked, its
- * head's files known from the answer's own trees (checked, not yet stored). `store` writes the history; the caller
- * runs it while the files download.
+ * A whole branch for a new checkout (`pulled`: its `pull` without `since`): its history checked and its head's files
+ * known from the answer's own trees. Nothing is written, so a clone runs this while its other first calls are answered.
  */
-export const fetchFresh = Effect.fn("Fetch.fresh")(function*(workspace: Workspace, pulled: Effect.Effect<PullAnswer, CliFailure>) {
+export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(pulled: Effect.Effect<PullAnswer, CliFailure>) {
   const answer = yield* pulled
   const trees = yield* checkHistory(answer)
-  yield* recordWithheld(workspace.root, [answer])
   const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
   if (answer.head !== null && head === undefined) {
     return yield* failure(`commit ${answer.head} is missing from the checkout (run grove pull)`, "missing_object")
@@ -103,8 +130,12 @@ export const fetchFresh = Effect.fn("Fetch.fresh")(function*(workspace: Workspac
     if (!flat.ok) return yield* failure(flat.reason, "missing_object")
     snapshot = flat.files
   }
-  return { answer, snapshot, store: writeHistory(workspace, trees, answer.commits) }
+  return { answer, trees, snapshot } satisfies FreshBranch
 })
+
+/** Stores a checked branch's history in a new checkout; the caller runs it while the files download. */
+export const storeFresh = (workspace: Workspace, fresh: FreshBranch): Effect.Effect<void, CliFailure> =>
+  writeHistory(workspace, fresh.trees, fresh.answer.commits)
 
 export interface MaterializeResult {
   readonly written: number
@@ -133,7 +164,9 @@ export const materialize = (
    * as they arrive. Elsewhere (a pull, a switch) a failed download must leave the tree as it was, so files wait in
    * `.grove/tmp` until applySnapshot.
    */
-  direct = false
+  direct = false,
+  /** Called once the files' first requests are sent, or at once when nothing is to be downloaded. */
+  onRequested?: () => void
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
@@ -175,8 +208,8 @@ export const materialize = (
       if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
       // Sizes unknown here come back from blobs/info along with the chunk lists.
       const list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
-      downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place)
-    }
+      downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place, onRequested)
+    } else onRequested?.()
     // The files placed and the index written are one step an interruption waits for: `io` does not wait for its
     // promise when interrupted, so a clone's undo could otherwise remove the checkout while a write still runs and
     // re-creates it (a clone whose key is refused just then).

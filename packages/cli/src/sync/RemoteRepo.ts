@@ -18,6 +18,8 @@ export interface BinaryInit {
   readonly body?: string | Uint8Array
   readonly contentType?: string
   readonly contentEncoding?: string
+  /** The answer's encodings this request accepts (a large JSON answer comes zstd from a remote server). */
+  readonly acceptEncoding?: string | undefined
 }
 
 export interface RemoteRepo {
@@ -69,6 +71,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
     if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (init.contentType !== undefined) headers["content-type"] = init.contentType
     if (init.contentEncoding !== undefined) headers["content-encoding"] = init.contentEncoding
+    if (init.acceptEncoding !== undefined) headers["accept-encoding"] = init.acceptEncoding
     return headers
   }
   // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
