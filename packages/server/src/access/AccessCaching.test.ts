@@ -7,14 +7,14 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { DbEmbedded, Migrations } from "@grove/storage"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Exit, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import { AccessCaches } from "../cache/AccessCaches.ts"
 import { AccessNotificationsLive } from "../cache/AccessNotifications.ts"
 import { Identity } from "./Identity.ts"
 import { Organizations } from "./Organizations.ts"
-import { Repositories } from "./Repositories.ts"
+import { afterRepositoryWrite, Repositories } from "./Repositories.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Reads = Layer.mergeAll(Identity.layer, Organizations.layer, Repositories.layer).pipe(Layer.provideMerge(AccessCaches.layer))
@@ -111,6 +111,36 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("access caches, emb
       yield* sql`UPDATE repositories SET description = 'later', version = version + 1 WHERE id = ${id}`
       yield* repositories.landed(current, third, since)
       expect(yield* read()).toMatchObject({ head: "m3", description: "later", version: current.version + 2 })
+    }))
+
+  it.effect("a command that wrote nothing keeps the sender's record of the same version; of another version it is forgotten", () =>
+    Effect.gen(function*() {
+      yield* cachesOn
+      const sql = yield* SqlClient.SqlClient
+      const identity = yield* Identity
+      const repositories = yield* Repositories
+      yield* identity.createUser({ username: "una", admin: false })
+      const [org] = yield* sql<{ id: string }>`SELECT id FROM organizations WHERE slug = 'una'`
+      const id = randomUUID()
+      yield* sql`INSERT INTO repositories ${sql.insert({ id, org_id: org!.id, name: "Same", is_public: true })}`
+      const read = () => repositories.findByFullName("una", "same").pipe(Effect.map(Option.getOrThrow))
+      /** A PATCH of the visibility it has (RepositoryCommands.setVisibility): answered with this note, nothing written. */
+      const unchangedAt = (version: number, updatedAt: Date) =>
+        Exit.succeed({ value: undefined, note: { version, updated_at: updatedAt.toISOString(), unchanged: true } })
+
+      const before = yield* read()
+      yield* afterRepositoryWrite(repositories, before, { isPublic: true }, repositories.changesSeen())(unchangedAt(before.version, before.updatedAt))
+      // Kept: an unnotified change is not seen, so the record was not read again.
+      yield* unnotified(sql`UPDATE repositories SET description = 'unnotified' WHERE id = ${id}`)
+      expect(yield* read()).toEqual(before)
+
+      // The row changed since the record was read (unnotified here): the note's version differs, the record is forgotten.
+      const [moved] = yield* unnotified(
+        sql<{ version: number; updatedAt: Date }>`UPDATE repositories SET head = 'm1', version = version + 1 WHERE id = ${id}
+          RETURNING version, updated_at AS "updatedAt"`
+      )
+      yield* afterRepositoryWrite(repositories, before, { isPublic: true }, repositories.changesSeen())(unchangedAt(moved!.version, moved!.updatedAt))
+      expect(yield* read()).toMatchObject({ head: "m1", description: "unnotified", version: before.version + 1 })
     }))
 
   it.effect("a key revoked and a membership removed by any SQL are seen by the next request; unnotified, they are not", () =>

@@ -139,7 +139,9 @@ export class Repositories extends Context.Service<Repositories, {
 /**
  * After a Repository command sent from this node for `before` (its `changed` fields): the record as the
  * command's note says it landed (`landed`), or forgotten when there is none (a replayed or failed command).
- * `since`: `changesSeen()` taken before the send.
+ * A command that wrote nothing (`unchanged`) leaves the cache as it is when the row is still `before`'s version
+ * (every change bumps it), so the next request does not read the row again. `since`: `changesSeen()` taken
+ * before the send.
  */
 export const afterRepositoryWrite = (
   repositories: Repositories["Service"],
@@ -149,7 +151,10 @@ export const afterRepositoryWrite = (
 ) =>
 <A, E>(exit: Exit.Exit<Entity.Replied<A, RepositoryWritten>, E>): Effect.Effect<void> => {
   const note = Exit.isSuccess(exit) ? exit.value.note : undefined
-  return note === undefined
-    ? Effect.sync(() => repositories.invalidate(before.owner, before.name))
+  if (note === undefined || note.unchanged === true && note.version !== before.version) {
+    return Effect.sync(() => repositories.invalidate(before.owner, before.name))
+  }
+  return note.unchanged === true
+    ? Effect.void
     : repositories.landed(before, { ...changed, version: note.version, updatedAt: new Date(note.updated_at) }, since)
 }

@@ -19,9 +19,14 @@ export interface RepositoryRecord {
 /**
  * The repository row as a command left it (its version and updated_at; the command knows the fields it set): the
  * note a Repository command gives the node that sent it (`Entity.noted`), which caches the record without a read
- * (`Repositories.landed`). Never part of an answer or a stored reply.
+ * (`Repositories.landed`). Never part of an answer or a stored reply. `unchanged`: the command wrote nothing (the
+ * row as it found it), so the sender's record of the same version is still exact (`afterRepositoryWrite`).
  */
-export const RepositoryWritten = Schema.Struct({ version: Schema.Number, updated_at: Schema.String })
+export const RepositoryWritten = Schema.Struct({
+  version: Schema.Number,
+  updated_at: Schema.String,
+  unchanged: Schema.optionalKey(Schema.Boolean)
+})
 export type RepositoryWritten = typeof RepositoryWritten.Type
 
 /** `RepositoryWritten` of a row as read back (`RETURNING`). */

@@ -69,7 +69,9 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("Repository.setVisib
       const { value: again, note } = yield* runtime.sendNoted(Repository, key, "SetVisibility", { isPublic: true, actor: "t" })
       expect(again).toEqual(unchanged)
       expect(yield* stored()).toEqual(unchanged)
-      expect(note).toBeUndefined()
+      // Its note says so, with the row's version as found: the sending node keeps its record of that version.
+      const [row] = yield* sql<{ version: number; updatedAt: Date }>`SELECT version, updated_at AS "updatedAt" FROM repositories WHERE id = ${repoId}`
+      expect(note).toEqual({ version: row!.version, updated_at: row!.updatedAt.toISOString(), unchanged: true })
       expect(yield* audited()).toBe(3)
     }))
 })

@@ -95,8 +95,8 @@ export const remove = Effect.fn("Repository.delete")(function*(
 
 /**
  * One statement: the repository locked by its entity key, the UPDATE when the visibility changes and its audit
- * row (each write waits on the one before it); the event goes with the reply. Its note, when it changed the
- * row: the row as written, for the sending node's cache.
+ * row (each write waits on the one before it); the event goes with the reply. Its note: the row as written (or
+ * as found, `unchanged`), for the sending node's cache.
  */
 export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   payload: typeof SetVisibilityPayload.Type,
@@ -118,7 +118,8 @@ export const setVisibility = Effect.fn("Repository.setVisibility")(function*(
   const row = rows[0]
   if (row === undefined) return yield* new RepositoryGone({ fullName: entityId })
   const { written, ...record } = row
-  if (!written) return toApiRepository(record)
+  // Nothing written: the note says so, and the sending node keeps its record if it is of this version.
+  if (!written) return Entity.noted(toApiRepository(record), { ...repositoryWritten(record), unchanged: true })
   yield* emit("repository.visibility_changed", {
     repository_id: record.id,
     owner: record.owner,
