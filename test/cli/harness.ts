@@ -149,6 +149,18 @@ export const listing = (root: string): Record<string, string> => {
 /** The same options, run in `cwd`. */
 export const at = (options: GroveOptions, cwd: string): GroveOptions => ({ ...options, cwd })
 
+/**
+ * For `node --import`: writes `builtins <name> <name> ...` (the Node modules the run loaded) to stderr at exit, with
+ * fs.writeSync (process.stderr on a pipe would load node:net and the streams itself). `builtinsOf` reads it back.
+ */
+export const REPORT_BUILTINS = `data:text/javascript,${
+  encodeURIComponent(
+    `process.on("exit", () => process.getBuiltinModule("node:fs").writeSync(2, "builtins " + process.moduleLoadList.filter((m) => m.startsWith("NativeModule ")).map((m) => m.slice(13)).join(" ") + "\\n"))`
+  )
+}`
+export const builtinsOf = (stderr: string): ReadonlyArray<string> => (/^builtins (.*)$/m.exec(stderr)?.[1] ?? "").split(" ")
+
+
 /** Runs grove and expects exit 0, showing its output when it is not. */
 export const ok = async (args: ReadonlyArray<string>, options: GroveOptions) => {
   const run = await grove(args, options)

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { VERSION_LINE } from "../../packages/cli/src/BuildInfo.ts"
 import { CLI_BIN, ROOT } from "../support/GroveServer.ts"
-import { removeTempDirs, tempDir } from "./harness.ts"
+import { builtinsOf, removeTempDirs, REPORT_BUILTINS, tempDir } from "./harness.ts"
 
 afterAll(() => removeTempDirs())
 
@@ -82,6 +82,23 @@ describe("grove's start", () => {
         expect({ mode, args, loaded: names.filter((n) => n === "readline" || n === "child_process") }).toEqual({ mode, args, loaded: [] })
       }
     }
+  })
+
+  it("the bundle takes Node's modules by getter, and --version loads neither the streams nor node:net (stdout a pipe)", () => {
+    const dist = path.join(ROOT, "packages/cli/dist")
+    if (!fs.existsSync(path.join(dist, "grove.mjs"))) return
+    // An ES import of a builtin builds its facade, which reads every export: node:fs's load fs/promises and the streams.
+    const files = fs.readdirSync(dist, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".mjs"))
+    const imports = files.flatMap((f) =>
+      [...fs.readFileSync(path.join(dist, f), "utf8").matchAll(/^import\s[^;]*?from\s*"(node:[^"]+)";?\s*$/gm)].map((m) => `${f}: ${m[1]}`)
+    )
+    expect(files.length).toBeGreaterThan(3)
+    expect(imports).toEqual([])
+    const result = run(CLI_BIN, ["--version"], { GROVE_BUNDLE: "1" }, ["--import", REPORT_BUILTINS])
+    expect({ code: result.status, stdout: result.stdout }).toEqual({ code: 0, stdout: `${VERSION_LINE}\n` })
+    const names = builtinsOf(result.stderr)
+    expect(names).toContain("fs") // the hook saw the run
+    expect(names.filter((n) => ["stream", "net", "tty", "fs/promises", "crypto"].includes(n))).toEqual([])
   })
 
   it("a client outside a git checkout of its sources runs its bundle without walking them; in one, an edited source wins", () => {

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { GroveServer } from "../support/GroveServer.ts"
-import { at, grove, type GroveOptions, json, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
+import { type GroveServer, ROOT } from "../support/GroveServer.ts"
+import { at, builtinsOf, grove, type GroveOptions, json, ok, REPORT_BUILTINS, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -200,6 +200,20 @@ describe("grove watch", () => {
     expect(run.stdout + run.stderr).toContain("nfs file system")
     expect(json(await ok(["watch", "status", "--json"], at(alice, work)))).toMatchObject({ running: false })
   }, 120_000)
+
+  it("answers push and status without loading node:crypto or node:fs/promises (the bundle's quick path)", async () => {
+    if (!fs.existsSync(path.join(ROOT, "packages/cli/dist/noop-push.mjs"))) return
+    const { work } = await watched("wb")
+    const env = { ...alice.env!, GROVE_BUNDLE: "1", NODE_OPTIONS: `--import ${REPORT_BUILTINS}` }
+    // The first look keeps a token (a file written), the next ones are quiet; a status of an unchanged tree too.
+    for (const args of [["push", "--json"], ["push", "--json"], ["status", "--json"]]) {
+      const run = await ok(args, { ...at(alice, work), env })
+      const names = builtinsOf(run.stderr)
+      expect(names).toContain("net") // the daemon was asked
+      expect({ args, loaded: names.filter((n) => n === "crypto" || n === "fs/promises") }).toEqual({ args, loaded: [] })
+    }
+    expect(fs.existsSync(tokenFile(work))).toBe(true)
+  }, 240_000)
 
   it("stops, and says so", async () => {
     // The daemon lives for hours: the caller's secrets stay out of its environment.

@@ -4,9 +4,11 @@
 // bundle is newer than every source (checked in a git checkout of them only), the bundle runs instead (a third of
 // the start-up).
 // The compile cache keeps start-up fast after the first run.
-import * as fs from "node:fs"
-import { enableCompileCache } from "node:module"
-import { homedir } from "node:os"
+// Node's modules by getter, not by import: an import of node:fs builds its ES facade, which reads every export and so
+// loads fs/promises and the streams (~3 ms of every start; see scripts/bundle.ts, which does the same for the bundle).
+const fs = process.getBuiltinModule("node:fs")
+const { enableCompileCache } = process.getBuiltinModule("node:module")
+const { homedir } = process.getBuiltinModule("node:os")
 
 /**
  * V8's code for the client (the bundle's compile is ~40% of a start without it), kept in the user's cache
@@ -60,7 +62,8 @@ const answerFromCheckout = async (args, fresh) => {
   if (quick === undefined) return undefined
   const module = await import(fresh ? "../dist/noop-push.mjs" : "../src/NoopPush.ts")
   try {
-    return module[quick]?.({ args, env: process.env, cwd: process.cwd(), home: homedir() })
+    const text = await module[quick]?.({ args, env: process.env, cwd: process.cwd(), home: homedir() })
+    return text === undefined ? undefined : { text, module }
   } catch {
     return undefined // any doubt: the full command decides
   }
@@ -69,4 +72,5 @@ const answerFromCheckout = async (args, fresh) => {
 const fresh = bundleIsFresh()
 const answer = await answerFromCheckout(process.argv.slice(2), fresh)
 if (answer === undefined) await import(fresh ? "../dist/grove.mjs" : "../src/main.ts")
-else process.stdout.write(`${answer}\n`)
+// (A bundle from before writeStdout: process.stdout.)
+else (answer.module.writeStdout ?? ((text) => process.stdout.write(text)))(`${answer.text}\n`)

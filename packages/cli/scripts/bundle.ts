@@ -10,6 +10,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
+import { rewriteBundleBuiltins } from "./builtins-by-getter.ts"
 
 const cli = path.resolve(import.meta.dirname, "..")
 const outdir = path.join(cli, "dist")
@@ -19,7 +20,7 @@ const started = performance.now()
 try {
   const { build } = await import("esbuild")
   fs.rmSync(temp, { recursive: true, force: true })
-  await build(nodeBundleOptions({
+  const built = await build(nodeBundleOptions({
     entryPoints: {
       grove: path.join(cli, "src/main.ts"),
       "noop-push": path.join(cli, "src/NoopPush.ts"),
@@ -30,8 +31,12 @@ try {
     // A native addon, loaded with require() when present.
     external: ["@napi-rs/blake-hash-linux-x64-gnu"],
     // `x instanceof FormData` without loading undici (see the file).
-    inject: [path.join(cli, "scripts/form-data-shim.js")]
+    inject: [path.join(cli, "scripts/form-data-shim.js")],
+    metafile: true
   }))
+  // `grove --version` 35 -> 31 ms CPU, the watched no-op push ~5 ms less (see the file).
+  const leftAsBuilt = rewriteBundleBuiltins(built.metafile!, process.cwd())
+  if (leftAsBuilt.length > 0) console.error(`grove: Node's modules are imported as built in ${leftAsBuilt.join(", ")}`)
   // Swap the directories: a concurrent `grove` sees the old bundle or the new one.
   const old = `${outdir}.${process.pid}.old`
   if (fs.existsSync(outdir)) fs.renameSync(outdir, old)

@@ -19,6 +19,9 @@ import { columnsUnchanged, readIndexSync, treeUnchanged } from "./local/TreeStat
 import type { FullCheck } from "./watch/WatchClient.ts"
 import { socketPath } from "./watch/WatchPaths.ts"
 
+/** How bin/start.js prints an answer (Stdout.ts). */
+export { writeStdout } from "./Stdout.ts"
+
 const readJson = (file: string): unknown => {
   try {
     return JSON.parse(fs.readFileSync(file, "utf8"))

@@ -12,10 +12,9 @@
  * push that landed meanwhile is recognised by its head), and reports whatever it gets, as it always does.
  */
 import type { ApiSync } from "@grove/api"
-import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { writeJsonAtomic } from "./local/Files.ts"
+import { randomUuid, writeJsonAtomic } from "./local/Files.ts"
 import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readTreeFile } from "./local/ObjectFiles.ts"
 import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
@@ -172,7 +171,7 @@ const send = async (found: CheckoutFound, sending: Sending, signal: AbortSignal)
     method: "POST",
     headers: {
       authorization,
-      "idempotency-key": randomUUID(),
+      "idempotency-key": randomUuid(),
       ...(downloadCompression(remote) ? { "accept-encoding": ACCEPT_ENCODING } : {}),
       "content-type": "application/json",
       ...(squeezed === undefined ? {} : { "content-encoding": "zstd" })

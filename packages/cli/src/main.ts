@@ -5,10 +5,11 @@
  * argument-less content commands run without the tree (Direct.ts).
  */
 import { VERSION_LINE } from "./BuildInfo.ts"
+import { writeStdout } from "./Stdout.ts"
 
 const argv = process.argv.slice(2)
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-v")) {
-  process.stdout.write(`${VERSION_LINE}\n`)
+  writeStdout(`${VERSION_LINE}\n`)
 } else {
   const { runMain } = await import("./Run.ts")
   process.exitCode = await runMain(argv)
