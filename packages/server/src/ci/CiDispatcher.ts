@@ -20,6 +20,7 @@ import { FOLLOW_MARGIN_MS, outcomeUnknown } from "./CiOutcome.ts"
 import { runKey } from "./CiRecord.ts"
 import { CiRuns } from "./CiRuns.ts"
 import { CiWake } from "./CiWake.ts"
+import * as NetnsPool from "./NetnsPool.ts"
 import { PtySpawner } from "./PtySpawner.ts"
 import * as RunClaims from "./RunClaims.ts"
 import { executeRun, type RunnerContext } from "./Runner.ts"
@@ -45,7 +46,8 @@ export const CiDispatcherLive = Layer.effectDiscard(Effect.gen(function*() {
   const gateway = yield* CiGateway
   const bus = yield* Bus.Bus
   const ci = config.ci ?? { ...DEFAULT_CI, workDir: `${config.dataDir}/ci` }
-  const isolation = yield* isolationFor(ci)
+  // Network namespaces kept across steps (NetnsPool): one per runner and per warm sandbox, and one spare.
+  const isolation = yield* isolationFor(ci).pipe(Effect.flatMap((found) => NetnsPool.pooled(found, ci.concurrency + Math.min(ci.concurrency, WARM_MAX) + 1)))
   // This node's own directory under the work root: what a previous run of the same node left
   // behind (it was killed mid-run) is removed, other nodes' directories are not touched.
   const root = path.join(ci.workDir, config.nodeId.replace(/[^A-Za-z0-9._-]/g, "_"))

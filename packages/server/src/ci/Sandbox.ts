@@ -16,7 +16,8 @@
  * loopback: services bound to the host's loopback only (PostgreSQL, Kafka, MinIO, the server's port)
  * are out of reach. The step has no capability in that namespace (bwrap's user namespace is nested in
  * pasta's), so it cannot reconfigure it. DNS uses the host's /etc/resolv.conf (a loopback resolver
- * there does not answer inside).
+ * there does not answer inside). When the server runs as root, a network-on step mostly joins such a namespace that a
+ * pasta already serves (NetnsPool: kept across steps, found clean after each, else retired) instead of starting its own.
  *
  * When the server runs as root, every running job gets its own host uid/gid from a range
  * (`--ci-uid-base`, 65,536 ids) and bwrap (inside pasta, when there) is started as that user (setpriv,
@@ -33,6 +34,7 @@ import { constants } from "node:fs"
 import { access, readlink } from "node:fs/promises"
 import * as path from "node:path"
 import { promisify } from "node:util"
+import type { NetnsPool } from "./NetnsPool.ts"
 
 const exec = promisify(execFile)
 
@@ -52,6 +54,8 @@ export type Isolation =
     readonly uidBase: number
     /** Who the step is inside the sandbox (`--ci-user`). */
     readonly inside: RunUser
+    /** Root only: network namespaces kept across steps (NetnsPool), entered with nsenter instead of a pasta per step. */
+    readonly netns?: { readonly pool: NetnsPool; readonly nsenter: string } | undefined
   }
   | {
     /** `--ci-unsafe-shared-runner` without a working sandbox: steps run on the host. */
@@ -82,7 +86,11 @@ export const jobUser = (isolation: Isolation): Effect.Effect<RunUser | undefined
 export const reserveUser = (isolation: Isolation): RunUser | undefined => {
   if (isolation._tag === "Shared") return isolation.user
   if (isolation.setpriv === undefined) return undefined
-  const base = isolation.uidBase
+  return reserveId(isolation.uidBase)
+}
+
+/** A host uid (= gid) of the range from `base` no one holds; give it back with releaseUser. */
+export const reserveId = (base: number): RunUser => {
   let id = base + Math.floor(Math.random() * UID_RANGE)
   while (inUse.has(id)) id = base + ((id - base + 1) % UID_RANGE)
   inUse.add(id)
@@ -104,6 +112,8 @@ export interface Command {
    * pasta has exited (the kernel's teardown of its tap device and namespace, 10-40 ms later).
    */
   readonly exitMarker?: string | undefined
+  /** Told the process's exit (its whole sandbox gone): gives back the pooled namespace it ran in. */
+  readonly released?: ((exit: { readonly exitCode: number; readonly signal: number }) => void) | undefined
 }
 
 const SYSTEM_LINKS = ["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"]
@@ -114,7 +124,7 @@ const SYSTEM_LINKS = ["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"]
  * gateway not mapped to the host, and addresses of its own instead of copies of the host's (with
  * those, a step reaching for the host's address would reach itself).
  */
-const PASTA_ARGS = [
+export const PASTA_ARGS = [
   "--config-net", "--quiet", "--no-map-gw", "-t", "none", "-u", "none", "-T", "none", "-U", "none",
   "-a", "10.0.2.15", "-n", "24", "-g", "10.0.2.2", "-a", "fd67:726f:7665::2", "-g", "fd67:726f:7665::1"
 ]
@@ -180,8 +190,16 @@ const newMarker = () => `\x1b]grove-exit;${randomBytes(16).toString("hex")};`
 export const inSandbox = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, argv: ReadonlyArray<string>): Effect.Effect<Command> =>
   Effect.promise(async () => {
     if (isolation._tag !== "Sandboxed") return asUser(isolation.setpriv, user, argv)
+    const links = await readLinks()
+    // A pooled namespace: the server's nsenter joins it (as root), then setpriv makes the step the job's user. bwrap's
+    // exit is the step's: no pasta around it to wait for.
+    const lease = network && user !== undefined && isolation.setpriv !== undefined ? isolation.netns?.pool.take() : undefined
+    if (lease !== undefined) {
+      const inner = asUser(isolation.setpriv, user, [isolation.bwrap, ...bwrapArgs(isolation.inside, workspace, true, links), "--", ...argv])
+      return { file: isolation.netns!.nsenter, args: [`--net=${lease.path}`, "--", inner.file, ...inner.args], released: lease.done }
+    }
     const marker = newMarker()
-    const command = asUser(isolation.setpriv, user, sandboxed(isolation, isolation.inside, workspace, network, await readLinks(), argv, marker))
+    const command = asUser(isolation.setpriv, user, sandboxed(isolation, isolation.inside, workspace, network, links, argv, marker))
     return network ? { ...command, exitMarker: marker } : command
   })
 
@@ -221,7 +239,7 @@ const asUser = (setpriv: string | undefined, user: RunUser | undefined, argv: Re
     : { file: argv[0]!, args: argv.slice(1), user }
 
 /** The first executable `name` on the server's PATH. */
-const which = async (name: string): Promise<string | undefined> => {
+export const which = async (name: string): Promise<string | undefined> => {
   for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
     if (dir === "") continue
     const candidate = path.join(dir, name)

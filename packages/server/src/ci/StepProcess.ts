@@ -40,6 +40,7 @@ const start = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Re
   // its last output was delivered: that is the end of the output, no quiet period to wait out.
   const exit = new Promise<number>((done) => {
     child.onExit(({ exitCode, signal }) => {
+      command.released?.({ exitCode, signal })
       started.code = signal !== 0 ? 128 + signal : exitCode
       if (held !== "") started.sink(held)
       held = ""

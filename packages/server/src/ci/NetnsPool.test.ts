@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, Scope } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { greeter, hostAddress } from "../../../../test/support/hostNetwork.ts"
+import { pooled } from "./NetnsPool.ts"
+import { type Isolation, jobUser, probe, stepCommand } from "./Sandbox.ts"
+
+const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
+// The pool is for a server running as root (each job its own host uid).
+const root = process.getuid?.() === 0
+
+let scope: Scope.Closeable
+let isolation: Isolation
+
+/** Runs one step command as the runner would (without the terminal), then tells the command its exit as StepProcess does. */
+const run = (network: boolean, script: string) =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const user = yield* jobUser(isolation)
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-netns-test-"))
+    fs.chownSync(workspace, user!.uid, user!.gid)
+    const command = yield* stepCommand(isolation, user, workspace, network, script)
+    const stdout = yield* Effect.promise(() =>
+      new Promise<string>((resolve) => {
+        const child = spawn(command.file, [...command.args], { cwd: workspace, env: { PATH: "/usr/bin:/bin" }, stdio: ["ignore", "pipe", "ignore"] })
+        let out = ""
+        child.stdout.on("data", (chunk) => (out += String(chunk)))
+        child.on("close", (code, signal) => {
+          command.released?.({ exitCode: code ?? 0, signal: signal === null ? 0 : os.constants.signals[signal] })
+          fs.rmSync(workspace, { recursive: true, force: true })
+          resolve(command.exitMarker === undefined ? out : out.slice(0, out.indexOf(command.exitMarker)))
+        })
+      })
+    )
+    return { stdout, pooled: command.released !== undefined, file: command.file }
+  })))
+
+const pool = () => {
+  if (isolation._tag !== "Sandboxed" || isolation.netns === undefined) throw new Error("no pool")
+  return isolation.netns.pool
+}
+
+/** Until the pool has a namespace made and free (a take that finds none starts one). */
+const aFreeNamespace = async () => {
+  for (let i = 0; i < 200; i++) {
+    const lease = pool().take()
+    if (lease !== undefined) return lease.done({ exitCode: 0, signal: 0 })
+    await new Promise((done) => setTimeout(done, 50))
+  }
+  throw new Error("no namespace was made")
+}
+
+const netnsOf = "readlink /proc/self/ns/net"
+
+describe.runIf(root)("NetnsPool", () => {
+  beforeAll(async () => {
+    scope = await Effect.runPromise(Scope.make())
+    const found = await Effect.runPromise(probe(settings))
+    if (found._tag !== "Ready") throw new Error(`no sandbox on this machine: ${found.reason}`)
+    // One namespace at most: every pooled step below runs in the same one unless it was retired.
+    isolation = (await Effect.runPromise(Scope.provide(scope)(pooled(found.isolation, 1))))!
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("a pooled step reaches the host's address but not its loopback, and cannot reconfigure the namespace", async () => {
+    await aFreeNamespace()
+    const greeting = `hello-${process.pid}-${Date.now()}`
+    const listeners = [await greeter(hostAddress()!, greeting), await greeter("127.0.0.1", greeting)]
+    try {
+      const reach = listeners.map(({ host, port }) =>
+        `echo "${host} $(timeout 3 bash -c 'exec 3<>/dev/tcp/${host}/${port} && head -n1 <&3' 2>/dev/null || echo unreachable)"`
+      ).join("; ")
+      const { stdout, pooled, file } = await run(true, `${reach}; ip link set lo down 2>/dev/null && echo changed || echo refused`)
+      expect(pooled).toBe(true)
+      expect(file).toMatch(/nsenter$/)
+      expect(stdout.trim().split("\n")).toEqual([`${hostAddress()} ${greeting}`, "127.0.0.1 unreachable", "refused"])
+    } finally {
+      for (const listener of listeners) await listener.close()
+    }
+  })
+
+  it("the next step in the same namespace meets nothing of the last one: not its listener, not its files", async () => {
+    await aFreeNamespace()
+    // A daemon of its own session listening on the namespace's loopback, and a file in /tmp: both gone with the step.
+    const first = await run(true, `${netnsOf}; setsid python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 47123)); s.listen(); time.sleep(30)' & sleep 0.5; echo left > /tmp/left-behind; cat /proc/net/tcp | wc -l`)
+    const second = await run(true, `${netnsOf}; timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/47123' 2>/dev/null && echo connected || echo refused; test -e /tmp/left-behind && echo file || echo no-file; cat /proc/net/tcp | wc -l`)
+    expect(first.pooled && second.pooled).toBe(true)
+    const [namespace, listening] = first.stdout.trim().split("\n")
+    expect(listening).toBe("2")
+    // The same namespace, clean.
+    expect(second.stdout.trim().split("\n")).toEqual([namespace, "refused", "no-file", "1"])
+  })
+
+  it("a step that leaves a socket in the namespace (TIME_WAIT) retires it: the next step gets a new one", async () => {
+    await aFreeNamespace()
+    // The listening side closes first: its end waits in TIME_WAIT in the namespace for a minute.
+    const first = await run(true, `${netnsOf}; python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); c = socket.create_connection(s.getsockname()); a, _ = s.accept(); a.close(); c.recv(1); c.close()'; tail -n +2 /proc/net/tcp | wc -l`)
+    await aFreeNamespace()
+    const second = await run(true, `${netnsOf}; cat /proc/net/tcp | wc -l`)
+    expect(first.pooled && second.pooled).toBe(true)
+    const [namespace, waiting] = first.stdout.trim().split("\n")
+    expect(Number(waiting)).toBeGreaterThan(0)
+    const [next, lines] = second.stdout.trim().split("\n")
+    expect(next).not.toBe(namespace)
+    expect(lines).toBe("1")
+  })
+
+  it("a killed step's namespace is retired", async () => {
+    await aFreeNamespace()
+    const user = await Effect.runPromise(Effect.scoped(jobUser(isolation)))
+    const command = await Effect.runPromise(stepCommand(isolation, user, "/", true, "true"))
+    expect(command.released).toBeDefined()
+    const size = pool().size()
+    command.released!({ exitCode: 0, signal: 9 })
+    expect(pool().size()).toBe(size - 1)
+  })
+
+  it("network: false has no network, pool or not", async () => {
+    await aFreeNamespace()
+    const { stdout, pooled } = await run(false, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
+    expect(pooled).toBe(false)
+    expect(stdout.trim()).toBe("lo")
+  })
+})

@@ -1,0 +1,242 @@
+/**
+ * Network namespaces for network-on sandboxes, each made and served by one pasta, kept across steps. Starting pasta
+ * is most of a network-on step's CPU (~28 ms: it clears ~30 MB of buffers at start); entering a namespace that one
+ * already serves costs an nsenter (~0.5 ms). Only when the server runs as root (every job its own host uid): the
+ * server joins the namespace for the step (nsenter, as root), then setpriv makes it the job's user, then bwrap.
+ *
+ * What a step can leave in a namespace, and why the next step cannot meet it:
+ * - Processes: none. The step's sandbox is its own PID namespace; once bwrap has exited, every process in it is gone.
+ *   A namespace is given back only after a normal exit (not killed, not lost with the process starter).
+ * - Sockets (listening, bound, TIME_WAIT, unix including abstract ones): read from the namespace's /proc/net tables
+ *   after the step; any entry retires the namespace (pasta ends, a new one is made). So a step that used the network
+ *   is followed by a fresh namespace; a step that did not leaves it as it found it.
+ * - Addresses and routes: the step has no capability over the namespace (its user namespace is not the owner's,
+ *   pasta's), so it cannot change them; they are compared with the namespace's first state all the same.
+ * - Files: none live in a network namespace (each sandbox has its own root, /tmp and checkout).
+ * A namespace serves at most MAX_USES steps, one at a time, then is retired. Any doubt retires it.
+ *
+ * Each namespace's pasta runs as a host uid of its own from the jobs' range (Sandbox.reserveUser), so no job's user
+ * owns it. The server holds an open descriptor of each namespace (not a pid: a pid can be reused; the descriptor
+ * keeps that very namespace) and steps enter it through /proc/<server>/fd/<n>.
+ */
+import { Effect, type Scope } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { type Isolation, PASTA_ARGS, releaseUser, reserveId, type RunUser, which } from "./Sandbox.ts"
+
+/** Steps one namespace serves before it is retired. */
+export const MAX_USES = 256
+
+/** A namespace lent to one step until its process exits. */
+export interface Lease {
+  /** What nsenter's --net takes: this server's descriptor of the namespace. */
+  readonly path: string
+  /** Called once with the step's process exit: the namespace is checked and kept, or retired. */
+  readonly done: (exit: { readonly exitCode: number; readonly signal: number }) => void
+}
+
+export interface NetnsPool {
+  /** A free namespace, or undefined: the step starts its own pasta; another namespace is made meanwhile (up to the pool's size). */
+  readonly take: () => Lease | undefined
+  /** Namespaces made and not retired (tests, bench). */
+  readonly size: () => number
+}
+
+export interface PoolTools {
+  readonly pasta: string
+  readonly setpriv: string
+  readonly uidBase: number
+}
+
+interface Slot {
+  readonly pasta: ChildProcess
+  readonly holder: number
+  readonly link: string
+  readonly fd: number
+  readonly user: RunUser
+  readonly shape: string
+  uses: number
+}
+
+/** The /proc/net tables of sockets: only their header line in a clean namespace. */
+const SOCKET_TABLES = ["tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6", "icmp", "icmp6", "unix", "packet"]
+
+/**
+ * The namespace's addresses and routes, without what changes by itself (an address's tentative flag, a route's
+ * use counts, the link-local and multicast entries that come with duplicate address detection).
+ */
+const shapeOf = (holder: number): string => {
+  const read = (name: string) => fs.readFileSync(`/proc/${holder}/net/${name}`, "utf8").split("\n").filter((line) => line !== "")
+  const v6 = (line: string) => !/^(fe80|ff)/.test(line)
+  const route = read("route").map((line) => line.trim())
+  const addresses = read("if_inet6").filter(v6).map((line) => line.trim().split(/\s+/).filter((_, i) => i !== 4).join(" "))
+  const routes6 = read("ipv6_route").filter(v6).map((line) => line.trim().split(/\s+/).filter((_, i) => i < 5 || i > 7).join(" "))
+  return [...route, ...addresses, ...routes6].join("\n")
+}
+
+/** Whether the holder is alive and still in the namespace, no socket is open in it, and its shape is the first one. */
+const clean = (slot: Slot): boolean => {
+  try {
+    if (fs.readlinkSync(`/proc/${slot.holder}/ns/net`) !== slot.link) return false
+    for (const table of SOCKET_TABLES) {
+      let text: string
+      try {
+        text = fs.readFileSync(`/proc/${slot.holder}/net/${table}`, "utf8")
+      } catch (error) {
+        // A table this kernel does not have (udplite without its module): nothing can be in it.
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") continue
+        return false
+      }
+      if (text.indexOf("\n") !== text.length - 1) return false
+    }
+    if (shapeOf(slot.holder) !== slot.shape) return false
+    // Read through the holder's pid: still the same namespace after the reads.
+    return fs.readlinkSync(`/proc/${slot.holder}/ns/net`) === slot.link
+  } catch {
+    return false
+  }
+}
+
+/** The namespace's holder: prints its host pid and its namespace, then waits (pasta ends with it, and it with pasta's group). */
+const HOLDER = 'read -r pid rest < /proc/self/stat && echo "$pid $(readlink /proc/self/ns/net)" && exec sleep infinity'
+
+/** Starts pasta with a holder in its namespace, as `user`; resolves once the server holds the namespace's descriptor. */
+const makeSlot = (tools: PoolTools, user: RunUser): Promise<Slot> =>
+  new Promise((resolve, reject) => {
+    const argv = [tools.pasta, "-f", ...PASTA_ARGS, "--", "/bin/sh", "-c", HOLDER]
+    // Its own process group: pasta and the holder are ended together.
+    const pasta = spawn(tools.setpriv, [`--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--", ...argv], { detached: true, stdio: ["ignore", "pipe", "ignore"], env: { PATH: "/usr/bin:/bin" } })
+    let seen = ""
+    const fail = (why: string) => {
+      kill(pasta)
+      reject(new Error(`a CI network namespace could not be made: ${why}`))
+    }
+    pasta.on("error", (error) => fail(error.message))
+    pasta.on("exit", (code, signal) => fail(`pasta ended (${signal ?? `exit ${code}`})`))
+    pasta.stdout!.setEncoding("utf8")
+    pasta.stdout!.on("data", (text: string) => {
+      seen += text
+      if (!seen.endsWith("\n")) return
+      pasta.stdout!.destroy()
+      const match = /^(\d+) (net:\[\d+\])\n$/.exec(seen)
+      if (match === null) return fail(`the holder said ${JSON.stringify(seen.slice(0, 200))}`)
+      const holder = Number(match[1])
+      const link = match[2]!
+      try {
+        // The holder's group is pasta's (so a kill of that group ends both), and the descriptor is of its namespace.
+        if (fs.readFileSync(`/proc/${holder}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[2] !== String(pasta.pid)) return fail("the holder is not in pasta's group")
+        const fd = fs.openSync(`/proc/${holder}/ns/net`, "r")
+        if (`net:[${fs.fstatSync(fd).ino}]` !== link) {
+          fs.closeSync(fd)
+          return fail("the namespace changed under its holder")
+        }
+        pasta.removeAllListeners("exit")
+        resolve({ pasta, holder, link, fd, user, shape: shapeOf(holder), uses: 0 })
+      } catch (error) {
+        fail(String(error))
+      }
+    })
+  })
+
+const kill = (pasta: ChildProcess) => {
+  try {
+    process.kill(-pasta.pid!, "SIGKILL")
+  } catch {
+    // Gone already.
+  }
+}
+
+/** Keeps up to `size` namespaces from the first take while the scope lasts; they are ended with it. */
+export const make = (tools: PoolTools, size: number): Effect.Effect<NetnsPool, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const free: Array<Slot> = []
+    const all = new Set<Slot>()
+    let making = 0
+    let failures = 0
+    let closed = false
+
+    const retire = (slot: Slot) => {
+      all.delete(slot)
+      kill(slot.pasta)
+      try {
+        fs.closeSync(slot.fd)
+      } catch {
+        // Closed already.
+      }
+      releaseUser(slot.user)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        free.length = 0
+        // retire deletes from the set: iterating a Set visits no deleted entry and skips none left.
+        for (const slot of all) retire(slot)
+      })
+    )
+
+    // Three failures in a row: no more namespaces (every step starts its own pasta, as without the pool).
+    const grow = () => {
+      if (closed || failures >= 3 || all.size + making >= size) return
+      making++
+      const user = reserveId(tools.uidBase)
+      makeSlot(tools, user).then(
+        (slot) => {
+          making--
+          failures = 0
+          if (closed) return void (kill(slot.pasta), fs.closeSync(slot.fd), releaseUser(user))
+          all.add(slot)
+          free.push(slot)
+        },
+        (error) => {
+          making--
+          failures++
+          releaseUser(user)
+          Effect.runFork(Effect.logWarning("CI: a network namespace could not be made ahead; steps start their own pasta", error))
+        }
+      )
+    }
+
+    /** Whether its holder (and so pasta) still runs in it. */
+    const serving = (slot: Slot) => {
+      try {
+        return fs.readlinkSync(`/proc/${slot.holder}/ns/net`) === slot.link
+      } catch {
+        return false
+      }
+    }
+
+    const take = (): Lease | undefined => {
+      let slot = free.pop()
+      while (slot !== undefined && !serving(slot)) {
+        retire(slot)
+        slot = free.pop()
+      }
+      if (free.length === 0) grow()
+      if (slot === undefined) return undefined
+      slot.uses++
+      let given = false
+      return {
+        path: `/proc/${process.pid}/fd/${slot.fd}`,
+        done: ({ signal }) => {
+          if (given) return
+          given = true
+          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot)) free.push(slot)
+          else if (all.has(slot)) {
+            retire(slot)
+            grow()
+          }
+        }
+      }
+    }
+    return { take, size: () => all.size }
+  })
+
+/** `isolation` with a pool of `size` namespaces when it can have one (sandboxed, server as root, nsenter there); else as it is. */
+export const pooled = (isolation: Isolation | undefined, size: number): Effect.Effect<Isolation | undefined, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (isolation?._tag !== "Sandboxed" || isolation.setpriv === undefined) return isolation
+    const nsenter = yield* Effect.promise(() => which("nsenter"))
+    if (nsenter === undefined) return isolation
+    const pool = yield* make({ pasta: isolation.pasta, setpriv: isolation.setpriv, uidBase: isolation.uidBase }, size)
+    return { ...isolation, netns: { pool, nsenter } }
+  })
