@@ -2,7 +2,8 @@
  * The publish's accounting (content/BranchCommands.account) against a migrated in-memory database: the chunks of the
  * blobs a repository reaches for the first time count once against the organization's quota, whichever
  * repository reaches them first, and no blob row is rewritten (0018 dropped blobs' `referenced` mark). A data
- * dir from before 0018 (blobs marked referenced) migrates, publishes and is collected as before.
+ * dir from before 0018 (blobs marked referenced) migrates, publishes and is collected as before. Marking a chunk
+ * referenced is a heap-only update (0019 leaves room on chunk pages): no new primary-key entry per chunk.
  */
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
@@ -85,7 +86,7 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       const sql = yield* SqlClient.SqlClient
       // The schema as 0017 left it: blobs have their mark, and 0018 is not applied.
       yield* sql`ALTER TABLE blobs ADD COLUMN referenced boolean NOT NULL DEFAULT false`
-      yield* sql`DELETE FROM grove_migrations WHERE migration_id = 18`
+      yield* sql`DELETE FROM grove_migrations WHERE migration_id >= 18`
       const w = yield* world
       // What the old publish left: repository 0 reaches A, its blob and chunks marked, the quota charged.
       yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${w.repoIds[0]!}, ${w.blob("A")})`
@@ -93,7 +94,7 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       yield* sql`UPDATE chunks SET referenced = true WHERE org_id = ${w.orgId} AND hash = ANY(${[w.chunk(1), w.chunk(2)]}::text[])`
       yield* sql`UPDATE organizations SET used_bytes = 300 WHERE id = ${w.orgId}`
 
-      expect((yield* Migrations.migrate).applied).toEqual(["0018_blobs_unmarked"])
+      expect((yield* Migrations.migrate).applied.slice(0, 2)).toEqual(["0018_blobs_unmarked", "0019_chunks_fillfactor"])
       const columns = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM information_schema.columns
         WHERE table_name = 'blobs' AND column_name = 'referenced'`
       expect(columns[0]!.n).toBe("0")
@@ -114,5 +115,33 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
         + (SELECT count(*) FROM chunks WHERE org_id = ${w.orgId}) AS n`
       expect(Number(left[0]!.n)).toBe(0)
       expect(yield* w.used).toBe(0)
+    }))
+
+  it.effect("marking a push's chunks referenced updates them in place (heap-only), on pages the uploads filled", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const w = yield* world
+      // 2,000 one-chunk blobs, their chunks inserted as uploads do (in hash order, a group per statement).
+      const blobs = Array.from({ length: 2000 }, (_, i) => h(`${w.orgId} many ${i}`)).sort()
+      for (let i = 0; i < blobs.length; i += 250) {
+        yield* sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
+          SELECT ${w.orgId}, c, 100, ${h(`pack ${i}`)}, 0 FROM unnest(${blobs.slice(i, i + 250)}::text[]) AS c`
+      }
+      yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) SELECT ${w.orgId}, unnest(${blobs}::text[]), 100, 1`
+      yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+        SELECT ${w.orgId}, b, 0, b, 0, 100 FROM unnest(${blobs}::text[]) AS b`
+      const counts = Effect.gen(function*() {
+        yield* sql`SELECT pg_stat_force_next_flush()`
+        const [row] = yield* sql<{ updated: string; hot: string }>`SELECT pg_stat_get_tuples_updated('chunks'::regclass)::text AS updated,
+          pg_stat_get_tuples_hot_updated('chunks'::regclass)::text AS hot`
+        return { updated: Number(row!.updated), hot: Number(row!.hot) }
+      })
+      const before = yield* counts
+      yield* account(yield* w.repo(0), { trees: [], blobs })
+      expect(yield* w.used).toBe(200_000)
+      const after = yield* counts
+      expect(after.updated - before.updated).toBe(2000)
+      // A full page moves an updated row to another page (~2% stay in place at fillfactor 100).
+      expect(after.hot - before.hot).toBeGreaterThan(1900)
     }))
 })

@@ -23,6 +23,7 @@ import gcMarks from "./0015_gc_marks.ts"
 import accessNotify from "./0016_access_notify.ts"
 import commitFilesJson from "./0017_commit_files_json.ts"
 import blobsUnmarked from "./0018_blobs_unmarked.ts"
+import chunksFillfactor from "./0019_chunks_fillfactor.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -42,5 +43,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0015_gc_marks": gcMarks,
   "0016_access_notify": accessNotify,
   "0017_commit_files_json": commitFilesJson,
-  "0018_blobs_unmarked": blobsUnmarked
+  "0018_blobs_unmarked": blobsUnmarked,
+  "0019_chunks_fillfactor": chunksFillfactor
 }
