@@ -8,7 +8,8 @@
  * over smart HTTP on the same tree. With `--old DIR` (another checkout of this repository, e.g. a
  * `git worktree` of an older commit with its client bundled) that client is measured too, its runs
  * alternating with this one's on a checkout and repository of its own: an A/B in one sitting. With `--watch`, one
- * more checkout of this client runs `grove watch start` (the opt-in file watcher) and is measured in the same turns.
+ * more checkout of this client (and of the older one, with `--old`) runs `grove watch start` (the opt-in file
+ * watcher) and is measured in the same turns.
  *
  *   node scripts/bench/cli-push.ts [--files 20000|5000] [--runs 7] [--old /tmp/old-checkout] [--watch]
  */
@@ -48,7 +49,9 @@ try {
   const clients = [
     { label: "grove", root: ROOT, watch: false },
     ...(process.argv.includes("--watch") ? [{ label: "grove (watch)", root: ROOT, watch: true }] : []),
-    ...(oldRoot === undefined ? [] : [{ label: "grove (old)", root: path.resolve(oldRoot), watch: false }])
+    ...(oldRoot === undefined ? [] : [{ label: "grove (old)", root: path.resolve(oldRoot), watch: false }]),
+    // The older client with its own watcher too: the watched rows' A/B.
+    ...(oldRoot === undefined || !process.argv.includes("--watch") ? [] : [{ label: "grove (old, watch)", root: path.resolve(oldRoot), watch: true }])
   ]
   for (const root of new Set(clients.map((c) => c.root))) await run(process.execPath, [path.join(root, "packages/cli/scripts/bundle.ts")])
 
