@@ -23,7 +23,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
 # FUSE for `oak mount` in test/oak (the client mounts through fusermount3).
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 # bubblewrap: every CI step runs in its own sandbox (packages/server/src/ci/Sandbox.ts); without it a
-# node starts no CI runners. setpriv (util-linux, always there) starts it as each job's own uid.
+# node starts no CI runners. setpriv and nsenter (util-linux, always there) start it as each job's own uid, in a kept
+# network namespace (NetnsPool.ts) when the network is on.
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # passt (pasta): a step with the network on gets its own network namespace behind it, without the host's loopback.
 command -v pasta >/dev/null 2>&1 || need+=(passt)
