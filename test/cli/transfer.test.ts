@@ -461,61 +461,6 @@ describe("grove transfers over lost connections", () => {
     }
   }, 180_000)
 
-  it("a clone asks for its files while the repository's own answer is held; a refused repository then stops the download, leaving no folder and no key", async () => {
-    const { files, pushed } = await pushedCheckout("repo-held", 12)
-    const target = new URL(proxy.url)
-    const run = async (refuse: boolean) => {
-      let release = () => {}
-      const fetched = new Promise<void>((resolve) => (release = resolve))
-      const order: Array<string> = []
-      // The repository's answer (repos.get) is held until the first chunks/fetch arrives (or 20 s: a client that
-      // waits for it before downloading), then passed on, or refused.
-      const holding = await interceptingProxy(proxy.url, (req, res, body) => {
-        if (req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true) {
-          order.push("chunks/fetch")
-          release()
-          return false
-        }
-        if (req.method === "POST" && req.url === "/api/api-keys") order.push("api-keys")
-        if (!(req.method === "GET" && req.url === "/api/tess/repo-held")) return false
-        void Promise.race([fetched, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
-          order.push(refuse ? "repository refused" : "repository answered")
-          if (refuse) {
-            res.writeHead(403, { "content-type": "application/json" })
-            res.end(JSON.stringify({ error: "no repository for this test", code: "forbidden" }))
-            return
-          }
-          const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-            answer.pipe(res)
-          })
-          forward.on("error", () => res.destroy())
-          forward.end(body)
-        })
-        return true
-      })
-      try {
-        const copy = path.join(tempDir("repo-held-clone"), "c")
-        const cloned = await grove(["clone", "tess/repo-held", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } })
-        return { cloned, copy, order }
-      } finally {
-        await holding.close()
-      }
-    }
-    const held = await run(false)
-    expect(held.cloned.code).toBe(0)
-    expect(held.order.slice(0, 2)).toEqual(["chunks/fetch", "repository answered"])
-    expect(json(held.cloned)).toMatchObject({ key_stored: true, files: Object.keys(files).length })
-    for (const [file, bytes] of Object.entries(files)) expect(Buffer.from(fs.readFileSync(path.join(held.copy, file))).equals(Buffer.from(bytes))).toBe(true)
-    const refused = await run(true)
-    expect(refused.order.slice(0, 2)).toEqual(["chunks/fetch", "repository refused"])
-    expect(refused.order).not.toContain("api-keys")
-    expect(refused.cloned.code).not.toBe(0)
-    // --json: the failure is the JSON document on stdout.
-    expect(`${refused.cloned.stdout}${refused.cloned.stderr}`).toContain("no repository for this test")
-    expect(fs.existsSync(refused.copy)).toBe(false)
-  }, 180_000)
-
   it("a push and a chunk batch whose connection is lost as they go out are sent again; the push lands once", async () => {
     const isPush = (method: string, url: string) => method === "POST" && url === "/api/tess/lossy/push"
     const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")

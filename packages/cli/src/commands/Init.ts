@@ -9,7 +9,7 @@ import { Effect, Exit, Fiber, Option } from "effect"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
-import { connect } from "../Client.ts"
+import { type Connection, connect } from "../Client.ts"
 import { CliEnv } from "../CliEnv.ts"
 import type { CliFailure } from "../Failures.ts"
 import { failure, usage } from "../Failures.ts"
@@ -18,10 +18,9 @@ import { exists, io } from "../local/Io.ts"
 import type { BranchState } from "../local/State.ts"
 import { initialState, newBranch, withBranch } from "../local/State.ts"
 import { recordWithheld, withheldLine } from "../local/Withheld.ts"
-import type { Workspace } from "../local/Workspace.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
-import type { FreshBranch, MaterializeResult } from "../sync/Fetch.ts"
+import type { FreshBranch } from "../sync/Fetch.ts"
 import { checkFresh, materialize, pull, storeFresh } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
@@ -118,14 +117,18 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
     checkFresh(pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null)),
     { startImmediately: true }
   )
+  const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
+  const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
   const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
-  let keying: Fiber.Fiber<ApiKeyCreated, CliFailure> | undefined
-  let download: Fiber.Fiber<MaterializeResult, CliFailure> | undefined
+  // A key for this repository only, kept in the checkout: the checkout keeps working without the login session. The
+  // clone itself pulls and downloads with the caller's credential (the key has no more rights), so neither waits for it.
+  const makeKey = connection.call(connection.client.apiKeys.create({
+    payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
+  }))
+  let keying: Fiber.Fiber<Effect.Success<typeof makeKey>, CliFailure> | undefined
   // A failed clone leaves nothing behind: not the folder it made (or what it put in an empty one), not its key. The
-  // undo covers everything from the moment the folder is made: the download is stopped first (it writes there), and
-  // once the key's request is out, the key may exist.
+  // undo covers everything from the moment the key is asked for: once that request is out, the key may exist.
   const undo = Effect.gen(function*() {
-    if (download !== undefined) yield* Fiber.interrupt(download)
     yield* io(`cannot remove ${root}`, async () => {
       if (made) await fs.rm(root, { recursive: true, force: true })
       else for (const entry of await fs.readdir(root)) await fs.rm(path.join(root, entry), { recursive: true, force: true })
@@ -135,39 +138,11 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       yield* connection.call(connection.client.apiKeys.revoke({ params: { id: created.value.id } })).pipe(Effect.ignore)
     }
   })
-  const { answer, applied, current, repository, snapshot, target } = yield* Effect.gen(function*() {
-    yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
-    const workspace = yield* writeConfig(root, { remote, owner: parsed.owner, name: parsed.name })
-    // The files download as soon as the pull is checked, while the repository and the user are asked for: the
-    // download needs neither. Its first requests sent, the history is written (below).
-    let requested!: () => void
-    const sent = new Promise<void>((resolve) => (requested = resolve))
-    const files = Effect.gen(function*() {
-      const { answer, snapshot } = yield* Fiber.join(pulling)
-      yield* recordWithheld(workspace.root, [answer])
-      const repo = repoRemote(connection, parsed.owner, parsed.name)
-      return yield* materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested)
-    })
-    const downloading = yield* Effect.forkChild(files, { startImmediately: true })
-    download = downloading
-    const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
-    const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
-    // A key for this repository only, kept in the checkout: the checkout keeps working without the login session.
-    // The clone itself pulls and downloads with the caller's credential (the key has no more rights), so neither
-    // waits for it.
-    if (Option.isSome(connection.credential)) {
-      keying = yield* Effect.forkChild(
-        connection.call(connection.client.apiKeys.create({
-          payload: { name: `grove checkout ${path.basename(root)} on ${os.hostname()}`, repo: repository.full_name }
-        })),
-        { startImmediately: true }
-      )
-    }
+  const { answer, applied, current, snapshot, target } = yield* Effect.gen(function*() {
+    if (Option.isSome(connection.credential)) keying = yield* Effect.forkChild(makeKey, { startImmediately: true })
     const asked = keying
     const key = asked === undefined ? Effect.succeed(undefined) : Effect.map(Fiber.join(asked), (created) => created.key)
-    const fresh = yield* Fiber.join(pulling)
-    const populated = yield* populate(remote, root, parsed, repository.full_name, user, key, workspace, options.branch, fresh, sent, downloading)
-    return { ...populated, repository }
+    return yield* populate(remote, root, parsed, repository.full_name, user, key, connection, options.branch, Fiber.join(pulling))
   }).pipe(Effect.onError(() => undo))
   yield* out.result(
     {
@@ -188,13 +163,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   )
 })
 
-/** What the clone keeps of the key it asked for: its id (to revoke it) and the key itself. */
-interface ApiKeyCreated {
-  readonly id: string
-  readonly key: string
-}
-
-/** A clone's checkout in `root` once its files are downloading: the branch's history, state and key. */
+/** A clone's checkout in `root`: config, the branch's history, state and files. */
 const populate = Effect.fnUntraced(function*(
   remote: string,
   root: string,
@@ -203,15 +172,18 @@ const populate = Effect.fnUntraced(function*(
   user: string,
   /** The checkout's key, being made meanwhile (none without a credential). */
   key: Effect.Effect<string | undefined, CliFailure>,
-  workspace: Workspace,
+  connection: Connection,
   branchOption: Option.Option<string>,
-  fresh: FreshBranch,
-  /** Resolves once the download's first requests are sent. */
-  sent: Promise<void>,
-  download: Fiber.Fiber<MaterializeResult, CliFailure>
+  pulled: Effect.Effect<FreshBranch, CliFailure>
 ) {
-  const { answer, snapshot } = fresh
+  yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
+  const config = { remote, owner: parsed.owner, name: parsed.name }
+  const workspace = yield* writeConfig(root, config)
+  const repo = repoRemote(connection, parsed.owner, parsed.name)
   const target = Option.getOrElse(branchOption, () => "main")
+  const fresh = yield* pulled
+  const { answer, snapshot } = fresh
+  yield* recordWithheld(workspace.root, [answer])
   if (Option.isSome(branchOption) && answer.branch === null) {
     return yield* failure(`${fullName} has no branch ${JSON.stringify(target)}`, "no_such_branch")
   }
@@ -226,15 +198,24 @@ const populate = Effect.fnUntraced(function*(
   // main changes only by merge: work on main happens on a personal branch started from its head.
   const current = target === "main" ? newBranch(personalBranchName(user), { head: answer.head }) : tracked
   const state = withBranch(initialState(user, current), tracked)
-  // The history (synchronously, ~300 trees) and state are written once the files' first requests are out: the
-  // server reads chunks meanwhile. A download that ends first (it failed) lets them go at once. Writes that fail
-  // go to the caller's undo, which stops the download (and waits until it has stopped writing) before it removes
-  // the checkout, so the failure is told at once.
-  yield* Effect.raceFirst(Effect.promise(() => sent), Effect.asVoid(Fiber.await(download)))
-  yield* storeFresh(workspace, fresh)
-  yield* saveState(workspace, state)
-  const made = yield* key
-  if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
+  // The files download (their first requests sent) before the history and state are written: the server reads
+  // chunks meanwhile. Writes that fail stop the download (and wait until it has stopped writing) before the caller
+  // removes the checkout, so the failure is told at once.
+  let requested!: () => void
+  const sent = new Promise<void>((resolve) => (requested = resolve))
+  const download = yield* Effect.forkChild(
+    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested),
+    { startImmediately: true }
+  )
+  yield* Effect.gen(function*() {
+    // The history is written (synchronously, ~300 trees) once the first requests are out, not before: the server
+    // then reads the chunks meanwhile. A download that ends first (it failed) lets the writes go at once.
+    yield* Effect.raceFirst(Effect.promise(() => sent), Effect.asVoid(Fiber.await(download)))
+    yield* storeFresh(workspace, fresh)
+    yield* saveState(workspace, state)
+    const made = yield* key
+    if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
+  }).pipe(Effect.onError(() => Fiber.interrupt(download)))
   const applied = yield* Fiber.join(download)
   return { answer, applied, current, snapshot, target }
 })
