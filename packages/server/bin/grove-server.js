@@ -26,6 +26,10 @@ const OLD_GENERATION = "--initial-old-space-size=128"
 // returned when freed) holds 60-110 MiB less after a 200 MiB push and clone, but cost the clone +30% server CPU
 // (one pair of runs); an operator may set GLIBC_TUNABLES so (npm run bench:memory -- --transfer).
 const MALLOC_TUNABLES = "glibc.malloc.trim_threshold=131072"
+// Measured, not taken (s14 M): V8's WebAssembly tiering flags for PGlite. Warm, its Liftoff (baseline) code is
+// ~5% of a merge's samples, spread over hundreds of functions. --no-wasm-dynamic-tiering (each function TurboFan
+// from its first call): idle RSS after a restart +17-20 MiB, +1.5 s CPU at start, merges' CPU within noise once warm.
+// --wasm-tiering-budget=1000000 or 3000000: +4-6 MiB; the tier-up compiles only move into the first requests.
 if (
   serving && typeof process.execve === "function" &&
   !process.execArgv.some((arg) => arg.startsWith("--max-semi-space-size"))
