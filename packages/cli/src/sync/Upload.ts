@@ -18,7 +18,7 @@
  */
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
-import { Effect, Fiber } from "effect"
+import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
@@ -114,22 +114,6 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
   const unique = uniqueBlobs(outgoing)
-  /** The chunks of `chunks` the server lacks (`chunks/check`, a page at a time). */
-  const checkChunks = Effect.fnUntraced(function*(chunks: ReadonlyArray<ChunkSource>) {
-    const byHash = new Map(chunks.map((c) => [c.hash, c]))
-    const lacking: Array<ChunkSource> = []
-    for (const page of pages(chunks, CHECK_PAGE)) {
-      const answer = yield* call(client.sync.chunksCheck({
-        params,
-        payload: { hashes: page.map((c) => c.hash), sizes: page.map((c) => c.size), chunk_batch_protocol: "bounded_v1" }
-      }))
-      for (const { hash } of answer.missing) {
-        const source = byHash.get(hash)
-        if (source !== undefined) lacking.push(source)
-      }
-    }
-    return lacking
-  })
   // Large files are cut while blobs/check is on its way (most of them are missing when they are new), a few at a
   // time and up to EARLY_BYTES; once the check answers only missing ones are still cut, and a failed check stops them.
   let budget = EARLY_BYTES
@@ -143,14 +127,6 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   const missing = new Set<string>()
   const small = unique.filter((b) => !isLarge(b))
   const large = unique.filter(isLarge)
-  const sources = new Map<string, ChunkSource>()
-  for (const b of small) sources.set(b.hash, wholeChunk(b))
-  const unasked = sendsUnasked(large.length > 0, [...sources.values()])
-  // The small blobs' chunks are asked about at once, beside blobs/check and the cutting of large files (each small
-  // blob is its one chunk, known already): their answer is in when the large files' chunks are.
-  const smallCheck = yield* Effect.forkChild(unasked ? Effect.succeed([...sources.values()]) : checkChunks([...sources.values()]), {
-    startImmediately: true
-  })
   yield* Effect.forEach(pages(large.map((b) => b.hash), CHECK_PAGE), (page) =>
     Effect.map(call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } })), (answer) => {
       for (const hash of answer.missing) missing.add(hash)
@@ -158,6 +134,8 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   wanted = (hash) => missing.has(hash)
   const toSend = large.filter((b) => missing.has(b.hash))
   const blobs: Array<ApiSync.BlobData> = []
+  const sources = new Map<string, ChunkSource>()
+  for (const b of small) sources.set(b.hash, wholeChunk(b))
   const lists = yield* transfer("cannot read a file to chunk it", async () => {
     await earlyDone
     return mapLimit(toSend, CUT_AT_ONCE, async (blob) => {
@@ -166,14 +144,23 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       return { blob, chunks }
     })
   })
-  const largeSources = new Map<string, ChunkSource>()
   for (const { blob, chunks } of lists) {
     blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
-    for (const c of chunks) {
-      if (!sources.has(c.hash) && !largeSources.has(c.hash)) largeSources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
+    for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
+  }
+  const all = [...sources.values()]
+  const unasked = sendsUnasked(large.length > 0, all)
+  const needed: Array<ChunkSource> = unasked ? all : []
+  for (const page of unasked ? [] : pages(all, CHECK_PAGE)) {
+    const answer = yield* call(client.sync.chunksCheck({
+      params,
+      payload: { hashes: page.map((c) => c.hash), sizes: page.map((c) => c.size), chunk_batch_protocol: "bounded_v1" }
+    }))
+    for (const { hash } of answer.missing) {
+      const source = sources.get(hash)
+      if (source !== undefined) needed.push(source)
     }
   }
-  const needed = [...yield* Fiber.join(smallCheck), ...yield* checkChunks([...largeSources.values()])]
   const batches = batchesOf(needed)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
   const { compress, bare: advertised } = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
