@@ -5,7 +5,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { greeter, hostAddress } from "../../../../test/support/hostNetwork.ts"
-import { pooled } from "./NetnsPool.ts"
+import { guarded, pooled } from "./NetnsPool.ts"
 import { type Isolation, jobUser, probe, stepCommand } from "./Sandbox.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -115,6 +115,29 @@ describe.runIf(root)("NetnsPool", () => {
     const size = pool().size()
     command.released!({ exitCode: 0, signal: 9 })
     expect(pool().size()).toBe(size - 1)
+  })
+
+  it("a step cancelled before its process started gives its namespace back when its scope closes (retired); one that ran does not twice", async () => {
+    await aFreeNamespace()
+    const size = pool().size()
+    // Taken, never started: retired at the scope's end.
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const user = yield* jobUser(isolation)
+      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true"))
+      expect(command.released).toBeDefined()
+    })))
+    expect(pool().size()).toBe(size - 1)
+    await aFreeNamespace()
+    // Given back by its exit: kept, and the scope's end changes nothing.
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const user = yield* jobUser(isolation)
+      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true"))
+      command.released!({ exitCode: 0, signal: 0 })
+    })))
+    expect(pool().size()).toBe(1)
+    const lease = pool().take()
+    expect(lease).toBeDefined()
+    lease!.done({ exitCode: 0, signal: 0 })
   })
 
   it("network: false has no network, pool or not", async () => {

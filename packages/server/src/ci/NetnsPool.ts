@@ -23,7 +23,7 @@ import { Effect, type Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import type { Socket } from "node:net"
-import { type Isolation, PASTA_ARGS, releaseUser, reserveId, type RunUser, which } from "./Sandbox.ts"
+import { type Command, type Isolation, PASTA_ARGS, releaseUser, reserveId, type RunUser, which } from "./Sandbox.ts"
 
 /** Steps one namespace serves before it is retired. */
 export const MAX_USES = 256
@@ -263,3 +263,12 @@ export const pooled = (isolation: Isolation | undefined, size: number): Effect.E
     const pool = yield* make({ pasta: isolation.pasta, setpriv: isolation.setpriv, uidBase: isolation.uidBase }, size)
     return { ...isolation, netns: { pool, nsenter } }
   })
+
+/**
+ * A step's command, with its pooled namespace (if it took one) given back when the scope closes at the latest: its
+ * process's exit gives it back before then; a step cancelled before its process started gives it back there (retired,
+ * as after a kill). Taken and guarded in one go: no interruption in between.
+ */
+export const guarded = (command: Effect.Effect<Command>): Effect.Effect<Command, never, Scope.Scope> =>
+  Effect.uninterruptible(Effect.tap(command, (built) =>
+    built.released === undefined ? Effect.void : Effect.addFinalizer(() => Effect.sync(() => built.released!({ exitCode: 0, signal: 9 })))))

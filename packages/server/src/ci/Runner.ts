@@ -22,6 +22,7 @@ import { outcomeUnknown } from "./CiOutcome.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
 import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
+import { guarded } from "./NetnsPool.ts"
 import { type PreparedStep, runStep } from "./StepProcess.ts"
 import type { WarmSandboxes } from "./WarmSandboxes.ts"
 import { checkout, remove } from "./Workspace.ts"
@@ -196,7 +197,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         // A stored run from before `network` existed has none: on, as then.
         const started = i === 0 && warm !== undefined && warm.waiting()
           ? warm.run(warmStepLine({ ...env, PWD: dir, TERM: "xterm" }, step.run), log.write)
-          : Effect.flatMap(stepCommand(context.isolation, user, dir, job.network !== false, step.run), (command) =>
+          : Effect.flatMap(guarded(stepCommand(context.isolation, user, dir, job.network !== false, step.run)), (command) =>
             runStep({ command, cwd: dir, env, onOutput: log.write }))
         const exit = yield* started.pipe(
           Effect.timeoutOption(Math.max(0, limit)),
