@@ -138,9 +138,10 @@ export const account = Effect.fnUntraced(function*(
     object_count = object_count + ${addedHashes.length}
     WHERE id = ${repo.id}`)
   // The chunks of the blobs this repository reaches for the first time, not yet referenced in the organization,
-  // now count. Chunks are the only objects with a `referenced` mark: a blob is referenced exactly when its chunks
+  // now count. Only the chunks' `referenced` mark counts: a blob is referenced exactly when its chunks
   // are (a chunk never goes back to unreferenced, and is not swept while a blob maps it), so a mark on blobs only
-  // narrowed this lookup, at the cost of rewriting each new blob row (5,000 per 5k-file first push; 0018 drops it).
+  // narrowed this lookup, at the cost of rewriting each new blob row (5,000 per 5k-file first push). The column
+  // stays one release for the previous version's nodes in a rolling upgrade (see migration 0018); never read it.
   // The chunks' hashes as one array (an InitPlan), then one index scan of chunks by (org_id, hash = ANY): no join
   // for the planner to get wrong. As `hash IN (SELECT ...)`, with statistics taken before a new organization's
   // rows arrived, it was a nested loop over both sides (4.7 s for a 5k-file push instead of ~0.1 s).

@@ -1,8 +1,10 @@
 /**
  * The publish's accounting (content/BranchCommands.account) against a migrated in-memory database: the chunks of the
  * blobs a repository reaches for the first time count once against the organization's quota, whichever
- * repository reaches them first, and no blob row is rewritten (0018 dropped blobs' `referenced` mark). A data
- * dir from before 0018 (blobs marked referenced) migrates, publishes and is collected as before. Marking a chunk
+ * repository reaches them first, and no blob row is rewritten (blobs' `referenced` mark is unused since 0018). In a
+ * rolling upgrade the previous version's nodes still set that mark in each publish on the migrated schema, and the
+ * charge stays right with both kinds of node publishing. A data dir from before 0018 (blobs marked referenced)
+ * migrates, publishes and is collected as before. Marking a chunk
  * referenced is a heap-only update (0019 leaves room on chunk pages): no new primary-key entry per chunk.
  */
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
@@ -81,11 +83,45 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       expect(yield* w.blobVersions).toEqual(versions)
     }))
 
+  it.effect("the previous version's publish still works on the migrated schema, beside this one's (rolling upgrade)", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const w = yield* world
+      // A node of the previous version publishing: its account() marked the blobs, then charged the chunks of the
+      // blobs it marked first that were not referenced yet (its statements, verbatim but for the repository rows).
+      const previousAccount = (blobs: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const firstUse = yield* sql<{ hash: string }>`UPDATE blobs SET referenced = true
+            WHERE org_id = ${w.orgId} AND hash = ANY(${blobs}::text[]) AND NOT referenced RETURNING hash`
+          if (firstUse.length === 0) return
+          const chunks = yield* sql<{ size: string }>`UPDATE chunks SET referenced = true
+            WHERE org_id = ${w.orgId} AND NOT referenced AND hash = ANY(ARRAY(
+              SELECT chunk_hash FROM blob_chunks WHERE org_id = ${w.orgId} AND blob_hash = ANY(${firstUse.map((r) => r.hash)}::text[])))
+            RETURNING size::text AS size`
+          const needed = chunks.reduce((sum, c) => sum + Number(c.size), 0)
+          if (needed > 0) yield* sql`UPDATE organizations SET used_bytes = used_bytes + ${needed} WHERE id = ${w.orgId}`
+        })
+      // This version reaches A (chunks 1, 2); the old node then reaches A (unmarked by this version) and B: only chunk 3.
+      yield* account(yield* w.repo(0), { trees: [], blobs: [w.blob("A")] })
+      expect(yield* w.used).toBe(300)
+      yield* previousAccount([w.blob("A"), w.blob("B")])
+      expect(yield* w.used).toBe(600)
+      // The old node reaches C first; this version reaching it again charges nothing.
+      yield* previousAccount([w.blob("C")])
+      yield* account(yield* w.repo(1), { trees: [], blobs: [w.blob("B"), w.blob("C")] })
+      expect(yield* w.used).toBe(1000)
+      expect(yield* w.referenced).toEqual([1, 2, 3, 4].map(w.chunk).sort())
+      const comment = yield* sql<{ text: string | null }>`SELECT col_description('blobs'::regclass,
+        (SELECT attnum FROM pg_attribute WHERE attrelid = 'blobs'::regclass AND attname = 'referenced')::int) AS text`
+      expect(comment[0]!.text).toContain("rolling upgrade")
+    }))
+
   it.effect("a data dir from before 0018 (blobs marked referenced) migrates, publishes and is collected", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      // The schema as 0017 left it: blobs have their mark, and 0018 is not applied.
-      yield* sql`ALTER TABLE blobs ADD COLUMN referenced boolean NOT NULL DEFAULT false`
+      // The schema as 0017 left it: 0018 and later not applied (they change no column).
+      yield* sql`COMMENT ON COLUMN blobs.referenced IS NULL`
+      yield* sql`ALTER TABLE chunks RESET (fillfactor)`
       yield* sql`DELETE FROM grove_migrations WHERE migration_id >= 18`
       const w = yield* world
       // What the old publish left: repository 0 reaches A, its blob and chunks marked, the quota charged.
@@ -95,9 +131,6 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       yield* sql`UPDATE organizations SET used_bytes = 300 WHERE id = ${w.orgId}`
 
       expect((yield* Migrations.migrate).applied.slice(0, 2)).toEqual(["0018_blobs_unmarked", "0019_chunks_fillfactor"])
-      const columns = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM information_schema.columns
-        WHERE table_name = 'blobs' AND column_name = 'referenced'`
-      expect(columns[0]!.n).toBe("0")
 
       // Repository 1 reaches A (counted) and B (chunk 3 is new).
       yield* account(yield* w.repo(1), { trees: [], blobs: [w.blob("A"), w.blob("B")] })
