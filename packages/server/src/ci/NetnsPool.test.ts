@@ -5,7 +5,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { greeter, hostAddress } from "../../../../test/support/hostNetwork.ts"
-import { guarded, pooled } from "./NetnsPool.ts"
+import { guarded, make, pooled } from "./NetnsPool.ts"
 import { type Isolation, jobUser, probe, stepCommand } from "./Sandbox.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -138,6 +138,25 @@ describe.runIf(root)("NetnsPool", () => {
     const lease = pool().take()
     expect(lease).toBeDefined()
     lease!.done({ exitCode: 0, signal: 0 })
+  })
+
+  it("retires free namespaces unused for a while, all but one", async () => {
+    if (isolation._tag !== "Sandboxed") throw new Error("not sandboxed")
+    const tools = { pasta: isolation.pasta, setpriv: isolation.setpriv!, uidBase: isolation.uidBase }
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const small = yield* make(tools, 3, 400)
+      // Three made (each take that leaves none free makes another), then all given back.
+      const leases = []
+      for (let i = 0; i < 100 && small.size() < 3; i++) {
+        const lease = small.take()
+        if (lease !== undefined) leases.push(lease)
+        yield* Effect.sleep(50)
+      }
+      expect(small.size()).toBe(3)
+      for (const lease of leases) lease.done({ exitCode: 0, signal: 0 })
+      yield* Effect.sleep(1200)
+      expect(small.size()).toBe(1)
+    })))
   })
 
   it("network: false has no network, pool or not", async () => {

@@ -57,6 +57,8 @@ interface Slot {
   readonly user: RunUser
   readonly shape: string
   uses: number
+  /** When it was last made or given back free (Date.now()). */
+  freeSince: number
 }
 
 /**
@@ -154,7 +156,7 @@ const makeSlot = (tools: PoolTools, user: RunUser): Promise<Slot> =>
           return fail("the namespace changed under its holder")
         }
         pasta.removeAllListeners("exit")
-        resolve({ pasta, holder, link, fd, user, shape: shapeOf(holder), uses: 0 })
+        resolve({ pasta, holder, link, fd, user, shape: shapeOf(holder), uses: 0, freeSince: Date.now() })
       } catch (error) {
         fail(String(error))
       }
@@ -169,8 +171,15 @@ const kill = (pasta: ChildProcess) => {
   }
 }
 
-/** Keeps up to `size` namespaces from the first take while the scope lasts; they are ended with it. */
-export const make = (tools: PoolTools, size: number): Effect.Effect<NetnsPool, never, Scope.Scope> =>
+/** How long a free namespace beyond the first is kept unused (each holds ~31 MB of host memory: pasta's buffers). */
+export const IDLE_MS = 60_000
+
+/**
+ * Keeps up to `size` namespaces from the first take while the scope lasts; they are ended with it. Free ones unused
+ * for `idleMs` are retired, all but one: a busy node keeps what its runners use, a quiet one little more than its
+ * warm sandboxes' (those hold theirs while they wait).
+ */
+export const make = (tools: PoolTools, size: number, idleMs = IDLE_MS): Effect.Effect<NetnsPool, never, Scope.Scope> =>
   Effect.gen(function*() {
     const free: Array<Slot> = []
     const all = new Set<Slot>()
@@ -209,6 +218,7 @@ export const make = (tools: PoolTools, size: number): Effect.Effect<NetnsPool, n
           if (closed) return void (kill(slot.pasta), fs.closeSync(slot.fd), releaseUser(user))
           all.add(slot)
           free.push(slot)
+          slot.freeSince = Date.now()
         },
         (error) => {
           making--
@@ -243,7 +253,10 @@ export const make = (tools: PoolTools, size: number): Effect.Effect<NetnsPool, n
         done: ({ signal }) => {
           if (given) return
           given = true
-          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot)) free.push(slot)
+          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot)) {
+            slot.freeSince = Date.now()
+            free.push(slot)
+          }
           else if (all.has(slot)) {
             retire(slot)
             grow()
@@ -251,6 +264,10 @@ export const make = (tools: PoolTools, size: number): Effect.Effect<NetnsPool, n
         }
       }
     }
+    // take() pops the most recently given back: the ones at the front are the longest unused.
+    yield* Effect.forkScoped(Effect.forever(Effect.sleep(idleMs / 2).pipe(Effect.andThen(Effect.sync(() => {
+      while (free.length > 1 && free[0]!.freeSince < Date.now() - idleMs) retire(free.shift()!)
+    })))))
     return { take, size: () => all.size }
   })
 
