@@ -6,7 +6,7 @@
  * loopback here); a push after touching nothing, or after only touching mtimes, sends
  * nothing; a push after one changed byte in one file among many sends that
  * file's chunk alone. A connection lost as a push or a chunk batch went out is
- * sent again, and the push lands once.
+ * sent again, and the push lands once; so is a pull, a chunk batch or a chunks/fetch that a draining node answered 503.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Objects } from "@grove/core"
@@ -249,6 +249,23 @@ const droppingProxy = async (upstream: string, drops: ReadonlyArray<(method: str
 }
 
 /**
+ * In front of `upstream`: the first request matching each of `refusals` is answered 503 `draining` with
+ * `retry-after: 0`, as a node that is being stopped does (it did not act on it); the rest pass through.
+ */
+const drainingProxy = async (upstream: string, refusals: ReadonlyArray<(method: string, url: string) => boolean>) => {
+  const pending = [...refusals]
+  const proxy = await interceptingProxy(upstream, (req, res) => {
+    const refuse = pending.findIndex((matches) => matches(req.method ?? "", req.url ?? ""))
+    if (refuse < 0) return false
+    pending.splice(refuse, 1)
+    res.writeHead(503, { "content-type": "application/json", "retry-after": "0" })
+    res.end(JSON.stringify({ error: "draining", code: "unavailable", retryable: true }))
+    return true
+  })
+  return { ...proxy, refusalsLeft: () => pending.length }
+}
+
+/**
  * In front of `upstream`: the first `times` `chunks/fetch` answers pass `cutAt` bytes of their body, then their
  * connection is closed (a flaky network); the rest pass through. `sent` is the part of the first body that went out.
  */
@@ -486,6 +503,28 @@ describe("grove transfers over lost connections", () => {
       for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(clone, file), "utf8")).toBe(bytes)
     } finally {
       await lossy.close()
+    }
+  }, 180_000)
+
+  it("a pull, a chunks/fetch and a chunk batch answered 503 (a draining node, Retry-After 0) are sent again: the push and the clone succeed", async () => {
+    const isBatch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/batch")
+    const isPull = (method: string, url: string) => method === "GET" && url.startsWith("/api/tess/drained/pull?")
+    const isFetch = (method: string, url: string) => method === "POST" && url.endsWith("/chunks/fetch")
+    const drained = await drainingProxy(proxy.url, [isBatch, isPull, isFetch])
+    try {
+      const work = tempDir("drained")
+      const files = writeTree(work, { "a.txt": text("drained", 1, 5000), "b/c.txt": text("drained", 2, 7000) })
+      const options = { ...at(tess, work), env: { ...tess.env, GROVE_REMOTE: drained.url } }
+      await ok(["init", "--name", "drained", "--json"], options)
+      const pushed = json(await ok(["push", "--json"], options))
+      expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: Object.keys(files).length })
+      const clone = path.join(tempDir("drained-clone"), "c")
+      await ok(["clone", "tess/drained", clone, "--branch", pushed.branch, "--json"], options)
+      expect(drained.refusalsLeft()).toBe(0)
+      for (const matches of [isBatch, isPull, isFetch]) expect(drained.seen.filter((line) => matches(...(line.split(" ") as [string, string])))).toHaveLength(2)
+      for (const [file, bytes] of Object.entries(files)) expect(fs.readFileSync(path.join(clone, file), "utf8")).toBe(bytes)
+    } finally {
+      await drained.close()
     }
   }, 180_000)
 })

@@ -6,7 +6,7 @@
  * uploads), and writes that carry an Idempotency-Key. Bounded: five tries over about 1.5 seconds.
  */
 import { Duration, Effect } from "effect"
-import type { HttpClientRequest, HttpClientResponse } from "effect/http"
+import type { HttpClientRequest } from "effect/http"
 import { HttpClient, HttpClientError } from "effect/http"
 
 /** The pauses before each try after the first. */
@@ -37,13 +37,16 @@ export const retryableError = (error: HttpClientError.HttpClientError, request: 
   return codeOf(error) === "ECONNREFUSED" || safeTwice(request)
 }
 
-/** A 503 with the pause it asks for (none past the limit: then it is the answer). */
-const unavailable = (response: HttpClientResponse.HttpClientResponse): Duration.Duration | undefined => {
-  if (response.status !== 503) return undefined
-  const header = response.headers["retry-after"]
-  const seconds = header === undefined ? 0 : Number(header)
+/**
+ * The pause before trying again after an answer on try `attempt` (from 0): only a 503, the pause it asks for (never
+ * less than the usual one), none past the limit (then the 503 is the answer) and none after the last try. Shared
+ * with the binary routes (sync/RemoteRepo.ts).
+ */
+export const pauseAfterAnswer = (attempt: number, status: number, retryAfter: string | undefined): Duration.Duration | undefined => {
+  if (status !== 503 || attempt >= PAUSES.length) return undefined
+  const seconds = retryAfter === undefined ? 0 : Number(retryAfter)
   const asked = Number.isFinite(seconds) && seconds > 0 ? Duration.seconds(seconds) : Duration.zero
-  return Duration.isGreaterThan(asked, MAX_RETRY_AFTER) ? undefined : asked
+  return Duration.isGreaterThan(asked, MAX_RETRY_AFTER) ? undefined : Duration.max(asked, Duration.fromInputUnsafe(PAUSES[attempt]!))
 }
 
 /** The client, trying again what the server never took (see above). */
@@ -51,16 +54,15 @@ export const retryUntaken = <E, R>(client: HttpClient.HttpClient.With<E, R>) =>
   HttpClient.transform(client, (send, request) =>
     Effect.gen(function*() {
       for (let attempt = 0;; attempt++) {
-        const last = attempt >= PAUSES.length
         const result = yield* Effect.result(send)
         if (result._tag === "Success") {
-          const wait = last ? undefined : unavailable(result.success)
+          const wait = pauseAfterAnswer(attempt, result.success.status, result.success.headers["retry-after"])
           if (wait === undefined) return result.success
-          yield* Effect.sleep(Duration.max(wait, Duration.fromInputUnsafe(PAUSES[attempt]!)))
+          yield* Effect.sleep(wait)
           continue
         }
         const error = result.failure
-        const again = !last && HttpClientError.isHttpClientError(error) && retryableError(error, request)
+        const again = attempt < PAUSES.length && HttpClientError.isHttpClientError(error) && retryableError(error, request)
         if (!again) return yield* Effect.fail(error)
         yield* Effect.sleep(PAUSES[attempt]!)
       }

@@ -8,7 +8,7 @@ import type { Connection } from "../Client.ts"
 import { connect, fromErrorBody } from "../Client.ts"
 import type { CliFailure } from "../Failures.ts"
 import { CliFailure as Failure, ExitCode } from "../Failures.ts"
-import { PAUSES } from "../Retry.ts"
+import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
 import { sendBytes } from "./HttpTransport.ts"
@@ -52,6 +52,20 @@ export interface StreamedInit extends BinaryInit {
 
 const encodeSegment = encodeURIComponent
 
+/** Waits `ms`, or less when `signal` aborts. */
+const pause = (ms: number, signal: AbortSignal | undefined) =>
+  new Promise<void>((resolve) => {
+    const stop = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", stop)
+      resolve()
+    }, ms)
+    signal?.addEventListener("abort", stop, { once: true })
+  })
+
 /** The pauses before each try after the first (as `Retry.ts` for the typed client). */
 const RETRY_PAUSES_MS = PAUSES.map((pause) => Duration.toMillis(Duration.fromInputUnsafe(pause)))
 
@@ -75,11 +89,23 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
     return headers
   }
   // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any
-  // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again.
-  const withRetry = async <A>(send: () => Promise<A>, retryable: () => boolean = () => true, signal?: AbortSignal): Promise<A> => {
+  // byte of the answer (a keep-alive socket the server closed as the request went out) is tried again, and
+  // a 503 as the typed client tries it again (Retry.ts: a draining or busy node did not act on the request).
+  const withRetry = async <A>(
+    send: () => Promise<A>,
+    statusOf: (answer: A) => readonly [status: number, retryAfter: string | undefined],
+    { discard, retryable = () => true, signal }: {
+      /** Whether a thrown try may be made again. */
+      readonly retryable?: () => boolean
+      readonly signal?: AbortSignal | undefined
+      /** Lets go of an answer that is not taken (a 503 tried again). */
+      readonly discard?: (answer: A) => void
+    } = {}
+  ): Promise<A> => {
     for (let attempt = 0;; attempt++) {
+      let answer: A
       try {
-        return await send()
+        answer = await send()
       } catch (error) {
         // The consumer refused the answer, or part of it was taken and cannot be asked again, or the caller stopped it.
         if (!retryable() || signal?.aborted === true) throw error
@@ -87,18 +113,17 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
         if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
           throw new Failure({ message: `${connection.remote}: ${(error as Error).message}`, exitCode: ExitCode.auth, code: "answer_too_large" })
         }
-        if (attempt < RETRY_PAUSES_MS.length) {
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, RETRY_PAUSES_MS[attempt])
-            signal?.addEventListener("abort", () => {
-              clearTimeout(timer)
-              resolve()
-            }, { once: true })
-          })
-          continue
+        if (attempt >= RETRY_PAUSES_MS.length) {
+          throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
         }
-        throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
+        await pause(RETRY_PAUSES_MS[attempt]!, signal)
+        continue
       }
+      const [status, retryAfter] = statusOf(answer)
+      const wait = signal?.aborted === true ? undefined : pauseAfterAnswer(attempt, status, retryAfter)
+      if (wait === undefined) return answer
+      discard?.(answer)
+      await pause(Duration.toMillis(wait), signal)
     }
   }
   const refused = (status: number, body: unknown) =>
@@ -111,12 +136,15 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
     token,
     binary: async (path, init) => {
       const headers = headersOf(init)
-      const response = await withRetry(() =>
-        fetch(`${base}/${path}`, {
-          method: init.method,
-          headers,
-          ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
-        })
+      const response = await withRetry(
+        () =>
+          fetch(`${base}/${path}`, {
+            method: init.method,
+            headers,
+            ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
+          }),
+        (answer) => [answer.status, answer.headers.get("retry-after") ?? undefined],
+        { discard: (answer) => void answer.body?.cancel().catch(() => undefined) }
       )
       if (!response.ok) throw refused(response.status, await response.json().catch(() => ({})))
       return response
@@ -164,7 +192,11 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
         }
         return sendBytes(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream, signal: init.signal })
       }
-      const answer = await withRetry(send, () => !rejected && (taken === undefined || init.resume !== undefined), init.signal)
+      const answer = await withRetry(
+        send,
+        (answer) => [answer.status, answer.headers["retry-after"]],
+        { retryable: () => !rejected && (taken === undefined || init.resume !== undefined), signal: init.signal }
+      )
       if (answer.status < 200 || answer.status >= 300) {
         let body: unknown
         try {
