@@ -33,10 +33,10 @@ afterAll(async () => {
   await server?.stop()
 })
 
-/** The runs at `commit`, once `count` of them are there, as `workflow event` sorted. */
-const runsAt = (commit: string, count: number) =>
+/** The runs at `commit` in `repo`, once `count` of them are there, as `workflow event` sorted. */
+const runsAt = (commit: string, count: number, repo = "app") =>
   waitFor(`${count} runs at ${commit.slice(0, 12)}`, async () => {
-    const runs: Array<{ workflow_name: string; event: string; commit_hash: string }> = (await as().get("/tess/app/ci/runs")).body
+    const runs: Array<{ workflow_name: string; event: string; commit_hash: string }> = (await as().get(`/tess/${repo}/ci/runs`)).body
     const at = runs.filter((run) => run.commit_hash === commit)
     return at.length >= count ? at.map((run) => `${run.workflow_name} ${run.event}`).sort() : undefined
   })
@@ -62,5 +62,32 @@ describe("CI triggers", () => {
     expect(await runsAt(second.commit.hash, 4)).toEqual(["both push", "every push", "onpush push", "pushstring push"])
     // And the first push's runs are still exactly one per workflow.
     expect(await runsAt(first.commit.hash, 5)).toHaveLength(5)
+  }, 120_000)
+
+  it("a merge runs the merge workflows at the squash commit: one the merge itself adds, then as the folder changes", async () => {
+    expect((await as().post("/repos", { name: "flow" })).status).toBe(201)
+    let main: { head: string | null; files: Record<string, string> } = { head: null, files: {} }
+    /** Branch `name` off main with `files` changed, merged: the squash commit's hash. */
+    const mergeIn = async (name: string, files: Record<string, string>) => {
+      const all = { ...main.files, ...files }
+      const built = buildCommit({ branch: name, files: all, parentHash: main.head, parentSnapshot: buildCommit({ branch: "main", files: main.files }).snapshot })
+      const pushed = await as().post("/tess/flow/push", pushBody({ branch: name, commits: [built] }))
+      expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
+      const merged = await as().post(`/tess/flow/branches/${name}/merge?force=1`)
+      expect(merged.status, JSON.stringify(merged.body)).toBe(200)
+      main = { head: merged.body.commit_hash, files: all }
+      return merged.body.commit_hash as string
+    }
+    // No workflow on main yet: nothing runs.
+    await mergeIn("start", { "README.md": "hello\n" })
+    // The merge that adds the workflow runs it.
+    const added = await mergeIn("add-ci", { ".oak/workflows/onmerge.yml": workflow("[merge]"), ".oak/workflows/onpush.yml": workflow("[push]") })
+    expect(await runsAt(added, 1, "flow")).toEqual(["onmerge merge"])
+    // A merge that leaves the workflows as they are (another root tree, the same folder) runs them too.
+    const readme = await mergeIn("readme", { "README.md": "more\n" })
+    expect(await runsAt(readme, 1, "flow")).toEqual(["onmerge merge"])
+    // A changed folder is read again: the second merge workflow runs, the push one now on merge too.
+    const more = await mergeIn("more-ci", { ".oak/workflows/second.yml": workflow("merge"), ".oak/workflows/onpush.yml": workflow("[push, merge]") })
+    expect(await runsAt(more, 3, "flow")).toEqual(["onmerge merge", "onpush merge", "second merge"])
   }, 120_000)
 })

@@ -42,12 +42,17 @@ export const CiTriggersLive = Layer.effectDiscard(Effect.gen(function*() {
   const chunks = yield* ChunkStore
 
   const handle = Effect.fnUntraced(function*(event: RepositoryEvent & { readonly branch: string; readonly commit: string }) {
-    const found = yield* repositories.findById(event.repository_id)
+    // The record this node has cached for the event's name, if it is still this repository (else it was renamed,
+    // or deleted and made again): the repository is read only when it is not cached.
+    const cached = event.owner === undefined || event.repo === undefined ? undefined : repositories.cachedByFullName(event.owner, event.repo)
+    const found = cached?.id === event.repository_id ? Option.some(cached) : yield* repositories.findById(event.repository_id)
     if (Option.isNone(found)) return
     const repo = found.value
-    // A merge's runs are on main, at the new squash commit.
+    // A merge's runs are on main, at the new squash commit. The statement that published it wrote the event with
+    // its root tree, so the commit need not be read (an event from an older node has none: read and checked).
     const branch = event.type === "merge" ? "main" : event.branch
-    const workflows = yield* workflowsAt(repo, event.commit).pipe(
+    const tree = event.type === "merge" && typeof event.tree === "string" ? event.tree : undefined
+    const workflows = yield* workflowsAt(repo, event.commit, tree).pipe(
       Effect.provideService(ContentObjects, objects),
       Effect.provideService(ChunkStore, chunks),
       Effect.catchTag("CommitNotFound", () => Effect.succeed([]))

@@ -3,8 +3,8 @@
  * that cannot be a workflow (too large, a symlink, not UTF-8, invalid) comes back `Invalid`
  * with a readable error, so it becomes a failed run instead of being skipped silently.
  *
- * A tree never changes under its hash: the parsed workflows of a commit's tree are kept (a few hundred
- * trees). And a commit seen published stays its repository's and published (its row is never changed
+ * A tree never changes under its hash: the parsed workflows of a commit's tree, and of a `.oak/workflows`
+ * tree, are kept (a few hundred of each). And a commit seen published stays its repository's and published (its row is never changed
  * otherwise, nor removed), so its tree's hash is kept too: starting a run at a commit seen before reads
  * nothing of the store or the database.
  */
@@ -22,6 +22,8 @@ const MAX_WORKFLOW_BYTES = 256 * 1024
 /** Parsed workflows by organization and tree hash, least recently used first. */
 const parsedTrees = new Map<string, ReadonlyArray<ParsedWorkflow>>()
 const TREES_KEPT = 256
+/** Parsed workflows by organization and the hash of their `.oak/workflows` tree, least recently used first. */
+const parsedFolders = new Map<string, ReadonlyArray<ParsedWorkflow>>()
 /** The tree hash of a published commit, by repository and commit, least recently used first. */
 const publishedTrees = new Map<string, string>()
 const COMMITS_KEPT = 1024
@@ -49,9 +51,16 @@ const treeOf = Effect.fnUntraced(function*(repoId: string, commit: string) {
   return row.manifest_hash
 })
 
-export const workflowsAt = Effect.fnUntraced(function*(repo: { readonly id: string; readonly orgId: string }, commit: string) {
-  // The commit must be this repository's, and published.
-  const tree = yield* treeOf(repo.id, commit)
+/**
+ * `tree`: the commit's root tree, when the caller knows the commit is the repository's and published (a `merge`
+ * event: the statement that published the squash commit wrote it); else the commit is read and checked.
+ */
+export const workflowsAt = Effect.fnUntraced(function*(
+  repo: { readonly id: string; readonly orgId: string },
+  commit: string,
+  tree: string | undefined = undefined
+) {
+  if (tree === undefined) tree = yield* treeOf(repo.id, commit)
   const key = `${repo.orgId}\0${tree}`
   const known = touch(parsedTrees, key)
   if (known !== undefined) return known
@@ -67,8 +76,19 @@ const readWorkflows = Effect.fnUntraced(function*(orgId: string, manifest: strin
   if (oak === undefined) return [] as ReadonlyArray<ParsedWorkflow>
   const folder = (yield* source.readTree(oak.hash)).find((e) => e.name === "workflows" && e.kind === "tree")
   if (folder === undefined) return [] as ReadonlyArray<ParsedWorkflow>
+  // Each merge has a root tree of its own, yet its workflows' folder is nearly always the one before it.
+  const key = `${orgId}\0${folder.hash}`
+  const known = touch(parsedFolders, key)
+  if (known !== undefined) return known
+  const parsed = yield* readFolder(source, folder.hash)
+  parsedFolders.set(key, parsed)
+  if (parsedFolders.size > TREES_KEPT) parsedFolders.delete(parsedFolders.keys().next().value!)
+  return parsed
+})
+
+const readFolder = Effect.fnUntraced(function*(source: ReturnType<typeof storedSnapshot>, folder: string) {
   const out: Array<ParsedWorkflow> = []
-  for (const entry of yield* source.readTree(folder.hash)) {
+  for (const entry of yield* source.readTree(folder)) {
     const path = `.oak/workflows/${entry.name}`
     if (entry.kind !== "blob" || !isWorkflowPath(path)) continue
     const invalid = (error: string): ParsedWorkflow => ({ _tag: "Invalid", name: workflowName(path), path, error: `${path}:1: ${error}` })

@@ -13,6 +13,8 @@ export interface RepositoryEvent {
   readonly repo?: string
   readonly branch?: string
   readonly commit?: string
+  /** A `merge`'s squash commit's root tree (its hash covers it): CI's triggers need not read the commit. Internal: no payload sends it. */
+  readonly tree?: string
   readonly pusher?: string
   readonly timestamp?: string
 }

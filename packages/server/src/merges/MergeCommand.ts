@@ -61,6 +61,7 @@ const land = Effect.fnUntraced(function*(entityId: string, payload: typeof Merge
     event: "merge",
     branch: payload.branch,
     commit: payload.commit,
+    tree: payload.manifest,
     pusher: payload.actor,
     timestamp: new Date().toISOString()
   })
