@@ -14,6 +14,9 @@
  *   pasta's), so it cannot change them; they are compared with the namespace's first state all the same.
  * - Files: none live in a network namespace (each sandbox has its own root, /tmp and checkout).
  * A namespace serves at most MAX_USES steps, one at a time, then is retired. Any doubt retires it.
+ * Not reset: the namespace's counters (/proc/net/dev, snmp, netstat). A step that left no socket can still show the
+ * next one how much traffic it made (not what, nor where to). Retiring on any counter change would close that, but
+ * the kernel's own first packets on a new interface (router solicitations, MLD) would retire every young namespace.
  *
  * Each namespace's pasta runs as a host uid of its own from the jobs' range (Sandbox.reserveUser), so no job's user
  * owns it. The server holds an open descriptor of each namespace (not a pid: a pid can be reused; the descriptor
