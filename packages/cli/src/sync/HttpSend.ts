@@ -53,7 +53,8 @@ const moduleFor = (url: URL): { readonly module: HttpModule; readonly agent: Htt
 }
 
 const decode = (encoding: string | undefined, body: Buffer, maxOutputLength: number): Promise<Uint8Array> => {
-  const zlib = process.getBuiltinModule("node:zlib")
+  // Loaded only for an encoded answer: most answers are plain, and loading node:zlib costs ~2 ms of a short run.
+  const zlib = () => process.getBuiltinModule("node:zlib")
   const bounded = { maxOutputLength }
   const run = (f: (input: Buffer, done: (error: Error | null, out: Buffer) => void) => void) =>
     new Promise<Uint8Array>((resolve, reject) =>
@@ -68,14 +69,14 @@ const decode = (encoding: string | undefined, body: Buffer, maxOutputLength: num
     case "":
       return Promise.resolve(body)
     case "zstd":
-      return run((input, done) => zlib.zstdDecompress(input, bounded, done))
+      return run((input, done) => zlib().zstdDecompress(input, bounded, done))
     case "gzip":
     case "x-gzip":
-      return run((input, done) => zlib.gunzip(input, bounded, done))
+      return run((input, done) => zlib().gunzip(input, bounded, done))
     case "deflate":
-      return run((input, done) => zlib.inflate(input, bounded, done))
+      return run((input, done) => zlib().inflate(input, bounded, done))
     case "br":
-      return run((input, done) => zlib.brotliDecompress(input, bounded, done))
+      return run((input, done) => zlib().brotliDecompress(input, bounded, done))
     default:
       return Promise.reject(new Error(`unsupported content-encoding ${encoding}`))
   }

@@ -3,7 +3,7 @@
  * names both sides negotiate with, and the one compression both use (grove's requests,
  * packages/cli/src/sync/BodyCompression.ts; the server's answers, packages/server/src/http/ContentEncoding.ts).
  */
-import { constants, zstdCompress } from "node:zlib"
+import { zlib } from "./Zlib.ts"
 
 export const CAPABILITY = "body_compression"
 export const ZSTD_V1 = "zstd_v1"
@@ -13,16 +13,21 @@ export const ZSTD_V1 = "zstd_v1"
  * each hash megabytes apart (its commit's file list, its blob entry, its tree), and level 1's small table
  * forgets them (a 5,000-file push: 2.7 MiB of JSON, 0.69 MiB at level 1, 0.37 MiB so, in ~15 ms).
  */
-const PARAMS = {
-  params: {
-    [constants.ZSTD_c_compressionLevel]: 3,
-    [constants.ZSTD_c_windowLog]: 23,
-    [constants.ZSTD_c_hashLog]: 20
+let bodyParams: { readonly params: Record<number, number> } | undefined
+/** Made on first use: node:zlib's constants are read once it is loaded (see Zlib.ts). */
+const params = () => {
+  const { constants } = zlib()
+  return bodyParams ??= {
+    params: {
+      [constants.ZSTD_c_compressionLevel]: 3,
+      [constants.ZSTD_c_windowLog]: 23,
+      [constants.ZSTD_c_hashLog]: 20
+    }
   }
 }
 
 /** `bytes` zstd-compressed (off the main thread). */
 export const compress = (bytes: Uint8Array): Promise<Uint8Array> =>
   new Promise((resolve, reject) =>
-    zstdCompress(bytes, PARAMS, (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
+    zlib().zstdCompress(bytes, params(), (error, out) => error === null ? resolve(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)) : reject(error))
   )

@@ -6,10 +6,10 @@
  * decompress to the hash are compressed, anything else is raw. The frame format
  * does not change, and a client that never asks (the Oak client) gets raw bytes.
  */
-import { constants, zstdCompress, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
 import { CHUNK_MAX_SIZE } from "./Chunks.ts"
 import { type BareFrame, decodeBareFrames } from "./Frames.ts"
+import { zlib } from "./Zlib.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
 export const CAPABILITY = "chunk_compression"
@@ -19,7 +19,9 @@ export const RESPONSE_HEADER = "x-grove-chunk-compression"
 
 /** zstd level 1: the fastest standard level; on source trees it shrinks about as much as level 3. */
 const LEVEL = 1
-const PARAMS = { params: { [constants.ZSTD_c_compressionLevel]: LEVEL } }
+let levelParams: { readonly params: Record<number, number> } | undefined
+/** The options at `LEVEL` (made on first use: node:zlib's constants are read once it is loaded, see Zlib.ts). */
+const params = () => levelParams ??= { params: { [zlib().constants.ZSTD_c_compressionLevel]: LEVEL } }
 /** Under this, a frame header costs more than compression saves. */
 const MIN_SIZE = 64
 /** Compressed must be at most this share of the plain size, else the plain bytes go (incompressible). */
@@ -52,22 +54,22 @@ const compressBound = (n: number) => n + (n >>> 8) + (n < 128 * 1024 ? (128 * 10
 
 /** Compression options for `data`: a small chunk's output in a buffer of its own bound (a larger one's in node:zlib's pieces). */
 const paramsFor = (data: Uint8Array) =>
-  data.length < DEFAULT_CHUNK ? { ...PARAMS, chunkSize: sizedTo(compressBound(data.length)) } : PARAMS
+  data.length < DEFAULT_CHUNK ? { ...params(), chunkSize: sizedTo(compressBound(data.length)) } : params()
 
 const worthTrying = (data: Uint8Array): boolean =>
   data.length >= MIN_SIZE &&
-  (data.length < SAMPLE_FROM || zstdCompressSync(data.subarray(0, SAMPLE), PARAMS).length <= SAMPLE * KEEP_RATIO)
+  (data.length < SAMPLE_FROM || zlib().zstdCompressSync(data.subarray(0, SAMPLE), params()).length <= SAMPLE * KEEP_RATIO)
 
 const pick = (data: Uint8Array, compressed: Buffer): Uint8Array =>
   compressed.length <= data.length * KEEP_RATIO ? view(compressed) : data
 
 /** The bytes to send for a chunk: zstd when that shrinks it enough, else the chunk itself. */
-export const encodeChunk = (data: Uint8Array): Uint8Array => worthTrying(data) ? pick(data, zstdCompressSync(data, paramsFor(data))) : data
+export const encodeChunk = (data: Uint8Array): Uint8Array => worthTrying(data) ? pick(data, zlib().zstdCompressSync(data, paramsFor(data))) : data
 
 /** `encodeChunk` on the thread pool (large chunks: several compress at once while the main thread goes on). */
 export const encodeChunkAsync = (data: Uint8Array): Promise<Uint8Array> =>
   worthTrying(data)
-    ? new Promise((resolve, reject) => zstdCompress(data, paramsFor(data), (error, out) => error === null ? resolve(pick(data, out)) : reject(error)))
+    ? new Promise((resolve, reject) => zlib().zstdCompress(data, paramsFor(data), (error, out) => error === null ? resolve(pick(data, out)) : reject(error)))
     : Promise.resolve(data)
 
 /**
@@ -96,7 +98,7 @@ export const frameContentSize = (frame: Uint8Array): number | undefined => {
 const decompress = (frame: Uint8Array, maxPlainBytes: number): Uint8Array => {
   const size = frameContentSize(frame)
   const sized = size !== undefined && size <= Math.min(maxPlainBytes, CHUNK_MAX_SIZE) ? { chunkSize: sizedTo(size) } : {}
-  return view(zstdDecompressSync(frame, { maxOutputLength: maxPlainBytes, ...sized }))
+  return view(zlib().zstdDecompressSync(frame, { maxOutputLength: maxPlainBytes, ...sized }))
 }
 
 /**
