@@ -18,7 +18,8 @@ import * as path from "node:path"
 const builtins = new Set(builtinModules)
 const isBuiltin = (specifier: string) => specifier.startsWith("node:") || builtins.has(specifier)
 
-const IMPORT = /^import\s+([^;'"]*?)\s+from\s*"([a-z_:/]+)";?[ \t]*$/gm
+// One per line as esbuild prints them, or one after another on a line when it minifies (`import*as u from"node:net";`).
+const IMPORT = /^import\s+([^;'"]*?)\s+from\s*"([a-z_:/]+)";?[ \t]*$|(?<=^|;)import\s*([^;'"()]*?)\s*from\s*"([a-z_:/]+)";?/gm
 const NAME = /^[A-Za-z_$][\w$]*$/
 
 /** `{ a, b as c }` as a destructuring pattern `{ a, b: c }`; undefined when it is not that shape. */
@@ -51,15 +52,20 @@ const constantsFor = (clause: string, specifier: string): Array<string> | undefi
   return lines.every((l) => l !== undefined) ? lines as Array<string> : undefined
 }
 
-/** `text` with its builtin imports as constants after the first line (the banner); undefined when unsure. */
+/**
+ * `text` with its builtin imports as constants after the first line (the banner: its own import of node:module,
+ * which esbuild does not count, stays); undefined when unsure.
+ */
 export const rewriteBuiltinImports = (text: string, expected: number): string | undefined => {
   const constants: Array<string> = []
   let found = 0
   let unsure = false
-  const body = text.replace(IMPORT, (statement, clause: string, specifier: string) => {
+  const firstLine = text.indexOf("\n") + 1
+  const body = text.slice(firstLine).replace(IMPORT, (statement, ...groups: Array<string | undefined>) => {
+    const [clause, specifier] = groups[0] !== undefined ? [groups[0], groups[1]!] : [groups[2]!, groups[3]!]
     if (!isBuiltin(specifier)) return statement
     found++
-    const lines = constantsFor(clause.replace(/\s+/g, " ").trim(), specifier)
+    const lines = constantsFor(clause.replace(/^\*\s*as\s+/, "* as ").replace(/\s+/g, " ").trim(), specifier)
     if (lines === undefined) {
       unsure = true
       return statement
@@ -69,8 +75,7 @@ export const rewriteBuiltinImports = (text: string, expected: number): string | 
   })
   if (unsure || found !== expected) return undefined
   if (found === 0) return text
-  const firstLine = body.indexOf("\n") + 1
-  return `${body.slice(0, firstLine)}${constants.join("\n")}\n${body.slice(firstLine)}`
+  return `${text.slice(0, firstLine)}${constants.join("\n")}\n${body}`
 }
 
 /** Rewrites every output of a build made with `metafile: true` (paths in it are relative to `cwd`). */

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { rewriteBuiltinImports } from "../../packages/cli/scripts/builtins-by-getter.ts"
+import { rewriteBuiltinImports } from "../../scripts/bundle/builtins-by-getter.ts"
 import { VERSION_LINE } from "../../packages/cli/src/BuildInfo.ts"
 import { CLI_BIN, ROOT } from "../support/GroveServer.ts"
 import { builtinsOf, removeTempDirs, REPORT_BUILTINS, tempDir } from "./harness.ts"
@@ -102,7 +102,7 @@ describe("grove's start", () => {
     expect(names.filter((n) => ["stream", "net", "tty", "fs/promises", "crypto"].includes(n))).toEqual([])
   })
 
-  it("the bundle's builtin imports become getters at the top, in every shape esbuild prints; any other leaves the file as built", () => {
+  it("the bundle's builtin imports become getters at the top, in every shape esbuild prints (minified too); any other leaves the file as built", () => {
     const banner = "import { createRequire as r } from \"node:module\"; const require = r(import.meta.url);"
     const text = [
       banner,
@@ -132,6 +132,16 @@ describe("grove's start", () => {
     // Fewer imports found than esbuild's metafile counts (a shape not matched here), or one not understood: as built.
     expect(rewriteBuiltinImports(text, 5)).toBeUndefined()
     expect(rewriteBuiltinImports(`${banner}\nimport { a as b as c } from "node:fs";`, 1)).toBeUndefined()
+    // Minified (the server's bundle): one import after another on a line, some after code; the banner's own stays.
+    const minified = `${banner}\nimport{k as l}from"./chunk.mjs";import*as u from"node:net";var a=1;import{Readable as S,pipeline as p}from"node:stream";import o from"os";a(u,S,p,o);`
+    expect(rewriteBuiltinImports(minified, 3)).toBe([
+      banner,
+      "const u = process.getBuiltinModule(\"node:net\");",
+      "const { Readable: S, pipeline: p } = process.getBuiltinModule(\"node:stream\");",
+      "const o = process.getBuiltinModule(\"os\");",
+      "import{k as l}from\"./chunk.mjs\";var a=1;a(u,S,p,o);"
+    ].join("\n"))
+    expect(rewriteBuiltinImports(minified, 4)).toBeUndefined()
   })
 
   it("a client outside a git checkout of its sources runs its bundle without walking them; in one, an edited source wins", () => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { builtinModules } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { bundleIsFresh, ENTRY, MANIFEST, type Manifest, newestInput } from "../../packages/server/bin/bundle.js"
@@ -25,6 +26,17 @@ const tempDir = () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "grove-bundle-"))
   dirs.push(dir)
   return dir
+}
+/** The files the entry loads, followed through its chunks (dist/chunks also holds older builds' chunks). */
+const bundleFiles = (): ReadonlySet<string> => {
+  const loaded = new Set<string>()
+  const follow = (file: string) => {
+    if (loaded.has(file)) return
+    loaded.add(file)
+    for (const [, spec] of fs.readFileSync(file, "utf8").matchAll(/["'](\.\.?\/[^"']+\.mjs)["']/g)) follow(path.resolve(path.dirname(file), spec!))
+  }
+  follow(BUNDLE)
+  return loaded
 }
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024
 
@@ -177,15 +189,8 @@ describe("the server's bundle", () => {
   })
 
   it("moved with its repository it still first-boots: it names the files read beside its sources from where it is, not where it was built", async () => {
-    // The files the entry loads, followed through its chunks (dist/chunks also holds older builds' chunks).
     const dist = path.dirname(BUNDLE)
-    const loaded = new Set<string>()
-    const follow = (file: string) => {
-      if (loaded.has(file)) return
-      loaded.add(file)
-      for (const [, spec] of fs.readFileSync(file, "utf8").matchAll(/["'](\.\.?\/[^"']+\.mjs)["']/g)) follow(path.resolve(path.dirname(file), spec!))
-    }
-    follow(BUNDLE)
+    const loaded = bundleFiles()
     expect(loaded.size).toBeGreaterThan(1)
     for (const file of loaded) expect(fs.readFileSync(file, "utf8").includes(ROOT), `${file} names ${ROOT}`).toBe(false)
 
@@ -201,6 +206,18 @@ describe("the server's bundle", () => {
     const created = await run(path.join(moved, "packages/server/dist", ENTRY), ["user", "create", "bob", "--data-dir", path.join(tempDir(), "data")], { cwd: moved, timeoutMs: 180_000 })
     expect(created.code, created.stderr).toBe(0)
   }, 300_000)
+
+  it("takes Node's modules by getter: no ES import of a builtin is left in the files it loads (scripts/bundle/builtins-by-getter.ts)", () => {
+    // An ES import builds the builtin's facade, which reads every export (node:fs's load fs/promises and the streams).
+    // After the first line (the banner's own import of node:module), minified: `import*as u from"node:net";`.
+    const imports = [...bundleFiles()].flatMap((file) => {
+      const text = fs.readFileSync(file, "utf8")
+      return [...text.slice(text.indexOf("\n") + 1).matchAll(/(?:^|;)\s*import\s*[^;'"()]*?from\s*"((?:node:)?[a-z_/]+)"/gm)]
+        .filter((m) => m[1]!.startsWith("node:") || builtinModules.includes(m[1]!))
+        .map((m) => `${path.basename(file)}: ${m[1]}`)
+    })
+    expect(imports).toEqual([])
+  })
 
   it("its manifest lists the repository's files it was built from and the lock file, no dependency or test", () => {
     const { inputs, sealed } = JSON.parse(fs.readFileSync(path.join(ROOT, "packages/server/dist", MANIFEST), "utf8")) as Manifest

@@ -10,7 +10,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
-import { rewriteBundleBuiltins } from "./builtins-by-getter.ts"
+import { rewriteBundleBuiltins } from "../../../scripts/bundle/builtins-by-getter.ts"
 
 const cli = path.resolve(import.meta.dirname, "..")
 const outdir = path.join(cli, "dist")

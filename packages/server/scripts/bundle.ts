@@ -20,6 +20,7 @@ import type { BuildOptions, Metafile } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { rewriteBundleBuiltins } from "../../../scripts/bundle/builtins-by-getter.ts"
 import { nodeBundleOptions } from "../../../scripts/bundle/options.ts"
 import { BUNDLE_DIR, bundleIsFresh, ENTRY, MANIFEST, type Manifest } from "../bin/bundle.js"
 
@@ -116,6 +117,9 @@ export const bundleServer = async (target: string, sealed = false) => {
   fs.rmSync(temp, { recursive: true, force: true })
   try {
     const { metafile } = await build(options(temp))
+    // Node's modules by getter: an ES import builds the module's facade, which reads every export (see the file).
+    const leftAsBuilt = rewriteBundleBuiltins(metafile, process.cwd())
+    if (leftAsBuilt.length > 0) console.error(`grove-server: Node's modules are imported as built in ${leftAsBuilt.join(", ")}`)
     rootRelative(temp, target)
     fs.writeFileSync(path.join(temp, MANIFEST), JSON.stringify(manifest(metafile, sealed)))
     // Dated when the build started: a source edited during the build leaves the bundle stale.
