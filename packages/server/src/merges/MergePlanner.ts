@@ -85,7 +85,7 @@ const mergeOfHeads = Effect.fnUntraced(function*(
     heads.every((h) => known.has(h)) ? Effect.succeed(known) : loadCommitHeaders(repo.id, heads)
   ], { concurrency: "unbounded" })
   for (const [hash, commit] of commits) trees.rememberManifest(repo.id, hash, commit.manifest_hash)
-  const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h))
+  const base = mainHead === null || edges === undefined ? null : MergeBase.mergeBase(mainHead, branchHead, (h) => edges.get(h), MergeBase.generationsOf(edges))
   let baseManifest = base === null ? Blake3.EMPTY_HASH : trees.manifest(repo.id, base)
   if (baseManifest === undefined) {
     baseManifest = (yield* loadCommitHeaders(repo.id, [base!])).get(base!)?.manifest_hash ?? Blake3.EMPTY_HASH

@@ -55,7 +55,7 @@ export const planRevert = Effect.fn("RevertPlanner.planRevert")(function*(
   }
   if (branch.status === "merged") return yield* refuse(400, `branch '${branch.name}' was merged; revert on main instead`, "branch_merged")
   const edges = yield* history.ancestry(repo.id, [hash, branch.head])
-  if (!MergeBase.isAncestor(hash, branch.head, (h) => edges.get(h))) {
+  if (!MergeBase.isAncestor(hash, branch.head, (h) => edges.get(h), MergeBase.generationsOf(edges))) {
     return yield* refuse(409, `commit ${hash} is no longer in the history of '${branch.name}'`, "not_on_branch")
   }
 

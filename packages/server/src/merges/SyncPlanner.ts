@@ -55,9 +55,9 @@ export const planSync = Effect.fn("SyncPlanner.planSync")(function*(
   if (branch.head === null) return yield* refuse(400, `branch '${name}' has no commits; push first`, "empty_branch")
   const edges = yield* history.ancestry(repo.id, [branch.head, parentHead])
   const parents = (h: string) => edges.get(h)
-  if (MergeBase.isAncestor(parentHead, branch.head, parents)) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
+  if (MergeBase.isAncestor(parentHead, branch.head, parents, MergeBase.generationsOf(edges))) return { kind: "up_to_date", head: branch.head } satisfies PlannedSync
 
-  const base = MergeBase.mergeBase(branch.head, parentHead, parents)
+  const base = MergeBase.mergeBase(branch.head, parentHead, parents, MergeBase.generationsOf(edges))
   const commits = yield* loadCommitHeaders(repo.id, [branch.head, parentHead, ...(base === null ? [] : [base])])
   const cache = trees.view(repo.orgId)
   const oursRoot = commits.get(branch.head)!.manifest_hash
