@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { greeter, hostAddress } from "../../../../test/support/hostNetwork.ts"
 import { guarded, make, pooled } from "./NetnsPool.ts"
-import { type Isolation, jobUser, probe, stepCommand } from "./Sandbox.ts"
+import { type Isolation, jobUser, probe, stepCommand, stepEnvironment } from "./Sandbox.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
 // The pool is for a server running as root (each job its own host uid).
@@ -16,15 +16,18 @@ let scope: Scope.Closeable
 let isolation: Isolation
 
 /** Runs one step command as the runner would (without the terminal), then tells the command its exit as StepProcess does. */
-const run = (network: boolean, script: string) =>
+const run = (network: boolean, script: string, env: Record<string, string> = { PATH: "/usr/bin:/bin" }, files: Record<string, string> = {}) =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const user = yield* jobUser(isolation)
     const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-netns-test-"))
-    fs.chownSync(workspace, user!.uid, user!.gid)
+    for (const [name, from] of Object.entries({ ".": workspace, ...files })) {
+      if (name !== ".") fs.copyFileSync(from, path.join(workspace, name))
+      fs.chownSync(path.join(workspace, name), user!.uid, user!.gid)
+    }
     const command = yield* stepCommand(isolation, user, workspace, network, script)
     const stdout = yield* Effect.promise(() =>
       new Promise<string>((resolve) => {
-        const child = spawn(command.file, [...command.args], { cwd: workspace, env: { PATH: "/usr/bin:/bin" }, stdio: ["ignore", "pipe", "ignore"] })
+        const child = spawn(command.file, [...command.args], { cwd: workspace, env: stepEnvironment(env), stdio: ["ignore", "pipe", "ignore"] })
         let out = ""
         child.stdout.on("data", (chunk) => (out += String(chunk)))
         child.on("close", (code, signal) => {
@@ -84,7 +87,8 @@ describe.runIf(root)("NetnsPool", () => {
   it("the next step in the same namespace meets nothing of the last one: not its listener, not its files", async () => {
     await aFreeNamespace()
     // A daemon of its own session listening on the namespace's loopback, and a file in /tmp: both gone with the step.
-    const first = await run(true, `${netnsOf}; setsid python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 47123)); s.listen(); time.sleep(30)' & sleep 0.5; echo left > /tmp/left-behind; cat /proc/net/tcp | wc -l`)
+    // It says so once it listens (then the step waits for that): no guess of how long python takes to start.
+    const first = await run(true, `${netnsOf}; setsid python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 47123)); s.listen(); open("/tmp/listening", "w").close(); time.sleep(30)' & until test -e /tmp/listening; do sleep 0.02; done; echo left > /tmp/left-behind; cat /proc/net/tcp | wc -l`)
     const second = await run(true, `${netnsOf}; timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/47123' 2>/dev/null && echo connected || echo refused; test -e /tmp/left-behind && echo file || echo no-file; cat /proc/net/tcp | wc -l`)
     expect(first.pooled && second.pooled).toBe(true)
     const [namespace, listening] = first.stdout.trim().split("\n")
@@ -105,6 +109,51 @@ describe.runIf(root)("NetnsPool", () => {
     const [next, lines] = second.stdout.trim().split("\n")
     expect(next).not.toBe(namespace)
     expect(lines).toBe("1")
+  })
+
+  it("a step that sent anything retires its namespace: the next one learns nothing of where it connected", async () => {
+    await aFreeNamespace()
+    // The greeter closes first: the step's side ends without TIME_WAIT, no socket is left; the kernel keeps the peer's
+    // metrics (address, RTT) in the namespace all the same.
+    const listener = await greeter(hostAddress()!, "greeting")
+    try {
+      const first = await run(true, `${netnsOf}; for i in 1 2 3; do timeout 3 bash -c 'exec 3<>/dev/tcp/${listener.host}/${listener.port} && head -n1 <&3'; done; tail -n +2 /proc/net/tcp | wc -l`)
+      const [namespace, ...rest] = first.stdout.trim().split("\n")
+      expect(rest).toEqual(["greeting", "greeting", "greeting", "0"])
+      await aFreeNamespace()
+      const second = await run(true, `${netnsOf}; ip tcp_metrics show 2>&1; awk '/^Tcp: [0-9]/ { print "opens", $6 }' /proc/net/snmp`)
+      const [next, ...seen] = second.stdout.trim().split("\n")
+      expect(next).not.toBe(namespace)
+      expect(seen).toEqual(["opens 0"])
+      // One that sent nothing leaves it to the next.
+      const third = await run(true, netnsOf)
+      expect(third.stdout.trim()).toBe(next)
+    } finally {
+      await listener.close()
+    }
+  })
+
+  it("a workflow's LD_PRELOAD of a committed library loads in no process outside the sandbox (root ones first)", async () => {
+    await aFreeNamespace()
+    // The library writes its uid under `seen` when it loads: the sandbox has its own /tmp, so only a process
+    // outside it can write there.
+    const seen = fs.mkdtempSync(path.join(os.tmpdir(), "grove-preload-seen-"))
+    fs.chmodSync(seen, 0o777)
+    const source = path.join(seen, "x.c")
+    fs.writeFileSync(source, `#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void init(void) { char name[256]; snprintf(name, sizeof name, "${seen}/%d", (int)getpid()); FILE *f = fopen(name, "w"); if (f) { fprintf(f, "%d", (int)getuid()); fclose(f); } }\n`)
+    execFileSync("cc", ["-shared", "-fPIC", "-o", path.join(seen, "x.so"), source])
+    try {
+      const env = { PATH: "/usr/bin:/bin", LD_PRELOAD: "./x.so", STEP_ONLY: "yes" }
+      const pooledRun = await run(true, 'echo "$LD_PRELOAD $STEP_ONLY ${GROVE_STEP_ENV_STEP_ONLY:-unset}"', env, { "x.so": path.join(seen, "x.so") })
+      const offline = await run(false, 'echo "$LD_PRELOAD $STEP_ONLY"', env, { "x.so": path.join(seen, "x.so") })
+      expect(pooledRun.file).toMatch(/nsenter$/)
+      // The step has its variables, and only them.
+      expect(pooledRun.stdout.trim()).toBe("./x.so yes unset")
+      expect(offline.stdout.trim()).toBe("./x.so yes")
+      expect(fs.readdirSync(seen).filter((name) => /^\d+$/.test(name)).map((name) => fs.readFileSync(path.join(seen, name), "utf8"))).toEqual([])
+    } finally {
+      fs.rmSync(seen, { recursive: true, force: true })
+    }
   })
 
   it("a killed step's namespace is retired", async () => {

@@ -7,16 +7,19 @@
  * What a step can leave in a namespace, and why the next step cannot meet it:
  * - Processes: none. The step's sandbox is its own PID namespace; once bwrap has exited, every process in it is gone.
  *   A namespace is given back only after a normal exit (not killed, not lost with the process starter).
+ * - Traces of traffic (tcp_metrics: the peers a connection went to, with their RTT; neighbour entries; counters):
+ *   a step that sent anything is followed by a fresh namespace. Its protocol counters (usedNetwork: TCP opens and
+ *   segments sent, UDP and ICMP datagrams sent) are read when the step takes the namespace and after it; any change
+ *   retires it (pasta ends, a new one is made). Those counters move only when a socket in the namespace sends, never
+ *   by the kernel's own packets on a new interface (router and neighbour solicitations, MLD: Icmp6 and link counters,
+ *   not read). A step that sent nothing (no-op, offline) leaves the namespace as it found it, bar those.
  * - Sockets (listening, bound, TIME_WAIT, unix including abstract ones): read from the namespace's /proc/net tables
- *   after the step; any entry retires the namespace (pasta ends, a new one is made). So a step that used the network
- *   is followed by a fresh namespace; a step that did not leaves it as it found it.
+ *   after the step; any entry retires the namespace.
  * - Addresses and routes: the step has no capability over the namespace (its user namespace is not the owner's,
  *   pasta's), so it cannot change them; they are compared with the namespace's first state all the same.
  * - Files: none live in a network namespace (each sandbox has its own root, /tmp and checkout).
  * A namespace serves at most MAX_USES steps, one at a time, then is retired. Any doubt retires it.
- * Not reset: the namespace's counters (/proc/net/dev, snmp, netstat). A step that left no socket can still show the
- * next one how much traffic it made (not what, nor where to). Retiring on any counter change would close that, but
- * the kernel's own first packets on a new interface (router solicitations, MLD) would retire every young namespace.
+ * Not reset, for the next step: what the kernel sends by itself (Icmp6 and link counters); no step's doing.
  *
  * Each namespace's pasta runs as a host uid of its own from the jobs' range (Sandbox.reserveUser), so no job's user
  * owns it. The server holds an open descriptor of each namespace (not a pid: a pid can be reused; the descriptor
@@ -93,10 +96,46 @@ const shapeOf = (holder: number): string => {
   return [...route, ...addresses, ...routes6].join("\n")
 }
 
-/** Whether the holder is alive and still in the namespace, no socket is open in it, and its shape is the first one. */
-const clean = (slot: Slot): boolean => {
+/** The counters in snmp (name pairs: section, field) and snmp6 that move when, and only when, a socket sends. */
+const SENT_V4: ReadonlyArray<readonly [string, string]> = [
+  ["Tcp", "ActiveOpens"], ["Tcp", "PassiveOpens"], ["Tcp", "OutSegs"], ["Udp", "OutDatagrams"], ["UdpLite", "OutDatagrams"], ["Icmp", "OutMsgs"]
+]
+const SENT_V6 = new Set(["Udp6OutDatagrams", "UdpLite6OutDatagrams", "Icmp6OutEchos"])
+
+/** The namespace's send counters (SENT_V4, SENT_V6) as one string; undefined when they cannot be read. */
+export const sentCounters = (holder: number): string | undefined => {
+  try {
+    const lines = fs.readFileSync(`/proc/${holder}/net/snmp`, "utf8").split("\n")
+    const values: Array<string> = []
+    for (const [section, field] of SENT_V4) {
+      const names = lines.find((line) => line.startsWith(`${section}: `) && /[A-Za-z]/.test(line.slice(section.length + 2)))
+      const counts = names === undefined ? undefined : lines[lines.indexOf(names) + 1]
+      const at = names?.split(" ").indexOf(field) ?? -1
+      // UdpLite is missing on kernels without it: nothing can have sent through it.
+      if (at === -1 || counts === undefined) {
+        if (section === "UdpLite") continue
+        return undefined
+      }
+      values.push(counts.split(" ")[at]!)
+    }
+    for (const line of fs.readFileSync(`/proc/${holder}/net/snmp6`, "utf8").split("\n")) {
+      const [name, value] = line.split(/\s+/)
+      if (SENT_V6.has(name!)) values.push(`${name}=${value}`)
+    }
+    return values.join(" ")
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Whether the holder is alive and still in the namespace, nothing was sent from it since `sent` (sentCounters at
+ * the take), no socket is open in it, and its shape is the first one.
+ */
+const clean = (slot: Slot, sent: string | undefined): boolean => {
   try {
     if (fs.readlinkSync(`/proc/${slot.holder}/ns/net`) !== slot.link) return false
+    if (sent === undefined || sentCounters(slot.holder) !== sent) return false
     for (const table of SOCKET_TABLES) {
       let text: string
       try {
@@ -250,13 +289,14 @@ export const make = (tools: PoolTools, size: number, idleMs = IDLE_MS): Effect.E
       if (free.length === 0) grow()
       if (slot === undefined) return undefined
       slot.uses++
+      const sent = sentCounters(slot.holder)
       let given = false
       return {
         path: `/proc/${process.pid}/fd/${slot.fd}`,
         done: ({ signal }) => {
           if (given) return
           given = true
-          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot)) {
+          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot, sent)) {
             slot.freeSince = Date.now()
             free.push(slot)
           }

@@ -21,7 +21,7 @@ import { CiLogStore } from "./CiLogStore.ts"
 import { outcomeUnknown } from "./CiOutcome.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
-import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
+import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, stepEnvironment, warmStepLine } from "./Sandbox.ts"
 import { guarded } from "./NetnsPool.ts"
 import { type PreparedStep, runStep } from "./StepProcess.ts"
 import type { WarmSandboxes } from "./WarmSandboxes.ts"
@@ -198,7 +198,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         const started = i === 0 && warm !== undefined && warm.waiting()
           ? warm.run(warmStepLine({ ...env, PWD: dir, TERM: "xterm" }, step.run), log.write)
           : Effect.flatMap(guarded(stepCommand(context.isolation, user, dir, job.network !== false, step.run)), (command) =>
-            runStep({ command, cwd: dir, env, onOutput: log.write }))
+            runStep({ command, cwd: dir, env: stepEnvironment({ ...env, PWD: dir, TERM: "xterm" }), onOutput: log.write }))
         const exit = yield* started.pipe(
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>

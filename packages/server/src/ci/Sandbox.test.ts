@@ -6,7 +6,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { greeter, hostAddress, type Listener } from "../../../../test/support/hostNetwork.ts"
-import { type Isolation, jobUser, probe, stepCommand, UID_RANGE } from "./Sandbox.ts"
+import { type Isolation, jobUser, probe, stepCommand, stepEnvironment, UID_RANGE } from "./Sandbox.ts"
 
 const exec = promisify(execFile)
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -28,7 +28,7 @@ const runIn = async (isolation: Isolation, network: boolean, script: string) =>
     if (user !== undefined) fs.chownSync(path.join(workspace, "mine.txt"), user.uid, user.gid)
     const command = yield* stepCommand(isolation, user, workspace, network, script)
     return yield* Effect.promise(() =>
-      exec(command.file, [...command.args], { cwd: workspace, env: { PATH: "/usr/bin:/bin", STEP_ONLY: "yes" } })
+      exec(command.file, [...command.args], { cwd: workspace, env: stepEnvironment({ PATH: "/usr/bin:/bin", STEP_ONLY: "yes" }) })
         // Network on, the shell around bwrap prints the exit marker last (what StepProcess reads from the terminal).
         .then(({ stdout }) => ({ stdout: command.exitMarker === undefined ? stdout : withoutMarker(stdout, command.exitMarker), workspace }))
         .finally(() => fs.rmSync(workspace, { recursive: true, force: true }))
@@ -53,7 +53,7 @@ describe("Sandbox", () => {
 
   it("runs a step with only the system, its own /proc, /dev, /tmp and its checkout, as --ci-user inside", async () => {
     const isolation = await ready()
-    const script = "echo =id; id -un; echo =nested; unshare -U true 2>/dev/null && echo allowed || echo refused; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
+    const script = "echo =id; id -un; echo =nested; unshare -U true 2>/dev/null && echo allowed || echo refused; echo =root; ls -A /; echo =environ; tr '\\0' '\\n' < /proc/1/environ; echo =stepenv; env; echo =pids; ls /proc | grep '^[0-9]'; echo =cwd; pwd; cat mine.txt; echo =tmp; ls -A /tmp"
     const { stdout, workspace } = await runIn(isolation, true, script)
     const sections = Object.fromEntries(stdout.split(/^=/m).filter((part) => part !== "").map((part) => {
       const [name, ...rest] = part.trimEnd().split("\n")
@@ -63,9 +63,12 @@ describe("Sandbox", () => {
     expect(sections.nested).toEqual(["refused"])
     const system = ["bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"]
     expect(sections.root!.filter((entry: string) => !system.includes(entry))).toEqual([])
-    // PID 1 is the sandbox's bwrap, with the step's environment: nothing of this test process's own.
-    expect(sections.environ).toContain("STEP_ONLY=yes")
+    // PID 1 is the sandbox's bwrap, with the step's environment packed (Sandbox.stepEnvironment): nothing of this test
+    // process's own. The step has its variables as they are.
+    expect(sections.environ).toContain("GROVE_STEP_ENV_STEP_ONLY=yes")
     expect(sections.environ!.some((line: string) => line.startsWith("VITEST"))).toBe(false)
+    expect(sections.stepenv).toContain("STEP_ONLY=yes")
+    expect(sections.stepenv!.some((line: string) => line.startsWith("GROVE_STEP_ENV_") || line.startsWith("VITEST"))).toBe(false)
     // Its own PID namespace: bwrap, the shell and ls.
     expect(sections.pids!.length).toBeLessThan(6)
     expect(sections.cwd).toEqual([workspace, "in the checkout"])

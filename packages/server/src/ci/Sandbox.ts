@@ -3,8 +3,9 @@
  * cgroup and network namespaces; a fresh root holding only the system read-only (/usr, /etc and the
  * /bin, /lib… links), a private /proc, /dev and /tmp, and the job's checkout read-write at its own
  * path. Nothing else of the host is there: not the data directory, not other runs' workspaces, not the
- * server's secret key. PID 1 of the sandbox is bwrap, started with the step's environment only (or, for
- * a sandbox started ahead of its step, warmCommand, with a PATH and nothing of any run's); when
+ * server's secret key. PID 1 of the sandbox is bwrap, started with a PATH and the step's environment packed
+ * (stepEnvironment: no process before the step's shell reads it; or, for a sandbox started ahead of its step,
+ * warmCommand, with a PATH and nothing of any run's); when
  * the step's shell exits or is killed, the PID namespace ends and takes every process in it along (a
  * `setsid` daemon too).
  *
@@ -203,9 +204,34 @@ export const inSandbox = (isolation: Isolation, user: RunUser | undefined, works
     return network ? { ...command, exitMarker: marker } : command
   })
 
-/** `bash -e -o pipefail -c <run>` for one step. */
+/**
+ * `bash -e -o pipefail -c <run>` for one step, started with stepEnvironment's environment: the step's own variables
+ * are set only inside the sandbox, after the drop to the job's user (unpackEnv), as a warm sandbox's are.
+ */
 export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
-  inSandbox(isolation, user, workspace, network, stepArgv(run))
+  inSandbox(isolation, user, workspace, network, [...unpackEnv, ...stepArgv(run)])
+
+/** Where the step's variables travel, each under its own name after this prefix: a name no loader nor libc reads. */
+const PACKED = "GROVE_STEP_ENV_"
+
+/**
+ * The environment a cold step's command starts with. Its first processes run before the drop to the job's user (as
+ * root: the process starter, nsenter, setpriv) or outside the sandbox (pasta, bwrap): given the step's variables as
+ * they are, a workflow's `LD_PRELOAD=./x.so` would load a committed library into them. So they get a fixed PATH, and
+ * every variable of the step under PACKED's prefix (not in argv: other host users can read that).
+ */
+export const stepEnvironment = (env: Readonly<Record<string, string>>): Record<string, string> => {
+  const packed: Record<string, string> = { PATH: "/usr/bin:/bin" }
+  for (const [name, value] of Object.entries(env)) packed[PACKED + name] = value
+  return packed
+}
+
+/** Inside the sandbox, as the step's user: replaces itself with the rest of its argv under exactly the unpacked variables. */
+const unpackEnv = [
+  "/bin/bash", "--noprofile", "--norc", "-c",
+  `args=(); for name in "\${!${PACKED}@}"; do args+=("\${name#${PACKED}}=\${!name}"); done; exec /usr/bin/env -i "\${args[@]}" "$@"`,
+  "grove-step"
+]
 
 /** What a warm sandbox prints once it waits for its step (its terminal then takes input raw, unechoed). */
 export const WARM_READY = "grove-sandbox-ready\n"

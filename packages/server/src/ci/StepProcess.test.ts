@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { makeSpawner, PtySpawner } from "./PtySpawner.ts"
-import { jobUser, probe, stepCommand } from "./Sandbox.ts"
+import { jobUser, probe, stepCommand, stepEnvironment } from "./Sandbox.ts"
 import { runStep } from "./StepProcess.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -27,7 +27,7 @@ const sandboxedStep = (script: string) =>
     const code = yield* runStep({
       command,
       cwd: workspace,
-      env: { PATH: "/usr/bin:/bin" },
+      env: stepEnvironment({ PATH: "/usr/bin:/bin" }),
       onOutput: (text) => (output += text),
       onEnd: (exited) => (exitedAtEnd = exited)
     })
