@@ -49,6 +49,14 @@ const organization = Effect.fnUntraced(function*(n: number, reached: boolean, up
   return { repo: repo!, blobs, chunks }
 })
 
+/**
+ * Six times the rows under ten times the CPU, or under 50 ms: this thread's CPU time advances by the scheduler's ticks
+ * (a few ms), so a 1-3 ms round can read 0 (a restricted blob check of 250 objects did, median of five, in a loaded
+ * CI run). The n² plans this guards against took 1.5-9.5 s for the large organization.
+ */
+const nearLinear = (m: { readonly small: number; readonly large: number }) =>
+  expect(m.large).toBeLessThan(Math.max(m.small * 10, 50))
+
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 /** The median CPU times of `small` and `large` (each returns its own), run in turns after one warm-up round. */
@@ -90,14 +98,14 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       expect((yield* present(large)).size).toBe(1500)
       const found = yield* inTurns(cpuOf(present(small)), cpuOf(present(large)))
       console.log("present chunk CPU ms (250 / 1500 objects):", found)
-      expect(found.large).toBeLessThan(found.small * 10)
+      nearLinear(found)
 
       // A push in progress: its chunks are stored and uploaded by the caller, no repository reaches them yet.
       const [upSmall, upLarge] = [yield* organization(250, false, true), yield* organization(1500, false, true)]
       expect((yield* present(upLarge)).size).toBe(1500)
       const uploaded = yield* inTurns(cpuOf(present(upSmall)), cpuOf(present(upLarge)))
       console.log("present chunk, uploads, CPU ms (250 / 1500 objects):", uploaded)
-      expect(uploaded.large).toBeLessThan(uploaded.small * 10)
+      nearLinear(uploaded)
 
       // The publish: each round starts from nothing published (chunks not yet referenced).
       const [toSmall, toLarge] = [yield* organization(250, false), yield* organization(1500, false)]
@@ -113,7 +121,7 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       expect(used!.used).toBe("1500")
       const published = yield* inTurns(publish(toSmall), publish(toLarge))
       console.log("publish CPU ms (250 / 1500 objects):", published)
-      expect(published.large).toBeLessThan(published.small * 10)
+      nearLinear(published)
     }))
 
   // The rest of the push's `= ANY` statements (P3's audit): the publish's stored-and-locked check, blobInfo (a push's
@@ -132,12 +140,12 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
 
       const locks = yield* inTurns(cpuOf(lockReferenced(small.repo.orgId, small.blobs)), cpuOf(lockReferenced(large.repo.orgId, large.blobs)))
       console.log("lockReferenced CPU ms (250 / 1500 objects):", locks)
-      expect(locks.large).toBeLessThan(locks.small * 10)
+      nearLinear(locks)
 
       expect((yield* objects.blobInfo(large.repo.orgId, large.blobs)).size).toBe(1500)
       const infos = yield* inTurns(cpuOf(objects.blobInfo(small.repo.orgId, small.blobs)), cpuOf(objects.blobInfo(large.repo.orgId, large.blobs)))
       console.log("blobInfo CPU ms (250 / 1500 objects):", infos)
-      expect(infos.large).toBeLessThan(infos.small * 10)
+      nearLinear(infos)
 
       // The caller reads the repository only in part: every object is a candidate, and half of the blobs are readable.
       const restricted = (org: typeof small): DedupScope => ({
@@ -153,9 +161,9 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       expect((yield* blobsOf(large)).size).toBe(750)
       const chunks = yield* inTurns(cpuOf(chunksOf(small)), cpuOf(chunksOf(large)))
       console.log("present chunk, restricted, CPU ms (250 / 1500 objects):", chunks)
-      expect(chunks.large).toBeLessThan(chunks.small * 10)
+      nearLinear(chunks)
       const blobs = yield* inTurns(cpuOf(blobsOf(small)), cpuOf(blobsOf(large)))
       console.log("present blob, restricted, CPU ms (250 / 1500 objects):", blobs)
-      expect(blobs.large).toBeLessThan(blobs.small * 10)
+      nearLinear(blobs)
     }))
 })
