@@ -6,6 +6,7 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
+import { writeJsonAtomic } from "../local/Files.ts"
 import {
   type FolderStat,
   type IndexEntry,
@@ -86,14 +87,9 @@ const readTokenState = (root: string): TokenState | undefined => {
   }
 }
 
-/**
- * Keeps `token` for the index file `key`; one not written only costs a full check next time. Files.ts (node:crypto,
- * node:fs/promises) is loaded only then: a quiet look writes nothing.
- */
+/** Keeps `token` for the index file `key`; one not written only costs a full check next time. */
 const saveToken = (root: string, key: string, token: string): Promise<void> =>
-  import("../local/Files.ts").then((m) => m.writeJsonAtomic(tokenStatePath(root), { index: key, token } satisfies TokenState)).catch(
-    () => undefined
-  )
+  writeJsonAtomic(tokenStatePath(root), { index: key, token } satisfies TokenState).catch(() => undefined)
 
 /** What the watcher says about the index file as it is now (read by its head only: see TreeStatus.readIndexHead). */
 export interface Look {

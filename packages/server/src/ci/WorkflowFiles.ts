@@ -38,6 +38,13 @@ const touch = <V>(map: Map<string, V>, key: string): V | undefined => {
   return value
 }
 
+/** Keeps `value` under `key` as the most recently used, dropping the least recently used past `max`. */
+const keep = <V>(map: Map<string, V>, key: string, value: V, max: number): V => {
+  map.set(key, value)
+  if (map.size > max) map.delete(map.keys().next().value!)
+  return value
+}
+
 /** The tree hash of `commit`, a published commit of the repository's; read once, then kept. */
 const treeOf = Effect.fnUntraced(function*(repoId: string, commit: string) {
   const key = `${repoId}\0${commit}`
@@ -46,9 +53,7 @@ const treeOf = Effect.fnUntraced(function*(repoId: string, commit: string) {
   const row = (yield* (yield* ContentObjects).loadCommitHeaders(repoId, [commit])).get(commit)
   // Not (yet) published: read again next time.
   if (row === undefined || !row.published) return yield* new CommitNotFound({ commit })
-  publishedTrees.set(key, row.manifest_hash)
-  if (publishedTrees.size > COMMITS_KEPT) publishedTrees.delete(publishedTrees.keys().next().value!)
-  return row.manifest_hash
+  return keep(publishedTrees, key, row.manifest_hash, COMMITS_KEPT)
 })
 
 /**
@@ -64,10 +69,7 @@ export const workflowsAt = Effect.fnUntraced(function*(
   const key = `${repo.orgId}\0${tree}`
   const known = touch(parsedTrees, key)
   if (known !== undefined) return known
-  const parsed = yield* readWorkflows(repo.orgId, tree)
-  parsedTrees.set(key, parsed)
-  if (parsedTrees.size > TREES_KEPT) parsedTrees.delete(parsedTrees.keys().next().value!)
-  return parsed
+  return keep(parsedTrees, key, yield* readWorkflows(repo.orgId, tree), TREES_KEPT)
 })
 
 const readWorkflows = Effect.fnUntraced(function*(orgId: string, manifest: string) {
@@ -80,10 +82,7 @@ const readWorkflows = Effect.fnUntraced(function*(orgId: string, manifest: strin
   const key = `${orgId}\0${folder.hash}`
   const known = touch(parsedFolders, key)
   if (known !== undefined) return known
-  const parsed = yield* readFolder(source, folder.hash)
-  parsedFolders.set(key, parsed)
-  if (parsedFolders.size > TREES_KEPT) parsedFolders.delete(parsedFolders.keys().next().value!)
-  return parsed
+  return keep(parsedFolders, key, yield* readFolder(source, folder.hash), TREES_KEPT)
 })
 
 const readFolder = Effect.fnUntraced(function*(source: ReturnType<typeof storedSnapshot>, folder: string) {
