@@ -57,6 +57,14 @@ const organization = Effect.fnUntraced(function*(n: number, reached: boolean, up
 const nearLinear = (m: { readonly small: number; readonly large: number }) =>
   expect(m.large).toBeLessThan(Math.max(m.small * 10, 50))
 
+/** Statistics taken over one organization's 1,000 objects, then two new organizations of 250 and 1,500 (reached). */
+const statisticsThenNew = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* organization(1000, true)
+  yield* sql`ANALYZE`
+  return [yield* organization(250, true), yield* organization(1500, true)] as const
+})
+
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 /** The median CPU times of `small` and `large` (each returns its own), run in turns after one warm-up round. */
@@ -83,9 +91,7 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const objects = yield* ContentObjects
-      yield* organization(1000, true)
-      yield* sql`ANALYZE`
-      const [small, large] = [yield* organization(250, true), yield* organization(1500, true)]
+      const [small, large] = yield* statisticsThenNew
 
       const scope = (org: typeof small): DedupScope => ({
         orgId: org.repo.orgId,
@@ -130,9 +136,7 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const objects = yield* ContentObjects
-      yield* organization(1000, true)
-      yield* sql`ANALYZE`
-      const [small, large] = [yield* organization(250, true), yield* organization(1500, true)]
+      const [small, large] = yield* statisticsThenNew
       // Some of the organization's objects are marked by gc: lockReferenced locks those.
       for (const org of [small, large]) {
         yield* sql`INSERT INTO gc_marks (org_id, kind, hash) SELECT ${org.repo.orgId}, 'chunk', unnest(${org.chunks.slice(0, 10)}::text[])`
