@@ -141,7 +141,7 @@ const clean = (slot: Slot, sent: string | undefined): boolean => {
       try {
         text = fs.readFileSync(`/proc/${slot.holder}/net/${table}`, "utf8")
       } catch (error) {
-        // A table this kernel does not have (udplite without its module): nothing can be in it.
+        // A table this kernel does not have (icmp6 without IPv6): nothing can be in it.
         if ((error as NodeJS.ErrnoException).code === "ENOENT") continue
         return false
       }
