@@ -7,7 +7,8 @@
  * Embedded: merges of prepared branches one after another on one repository (serialized by the
  * entity), once per tree size (`--tree-files`: the files main holds before the merges), and 16
  * repositories merged at once (one client per repository). Baseline in the same run: a minimal
- * entity command (PATCH visibility) on the same server, one after another.
+ * entity command (PATCH visibility) on the same server, one after another. Each serialized row (the
+ * baseline and each tree's merges) is timed after `WARM_UP` untimed commands of its own kind.
  * Kafka: the many-repository run (16, or 8 per node if more) against one node, then against
  * `--nodes` N nodes (default 2; clients split between them); the ratio N/one is the scale-out (target
  * >= 0.8 N). Per node: CPU time per merge, and the CPU of Kafka, PostgreSQL and MinIO (from /proc).
@@ -156,13 +157,21 @@ const mergeAll = async (url: string, token: string, owner: string, repo: string,
   }
 }
 
+/**
+ * Commands of each kind sent untimed before its timed ones: the PATCH baseline's and each tree's merges alike.
+ * Without it the first tree's row (the first merges a fresh server plans) carried the JIT's warm-up: its first
+ * five merges cost ~2x the server CPU of the later ones, and the next tree's row started warm.
+ */
+export const WARM_UP = 10
+
 const oneRepo = async (server: GroveServer, token: string, owner: string, merges: number, treeFiles: number) => {
   const repo = treeFiles <= 1 ? "solo" : `solo-${treeFiles}`
-  const branches = await prepare(server.url, token, owner, repo, merges, treeFiles)
+  const branches = await prepare(server.url, token, owner, repo, WARM_UP + merges, treeFiles)
+  await mergeAll(server.url, token, owner, repo, branches.slice(0, WARM_UP), [])
   return withCpu(server, async () => {
     const latencies: Array<number> = []
     const t0 = performance.now()
-    await mergeAll(server.url, token, owner, repo, branches, latencies)
+    await mergeAll(server.url, token, owner, repo, branches.slice(WARM_UP), latencies)
     return stats(latencies, (performance.now() - t0) / 1000)
   })
 }
@@ -180,7 +189,7 @@ const manyRepos = async (nodes: ReadonlyArray<GroveServer>, token: string, owner
   return { ...result, cpu }
 }
 
-/** `count` minimal commands one after another, after 10 untimed ones (a warm-up of the command path). */
+/** `count` minimal commands one after another, after `WARM_UP` untimed ones (a warm-up of the command path). */
 const baseline = async (server: GroveServer, token: string, owner: string, count: number) => {
   const a = api(server.url, token)
   await a.post("/repos", { name: "baseline" })
@@ -188,7 +197,7 @@ const baseline = async (server: GroveServer, token: string, owner: string, count
     const reply = await a.patch(`/${owner}/baseline/visibility`, { is_public: i % 2 === 0 })
     if (reply.status !== 200) throw new Error(`visibility: ${JSON.stringify(reply.body)}`)
   }
-  for (let i = -10; i < 0; i++) await patch(i)
+  for (let i = -WARM_UP; i < 0; i++) await patch(i)
   return withCpu(server, async () => {
     const latencies: Array<number> = []
     const t0 = performance.now()

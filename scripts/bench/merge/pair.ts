@@ -12,7 +12,7 @@ import { api } from "../../../test/support/http.ts"
 import { numberArg } from "../load.ts"
 import { cpuDuring } from "../table/cpu.ts"
 import { percentile } from "../table/measure.ts"
-import { prepare } from "./main.ts"
+import { prepare, WARM_UP } from "./main.ts"
 
 const arg = (name: string) => {
   const at = process.argv.indexOf(`--${name}`)
@@ -22,7 +22,6 @@ const arg = (name: string) => {
 }
 const MERGES = numberArg("merges", 150)
 const TREE_FILES = numberArg("tree-files", 1000)
-const WARM_UP = 10
 
 const sides = [{ name: "old", bin: arg("old") }, { name: "new", bin: arg("new") }] as const
 const servers: Array<GroveServer> = []
