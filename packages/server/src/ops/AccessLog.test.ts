@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
 import { type AccessEntry, formatEntry, writer } from "./AccessLog.ts"
 
 const base: AccessEntry = {
@@ -41,6 +42,19 @@ describe("access log writer", () => {
     })
     expect(Object.keys(lines[0]!)).toEqual(["timestamp", "level", "message", "request_id", "method", "route", "status", "duration_ms", "bytes", "caller"])
     expect(lines[0]).toMatchObject({ level: "INFO", message: "request", request_id: base.requestId, duration_ms: 0.123, bytes: 512, caller: "user:alice" })
+  })
+
+  it("lines of the turn the process exits in are written before it exits", () => {
+    // The server stops with process.exit once drained; a line written in that turn has no later turn to go out in.
+    const script = `const { writer } = await import(${JSON.stringify(new URL("./AccessLog.ts", import.meta.url).href)})
+      const log = writer("json")
+      log.write(${JSON.stringify(base)})
+      log.write(${JSON.stringify({ ...base, requestId: "last-one", status: 503 })})
+      process.exit(0)`
+    const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" })
+    expect(child.status, child.stderr).toBe(0)
+    const lines = child.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(lines.map((line) => [line.request_id, line.status])).toEqual([[base.requestId, 200], ["last-one", 503]])
   })
 
   it("text lines carry the same stamp", async () => {

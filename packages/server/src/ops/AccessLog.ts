@@ -56,13 +56,23 @@ export const writer = (format: LogFormat, out: (text: string) => void = (text) =
   let stampedAt = -1
   let stamp = ""
   const flush = () => {
+    if (pending.length === 0) return
     const lines = pending
     pending = []
     out(lines.join("\n") + "\n")
   }
+  // Lines of the turn in which the process exits (a stop after draining, process.exit) would miss their
+  // setImmediate: they go out on the way out (a write to a pipe, file or terminal is synchronous here).
+  let flushesOnExit = false
   return {
     write: (entry) => {
-      if (pending.length === 0) setImmediate(flush)
+      if (pending.length === 0) {
+        setImmediate(flush)
+        if (!flushesOnExit) {
+          flushesOnExit = true
+          process.once("exit", flush)
+        }
+      }
       const now = Date.now()
       if (now !== stampedAt) {
         stampedAt = now
