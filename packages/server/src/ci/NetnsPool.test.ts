@@ -6,7 +6,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { greeter, hostAddress } from "../../../../test/support/hostNetwork.ts"
 import { guarded, make, pooled } from "./NetnsPool.ts"
-import { type Isolation, jobUser, probe, stepCommand, stepEnvironment } from "./Sandbox.ts"
+import { type Isolation, jobUser, probe, stepCommand } from "./Sandbox.ts"
+import { stepEnvironment } from "./StepEnvironment.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
 // The pool is for a server running as root (each job its own host uid).
@@ -24,7 +25,7 @@ const run = (network: boolean, script: string, env: Record<string, string> = { P
       if (name !== ".") fs.copyFileSync(from, path.join(workspace, name))
       fs.chownSync(path.join(workspace, name), user!.uid, user!.gid)
     }
-    const command = yield* stepCommand(isolation, user, workspace, network, script)
+    const command = yield* stepCommand(isolation, user, workspace, network, script, env)
     const stdout = yield* Effect.promise(() =>
       new Promise<string>((resolve) => {
         const child = spawn(command.file, [...command.args], { cwd: workspace, env: stepEnvironment(env), stdio: ["ignore", "pipe", "ignore"] })
@@ -159,7 +160,7 @@ describe.runIf(root)("NetnsPool", () => {
   it("a killed step's namespace is retired", async () => {
     await aFreeNamespace()
     const user = await Effect.runPromise(Effect.scoped(jobUser(isolation)))
-    const command = await Effect.runPromise(stepCommand(isolation, user, "/", true, "true"))
+    const command = await Effect.runPromise(stepCommand(isolation, user, "/", true, "true", {}))
     expect(command.released).toBeDefined()
     const size = pool().size()
     command.released!({ exitCode: 0, signal: 9 })
@@ -172,7 +173,7 @@ describe.runIf(root)("NetnsPool", () => {
     // Taken, never started: retired at the scope's end.
     await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const user = yield* jobUser(isolation)
-      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true"))
+      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true", {}))
       expect(command.released).toBeDefined()
     })))
     expect(pool().size()).toBe(size - 1)
@@ -180,7 +181,7 @@ describe.runIf(root)("NetnsPool", () => {
     // Given back by its exit: kept, and the scope's end changes nothing.
     await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const user = yield* jobUser(isolation)
-      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true"))
+      const command = yield* guarded(stepCommand(isolation, user, "/", true, "true", {}))
       command.released!({ exitCode: 0, signal: 0 })
     })))
     expect(pool().size()).toBe(1)

@@ -21,7 +21,8 @@ import { CiLogStore } from "./CiLogStore.ts"
 import { outcomeUnknown } from "./CiOutcome.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
-import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, stepEnvironment, warmStepLine } from "./Sandbox.ts"
+import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
+import { stepEnvironment } from "./StepEnvironment.ts"
 import { guarded } from "./NetnsPool.ts"
 import { type PreparedStep, runStep } from "./StepProcess.ts"
 import type { WarmSandboxes } from "./WarmSandboxes.ts"
@@ -192,13 +193,14 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         const limit = Math.min(stepLimit, jobLeft)
         // Decided before the step runs: which of the two limits would end it.
         const which = stepLimit < jobLeft ? "step" : "job"
-        const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir) }
-        // The first step runs in the job's warm sandbox, if it has one still waiting (the terminal's own variables as a pty gives them).
+        // With the terminal's own variables as a pty gives them.
+        const env = { ...baseEnv(dir), ...Object.fromEntries(secrets), ...workflow.env, ...job.env, ...step.env, ...groveEnv(run, job, dir), PWD: dir, TERM: "xterm" }
+        // The first step runs in the job's warm sandbox, if it has one still waiting.
         // A stored run from before `network` existed has none: on, as then.
         const started = i === 0 && warm !== undefined && warm.waiting()
-          ? warm.run(warmStepLine({ ...env, PWD: dir, TERM: "xterm" }, step.run), log.write)
-          : Effect.flatMap(guarded(stepCommand(context.isolation, user, dir, job.network !== false, step.run)), (command) =>
-            runStep({ command, cwd: dir, env: stepEnvironment({ ...env, PWD: dir, TERM: "xterm" }), onOutput: log.write }))
+          ? warm.run(warmStepLine(env, step.run), log.write)
+          : Effect.flatMap(guarded(stepCommand(context.isolation, user, dir, job.network !== false, step.run, env)), (command) =>
+            runStep({ command, cwd: dir, env: stepEnvironment(env), onOutput: log.write }))
         const exit = yield* started.pipe(
           Effect.timeoutOption(Math.max(0, limit)),
           Effect.onInterrupt(() =>

@@ -6,7 +6,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { greeter, hostAddress, type Listener } from "../../../../test/support/hostNetwork.ts"
-import { type Isolation, jobUser, probe, stepCommand, stepEnvironment, UID_RANGE } from "./Sandbox.ts"
+import { type Isolation, jobUser, probe, stepCommand, UID_RANGE } from "./Sandbox.ts"
+import { stepEnvironment, unpacksInShell } from "./StepEnvironment.ts"
 
 const exec = promisify(execFile)
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -19,18 +20,29 @@ const ready = async (): Promise<Isolation> => {
 }
 
 /** Runs one step command the way the runner would (without the terminal), in a fresh workspace. */
-const runIn = async (isolation: Isolation, network: boolean, script: string) =>
+const runIn = async (
+  isolation: Isolation,
+  network: boolean,
+  script: string,
+  envIn: (workspace: string) => Record<string, string> = () => ({ PATH: "/usr/bin:/bin", STEP_ONLY: "yes" })
+) =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const user = yield* jobUser(isolation)
     const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-sandbox-test-"))
     fs.writeFileSync(path.join(workspace, "mine.txt"), "in the checkout\n")
     if (user !== undefined) fs.chownSync(workspace, user.uid, user.gid)
     if (user !== undefined) fs.chownSync(path.join(workspace, "mine.txt"), user.uid, user.gid)
-    const command = yield* stepCommand(isolation, user, workspace, network, script)
+    const env = envIn(workspace)
+    const command = yield* stepCommand(isolation, user, workspace, network, script, env)
     return yield* Effect.promise(() =>
-      exec(command.file, [...command.args], { cwd: workspace, env: stepEnvironment({ PATH: "/usr/bin:/bin", STEP_ONLY: "yes" }) })
+      exec(command.file, [...command.args], { cwd: workspace, env: stepEnvironment(env) })
         // Network on, the shell around bwrap prints the exit marker last (what StepProcess reads from the terminal).
-        .then(({ stdout }) => ({ stdout: command.exitMarker === undefined ? stdout : withoutMarker(stdout, command.exitMarker), workspace }))
+        .then(({ stdout }) => ({
+          stdout: command.exitMarker === undefined ? stdout : withoutMarker(stdout, command.exitMarker),
+          workspace,
+          ownShell: unpacksInShell(env, workspace),
+          shells: command.args.filter((arg) => arg === "/bin/bash").length
+        }))
         .finally(() => fs.rmSync(workspace, { recursive: true, force: true }))
     )
   })))
@@ -76,6 +88,47 @@ describe("Sandbox", () => {
     expect(sections.tmp).toEqual([workspace.split("/")[2]])
   })
 
+  it("a step's own shell unpacks its variables, and starts as a shell given them would (line numbers, options, $_)", async () => {
+    const isolation = await ready()
+    // What bash shows of itself; the values that change from one start to the next left out.
+    const script = [
+      'echo "_=$_ line=$LINENO args=$# $0 $-"',
+      'x=é; echo "${#x} $LINENO"',
+      'printf "%s\\n" "$BASH_EXECUTION_STRING" | head -n 1',
+      "declare -p | grep -v -E '^declare -[a-zA-Z-]* (BASHPID|RANDOM|SRANDOM|SECONDS|EPOCH|PPID|BASH_COMMAND|_=|LINENO|MAILCHECK)'",
+      "env | grep -v '^MAILCHECK='",
+      "shopt; set -o; pwd; nope-no-such-command || echo $LINENO"
+    ].join("\n")
+    // As the runner gives them (Runner.baseEnv, PWD), with a value of every kind.
+    const plain = (workspace: string) => ({
+      PATH: "/usr/local/bin:/usr/bin:/bin", HOME: workspace, LANG: "C.UTF-8", TERM: "xterm", CI: "true", PWD: workspace,
+      QUOTED: "a b'\"$(no) `no`\nsecond line", EMPTY: "", _lower: "1"
+    })
+    const own = await runIn(isolation, false, script, plain)
+    // MAILCHECK (bash reads it at start) makes a shell of its own unpack them first, as before: the reference.
+    const before = await runIn(isolation, false, script, (workspace) => ({ ...plain(workspace), MAILCHECK: "60" }))
+    expect([own.ownShell, own.shells]).toEqual([true, 1])
+    expect([before.ownShell, before.shells]).toEqual([false, 2])
+    const same = (stdout: string, workspace: string) => stdout.replaceAll(workspace, "<workspace>")
+    expect(same(own.stdout, own.workspace)).toBe(same(before.stdout, before.workspace))
+    expect(own.stdout.split("\n").slice(0, 3)).toEqual(["_=/bin/bash line=1 args=0 /bin/bash ehBc", "1 2", 'echo "_=$_ line=$LINENO args=$# $0 $-"'])
+    expect(own.stdout).toContain("\nQUOTED=a b'\"$(no) `no`\nsecond line\n")
+    expect(own.stdout).not.toContain("GROVE_STEP_ENV_")
+  })
+
+  it("unpacks in a shell of its own the variables bash or the C library reads at start", () => {
+    const env = { PATH: "/usr/bin:/bin", PWD: "/" }
+    expect(unpacksInShell(env, "/")).toBe(true)
+    for (const name of ["LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "LC_ALL", "BASH_ENV", "BASH_FUNC_f%%", "SHELLOPTS", "BASHOPTS", "ENV", "POSIXLY_CORRECT", "SHLVL", "UID", "IFS", "PS4", "TZ", "_", "GROVE_STEP_ENV_X", "A-B"]) {
+      expect([name, unpacksInShell({ ...env, [name]: "x" }, "/")]).toEqual([name, false])
+    }
+    // No PATH (bash would keep its own default), a PWD that is not where the shell starts, or not canonical.
+    expect(unpacksInShell({ PWD: "/" }, "/")).toBe(false)
+    expect(unpacksInShell({ ...env, PWD: "/tmp" }, "/")).toBe(false)
+    expect(unpacksInShell({ ...env, PWD: "/tmp/../tmp" }, "/tmp/../tmp")).toBe(false)
+    expect(unpacksInShell({ PATH: "/usr/bin" }, "/no/such/dir")).toBe(true)
+  })
+
   it("cuts the network with network: false only", async () => {
     const isolation = await ready()
     expect((await runIn(isolation, true, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ' | sort")).stdout.trim().split("\n").length).toBeGreaterThan(1)
@@ -111,14 +164,14 @@ describe("Sandbox", () => {
     expect(a!.uid).not.toBe(b!.uid)
     for (const user of [a!, b!]) expect(user.uid - 200_000).toBeGreaterThanOrEqual(0)
     for (const user of [a!, b!]) expect(user.uid - 200_000).toBeLessThan(UID_RANGE)
-    const command = await Effect.runPromise(stepCommand(isolation, a, "/w", false, "true"))
+    const command = await Effect.runPromise(stepCommand(isolation, a, "/w", false, "true", {}))
     expect(command.file).toMatch(/setpriv$/)
     expect(command.args.slice(0, 3)).toEqual([`--reuid=${a!.uid}`, `--regid=${a!.gid}`, "--clear-groups"])
     expect(command.args).toContain("--unshare-net")
     expect(command.args).toContain("--die-with-parent")
     expect(command.args.some((arg) => arg.endsWith("pasta"))).toBe(false)
     // Network on: bwrap inside pasta's namespace (none of the host's), as the job's uid too.
-    const online = await Effect.runPromise(stepCommand(isolation, a, "/w", true, "true"))
+    const online = await Effect.runPromise(stepCommand(isolation, a, "/w", true, "true", {}))
     expect(online.args.slice(0, 4)).toEqual([`--reuid=${a!.uid}`, `--regid=${a!.gid}`, "--clear-groups", "--"])
     expect(online.args[4]).toMatch(/pasta$/)
     expect(online.args).toContain("--no-map-gw")

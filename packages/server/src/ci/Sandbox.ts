@@ -36,6 +36,7 @@ import { access, readlink } from "node:fs/promises"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import type { NetnsPool } from "./NetnsPool.ts"
+import { stepArgv, stepShell } from "./StepEnvironment.ts"
 
 const exec = promisify(execFile)
 
@@ -205,33 +206,18 @@ export const inSandbox = (isolation: Isolation, user: RunUser | undefined, works
   })
 
 /**
- * `bash -e -o pipefail -c <run>` for one step, started with stepEnvironment's environment: the step's own variables
- * are set only inside the sandbox, after the drop to the job's user (unpackEnv), as a warm sandbox's are.
+ * `bash -e -o pipefail -c <run>` for one step, started with stepEnvironment(env): the step's own variables are set only
+ * inside the sandbox, after the drop to the job's user, as a warm sandbox's are (StepEnvironment.stepShell).
  */
-export const stepCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string, network: boolean, run: string): Effect.Effect<Command> =>
-  inSandbox(isolation, user, workspace, network, [...unpackEnv, ...stepArgv(run)])
-
-/** Where the step's variables travel, each under its own name after this prefix: a name no loader nor libc reads. */
-const PACKED = "GROVE_STEP_ENV_"
-
-/**
- * The environment a cold step's command starts with. Its first processes run before the drop to the job's user (as
- * root: the process starter, nsenter, setpriv) or outside the sandbox (pasta, bwrap): given the step's variables as
- * they are, a workflow's `LD_PRELOAD=./x.so` would load a committed library into them. So they get a fixed PATH, and
- * every variable of the step under PACKED's prefix (not in argv: other host users can read that).
- */
-export const stepEnvironment = (env: Readonly<Record<string, string>>): Record<string, string> => {
-  const packed: Record<string, string> = { PATH: "/usr/bin:/bin" }
-  for (const [name, value] of Object.entries(env)) packed[PACKED + name] = value
-  return packed
-}
-
-/** Inside the sandbox, as the step's user: replaces itself with the rest of its argv under exactly the unpacked variables. */
-const unpackEnv = [
-  "/bin/bash", "--noprofile", "--norc", "-c",
-  `args=(); for name in "\${!${PACKED}@}"; do args+=("\${name#${PACKED}}=\${!name}"); done; exec /usr/bin/env -i "\${args[@]}" "$@"`,
-  "grove-step"
-]
+export const stepCommand = (
+  isolation: Isolation,
+  user: RunUser | undefined,
+  workspace: string,
+  network: boolean,
+  run: string,
+  env: Readonly<Record<string, string>>
+): Effect.Effect<Command> =>
+  inSandbox(isolation, user, workspace, network, stepShell(env, workspace, run))
 
 /** What a warm sandbox prints once it waits for its step (its terminal then takes input raw, unechoed). */
 export const WARM_READY = "grove-sandbox-ready\n"
@@ -255,8 +241,6 @@ export const warmStepLine = (env: Readonly<Record<string, string>>, run: string)
   // Each word starts with a dot, so that an empty one is still a word.
   return `${words.map((word) => `.${hex(word)}`).join(" ")}\n`
 }
-
-const stepArgv = (run: string) => ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", run]
 
 /** Starts `argv` as `user` (uid, gid, supplementary groups cleared), the same way for a pty and for a plain child process. */
 const asUser = (setpriv: string | undefined, user: RunUser | undefined, argv: ReadonlyArray<string>): Command =>

@@ -4,7 +4,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { makeSpawner, PtySpawner } from "./PtySpawner.ts"
-import { jobUser, probe, stepCommand, stepEnvironment } from "./Sandbox.ts"
+import { jobUser, probe, stepCommand } from "./Sandbox.ts"
+import { stepEnvironment } from "./StepEnvironment.ts"
 import { runStep } from "./StepProcess.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -21,13 +22,14 @@ const sandboxedStep = (script: string) =>
     const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-step-test-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(workspace, { recursive: true, force: true })))
     if (user !== undefined) fs.chownSync(workspace, user.uid, user.gid)
-    const command = yield* stepCommand(found.isolation, user, workspace, true, script)
+    const env = { PATH: "/usr/bin:/bin" }
+    const command = yield* stepCommand(found.isolation, user, workspace, true, script, env)
     let output = ""
     let exitedAtEnd: boolean | undefined
     const code = yield* runStep({
       command,
       cwd: workspace,
-      env: stepEnvironment({ PATH: "/usr/bin:/bin" }),
+      env: stepEnvironment(env),
       onOutput: (text) => (output += text),
       onEnd: (exited) => (exitedAtEnd = exited)
     })
