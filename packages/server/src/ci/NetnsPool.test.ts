@@ -134,6 +134,26 @@ describe.runIf(root)("NetnsPool", () => {
     }
   })
 
+  it("what was sent in a free namespace, between two steps, retires it at the next step's check", async () => {
+    await aFreeNamespace()
+    const [namespace] = (await run(true, netnsOf)).stdout.trim().split("\n")
+    // Kept free, the pool's own descriptor of it: a datagram sent there as root, no step running.
+    const fd = fs.readdirSync("/proc/self/fd").find((entry) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${entry}`) === namespace
+      } catch {
+        return false
+      }
+    })
+    expect(fd).toBeDefined()
+    execFileSync("nsenter", [`--net=/proc/${process.pid}/fd/${fd}`, "--", "bash", "-c", "echo x > /dev/udp/10.0.2.2/9"])
+    // The next step runs there (the only one free), sends nothing itself, and the namespace is not given to a third.
+    const second = await run(true, netnsOf)
+    expect(second.stdout.trim()).toBe(namespace)
+    await aFreeNamespace()
+    expect((await run(true, netnsOf)).stdout.trim()).not.toBe(namespace)
+  })
+
   it("a workflow's LD_PRELOAD of a committed library loads in no process outside the sandbox (root ones first)", async () => {
     await aFreeNamespace()
     // The library writes its uid under `seen` when it loads: the sandbox has its own /tmp, so only a process

@@ -65,6 +65,11 @@ interface Slot {
   uses: number
   /** When it was last made or given back free (Date.now()). */
   freeSince: number
+  /**
+   * Its send counters as the last step's check read them (sentCounters), the next step's starting point: not read
+   * again at the take. Anything sent in between shows at that step's check and retires it too.
+   */
+  sent: string | undefined
 }
 
 /**
@@ -130,12 +135,12 @@ export const sentCounters = (holder: number): string | undefined => {
 
 /**
  * Whether the holder is alive and still in the namespace, nothing was sent from it since `sent` (sentCounters at
- * the take), no socket is open in it, and its shape is the first one.
+ * the take), no socket is open in it, and its shape is the first one: then its send counters, else undefined.
  */
-const clean = (slot: Slot, sent: string | undefined): boolean => {
+const clean = (slot: Slot, sent: string | undefined): string | undefined => {
   try {
-    if (fs.readlinkSync(`/proc/${slot.holder}/ns/net`) !== slot.link) return false
-    if (sent === undefined || sentCounters(slot.holder) !== sent) return false
+    if (fs.readlinkSync(`/proc/${slot.holder}/ns/net`) !== slot.link) return undefined
+    if (sent === undefined || sentCounters(slot.holder) !== sent) return undefined
     for (const table of SOCKET_TABLES) {
       let text: string
       try {
@@ -143,16 +148,16 @@ const clean = (slot: Slot, sent: string | undefined): boolean => {
       } catch (error) {
         // A table this kernel does not have (icmp6 without IPv6): nothing can be in it.
         if ((error as NodeJS.ErrnoException).code === "ENOENT") continue
-        return false
+        return undefined
       }
-      if (text.indexOf("\n") !== text.length - 1) return false
+      if (text.indexOf("\n") !== text.length - 1) return undefined
     }
-    if (!noSockets(slot.holder)) return false
-    if (shapeOf(slot.holder) !== slot.shape) return false
+    if (!noSockets(slot.holder)) return undefined
+    if (shapeOf(slot.holder) !== slot.shape) return undefined
     // Read through the holder's pid: still the same namespace after the reads.
-    return fs.readlinkSync(`/proc/${slot.holder}/ns/net`) === slot.link
+    return fs.readlinkSync(`/proc/${slot.holder}/ns/net`) === slot.link ? sent : undefined
   } catch {
-    return false
+    return undefined
   }
 }
 
@@ -198,7 +203,7 @@ const makeSlot = (tools: PoolTools, user: RunUser): Promise<Slot> =>
           return fail("the namespace changed under its holder")
         }
         pasta.removeAllListeners("exit")
-        resolve({ pasta, holder, link, fd, user, shape: shapeOf(holder), uses: 0, freeSince: Date.now() })
+        resolve({ pasta, holder, link, fd, user, shape: shapeOf(holder), uses: 0, freeSince: Date.now(), sent: undefined })
       } catch (error) {
         fail(String(error))
       }
@@ -289,14 +294,17 @@ export const make = (tools: PoolTools, size: number, idleMs = IDLE_MS): Effect.E
       if (free.length === 0) grow()
       if (slot === undefined) return undefined
       slot.uses++
-      const sent = sentCounters(slot.holder)
+      const sent = slot.sent ?? sentCounters(slot.holder)
+      slot.sent = undefined
       let given = false
       return {
         path: `/proc/${process.pid}/fd/${slot.fd}`,
         done: ({ signal }) => {
           if (given) return
           given = true
-          if (!closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES && clean(slot, sent)) {
+          const after = !closed && all.has(slot) && signal === 0 && slot.uses < MAX_USES ? clean(slot, sent) : undefined
+          if (after !== undefined) {
+            slot.sent = after
             slot.freeSince = Date.now()
             free.push(slot)
           }
