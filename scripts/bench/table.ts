@@ -5,12 +5,13 @@
  * (scripts/bench/baseline.json; a row more than 20% worse is marked REGRESSION and the exit code
  * is 1). The `bench:*` scripts run the same measurements at full size.
  *
- *   npm run bench [-- --update-baseline] [--only read,memory,merge,webhooks,ci,content]
+ *   npm run bench [-- --update-baseline] [--only read,memory,merge,webhooks,ci,content,push20k]
  */
 import { execFileSync } from "node:child_process"
 import * as os from "node:os"
 import { apiReadMeasures, measureApiRead } from "./api-read.ts"
 import { ciMeasures, measureCi } from "./ci.ts"
+import { CLI_PUSH_TABLE, cliPushMeasures, measureCliPushRows } from "./cli-push-rows.ts"
 import { measureContent } from "./content/main.ts"
 import { contentMeasures } from "./content/measures.ts"
 import { cleanupAll } from "./content/procs.ts"
@@ -31,7 +32,9 @@ const SIZES = {
   // 15 latency samples a side: with 6 the p50's interval was the whole range.
   ci: { runs: 15, throughput: 12 },
   // Three rounds of push and clone (git and grove in turns) for the rows' spread, within ~3 min.
-  content: { spec: { files: 5_000, totalBytes: 50 * MIB, bigBytes: 12 * MIB, seed: 0x5eed_2024 }, runs: 3, budgetMs: 180_000, packed: false }
+  content: { spec: { files: 5_000, totalBytes: 50 * MIB, bigBytes: 12 * MIB, seed: 0x5eed_2024 }, runs: 3, budgetMs: 180_000, packed: false },
+  // The 20k no-op and one-file push goals, unwatched and watched: three rounds each (cli-push-rows.ts).
+  push20k: CLI_PUSH_TABLE
 }
 
 const REPLACED = new Set(["rss.first-boot", "rss.restart"])
@@ -60,7 +63,8 @@ const benches: ReadonlyArray<{ readonly name: keyof typeof SIZES; readonly run: 
         await cleanupAll()
       }
     }
-  }
+  },
+  { name: "push20k", run: async () => cliPushMeasures(await measureCliPushRows(SIZES.push20k)) }
 ]
 
 const only = (() => {
