@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { captureConsole, envLayer, scriptedInteraction, tempDir } from "../test/support.ts"
@@ -21,7 +22,9 @@ const writeJson = (file: string, value: unknown) => {
 const checkout = (
   branch: Partial<BranchState> = {},
   extra: Partial<RepoState> = {},
-  config: Record<string, unknown> = { remote: "http://127.0.0.1:9", owner: "o", name: "n" }
+  config: Record<string, unknown> = { remote: "http://127.0.0.1:9", owner: "o", name: "n" },
+  /** More files, in `many/<0-49>/` (`a.txt` and `sub/b.txt` always). */
+  more = 0
 ) =>
   Effect.gen(function*() {
     const root = yield* tempDir("noop")
@@ -29,13 +32,15 @@ const checkout = (
     const state: RepoState = { ...initialState("u", newBranch("u-abcdef", { remote_head: HEAD, head: HEAD, ...branch })), ...extra }
     writeJson(path.join(root, ".grove/state.json"), state)
     const past = Date.now() / 1000 - 3600
-    for (const file of ["a.txt", "sub/b.txt"]) {
+    const files = ["a.txt", "sub/b.txt", ...Array.from({ length: more }, (_, i) => `many/${i % 50}/${i}.txt`)]
+    for (const file of files) {
       fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
       fs.writeFileSync(path.join(root, file), file)
       fs.utimesSync(path.join(root, file), past, past)
     }
     // Settled directories: the index records them, so an unchanged tree is told from its columns.
-    for (const dir of [path.join(root, "sub"), root]) fs.utimesSync(dir, past, past)
+    const dirs = [...new Set(files.map((file) => path.dirname(path.join(root, file))))].sort().reverse()
+    for (const dir of [...dirs.filter((dir) => dir !== root), ...(more > 0 ? [path.join(root, "many")] : []), root]) fs.utimesSync(dir, past, past)
     // (utimes sets their ctime to now: the index must be written a clock tick later, with them taken as settled. The
     // index's own mtime bounds its written_at, and the file system may hand the next file the very time it gave
     // their ctime (a coarse tick, or multigrain timestamps' floor): wait until a file written now gets a later time
@@ -117,6 +122,43 @@ describe("NoopPush", () => {
       writeAt(stats.mtimeMs + 1)
       expect(yield* ask()).toBe("Already up to date (u-abcdef).")
     }).pipe(Effect.scoped))
+
+  it.effect("a check of many files runs without TurboFan, gives it back after, and leaves the process in its directory", () =>
+    Effect.gen(function*() {
+      const { root } = yield* checkout({}, {}, undefined, 6_000)
+      // In a node of its own, V8's compiles traced: none by TurboFan while the check runs (before: the stat loop's, 20k
+      // files ~10 ms of CPU); a hot function after it is marked for TurboFan again.
+      const script = `
+        const { noopPush } = await import(process.env.NOOP_MODULE)
+        const cwd = process.cwd()
+        const ask = async (tag) => {
+          console.log("check begins")
+          const answer = await noopPush({ args: ["push"], env: {}, cwd: process.env.NOOP_ROOT, home: "/nonexistent-home" })
+          console.log("check ends " + JSON.stringify({ tag, answer, cwd: process.cwd() === cwd }))
+        }
+        await ask("clean")
+        const hot = (n) => { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s }
+        for (let i = 0; i < 20000; i++) hot(100)
+        console.log("hot ends")
+        require("node:fs").appendFileSync(process.env.NOOP_ROOT + "/many/7/5007.txt", "!")
+        await ask("changed")
+      `
+      const out = execFileSync(process.execPath, ["--trace-opt", "--input-type=module", "-e", script.replace("require(", "process.getBuiltinModule(")], {
+        env: { ...process.env, NOOP_MODULE: new URL("./NoopPush.ts", import.meta.url).href, NOOP_ROOT: root },
+        cwd: path.dirname(root),
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024
+      })
+      const checks = out.split("check begins").slice(1).map((part) => part.slice(0, part.indexOf("check ends")))
+      expect(checks.map((during) => during.match(/TURBOFAN/g)?.length ?? 0)).toEqual([0, 0])
+      const answers = [...out.matchAll(/check ends (.*)/g)].map((m) => JSON.parse(m[1]!))
+      expect(answers).toEqual([
+        { tag: "clean", answer: "Already up to date (u-abcdef).", cwd: true },
+        { tag: "changed", cwd: true }
+      ])
+      const after = out.slice(out.indexOf("check ends"), out.indexOf("hot ends"))
+      expect(after).toMatch(/JSFunction hot .*TURBOFAN/)
+    }).pipe(Effect.scoped), 120_000)
 
   it.effect("an index based on another commit, or none, is not trusted", () =>
     Effect.gen(function*() {
