@@ -15,7 +15,7 @@ import type { ApiSync } from "@grove/api"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { randomUuid, writeJsonAtomic } from "./local/Files.ts"
-import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readTreeFile } from "./local/ObjectFiles.ts"
+import { dropAllKeptBlobs, dropKeptBlob, keptBlobSize, readCommitFile, readCommitManifest, readTreeFile } from "./local/ObjectFiles.ts"
 import type { RepoState } from "./local/State.ts"
 import { statePath } from "./local/State.ts"
 import type { CheckoutFound } from "./NoopPush.ts"
@@ -71,6 +71,7 @@ const tokenFor = (found: CheckoutFound, env: Readonly<Record<string, string | un
 const readerAt = (root: string): ObjectReader => ({
   root,
   readCommit: (hash) => readCommitFile(root, hash),
+  readManifest: (hash) => readCommitManifest(root, hash),
   readTree: (hash) => {
     const entries = readTreeFile(root, hash)
     if (entries === "damaged") throw new Error(`tree ${hash} is damaged`)

@@ -27,6 +27,8 @@ export class NotSendable extends Error {
 export interface ObjectReader {
   readonly root: string
   readonly readCommit: (hash: string) => StoredCommit | undefined
+  /** A stored commit's manifest hash without the rest of it (ObjectFiles.readCommitManifest); else from readCommit. */
+  readonly readManifest?: ((hash: string) => string | undefined) | undefined
   /** Undefined when the tree is not here; throws when it is damaged. */
   readonly readTree: (hash: string) => ReadonlyArray<TreeEntry> | undefined
   /** The size of the blob's kept copy (Objects.ts keeps the blobs of local commits), undefined when none is kept. */
@@ -66,7 +68,8 @@ export const nothingToPush = (branch: BranchState): boolean =>
 export const treesToSend = (reader: ObjectReader, commits: ReadonlyArray<ApiSync.CommitData>): Array<ApiSync.TreeData> => {
   const out = new Map<string, ReadonlyArray<TreeEntry>>()
   const manifests = new Map(commits.map((c) => [c.hash, c.manifest_hash]))
-  const manifestOf = (hash: string) => manifests.get(hash) ?? reader.readCommit(hash)?.commit.manifest_hash
+  const manifestOf = (hash: string) =>
+    manifests.get(hash) ?? (reader.readManifest === undefined ? reader.readCommit(hash)?.commit.manifest_hash : reader.readManifest(hash))
   const walk = (hash: string, bases: ReadonlyArray<string>): void => {
     if (bases.includes(hash) || out.has(hash)) return
     const entries = reader.readTree(hash)

@@ -1,0 +1,63 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { ObjectReader } from "../sync/Outgoing.ts"
+import { treesToSend } from "../sync/Outgoing.ts"
+import { commitPath, readCommitFile, readCommitManifest } from "./ObjectFiles.ts"
+
+const hash = (c: string) => c.repeat(64)
+
+const withRoot = (f: (root: string) => void) => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-object-files-"))
+  try {
+    f(root)
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+const writeCommit = (root: string, text: string, at: string) => {
+  fs.mkdirSync(path.dirname(commitPath(root, at)), { recursive: true })
+  fs.writeFileSync(commitPath(root, at), text)
+}
+
+describe("readCommitManifest", () => {
+  it("reads the manifest hash from the head of a commit file, as the whole file says it", () =>
+    withRoot((root) => {
+      const files = Array.from({ length: 3_000 }, (_, i) => ({ path: `f${i}.txt`, change_type: "added", old_blob_hash: null, new_blob_hash: hash("e") }))
+      const cases: Array<[string, Record<string, unknown>]> = [
+        ["written by Commit.ts", { hash: hash("a"), branch_name: "u-x", parent_hash: null, manifest_hash: hash("b"), author: "u", files }],
+        // A branch name that spells the key inside a string must not be taken for it.
+        ["a tricky string before it", { hash: hash("a"), branch_name: `x","manifest_hash":"${hash("d")}\\"`, parent_hash: hash("c"), manifest_hash: hash("b"), files }],
+        // Another field order (a commit from the server): the whole file says it.
+        ["files first", { hash: hash("a"), files, manifest_hash: hash("b") }],
+        ["manifest first", { manifest_hash: hash("b"), hash: hash("a"), files }]
+      ]
+      for (const [label, commit] of cases) {
+        writeCommit(root, JSON.stringify({ commit, new_trees: [] }), hash("a"))
+        expect({ label, manifest: readCommitManifest(root, hash("a")) }).toEqual({ label, manifest: readCommitFile(root, hash("a"))!.commit.manifest_hash })
+        expect(readCommitManifest(root, hash("a"))).toBe(hash("b"))
+      }
+      // The file of another commit (its own hash differs): not trusted by its head.
+      writeCommit(root, JSON.stringify({ commit: { hash: hash("f"), parent_hash: null, manifest_hash: hash("9") } }), hash("a"))
+      expect(readCommitManifest(root, hash("a"))).toBe(hash("9")) // as readCommitFile reads it
+      expect(readCommitManifest(root, hash("0"))).toBeUndefined()
+    }))
+
+  it("treesToSend asks a reader for its parents' manifests alone when it can (not the whole commit)", () =>
+    withRoot((root) => {
+      const tree = (h: string) => ({ hash: h, entries: [] })
+      const commit = { hash: hash("a"), parent_hash: hash("c"), manifest_hash: hash("b"), files: [] }
+      const reader: ObjectReader = {
+        root,
+        readCommit: () => {
+          throw new Error("the parent commit was read whole")
+        },
+        readManifest: (h) => (h === hash("c") ? hash("d") : undefined),
+        readTree: (h) => (h === hash("b") || h === hash("d") ? tree(h).entries : undefined),
+        keptBlobSize: () => undefined
+      }
+      expect(treesToSend(reader, [commit as never])).toEqual([{ hash: hash("b"), entries: [] }])
+    }))
+})
