@@ -108,6 +108,12 @@ export class ContentObjects extends Context.Service<ContentObjects, {
     orgId: string,
     trees: ReadonlyArray<{ readonly hash: string; readonly body: string; readonly entries?: ReadonlyArray<Tree.TreeEntry> }>
   ) => Effect.Effect<void, SqlError>
+  /**
+   * Trees stored by a statement of the caller's own (a merge's, sync's or revert's built trees, with their commit
+   * row), kept for later loads as storeTrees keeps its own: the CI trigger reads a merge's root tree next. Kept
+   * once the rows are committed (at once outside a transaction). `entries` in canonical order.
+   */
+  readonly rememberTrees: (orgId: string, trees: Iterable<readonly [string, ReadonlyArray<Tree.TreeEntry>]>) => Effect.Effect<void>
   /** Sizes of the blobs the organization has. */
   readonly blobSizes: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, number>, SqlError>
   readonly blobInfo: (orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Map<string, BlobInfo>, SqlError>
@@ -186,6 +192,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         }
         yield* sql.afterCommit(Effect.sync(() => { for (const t of trees) if (t.entries !== undefined) remembered.add(orgId, t.hash, t.entries) }))
       }),
+      rememberTrees: (orgId, trees) => sql.afterCommit(Effect.sync(() => { for (const [hash, entries] of trees) remembered.add(orgId, hash, entries) })),
       blobSizes: Effect.fnUntraced(function*(orgId, hashes) {
         const rows = yield* inBatches([...new Set(hashes)], (slice) =>
           sql<{ hash: string; size: string }>`SELECT hash, size::text AS size FROM blobs WHERE org_id = ${orgId} AND hash = ANY(${slice})`)

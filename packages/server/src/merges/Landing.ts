@@ -12,6 +12,7 @@ import type * as FileChanges from "@grove/core/objects/FileChanges"
 import * as Timestamp from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Schema } from "effect"
+import { ContentObjects } from "../content/ContentObjects.ts"
 import type { TreeCache } from "../content/TreeCache.ts"
 import * as TreeRows from "../content/TreeRows.ts"
 import { PlanningTrees } from "./PlanningTrees.ts"
@@ -82,6 +83,7 @@ export const writeCommit = Effect.fnUntraced(function*(
   }
 ) {
   const planning = yield* PlanningTrees
+  const objects = yield* ContentObjects
   const built = yield* buildTree(cache, options.beforeRoot, options.before, options.after)
   const files = TreeDiff.diffSnapshots(options.before, options.after)
   // Microseconds, as the Oak client stamps its commits.
@@ -105,8 +107,10 @@ export const writeCommit = Effect.fnUntraced(function*(
     fields,
     files: files.map(ApiSync.toFileChangeData)
   })
-  // Stored: the next merge's main is this commit, so these are the trees it reads first.
+  // Stored: the next merge's main is this commit, so these are the trees it reads first; and the consumers of
+  // the landing's event (the CI trigger) read its root tree through ContentObjects.
   for (const [h, entries] of built.trees) planning.remember(repo.orgId, h, entries)
+  yield* objects.rememberTrees(repo.orgId, built.trees)
   const computed: ComputedCommit = { hash, manifestHash: built.root, newTrees }
   return computed
 })

@@ -85,6 +85,7 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("one merge's SQL sta
           const [stored] = yield* sql<{ payload: unknown }>`SELECT payload FROM event_outbox WHERE event_id = ${event.id as string}::uuid`
           expect(event).toEqual(stored?.payload)
           expect(event).toMatchObject({ repository_id: repoId, owner: "pin", repo: "r", branch })
+          return event
         })
       // The first merge prepares the statements; every partition's worker claims its partition (each claim
       // wakes the relay), and a second merge leaves the relay idle, with nothing pending.
@@ -97,12 +98,19 @@ layer(Node, { timeout: 60_000, excludeTestServices: true })("one merge's SQL sta
       before = traffic.statements.length
       yield* mergeOnce("settled")
       before = traffic.statements.length
-      yield* mergeOnce("pinned")
+      const pinned = yield* mergeOnce("pinned")
       // Up to the relayed event.
       const statements = traffic.statements.slice(before).filter((s) => !s.startsWith("SELECT payload FROM event_outbox WHERE event_id"))
       // The landing's statement returned its event row: the reply's does not read it back.
       expect(statements.filter((s) => s.startsWith("UPDATE command_inbox") && s.includes("event_outbox")), "the reply reads no event back").toEqual([])
       expect(statements.filter((s) => /^(SELECT .* FROM event_outbox|UPDATE event_outbox)/.test(s)), "the relay reads no event back").toEqual([])
       expect(statements.length, statements.map((s, i) => `${i + 1}. ${s.slice(0, 120)}`).join("\n")).toBe(EXPECTED)
+      // The event's consumers (the CI trigger) read the squash commit's root tree through ContentObjects: the
+      // landing kept the trees it built there, so that is no statement either (it was one per merge).
+      const objects = yield* ContentObjects
+      before = traffic.statements.length
+      const roots = yield* objects.loadTrees(orgId, [pinned.tree as string])
+      expect(roots.get(pinned.tree as string)?.map((e) => e.name)).toEqual(["README.md", "files", "tree"])
+      expect(traffic.statements.slice(before)).toEqual([])
     }))
 })
