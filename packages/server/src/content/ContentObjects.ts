@@ -374,16 +374,22 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         for (let i = 0; i < unique.length; i += 1000) {
           const slice = unique.slice(i, i + 1000)
           const fresh = slice.flatMap((h) => rows.get(h) ?? [])
+          // Chunks whose rows this statement inserts are not looked up (a first push's batches are all such): a row
+          // it inserts is not in its snapshot, so it counts as kept through `inserted`. One whose insert meets a row
+          // another upload inserted meanwhile is not kept: answered gone, so the caller's next round finds it.
+          const older = slice.filter((h) => !rows.has(h))
           // The rows of chunks just stored go in the same statement (one round trip per group of uploaded chunks, not
-          // two); a row this statement inserts is not in its snapshot, so it counts as kept through `inserted`.
-          // Only a marked row can be swept (content/ReferencedObjects.ts): those are locked, the rest just read.
+          // two). Only a marked row can be swept (content/ReferencedObjects.ts): those are locked, the rest just read.
+          const keptRows = older.length === 0
+            ? sql`SELECT hash FROM inserted`
+            : sql`SELECT o.hash FROM chunks o WHERE o.org_id = ${orgId} AND o.hash = ANY(${older})
+                AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash)
+              UNION ALL SELECT hash FROM marked UNION ALL SELECT hash FROM inserted`
           const found = yield* plannedFor(slice.length, sql<{ hash: string }>`WITH
             inserted AS (${fresh.length === 0 ? sql`SELECT NULL::text AS hash WHERE false` : sql`${insertChunkRows(sql, orgId, fresh)} RETURNING hash`}),
-            marked AS (SELECT o.hash FROM chunks o JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash
-              WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice}) FOR KEY SHARE OF o),
-            kept AS (SELECT o.hash FROM chunks o WHERE o.org_id = ${orgId} AND o.hash = ANY(${slice})
-                AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash)
-              UNION ALL SELECT hash FROM marked UNION ALL SELECT hash FROM inserted),
+            ${older.length === 0 ? sql`` : sql`marked AS (SELECT o.hash FROM chunks o JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash
+              WHERE o.org_id = ${orgId} AND o.hash = ANY(${older}) FOR KEY SHARE OF o),`}
+            kept AS (${keptRows}),
             granted AS (INSERT INTO object_uploads (repo_id, principal, hash)
               SELECT ${scope.repoId}::uuid, ${scope.principal}, hash FROM kept ${sql.literal(RENEW_GRANT)})
             SELECT hash FROM kept`)

@@ -55,6 +55,8 @@ layer(Live, { timeout: 60_000 })("storeUploaded", (it) => {
       expect(first.length, first.map((s, i) => `${i + 1}. ${s.slice(0, 100)}`).join("\n")).toBe(2)
       expect(first[0]).toMatch(/^SELECT hash, size/)
       expect(first[1]).toMatch(/INSERT INTO chunks .*INSERT INTO object_uploads/)
+      // Rows this statement inserts are granted as inserted: no chunk or gc mark of theirs is looked up.
+      expect(first[1]).not.toMatch(/gc_marks|FROM chunks/)
       for (const c of group) {
         const stored = Buffer.concat([...(yield* Stream.runCollect(chunks.read(orgId, c.hash)))])
         expect(stored.equals(Buffer.from(c.data))).toBe(true)
@@ -70,5 +72,28 @@ layer(Live, { timeout: 60_000 })("storeUploaded", (it) => {
       expect(new Set(other.map((r) => r.hash))).toEqual(new Set(again.map((c) => c.hash)))
       const [count] = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM chunks WHERE org_id = ${orgId}`
       expect(Number(count!.n)).toBe(again.length)
+    }))
+
+  it.effect("a chunk whose row another upload inserted between the lookup and the grant is answered gone, then found and granted", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const objects = yield* ContentObjects
+      const orgId = randomUUID()
+      const repoId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "o2", name: "o2" })}`
+      yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+      const scope = { repoId, principal: "user:late" }
+      const [raced, alone] = chunksOf([500, 600])
+      // The other upload's row, written after this one's lookup found nothing: this insert meets it.
+      yield* sql`INSERT INTO chunks ${sql.insert({ org_id: orgId, hash: raced!.hash, size: 500 })}`
+      const rows = [raced!, alone!].map((c) => ({ hash: c.hash, size: c.data.length, pack: "", offset: 0 }))
+      const gone = yield* objects.recordChunkUploads(scope, orgId, rows.map((r) => r.hash), rows)
+      expect([...gone]).toEqual([raced!.hash])
+      const grants = () =>
+        Effect.map(sql<{ hash: string }>`SELECT hash FROM object_uploads WHERE repo_id = ${repoId} AND principal = 'user:late'`, (r) => new Set(r.map((x) => x.hash)))
+      expect(yield* grants()).toEqual(new Set([alone!.hash]))
+      // What the upload route runs next (ChunkUploads' next round): the row is found now, and granted.
+      expect([...(yield* objects.recordChunkUploads(scope, orgId, [raced!.hash]))]).toEqual([])
+      expect(yield* grants()).toEqual(new Set([raced!.hash, alone!.hash]))
     }))
 })
