@@ -48,16 +48,15 @@ const bareFrames = async (body: Uint8Array) => {
   return out
 }
 
+/** A batch's frames as sent: a whole batch may go zstd (body_compression), its frames inside. */
+const batchFrames = (r: Recorded): Buffer => r.requestHeaders["content-encoding"] === "zstd" ? zstdDecompressSync(r.body) : r.body
+
 /** The chunk frames of every `chunks/batch` upload among `records` (bare frames say so by their content type). */
 const uploadedFrames = async (records: ReadonlyArray<Recorded>) => {
-  const frames: Array<{ hash: string; data: Uint8Array }> = []
+  const frames: Array<{ hash: string; data: Uint8Array; zstd?: boolean }> = []
   for (const r of records.filter((x) => x.method === "POST" && x.path.endsWith("/chunks/batch"))) {
-    if (r.requestHeaders["content-type"] === Objects.Frames.BARE_CONTENT_TYPE) {
-      frames.push(...await bareFrames(r.body))
-      continue
-    }
-    // A whole batch may go zstd (body_compression); its frames are inside.
-    frames.push(...await decodeBatch(r.body.subarray(0, 4).equals(ZSTD_MAGIC) ? zstdDecompressSync(r.body) : r.body))
+    if (r.requestHeaders["content-type"] === Objects.Frames.BARE_CONTENT_TYPE) frames.push(...await bareFrames(batchFrames(r)))
+    else frames.push(...await decodeBatch(batchFrames(r)))
   }
   return frames
 }
@@ -79,7 +78,7 @@ const writeTree = (root: string, files: Record<string, string | Uint8Array>) => 
 }
 
 /** A pushed checkout of `count` text files (about 4 KiB each) and a few incompressible ones. */
-const pushedCheckout = async (name: string, count: number) => {
+const pushedCheckout = async (name: string, count: number, env: Record<string, string> = {}) => {
   const work = tempDir(name)
   const files: Record<string, string | Uint8Array> = {}
   for (let i = 0; i < count; i++) files[`src/d${i % 8}/file${i}.ts`] = text(name, i, 3000 + (i % 5) * 500)
@@ -88,25 +87,57 @@ const pushedCheckout = async (name: string, count: number) => {
   await ok(["init", "--name", name, "--json"], at(tess, work))
   await ok(["commit", "--json"], at(tess, work))
   proxy.take()
-  const pushed = json(await ok(["push", "--json"], at(tess, work)))
+  const pushed = json(await ok(["push", "--json"], { ...at(tess, work), env: { ...tess.env, ...env } }))
   return { work, files, pushed, records: proxy.take() }
 }
 
 describe("grove transfers on the wire", () => {
-  it("a first push sends compressible chunks zstd-compressed and incompressible ones raw; a clone gets the same bytes", async () => {
+  it("a first push sends each batch's plain frames as one zstd body; without zstd bodies, compressible chunks zstd one by one and incompressible ones raw; a clone gets the same bytes", async () => {
     const { files, pushed, records, work } = await pushedCheckout("squeeze", 120)
     // The client asked whether the server takes compressed chunks before sending any.
     expect(records.some((r) => r.method === "GET" && r.path === "/api/capabilities")).toBe(true)
-    const frames = await uploadedFrames(records)
     const byHash = new Map(Object.entries(files).map(([file, bytes]) => [Objects.Blake3.hash(bytes), { file, bytes: Buffer.from(bytes) }]))
+    // The server advertises bare frames and zstd bodies: every batch went as one zstd body of bare frames, each
+    // frame the chunk's plain bytes (no frame zstd on its own), 4 bytes of header a chunk.
+    const batches = records.filter((r) => r.path.endsWith("/chunks/batch"))
+    expect(batches.map((r) => [r.requestHeaders["content-type"], r.requestHeaders["content-encoding"]]))
+      .toEqual(batches.map(() => [Objects.Frames.BARE_CONTENT_TYPE, "zstd"]))
+    const frames = await uploadedFrames(records)
     expect(new Set(frames.map((f) => f.hash))).toEqual(new Set(byHash.keys()))
     let plain = 0
-    let sent = 0
     for (const frame of frames) {
       const { bytes, file } = byHash.get(frame.hash)!
-      const data = Buffer.from(frame.data)
+      expect({ file, zstd: frame.zstd, plain: Buffer.from(frame.data).equals(bytes) }).toEqual({ file, zstd: false, plain: true })
       plain += bytes.length
-      sent += data.length
+    }
+    expect(batches.reduce((sum, r) => sum + batchFrames(r).length, 0)).toBe(plain + 4 * frames.length)
+    expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: frames.length, uploaded_bytes: plain })
+    expect(pushed.sent_bytes).toBe(batches.reduce((sum, r) => sum + r.body.length, 0))
+    expect(pushed.sent_bytes).toBeLessThan(plain / 2)
+    // Every file is small: no blobs/check, and the push lists no blob (each is its uploaded chunk).
+    expect(records.filter((r) => r.path.endsWith("/blobs/check"))).toEqual([])
+    // The push's JSON (and every other body of 16 KiB or more) went zstd: the server advertises body_compression.
+    const push = records.find((r) => r.method === "POST" && r.path.endsWith("/push"))!
+    expect(push.body.subarray(0, 4).equals(ZSTD_MAGIC)).toBe(true)
+    expect(JSON.parse(zstdDecompressSync(push.body).toString())).toMatchObject({ blobs: [], commits: [expect.anything()] })
+    expect(JSON.parse(zstdDecompressSync(push.body).toString()).commits.at(-1).hash).toBe(pushed.head)
+
+    // Without zstd bodies (GROVE_BODY_COMPRESSION=off, or a server that does not take them): each chunk on its own,
+    // zstd when that shrinks it, raw when not; the batch body itself plain. More bytes than one stream a batch.
+    const each = await pushedCheckout("squeeze-each", 120, { GROVE_BODY_COMPRESSION: "off" })
+    const eachBatches = each.records.filter((r) => r.path.endsWith("/chunks/batch"))
+    expect(eachBatches.map((r) => [r.requestHeaders["content-type"], r.requestHeaders["content-encoding"]]))
+      .toEqual(eachBatches.map(() => [Objects.Frames.BARE_CONTENT_TYPE, undefined]))
+    const eachHashes = new Map(Object.entries(each.files).map(([file, bytes]) => [Objects.Blake3.hash(bytes), { file, bytes: Buffer.from(bytes) }]))
+    const eachFrames = await uploadedFrames(each.records)
+    expect(new Set(eachFrames.map((f) => f.hash))).toEqual(new Set(eachHashes.keys()))
+    let eachPlain = 0
+    let eachSent = 0
+    for (const frame of eachFrames) {
+      const { bytes, file } = eachHashes.get(frame.hash)!
+      const data = Buffer.from(frame.data)
+      eachPlain += bytes.length
+      eachSent += data.length
       if (file.endsWith(".bin")) {
         expect({ file, raw: data.equals(bytes) }).toEqual({ file, raw: true })
       } else {
@@ -114,20 +145,10 @@ describe("grove transfers on the wire", () => {
         expect(zstdDecompressSync(data).equals(bytes)).toBe(true)
       }
     }
-    expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: frames.length, uploaded_bytes: plain })
-    // Every file is small: no blobs/check, and the push lists no blob (each is its uploaded chunk).
-    expect(records.filter((r) => r.path.endsWith("/blobs/check"))).toEqual([])
-    expect(pushed.sent_bytes).toBeLessThan(plain / 2)
-    // The push's JSON (and every other body of 16 KiB or more) went zstd: the server advertises body_compression.
-    const push = records.find((r) => r.method === "POST" && r.path.endsWith("/push"))!
-    expect(push.body.subarray(0, 4).equals(ZSTD_MAGIC)).toBe(true)
-    expect(JSON.parse(zstdDecompressSync(push.body).toString())).toMatchObject({ blobs: [], commits: [expect.anything()] })
-    expect(JSON.parse(zstdDecompressSync(push.body).toString()).commits.at(-1).hash).toBe(pushed.head)
-    expect(pushed.sent_bytes).toBeGreaterThanOrEqual(sent) // frames plus their headers
-    // The server advertises bare frames: every batch went without hashes, 4 bytes of header a chunk.
-    const batches = records.filter((r) => r.path.endsWith("/chunks/batch"))
-    expect(batches.map((r) => r.requestHeaders["content-type"])).toEqual(batches.map(() => Objects.Frames.BARE_CONTENT_TYPE))
-    expect(batches.reduce((sum, r) => sum + r.body.length, 0)).toBe(sent + 4 * frames.length)
+    expect(each.pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: eachFrames.length, uploaded_bytes: eachPlain })
+    expect(each.pushed.sent_bytes).toBe(eachSent + 4 * eachFrames.length)
+    expect(each.pushed.sent_bytes).toBeLessThan(eachPlain / 2)
+    expect(pushed.sent_bytes).toBeLessThan(each.pushed.sent_bytes)
 
     // The server stored the plain bytes: a clone gets every file back. On loopback it does not ask for
     // compressed frames (there the bytes cost nothing); asked, as a client elsewhere does, they come compressed.

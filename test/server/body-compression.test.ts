@@ -7,11 +7,12 @@
  * leave the server's memory where it was (decoding stops at 64x the compressed size).
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
+import * as Frames from "@grove/core/objects/Frames"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { constants, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { batchBody, buildCommit, decodeBatch, pushBody } from "../support/content.ts"
+import { batchBody, buildCommit, decodeBatch, noise, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api, isErrorBody } from "../support/http.ts"
 
@@ -136,6 +137,75 @@ describe("zstd request bodies", () => {
     const check = await send("POST", "/zoe/checks/chunks/check", zstd({ hashes }), ZSTD_JSON)
     expect(jsonOf(check)).toEqual({ missing: [] })
   }, 120_000)
+
+  it("a chunk batch of plain bare frames in one zstd body stores the bytes per-chunk zstd and plain frames store; bad zstd answers 400 invalid_batch", async () => {
+    // Three organizations (each user's own: the dedup boundary), so each form stores every chunk itself.
+    const users = [["zoe", token], ["wendy", await server.createUser("wendy")], ["xavi", await server.createUser("xavi")]] as const
+    for (const [, key] of users) {
+      expect((await api(server.url, key).post("/repos", { name: "forms" })).status).toBe(201)
+    }
+    const chunks = [
+      ...Array.from({ length: 30 }, (_, i) => Buffer.from(`export const form${i} = ${i * 31} // shared words across chunks\n`.repeat(20 + i))),
+      noise(20_000, 5),
+      // Plain bytes that begin with the zstd magic (and are no zstd frame).
+      Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), noise(3_000, 6)])
+    ]
+    const hashes = chunks.map((d) => Blake3.hash(d))
+    const bare = (frames: ReadonlyArray<{ data: Uint8Array; zstd: boolean }>) => Buffer.concat(Frames.encodeBareFrames(frames))
+    // Each request on its own connection: an idle keep-alive socket left in the pool is closed by the server's idle
+    // timeout, and a later test's request that takes it as that happens fails with "socket hang up".
+    const BARE = { "content-type": Frames.BARE_CONTENT_TYPE, connection: "close" }
+    const perChunk = chunks.map((d) => {
+      const z = zstdCompressSync(d)
+      return z.length < d.length ? { data: z, zstd: true } : { data: d, zstd: false }
+    })
+    const wholeBody = zstdCompressSync(bare(chunks.map((d) => ({ data: d, zstd: false }))))
+    const forms = [
+      ["zstd body of plain bare frames", wholeBody, { ...BARE, "content-encoding": "zstd" }],
+      ["bare frames, zstd per chunk", bare(perChunk), BARE],
+      ["plain hashed frames", Buffer.from(batchBody(chunks.map((d, i) => ({ hash: hashes[i]!, data: d })))), { "content-type": "application/octet-stream", connection: "close" }]
+    ] as const
+    expect(wholeBody.length).toBeLessThan(bare(perChunk).length)
+    const stored: Array<Array<string>> = []
+    for (const [i, [form, body, headers]] of forms.entries()) {
+      const [user, key] = users[i]!
+      const answer = await send("POST", `/${user}/forms/chunks/batch`, body, { ...headers, authorization: `Bearer ${key}` })
+      expect({ form, status: answer.status, body: jsonOf(answer) }).toEqual({ form, status: 200, body: { ok: true, received: chunks.length } })
+      // Files made of the uploaded chunks (a small blob is its chunk), pushed without inline content; then what the
+      // server holds, read back as plain hashed frames.
+      const c = buildCommit({ branch: "forms", files: Object.fromEntries(chunks.map((d, j) => [`f${j}.bin`, d])) })
+      const pushed = await send("POST", `/${user}/forms/push`, Buffer.from(JSON.stringify(pushBody({ branch: "forms", commits: [c], blobs: [] }))), {
+        "content-type": "application/json",
+        connection: "close",
+        authorization: `Bearer ${key}`
+      })
+      expect({ form, body: jsonOf(pushed) }).toEqual({ form, body: { success: true, new_head: c.commit.hash, message: "ok" } })
+      const fetched = await send("POST", `/${user}/forms/chunks/fetch`, Buffer.from(JSON.stringify({ hashes })), { "content-type": "application/json", connection: "close", authorization: `Bearer ${key}` })
+      expect({ form, status: fetched.status }).toEqual({ form, status: 200 })
+      const frames = await decodeBatch(fetched.body)
+      expect({ form, hashes: frames.map((f) => f.hash) }).toEqual({ form, hashes })
+      stored.push(frames.map((f) => Buffer.from(f.data).toString("base64")))
+    }
+    expect(stored[0]).toEqual(chunks.map((d) => d.toString("base64")))
+    expect(stored[1]).toEqual(stored[0])
+    expect(stored[2]).toEqual(stored[0])
+
+    // Bodies that say zstd and are not (garbage; a frame cut short; plain frames): 400 invalid_batch, nothing stored.
+    await newRepo("badzstd")
+    const other = [Buffer.from("not a batch that has anything to do with the chunks")]
+    for (const [what, body] of [
+      ["garbage", Buffer.from("not zstd at all, not frames either")],
+      ["truncated", wholeBody.subarray(0, wholeBody.length - 7)],
+      ["plain frames", bare(other.map((d) => ({ data: d, zstd: false })))]
+    ] as const) {
+      const answer = await send("POST", "/zoe/badzstd/chunks/batch", body, { ...BARE, "content-encoding": "zstd" })
+      const error = JSON.parse(answer.body.toString())
+      expect({ what, status: answer.status, code: error.code, error: isErrorBody(error) }).toEqual({ what, status: 400, code: "invalid_batch", error: true })
+      expect(error.error).toMatch(/zstd/)
+    }
+    const check = await send("POST", "/zoe/badzstd/chunks/check", Buffer.from(JSON.stringify({ hashes: [Blake3.hash(other[0]!)] })), { "content-type": "application/json", connection: "close" })
+    expect(jsonOf(check).missing.map((m: { hash: string }) => m.hash)).toEqual([Blake3.hash(other[0]!)])
+  }, 180_000)
 
   it("a zstd bomb answers 413 at the route's limit (1 MiB route, the 256 MiB push, chunk batch and fetch, a body without a length); bytes that are not zstd answer 400", async () => {
     await newRepo("bombed")

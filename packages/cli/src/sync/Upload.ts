@@ -6,9 +6,11 @@
  * flight). Chunk bytes are read from the files when a batch is sent, so memory
  * stays bounded by the batches in flight. When the server advertises
  * `chunk_compression: zstd_v1`, each chunk goes zstd-compressed if that shrinks
- * it (`ChunkCompression`); the server verifies the hash of the plain bytes. A server advertising
- * `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the bytes); a batch a node answers
- * 400 (an older node behind the same address) goes again as hashed frames, as every later one.
+ * it (`ChunkCompression`); the server verifies the hash of the plain bytes. One that also takes zstd request
+ * bodies (`body_compression: zstd_v1`) gets a batch's plain frames as one zstd stream (`Content-Encoding: zstd`)
+ * instead. A server advertising `chunk_frames: bare_v1` gets frames without the hash (it takes the hash from the
+ * bytes); a batch a node answers 400 (an older node behind the same address) goes again as plain hashed frames, as
+ * every later one.
  *
  * A push of only small blobs, 64 KiB or less in all, sends them without `chunks/check` (one round trip fewer).
  *
@@ -18,12 +20,13 @@
  */
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
+import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
-import { capabilitiesOf } from "./BodyCompression.ts"
+import { bodyCompressionEnabled, capabilitiesOf } from "./BodyCompression.ts"
 import type { ChunkSource, OutgoingBlob } from "./Outgoing.ts"
 import {
   batchesOf,
@@ -107,8 +110,15 @@ export interface UploadResult {
 const serverTakes = (remote: RemoteRepo) =>
   Effect.map(Effect.promise(() => capabilitiesOf(remote.site, remote.token)), (flags) => ({
     compress: uploadCompression() && flags[Objects.ChunkCompression.CAPABILITY] === Objects.ChunkCompression.ZSTD_V1,
+    // zstd request bodies cover chunks/batch wherever they are advertised (since they exist).
+    wholeBody: uploadCompression() && bodyCompressionEnabled() && flags[BodyCompression.CAPABILITY] === BodyCompression.ZSTD_V1,
     bare: bareFrames() && flags[Objects.Frames.CAPABILITY] === Objects.Frames.BARE_V1
   }))
+
+interface BatchBody {
+  readonly body: Uint8Array
+  readonly contentEncoding?: "zstd"
+}
 
 export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) {
   const { call, client } = remote.connection
@@ -163,38 +173,56 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   }
   const batches = batchesOf(needed)
   const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const { compress, bare: advertised } = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, bare: false }
-  let bare = advertised
+  const takes = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, wholeBody: false, bare: false }
+  const compress = takes.compress
+  let { bare, wholeBody } = takes
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
     !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
+  const framed = (frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>, sent: ReadonlyArray<Uint8Array>, asBare: boolean) =>
+    Buffer.concat(
+      asBare
+        ? Objects.Frames.encodeBareFrames(frames.map((f, i) => Objects.ChunkCompression.bareFrame(f.data, sent[i]!)))
+        : [hashedBatch(frames.map((f, i) => ({ hash: f.hash, data: sent[i]! })))]
+    )
+  /**
+   * A batch's body: its plain frames as one zstd stream where the server takes zstd bodies (one context a batch on
+   * each side instead of one a chunk, and matches across chunks), else each chunk compressed on its own (or not).
+   */
+  const bodyOf = async (
+    frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>,
+    asBare: boolean,
+    asWhole: boolean
+  ): Promise<BatchBody> => {
+    const plain = frames.map((f) => f.data)
+    if (asWhole && Objects.ChunkCompression.batchWorthZstd(plain)) {
+      const body = framed(frames, plain, asBare)
+      const zstd = await Objects.ChunkCompression.encodeBatchBody(body)
+      if (zstd === body) return { body }
+      if (zstd !== undefined) return { body: zstd, contentEncoding: "zstd" }
+    }
+    return { body: framed(frames, await Promise.all(plain.map(encode)), asBare) }
+  }
   const progress = makeProgress("Uploading", total)
   let sentBytes = 0
   yield* Effect.forEach(batches, (batch) =>
     transfer("upload failed", async () => {
-      const frames = await Promise.all(batch.map(async (c) => {
-        const data = await readRange(c)
-        return { hash: c.hash, data, sent: await encode(data) }
-      }))
-      // No zstd pass over the whole batch: the frames' hex hashes are ~1% of it, too small a share for zstd's blocks
-      // to shrink (tried: the bench's batches came out byte for byte the same size, for ~5% more CPU on each side).
-      const post = async (asBare: boolean) => {
-        const body = Buffer.concat(
-          asBare
-            ? Objects.Frames.encodeBareFrames(frames.map((f) => Objects.ChunkCompression.bareFrame(f.data, f.sent)))
-            : [hashedBatch(frames.map((f) => ({ hash: f.hash, data: f.sent })))]
-        )
+      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
+      const post = async (asBare: boolean, asWhole: boolean) => {
+        const { body, contentEncoding } = await bodyOf(frames, asBare, asWhole)
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
-        await remote.sendBinary("chunks/batch", { method: "POST", body, contentType })
+        await remote.sendBinary("chunks/batch", { method: "POST", body, contentType, ...(contentEncoding === undefined ? {} : { contentEncoding }) })
         return body.length
       }
       const asBare = bare
-      sentBytes += await post(asBare).catch((error: unknown) => {
-        // A node that does not know bare frames (an older one behind the same address, mid-upgrade) reads them as
-        // hashed ones and answers 400: invalid_batch, or invalid_chunk when the bytes happen to parse as one frame
-        // with a garbage hash. This batch again, and every later one, as hashed frames.
-        if (!asBare || !(error instanceof CliFailure && error.details?.["status"] === 400)) throw error
+      const asWhole = wholeBody
+      sentBytes += await post(asBare, asWhole).catch((error: unknown) => {
+        // A node that knows neither bare frames nor zstd bodies (an older one behind the same address, mid-upgrade)
+        // reads them as hashed frames and answers 400: invalid_batch, or invalid_chunk when the bytes happen to parse
+        // as one frame with a garbage hash. This batch again, and every later one, as plain hashed frames.
+        if (!(asBare || asWhole) || !(error instanceof CliFailure && error.details?.["status"] === 400)) throw error
         bare = false
-        return post(false)
+        wholeBody = false
+        return post(false, false)
       })
       progress.add(batch.reduce((sum, c) => sum + c.size, 0))
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))

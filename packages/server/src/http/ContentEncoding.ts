@@ -45,9 +45,8 @@ export const isBodyTooLarge = (error: unknown): boolean =>
 const MiB = 1024 * 1024
 /** The most plain bytes zstd bodies may hold at once, process-wide: one push at its limit (`BodyLimits.PUSH_LIMIT`). */
 export const DECODE_BUDGET = 256 * MiB
-/** Past this many plain bytes a body must have compressed at most `MAX_RATIO` times (honest JSON: ~7x). */
-export const RATIO_FROM = 4 * MiB
-export const MAX_RATIO = 64
+/** Past this many plain bytes a body must have compressed at most `MAX_RATIO` times (honest JSON: ~7x); senders read the same rule. */
+export const { MAX_RATIO, RATIO_FROM } = BodyCompression
 /** RFC 9659: a zstd content coding's window is at most 8 MiB (what grove compresses with). */
 const WINDOW_LOG_MAX = 23
 
