@@ -11,7 +11,8 @@ import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
-import { columnsUnchanged, EMPTY_INDEX, indexPath, readIndexSync, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
+import type { IndexEntry } from "./TreeStatus.ts"
+import { columnsUnchanged, EMPTY_INDEX, indexPath, readIndexSync, serializeIndex, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
 import { scan, writeIndex } from "./WorkingTree.ts"
 
 const HOUR = 3600
@@ -163,30 +164,29 @@ describe("directory listings kept in the index", () => {
       const index = readIndexSync(root)
       expect(columnsUnchanged(root, index, true)?.same).toBe(true)
       expect(columnsUnchanged(root, { ...index }, true)).toBeUndefined() // a copy may hold other entries
-      const text = fs.readFileSync(indexPath(root), "utf8")
-      const file = (JSON.parse(text) as { paths: Array<string> }).paths.indexOf("dir/b.txt")
       // The index file as written, with one field of dir/b.txt's entry not as the file is now.
-      const edits: Array<[string, (columns: { stats: Array<number | null>; modes: string }) => void]> = [
-        ["size", (c) => void (c.stats[4 * file] = c.stats[4 * file]! + 1)],
-        ["mtime", (c) => void (c.stats[4 * file + 1] = c.stats[4 * file + 1]! - 1)],
-        ["inode", (c) => void (c.stats[4 * file + 2] = c.stats[4 * file + 2]! + 1)],
-        ["ctime", (c) => void (c.stats[4 * file + 3] = c.stats[4 * file + 3]! - 1)],
-        ["mode", (c) => void (c.modes = c.modes.slice(0, file) + "x" + c.modes.slice(file + 1))],
-        ["kind", (c) => void (c.modes = c.modes.slice(0, file) + "l" + c.modes.slice(file + 1))]
+      const rewrite = (edit: (entry: IndexEntry) => IndexEntry) => {
+        const files = new Map(index.files)
+        files.set("dir/b.txt", edit(files.get("dir/b.txt")!))
+        fs.writeFileSync(indexPath(root), serializeIndex(files, index.base, index.dirs, index.writtenAt, index.folders))
+      }
+      const edits: Array<[string, (entry: IndexEntry) => IndexEntry]> = [
+        ["size", (e) => ({ ...e, size: e.size + 1 })],
+        ["mtime", (e) => ({ ...e, mtimeMs: e.mtimeMs - 1 })],
+        ["inode", (e) => ({ ...e, ino: e.ino + 1 })],
+        ["ctime", (e) => ({ ...e, ctimeMs: e.ctimeMs! - 1 })],
+        ["mode", (e) => ({ ...e, mode: "executable" })],
+        ["kind", (e) => ({ ...e, mode: "symlink" })]
       ]
       for (const [label, edit] of edits) {
-        const columns = JSON.parse(text) as { stats: Array<number | null>; modes: string }
-        edit(columns)
-        fs.writeFileSync(indexPath(root), JSON.stringify(columns))
+        rewrite(edit)
         const edited = readIndexSync(root)
         expect({ label, fast: columnsUnchanged(root, edited, true)?.same, tree: treeUnchanged(root, edited) })
           .toEqual({ label, fast: false, tree: false })
         expect({ label, scan: (yield* scan(root, edited)).unchanged }).toEqual({ label, scan: false })
       }
       // An entry without a ctime (an older index): unchanged, but a scan makes its entry again.
-      const columns = JSON.parse(text) as { stats: Array<number | null> }
-      columns.stats[4 * file + 3] = null
-      fs.writeFileSync(indexPath(root), JSON.stringify(columns))
+      rewrite((e) => ({ hash: e.hash, mode: e.mode, size: e.size, mtimeMs: e.mtimeMs, ino: e.ino }))
       const older = readIndexSync(root)
       expect(columnsUnchanged(root, older, false)?.same).toBe(true)
       expect(columnsUnchanged(root, older, true)).toBeUndefined()

@@ -56,9 +56,9 @@ export const EMPTY_INDEX: WorkIndex = { writtenAt: 0, base: null, files: new Map
 export const indexPath = (root: string): string => path.join(root, ".grove", "index.json")
 
 /**
- * The index file's layout: one column per field (a 20,000-file index parses in a fifth of the time
- * an array per file took, which matters to the no-op push). `stats` holds size, mtime, inode and
- * ctime per file (ctime null when unknown); `modes` one letter per file.
+ * The previous layout, still read: one JSON column per field (a 20,000-file index parses in a fifth of the time an
+ * array per file took). `stats` holds size, mtime, inode and ctime per file (ctime null when unknown); `modes` one
+ * letter per file. The layout written now (`serializeIndex`) has the same columns, in binary after a JSON line.
  */
 interface ColumnIndex {
   readonly written_at: number
@@ -95,31 +95,14 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
     const writtenAt = Math.min(Number(parsed.written_at) || 0, fileMtimeMs)
     const base = typeof parsed.base === "string" ? parsed.base : null
     const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
-    const folders = new Map<string, FolderStat>()
-    const rows = parsed.folders ?? []
-    for (let i = 0; i + 3 < rows.length; i += 4) {
-      folders.set(String(rows[i]), { mtimeMs: Number(rows[i + 1]), ctimeMs: Number(rows[i + 2]), ino: Number(rows[i + 3]) })
-    }
+    const folders = foldersOf(parsed.folders ?? [])
     if (parsed.paths !== undefined) {
       const { hashes = "", modes = "", paths, stats = [] } = parsed
       const n = paths.length
       if (!Array.isArray(paths) || hashes.length < n * HASH_LENGTH || stats.length < 4 * n || !/^[rxl]*$/.test(modes) || modes.length < n) {
         throw new Error("a short column")
       }
-      // The entries are made when first asked for: an unchanged tree is checked against the columns alone.
-      const columns: IndexColumns = { paths, hashes, modes, stats }
-      let files: Map<string, IndexEntry> | undefined
-      const index: WorkIndex = {
-        writtenAt,
-        base,
-        get files() {
-          return files ??= entriesOf(columns)
-        },
-        dirs,
-        folders
-      }
-      columnsOf.set(index, columns)
-      return index
+      return columnIndex(writtenAt, base, dirs, folders, { paths, hashes, modes, stats })
     }
     const files = new Map<string, IndexEntry>()
     if (Array.isArray(parsed.files)) {
@@ -135,12 +118,108 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
   }
 }
 
+/** Directories from their rows: path, mtime, ctime, inode each. */
+const foldersOf = (rows: ReadonlyArray<number | string>): Map<string, FolderStat> => {
+  const folders = new Map<string, FolderStat>()
+  for (let i = 0; i + 3 < rows.length; i += 4) {
+    folders.set(String(rows[i]), { mtimeMs: Number(rows[i + 1]), ctimeMs: Number(rows[i + 2]), ino: Number(rows[i + 3]) })
+  }
+  return folders
+}
+
+/** An index of columns as read; its entries are made when first asked for (an unchanged tree is checked against the columns alone). */
+const columnIndex = (
+  writtenAt: number,
+  base: Hash | null,
+  dirs: ReadonlyMap<string, Hash>,
+  folders: ReadonlyMap<string, FolderStat>,
+  columns: IndexColumns
+): WorkIndex => {
+  let files: Map<string, IndexEntry> | undefined
+  const index: WorkIndex = {
+    writtenAt,
+    base,
+    get files() {
+      return files ??= entriesOf(columns)
+    },
+    dirs,
+    folders
+  }
+  columnsOf.set(index, columns)
+  return index
+}
+
+/**
+ * The layout written now: a JSON line (written_at and base first, as `readIndexHead` reads them; `layout`, the file
+ * count and the paths' byte length; dirs; folders as rows), then the columns in binary: the paths in UTF-8, each
+ * ended by a NUL (no path holds one); one mode letter per file; zeros up to a multiple of 8 bytes from the file's
+ * start; size, mtime, inode and ctime per file as float64 in this machine's byte order (ctime NaN when unknown: a
+ * checkout's index stays on its machine, and a foreign one's stats never match, which only costs re-hashing); the
+ * hashes in hex.
+ * A 20,000-file index reads in ~10 ms CPU instead of ~20 ms as JSON (a no-op push reads it every time).
+ */
+const BINARY_LAYOUT = "columns-binary-1"
+
+interface BinaryHead {
+  readonly written_at: number
+  readonly base: Hash | null
+  readonly layout: typeof BINARY_LAYOUT
+  readonly files: number
+  readonly path_bytes: number
+  readonly dirs: ReadonlyArray<readonly [string, Hash]>
+  readonly folders: ReadonlyArray<number | string>
+}
+
+const LAYOUT_MARK = `,"layout":"${BINARY_LAYOUT}",`
+
+const padTo8 = (offset: number) => (8 - (offset % 8)) % 8
+
+/** The index in the file's bytes (binary layout, or any earlier JSON one); empty when they are not an index. */
+export const parseIndexBytes = (bytes: Buffer, fileMtimeMs: number): WorkIndex => {
+  // The layout is named right after written_at and base: a JSON index (one line of megabytes) is not parsed twice.
+  const marker = bytes.subarray(0, 256).indexOf(LAYOUT_MARK)
+  const newline = marker < 0 ? -1 : bytes.indexOf(10, marker)
+  if (newline < 0) return parseIndex(bytes.toString("utf8"), fileMtimeMs)
+  try {
+    const head = JSON.parse(bytes.toString("utf8", 0, newline)) as Partial<BinaryHead>
+    if (head.layout !== BINARY_LAYOUT) throw new Error("another layout")
+    const n = Number(head.files), pathBytes = Number(head.path_bytes)
+    let at = newline + 1
+    const pathsEnd = at + pathBytes
+    const statsAt = pathsEnd + n + padTo8(pathsEnd + n)
+    if (!Number.isSafeInteger(n) || !Number.isSafeInteger(pathBytes) || n < 0 || statsAt + 32 * n + HASH_LENGTH * n !== bytes.length) {
+      throw new Error("not the length its head gives")
+    }
+    const paths = n === 0 ? [] : bytes.toString("utf8", at, pathsEnd - 1).split("\0")
+    at = pathsEnd
+    const modes = bytes.toString("latin1", at, at + n)
+    if (paths.length !== n || !/^[rxl]*$/.test(modes)) throw new Error("a short column")
+    // Float64Array needs 8-byte alignment in its buffer: a view when the read buffer allows it, else a copy.
+    const stats = (bytes.byteOffset + statsAt) % 8 === 0
+      ? new Float64Array(bytes.buffer, bytes.byteOffset + statsAt, 4 * n)
+      : new Float64Array(bytes.buffer.slice(bytes.byteOffset + statsAt, bytes.byteOffset + statsAt + 32 * n))
+    const hashes = bytes.toString("latin1", statsAt + 32 * n)
+    const writtenAt = Math.min(Number(head.written_at) || 0, fileMtimeMs)
+    const base = typeof head.base === "string" ? head.base : null
+    return columnIndex(writtenAt, base, new Map(base === null ? [] : head.dirs ?? []), foldersOf(head.folders ?? []), { paths, hashes, modes, stats })
+  } catch {
+    return EMPTY_INDEX // a broken index only costs re-hashing
+  }
+}
+
 /** The columns of an index read from the file, as read (`WorkIndex.files` is made from them when first used). */
 export interface IndexColumns {
   readonly paths: ReadonlyArray<string>
   readonly hashes: string
   readonly modes: string
-  readonly stats: ReadonlyArray<number | null>
+  /** Size, mtime, inode, ctime per file; a ctime null (JSON layout) or NaN (binary) is unknown: see `ctimeOf`. */
+  readonly stats: ArrayLike<number | null>
+}
+
+/** The ctime the columns hold for file `i`, undefined when unknown (an entry from before ctime was kept). */
+export const ctimeOf = (stats: ArrayLike<number | null>, i: number): number | undefined => {
+  const ctimeMs = stats[4 * i + 3]
+  return ctimeMs == null || Number.isNaN(ctimeMs) ? undefined : ctimeMs
 }
 
 /** By index object: a copy (`{ ...index, files }`) has none, so it is never checked against columns it does not hold. */
@@ -151,9 +230,9 @@ const entriesOf = ({ hashes, modes, paths, stats }: IndexColumns): Map<string, I
   for (let i = 0; i < paths.length; i++) {
     const mode = LETTER_MODE[modes[i]!]!
     const size = stats[4 * i] as number, mtimeMs = stats[4 * i + 1] as number, ino = stats[4 * i + 2] as number
-    const ctimeMs = stats[4 * i + 3]
+    const ctimeMs = ctimeOf(stats, i)
     const hash = hashes.slice(i * HASH_LENGTH, (i + 1) * HASH_LENGTH)
-    files.set(paths[i]!, ctimeMs == null ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
+    files.set(paths[i]!, ctimeMs === undefined ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
   }
   return files
 }
@@ -217,7 +296,7 @@ export const readIndexSync = (root: string): WorkIndex => {
     // Written only by rename of a new file: a new inode or mtime means new content.
     const key = indexKeyOf(root, stats)
     if (lastRead?.key === key) return lastRead.index
-    const index = parseIndex(fs.readFileSync(fd, "utf8"), stats.mtimeMs)
+    const index = parseIndexBytes(fs.readFileSync(fd), stats.mtimeMs)
     if (index !== EMPTY_INDEX) fileKeys.set(index, key)
     lastRead = { key, index }
     return index
@@ -226,37 +305,53 @@ export const readIndexSync = (root: string): WorkIndex => {
   }
 }
 
+/** The index file's bytes, in the binary layout (see `parseIndexBytes`). */
 export const serializeIndex = (
   files: ReadonlyMap<string, IndexEntry>,
   base: Hash | null,
   dirs: ReadonlyMap<string, Hash>,
   writtenAt: number,
   folders: ReadonlyMap<string, FolderStat> = NO_FOLDERS
-): string => {
+): Buffer => {
+  const n = files.size
   const paths: Array<string> = []
   const hashes: Array<string> = []
   let modes = ""
-  const stats: Array<number | null> = []
+  const stats = new Float64Array(4 * n)
+  let i = 0
   for (const [file, e] of files) {
     if (e.hash.length !== HASH_LENGTH) throw new Error(`not a blob hash: ${e.hash}`)
     paths.push(file)
     hashes.push(e.hash)
     modes += MODE_LETTER[e.mode]
-    stats.push(e.size, e.mtimeMs, e.ino, e.ctimeMs ?? null)
+    stats[4 * i] = e.size
+    stats[4 * i + 1] = e.mtimeMs
+    stats[4 * i + 2] = e.ino
+    stats[4 * i + 3] = e.ctimeMs ?? Number.NaN
+    i++
   }
+  const pathBytes = Buffer.from(n === 0 ? "" : `${paths.join("\0")}\0`)
   const folderRows: Array<number | string> = []
   for (const [dir, f] of folders) folderRows.push(dir, f.mtimeMs, f.ctimeMs, f.ino)
-  const index: ColumnIndex = {
+  const head: BinaryHead = {
     written_at: writtenAt,
     base,
-    paths,
-    hashes: hashes.join(""),
-    modes,
-    stats,
+    layout: BINARY_LAYOUT,
+    files: n,
+    path_bytes: pathBytes.length,
     dirs: base === null ? [] : [...dirs],
     folders: folderRows
   }
-  return `${JSON.stringify(index)}\n`
+  const headBytes = Buffer.from(`${JSON.stringify(head)}\n`)
+  const end = headBytes.length + head.path_bytes + n
+  return Buffer.concat([
+    headBytes,
+    pathBytes,
+    Buffer.from(modes, "latin1"),
+    Buffer.alloc(padTo8(end)),
+    Buffer.from(stats.buffer, stats.byteOffset, stats.byteLength),
+    Buffer.from(hashes.join(""), "latin1")
+  ])
 }
 
 /** The snapshot (path -> hash and mode) of index entries. */

@@ -4,7 +4,8 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
-import { indexPath, parseIndex, readIndexSync, treeUnchanged } from "./TreeStatus.ts"
+import type { IndexEntry } from "./TreeStatus.ts"
+import { EMPTY_INDEX, indexPath, parseIndex, parseIndexBytes, readIndexSync, serializeIndex, treeUnchanged } from "./TreeStatus.ts"
 import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
 
 const HOUR = 3600
@@ -84,8 +85,7 @@ describe("TreeStatus", () => {
   it.effect("the racy rule uses the index file's own mtime when it is earlier than the recorded time", () =>
     Effect.gen(function*() {
       const root = yield* indexed
-      const text = fs.readFileSync(indexPath(root), "utf8")
-      const fromFile = parseIndex(text, 1000)
+      const fromFile = parseIndexBytes(fs.readFileSync(indexPath(root)), 1000)
       expect(fromFile.writtenAt).toBe(1000)
       expect(treeUnchanged(root, fromFile)).toBe(false) // every file is "newer" than a 1970 index
     }).pipe(Effect.scoped))
@@ -140,6 +140,42 @@ describe("TreeStatus", () => {
       expect(scanned.hashed).toBe(0)
       expect([...scanned.files.values()].every((e) => typeof e.ctimeMs === "number")).toBe(true)
     }).pipe(Effect.scoped))
+
+  it("writes the index in binary columns and reads back what it wrote; the previous JSON columns still read", () => {
+    const entry = (c: string, size: number, ctimeMs?: number): IndexEntry =>
+      ({ hash: c.repeat(64), mode: "regular", size, mtimeMs: 1.5 + size, ino: 7 + size, ...(ctimeMs === undefined ? {} : { ctimeMs }) })
+    const files = new Map<string, IndexEntry>([
+      ["a.txt", entry("a", 1, 1234.25)],
+      ["dir/é ü.md", { ...entry("b", 2, 99), mode: "executable" }],
+      ["dir/sub/link", { ...entry("c", 3, 5), mode: "symlink" }],
+      ["old.txt", entry("d", 4)] // no ctime (an entry from before it was kept)
+    ])
+    const dirs = new Map([["", "e".repeat(64)], ["dir", "f".repeat(64)]])
+    const folders = new Map([["", { mtimeMs: 1, ctimeMs: 2, ino: 3 }], ["dir", { mtimeMs: 4.5, ctimeMs: -1, ino: 6 }]])
+    const bytes = serializeIndex(files, "9".repeat(64), dirs, 5000, folders)
+    for (const index of [parseIndexBytes(bytes, 6000), parseIndexBytes(Buffer.concat([Buffer.alloc(3), bytes]).subarray(3), 6000)]) {
+      expect({ writtenAt: index.writtenAt, base: index.base, files: [...index.files], dirs: [...index.dirs], folders: [...index.folders] })
+        .toEqual({ writtenAt: 5000, base: "9".repeat(64), files: [...files], dirs: [...dirs], folders: [...folders] })
+    }
+    expect(parseIndexBytes(serializeIndex(new Map(), null, new Map(), 10), 20)).toMatchObject({ writtenAt: 10, base: null })
+    expect(parseIndexBytes(serializeIndex(new Map(), null, new Map(), 10), 20).files.size).toBe(0)
+    // Cut short, or one byte more: empty (re-hashing), never a wrong entry.
+    expect(parseIndexBytes(bytes.subarray(0, bytes.length - 1), 6000)).toBe(EMPTY_INDEX)
+    expect(parseIndexBytes(Buffer.concat([bytes, Buffer.from("x")]), 6000)).toBe(EMPTY_INDEX)
+    // The previous layout (JSON columns, ctime null when unknown), as a client before this one wrote it.
+    const columns = {
+      written_at: 5000,
+      base: "9".repeat(64),
+      paths: [...files.keys()],
+      hashes: [...files.values()].map((e) => e.hash).join(""),
+      modes: "rxlr",
+      stats: [...files.values()].flatMap((e) => [e.size, e.mtimeMs, e.ino, e.ctimeMs ?? null]),
+      dirs: [...dirs],
+      folders: [...folders].flatMap(([dir, f]) => [dir, f.mtimeMs, f.ctimeMs, f.ino])
+    }
+    const previous = parseIndexBytes(Buffer.from(`${JSON.stringify(columns)}\n`), 6000)
+    expect({ files: [...previous.files], folders: [...previous.folders] }).toEqual({ files: [...files], folders: [...folders] })
+  })
 
   it("reads the first index layout and treats a broken one as empty", () => {
     const legacy = parseIndex(JSON.stringify({ written_at: 5, files: { "a.txt": ["h", "regular", 1, 2, 3] } }), 10)

@@ -12,7 +12,7 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
-import { indexColumns, MODE_LETTER } from "./IndexFile.ts"
+import { ctimeOf, indexColumns, MODE_LETTER } from "./IndexFile.ts"
 import { everyFile, foldersAsRecorded } from "./TreeWalk.ts"
 
 // The index file and the walk live in their own files; the working-tree code imports them all from here.
@@ -68,12 +68,12 @@ export const columnsUnchanged = (
   const { writtenAt } = index
   let linked = false
   for (let i = 0; i < paths.length; i++) {
-    const ctimeMs = stats[4 * i + 3]
-    if (ctimeMs == null && ctimeRequired) return undefined
+    const ctimeMs = ctimeOf(stats, i)
+    if (ctimeMs === undefined && ctimeRequired) return undefined
     const symlink = modes[i] === "l"
     const now = fs.lstatSync(`${root}/${paths[i]}`, { throwIfNoEntry: false })
     const same = now !== undefined && now.isSymbolicLink() === symlink && now.size === stats[4 * i] &&
-      now.mtimeMs === stats[4 * i + 1] && now.ino === stats[4 * i + 2] && (ctimeMs == null || now.ctimeMs === ctimeMs) &&
+      now.mtimeMs === stats[4 * i + 1] && now.ino === stats[4 * i + 2] && (ctimeMs === undefined || now.ctimeMs === ctimeMs) &&
       now.mtimeMs < writtenAt && MODE_LETTER[modeOf(now, symlink)] === modes[i]
     if (!same) return { same: false, folders, linked }
     if (now.nlink > 1) linked = true
