@@ -7,6 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { type GroveServer } from "../support/GroveServer.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
@@ -48,6 +50,56 @@ const noise = (size: number, seed: string): Buffer => {
   const out = Buffer.alloc(size)
   for (let at = 0, i = 0; at < size; i++) at += createHash("sha256").update(`${seed}${i}`).digest().copy(out, at)
   return out
+}
+
+/**
+ * A proxy that holds back the answer to the first request `held` matches until it has seen a chunks/fetch request (or
+ * for 10 s), then forwards it, or answers `refuse` instead when given: whether a clone asks for its chunks before that
+ * answer came.
+ */
+const holdingProxy = async (upstream: string, held: RegExp, refuse?: { readonly status: number; readonly body: object }) => {
+  const target = new URL(upstream)
+  const agent = new http.Agent({ keepAlive: true })
+  let fetchSeen!: () => void
+  const fetched = new Promise<void>((resolve) => (fetchSeen = resolve))
+  let holding = true
+  let released: "by a chunk request" | "after 10 s" | undefined
+  const seen: Array<string> = []
+  const server = http.createServer((req, res) => {
+    const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
+    seen.push(route)
+    if (route.endsWith("/chunks/fetch")) fetchSeen()
+    const forward = () => {
+      if (refuse !== undefined && held.test(route)) {
+        res.writeHead(refuse.status, { "content-type": "application/json" }).end(JSON.stringify(refuse.body))
+        return
+      }
+      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+        answer.pipe(res)
+      }))
+    }
+    if (!holding || !held.test(route)) return forward()
+    holding = false
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, 10_000)))
+    void Promise.race([fetched.then(() => (released ??= "by a chunk request")), late.then(() => (released ??= "after 10 s"))])
+      .then(() => {
+        clearTimeout(timer)
+        forward()
+      })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    released: () => released,
+    seen: () => seen,
+    close: () => {
+      agent.destroy()
+      server.closeAllConnections()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
 }
 
 describe("a clone's writes", () => {
@@ -107,6 +159,42 @@ describe("a clone's writes", () => {
     // Every file moved in from .grove/tmp after the download: none was written into the tree while it ran.
     expect(/^renames into the tree: (\d+)$/m.exec(pulled.stderr)?.[1]).toBe("40")
     expect(listing(root)).toEqual(listing(seed))
+  }, 240_000)
+
+  it("asks for its files' chunks as soon as the pull is checked, before its other first calls are answered; a clone that then fails stops them and leaves nothing", async () => {
+    const work = tempDir("clone-early")
+    await ok(["init", "--name", "early"], at(alice, work))
+    for (let i = 0; i < 60; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `early ${i}\n`.repeat(1 + i))
+    fs.writeFileSync(path.join(work, "large.bin"), noise(11 * 1024 * 1024, "early"))
+    const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+    // whoami answers only once a chunk request came: the clone must not wait for it to ask.
+    const waiting = await holdingProxy(server.url, /^GET \/api\/whoami$/)
+    try {
+      const parent = tempDir("clone-early-copy")
+      const cloned = await grove(["clone", "alice/early", "copy", "--branch", pushed.branch, "--remote", waiting.url, "--json"], at(alice, parent))
+      expect({ code: cloned.code, stderr: cloned.stderr }).toEqual({ code: 0, stderr: "" })
+      expect(waiting.released()).toBe("by a chunk request")
+      expect(listing(path.join(parent, "copy"))).toEqual(listing(work))
+    } finally {
+      await waiting.close()
+    }
+
+    // The repository's own answer (after the pull) refuses once the chunks were asked for: the clone fails at once
+    // (the held chunk answers stopped, not waited for), leaving no folder.
+    const refusing = await holdingProxy(server.url, /^GET \/api\/alice\/early$/, { status: 403, body: { error: "not today", code: "forbidden" } })
+    try {
+      const parent = tempDir("clone-early-refused")
+      const failed = await grove(["clone", "alice/early", "copy", "--branch", pushed.branch, "--remote", refusing.url, "--json"], at(alice, parent))
+      // Exited on its own (a run still waiting on the held answers is killed after 60 s: code -1).
+      expect(failed.code, failed.stderr).toBeGreaterThan(0)
+      expect(`${failed.stdout}${failed.stderr}`).toContain("not today")
+      expect(refusing.released()).toBe("by a chunk request")
+      expect(refusing.seen().filter((route) => route.endsWith("/chunks/fetch")).length).toBeGreaterThan(0)
+      expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
+    } finally {
+      await refusing.close()
+    }
   }, 240_000)
 
   it("a tree that would write into a cloner's .grove/ (its config, key and state) is refused at push: nothing to clone", async () => {

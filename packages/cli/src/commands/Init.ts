@@ -21,6 +21,8 @@ import { recordWithheld, withheldLine } from "../local/Withheld.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import type { FreshBranch } from "../sync/Fetch.ts"
+import type { EarlyFetch } from "../sync/Download.ts"
+import { fetchEarly } from "../sync/Download.ts"
 import { checkFresh, materialize, pull, storeFresh } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
 import { personalBranchName, whoami } from "../sync/Session.ts"
@@ -110,13 +112,20 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   }
 
   const connection = yield* connect(remote)
+  const remoteRepo = repoRemote(connection, parsed.owner, parsed.name)
   // The pull goes out first, with the caller's own credential: nothing it asks depends on the calls below, whose
   // failures still come first (its own is seen only when the clone takes its answer). Its answer is decoded and
-  // checked (nothing written) while they are answered.
+  // checked (nothing written) while they are answered, and the files' first chunk requests go out as soon as it is:
+  // the server reads those chunks while the checkout is made (their answers wait until the download takes them).
+  let early: EarlyFetch | undefined
   const pulling = yield* Effect.forkChild(
-    checkFresh(pull(repoRemote(connection, parsed.owner, parsed.name), Option.getOrElse(options.branch, () => "main"), null)),
+    checkFresh(pull(remoteRepo, Option.getOrElse(options.branch, () => "main"), null), (snapshot, wanted) => {
+      early = fetchEarly(remoteRepo, snapshot, wanted)
+    }),
     { startImmediately: true }
   )
+  // Requests the download did not take (the clone failed before it) are stopped.
+  yield* Effect.addFinalizer(() => Effect.sync(() => early?.cancel()))
   const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
   const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
   const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
@@ -142,7 +151,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
     if (Option.isSome(connection.credential)) keying = yield* Effect.forkChild(makeKey, { startImmediately: true })
     const asked = keying
     const key = asked === undefined ? Effect.succeed(undefined) : Effect.map(Fiber.join(asked), (created) => created.key)
-    return yield* populate(remote, root, parsed, repository.full_name, user, key, connection, options.branch, Fiber.join(pulling))
+    return yield* populate(remote, root, parsed, repository.full_name, user, key, connection, options.branch, Fiber.join(pulling), () => early)
   }).pipe(Effect.onError(() => undo))
   yield* out.result(
     {
@@ -161,7 +170,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       (applied.withheld === 0 ? "" : `${capitalized(withheldLine(applied.withheld))}.\n`) +
       `Branch: ${current.name}${current.name === target ? "" : ` (from ${target})`}`
   )
-})
+}, Effect.scoped)
 
 /** A clone's checkout in `root`: config, the branch's history, state and files. */
 const populate = Effect.fnUntraced(function*(
@@ -174,7 +183,9 @@ const populate = Effect.fnUntraced(function*(
   key: Effect.Effect<string | undefined, CliFailure>,
   connection: Connection,
   branchOption: Option.Option<string>,
-  pulled: Effect.Effect<FreshBranch, CliFailure>
+  pulled: Effect.Effect<FreshBranch, CliFailure>,
+  /** The files' chunk requests sent already, if any (once `pulled` is done). */
+  early: () => EarlyFetch | undefined
 ) {
   yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
   const config = { remote, owner: parsed.owner, name: parsed.name }
@@ -204,7 +215,7 @@ const populate = Effect.fnUntraced(function*(
   let requested!: () => void
   const sent = new Promise<void>((resolve) => (requested = resolve))
   const download = yield* Effect.forkChild(
-    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested),
+    materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested, early()),
     { startImmediately: true }
   )
   yield* Effect.gen(function*() {

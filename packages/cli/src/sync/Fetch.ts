@@ -19,7 +19,7 @@ import type { IndexEntry, Snapshot } from "../local/WorkingTree.ts"
 import { applySnapshot, writeIndex } from "../local/WorkingTree.ts"
 import type { Workspace } from "../local/Workspace.ts"
 import { ACCEPT_ENCODING, askCapabilitiesEarly, COMPRESS_FROM, downloadCompression } from "./BodyCompression.ts"
-import type { IncomingBlob } from "./Download.ts"
+import type { EarlyFetch, IncomingBlob } from "./Download.ts"
 import { downloadBlobs } from "./Download.ts"
 import { plainDecoder, REFUSED } from "./PlainDecode.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
@@ -113,8 +113,16 @@ export interface FreshBranch {
  * A whole branch for a new checkout (`pulled`: its `pull` without `since`): its history checked and its head's files
  * known from the answer's own trees. Nothing is written, so a clone runs this while its other first calls are answered.
  */
-export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(pulled: Effect.Effect<PullAnswer, CliFailure>) {
+export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
+  pulled: Effect.Effect<PullAnswer, CliFailure>,
+  /**
+   * Told the blobs the download of a new checkout wants (see `freshWanted`) as soon as the history is checked and the
+   * head's files are known: a clone asks for their chunks while it makes the checkout.
+   */
+  onFiles?: (snapshot: Snapshot, wanted: ReadonlyArray<IncomingBlob>) => void
+) {
   const answer = yield* pulled
+  // Checked first: a tree whose hash is not its content could make flattening endless (a cycle).
   const trees = yield* checkHistory(answer)
   const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
   if (answer.head !== null && head === undefined) {
@@ -130,8 +138,24 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(pulled: Effect
     if (!flat.ok) return yield* failure(flat.reason, "missing_object")
     snapshot = flat.files
   }
+  if (onFiles !== undefined && snapshot.size > 0) onFiles(snapshot, freshWanted(snapshot, answer.blobs, new Set(answer.restricted_blobs ?? [])))
   return { answer, trees, snapshot } satisfies FreshBranch
 })
+
+/**
+ * The blobs `materialize` downloads for a new checkout of `snapshot` (nothing kept locally, the answer's withheld
+ * blobs left out): each once, in the snapshot's order, with the answer's chunk lists.
+ */
+const freshWanted = (snapshot: Snapshot, refs: ReadonlyArray<IncomingBlob>, withheld: ReadonlySet<string>): Array<IncomingBlob> => {
+  const byHash = new Map(refs.map((b) => [b.hash, b]))
+  const wanted = new Map<string, IncomingBlob>()
+  for (const entry of snapshot.values()) {
+    if (withheld.has(entry.hash) || wanted.has(entry.hash)) continue
+    // Sizes unknown here come back from blobs/info along with the chunk lists.
+    wanted.set(entry.hash, byHash.get(entry.hash) ?? { hash: entry.hash, size: 1 })
+  }
+  return [...wanted.values()]
+}
 
 /** Stores a checked branch's history in a new checkout; the caller runs it while the files download. */
 export const storeFresh = (workspace: Workspace, fresh: FreshBranch): Effect.Effect<void, CliFailure> =>
@@ -166,7 +190,9 @@ export const materialize = (
    */
   direct = false,
   /** Called once the files' first requests are sent, or at once when nothing is to be downloaded. */
-  onRequested?: () => void
+  onRequested?: () => void,
+  /** Requests sent already for the files (a clone's, from `fetchEarly`). */
+  early?: EarlyFetch
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
@@ -187,28 +213,34 @@ export const materialize = (
     to = withoutWithheld(to, withheld)
     // A clone's checkout is new: nothing is kept locally yet, so no blob is looked for there (a stat per file).
     const fresh = direct && from.size === 0 && index.size === 0
-    const present = new Set([...from.values()].map((f) => f.hash))
     const kept = new Map<string, string>()
-    const wanted = new Map<string, IncomingBlob>()
-    const byHash = new Map(refs.map((r) => [r.hash, r]))
-    for (const [file, entry] of to) {
-      const current = from.get(file)
-      if (current !== undefined && current.hash === entry.hash && current.mode === entry.mode) continue
-      if (present.has(entry.hash) || kept.has(entry.hash) || wanted.has(entry.hash)) continue
-      if (!fresh && (yield* workspace.objects.hasBlob(entry.hash))) {
-        kept.set(entry.hash, blobPath(root, entry.hash))
-        continue
+    let list: ReadonlyArray<IncomingBlob>
+    if (fresh) {
+      // Every file's blob, each once: the list the early requests were planned from when it is the same snapshot.
+      list = early !== undefined && early.snapshot === to ? early.wanted : freshWanted(to, refs, new Set())
+    } else {
+      const present = new Set([...from.values()].map((f) => f.hash))
+      const wanted = new Map<string, IncomingBlob>()
+      const byHash = new Map(refs.map((r) => [r.hash, r]))
+      for (const [file, entry] of to) {
+        const current = from.get(file)
+        if (current !== undefined && current.hash === entry.hash && current.mode === entry.mode) continue
+        if (present.has(entry.hash) || kept.has(entry.hash) || wanted.has(entry.hash)) continue
+        if (yield* workspace.objects.hasBlob(entry.hash)) {
+          kept.set(entry.hash, blobPath(root, entry.hash))
+          continue
+        }
+        wanted.set(entry.hash, byHash.get(entry.hash) ?? { hash: entry.hash, size: -1 })
       }
-      wanted.set(entry.hash, byHash.get(entry.hash) ?? { hash: entry.hash, size: -1 })
+      // Sizes unknown here come back from blobs/info along with the chunk lists.
+      list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
     }
     const downloadDir = path.join(tempDir(root), `download-${process.pid}-${Date.now()}`)
     let downloaded = new Map<string, string>()
     const placer = fresh ? directPlacer(root, to) : undefined
-    if (wanted.size > 0) {
+    if (list.length > 0) {
       if (remote === undefined) return yield* failure("the content of some files is not in this checkout and there is no server to fetch it from", "missing_object")
-      // Sizes unknown here come back from blobs/info along with the chunk lists.
-      const list = [...wanted.values()].map((b) => b.size < 0 ? { hash: b.hash, size: 1 } : b)
-      downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place, onRequested)
+      downloaded = yield* downloadBlobs(remote, list, downloadDir, placer?.place, onRequested, early)
     } else onRequested?.()
     // The files placed and the index written are one step an interruption waits for: `io` does not wait for its
     // promise when interrupted, so a clone's undo could otherwise remove the checkout while a write still runs and
@@ -226,6 +258,6 @@ export const materialize = (
       // The index in the snapshot's order, as if every file had gone through applySnapshot.
       const files = placed.size === 0 ? result.files : new Map([...to.keys()].map((file) => [file, placed.get(file) ?? result.files.get(file)!]))
       yield* writeIndex(root, files, toCommit)
-      return { written: result.written + placed.size, removed: result.removed, downloadedBlobs: wanted.size, withheld: withheldFiles }
+      return { written: result.written + placed.size, removed: result.removed, downloadedBlobs: list.length, withheld: withheldFiles }
     }))
   })
