@@ -20,8 +20,8 @@ import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { makeProgress } from "./Progress.ts"
-import type { Answer, BodyConsumer } from "./HttpSend.ts"
-import type { BinaryInit, RemoteRepo, StreamedInit } from "./RemoteRepo.ts"
+import type { EarlyFetch, FetchHooks } from "./EarlyFetch.ts"
+import type { BinaryInit, RemoteRepo } from "./RemoteRepo.ts"
 import { bareFrames, stoppableTransfer, transfer } from "./RemoteRepo.ts"
 
 export interface IncomingBlob {
@@ -32,9 +32,7 @@ export interface IncomingBlob {
 
 const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_HASHES = 4096
-const IN_FLIGHT = 3
-/** What an early request's answer may bring before the download takes it (then it pauses): see `fetchEarly`. */
-const EARLY_HOLD = 1024 * 1024
+export const IN_FLIGHT = 3
 const { ChunkCompression, Frames } = Objects
 /** The route that answers framed chunk bytes; see packages/server/src/sync/ChunkFetchRoutes.ts. */
 export const FETCH_ROUTE = "chunks/fetch"
@@ -78,7 +76,7 @@ const withChunkLists = (remote: RemoteRepo, blobs: ReadonlyArray<IncomingBlob>) 
   })
 
 /** The chunks of `blobs` (each once, in order) in batches of at most BATCH_BYTES and BATCH_HASHES. */
-const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>> => {
+export const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>> => {
   const batches: Array<Array<string>> = []
   let current: Array<string> = []
   let bytes = 0
@@ -96,7 +94,7 @@ const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>
 }
 
 /** A chunks/fetch request for `hashes`. */
-const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
+export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
   // Asked for zstd frames: a server that does not compress ignores the field and answers raw. Bare frames asked for
   // too: a server without them ignores the field and answers hashed frames.
   const json = Buffer.from(JSON.stringify({
@@ -116,134 +114,11 @@ const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): 
   }
 }
 
-/** What a batch's download hands to its request: how to take the answer, ask the rest again, and stop. */
-interface FetchHooks {
-  readonly signal: AbortSignal
-  readonly resume: () => Promise<BinaryInit | undefined>
-  readonly stream: NonNullable<StreamedInit["stream"]>
-}
-
-/**
- * The first batches' chunks/fetch requests, sent before the download is ready to take their answers (a clone sends
- * them as soon as it knows its files, while it makes the checkout): the server reads the chunks meanwhile. An answer's
- * first EARLY_HOLD bytes are kept as they arrive, then it pauses (so the server waits too), until `downloadBlobs` takes
- * the request of the same batch and is handed them; nothing of it is verified or written before. Requests not taken
- * are stopped by `cancel` (and by `downloadBlobs` once done).
- */
-export interface EarlyFetch {
-  /** The head's files and the blobs of them to download, as given (`downloadBlobs` of this very list reuses the batches). */
-  readonly snapshot: unknown
-  readonly wanted: ReadonlyArray<IncomingBlob>
-  readonly blobs: ReadonlyArray<IncomingBlob>
-  readonly batches: ReadonlyArray<ReadonlyArray<string>>
-  /** The request of a batch of exactly these hashes, once. */
-  readonly claim: (hashes: ReadonlyArray<string>) => ((hooks: FetchHooks) => Promise<Answer>) | undefined
-  readonly cancel: () => void
-}
-
-/**
- * Sends the first batches of a download of `wanted` (as `downloadBlobs` would batch the same list) and answers them
- * held; undefined when a blob's chunk list is not known yet (`blobs/info` would be asked first).
- */
-export const fetchEarly = (remote: RemoteRepo, snapshot: unknown, wanted: ReadonlyArray<IncomingBlob>): EarlyFetch | undefined => {
-  const { blobs, chunkSizes } = plan(wanted)
-  if (chunkSizes === undefined) return undefined
-  const batches = batchesOf(chunkSizes)
-  const held = new Map<ReadonlyArray<string>, { readonly take: (hooks: FetchHooks) => Promise<Answer>; readonly controller: AbortController }>()
-  for (const batch of batches.slice(0, IN_FLIGHT)) {
-    const controller = new AbortController()
-    let hooks: FetchHooks | undefined
-    let attach!: (hooks: FetchHooks) => void
-    const attached = new Promise<FetchHooks>((resolve) => (attach = resolve))
-    /** The parts the last try's answer brought before the download took it, handed over in order once it does. */
-    let handedOver: Promise<void> = Promise.resolve()
-    const answer = fetchRequest(remote, batch).then((init) =>
-      remote.sendBinary(FETCH_ROUTE, {
-        ...init,
-        signal: controller.signal,
-        // After a break: once what came before it is handed over, the download asks for the rest.
-        resume: async () => {
-          const taker = hooks ?? await attached
-          await handedOver
-          return taker.resume()
-        },
-        stream: (status, headers) => {
-          // Taken whole (hashed frames) once claimed, as downloadBlobs does.
-          if (headers[Frames.HEADER] !== Frames.BARE_V1) return undefined
-          /** The download's consumer, once every part kept before it is handed over (parts go straight to it then). */
-          let live: BodyConsumer | undefined
-          const kept: Array<Buffer> = []
-          let keptBytes = 0
-          let ended = false
-          handedOver = attached.then(async (taker) => {
-            const consumer = taker.stream(status, headers)
-            if (consumer === undefined) throw new Error("the chunk answer was not taken")
-            // In order, parts that arrive meanwhile too.
-            for (let part = kept.shift(); part !== undefined; part = kept.shift()) await consumer.part(part)
-            live = consumer
-            if (ended) consumer.done()
-          })
-          // A failure shows where it is awaited (the answer, a resumed try, or the download's take).
-          handedOver.catch(() => {})
-          const whenTaken = handedOver
-          return {
-            // Kept until the download takes the answer; past EARLY_HOLD bytes the answer pauses (the server waits).
-            part: (part) => {
-              if (live !== undefined) return live.part(part)
-              kept.push(part)
-              keptBytes += part.length
-              return keptBytes >= EARLY_HOLD ? whenTaken : undefined
-            },
-            done: () => {
-              if (live !== undefined) live.done()
-              else ended = true
-            }
-          }
-        }
-      })
-    )
-    // Never claimed: stopped, and its failure is nobody's.
-    answer.catch(() => {})
-    const take = (taker: FetchHooks) => {
-      hooks = taker
-      if (taker.signal.aborted) controller.abort()
-      else taker.signal.addEventListener("abort", () => controller.abort(), { once: true })
-      attach(taker)
-      // An answer that ended before it was taken is the download's once its parts are handed over.
-      return answer.then(async (taken) => {
-        await handedOver
-        return taken
-      })
-    }
-    held.set(batch, { take, controller })
-  }
-  return {
-    snapshot,
-    wanted,
-    blobs,
-    batches,
-    claim: (hashes) => {
-      for (const [batch, { take }] of held) {
-        if (batch !== hashes && (batch.length !== hashes.length || batch.some((hash, i) => hash !== hashes[i]))) continue
-        held.delete(batch)
-        return take
-      }
-      return undefined
-    },
-    cancel: () => {
-      for (const [batch, { controller }] of held) {
-        held.delete(batch)
-        controller.abort()
-      }
-    }
-  }
-}
-
 /**
  * The blobs of a download, each once (the empty blob needs no transfer, whatever size the caller guessed), and their
  * chunks' sizes (undefined while a chunk list is missing).
  */
-const plan = (wanted: ReadonlyArray<IncomingBlob>) => {
+export const plan = (wanted: ReadonlyArray<IncomingBlob>) => {
   const blobs = [...new Map(wanted.map((b) => [b.hash, b.hash === Objects.Blake3.EMPTY_HASH ? { hash: b.hash, size: 0 } : b])).values()]
   const chunkSizes = new Map<string, number>()
   for (const blob of blobs) {
