@@ -22,7 +22,7 @@ import { outcomeUnknown } from "./CiOutcome.ts"
 import { type Conclusion, type JobState, runKey, type StepState } from "./CiRecord.ts"
 import { CiRuns, type RunnableRun } from "./CiRuns.ts"
 import { type Isolation, jobUser, releaseUser, type RunUser, stepCommand, warmStepLine } from "./Sandbox.ts"
-import { stepEnvironment } from "./StepEnvironment.ts"
+import { RUNNER_LANG, stepEnvironment } from "./StepEnvironment.ts"
 import { guarded } from "./NetnsPool.ts"
 import { type PreparedStep, runStep } from "./StepProcess.ts"
 import type { WarmSandboxes } from "./WarmSandboxes.ts"
@@ -58,7 +58,7 @@ export const cleanUpAfter = (cleanups: ReadonlyArray<Effect.Effect<void>>, scope
 const baseEnv = (dir: string): Record<string, string> => ({
   PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   HOME: dir,
-  LANG: "C.UTF-8",
+  LANG: RUNNER_LANG,
   TERM: "xterm",
   CI: "true"
 })

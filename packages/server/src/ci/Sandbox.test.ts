@@ -7,7 +7,7 @@ import * as path from "node:path"
 import { promisify } from "node:util"
 import { greeter, hostAddress, type Listener } from "../../../../test/support/hostNetwork.ts"
 import { type Isolation, jobUser, probe, stepCommand, UID_RANGE } from "./Sandbox.ts"
-import { stepEnvironment, unpacksInShell } from "./StepEnvironment.ts"
+import { RUNNER_LANG, stepEnvironment, unpacksInShell } from "./StepEnvironment.ts"
 
 const exec = promisify(execFile)
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
@@ -101,7 +101,7 @@ describe("Sandbox", () => {
     ].join("\n")
     // As the runner gives them (Runner.baseEnv, PWD), with a value of every kind.
     const plain = (workspace: string) => ({
-      PATH: "/usr/local/bin:/usr/bin:/bin", HOME: workspace, LANG: "C.UTF-8", TERM: "xterm", CI: "true", PWD: workspace,
+      PATH: "/usr/local/bin:/usr/bin:/bin", HOME: workspace, LANG: RUNNER_LANG, TERM: "xterm", CI: "true", PWD: workspace,
       QUOTED: "a b'\"$(no) `no`\nsecond line", EMPTY: "", _lower: "1"
     })
     const own = await runIn(isolation, false, script, plain)
@@ -116,6 +116,24 @@ describe("Sandbox", () => {
     expect(own.stdout).not.toContain("GROVE_STEP_ENV_")
   })
 
+  it("a step's first line is parsed in the runner's locale, as a shell given the step's variables would parse it", async () => {
+    const isolation = await ready()
+    // bash decodes $'\u…' as it parses, and it parses the whole first line (the prelude's too) before running any of it;
+    // a compound command from line 1 is parsed whole too.
+    const script = "echo $'\\u00e9' line1\nif true; then\n  echo $'\\u00e8' compound\nfi\necho $'\\u00ea' line4"
+    const env = (workspace: string) => ({ PATH: "/usr/bin:/bin", HOME: workspace, LANG: RUNNER_LANG, PWD: workspace })
+    for (const network of [false, true]) {
+      const own = await runIn(isolation, network, script, env)
+      const before = await runIn(isolation, network, script, (workspace) => ({ ...env(workspace), MAILCHECK: "60" }))
+      expect([own.ownShell, own.shells, before.ownShell, before.shells]).toEqual([true, 1, false, 2])
+      expect(own.stdout).toBe("é line1\nè compound\nê line4\n")
+      expect(own.stdout).toBe(before.stdout)
+    }
+    // Another LANG is the workflow's: the processes before the drop do not get it, so a shell of its own unpacks it.
+    const other = await runIn(isolation, false, "echo $'\\u00e9' $LANG", (workspace) => ({ ...env(workspace), LANG: "C" }))
+    expect([other.ownShell, other.stdout]).toEqual([false, "\\u00E9 C\n"])
+  })
+
   it("unpacks in a shell of its own the variables bash or the C library reads at start", () => {
     const env = { PATH: "/usr/bin:/bin", PWD: "/" }
     expect(unpacksInShell(env, "/")).toBe(true)
@@ -127,6 +145,11 @@ describe("Sandbox", () => {
     expect(unpacksInShell({ ...env, PWD: "/tmp" }, "/")).toBe(false)
     expect(unpacksInShell({ ...env, PWD: "/tmp/../tmp" }, "/tmp/../tmp")).toBe(false)
     expect(unpacksInShell({ PATH: "/usr/bin" }, "/no/such/dir")).toBe(true)
+    // LANG: the runner's own only.
+    expect(unpacksInShell({ ...env, LANG: RUNNER_LANG }, "/")).toBe(true)
+    expect(unpacksInShell({ ...env, LANG: "C" }, "/")).toBe(false)
+    expect(stepEnvironment({ LANG: RUNNER_LANG, A: "1" })).toEqual({ PATH: "/usr/bin:/bin", LANG: RUNNER_LANG, GROVE_STEP_ENV_LANG: RUNNER_LANG, GROVE_STEP_ENV_A: "1" })
+    expect(stepEnvironment({ LANG: "x/../y", A: "1" })).toEqual({ PATH: "/usr/bin:/bin", GROVE_STEP_ENV_LANG: "x/../y", GROVE_STEP_ENV_A: "1" })
   })
 
   it("cuts the network with network: false only", async () => {

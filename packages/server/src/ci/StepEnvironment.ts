@@ -3,6 +3,10 @@
  * process starter, nsenter, setpriv) or outside the sandbox (pasta, bwrap) get them packed under names nothing reads
  * (stepEnvironment); inside, as the job's user, they are unpacked: mostly by the step's shell itself, on the first line
  * of its script; when one of them acts at a shell's start-up, by a shell of its own that starts the step's with them.
+ *
+ * What the step can see of this about itself only (accepted): its shell's /proc/$$/environ is the block it started with
+ * (the packed names, PATH=/usr/bin:/bin, RUNNER_LANG), readable by its own uid and root; its /proc/$$/cmdline shows
+ * the prelude before its script. `env`, `declare -p` and its children see exactly its variables.
  */
 import { realpathSync } from "node:fs"
 
@@ -17,6 +21,13 @@ export const stepArgv = (run: string) => ["/bin/bash", "--noprofile", "--norc", 
 export const stepShell = (env: Readonly<Record<string, string>>, workspace: string, run: string): ReadonlyArray<string> =>
   unpacksInShell(env, workspace) ? stepArgv(UNPACK_PRELUDE + run) : [...unpackEnv, ...stepArgv(run)]
 
+/**
+ * The locale the runner gives every step (Runner.baseEnv). Not workflow input, so the processes before the drop may
+ * have it too: the step's shell starts with it and parses its first line in it, as a shell given the step's variables
+ * would (bash reads LANG at start; `$'\u00e9'` is decoded as the line is parsed, before the prelude's export).
+ */
+export const RUNNER_LANG = "C.UTF-8"
+
 /** Where the step's variables travel, each under its own name after this prefix: a name no loader nor libc reads. */
 const PACKED = "GROVE_STEP_ENV_"
 
@@ -24,10 +35,11 @@ const PACKED = "GROVE_STEP_ENV_"
  * The environment a cold step's command starts with. Its first processes run before the drop to the job's user (as
  * root: the process starter, nsenter, setpriv) or outside the sandbox (pasta, bwrap): given the step's variables as
  * they are, a workflow's `LD_PRELOAD=./x.so` would load a committed library into them. So they get a fixed PATH, and
- * every variable of the step under PACKED's prefix (not in argv: other host users can read that).
+ * every variable of the step under PACKED's prefix (not in argv: other host users can read that); and the runner's own
+ * LANG as it is, when the step has that one.
  */
 export const stepEnvironment = (env: Readonly<Record<string, string>>): Record<string, string> => {
-  const packed: Record<string, string> = { PATH: "/usr/bin:/bin" }
+  const packed: Record<string, string> = env.LANG === RUNNER_LANG ? { PATH: "/usr/bin:/bin", LANG: RUNNER_LANG } : { PATH: "/usr/bin:/bin" }
   for (const [name, value] of Object.entries(env)) packed[PACKED + name] = value
   return packed
 }
@@ -73,11 +85,12 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
  * Whether the step's shell can unpack its own variables and behave exactly as one started with them: every name a
- * plain one bash can export, none of STARTUP_*, a PATH (else bash's own default would be kept), and PWD, if there,
- * the canonical workspace (the directory bash finds itself in at start).
+ * plain one bash can export, none of STARTUP_*, a PATH (else bash's own default would be kept), no LANG but the
+ * runner's (which the shell starts with: stepEnvironment), and PWD, if there, the canonical workspace (the directory
+ * bash finds itself in at start).
  */
 export const unpacksInShell = (env: Readonly<Record<string, string>>, workspace: string): boolean => {
-  if (env.PATH === undefined) return false
+  if (env.PATH === undefined || (env.LANG !== undefined && env.LANG !== RUNNER_LANG)) return false
   for (const name of Object.keys(env)) {
     if (!NAME.test(name) || STARTUP_PREFIXES.test(name) || STARTUP_NAMES.has(name)) return false
   }
