@@ -71,6 +71,29 @@ it.effect("refuses more than 64x past 4 MiB as too large, and a window over 8 Mi
     expect(decodeBudgetInUse()).toBe(0)
   }))
 
+it.effect("a body whose frame declares its size decodes into one buffer of that size, taken from the budget first; one that does not, in pieces", () =>
+  Effect.gen(function*() {
+    const plain = compressible(5 * MiB + 123)
+    const start = decodeBudgetInUse()
+    const bodyOf = (compressed: Uint8Array, share: DecodeShare) =>
+      Stream.runCollect(zstdDecodedRequest(requestOf(compressed), 64 * MiB, share).stream).pipe(Effect.map((parts) => Array.from(parts)))
+    const share = new DecodeShare()
+    const [sized] = yield* bodyOf(zstdCompressSync(plain), share)
+    expect(Buffer.from(sized!).equals(plain)).toBe(true)
+    // The one buffer zstd wrote into (its size and a byte: node:zlib asks for another when one fills exactly).
+    expect(sized!.buffer.byteLength).toBe(plain.length + 1)
+    expect(decodeBudgetInUse() - start).toBe(plain.length)
+    const [unsized] = yield* bodyOf(zstdCompressSync(plain, { params: { [constants.ZSTD_c_contentSizeFlag]: 0 } }), share)
+    expect(Buffer.from(unsized!).equals(plain)).toBe(true)
+    expect(decodeBudgetInUse() - start).toBe(2 * plain.length)
+    share.release()
+    // A declared size past the route's limit or the ratio is not allocated: the stream stops at the limit as before.
+    expect(yield* decode(zstdCompressSync(plain), share, 4 * MiB)).toBe("BodyTooLarge")
+    expect(yield* decode(zstdCompressSync(Buffer.alloc(RATIO_FROM + MiB)), share)).toBe("BodyTooLarge")
+    share.release()
+    expect(decodeBudgetInUse()).toBe(start)
+  }))
+
 it.effect("a decoded body answers every accessor with the plain bytes, also after the router's modify", () =>
   Effect.gen(function*() {
     const form = new TextEncoder().encode("user_code=AB-CD&x=%3F")
