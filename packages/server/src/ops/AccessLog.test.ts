@@ -57,6 +57,29 @@ describe("access log writer", () => {
     expect(lines.map((line) => [line.request_id, line.status])).toEqual([[base.requestId, 200], ["last-one", 503]])
   })
 
+  it("all of a large exit flush goes through a pipe or socket, after output Node still held, without gluing to a cut line", () => {
+    // stdout on a pipe or socket is non-blocking: a plain write on the way out went only as far as the
+    // reader's free buffer (a socket pair's here; ~1 MB of lines is many times that, whatever the reader's pace).
+    const script = (before: string) => `const { writer } = await import(${JSON.stringify(new URL("./AccessLog.ts", import.meta.url).href)})
+      const log = writer("json")
+      ${before}
+      for (let i = 0; i < 5000; i++) log.write({ ...${JSON.stringify(base)}, requestId: "r" + i })
+      process.exit(0)`
+    for (const before of ["", `process.stdout.write("z".repeat(4e6) + "\\n")`]) {
+      const child = spawnSync(process.execPath, ["--input-type=module", "-e", script(before)], {
+        encoding: "utf8",
+        maxBuffer: 64 << 20,
+        timeout: 120_000
+      })
+      expect(child.status, child.stderr).toBe(0)
+      const lines = child.stdout.trimEnd().split("\n").filter((line) => !/^z*$/.test(line))
+      expect(lines).toHaveLength(5000)
+      expect(lines.map((line) => (JSON.parse(line) as Record<string, unknown>).request_id)).toEqual(
+        Array.from({ length: 5000 }, (_, i) => `r${i}`)
+      )
+    }
+  })
+
   it("text lines carry the same stamp", async () => {
     const written: Array<string> = []
     const log = writer("text", (text) => written.push(text))

@@ -4,6 +4,7 @@
  * batches, one write per turn of the event loop. Lines are JSON, or readable text on a terminal, as
  * the other log lines (ops/Logging.ts).
  */
+import { writeSync } from "node:fs"
 import type { LogFormat } from "./Logging.ts"
 
 export interface AccessEntry {
@@ -49,20 +50,68 @@ export interface AccessLogWriter {
   readonly write: (entry: AccessEntry) => void
 }
 
-export const writer = (format: LogFormat, out: (text: string) => void = (text) => process.stdout.write(text)): AccessLogWriter => {
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Writes all of `text` to `fd` before returning. Node's stdout on a pipe or socket is non-blocking: a
+ * write on the way out goes only as far as the reader's free buffer and the rest was dropped. EAGAIN
+ * waits a millisecond and tries again, until the reader has taken nothing for `patienceMs` (a reader
+ * that stopped reading must not hold the process forever); any other error (EPIPE) ends it.
+ */
+export const writeAllSync = (fd: number, text: string, patienceMs = 5000): void => {
+  let data = Buffer.from(text)
+  let stalledSince: number | undefined
+  while (data.length > 0) {
+    try {
+      data = data.subarray(writeSync(fd, data))
+      stalledSince = undefined
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") return
+      const now = Date.now()
+      stalledSince ??= now
+      if (now - stalledSince > patienceMs) return
+      Atomics.wait(pause, 0, 0, 1)
+    }
+  }
+}
+
+/**
+ * The exit flush to stdout. Output Node still holds (a slow reader's earlier lines) is lost at exit: when
+ * some is, the lines start on a line of their own, not glued to a cut one (a blank line if the cut fell
+ * between lines).
+ */
+const stdoutOnExit = (text: string): void =>
+  writeAllSync(process.stdout.fd ?? 1, process.stdout.writableLength > 0 ? `\n${text}` : text)
+
+/** Lines go to stdout, or to `out` (and on exit to `outOnExit`, else `out`) when given. */
+export const writer = (
+  format: LogFormat,
+  out?: (text: string) => void,
+  outOnExit?: (text: string) => void
+): AccessLogWriter => {
+  const send = out ?? ((text: string) => void process.stdout.write(text))
+  const sendOnExit = outOnExit ?? out ?? stdoutOnExit
   let pending: Array<string> = []
   // The ISO time of the last line's millisecond: lines of one millisecond share it (one Date and one
   // toISOString per millisecond, not per request).
   let stampedAt = -1
   let stamp = ""
-  const flush = () => {
-    if (pending.length === 0) return
+  const take = (): string | undefined => {
+    if (pending.length === 0) return undefined
     const lines = pending
     pending = []
-    out(lines.join("\n") + "\n")
+    return lines.join("\n") + "\n"
+  }
+  const flush = () => {
+    const text = take()
+    if (text !== undefined) send(text)
   }
   // Lines of the turn in which the process exits (a stop after draining, process.exit) would miss their
-  // setImmediate: they go out on the way out (a write to a pipe, file or terminal is synchronous here).
+  // setImmediate: they go out on the way out, written whole before the process ends.
+  const flushOnExit = () => {
+    const text = take()
+    if (text !== undefined) sendOnExit(text)
+  }
   let flushesOnExit = false
   return {
     write: (entry) => {
@@ -70,7 +119,7 @@ export const writer = (format: LogFormat, out: (text: string) => void = (text) =
         setImmediate(flush)
         if (!flushesOnExit) {
           flushesOnExit = true
-          process.once("exit", flush)
+          process.once("exit", flushOnExit)
         }
       }
       const now = Date.now()
