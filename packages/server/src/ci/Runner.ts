@@ -198,7 +198,7 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
         // The first step runs in the job's warm sandbox, if it has one still waiting.
         // A stored run from before `network` existed has none: on, as then.
         const started = i === 0 && warm !== undefined && warm.waiting()
-          ? warm.run(warmStepLine(env, step.run), log.write)
+          ? warm.run(warmStepLine(env, dir, step.run), log.write)
           : Effect.flatMap(guarded(stepCommand(context.isolation, user, dir, job.network !== false, step.run, env)), (command) =>
             runStep({ command, cwd: dir, env: stepEnvironment(env), onOutput: log.write }))
         const exit = yield* started.pipe(

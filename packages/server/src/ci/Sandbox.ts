@@ -36,7 +36,7 @@ import { access, readlink } from "node:fs/promises"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import type { NetnsPool } from "./NetnsPool.ts"
-import { stepArgv, stepShell } from "./StepEnvironment.ts"
+import { stepEnvironment, stepShell } from "./StepEnvironment.ts"
 
 const exec = promisify(execFile)
 
@@ -225,19 +225,26 @@ export const WARM_READY = "grove-sandbox-ready\n"
 /**
  * A sandbox started ahead of its step (network on, around `workspace`): bash waits with the terminal
  * raw and unechoed for one line (warmStepLine), restores the terminal, and replaces itself with the
- * step's shell under exactly that environment (`env -i`). Until then it holds nothing of any run.
+ * step's shell as a cold step's starts: with stepEnvironment's variables instead of its own (WAITING_ENV's), the same
+ * argv (stepShell); only SHLVL=0 (exec sets it) and `_` are more in the shell's initial environ, and bash sets both at
+ * start. Until then it holds nothing of any run.
  */
 export const warmCommand = (isolation: Isolation, user: RunUser | undefined, workspace: string): Effect.Effect<Command> =>
   inSandbox(isolation, user, workspace, true, [
     "/bin/bash", "--noprofile", "--norc", "-c",
     `saved=$(stty -g) && stty raw -echo && printf 'grove-sandbox-ready\\n' && IFS=' ' read -r -a words && stty "$saved" && args=() && ` +
-    `for word in "\${words[@]}"; do printf -v arg '%b' "\${word#.}"; args+=("$arg"); done && exec /usr/bin/env -i "\${args[@]}"`
+    `for word in "\${words[@]}"; do printf -v arg '%b' "\${word#.}"; args+=("$arg"); done && unset PATH LANG && ` +
+    `for ((i = 1; i <= args[0]; i++)); do export "\${args[i]}"; done && exec "\${args[@]:args[0]+1}"`
   ])
 
-/** The line a warm sandbox turns into its step: `NAME=value`… and the step's shell, each a dot then every byte as `\xHH`. */
-export const warmStepLine = (env: Readonly<Record<string, string>>, run: string): string => {
+/**
+ * The line a warm sandbox turns into its step: how many variables, stepEnvironment(env) as `NAME=value`…, then
+ * stepShell's argv; each word a dot then every byte as `\xHH`.
+ */
+export const warmStepLine = (env: Readonly<Record<string, string>>, workspace: string, run: string): string => {
   const hex = (text: string) => Buffer.from(text, "utf8").toString("hex").replace(/../g, "\\x$&")
-  const words = [...Object.entries(env).map(([name, value]) => `${name}=${value}`), ...stepArgv(run)]
+  const variables = Object.entries(stepEnvironment(env)).map(([name, value]) => `${name}=${value}`)
+  const words = [String(variables.length), ...variables, ...stepShell(env, workspace, run)]
   // Each word starts with a dot, so that an empty one is still a word.
   return `${words.map((word) => `.${hex(word)}`).join(" ")}\n`
 }

@@ -4,17 +4,21 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { makeSpawner, PtySpawner } from "./PtySpawner.ts"
-import { jobUser, probe, stepCommand } from "./Sandbox.ts"
-import { stepEnvironment } from "./StepEnvironment.ts"
-import { runStep } from "./StepProcess.ts"
+import { jobUser, probe, stepCommand, WARM_READY, warmCommand, warmStepLine } from "./Sandbox.ts"
+import { RUNNER_LANG, stepEnvironment } from "./StepEnvironment.ts"
+import { prepareStep, runStep } from "./StepProcess.ts"
+import { WAITING_ENV } from "./WarmSandboxes.ts"
 
 const settings = { runAsUser: "nobody", uidBase: 200_000, unsafeSharedRunner: false }
 // One process starter for the file, as a server has one.
 const spawner = makeSpawner()
 afterAll(() => spawner.close())
 
-/** Runs `script` as a step in a real sandbox (network on, as by default): its exit code, its output, when each came. */
-const sandboxedStep = (script: string) =>
+/**
+ * Runs `script` as a step in a real sandbox (network on, as by default): its exit code, its output, when each came.
+ * `warm`: in a sandbox started ahead of it (WarmSandboxes), told its step through the terminal.
+ */
+const sandboxedStep = (script: string, envIn: (workspace: string) => Record<string, string> = () => ({ PATH: "/usr/bin:/bin" }), warm = false) =>
   Effect.scoped(Effect.gen(function*() {
     const found = yield* probe(settings)
     if (found._tag !== "Ready") return yield* Effect.die(new Error(`no sandbox on this machine: ${found.reason}`))
@@ -22,10 +26,16 @@ const sandboxedStep = (script: string) =>
     const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "grove-step-test-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(workspace, { recursive: true, force: true })))
     if (user !== undefined) fs.chownSync(workspace, user.uid, user.gid)
-    const env = { PATH: "/usr/bin:/bin" }
-    const command = yield* stepCommand(found.isolation, user, workspace, true, script, env)
+    const env = envIn(workspace)
     let output = ""
     let exitedAtEnd: boolean | undefined
+    if (warm) {
+      const waitingCommand = yield* warmCommand(found.isolation, user, workspace)
+      const waiting = yield* Effect.promise(() => prepareStep(spawner, waitingCommand, workspace, WAITING_ENV, WARM_READY))
+      const code = yield* waiting.run(warmStepLine(env, workspace, script), (text) => (output += text))
+      return { code, output, workspace, exitedAtEnd }
+    }
+    const command = yield* stepCommand(found.isolation, user, workspace, true, script, env)
     const code = yield* runStep({
       command,
       cwd: workspace,
@@ -93,6 +103,31 @@ describe("StepProcess", () => {
       expect(code).toBe(5)
       expect(output).toBe("\x1b]grove-exit;00000000000000000000000000000000;0\x07x\x1b]grove-exitail")
     }), 60_000)
+
+  it.effect("a step in a sandbox started ahead starts as a cold one: same variables, shell, options, first line", () =>
+    Effect.gen(function*() {
+      // What bash shows of itself (the values that change from one start to the next left out) and its own environ
+      // block (sorted: bash's export order is its own; `_` and SHLVL are the waiting shell's exec's, reset at start).
+      const script = [
+        "echo $'\\u00e9' \"_=$_ line=$LINENO $# $0 $-\"",
+        "declare -p | grep -v -E '^declare -[a-zA-Z-]* (BASHPID|RANDOM|SRANDOM|SECONDS|EPOCH|PPID|BASH_COMMAND|_=|LINENO)'",
+        "env | sort; shopt; set -o; pwd; echo ${#BASH_EXECUTION_STRING}",
+        "tr '\\0' '\\n' < /proc/$$/environ | grep -v -e '^_=' -e '^SHLVL=0$' | sort"
+      ].join("\n")
+      const plain = (workspace: string) => ({
+        PATH: "/usr/local/bin:/usr/bin:/bin", HOME: workspace, LANG: RUNNER_LANG, TERM: "xterm", PWD: workspace,
+        QUOTED: "a b'\"$(no) `no`\nsecond line", EMPTY: ""
+      })
+      // MAILCHECK: a shell of its own unpacks the variables (StepEnvironment.unpacksInShell), warm or cold.
+      for (const envIn of [plain, (workspace: string) => ({ ...plain(workspace), MAILCHECK: "60" })]) {
+        const cold = yield* sandboxedStep(script, envIn)
+        const warm = yield* sandboxedStep(script, envIn, true)
+        expect([warm.code, cold.code]).toEqual([0, 0])
+        expect(warm.output.replaceAll(warm.workspace, "<workspace>")).toBe(cold.output.replaceAll(cold.workspace, "<workspace>"))
+        expect(cold.output.startsWith("é _=/bin/bash line=1 0 /bin/bash ehBc\n")).toBe(true)
+        expect(cold.output).toContain("\ndeclare -x QUOTED=$'a b\\'\"$(no) `no`\\nsecond line'\n")
+      }
+    }), 120_000)
 
   it.effect("reports the exit when the output ends, without a quiet period after it", () =>
     Effect.gen(function*() {

@@ -35,8 +35,8 @@ export interface WarmSandboxes {
   readonly take: Effect.Effect<Warm | undefined>
 }
 
-/** The environment of a waiting sandbox (its PID 1's): no run's. */
-const WAITING_ENV = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" }
+/** The environment of a waiting sandbox (its PID 1's): no run's. Its shell unsets these names before its step (Sandbox.warmCommand). */
+export const WAITING_ENV = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" }
 
 const waitingGauge = Metric.gauge("grove_ci_sandboxes_waiting", { description: "CI sandboxes started ahead and waiting for a step on this node" })
 
