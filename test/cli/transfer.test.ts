@@ -618,3 +618,44 @@ describe("grove transfers with bare frames", () => {
     }
   }, 180_000)
 })
+
+describe("grove transfers to a node busy decoding zstd bodies", () => {
+  it("a zstd chunk batch answered 503 busy (other pushers fill the decode budget) goes again per chunk at once, never as zstd again; the push and clone succeed", async () => {
+    const isZstdBatch = (req: http.IncomingMessage) =>
+      req.method === "POST" && req.url?.endsWith("/chunks/batch") === true && req.headers["content-encoding"] === "zstd"
+    // The server's own answer when DECODE_BUDGET is full (BodyLimits.decodeBusy): here for every zstd batch.
+    let busy = 0
+    const full = await interceptingProxy(proxy.url, (req, res) => {
+      if (!isZstdBatch(req)) return false
+      busy++
+      res.writeHead(503, { "content-type": "application/json", "retry-after": "1" })
+      res.end(JSON.stringify({ error: "too many compressed request bodies are being decoded: retry shortly", code: "unavailable", retryable: true }))
+      return true
+    })
+    try {
+      const work = tempDir("busy")
+      const files: Record<string, string> = {}
+      // Three batches of at most 256 chunks, all compressible text: each would go as one zstd body.
+      for (let i = 0; i < 600; i++) files[`src/d${i % 16}/f${i}.ts`] = text("busy", i, 2000 + (i % 7) * 100)
+      writeTree(work, files)
+      const options = { ...at(tess, work), env: { ...tess.env, GROVE_REMOTE: full.url } }
+      await ok(["init", "--name", "busy", "--json"], options)
+      proxy.take()
+      const pushed = json(await ok(["push", "--json"], options))
+      expect(pushed).toMatchObject({ pushed_commits: 1, uploaded_chunks: 600 })
+      const reached = proxy.take().filter((r) => r.path.endsWith("/chunks/batch"))
+      expect(reached.length).toBeGreaterThanOrEqual(3)
+      // Each batch went as zstd once (no wait and no second zstd try), then per chunk: frames zstd on their own.
+      expect(busy).toBe(reached.length)
+      expect(reached.map((r) => [r.status, r.requestHeaders["content-encoding"]])).toEqual(reached.map(() => [200, undefined]))
+      const frames = (await Promise.all(reached.map((r) => bareFrames(r.body)))).flat()
+      expect(frames.length).toBe(600)
+      expect(frames.every((f) => f.zstd)).toBe(true)
+      const copy = path.join(tempDir("busy-clone"), "c")
+      await ok(["clone", "tess/busy", copy, "--branch", pushed.branch, "--json"], at(tess, work))
+      expect(listing(copy)).toEqual(listing(work))
+    } finally {
+      await full.close()
+    }
+  }, 180_000)
+})

@@ -48,6 +48,8 @@ export interface StreamedInit extends BinaryInit {
   readonly resume?: (() => Promise<BinaryInit | undefined>) | undefined
   /** Aborts the request (and any try after it). */
   readonly signal?: AbortSignal | undefined
+  /** A 503 fails at once instead of being tried again after a pause: the caller has another way to send it. */
+  readonly busyFailsAtOnce?: boolean | undefined
 }
 
 const encodeSegment = encodeURIComponent
@@ -94,7 +96,8 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
   const withRetry = async <A>(
     send: () => Promise<A>,
     statusOf: (answer: A) => readonly [status: number, retryAfter: string | undefined],
-    { discard, retryable = () => true, signal }: {
+    { busyFailsAtOnce = false, discard, retryable = () => true, signal }: {
+      readonly busyFailsAtOnce?: boolean
       /** Whether a thrown try may be made again. */
       readonly retryable?: () => boolean
       readonly signal?: AbortSignal | undefined
@@ -120,7 +123,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
         continue
       }
       const [status, retryAfter] = statusOf(answer)
-      const wait = signal?.aborted === true ? undefined : pauseAfterAnswer(attempt, status, retryAfter)
+      const wait = signal?.aborted === true || (status === 503 && busyFailsAtOnce) ? undefined : pauseAfterAnswer(attempt, status, retryAfter)
       if (wait === undefined) return answer
       discard?.(answer)
       await pause(Duration.toMillis(wait), signal)
@@ -195,7 +198,11 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       const answer = await withRetry(
         send,
         (answer) => [answer.status, answer.headers["retry-after"]],
-        { retryable: () => !rejected && (taken === undefined || init.resume !== undefined), signal: init.signal }
+        {
+          retryable: () => !rejected && (taken === undefined || init.resume !== undefined),
+          signal: init.signal,
+          busyFailsAtOnce: init.busyFailsAtOnce === true
+        }
       )
       if (answer.status < 200 || answer.status >= 300) {
         let body: unknown

@@ -210,16 +210,26 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
       const post = async (asBare: boolean, asWhole: boolean) => {
         const { body, contentEncoding } = await bodyOf(frames, asBare, asWhole)
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
-        await remote.sendBinary("chunks/batch", { method: "POST", body, contentType, ...(contentEncoding === undefined ? {} : { contentEncoding }) })
+        await remote.sendBinary("chunks/batch", {
+          method: "POST",
+          body,
+          contentType,
+          // A zstd body's plain bytes count against the server's decode budget, which other pushers may fill: its
+          // 503 goes per chunk at once (below) rather than waiting for them.
+          ...(contentEncoding === undefined ? {} : { contentEncoding, busyFailsAtOnce: true })
+        })
         return body.length
       }
+      const status = (error: unknown) => error instanceof CliFailure ? error.details?.["status"] : undefined
       const asBare = bare
       const asWhole = wholeBody
       sentBytes += await post(asBare, asWhole).catch((error: unknown) => {
+        // Busy decoding others' zstd bodies: this batch per chunk (which the chunk handler decodes), later ones as before.
+        if (asWhole && status(error) === 503) return post(asBare, false)
         // A node that knows neither bare frames nor zstd bodies (an older one behind the same address, mid-upgrade)
         // reads them as hashed frames and answers 400: invalid_batch, or invalid_chunk when the bytes happen to parse
         // as one frame with a garbage hash. This batch again, and every later one, as plain hashed frames.
-        if (!(asBare || asWhole) || !(error instanceof CliFailure && error.details?.["status"] === 400)) throw error
+        if (!(asBare || asWhole) || status(error) !== 400) throw error
         bare = false
         wholeBody = false
         return post(false, false)

@@ -10,7 +10,9 @@
  *   `RATIO_FROM` plain bytes a body may not be more than `MAX_RATIO` times its compressed size (413:
  *   a push's JSON compresses ~7x), the window is RFC 9659's 8 MiB, and the plain bytes held by all
  *   zstd requests at once may not pass `DECODE_BUDGET` (the next one answers 503 at once: waiting
- *   for bytes others hold until their requests end could deadlock, and grove pushes one body at a time).
+ *   for bytes others hold until their requests end could deadlock). Concurrent pushes can fill it with
+ *   chunk batches (up to 16 MiB plain each, three in flight a push): grove sends a batch answered so
+ *   again at once as per-chunk frames, which the chunk handler decodes outside this budget.
  * - A JSON answer of at least `RESPONSE_FROM` bytes to a caller that sent `Accept-Encoding: zstd` goes
  *   zstd-compressed (`Content-Encoding: zstd`, `Vary: Accept-Encoding`); anyone else gets it as before.
  *
