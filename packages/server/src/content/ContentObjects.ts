@@ -2,7 +2,7 @@
  * Rows of the content model: trees and blobs (per organization), commits and
  * what a repository's published commits reach (per repository). Reads and the
  * writes that may happen before a push command (objects only: nothing here
- * moves a branch).
+ * moves a branch). Dedup and upload grants are UploadGrants.ts's statements.
  */
 import type { ApiSync } from "@grove/api"
 import * as Tree from "@grove/core/objects/Tree"
@@ -11,9 +11,9 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { byHash, inBatches, plannedFor } from "../db/Batches.ts"
-import { type ChunkRow, insertChunkRows } from "./ChunkStore.ts"
 import { type CommitHeader, loadCommitHeaders } from "./CommitHeaders.ts"
 import { makeRememberedTrees } from "./RememberedTrees.ts"
+import { makeUploadGrants, REGISTER_BATCH, type UploadGrants } from "./UploadGrants.ts"
 
 export interface BlobInfo {
   readonly hash: string
@@ -21,40 +21,7 @@ export interface BlobInfo {
   readonly chunks: ReadonlyArray<{ readonly hash: string; readonly offset: number; readonly size: number }>
 }
 
-/**
- * What dedup may count as present for one caller writing to one repository: objects a repository the
- * caller (within its key's repository limit) can read reaches, and objects this caller uploaded to
- * such a repository. Anything else is missing and must be uploaded again (its bytes are still stored once).
- * In a repository whose path permissions withhold something from the caller, only blobs it may read at
- * a branch head count (and their chunks): a hash alone never grants content.
- */
-export interface DedupScope {
-  readonly orgId: string
-  /** The repository written to: uploads are recorded against it. */
-  readonly repoId: string
-  /** `user:<id>` or `service_account:<id>`. */
-  readonly principal: string
-  /** Ids of the organization's repositories the caller can read (the written one among them). */
-  readonly readable: ReadonlyArray<string>
-  /** Of `readable`, those whose path permissions withhold something from the caller (usually none). */
-  readonly restricted: ReadonlyArray<RestrictedRepository>
-}
-
-/** Who uploads, and to which repository: all that recording an upload needs. */
-export type Uploader = Pick<DedupScope, "repoId" | "principal">
-
-export interface RestrictedRepository {
-  readonly repoId: string
-  /** Whether the caller may read a path there (the policy of main's `.oak/PERMISSIONS`). */
-  readonly canRead: (path: string) => boolean
-  /** The blobs the caller may read at the repository's branch heads (computed once, when asked). */
-  readonly readableBlobs: Effect.Effect<ReadonlySet<string>, SqlError>
-}
-
-export type ObjectKind = "chunk" | "blob" | "tree"
-
-/** The organization's store of each kind: an upload counts only while its object is still stored. */
-const STORED_TABLE: Record<ObjectKind, string> = { chunk: "chunks", blob: "blobs", tree: "trees" }
+export type { DedupScope, ObjectKind, RestrictedRepository, Uploader } from "./UploadGrants.ts"
 
 export interface CommitRow {
   readonly hash: string
@@ -87,13 +54,7 @@ export const toTreeData = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>)
   entries: entries.map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
 })
 
-/** A grant older than 10 minutes is renewed: gc (housekeeping/Gc.ts) revokes the grants of objects idle past its grace. */
-const RENEW_GRANT = "ON CONFLICT (repo_id, principal, hash) DO UPDATE SET created_at = now() WHERE object_uploads.created_at < now() - interval '10 minutes'"
-/** A grant RENEW_GRANT would leave as it is (the complement of its WHERE). */
-const FRESH_GRANT = "u.created_at >= now() - interval '10 minutes'"
 
-/** Rows written per statement where they go as arrays (unnest). */
-const REGISTER_BATCH = 5000
 
 
 
@@ -137,24 +98,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   readonly repoBlobs: (repoId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
   /** The organization's repositories, to decide which of them a caller can read. */
   readonly orgRepositories: (orgId: string) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly isPublic: boolean }>, SqlError>
-  /** Of `hashes`, the stored objects of `kind` that count as present for the scope's caller (see DedupScope). */
-  readonly present: (kind: ObjectKind, scope: DedupScope, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
-  /** Records that the scope's caller uploaded these objects (verified bytes, or verified trees and blob mappings) to its repository. */
-  readonly recordUploads: (scope: Uploader, hashes: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
-  /**
-   * `recordUploads` for stored chunks: each grant is recorded in the statement that locks its chunk row if gc
-   * marked it (FOR KEY SHARE), so gc's sweep, which locks a row before its last check, either deleted the row
-   * first or sees the grant. Answers the chunks whose row is gone (swept after the caller stored them): they
-   * are not granted. `stored`: rows of chunks whose bytes were just written (ChunkStore.storeBytes), inserted
-   * by the same statement.
-   */
-  readonly recordChunkUploads: (
-    scope: Uploader,
-    orgId: string,
-    hashes: ReadonlyArray<string>,
-    stored?: ReadonlyArray<ChunkRow>
-  ) => Effect.Effect<ReadonlySet<string>, SqlError>
-}>()("grove/server/content/ContentObjects") {
+} & UploadGrants>()("grove/server/content/ContentObjects") {
   static readonly layer = Layer.effect(ContentObjects, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const remembered = makeRememberedTrees()
@@ -304,99 +248,7 @@ export class ContentObjects extends Context.Service<ContentObjects, {
         sql<{ id: string; is_public: boolean }>`SELECT id::text AS id, is_public FROM repositories WHERE org_id = ${orgId}`.pipe(
           Effect.map((rows) => rows.map((r) => ({ id: r.id, isPublic: r.is_public === true })))
         ),
-      present: Effect.fnUntraced(function*(kind, scope, hashes) {
-        if (scope.readable.length === 0) return new Set<string>()
-        const readable = [...scope.readable]
-        const unique = [...new Set(hashes)]
-        // Trees are sent whole to every reader (only blobs are withheld): a restricted repository's trees count.
-        const restricted = kind === "tree" ? [] : scope.restricted
-        const restrictedIds = new Set(restricted.map((r) => r.repoId))
-        const whole = readable.filter((id) => !restrictedIds.has(id))
-        // A chunk is reached through a blob of a repository: each repository id joins as a row (unnest), so both
-        // keys of repo_blobs' index are the lookup. As `rb.repo_id = ANY(...)` the join key was a filter, and once
-        // the tables were analyzed before a new organization's rows arrived (estimated at ~1 row) the plan was a
-        // nested loop reading all the repository's rows per chunk: 6.6 s per 2,000-hash batch instead of ~20 ms.
-        // The caller's uploads: the stored ones' hashes as one array (an InitPlan), no join. As `EXISTS (... o.hash =
-        // u.hash)` it was a nested loop over the organization's stored rows times the uploads (9 s per batch).
-        const rows = yield* inBatches(unique, (slice) => {
-          const reached = kind === "chunk"
-            ? sql`SELECT bc.chunk_hash AS hash FROM blob_chunks bc, unnest(${whole}::uuid[]) r(id)
-                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice})
-                AND EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.repo_id = r.id AND rb.blob_hash = bc.blob_hash)`
-            : kind === "blob"
-            ? sql`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ANY(${whole}::uuid[]) AND blob_hash = ANY(${slice})`
-            : sql`SELECT tree_hash AS hash FROM repo_trees WHERE repo_id = ANY(${whole}::uuid[]) AND tree_hash = ANY(${slice})`
-          return sql<{ hash: string }>`${reached}
-            UNION SELECT u.hash FROM object_uploads u WHERE u.repo_id = ANY(${readable}::uuid[]) AND u.principal = ${scope.principal}
-              AND u.hash = ANY(ARRAY(SELECT o.hash FROM ${sql.literal(STORED_TABLE[kind])} o
-                WHERE o.org_id = ${scope.orgId} AND o.hash = ANY(${slice})))`
-        })
-        const found = new Set(rows.map((r) => r.hash))
-        const rest = unique.filter((h) => !found.has(h))
-        if (restricted.length === 0 || rest.length === 0) return found
-        // What only restricted repositories reach counts when its blob is readable there at a branch head;
-        // the walk for that happens only when such a candidate exists (and is cached by heads).
-        const ids = [...restrictedIds]
-        const candidates = yield* inBatches(rest, (slice) =>
-          kind === "chunk"
-            ? sql<{ repo_id: string; hash: string; blob: string }>`SELECT DISTINCT r.id::text AS repo_id, bc.chunk_hash AS hash,
-                bc.blob_hash AS blob FROM blob_chunks bc, unnest(${ids}::uuid[]) r(id)
-                WHERE bc.org_id = ${scope.orgId} AND bc.chunk_hash = ANY(${slice})
-                AND EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.repo_id = r.id AND rb.blob_hash = bc.blob_hash)`
-            : sql<{ repo_id: string; hash: string; blob: string }>`SELECT repo_id::text AS repo_id, blob_hash AS hash, blob_hash AS blob
-                FROM repo_blobs WHERE repo_id = ANY(${ids}::uuid[]) AND blob_hash = ANY(${slice})`)
-        for (const repo of restricted) {
-          const mine = candidates.filter((c) => c.repo_id === repo.repoId && !found.has(c.hash))
-          if (mine.length === 0) continue
-          const readableBlobs = yield* repo.readableBlobs
-          for (const c of mine) if (readableBlobs.has(c.blob)) found.add(c.hash)
-        }
-        return found
-      }),
-      recordUploads: Effect.fnUntraced(function*(scope, hashes) {
-        const unique = [...new Set(hashes)].sort()
-        // The hashes as one array (unnest): as VALUES each row took three bind parameters, a statement per 1,000.
-        // A fresh grant is left out before the insert: ON CONFLICT would lock its row (a tuple write and a WAL
-        // record) only to change nothing, and a push's small blobs were all granted by its chunk upload just before.
-        for (let i = 0; i < unique.length; i += REGISTER_BATCH) {
-          const slice = unique.slice(i, i + REGISTER_BATCH)
-          yield* plannedFor(slice.length, sql`INSERT INTO object_uploads (repo_id, principal, hash)
-            SELECT ${scope.repoId}::uuid, ${scope.principal}, h FROM unnest(${slice}::text[]) AS h
-            WHERE NOT EXISTS (SELECT 1 FROM object_uploads u WHERE u.repo_id = ${scope.repoId}::uuid
-              AND u.principal = ${scope.principal} AND u.hash = h AND ${sql.literal(FRESH_GRANT)})
-            ${sql.literal(RENEW_GRANT)}`)
-        }
-      }),
-      recordChunkUploads: Effect.fnUntraced(function*(scope, orgId, hashes, stored = []) {
-        const unique = [...new Set(hashes)]
-        const rows = new Map(stored.map((r) => [r.hash, r]))
-        const kept = new Set<string>()
-        for (let i = 0; i < unique.length; i += 1000) {
-          const slice = unique.slice(i, i + 1000)
-          const fresh = slice.flatMap((h) => rows.get(h) ?? [])
-          // Chunks whose rows this statement inserts are not looked up (a first push's batches are all such): a row
-          // it inserts is not in its snapshot, so it counts as kept through `inserted`. One whose insert meets a row
-          // another upload inserted meanwhile is not kept: answered gone, so the caller's next round finds it.
-          const older = slice.filter((h) => !rows.has(h))
-          // The rows of chunks just stored go in the same statement (one round trip per group of uploaded chunks, not
-          // two). Only a marked row can be swept (content/ReferencedObjects.ts): those are locked, the rest just read.
-          const keptRows = older.length === 0
-            ? sql`SELECT hash FROM inserted`
-            : sql`SELECT o.hash FROM chunks o WHERE o.org_id = ${orgId} AND o.hash = ANY(${older})
-                AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash)
-              UNION ALL SELECT hash FROM marked UNION ALL SELECT hash FROM inserted`
-          const found = yield* plannedFor(slice.length, sql<{ hash: string }>`WITH
-            inserted AS (${fresh.length === 0 ? sql`SELECT NULL::text AS hash WHERE false` : sql`${insertChunkRows(sql, orgId, fresh)} RETURNING hash`}),
-            ${older.length === 0 ? sql`` : sql`marked AS (SELECT o.hash FROM chunks o JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = 'chunk' AND m.hash = o.hash
-              WHERE o.org_id = ${orgId} AND o.hash = ANY(${older}) FOR KEY SHARE OF o),`}
-            kept AS (${keptRows}),
-            granted AS (INSERT INTO object_uploads (repo_id, principal, hash)
-              SELECT ${scope.repoId}::uuid, ${scope.principal}, hash FROM kept ${sql.literal(RENEW_GRANT)})
-            SELECT hash FROM kept`)
-          for (const row of found) kept.add(row.hash)
-        }
-        return new Set(unique.filter((h) => !kept.has(h)))
-      })
+      ...makeUploadGrants(sql)
     })
   }))
 }
