@@ -55,6 +55,25 @@ const reply = (message) => {
 }
 
 /**
+ * node-pty (1.1.0) destroys a terminal's socket 200 ms after its process exited when it has not closed by then, and
+ * what was still unread is lost: a terminal paused here (above) that long lost its last output, the exit marker with
+ * it (its step's end then waited for pasta's). While blocked that destroy waits; after the resume, 200 ms more.
+ * @param {import("node-pty").IPty} child
+ */
+const keepWhileBlocked = (child) => {
+  /** @type {{ destroy: (...args: Array<unknown>) => unknown } | undefined} */
+  const socket = /** @type {any} */ (child)._socket
+  if (socket === undefined) return
+  const destroy = socket.destroy.bind(socket)
+  // Only node-pty's timer calls it with no error while paused (a paused socket reads nothing: no EOF, no EIO).
+  socket.destroy = (...args) => {
+    if (!blocked || args.length > 0) return destroy(...args)
+    process.stdout.once("drain", () => setTimeout(() => destroy(), 200))
+    return socket
+  }
+}
+
+/**
  * Each "\n"-ended line of `stream`. JSON.stringify writes no raw "\n"; readline would also end a line at U+2028 and
  * U+2029, which JSON leaves as they are.
  * @param {NodeJS.ReadableStream} stream @param {(line: string) => void} onLine
@@ -103,6 +122,7 @@ const start = (id, file, args, cwd, env, uid, gid) => {
     return
   }
   live.set(id, child)
+  keepWhileBlocked(child)
   if (blocked) child.pause()
   child.onData((text) => reply(["d", id, text]))
   child.onExit(({ exitCode, signal }) => {

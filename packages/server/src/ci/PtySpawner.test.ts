@@ -11,23 +11,52 @@ afterAll(() => spawner.close())
 const spawnTerminal = spawner.spawn
 const helperPid = spawner.pid
 
-const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+/** Neither gone nor a zombie. A process reaped between two reads of /proc is gone, not an error. */
+const alive = (pid: number) => {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+  } catch {
+    return false
+  }
+}
 
-const until = async (check: () => boolean, ms = 10_000) => {
-  const end = Date.now() + ms
+/**
+ * Polls until a process is gone (no event tells it for a process not this one's child). Its deadline is only a
+ * cap under the test's timeout: a 10 s one failed at load ~20. Output is awaited as an event (`gathered().seen`).
+ */
+const until = async (check: () => boolean) => {
+  const end = Date.now() + 50_000
   while (!check()) {
     if (Date.now() > end) throw new Error("timed out")
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
 
-/** A shell in a terminal: its output and its end. */
-const shell = (script: string) => {
+/** Output as it comes; `seen` resolves at the chunk after which it passes `test`. */
+const gathered = () => {
   let output = ""
+  const waiting: Array<() => void> = []
+  return {
+    add: (text: string) => {
+      output += text
+      for (const listener of waiting) listener()
+    },
+    output: () => output,
+    seen: (test: (text: string) => boolean) =>
+      new Promise<void>((resolve) => {
+        if (test(output)) resolve()
+        else waiting.push(() => test(output) && resolve())
+      })
+  }
+}
+
+/** A shell in a terminal: its output (and when it first passes a test) and its end. */
+const shell = (script: string) => {
+  const output = gathered()
   const terminal: Terminal = spawnTerminal("/bin/sh", ["-c", script], { cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
-  terminal.onData((text) => (output += text))
+  terminal.onData(output.add)
   const exit = new Promise<{ exitCode: number; signal: number }>((resolve) => terminal.onExit(resolve))
-  return { terminal, exit, output: () => output }
+  return { terminal, exit, output: output.output, seen: output.seen }
 }
 
 describe("PtySpawner", () => {
@@ -77,9 +106,30 @@ describe("PtySpawner", () => {
     expect(received).toBe(size + 3)
   }, 180_000)
 
+  it("keeps the last output of a step that exits while its output is held back", async () => {
+    // One step's 4 MiB while this process does not read for 2 s: the helper pauses every terminal, and another step
+    // prints and exits meanwhile. node-pty destroyed a terminal not closed 200 ms after its exit: its output was lost.
+    let stalled = false
+    const big = spawnTerminal("/bin/sh", ["-c", "head -c 4194304 /dev/zero | tr '\\0' x"], { cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
+    big.onData(() => {
+      if (stalled) return
+      stalled = true
+      const until = Date.now() + 2000
+      while (Date.now() < until) {
+        // Not reading.
+      }
+    })
+    const bigExit = new Promise((resolve) => big.onExit(resolve))
+    const small = shell("sleep 0.3; printf small-end")
+    expect(await small.exit).toEqual({ exitCode: 0, signal: 0 })
+    expect(small.output()).toBe("small-end")
+    expect(stalled).toBe(true)
+    expect(await bigExit).toEqual({ exitCode: 0, signal: 0 })
+  }, 60_000)
+
   it("starts a terminal with no descriptor but its own three (not another terminal's master)", async () => {
     const other = shell("echo up; sleep 100")
-    await until(() => other.output().includes("up"))
+    await other.seen((text) => text.includes("up"))
     // The shell's own descriptors, listed by ls (a pipeline would add the shell's pipe ends).
     const step = shell("ls -1 /proc/$$/fd")
     expect(await step.exit).toEqual({ exitCode: 0, signal: 0 })
@@ -90,7 +140,7 @@ describe("PtySpawner", () => {
 
   it("kills a terminal's whole process group", async () => {
     const step = shell("sleep 100 & echo $!; wait")
-    await until(() => /\d+\r\n/.test(step.output()))
+    await step.seen((text) => /\d+\r\n/.test(text))
     const background = Number(step.output().trim())
     expect(alive(background)).toBe(true)
     step.terminal.kill()
@@ -100,7 +150,7 @@ describe("PtySpawner", () => {
 
   it("ends the terminals of a helper that died as killed, and starts a new helper for the next", async () => {
     const before = shell("echo up; sleep 100")
-    await until(() => before.output().includes("up"))
+    await before.seen((text) => text.includes("up"))
     const first = helperPid()!
     process.kill(first, "SIGKILL")
     expect((await before.exit).signal).toBe(9)
@@ -121,10 +171,11 @@ describe("PtySpawner", () => {
        const terminal = spawner.spawn("/bin/sh", ["-c", "echo $$; exec sleep 100"], { cwd: "/", env: {} })
        terminal.onData((text) => process.stdout.write(spawner.pid() + " " + text))`
     ], { stdio: ["ignore", "pipe", "inherit"] })
-    let printed = ""
-    server.stdout.on("data", (chunk) => (printed += String(chunk)))
-    await until(() => /^\d+ \d+\r?\n/.test(printed))
-    const [helper, sleeper] = printed.trim().split(" ").map(Number) as [number, number]
+    const printed = gathered()
+    server.stdout.on("data", (chunk) => printed.add(String(chunk)))
+    // Its start (Node, the type stripper, effect, then the helper and node-pty) took 6-9 s at load 16.
+    await printed.seen((text) => /^\d+ \d+\r?\n/.test(text))
+    const [helper, sleeper] = printed.output().trim().split(" ").map(Number) as [number, number]
     expect(alive(helper) && alive(sleeper)).toBe(true)
     server.kill("SIGKILL")
     await until(() => !alive(helper) && !alive(sleeper))
@@ -137,14 +188,14 @@ describe("PtySpawner", () => {
     own.start()
     const helper = own.pid()!
     expect(alive(helper)).toBe(true)
-    let output = ""
+    const output = gathered()
     const terminal = own.spawn("/bin/sh", ["-c", "sleep 100 & echo $!; wait"], { cwd: os.tmpdir(), env: { PATH: "/usr/bin:/bin" } })
-    terminal.onData((text) => (output += text))
+    terminal.onData(output.add)
     const exit = new Promise<{ exitCode: number; signal: number }>((resolve) => terminal.onExit(resolve))
-    await until(() => /\d+\r\n/.test(output))
+    await output.seen((text) => /\d+\r\n/.test(text))
     // The same helper: started once, ahead.
     expect(own.pid()).toBe(helper)
-    const background = Number(output.trim())
+    const background = Number(output.output().trim())
     await Effect.runPromise(Scope.close(scope, Exit.void))
     expect((await exit).signal).toBe(9)
     await until(() => !alive(helper) && !alive(background))

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { makeSpawner, PtySpawner } from "./PtySpawner.ts"
+import { type Exit, makeSpawner, PtySpawner, type Spawner } from "./PtySpawner.ts"
 import { jobUser, probe, stepCommand, WARM_READY, warmCommand, warmStepLine } from "./Sandbox.ts"
 import { RUNNER_LANG, stepEnvironment } from "./StepEnvironment.ts"
 import { prepareStep, runStep } from "./StepProcess.ts"
@@ -95,6 +95,40 @@ describe("StepProcess", () => {
         expect(processesWith(workspace)).toEqual([])
       }
     }), 120_000)
+
+  it.effect("tells a step's end by its exit marker from one by its exit, when both come in the same turn", () =>
+    Effect.gen(function*() {
+      // At load the helper's marker line and exit line often arrive in one chunk, handled in one turn: the end
+      // came from the marker all the same (the step's process had not exited when it was reported).
+      const marker = "\x1b]grove-exit;m;"
+      const ended = (output: string, exitCode: number) => {
+        const fake: Spawner = {
+          spawn: () => {
+            let data: (text: string) => void = () => undefined
+            let exit: (exit: Exit) => void = () => undefined
+            setImmediate(() => {
+              data(output)
+              exit({ exitCode, signal: 0 })
+            })
+            return { onData: (on) => (data = on), onExit: (on) => (exit = on), write: () => undefined, kill: () => undefined }
+          },
+          start: () => undefined,
+          pid: () => undefined,
+          close: () => undefined
+        }
+        let exitedAtEnd: boolean | undefined
+        let printed = ""
+        return runStep({
+          command: { file: "/bin/false", args: [], exitMarker: marker },
+          cwd: os.tmpdir(),
+          env: {},
+          onOutput: (text) => (printed += text),
+          onEnd: (exited) => (exitedAtEnd = exited)
+        }).pipe(Effect.scoped, Effect.provideService(PtySpawner, fake), Effect.map((code) => ({ code, printed, exitedAtEnd })))
+      }
+      expect(yield* ended(`out${marker}4\x07`, 0)).toEqual({ code: 4, printed: "out", exitedAtEnd: false })
+      expect(yield* ended("out", 3)).toEqual({ code: 3, printed: "out", exitedAtEnd: true })
+    }))
 
   it.effect("keeps the exit code and output of a step that prints something like the exit marker", () =>
     Effect.gen(function*() {

@@ -30,6 +30,8 @@ interface Started {
   readonly ended: Promise<number>
   sink: (text: string) => void
   code: number | undefined
+  /** Whether the process had exited when its end was reported (set then, not a turn later: see runStep). */
+  exitedAtEnd: boolean | undefined
 }
 
 const start = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Record<string, string>>): Started => {
@@ -52,8 +54,11 @@ const start = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Re
   let report: (code: number) => void = () => undefined
   // Output that may be the start of the marker, held back until it is clear whether it is.
   let held = ""
-  const ended = new Promise<number>((done) => (report = done))
-  const started: Started = { child, exit, ended, sink: () => undefined, code: undefined }
+  const ended = new Promise<number>((done) => (report = (code) => {
+    started.exitedAtEnd = started.code !== undefined
+    done(code)
+  }))
+  const started: Started = { child, exit, ended, sink: () => undefined, code: undefined, exitedAtEnd: undefined }
   const marker = command.exitMarker
   if (marker === undefined) {
     child.onData((data) => started.sink(data))
@@ -121,8 +126,9 @@ export const runStep = (options: StepOptions): Effect.Effect<number, never, Scop
     // One that could not be started prints why and exits 127 (PtySpawner).
     const started = start(spawner, options.command, options.cwd, options.env)
     const { onEnd } = options
-    // `code` is set by the process's exit: undefined here, the end came from the exit marker before it.
-    if (onEnd !== undefined) void started.ended.then(() => onEnd(started.code !== undefined))
+    // Read when the end was reported, not in `ended`'s callback: the helper's marker and exit lines often come in one
+    // chunk (load), and by the callback's turn the exit line had set `code` though the marker ended the step first.
+    if (onEnd !== undefined) void started.ended.then(() => onEnd(started.exitedAtEnd === true))
     return follow(started, options.onOutput)
   })
 
