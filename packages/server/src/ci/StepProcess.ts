@@ -54,8 +54,9 @@ const start = (spawner: Spawner, command: Command, cwd: string, env: Readonly<Re
   let report: (code: number) => void = () => undefined
   // Output that may be the start of the marker, held back until it is clear whether it is.
   let held = ""
+  // Called again by the exit after the marker: the first call is the end.
   const ended = new Promise<number>((done) => (report = (code) => {
-    started.exitedAtEnd = started.code !== undefined
+    started.exitedAtEnd ??= started.code !== undefined
     done(code)
   }))
   const started: Started = { child, exit, ended, sink: () => undefined, code: undefined, exitedAtEnd: undefined }
