@@ -217,14 +217,19 @@ describe.runIf(root)("NetnsPool", () => {
       const small = yield* make(tools, 3, 400)
       // Three made (each take that leaves none free makes another), then all given back.
       const leases = []
-      for (let i = 0; i < 100 && small.size() < 3; i++) {
+      // At most 25 s: each pasta start can take seconds on a busy machine.
+      for (let i = 0; i < 500 && small.size() < 3; i++) {
         const lease = small.take()
         if (lease !== undefined) leases.push(lease)
         yield* Effect.sleep(50)
       }
       expect(small.size()).toBe(3)
       for (const lease of leases) lease.done({ exitCode: 0, signal: 0 })
-      yield* Effect.sleep(1200)
+      // The sweep runs on a timer: wait for its outcome (at most 25 s) rather than a fixed time, then a further
+      // idle period in which the last one must stay.
+      for (let i = 0; i < 500 && small.size() > 1; i++) yield* Effect.sleep(50)
+      expect(small.size()).toBe(1)
+      yield* Effect.sleep(1000)
       expect(small.size()).toBe(1)
     })))
   })

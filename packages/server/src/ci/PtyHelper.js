@@ -43,6 +43,9 @@ const live = new Map()
 // stdout is a socket: writes queue without bound. While the server has not taken what was written, every
 // terminal stops being read, so the steps wait on their own output (as they did on node-pty in the server).
 let blocked = false
+/** Terminals' destroys held while blocked (keepWhileBlocked): run 200 ms after the drain, from its one listener. */
+/** @type {Array<() => unknown>} */
+let heldDestroys = []
 /** @param {ReadonlyArray<unknown>} message */
 const reply = (message) => {
   if (process.stdout.write(`${JSON.stringify(message)}\n`) || blocked) return
@@ -51,6 +54,12 @@ const reply = (message) => {
   process.stdout.once("drain", () => {
     blocked = false
     for (const child of live.values()) child.resume()
+    if (heldDestroys.length === 0) return
+    const due = heldDestroys
+    heldDestroys = []
+    setTimeout(() => {
+      for (const destroy of due) destroy()
+    }, 200)
   })
 }
 
@@ -68,7 +77,7 @@ const keepWhileBlocked = (child) => {
   // Only node-pty's timer calls it with no error while paused (a paused socket reads nothing: no EOF, no EIO).
   socket.destroy = (...args) => {
     if (!blocked || args.length > 0) return destroy(...args)
-    process.stdout.once("drain", () => setTimeout(() => destroy(), 200))
+    heldDestroys.push(() => destroy())
     return socket
   }
 }
