@@ -118,7 +118,7 @@ const decompress = (compressed: Uint8Array, limit: number, share: DecodeShare) =
       if (done) return
       size += part.length
       if (size > limit) return refuse("too_large")
-      if (size > RATIO_FROM && size > compressed.length * MAX_RATIO) return refuse("ratio")
+      if (!BodyCompression.withinRatio(size, compressed.length)) return refuse("ratio")
       const owed = part.length - prepaid
       prepaid = Math.max(0, -owed)
       if (owed > 0 && !share.take(owed)) return refuse("busy")
