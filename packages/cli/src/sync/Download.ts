@@ -19,6 +19,7 @@ import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
+import { inBatches } from "./Batches.ts"
 import { makeProgress } from "./Progress.ts"
 import type { EarlyFetch, FetchHooks } from "./EarlyFetch.ts"
 import type { BinaryInit, RemoteRepo } from "./RemoteRepo.ts"
@@ -75,23 +76,9 @@ const withChunkLists = (remote: RemoteRepo, blobs: ReadonlyArray<IncomingBlob>) 
     return blobs.map((b) => known.get(b.hash) ?? b)
   })
 
-/** The chunks of `blobs` (each once, in order) in batches of at most BATCH_BYTES and BATCH_HASHES. */
-export const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>> => {
-  const batches: Array<Array<string>> = []
-  let current: Array<string> = []
-  let bytes = 0
-  for (const [hash, size] of chunkSizes) {
-    if (current.length > 0 && (current.length >= BATCH_HASHES || bytes + size > BATCH_BYTES)) {
-      batches.push(current)
-      current = []
-      bytes = 0
-    }
-    current.push(hash)
-    bytes += size
-  }
-  if (current.length > 0) batches.push(current)
-  return batches
-}
+/** Chunk hashes, each once and in order (`chunkSizes`' keys), in batches of at most BATCH_HASHES and BATCH_BYTES. */
+export const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>> =>
+  inBatches(chunkSizes, ([, size]) => size, BATCH_HASHES, BATCH_BYTES).map((batch) => batch.map(([hash]) => hash))
 
 /** A chunks/fetch request for `hashes`. */
 export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): Promise<BinaryInit> => {

@@ -13,6 +13,7 @@ import type { StoredCommit } from "../local/ObjectFiles.ts"
 import { blobPath } from "../local/ObjectFiles.ts"
 import type { BranchState, RepoState } from "../local/State.ts"
 import { withBranch } from "../local/State.ts"
+import { inBatches } from "./Batches.ts"
 
 /** Why a push cannot be built from the checkout (a missing or damaged object): `code` is the command's error code. */
 export class NotSendable extends Error {
@@ -191,22 +192,8 @@ export const readRangeSync = (source: ChunkSource): Uint8Array => {
 }
 
 /** The batches `chunks` go in: at most BATCH_ENTRIES chunks and BATCH_BYTES (or one chunk) each. */
-export const batchesOf = (chunks: ReadonlyArray<ChunkSource>): Array<Array<ChunkSource>> => {
-  const batches: Array<Array<ChunkSource>> = []
-  let current: Array<ChunkSource> = []
-  let currentBytes = 0
-  for (const chunk of chunks) {
-    if (current.length > 0 && (current.length >= BATCH_ENTRIES || currentBytes + chunk.size > BATCH_BYTES)) {
-      batches.push(current)
-      current = []
-      currentBytes = 0
-    }
-    current.push(chunk)
-    currentBytes += chunk.size
-  }
-  if (current.length > 0) batches.push(current)
-  return batches
-}
+export const batchesOf = (chunks: ReadonlyArray<ChunkSource>): Array<Array<ChunkSource>> =>
+  inBatches(chunks, (chunk) => chunk.size, BATCH_ENTRIES, BATCH_BYTES)
 
 /** A batch of hashed frames (each chunk's hash, then its bytes as sent), the body of `chunks/batch`. */
 export const hashedBatch = (frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>): Buffer =>

@@ -17,6 +17,7 @@ import * as path from "node:path"
 import { type Isolation, releaseUser, reserveUser, type RunUser, WARM_READY, warmCommand } from "./Sandbox.ts"
 import type { Spawner } from "./PtySpawner.ts"
 import { prepareStep, type PreparedStep } from "./StepProcess.ts"
+import { RUNNER_LANG } from "./StepEnvironment.ts"
 import { remove } from "./Workspace.ts"
 
 export interface Warm {
@@ -36,7 +37,7 @@ export interface WarmSandboxes {
 }
 
 /** The environment of a waiting sandbox (its PID 1's): no run's. Its shell unsets these names before its step (Sandbox.warmCommand). */
-export const WAITING_ENV = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" }
+export const WAITING_ENV = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: RUNNER_LANG }
 
 const waitingGauge = Metric.gauge("grove_ci_sandboxes_waiting", { description: "CI sandboxes started ahead and waiting for a step on this node" })
 
