@@ -180,8 +180,9 @@ describe("a clone's writes", () => {
       await waiting.close()
     }
 
-    // The repository's own answer (after the pull) refuses once the chunks were asked for: the clone fails at once
-    // (the held chunk answers stopped, not waited for), leaving no folder.
+    // The repository's own answer (after the pull) refuses once the chunks were asked for: the clone fails by itself,
+    // leaving no folder. (Whether the early requests are also cancelled is not seen from here: the process ends either
+    // way; Init.clone's finalizer cancels them for a caller that lives on.)
     const refusing = await holdingProxy(server.url, /^GET \/api\/alice\/early$/, { status: 403, body: { error: "not today", code: "forbidden" } })
     try {
       const parent = tempDir("clone-early-refused")
