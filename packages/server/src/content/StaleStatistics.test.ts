@@ -15,6 +15,7 @@ import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRe
 import { account } from "./BranchCommands.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { lockReferenced } from "./ReferencedObjects.ts"
+import { locateReachable } from "./ChunkReads.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
@@ -169,5 +170,18 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       const blobs = yield* inTurns(cpuOf(blobsOf(small)), cpuOf(blobsOf(large)))
       console.log("present blob, restricted, CPU ms (250 / 1500 objects):", blobs)
       nearLinear(blobs)
+    }))
+})
+
+// A clone's chunks/fetch: which asked chunks a blob of the repository reaches, and where they are (one statement).
+layer(Objects, { timeout: 120_000 })("statistics taken before a new organization's rows: chunk fetch", (it) => {
+  it.effect("locateReachable grows near-linearly", () =>
+    Effect.gen(function*() {
+      const [small, large] = yield* statisticsThenNew
+      const fetch = (org: typeof small) => locateReachable(org.repo.id, org.repo.orgId, org.chunks)
+      expect((yield* fetch(large)).size).toBe(1500)
+      const found = yield* inTurns(cpuOf(fetch(small)), cpuOf(fetch(large)))
+      console.log("locateReachable CPU ms (250 / 1500 chunks):", found)
+      nearLinear(found)
     }))
 })

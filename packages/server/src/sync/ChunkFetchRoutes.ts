@@ -17,9 +17,8 @@ import { type Array as Arr, Effect, Layer, Option, Schema, Stream } from "effect
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkLocation, ChunkStore } from "../content/ChunkStore.ts"
-import { readInOrder } from "../content/ChunkReads.ts"
+import { locateReachable, readInOrder } from "../content/ChunkReads.ts"
 import { Repositories } from "../access/Repositories.ts"
-import { ContentObjects } from "../content/ContentObjects.ts"
 import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeParams } from "../http/PathParams.ts"
@@ -131,7 +130,6 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
   // The path first: a malformed owner or name answers 400 before the body is read.
   yield* ownerRepo
   const chunks = yield* ChunkStore
-  const objects = yield* ContentObjects
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* readBody(2 * 1024 * 1024)
   const parsed = yield* Effect.try({
@@ -154,11 +152,12 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
     return frameStream(chunks, repo.orgId, parsed.hashes, yield* dbUnavailable(chunks.locate(repo.orgId, parsed.hashes)), compress, bare)
   }
   const { repo, caller } = yield* routeRepository("read")
-  const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, parsed.hashes))
+  // The chunks a blob of the repository reaches, located in the same statement.
+  const located = yield* dbUnavailable(locateReachable(repo.id, repo.orgId, parsed.hashes))
   // Chunks of content withheld by path permissions are left out, like chunks the repository does not have.
-  const allowed = yield* readableChunksOf(yield* callerPolicy(caller, repo), repo, [...inRepo])
+  const allowed = yield* readableChunksOf(yield* callerPolicy(caller, repo), repo, [...located.keys()])
   const wanted = parsed.hashes.filter((h) => allowed.has(h))
-  return frameStream(chunks, repo.orgId, wanted, yield* dbUnavailable(chunks.locate(repo.orgId, wanted)), compress, bare)
+  return frameStream(chunks, repo.orgId, wanted, located, compress, bare)
 })))
 
 const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {

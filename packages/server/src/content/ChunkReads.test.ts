@@ -1,0 +1,63 @@
+/**
+ * locateReachable: a chunk fetch's access check and locate in one statement. It answers exactly the chunks a blob of
+ * the repository reaches in its organization (StaleStatistics.test: it stays near-linear on stale statistics).
+ */
+import { DbEmbedded, Migrations } from "@grove/storage"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { createHash, randomUUID } from "node:crypto"
+import { locateReachable } from "./ChunkReads.ts"
+
+const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+
+const h = (label: string) => createHash("sha256").update(label).digest("hex")
+
+/** An organization with two repositories and `n` one-chunk blobs (half in a pack), all reached by the first. */
+const organization = Effect.fnUntraced(function*(n: number) {
+  const sql = yield* SqlClient.SqlClient
+  const [orgId, repoId, otherRepoId] = [randomUUID(), randomUUID(), randomUUID()]
+  yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: orgId, name: "o" })}`
+  yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
+  yield* sql`INSERT INTO repositories ${sql.insert({ id: otherRepoId, org_id: orgId, name: "other" })}`
+  const blobs = Array.from({ length: n }, (_, i) => h(`${orgId} ${i}`))
+  const chunks = blobs.map((b) => h(`chunk ${b}`))
+  const packs = chunks.map((_, i) => (i % 2 === 0 ? "pack" : ""))
+  yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) SELECT ${orgId}, unnest(${blobs}::text[]), 1, 1`
+  yield* sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset)
+    SELECT ${orgId}, c, 7, NULLIF(p, ''), CASE WHEN p = '' THEN NULL ELSE o END
+    FROM unnest(${chunks}::text[], ${packs}::text[]) WITH ORDINALITY AS t(c, p, o)`
+  yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+    SELECT ${orgId}, b, 0, c, 0, 7 FROM unnest(${blobs}::text[], ${chunks}::text[]) AS t(b, c)`
+  yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${repoId}, unnest(${blobs}::text[])`
+  return { orgId, repoId, otherRepoId, blobs, chunks }
+})
+
+layer(Db, { timeout: 120_000 })("locateReachable", (it) => {
+  it.effect("answers only chunks the repository reaches in its organization, with their places", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* organization(6)
+      const stranger = yield* organization(2)
+      // A chunk the organization has that no blob reaches, and a blob of the other repository only.
+      const loose = h("loose")
+      yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${loose}, 3)`
+      const [otherBlob, otherChunk] = [h("other blob"), h("other chunk")]
+      yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${org.orgId}, ${otherBlob}, 3, 1)`
+      yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${otherChunk}, 3)`
+      yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+        VALUES (${org.orgId}, ${otherBlob}, 0, ${otherChunk}, 0, 3)`
+      yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${org.otherRepoId}, ${otherBlob})`
+
+      const asked = [...org.chunks, loose, otherChunk, stranger.chunks[0]!, h("nowhere"), org.chunks[0]!]
+      const located = yield* locateReachable(org.repoId, org.orgId, asked)
+      expect([...located.keys()].sort()).toEqual([...org.chunks].sort())
+      expect(located.get(org.chunks[0]!)).toEqual({ hash: org.chunks[0], size: 7, pack: "pack", offset: 1 })
+      expect(located.get(org.chunks[1]!)).toEqual({ hash: org.chunks[1], size: 7, pack: null, offset: 0 })
+      // Through the other repository: its own chunk only.
+      expect([...(yield* locateReachable(org.otherRepoId, org.orgId, asked)).keys()]).toEqual([otherChunk])
+      // The right repository in the wrong organization: nothing.
+      expect((yield* locateReachable(org.repoId, stranger.orgId, asked)).size).toBe(0)
+    }))
+
+})
