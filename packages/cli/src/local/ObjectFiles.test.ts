@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { ObjectReader } from "../sync/Outgoing.ts"
 import { treesToSend } from "../sync/Outgoing.ts"
-import { commitPath, readCommitFile, readCommitManifest } from "./ObjectFiles.ts"
+import { blobPath, commitPath, objectsDir, readCommitFile, readCommitManifest, treePath } from "./ObjectFiles.ts"
 
 const hash = (c: string) => c.repeat(64)
 
@@ -60,4 +60,13 @@ describe("readCommitManifest", () => {
       }
       expect(treesToSend(reader, [commit as never])).toEqual([{ hash: hash("b"), entries: [] }])
     }))
+
+  it("object paths are path.join's, for each checkout in turn (the objects directory is joined once per root)", () => {
+    const roots = ["/tmp/a", "/tmp/b/", "relative/c", "/tmp/a", "/tmp//d/../e", "/tmp/b/"]
+    for (const root of roots) {
+      expect({ root, dir: objectsDir(root) }).toEqual({ root, dir: path.join(root, ".grove", "objects") })
+      expect(blobPath(root, hash("a"))).toBe(path.join(root, ".grove", "objects", "blobs", hash("a")))
+      expect(treePath(root, hash("b"))).toBe(path.join(root, ".grove", "objects", "trees", hash("b").slice(0, 2), hash("b")))
+    }
+  })
 })

@@ -19,11 +19,17 @@ export interface StoredCommit {
 }
 
 export const groveDir = (root: string): string => path.join(root, ".grove")
-export const objectsDir = (root: string): string => path.join(groveDir(root), "objects")
-export const treePath = (root: string, hash: Hash): string => path.join(objectsDir(root), "trees", hash.slice(0, 2), hash)
+/** The last checkout's objects directory, joined once: path.join normalizes the whole path on every call (4 joins per object). */
+let lastObjects: { readonly root: string; readonly dir: string } | undefined
+export const objectsDir = (root: string): string => {
+  if (lastObjects?.root !== root) lastObjects = { root, dir: path.join(groveDir(root), "objects") }
+  return lastObjects.dir
+}
+/** An object's file: the hash is a file name (64 hex characters), appended as path.join would. */
+export const treePath = (root: string, hash: Hash): string => `${objectsDir(root)}${path.sep}trees${path.sep}${hash.slice(0, 2)}${path.sep}${hash}`
 export const commitsDir = (root: string): string => path.join(objectsDir(root), "commits")
 export const commitPath = (root: string, hash: Hash): string => path.join(commitsDir(root), `${hash}.json`)
-export const blobPath = (root: string, hash: Hash): string => path.join(objectsDir(root), "blobs", hash)
+export const blobPath = (root: string, hash: Hash): string => `${objectsDir(root)}${path.sep}blobs${path.sep}${hash}`
 export const tempDir = (root: string): string => path.join(groveDir(root), "tmp")
 
 /** Up to this many kept blobs are removed in the command itself; more go to a detached process. */
