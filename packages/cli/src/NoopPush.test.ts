@@ -7,7 +7,7 @@ import { captureConsole, envLayer, scriptedInteraction, tempDir } from "../test/
 import { run } from "./Cli.ts"
 import { initialState, newBranch } from "./local/State.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
-import { indexPath, readIndexSync, serializeIndex } from "./local/TreeStatus.ts"
+import { indexColumns, indexPath, readIndexSync, serializeIndex } from "./local/TreeStatus.ts"
 import { readIndex, scan, writeIndex } from "./local/WorkingTree.ts"
 import { noopPush, quickStatus } from "./NoopPush.ts"
 
@@ -210,6 +210,33 @@ describe("quickStatus", () => {
       }
       const { askStatus: ask } = yield* checkout()
       expect(JSON.parse(ask(["status", "--json"]) as string)).toMatchObject({ repository: "o/n", head: HEAD, changes: [], invalid_paths: [] })
+    }).pipe(Effect.scoped))
+
+  it.effect("a tree with a change: the quick check's stats go to the full command's scan, which stats no file again", () =>
+    Effect.gen(function*() {
+      const { askStatus: ask, root } = yield* checkout({}, {}, undefined, 300)
+      // The last file the check comes to: the quick check stats every file before it finds the change.
+      const last = indexColumns(readIndexSync(root))!.paths.at(-1)!
+      fs.appendFileSync(path.join(root, last), "!")
+      // Every lstat, fs.lstatSync's included, goes through Node's binding: counted there, by file of the checkout (the
+      // quick check stats from the checkout's root, the scan by absolute path; the rest is the root itself and modules).
+      const binding = (process as unknown as { binding: (name: string) => { lstat: (...args: Array<unknown>) => unknown } }).binding("fs")
+      const lstat = binding.lstat
+      const lstats = new Map<string, number>()
+      const count = (at: unknown) => {
+        const file = String(at).replace(`${root}/`, "").replace(/^\.\//, "")
+        if (!file.startsWith("/") && file !== ".") lstats.set(file, (lstats.get(file) ?? 0) + 1)
+      }
+      const changes = yield* Effect.gen(function*() {
+        binding.lstat = (...args) => (count(args[0]), lstat.apply(binding, args))
+        expect(ask(["status", "--json"])).toBeUndefined()
+        return JSON.parse((yield* fullStatus(root, true)).stdout).changes
+      }).pipe(Effect.ensuring(Effect.sync(() => (binding.lstat = lstat))))
+      expect(changes).toEqual([{ path: last, change_type: "modified" }])
+      // Each of the 302 files once, the changed one once more to be hashed (before: the quick check's pass, then the
+      // scan's, which stopped at the change, then its walk's).
+      expect(lstats.size).toBe(302)
+      expect(Object.fromEntries([...lstats].filter(([, n]) => n !== 1))).toEqual({ [last]: 2 })
     }).pipe(Effect.scoped))
 
   it.effect("leaves a change, a merge, withheld files, other flags and an index it cannot trust to the full command", () =>

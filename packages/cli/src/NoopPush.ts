@@ -15,7 +15,7 @@ import { chooseRemote, normaliseRemote } from "./Remote.ts"
 import type { BranchState, RepoState } from "./local/State.ts"
 import { statusReport } from "./local/StatusReport.ts"
 import type { WorkIndex } from "./local/TreeStatus.ts"
-import { columnsUnchanged, indexColumns, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
+import { columnsChanged, indexColumns, keepPass, readIndexSync, treeUnchanged } from "./local/TreeStatus.ts"
 import type { FullCheck } from "./watch/WatchClient.ts"
 import { socketPath } from "./watch/WatchPaths.ts"
 
@@ -118,12 +118,20 @@ const statsFromRoot = <A>(root: string, files: number, check: (root: string) => 
 /**
  * The full check of "the tree is exactly the index", settled when the index's columns and every directory show it
  * (TreeStatus.columnsUnchanged with ctimes: the full command's scan would write nothing); with `settledOnly`, only
- * a settled "same" counts (status and the small push: their full commands must leave the index as it is).
+ * a settled "same" counts (status and the small push: their full commands must leave the index as it is). With
+ * `handOver` (no watcher: the scan's stats need no token taken first), a check that finds changes goes on through every
+ * file, and the full command that follows takes its stats instead of having every file stat-ed again
+ * (TreeStatus.keepPass).
  */
-const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean): FullCheck => {
-  const settled = statsFromRoot(root, indexColumns(index)?.paths.length ?? 0, (at) => columnsUnchanged(at, index, true))
+const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean, handOver: boolean): FullCheck => {
+  const files = indexColumns(index)?.paths.length ?? 0
+  const found = statsFromRoot(root, files, (at) => columnsChanged(at, index, true, handOver ? Infinity : 1))
+  if (handOver && found !== undefined && found.changed.length > 0) keepPass(root, index, found)
   // A hard-linked file can change with no event here (written through its other name): never worth a token.
-  if (settled !== undefined || settledOnly) return { same: settled?.same === true, settled: settled?.same === true && !settled.linked }
+  if (found !== undefined || settledOnly) {
+    const same = found?.changed.length === 0
+    return { same, settled: same && found?.linked === false }
+  }
   return { same: treeUnchanged(root, index), settled: false }
 }
 
@@ -140,15 +148,15 @@ export const treeIsHead = (root: string, head: string, settledOnly: boolean): bo
   }
   if (!fs.existsSync(socketPath(root))) {
     const index = indexAtHead()
-    return index !== undefined && fullCheck(root, index, settledOnly).same
+    return index !== undefined && fullCheck(root, index, settledOnly, true).same
   }
   return import("./watch/WatchClient.ts").then(async (m) => {
     const seen = await m.look(root)
     if (seen?.quiet === true) return seen.base === head
     const index = indexAtHead()
     if (index === undefined) return false
-    if (seen === undefined) return fullCheck(root, index, settledOnly).same
-    return (await m.treeUnchangedWatched(root, index, () => fullCheck(root, index, settledOnly), seen)).same
+    if (seen === undefined) return fullCheck(root, index, settledOnly, false).same
+    return (await m.treeUnchangedWatched(root, index, () => fullCheck(root, index, settledOnly, false), seen)).same
   }).catch(() => false)
 }
 

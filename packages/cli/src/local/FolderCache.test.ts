@@ -12,8 +12,21 @@ import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
 import type { IndexEntry } from "./TreeStatus.ts"
-import { columnsUnchanged, EMPTY_INDEX, indexPath, readIndexSync, serializeIndex, treeUnchanged, UNSETTLED_CTIME } from "./TreeStatus.ts"
+import { Merge } from "@grove/core"
+import { workingChanges } from "./LocalWork.ts"
+import { initialState, newBranch } from "./State.ts"
+import {
+  columnsUnchanged,
+  EMPTY_INDEX,
+  indexPath,
+  indexSnapshot,
+  readIndexSync,
+  serializeIndex,
+  treeUnchanged,
+  UNSETTLED_CTIME
+} from "./TreeStatus.ts"
 import { scan, writeIndex } from "./WorkingTree.ts"
+import { openAt } from "./Workspace.ts"
 
 const HOUR = 3600
 
@@ -194,6 +207,44 @@ describe("directory listings kept in the index", () => {
       const scanned = yield* scan(root, older)
       expect({ unchanged: scanned.unchanged, ctime: scanned.files.get("dir/b.txt")?.ctimeMs })
         .toEqual({ unchanged: true, ctime: fs.lstatSync(path.join(root, "dir/b.txt")).ctimeMs })
+    }).pipe(Effect.scoped))
+
+  it.effect("a few changed files are told from the columns: only they are hashed, and status compares only them", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const at = (file: string) => path.join(root, file)
+      fs.writeFileSync(at("dir/deep/c.txt"), "GAMMA") // same size
+      fs.chmodSync(at("run.sh"), 0o644)
+      fs.utimesSync(at("a.txt"), new Date(), new Date()) // touched: same bytes
+      const index = readIndexSync(root)
+      // The index's entries (an object per file, made from the columns when first asked for) are never made.
+      let entriesMade = 0
+      const files = Object.getOwnPropertyDescriptor(index, "files")!
+      Object.defineProperty(index, "files", { ...files, get: () => (entriesMade++, files.get!.call(index)) })
+      const { readdirs, result } = yield* readdirsDuring(scan(root, index))
+      const edits = [...(result.edits ?? [])].sort((a, b) => a.path.localeCompare(b.path))
+      expect({
+        readdirs,
+        hashed: result.hashed,
+        unchanged: result.unchanged,
+        edits: edits.map((e) => ({ path: e.path, sameBytes: e.before.hash === e.after.hash, mode: [e.before.mode, e.after.mode] }))
+      }).toEqual({
+        readdirs: 0,
+        hashed: 3,
+        unchanged: false,
+        edits: [
+          { path: "a.txt", sameBytes: true, mode: ["regular", "regular"] },
+          { path: "dir/deep/c.txt", sameBytes: false, mode: ["regular", "regular"] },
+          { path: "run.sh", sameBytes: true, mode: ["executable", "regular"] }
+        ]
+      })
+      const workspace = openAt(root, { remote: "http://127.0.0.1:9" })
+      const work = yield* workingChanges(workspace, initialState("tester", newBranch("tester-abcdef", { head: "c1", remote_head: "c1" })))
+      expect(entriesMade).toBe(0)
+      // The same as the head's files against the tree's, every file compared.
+      expect(work.changes).toEqual(Merge.TreeDiff.diffSnapshots(indexSnapshot(index), new Map(Object.entries(yield* truth(root)))))
+      expect(work.changes.map((c) => c.path)).toEqual(["dir/deep/c.txt", "run.sh"])
+      expect(Object.fromEntries(result.snapshot)).toEqual(yield* truth(root))
     }).pipe(Effect.scoped))
 
   it.effect("a directory changed no earlier than the index was written is read again (racily clean)", () =>

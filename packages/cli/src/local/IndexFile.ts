@@ -225,15 +225,19 @@ export const ctimeOf = (stats: ArrayLike<number | null>, i: number): number | un
 /** By index object: a copy (`{ ...index, files }`) has none, so it is never checked against columns it does not hold. */
 const columnsOf = new WeakMap<WorkIndex, IndexColumns>()
 
-const entriesOf = ({ hashes, modes, paths, stats }: IndexColumns): Map<string, IndexEntry> => {
+/** The entry the columns hold for file `i` (the file `paths[i]`). */
+export const columnEntry = ({ hashes, modes, stats }: IndexColumns, i: number): IndexEntry => {
+  const mode = LETTER_MODE[modes[i]!]!
+  const size = stats[4 * i] as number, mtimeMs = stats[4 * i + 1] as number, ino = stats[4 * i + 2] as number
+  const ctimeMs = ctimeOf(stats, i)
+  const hash = hashes.slice(i * HASH_LENGTH, (i + 1) * HASH_LENGTH)
+  return ctimeMs === undefined ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs }
+}
+
+const entriesOf = (columns: IndexColumns): Map<string, IndexEntry> => {
   const files = new Map<string, IndexEntry>()
-  for (let i = 0; i < paths.length; i++) {
-    const mode = LETTER_MODE[modes[i]!]!
-    const size = stats[4 * i] as number, mtimeMs = stats[4 * i + 1] as number, ino = stats[4 * i + 2] as number
-    const ctimeMs = ctimeOf(stats, i)
-    const hash = hashes.slice(i * HASH_LENGTH, (i + 1) * HASH_LENGTH)
-    files.set(paths[i]!, ctimeMs === undefined ? { hash, mode, size, mtimeMs, ino } : { hash, mode, size, mtimeMs, ino, ctimeMs })
-  }
+  const { paths } = columns
+  for (let i = 0; i < paths.length; i++) files.set(paths[i]!, columnEntry(columns, i))
   return files
 }
 

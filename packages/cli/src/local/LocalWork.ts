@@ -20,9 +20,14 @@ export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(wo
   const index = yield* readIndex(workspace.root)
   const scanned = yield* scan(workspace.root, index)
   const base = state.merge?.branch === branch.name ? state.merge.parent : branch.head
-  const head = yield* baseSnapshot(workspace, index, base)
-  // Withheld files (path permissions) were never written here: their absence is no change.
-  const changes = Merge.TreeDiff.diffSnapshots(head, keepWithheld(head, scanned.snapshot, readWithheld(workspace.root)))
+  const withheld = readWithheld(workspace.root)
+  const { edits } = scanned
+  const changes = edits !== undefined && base !== null && index.base === base && withheld.size === 0
+    // The index holds the head and the scan names every file not as the index has it: only those are compared.
+    ? Merge.TreeDiff.diffSnapshots(new Map(edits.map((e) => [e.path, e.before])), new Map(edits.map((e) => [e.path, e.after])))
+    : yield* Effect.map(baseSnapshot(workspace, index, base), (head) =>
+      // Withheld files (path permissions) were never written here: their absence is no change.
+      Merge.TreeDiff.diffSnapshots(head, keepWithheld(head, scanned.snapshot, withheld)))
   // An index that holds the head exactly is kept as it is (later commands skip the head's trees);
   // otherwise the refreshed one saves re-hashing.
   if (changes.length === 0) {
@@ -30,7 +35,7 @@ export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(wo
       yield* writeIndex(workspace.root, scanned.files, base, index.base === base ? index.dirs : undefined, scanned.folders, scanned.watchToken)
     }
   } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null, undefined, scanned.folders)
-  return { branch, head, scanned, changes }
+  return { branch, scanned, changes }
 })
 
 /**

@@ -13,14 +13,16 @@ import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
 import { ctimeOf, indexColumns, MODE_LETTER } from "./IndexFile.ts"
+import { CTIME_MS, INO, isSymbolicLink, lstatRow, MODE, MTIME_MS, NLINK, SIZE } from "./StatValues.ts"
 import { everyFile, foldersAsRecorded } from "./TreeWalk.ts"
 
 // The index file and the walk live in their own files; the working-tree code imports them all from here.
 export * from "./IndexFile.ts"
 export * from "./TreeWalk.ts"
 
-export const modeOf = (stats: Stats, symlink: boolean): BlobMode =>
-  symlink ? "symlink" : (stats.mode & 0o111) !== 0 ? "executable" : "regular"
+export const modeOf = (stats: Stats, symlink: boolean): BlobMode => modeFrom(stats.mode, symlink)
+
+const modeFrom = (mode: number, symlink: boolean): BlobMode => symlink ? "symlink" : (mode & 0o111) !== 0 ? "executable" : "regular"
 
 /** The entry still describes the file's bytes: same size, mtime, ctime, inode and kind, and not racily clean. */
 export const statMatches = (known: IndexEntry | undefined, stats: Stats, symlink: boolean, writtenAt: number): known is IndexEntry =>
@@ -60,24 +62,67 @@ export const columnsUnchanged = (
   index: WorkIndex,
   ctimeRequired: boolean
 ): { readonly same: boolean; readonly folders: Map<string, FolderStat>; readonly linked: boolean } | undefined => {
+  const found = columnsChanged(root, index, ctimeRequired, 1)
+  return found && { same: found.changed.length === 0, folders: found.folders, linked: found.linked }
+}
+
+/** What `columnsChanged` found: the files whose stat differs from the index's columns, by position in them. */
+export interface ColumnsChanged {
+  /** Positions in the columns (IndexFile.columnEntry), in their order; all of them unless `limit` was reached. */
+  readonly changed: ReadonlyArray<number>
+  readonly folders: Map<string, FolderStat>
+  /** A file seen has another hard link (every file when `changed` is complete). */
+  readonly linked: boolean
+}
+
+/**
+ * `columnsUnchanged`, going on past a difference: every file whose stat (or kind, or mode) is not the columns', up to
+ * `limit` of them. With every directory as recorded the tree has exactly the index's names, so the other files are the
+ * index's entries: a scan hashes only these (`grove status` with one change in 20k files reads no tree and makes no
+ * snapshot of the others).
+ */
+export const columnsChanged = (root: string, index: WorkIndex, ctimeRequired: boolean, limit = Infinity): ColumnsChanged | undefined => {
   const columns = indexColumns(index)
   if (columns === undefined || index.folders.size === 0) return undefined
   const folders = foldersAsRecorded(root, index)
   if (folders === undefined) return undefined
   const { modes, paths, stats } = columns
   const { writtenAt } = index
+  const changed: Array<number> = []
   let linked = false
   for (let i = 0; i < paths.length; i++) {
     const ctimeMs = ctimeOf(stats, i)
     if (ctimeMs === undefined && ctimeRequired) return undefined
     const symlink = modes[i] === "l"
-    const now = fs.lstatSync(`${root}/${paths[i]}`, { throwIfNoEntry: false })
-    const same = now !== undefined && now.isSymbolicLink() === symlink && now.size === stats[4 * i] &&
-      now.mtimeMs === stats[4 * i + 1] && now.ino === stats[4 * i + 2] && (ctimeMs === undefined || now.ctimeMs === ctimeMs) &&
-      now.mtimeMs < writtenAt && MODE_LETTER[modeOf(now, symlink)] === modes[i]
-    if (!same) return { same: false, folders, linked }
-    if (now.nlink > 1) linked = true
+    // From the root itself (NoopPush.ts), the paths as they are: no string to build.
+    const now = lstatRow(root === "." ? paths[i]! : `${root}/${paths[i]}`)
+    const same = now !== undefined && isSymbolicLink(now) === symlink && now[SIZE] === stats[4 * i] &&
+      now[MTIME_MS] === stats[4 * i + 1] && now[INO] === stats[4 * i + 2] && (ctimeMs === undefined || now[CTIME_MS] === ctimeMs) &&
+      now[MTIME_MS]! < writtenAt && MODE_LETTER[modeFrom(now[MODE]!, symlink)] === modes[i]
+    if (now !== undefined && now[NLINK]! > 1) linked = true
+    if (!same && changed.push(i) >= limit) break
   }
-  return { same: true, folders, linked }
+  return { changed, folders, linked }
 }
 
+/** A complete pass that found changes, kept for the scan of the full command that follows in this process. */
+let keptPass: { readonly root: string; readonly index: WorkIndex; readonly found: ColumnsChanged } | undefined
+
+/**
+ * Keeps a complete `columnsChanged` pass of the checkout at `root` (absolute) that found changes: a quick command
+ * (NoopPush.ts) that cannot answer hands the full command's scan its stats instead of having every file stat-ed again.
+ */
+export const keepPass = (root: string, index: WorkIndex, found: ColumnsChanged): void => {
+  keptPass = { root, index, found }
+}
+
+/**
+ * The kept pass, once, when it was of this very index (the same object: the file was not rewritten since) at `root`.
+ * A change after that pass is as a change just after this scan: the next command sees it (each entry keeps the stat
+ * it was compared with). Not with a watcher's token (WatchClient.tokenBeforeScan), which must be taken before any stat.
+ */
+export const takePass = (root: string, index: WorkIndex): ColumnsChanged | undefined => {
+  const kept = keptPass
+  keptPass = undefined
+  return kept !== undefined && kept.root === root && kept.index === index ? kept.found : undefined
+}

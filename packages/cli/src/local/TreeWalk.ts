@@ -8,6 +8,7 @@
 import type { Dirent } from "node:fs"
 import * as fs from "node:fs"
 import type { FolderStat, IndexEntry } from "./IndexFile.ts"
+import { CTIME_MS, INO, isDirectory, MTIME_MS, statRow } from "./StatValues.ts"
 
 /**
  * How long before a walk a directory must have last changed for its recorded stat to be trusted later:
@@ -60,17 +61,23 @@ const listingsOf = (cache: WalkCache) => {
  * The directory still holds the names it held: same mtime, ctime and inode, and not changed in the
  * clock tick the index was written (the racy rule, as for files).
  */
-const folderMatches = (known: FolderStat | undefined, stats: fs.Stats, writtenAt: number): boolean =>
-  known !== undefined && known.mtimeMs === stats.mtimeMs && known.ctimeMs === stats.ctimeMs && known.ino === stats.ino &&
-  stats.mtimeMs < writtenAt && stats.ctimeMs < writtenAt
+const folderMatches = (known: FolderStat | undefined, now: FolderStat, writtenAt: number): boolean =>
+  known !== undefined && known.mtimeMs === now.mtimeMs && known.ctimeMs === now.ctimeMs && known.ino === now.ino &&
+  now.mtimeMs < writtenAt && now.ctimeMs < writtenAt
+
+/** A directory's stat now (following a symlink, as a walk reads it); undefined when it is not a directory. */
+const folderStat = (dir: string): FolderStat | undefined => {
+  const now = statRow(dir)
+  return now === undefined || !isDirectory(now) ? undefined : { mtimeMs: now[MTIME_MS]!, ctimeMs: now[CTIME_MS]!, ino: now[INO]! }
+}
 
 /** Every recorded directory's stat when each still matches its record (see `folderMatches`), else undefined. */
 export const foldersAsRecorded = (root: string, cache: Pick<WalkCache, "folders" | "writtenAt">): Map<string, FolderStat> | undefined => {
   if (!cache.folders.has("")) return undefined
   const stats = new Map<string, FolderStat>()
   for (const [dir, known] of cache.folders) {
-    const now = fs.statSync(dir === "" ? root : `${root}/${dir}`, { throwIfNoEntry: false })
-    if (now === undefined || !now.isDirectory() || !folderMatches(known, now, cache.writtenAt)) return undefined
+    const now = folderStat(dir === "" ? root : `${root}/${dir}`)
+    if (now === undefined || !folderMatches(known, now, cache.writtenAt)) return undefined
     stats.set(dir, known)
   }
   return stats

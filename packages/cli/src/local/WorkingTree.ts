@@ -18,10 +18,12 @@ import { hashFile } from "./Hashing.ts"
 import { errorMessage, io, writeAtomic, writeAtomicStat } from "./Io.ts"
 import { tempDir } from "./Objects.ts"
 import { tokenBeforeScan, tokenForWrittenIndex } from "../watch/WatchClient.ts"
-import type { FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
+import type { ColumnsChanged, FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
 import {
-  columnsUnchanged,
+  columnEntry,
+  columnsChanged,
   entryOf,
+  indexColumns,
   forgetIndexRead,
   indexPath,
   indexSnapshot,
@@ -31,6 +33,7 @@ import {
   serializeIndex,
   snapshotOf,
   statMatches,
+  takePass,
   walk
 } from "./TreeStatus.ts"
 
@@ -103,6 +106,18 @@ export interface ScanResult {
   readonly watchToken: string | undefined
   /** Every directory was listed from the index: writing it again would not spare the next walk a read. */
   readonly foldersKept: boolean
+  /**
+   * When the scan knows it: each file whose entry is not the index's, with both entries (in the index's order); the
+   * tree then holds exactly the index's names and every other file is the index's entry. Undefined after a walk.
+   */
+  readonly edits?: ReadonlyArray<Edit> | undefined
+}
+
+/** A file of the index found changed: its entry in the index and its entry now. */
+export interface Edit {
+  readonly path: string
+  readonly before: IndexEntry
+  readonly after: IndexEntry
 }
 
 const sameFolders = (index: WorkIndex, folders: ReadonlyMap<string, FolderStat>): boolean => {
@@ -129,9 +144,10 @@ export const scan = (
     // Before any stat: the index written from this scan is then good under this token (writeIndex), unless a file
     // has another hard link (it can change through that one with no event in its directory).
     const token = await tokenBeforeScan(root)
-    // Most often nothing changed: told from the index's columns, without making an entry per file.
-    const fast = columnsUnchanged(root, index, true)
-    if (fast?.same === true) {
+    const kept = takePass(root, index)
+    // Most often nothing changed, or only a few files: told from the index's columns, without an entry per file.
+    const fast = (token === undefined ? kept : undefined) ?? columnsChanged(root, index, true)
+    if (fast !== undefined && fast.changed.length === 0) {
       let snapshot: Snapshot | undefined
       return {
         get snapshot() {
@@ -146,6 +162,28 @@ export const scan = (
         folders: fast.folders,
         foldersKept: sameFolders(index, fast.folders),
         watchToken: fast.linked ? undefined : token
+      }
+    }
+    // Some changed, no name added or removed: only those are hashed, and the rest is the index's.
+    const edits = fast === undefined ? undefined : await hashEdits(root, index, fast)
+    if (fast !== undefined && edits !== undefined) {
+      let files: ReadonlyMap<string, IndexEntry> | undefined
+      const filesOf = () => files ??= withEdits(index.files, edits)
+      let snapshot: Snapshot | undefined
+      return {
+        get snapshot() {
+          return snapshot ??= snapshotOf(filesOf())
+        },
+        get files() {
+          return filesOf()
+        },
+        hashed: edits.length,
+        invalid: [],
+        unchanged: false, // as after a walk: the stats of the files hashed are new
+        folders: fast.folders,
+        foldersKept: sameFolders(index, fast.folders),
+        watchToken: fast.linked ? undefined : token,
+        edits
       }
     }
     const seen = new Map<string, FolderStat>()
@@ -207,6 +245,34 @@ export const scan = (
       watchToken: linked ? undefined : token
     }
   })
+
+/**
+ * The files `found` changed, hashed (a symlink: its target) with their stat now, as a walk's scan hashes a file whose
+ * stat is not the index's; undefined when one is gone or no longer a file or symlink (the walk then sees what is there).
+ */
+const hashEdits = async (root: string, index: WorkIndex, found: ColumnsChanged): Promise<ReadonlyArray<Edit> | undefined> => {
+  const columns = indexColumns(index)
+  if (columns === undefined) return undefined
+  const changed: Array<{ path: string; before: IndexEntry; absolute: string; symlink: boolean; stats: Stats }> = []
+  for (const i of found.changed) {
+    const file = columns.paths[i]!
+    const absolute = `${root}/${file}`
+    const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
+    if (stats === undefined || !(stats.isFile() || stats.isSymbolicLink())) return undefined
+    changed.push({ path: file, before: columnEntry(columns, i), absolute, symlink: stats.isSymbolicLink(), stats })
+  }
+  return mapLimit(changed, 16, async ({ absolute, before, path: file, stats, symlink }) => {
+    const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
+    return { path: file, before, after: entryOf(hash, modeOf(stats, symlink), stats) }
+  })
+}
+
+/** The index's entries with `edits` in place of theirs (same names, same order). */
+const withEdits = (files: ReadonlyMap<string, IndexEntry>, edits: ReadonlyArray<Edit>): ReadonlyMap<string, IndexEntry> => {
+  const edited = new Map(files)
+  for (const { after, path: file } of edits) edited.set(file, after)
+  return edited
+}
 
 const sameFile = (a: { hash: Hash; mode: BlobMode } | undefined, b: { hash: Hash; mode: BlobMode } | undefined) =>
   a !== undefined && b !== undefined && a.hash === b.hash && a.mode === b.mode
