@@ -1,8 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { captureConsole, envLayer, scriptedInteraction, tempDir } from "../test/support.ts"
 import { run } from "./Cli.ts"
 import { initialState, newBranch } from "./local/State.ts"
@@ -161,6 +162,24 @@ describe("NoopPush", () => {
       const after = out.slice(out.indexOf("check ends"), out.indexOf("hot ends"))
       expect(after).toMatch(/JSFunction hot .*TURBOFAN/)
     }).pipe(Effect.scoped), 120_000)
+
+  it.effect("the bin ends the process once a quick answer is written, never before anything still pending", () =>
+    Effect.gen(function*() {
+      const { root } = yield* checkout()
+      const bin = fileURLToPath(new URL("../bin/grove.js", import.meta.url))
+      // A module loaded first: a listener for the natural end (after the event loop's last turn), or work still pending.
+      const grove = (first: string) =>
+        spawnSync(process.execPath, ["--import", `data:text/javascript,${encodeURIComponent(first)}`, bin, "push"], {
+          cwd: root,
+          env: { PATH: process.env["PATH"], HOME: "/nonexistent-home" },
+          encoding: "utf8"
+        })
+      const idle = grove(`process.on("beforeExit", () => process.stderr.write("natural end\\n"))`)
+      expect({ status: idle.status, stdout: idle.stdout, stderr: idle.stderr }).toEqual({ status: 0, stdout: "Already up to date (u-abcdef).\n", stderr: "" })
+      const pending = grove(`setTimeout(() => process.stderr.write("pending ran\\n"), 300)`)
+      expect({ status: pending.status, stdout: pending.stdout, stderr: pending.stderr })
+        .toEqual({ status: 0, stdout: "Already up to date (u-abcdef).\n", stderr: "pending ran\n" })
+    }).pipe(Effect.scoped))
 
   it.effect("an index based on another commit, or none, is not trusted", () =>
     Effect.gen(function*() {
