@@ -5,11 +5,14 @@
  * come out exact, and `status` finds the tree clean from the index the clone wrote.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Console, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
+import { run } from "../../packages/cli/src/Cli.ts"
+import { captureConsole, envLayer, scriptedInteraction } from "../../packages/cli/test/support.ts"
 import { type GroveServer } from "../support/GroveServer.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { api } from "../support/http.ts"
@@ -42,6 +45,25 @@ fs.rename = (from, to, done) => { into(to); return cb(from, to, done) }
 fs.promises.rename = (from, to) => { into(to); return promised(from, to) }
 syncBuiltinESMExports()
 process.on("exit", () => process.stderr.write("renames into the tree: " + renames + "\\n"))
+`)
+}`
+
+/**
+ * Prints `order: pull sent` when the pull request goes out and `order: client loaded` when the module of the typed
+ * client (packages/cli/src/Client.ts, a source file or the bundle's chunk holding it) loads, each once.
+ */
+const PULL_BEFORE_CLIENT = `data:text/javascript,${
+  encodeURIComponent(`
+import dc from "node:diagnostics_channel"
+import { registerHooks } from "node:module"
+const once = new Set()
+const say = (what) => { if (!once.has(what)) { once.add(what); process.stderr.write("order: " + what + "\\n") } }
+registerHooks({ load(url, context, next) {
+  const loaded = next(url, context)
+  if (url.endsWith("/src/Client.ts") || String(loaded.source ?? "").includes("// packages/cli/src/Client.ts")) say("client loaded")
+  return loaded
+} })
+dc.subscribe("http.client.request.start", ({ request }) => { if (request.path.includes("/pull?")) say("pull sent") })
 `)
 }`
 
@@ -195,6 +217,80 @@ describe("a clone's writes", () => {
       expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
     } finally {
       await refusing.close()
+    }
+  }, 240_000)
+
+  it("sends its pull before it loads the typed client and the API's schemas (sync/PullAhead.ts), and clones the same", async () => {
+    const work = tempDir("clone-ahead")
+    await ok(["init", "--name", "ahead"], at(alice, work))
+    for (let i = 0; i < 20; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `ahead ${i}\n`.repeat(1 + i))
+    const pushed = json(await ok(["push", "--json"], at(alice, work)))
+    const parent = tempDir("clone-ahead-copy")
+    const cloned = await grove(["clone", "alice/ahead", "copy", "--branch", pushed.branch, "--json"], {
+      ...at(alice, parent),
+      env: { ...alice.env, NODE_OPTIONS: `--import ${PULL_BEFORE_CLIENT}` }
+    })
+    expect(cloned.code, cloned.stderr).toBe(0)
+    const events = [...cloned.stderr.matchAll(/^order: (.+)$/gm)].map((m) => m[1])
+    expect(events).toEqual(["pull sent", "client loaded"])
+    expect(listing(path.join(parent, "copy"))).toEqual(listing(work))
+  }, 240_000)
+
+  it("a clone whose repository is refused after its early chunk requests went out stops them (in a process that lives on)", async () => {
+    const work = tempDir("clone-cancel")
+    await ok(["init", "--name", "cancel"], at(alice, work))
+    for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `cancel ${i}\n`.repeat(1 + i))
+    const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+    // chunks/fetch is never answered; the repository's answer refuses once one came. The clone runs in this process:
+    // its early requests stay open until something stops them (a grove process would end and drop them anyway).
+    const open = new Set<http.IncomingMessage>()
+    let asked = 0
+    let fetchSeen!: () => void
+    const fetched = new Promise<void>((resolve) => (fetchSeen = resolve))
+    const target = new URL(server.url)
+    const agent = new http.Agent({ keepAlive: true })
+    const proxy = http.createServer((req, res) => {
+      const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
+      if (route.endsWith("/chunks/fetch")) {
+        asked++
+        open.add(req)
+        res.on("close", () => open.delete(req))
+        fetchSeen()
+        return
+      }
+      if (route === "GET /api/alice/cancel") {
+        void fetched.then(() => res.writeHead(403, { "content-type": "application/json" }).end(JSON.stringify({ error: "not today", code: "forbidden" })))
+        return
+      }
+      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+        answer.pipe(res)
+      }))
+    })
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+      const parent = tempDir("clone-cancel-copy")
+      const captured = captureConsole()
+      const argv = ["clone", "alice/cancel", "copy", "--branch", pushed.branch, "--remote", url, "--json"]
+      const code = await Effect.runPromise(run(argv).pipe(
+        Effect.provide(Layer.merge(
+          envLayer({ home: alice.home, cwd: parent, env: { SERVICE_API_KEY: alice.env!["SERVICE_API_KEY"]! } }),
+          scriptedInteraction(false).layer
+        )),
+        Effect.provideService(Console.Console, captured.console)
+      ))
+      expect({ code, out: captured.stdout.join("\n") }).toMatchObject({ code: 1, out: expect.stringContaining("not today") })
+      expect(asked).toBeGreaterThan(0)
+      // Stopped by the clone (Init.clone's finalizer cancels what the download did not take), not left open.
+      for (let i = 0; i < 100 && open.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(open.size).toBe(0)
+      expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
+    } finally {
+      agent.destroy()
+      proxy.closeAllConnections()
+      await new Promise<void>((resolve) => proxy.close(() => resolve()))
     }
   }, 240_000)
 

@@ -13,7 +13,7 @@ import { watch } from "./WatchCommands.ts"
 import { release, upgrade } from "./ReleaseCommands.ts"
 import { action, type CommandServices, JsonFlag, load, RemoteFlag, Reported, Switch } from "./CommandAction.ts"
 import { withExitCode } from "./CommandRun.ts"
-import { plainCommands } from "./Direct.ts"
+import { cloneBody, plainCommands } from "./Direct.ts"
 import { PLATFORM, VERSION } from "./BuildInfo.ts"
 import { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
@@ -147,7 +147,7 @@ const clone = Command.make("clone", {
     Flag.withDescription("Check out this branch (default: main, with a new personal branch on top)"),
     Flag.optional
   )
-}, (input) => action((remote) => Effect.flatMap(initModule(), (m) => m.clone(remote, input)))).pipe(
+}, (input) => action(cloneBody(input))).pipe(
   Command.withDescription("Copy a repository's files into a new checkout (stores a key for that repository in it)")
 )
 

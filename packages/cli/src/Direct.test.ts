@@ -38,6 +38,57 @@ describe("commands run without the command tree", () => {
     for (const argv of parsed) expect({ argv, direct: direct(argv) !== undefined }).toEqual({ argv, direct: false })
   })
 
+  it("clone in its plain forms skips the tree; any other form goes through it", () => {
+    const plain = [
+      ["clone", "o/n"],
+      ["clone", "o/n", "dest", "--json"],
+      ["--json", "clone", "o/n", "--branch", "b"],
+      ["--remote", "http://x", "clone", "o/n", "--branch=b", "dest"],
+      ["clone", "--remote=http://x", "o/n"]
+    ]
+    for (const argv of plain) expect({ argv, direct: direct(argv) !== undefined }).toEqual({ argv, direct: true })
+    const parsed = [
+      ["clone"],
+      ["clone", "o/n", "dest", "extra"],
+      ["clone", "o/n", "--help"],
+      ["clone", "o/n", "-h"],
+      ["clone", "o/n", "--branch"],
+      ["clone", "o/n", "--branch", "--json"],
+      ["clone", "o/n", "--branch="],
+      ["clone", "o/n", "--branch", "a", "--branch", "b"],
+      ["--branch", "b", "clone", "o/n"],
+      ["clone", "o/n", "--remote", "http://x", "--remote=http://y"],
+      ["clone", "o/n", "--remotes", "http://x"],
+      ["clone", "o/n", "--json", "--json"],
+      ["clone", "o/n", "--json=true"],
+      ["clone", "o/n", "--", "dest"],
+      ["init", "o/n"],
+      ["o/n", "clone"]
+    ]
+    for (const argv of parsed) expect({ argv, direct: direct(argv) !== undefined }).toEqual({ argv, direct: false })
+  })
+
+  it.live("clone answers as the command tree does when it cannot start", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir("home")
+      const cwd = yield* tempDir("cwd")
+      fs.writeFileSync(path.join(cwd, "taken"), "a file")
+      const cases = [
+        ["clone", "nameonly"],
+        ["clone", "o/n", "--branch", "bad..name", "--json"],
+        ["clone", "o/n", "taken"],
+        ["--json", "clone", "o/n", "taken"],
+        ["clone", "o/n", "fresh", "--remote", "http://127.0.0.1:9"]
+      ]
+      for (const argv of cases) {
+        const viaTree = yield* capture(run(argv), cwd, home)
+        const viaDirect = yield* capture(direct(argv)!, cwd, home)
+        expect(viaTree.exitCode, argv.join(" ")).not.toBe(0)
+        expect({ argv, ...viaDirect }).toEqual({ argv, ...viaTree })
+      }
+      expect(fs.readdirSync(cwd)).toEqual(["taken"])
+    }))
+
   it.live("answer as the command tree does: the same exit code and output, outside a checkout and in a broken one", () =>
     Effect.gen(function*() {
       const home = yield* tempDir("home")

@@ -22,6 +22,7 @@ import { saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import type { FreshBranch } from "../sync/Fetch.ts"
 import type { EarlyFetch } from "../sync/EarlyFetch.ts"
+import type { PullAhead } from "../sync/PullAhead.ts"
 import { fetchEarly } from "../sync/EarlyFetch.ts"
 import { checkFresh, materialize, pull, storeFresh } from "../sync/Fetch.ts"
 import { repoRemote } from "../sync/RemoteRepo.ts"
@@ -93,7 +94,9 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   readonly repo: string
   readonly dest: Option.Option<string>
   readonly branch: Option.Option<string>
-}) {
+}, ahead?: PullAhead) {
+  // A pull sent ahead (before this module loaded) and not taken is stopped.
+  yield* Effect.addFinalizer(() => Effect.sync(() => ahead?.cancel()))
   const out = yield* Output
   const { cwd } = yield* CliEnv
   const parsed = Names.parseFullName(options.repo)
@@ -119,7 +122,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   // the server reads those chunks while the checkout is made (their answers wait until the download takes them).
   let early: EarlyFetch | undefined
   const pulling = yield* Effect.forkChild(
-    checkFresh(pull(remoteRepo, Option.getOrElse(options.branch, () => "main"), null), (snapshot, wanted) => {
+    checkFresh(pull(remoteRepo, Option.getOrElse(options.branch, () => "main"), null, ahead), (snapshot, wanted) => {
       early = fetchEarly(remoteRepo, snapshot, wanted)
     }),
     { startImmediately: true }

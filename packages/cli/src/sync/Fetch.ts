@@ -23,6 +23,7 @@ import type { IncomingBlob } from "./Download.ts"
 import type { EarlyFetch } from "./EarlyFetch.ts"
 import { downloadBlobs } from "./Download.ts"
 import { plainDecoder, REFUSED } from "./PlainDecode.ts"
+import type { PullAhead } from "./PullAhead.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { transfer } from "./RemoteRepo.ts"
 
@@ -60,17 +61,23 @@ export const storeHistory = Effect.fn("Fetch.storeHistory")(function*(workspace:
 export type PullAnswer = ApiSync.PullResponse
 
 /** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
-export const pull = (remote: RemoteRepo, branch: string, since: string | null): Effect.Effect<PullAnswer, CliFailure> => {
+export const pull = (remote: RemoteRepo, branch: string, since: string | null, ahead?: PullAhead): Effect.Effect<PullAnswer, CliFailure> => {
   // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
   if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
   const query = new URLSearchParams({ branch_name: branch, ...(since === null ? {} : { since }) })
+  // The same request sent before the clone's modules loaded, when it is this one (same server, repository, branch, credential).
+  const sent = ahead !== undefined && since === null && ahead.site === remote.site && ahead.owner === remote.owner &&
+      ahead.name === remote.name && ahead.branch === branch && ahead.token === remote.token
+    ? ahead.answer
+    : undefined
   // As the typed client's `sync.pull` (same route, headers, retries and error mapping), but its answer decoded by
   // the schema's compiled plain decoder (PlainDecode.ts): a whole branch is ~60k values.
   return Effect.flatMap(
     transfer("pull failed", () =>
       remote.sendBinary(`pull?${query}`, {
         method: "GET",
-        acceptEncoding: downloadCompression(remote.site) ? ACCEPT_ENCODING : undefined
+        acceptEncoding: downloadCompression(remote.site) ? ACCEPT_ENCODING : undefined,
+        sent
       })),
     (answer) => decodePull(remote, answer.body)
   )

@@ -50,6 +50,8 @@ export interface StreamedInit extends BinaryInit {
   readonly signal?: AbortSignal | undefined
   /** A 503 fails at once instead of being tried again after a pause: the caller has another way to send it. */
   readonly busyFailsAtOnce?: boolean | undefined
+  /** The answer of this very request sent already (PullAhead.ts): taken as the first try's. */
+  readonly sent?: Promise<Answer> | undefined
 }
 
 const encodeSegment = encodeURIComponent
@@ -185,7 +187,13 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
           }
         }
       }
+      let sent = init.sent
       const send = async (): Promise<Answer> => {
+        if (sent !== undefined) {
+          const first = sent
+          sent = undefined
+          return first
+        }
         if (taken !== undefined && init.resume !== undefined) {
           const seen = taken
           taken = undefined
