@@ -1,12 +1,11 @@
 /**
- * The few stat fields the tree checks compare (TreeStatus.columnsUnchanged, TreeWalk.foldersAsRecorded), for 20,000
+ * The few stat fields the tree checks compare (TreeStatus.columnsChanged, TreeWalk.foldersAsRecorded), for 20,000
  * files in a row without a `fs.Stats` per call. `fs.lstatSync` builds a Stats object (14 numbers) from the values
  * Node's fs binding leaves in one shared Float64Array; at 20k files that object, its garbage and the path checks are
- * ~15-25 ms of a ~110 ms no-op push. Node's binding (`process.binding("fs")`, on its allow list, not deprecated at
+ * ~10-15 ms of a ~110 ms no-op push. Node's binding (`process.binding("fs")`, on its allow list, not deprecated at
  * run time but for --pending-deprecation) gives the array itself. It is used only when it is there with the expected
- * layout, checked once against `fs.lstatSync` of the same path; otherwise, or at any doubt, `fs.lstatSync` and the
- * same answers. Node built-ins only.
- */
+ * layout and calls, checked once against `fs.lstatSync` of the same path and on a missing name; otherwise, or at any
+ * doubt, `fs.lstatSync` and the same answers. Node built-ins only. */
 import * as fs from "node:fs"
 
 /** The fields, by position in `StatRow`. */
@@ -64,7 +63,9 @@ const checkedBinding = (path: string): FsBinding | undefined => {
     if (values === undefined || typeof values.length !== "number" || values.length < 16) return undefined
     const expected = Array.from(fromStats(fs.lstatSync(path)))
     const got = Array.from(fromValues(values))
-    return got.every((x, i) => x === expected[i]) ? binding as FsBinding : undefined
+    // And a name that is not there is no answer rather than an error (fs's throwIfNoEntry: false).
+    const missing = binding.lstat(`.grove-no-such-name-${process.pid}`, false, undefined, false)
+    return missing === undefined && got.every((x, i) => x === expected[i]) ? binding as FsBinding : undefined
   } catch {
     return undefined
   }
