@@ -1,15 +1,21 @@
 /**
  * locateReachable: a chunk fetch's access check and locate in one statement. It answers exactly the chunks a blob of
- * the repository reaches in its organization (StaleStatistics.test: it stays near-linear on stale statistics).
+ * the repository reaches in its organization, on PGlite and on PostgreSQL (StaleStatistics.test: it stays near-linear on
+ * stale statistics).
  */
-import { DbEmbedded, Migrations } from "@grove/storage"
+import { DbEmbedded, DbPostgres, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
+import { startPostgres } from "../../../../scripts/infra/postgres.ts"
 import { locateReachable } from "./ChunkReads.ts"
 
-const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Embedded = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
+const Postgres = Migrations.layer.pipe(
+  Layer.provideMerge(Layer.unwrap(Effect.map(startPostgres(), (server) => DbPostgres.layer({ url: server.url, maxConnections: 4 })))),
+  Layer.orDie
+)
 
 const h = (label: string) => createHash("sha256").update(label).digest("hex")
 
@@ -33,31 +39,36 @@ const organization = Effect.fnUntraced(function*(n: number) {
   return { orgId, repoId, otherRepoId, blobs, chunks }
 })
 
-layer(Db, { timeout: 120_000 })("locateReachable", (it) => {
-  it.effect("answers only chunks the repository reaches in its organization, with their places", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const org = yield* organization(6)
-      const stranger = yield* organization(2)
-      // A chunk the organization has that no blob reaches, and a blob of the other repository only.
-      const loose = h("loose")
-      yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${loose}, 3)`
-      const [otherBlob, otherChunk] = [h("other blob"), h("other chunk")]
-      yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${org.orgId}, ${otherBlob}, 3, 1)`
-      yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${otherChunk}, 3)`
-      yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
-        VALUES (${org.orgId}, ${otherBlob}, 0, ${otherChunk}, 0, 3)`
-      yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${org.otherRepoId}, ${otherBlob})`
+for (const [database, Db, options] of [["PGlite", Embedded, {}], ["PostgreSQL", Postgres, { excludeTestServices: true }]] as const) {
+  layer(Db, { timeout: 300_000, ...options })(`locateReachable on ${database}`, (it) => {
+    it.effect("answers only chunks the repository reaches in its organization, with their places", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* organization(6)
+        const stranger = yield* organization(2)
+        // A chunk the organization has that no blob reaches, and a blob of the other repository only.
+        const loose = h("loose")
+        yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${loose}, 3)`
+        const [otherBlob, otherChunk] = [h("other blob"), h("other chunk")]
+        yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${org.orgId}, ${otherBlob}, 3, 1)`
+        yield* sql`INSERT INTO chunks (org_id, hash, size) VALUES (${org.orgId}, ${otherChunk}, 3)`
+        yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
+          VALUES (${org.orgId}, ${otherBlob}, 0, ${otherChunk}, 0, 3)`
+        yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${org.otherRepoId}, ${otherBlob})`
 
-      const asked = [...org.chunks, loose, otherChunk, stranger.chunks[0]!, h("nowhere"), org.chunks[0]!]
-      const located = yield* locateReachable(org.repoId, org.orgId, asked)
-      expect([...located.keys()].sort()).toEqual([...org.chunks].sort())
-      expect(located.get(org.chunks[0]!)).toEqual({ hash: org.chunks[0], size: 7, pack: "pack", offset: 1 })
-      expect(located.get(org.chunks[1]!)).toEqual({ hash: org.chunks[1], size: 7, pack: null, offset: 0 })
-      // Through the other repository: its own chunk only.
-      expect([...(yield* locateReachable(org.otherRepoId, org.orgId, asked)).keys()]).toEqual([otherChunk])
-      // The right repository in the wrong organization: nothing.
-      expect((yield* locateReachable(org.repoId, stranger.orgId, asked)).size).toBe(0)
-    }))
-
-})
+        const asked = [...org.chunks, loose, otherChunk, stranger.chunks[0]!, h("nowhere"), org.chunks[0]!]
+        const located = yield* locateReachable(org.repoId, org.orgId, asked)
+        expect([...located.keys()].sort()).toEqual([...org.chunks].sort())
+        expect(located.get(org.chunks[0]!)).toEqual({ hash: org.chunks[0], size: 7, pack: "pack", offset: 1 })
+        expect(located.get(org.chunks[1]!)).toEqual({ hash: org.chunks[1], size: 7, pack: null, offset: 0 })
+        // Through the other repository: its own chunk only.
+        expect([...(yield* locateReachable(org.otherRepoId, org.orgId, asked)).keys()]).toEqual([otherChunk])
+        // The right repository in the wrong organization: nothing.
+        expect((yield* locateReachable(org.repoId, stranger.orgId, asked)).size).toBe(0)
+        // Over 100 hashes the statement runs unprepared (db/Batches.ts): the same answer.
+        const large = yield* organization(150)
+        const many = yield* locateReachable(large.repoId, large.orgId, [...large.chunks, otherChunk, loose])
+        expect([...many.keys()].sort()).toEqual([...large.chunks].sort())
+      }))
+  })
+}
