@@ -19,7 +19,7 @@ beforeAll(async () => {
   server = await startServer()
   sam = await server.createUser("sam")
   tina = await server.createUser("tina")
-  expect((await api(server.url, sam).post("/repos", { name: "staged" })).status).toBe(201)
+  expect((await as(sam).post("/repos", { name: "staged" })).status).toBe(201)
 }, 300_000)
 
 afterAll(async () => {
@@ -27,7 +27,24 @@ afterAll(async () => {
 })
 
 const REPO = "/sam/staged"
-const as = (key: string) => api(server.url, key)
+
+/**
+ * Every request of this file on a connection of its own (`connection: close`: undici pools no socket after it). A
+ * pooled keep-alive socket fails the next request sent on it when the server's event loop was held past its 5 s
+ * keep-alive timeout (seconds at load 20): the timer runs before the request already waiting on the socket is read,
+ * and the server closes it under that request ("other side closed" in prove()'s back-to-back PUTs).
+ */
+const FRESH = { connection: "close" } as const
+const as = (key: string) => {
+  const { raw } = api(server.url, key)
+  return {
+    get: (path: string) => raw("GET", path, undefined, FRESH),
+    post: (path: string, body?: unknown) => raw("POST", path, body ?? {}, FRESH),
+    put: (path: string, body: unknown) => raw("PUT", path, body, FRESH)
+  }
+}
+const fetchFresh = (url: string, init: { method?: string; headers: Record<string, string>; body?: Uint8Array }) =>
+  fetch(url, { ...init, headers: { ...init.headers, ...FRESH } })
 
 const branchOf = (name: string) => ({ name, description: "staged", parent_branch: "main", status: "open", created_at: "2026-11-25T10:00:00+00:00" })
 
@@ -72,7 +89,7 @@ const prove = async (hash: string, refs: ReturnType<typeof chunkRefs>, upload: b
   expect(pages.body).toEqual({ accepted_chunks: chunks.length, complete_blobs: [0], all_mappings_complete: true })
   if (upload) {
     for (const r of refs) {
-      const put = await fetch(`${server.url}/api${REPO}/chunks/${r.hash}`, { method: "PUT", headers: { authorization: `Bearer ${sam}` }, body: r.data.slice() })
+      const put = await fetchFresh(`${server.url}/api${REPO}/chunks/${r.hash}`, { method: "PUT", headers: { authorization: `Bearer ${sam}` }, body: r.data.slice() })
       expect(put.status).toBe(200)
     }
   }
@@ -109,7 +126,7 @@ describe("staged pushes", () => {
     expect(branch.body).toMatchObject({ head: second.commit.hash, description: "staged", status: "open" })
     const pull = await as(sam).get(`${REPO}/pull?branch_name=feat`)
     expect(pull.body.commits.map((c: { hash: string }) => c.hash)).toEqual([first.commit.hash, second.commit.hash])
-    const raw = await fetch(`${server.url}/api${REPO}/raw/${second.commit.hash}/a.txt`, { headers: { authorization: `Bearer ${sam}` } })
+    const raw = await fetchFresh(`${server.url}/api${REPO}/raw/${second.commit.hash}/a.txt`, { headers: { authorization: `Bearer ${sam}` } })
     expect(await raw.text()).toBe("one, again\n")
 
     expect((await stage(finalizer(id, "feat", second.commit.hash))).body).toEqual({ success: true, new_head: second.commit.hash, message: "already finalized" })
@@ -331,7 +348,7 @@ describe("blob mapping proofs", () => {
     expect((await stage(batch(id, "large", { trees: c.trees }))).body.success).toBe(true)
     expect((await stage(batch(id, "large", { commits: [c.commit] }))).body.success).toBe(true)
     expect((await stage(finalizer(id, "large", c.commit.hash))).body.success).toBe(true)
-    const raw = await fetch(`${server.url}/api${REPO}/raw/${c.commit.hash}/big.bin`, { headers: { authorization: `Bearer ${sam}` } })
+    const raw = await fetchFresh(`${server.url}/api${REPO}/raw/${c.commit.hash}/big.bin`, { headers: { authorization: `Bearer ${sam}` } })
     expect(Buffer.from(await raw.arrayBuffer()).equals(Buffer.from(bytes))).toBe(true)
     // blobs/check: the strict receipt predicate is acknowledged, and verify_content re-hashes.
     const check = await as(sam).post(`${REPO}/blobs/check`, { hashes: [hash, "3".repeat(64)], require_verified_receipts: true, verify_content: true })
