@@ -283,8 +283,8 @@ describe("a clone's writes", () => {
       ))
       expect({ code, out: captured.stdout.join("\n") }).toMatchObject({ code: 1, out: expect.stringContaining("not today") })
       expect(asked).toBeGreaterThan(0)
-      // Stopped by the clone (Init.clone's finalizer cancels what the download did not take), not left open.
-      for (let i = 0; i < 100 && open.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+      // Stopped by the clone (Init.clone's finalizer cancels what the download did not take): polled up to 20 s.
+      for (let i = 0; i < 400 && open.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
       expect(open.size).toBe(0)
       expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
     } finally {
