@@ -309,7 +309,8 @@ export const executeRun = Effect.fnUntraced(function*(context: RunnerContext, ru
     return all.includes("timed_out") ? "timed_out" : all.some((c) => c !== "success" && c !== "skipped") ? "failure" : all.every((c) => c === "skipped") ? "skipped" : "success"
   })
 
-  const main = yield* Effect.forkChild(runJobs)
+  // Started now, not a scheduler turn later (as the dispatcher's launch of the run).
+  const main = yield* Effect.forkChild(runJobs, { startImmediately: true })
   // A run completed by someone else (cancel, or failed as lost) stops the jobs: the heartbeat says so.
   const watcher = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
     yield* Effect.sleep("1 second")
