@@ -2,10 +2,14 @@
  * The few stat fields the tree checks compare (TreeStatus.columnsChanged, TreeWalk.foldersAsRecorded), for 20,000
  * files in a row without a `fs.Stats` per call. `fs.lstatSync` builds a Stats object (14 numbers) from the values
  * Node's fs binding leaves in one shared Float64Array; at 20k files that object, its garbage and the path checks are
- * ~10-15 ms of a ~110 ms no-op push. Node's binding (`process.binding("fs")`, on its allow list, not deprecated at
- * run time but for --pending-deprecation) gives the array itself. It is used only when it is there with the expected
- * layout and calls, checked once against `fs.lstatSync` of the same path and on a missing name; otherwise, or at any
- * doubt, `fs.lstatSync` and the same answers. Node built-ins only. */
+ * ~10-15 ms of a ~110 ms no-op push. Node's binding (`process.binding("fs")`, on its allow list) gives the array
+ * itself. It is used only
+ * - on the Node major the project pins and tests (another may deprecate it at run time, or change it);
+ * - when taking it emits no warning (Node 24 deprecates it under --pending-deprecation; a warning is caught, not
+ *   printed, and the binding left alone);
+ * - with the expected layout and calls, checked once against `fs.lstatSync` of the same path and on a missing name.
+ * Otherwise, or at any doubt, `fs.lstatSync` and the same answers. A path fs would refuse (a NUL byte: the binding
+ * would stat the path up to it) always goes to fs. Node built-ins only. */
 import * as fs from "node:fs"
 
 /** The fields, by position in `StatRow`. */
@@ -49,16 +53,32 @@ const fromStats = (s: fs.Stats): StatRow => {
   return row
 }
 
-const pendingDeprecation = () =>
-  process.execArgv.includes("--pending-deprecation") || (process.env["NODE_OPTIONS"] ?? "").includes("--pending-deprecation") ||
-  process.env["NODE_PENDING_DEPRECATION"] === "1"
+/** The Node major whose binding layout and calls this file was written and tested against (package.json engines). */
+export const BINDING_NODE_MAJOR = 24
+
+/** `process.binding("fs")` when taking it emits no warning; a warning it emits is kept from being printed. */
+const quietBinding = (): Partial<FsBinding> | undefined => {
+  const emitWarning = process.emitWarning
+  let warned = false
+  process.emitWarning = () => {
+    warned = true
+  }
+  try {
+    const binding = (process as unknown as { binding: (name: string) => Partial<FsBinding> }).binding("fs")
+    return warned ? undefined : binding
+  } finally {
+    process.emitWarning = emitWarning
+  }
+}
 
 /** The binding when it answers `path` as fs.lstatSync does, field for field; undefined otherwise. */
 const checkedBinding = (path: string): FsBinding | undefined => {
   try {
-    if (pendingDeprecation()) return undefined // it would print a warning
-    const binding = (process as unknown as { binding: (name: string) => Partial<FsBinding> }).binding("fs")
-    if (typeof binding.lstat !== "function" || typeof binding.stat !== "function") return undefined
+    if (Number(process.versions.node.split(".")[0]) !== BINDING_NODE_MAJOR) return undefined
+    const binding = quietBinding()
+    if (binding === undefined || typeof binding.lstat !== "function" || typeof binding.stat !== "function") {
+      return undefined
+    }
     const values = binding.lstat(path, false, undefined, true)
     if (values === undefined || typeof values.length !== "number" || values.length < 16) return undefined
     const expected = Array.from(fromStats(fs.lstatSync(path)))
@@ -73,7 +93,9 @@ const checkedBinding = (path: string): FsBinding | undefined => {
 
 let binding: FsBinding | undefined | null = null
 
-const bindingFor = (path: string) => binding === null ? (binding = checkedBinding(path)) : binding
+/** The binding, or undefined for fs: also for a path with a NUL byte, which fs refuses (ERR_INVALID_ARG_VALUE). */
+const bindingFor = (path: string) =>
+  path.includes("\0") ? undefined : binding === null ? (binding = checkedBinding(path)) : binding
 
 /** `fs.lstatSync(path)`'s fields (in the shared row), undefined when nothing is there. */
 export const lstatRow = (path: string): StatRow | undefined => {
