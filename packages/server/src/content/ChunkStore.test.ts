@@ -4,7 +4,7 @@
  * being hashed again, and plain bytes that begin with the zstd magic are kept as they are; unmarked
  * entries are still verified (each one hashed, a wrong hash rejected).
  */
-import { expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
 import { Effect, Layer, Stream } from "effect"
@@ -14,7 +14,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { zstdCompressSync } from "node:zlib"
-import { ChunkStore, INLINE_MAX } from "./ChunkStore.ts"
+import { ChunkStore, INLINE_MAX, packBytes } from "./ChunkStore.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = ChunkStore.layer.pipe(
@@ -96,4 +96,16 @@ layer(Live, { timeout: 60_000 })("ChunkStore.putMany", (it) => {
       const read = yield* chunks.readLocated(orgId, [...located.values()])
       for (const c of group) expect(Buffer.from(read.get(c.hash)!).equals(Buffer.from(c.data))).toBe(true)
     }))
+})
+
+describe("packBytes", () => {
+  it("lays the chunks back to back in one buffer of their total size, with memory of its own (not the parts' nor a pool's)", () => {
+    const parts = [new Uint8Array([1, 2, 3]), new Uint8Array(0), Buffer.from([4, 5]), new Uint8Array(randomBytes(70_000))]
+    const pack = packBytes(parts)
+    expect(pack.length).toBe(70_005)
+    expect(Buffer.from(pack).equals(Buffer.concat(parts))).toBe(true)
+    expect({ offset: pack.byteOffset, size: pack.buffer.byteLength }).toEqual({ offset: 0, size: 70_005 })
+    pack[0] = 9
+    expect(parts[0]![0]).toBe(1)
+  })
 })

@@ -43,6 +43,22 @@ const verify = (hash: string, received: Uint8Array): Effect.Effect<Uint8Array, C
 }
 
 
+/**
+ * Small chunks' bytes back to back, copied once into a buffer of their total size. `new Uint8Array(Buffer.concat(...))`
+ * copied each group twice (the concat, then the typed array's copy of it): 2 x ~40 MB per 5k-file push.
+ */
+export const packBytes = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  let total = 0
+  for (const part of parts) total += part.length
+  const bytes = new Uint8Array(total)
+  let at = 0
+  for (const part of parts) {
+    bytes.set(part, at)
+    at += part.length
+  }
+  return bytes
+}
+
 /** A received chunk: raw or zstd bytes sent under `hash`, or (`verified`) plain bytes `hash` was computed from. */
 export interface UploadedChunk {
   readonly hash: string
@@ -148,7 +164,7 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       const rows: Array<ChunkRow> = []
       for (const [hash, data] of large) rows.push({ hash, size: data.length, pack: "", offset: 0 })
       if (packed.length > 0) {
-        const bytes = new Uint8Array(Buffer.concat(packed.map(([, data]) => data)))
+        const bytes = packBytes(packed.map(([, data]) => data))
         const pack = Blake3.hash(bytes)
         yield* store.put({ namespace: namespaceOf(orgId), hash: pack }, Stream.make(bytes))
         let offset = 0
