@@ -5,7 +5,7 @@ import { execFile } from "node:child_process"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { promisify } from "node:util"
-import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
+import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, openTransfers, processLooks, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -225,5 +225,57 @@ describe("IdleGc.loadTrim", () => {
     expect(typeof malloc.trim()).toBe("boolean")
     // glibc 2.33+ (this project's images: 2.36): malloc's free bytes.
     expect(malloc.freeBytes?.()).toBeGreaterThanOrEqual(0)
+  })
+})
+
+describe("IdleGc.processLooks", () => {
+  it("a look while a transfer is open counts as busy, whatever the event loop did", async () => {
+    let open = 1
+    const look = processLooks(() => open)
+    const idleFor = (ms: number) => new Promise((r) => setTimeout(r, ms))
+    await idleFor(100)
+    expect(look().utilization).toBe(1)
+    open = 0
+    await idleFor(100)
+    expect(look().utilization).toBeLessThan(IDLE_UTILIZATION)
+  })
+
+  it("openTransfers counts the requests other than GET being answered, each until its response closes", async () => {
+    const http = await import("node:http")
+    const held: Array<import("node:http").ServerResponse> = []
+    const server = http.createServer((_request, response) => void held.push(response))
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const { port } = server.address() as import("node:net").AddressInfo
+    const transfers = openTransfers()
+    const send = (method: string) => {
+      const request = http.request({ host: "127.0.0.1", port, method, agent: false })
+      request.on("error", () => {})
+      request.end(method === "GET" ? undefined : "chunk bytes")
+      return request
+    }
+    const until = async (check: () => boolean) => {
+      for (let i = 0; i < 300 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
+    }
+    try {
+      // A GET (an event stream, a followed log) may stay open for minutes: never a transfer.
+      send("GET")
+      await until(() => held.length === 1)
+      expect(transfers()).toBe(0)
+      send("POST")
+      const put = send("PUT")
+      await until(() => held.length === 3)
+      expect(transfers()).toBe(2)
+      held[1]!.end()
+      await until(() => transfers() === 1)
+      expect(transfers()).toBe(1)
+      // A client that goes away: its response closes unanswered.
+      put.destroy()
+      await until(() => transfers() === 0)
+      expect(transfers()).toBe(0)
+    } finally {
+      for (const response of held) response.destroy()
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 })
