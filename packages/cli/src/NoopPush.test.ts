@@ -231,12 +231,48 @@ describe("quickStatus", () => {
       expect(JSON.parse(ask(["status", "--json"]) as string)).toMatchObject({ repository: "o/n", head: HEAD, changes: [], invalid_paths: [] })
     }).pipe(Effect.scoped))
 
-  it.effect("a tree with a change: the quick check's stats go to the full command's scan, which stats no file again", () =>
+  it.effect("answers changed files of the index (bytes, same size, mode) exactly as the full command does, index untouched", () =>
+    Effect.gen(function*() {
+      const { askStatus: ask, root } = yield* checkout({}, {}, undefined, 120)
+      fs.writeFileSync(path.join(root, "a.txt"), "A.txt") // the same size
+      fs.appendFileSync(path.join(root, "many/7/57.txt"), " and more")
+      fs.chmodSync(path.join(root, "sub/b.txt"), 0o755)
+      const recorded = fs.readFileSync(indexPath(root))
+      for (const json of [true, false]) {
+        const quick = yield* Effect.promise(async () => ask(json ? ["status", "--json"] : ["status"]))
+        expect(quick).toBeDefined()
+        expect(quick).toEqual((yield* fullStatus(root, json)).stdout)
+      }
+      expect(JSON.parse((yield* Effect.promise(async () => ask(["status", "--json"]))) as string).changes).toEqual([
+        { path: "a.txt", change_type: "modified" },
+        { path: "many/7/57.txt", change_type: "modified" },
+        { path: "sub/b.txt", change_type: "modified" }
+      ])
+      // Neither wrote the index: it holds the head, and the changes are found again next time.
+      expect(fs.readFileSync(indexPath(root))).toEqual(recorded)
+    }).pipe(Effect.scoped))
+
+  it("loads no Effect for it: the changed files are hashed and compared by core's Effect-free modules", () => {
+    // Every module the quick status path loads, as Node resolves it (module.registerHooks).
+    const script = `const urls = [];
+(await import("node:module")).registerHooks({ resolve: (s, c, next) => { const r = next(s, c); urls.push(r.url); return r } })
+await import(${JSON.stringify(path.join(import.meta.dirname, "NoopPush.ts"))})
+await import(${JSON.stringify(path.join(import.meta.dirname, "local/EditedFiles.ts"))})
+console.log(JSON.stringify(urls))`
+    const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" })
+    expect(child.stderr).toBe("")
+    const urls = JSON.parse(child.stdout) as Array<string>
+    expect(urls.some((url) => url.endsWith("/core/src/objects/Blake3Backend.ts"))).toBe(true)
+    expect(urls.filter((url) => /\/node_modules\/effect\/|\/core\/src\/objects\/Blake3\.ts$/.test(url))).toEqual([])
+  })
+
+  it.effect("a tree with a touched file: the quick check's stats go to the full command's scan, which stats no file again", () =>
     Effect.gen(function*() {
       const { askStatus: ask, root } = yield* checkout({}, {}, undefined, 300)
-      // The last file the check comes to: the quick check stats every file before it finds the change.
+      // The last file the check comes to: the quick check stats every file before it finds the change. Its bytes are
+      // the same: the quick answer leaves it to the full command, which records its new stat.
       const last = indexColumns(readIndexSync(root))!.paths.at(-1)!
-      fs.appendFileSync(path.join(root, last), "!")
+      fs.utimesSync(path.join(root, last), new Date(), new Date())
       // Every lstat, fs.lstatSync's included, goes through Node's binding: counted there, by file of the checkout (the
       // quick check stats from the checkout's root, the scan by absolute path; the rest is the root itself and modules).
       const binding = (process as unknown as { binding: (name: string) => { lstat: (...args: Array<unknown>) => unknown } }).binding("fs")
@@ -248,17 +284,17 @@ describe("quickStatus", () => {
       }
       const changes = yield* Effect.gen(function*() {
         binding.lstat = (...args) => (count(args[0]), lstat.apply(binding, args))
-        expect(ask(["status", "--json"])).toBeUndefined()
+        expect(yield* Effect.promise(async () => ask(["status", "--json"]))).toBeUndefined()
         return JSON.parse((yield* fullStatus(root, true)).stdout).changes
       }).pipe(Effect.ensuring(Effect.sync(() => (binding.lstat = lstat))))
-      expect(changes).toEqual([{ path: last, change_type: "modified" }])
-      // Each of the 302 files once, the changed one once more to be hashed (before: the quick check's pass, then the
-      // scan's, which stopped at the change, then its walk's).
+      expect(changes).toEqual([])
+      // Each of the 302 files once, the touched one twice more to be hashed, by the quick answer and by the scan
+      // (before: the quick check's pass, then the scan's, which stopped at the change, then its walk's).
       expect(lstats.size).toBe(302)
-      expect(Object.fromEntries([...lstats].filter(([, n]) => n !== 1))).toEqual({ [last]: 2 })
+      expect(Object.fromEntries([...lstats].filter(([, n]) => n !== 1))).toEqual({ [last]: 3 })
     }).pipe(Effect.scoped))
 
-  it.effect("leaves a change, a merge, withheld files, other flags and an index it cannot trust to the full command", () =>
+  it.effect("leaves an added file, a merge, withheld files, other flags and an index it cannot trust to the full command", () =>
     Effect.gen(function*() {
       const status = ["status", "--json"]
       const merging = yield* checkout({}, { merge: { branch: "u-abcdef", parent: HEAD, merge_parent: HEAD, conflicts: [] } })

@@ -1,14 +1,16 @@
 /**
  * Commands answered before the client is loaded (Effect, the HTTP client and
  * the API schemas cost more start-up time than the whole answer), when the working tree is exactly the
- * branch head as the index records it (`treeUnchanged`):
+ * branch head as the index records it (`treeUnchanged`), or for status only files of the index changed:
  * - `grove push` with nothing to push: the branch is on the server at its local head, no metadata is
  *   pending;
- * - `grove status`: no change to list (the full command's scan takes the same path and writes nothing).
+ * - `grove status`: no change to list, or only changed files of the index to list (the full command's scan takes
+ *   the same path and writes nothing).
  * Anything else, or any doubt (a broken file, a merge in progress, flags other than --json), returns
  * undefined and the full command runs; it reaches the same answer the slow way when there is one.
  * A small push (SmallPush.ts) is sent from here too. No Effect here (nor in what it imports).
  */
+import type { FileChange } from "@grove/core/objects/FileChanges"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { chooseRemote, normaliseRemote } from "./Remote.ts"
@@ -204,9 +206,27 @@ export const quickStatus = (input: NoopPushInput): string | undefined | Promise<
   if (found === undefined || ((input.env["GROVE_REMOTE"] ?? "") === "" && normaliseRemote(found.remote) === undefined)) return undefined
   // Files withheld by path permissions (local/Withheld.ts) make the full command compare with the head commit.
   if (fs.existsSync(path.join(found.root, ".grove", "withheld.json"))) return undefined
-  return andThen(treeIsHead(found.root, found.branch.head, true), (same) => {
-    if (!same) return undefined
-    const report = statusReport({ ...found, merge: undefined, changes: [], invalid: [] })
+  return andThen(headChanges(found.root, found.branch.head), (changes) => {
+    if (changes === undefined) return undefined
+    const report = statusReport({ ...found, merge: undefined, changes, invalid: [] })
     return input.args.includes("--json") ? JSON.stringify(report.value, null, 2) : report.human()
   })
+}
+
+/**
+ * The working tree's changes against `head` as the full `grove status` finds them: none when the tree is settled as
+ * the index (treeIsHead); without a watcher, also when the stat pass finds only files of the index changed and every
+ * directory as recorded (EditedFiles.ts). Undefined when the full command must decide; it then takes the stat pass.
+ */
+const headChanges = (root: string, head: string): ReadonlyArray<FileChange> | undefined | Promise<ReadonlyArray<FileChange> | undefined> => {
+  if (fs.existsSync(socketPath(root))) return andThen(treeIsHead(root, head, true), (same) => same ? [] : undefined)
+  const index = readIndexSync(root)
+  if (index.base !== head) return undefined
+  const files = indexColumns(index)?.paths.length ?? 0
+  const found = statsFromRoot(root, files, (at) => columnsChanged(at, index, true))
+  if (found === undefined) return undefined
+  if (found.changed.length === 0) return []
+  keepPass(root, index, found)
+  // Loaded only then (BLAKE3, its native addon): the no-op push and an unchanged status hash nothing.
+  return import("./local/EditedFiles.ts").then((m) => m.editedFiles(root, index, found), () => undefined)
 }

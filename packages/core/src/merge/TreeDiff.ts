@@ -2,8 +2,8 @@
  * What changed between two snapshots, as a commit's `files` list, and the cheap way to find the
  * changed paths between two stored root trees without flattening either.
  */
-import type { Hash } from "../objects/Blake3.ts"
-import { EMPTY_HASH } from "../objects/Blake3.ts"
+import type { Hash } from "../objects/Blake3Backend.ts"
+import { EMPTY_HASH } from "../objects/Blake3Backend.ts"
 import type { FileChange, Snapshot } from "../objects/FileChanges.ts"
 import { compareNames, isBlobMode } from "../objects/Tree.ts"
 import type { BlobMode, TreeEntry } from "../objects/Tree.ts"

@@ -2,9 +2,10 @@
  * Trees: one level of a directory, hashed over a canonical text form so every client and the
  * server agree on the hash.
  */
-import { checkHash, hash } from "./Blake3.ts"
-import type { Hash } from "./Blake3.ts"
 import type { NameCheck } from "../Names.ts"
+import { checkHash } from "../Names.ts"
+import { hash } from "./Blake3Backend.ts"
+import type { Hash } from "./Blake3Backend.ts"
 import type { TreeEntry } from "./TreeText.ts"
 import { checkTreeEntries, encodeTree } from "./TreeText.ts"
 
