@@ -1,5 +1,6 @@
 /**
- * locateReachable: a chunk fetch's access check and locate in one statement. It answers exactly the chunks a blob of
+ * locateReachable: a chunk fetch's access check and locate in one statement (reachableChunks: the check alone;
+ * chunkOwners: the blobs that hold the chunks, for path permissions). It answers exactly the chunks a blob of
  * the repository reaches in its organization, on PGlite and on PostgreSQL (StaleStatistics.test: it stays near-linear on
  * stale statistics).
  */
@@ -9,7 +10,7 @@ import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
 import { startPostgres } from "../../../../scripts/infra/postgres.ts"
-import { locateReachable } from "./ChunkReads.ts"
+import { chunkOwners, locateReachable, reachableChunks } from "./ChunkReads.ts"
 
 const Embedded = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Postgres = Migrations.layer.pipe(
@@ -69,6 +70,41 @@ for (const [database, Db, options] of [["PGlite", Embedded, {}], ["PostgreSQL", 
         const large = yield* organization(150)
         const many = yield* locateReachable(large.repoId, large.orgId, [...large.chunks, otherChunk, loose])
         expect([...many.keys()].sort()).toEqual([...large.chunks].sort())
+
+        // reachableChunks (the Oak client's chunks/download): the same hashes, without their places.
+        const sorted = (set: ReadonlySet<string>) => [...set].sort()
+        expect(sorted(yield* reachableChunks(org.repoId, org.orgId, asked))).toEqual([...org.chunks].sort())
+        expect(sorted(yield* reachableChunks(org.otherRepoId, org.orgId, asked))).toEqual([otherChunk])
+        expect((yield* reachableChunks(org.repoId, stranger.orgId, asked)).size).toBe(0)
+        expect(sorted(yield* reachableChunks(large.repoId, large.orgId, [...large.chunks, otherChunk, loose]))).toEqual([...large.chunks].sort())
+      }))
+
+    it.effect("chunkOwners: each asked chunk with each blob of the repository that holds it, once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* organization(3)
+        // A blob of the repository holding its first chunk twice and its second; a blob of the other repository
+        // holding the first chunk too.
+        const [twice, others] = [h("twice"), h("others")]
+        yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${org.orgId}, ${twice}, 21, 3), (${org.orgId}, ${others}, 7, 1)`
+        yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size) VALUES
+          (${org.orgId}, ${twice}, 0, ${org.chunks[0]!}, 0, 7), (${org.orgId}, ${twice}, 1, ${org.chunks[0]!}, 7, 7),
+          (${org.orgId}, ${twice}, 2, ${org.chunks[1]!}, 14, 7), (${org.orgId}, ${others}, 0, ${org.chunks[0]!}, 0, 7)`
+        yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${org.repoId}, ${twice}), (${org.otherRepoId}, ${others})`
+        const pairs = (rows: ReadonlyArray<{ chunk: string; blob: string }>) => rows.map((r) => `${r.chunk} ${r.blob}`).sort()
+        const asked = [...org.chunks, org.chunks[0]!, h("nowhere")]
+        expect(pairs(yield* chunkOwners(org.repoId, org.orgId, asked))).toEqual([
+          ...org.chunks.map((c, i) => `${c} ${org.blobs[i]}`),
+          `${org.chunks[0]} ${twice}`,
+          `${org.chunks[1]} ${twice}`
+        ].sort())
+        expect(pairs(yield* chunkOwners(org.otherRepoId, org.orgId, asked))).toEqual([`${org.chunks[0]} ${others}`])
+        expect(yield* chunkOwners(org.repoId, randomUUID(), asked)).toEqual([])
+        // Over 100 hashes (unprepared): the same pairs.
+        const large = yield* organization(150)
+        expect(pairs(yield* chunkOwners(large.repoId, large.orgId, [...large.chunks, ...org.chunks]))).toEqual(
+          large.chunks.map((c, i) => `${c} ${large.blobs[i]}`).sort()
+        )
       }))
   })
 }

@@ -5,29 +5,47 @@
 import { Effect, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { inBatches } from "../db/Batches.ts"
-import type { ChunkLocation, ChunkReadError, ChunkStore } from "./ChunkStore.ts"
+import { type ChunkLocation, type ChunkReadError, type ChunkStore, LOCATION_COLUMNS, type LocationRow, locationOf } from "./ChunkStore.ts"
 
 /**
- * Where the chunks of `hashes` are that a blob of the repository reaches (in its organization): a fetch's access check
- * and its locate in one statement per slice. The reached hashes are one array (an InitPlan, computed once) whose
- * repo_blobs probe uses both key columns (the repository joins as a row, as UploadGrants' `present`); the chunks are
- * then probed by organization and that array. On statistics taken before the organization's rows arrived, the join
- * form (`JOIN repo_blobs rb ON rb.repo_id = $repo ...`) probed repo_blobs by repository only, per chunk: n² (1,500
- * chunks 27x the CPU of 250, StaleStatistics.test); correlated forms (EXISTS per hash) were plan-proof only with every
- * subquery fenced and cost ~2x in the usual case.
+ * A chunk fetch's statements, plan-proof on stale statistics (StaleStatistics.test, PGlite and PostgreSQL 15): each is
+ * driven by the asked hashes (`unnest`) and probes every index by its full key per hash, so its cost follows the
+ * slice, never the organization's or the repository's size. Correlated forms the planner cannot flatten keep a probe
+ * per row: a LATERAL with LIMIT or OFFSET 0 (not DISTINCT: that plan read blob_chunks in blob order, by organization),
+ * and scalar subqueries (PostgreSQL pulls EXISTS up into a join; on statistics taken before an organization's rows
+ * arrived it read repo_blobs by repository only, per chunk: n²). An array from an InitPlan (`= ANY(ARRAY(...))`) is a
+ * runtime parameter: PostgreSQL 15 neither puts it in an index condition nor hashes it (every organization chunk
+ * compared against the whole array).
  */
+const reached = (sql: SqlClient.SqlClient, repoId: string, orgId: string) =>
+  sql`(SELECT true FROM blob_chunks bc WHERE bc.org_id = ${orgId} AND bc.chunk_hash = a.hash
+    AND (SELECT true FROM repo_blobs rb WHERE rb.repo_id = ${repoId} AND rb.blob_hash = bc.blob_hash) LIMIT 1)`
+
+/** Where the chunks of `hashes` are that a blob of the repository reaches (in its organization): a fetch's access check and its locate. */
 export const locateReachable = Effect.fnUntraced(function*(repoId: string, orgId: string, hashes: ReadonlyArray<string>) {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* inBatches([...new Set(hashes)], (slice) =>
-    sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
-      SELECT c.hash, c.size::text AS size, c.pack, c.pack_offset::text AS pack_offset FROM chunks c
-      WHERE c.org_id = ${orgId} AND c.hash = ANY(ARRAY(
-        SELECT bc.chunk_hash FROM blob_chunks bc, unnest(ARRAY[${repoId}]::uuid[]) r(id)
-        WHERE bc.org_id = ${orgId} AND bc.chunk_hash = ANY(${slice}::text[])
-        AND EXISTS (SELECT 1 FROM repo_blobs rb WHERE rb.repo_id = r.id AND rb.blob_hash = bc.blob_hash)))`)
-  const out = new Map<string, ChunkLocation>()
-  for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
-  return out as ReadonlyMap<string, ChunkLocation>
+    sql<LocationRow>`SELECT c.* FROM unnest(${slice}::text[]) a(hash)
+      CROSS JOIN LATERAL (SELECT ${sql.literal(LOCATION_COLUMNS)} FROM chunks WHERE org_id = ${orgId} AND hash = a.hash LIMIT 1) c
+      WHERE ${reached(sql, repoId, orgId)}`)
+  return new Map(rows.map((r) => [r.hash, locationOf(r)])) as ReadonlyMap<string, ChunkLocation>
+})
+
+/** Of `hashes`, those a blob of the repository reaches (in its organization). */
+export const reachableChunks = Effect.fnUntraced(function*(repoId: string, orgId: string, hashes: ReadonlyArray<string>) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* inBatches([...new Set(hashes)], (slice) =>
+    sql<{ hash: string }>`SELECT a.hash FROM unnest(${slice}::text[]) a(hash) WHERE ${reached(sql, repoId, orgId)}`)
+  return new Set(rows.map((r) => r.hash))
+})
+
+/** The blobs of the repository that hold each of `hashes` (a chunk may be in several), as distinct pairs. */
+export const chunkOwners = Effect.fnUntraced(function*(repoId: string, orgId: string, hashes: ReadonlyArray<string>) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* inBatches([...new Set(hashes)], (slice) =>
+    sql<{ chunk: string; blob: string }>`SELECT DISTINCT a.hash AS chunk, bc.blob FROM unnest(${slice}::text[]) a(hash)
+      CROSS JOIN LATERAL (SELECT blob_hash AS blob FROM blob_chunks WHERE org_id = ${orgId} AND chunk_hash = a.hash OFFSET 0) bc
+      WHERE (SELECT true FROM repo_blobs rb WHERE rb.repo_id = ${repoId} AND rb.blob_hash = bc.blob)`)
 })
 
 /** The bytes of a blob (or of any chunk list), chunk after chunk, in order: located in one query, then read one by one. */

@@ -74,6 +74,16 @@ export interface ChunkLocation {
   readonly offset: number
 }
 
+/** The columns of a `chunks` row that locate it (unqualified), their row and its ChunkLocation: locate's and ChunkReads'. */
+export const LOCATION_COLUMNS = "hash, size::text AS size, pack, pack_offset::text AS pack_offset"
+export interface LocationRow {
+  readonly hash: string
+  readonly size: string
+  readonly pack: string | null
+  readonly pack_offset: string | null
+}
+export const locationOf = (r: LocationRow): ChunkLocation => ({ hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
+
 /** A `chunks` row for bytes just stored: an object of its own (`pack` ""), or `size` bytes at `offset` in a pack. */
 export interface ChunkRow {
   readonly hash: string
@@ -134,10 +144,8 @@ export class ChunkStore extends Context.Service<ChunkStore, {
     const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
       const out = new Map<string, ChunkLocation>()
       const rows = yield* inBatches([...new Set(hashes)], (slice) =>
-        sql<{ hash: string; size: string; pack: string | null; pack_offset: string | null }>`
-          SELECT hash, size::text AS size, pack, pack_offset::text AS pack_offset FROM chunks
-          WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
-      for (const r of rows) out.set(r.hash, { hash: r.hash, size: Number(r.size), pack: r.pack, offset: Number(r.pack_offset ?? 0) })
+        sql<LocationRow>`SELECT ${sql.literal(LOCATION_COLUMNS)} FROM chunks WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+      for (const r of rows) out.set(r.hash, locationOf(r))
       return out as ReadonlyMap<string, ChunkLocation>
     })
 

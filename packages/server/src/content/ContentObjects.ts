@@ -86,10 +86,6 @@ export class ContentObjects extends Context.Service<ContentObjects, {
   readonly stageCommits: (repoId: string, commits: ReadonlyArray<ApiSync.CommitData>) => Effect.Effect<void, SqlError>
   /** Bytes the organization's referenced chunks take, and its quota. */
   readonly orgUsage: (orgId: string) => Effect.Effect<{ readonly usedBytes: number; readonly quotaBytes: number }, SqlError>
-  /** Of `hashes`, the chunks of blobs the repository's published commits reach (what its readers may download). */
-  readonly readableChunks: (repoId: string, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<Set<string>, SqlError>
-  /** Of `hashes`, each chunk with each blob of the repository's published commits that holds it. */
-  readonly chunkBlobs: (repoId: string, orgId: string, hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<{ readonly chunk: string; readonly blob: string }>, SqlError>
   /** Leaves a push's object lists for its command (too large for a bus message); answers the row id. */
   readonly stagePush: (repoId: string, body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }) => Effect.Effect<string, SqlError>
   /** Of `hashes`, the trees already reached by the repository's published commits. */
@@ -217,18 +213,6 @@ export class ContentObjects extends Context.Service<ContentObjects, {
           FROM organizations WHERE id = ${orgId}`
         return { usedBytes: Number(rows[0]?.used ?? 0), quotaBytes: Number(rows[0]?.quota ?? 0) }
       }),
-      readableChunks: Effect.fnUntraced(function*(repoId, orgId, hashes) {
-        const rows = yield* inBatches([...new Set(hashes)], (slice) =>
-          sql<{ chunk_hash: string }>`SELECT DISTINCT bc.chunk_hash FROM blob_chunks bc
-            JOIN repo_blobs rb ON rb.repo_id = ${repoId} AND rb.blob_hash = bc.blob_hash
-            WHERE bc.org_id = ${orgId} AND bc.chunk_hash = ANY(${slice})`)
-        return new Set(rows.map((r) => r.chunk_hash))
-      }),
-      chunkBlobs: (repoId, orgId, hashes) =>
-        inBatches([...new Set(hashes)], (slice) =>
-          sql<{ chunk: string; blob: string }>`SELECT DISTINCT bc.chunk_hash AS chunk, bc.blob_hash AS blob FROM blob_chunks bc
-            JOIN repo_blobs rb ON rb.repo_id = ${repoId} AND rb.blob_hash = bc.blob_hash
-            WHERE bc.org_id = ${orgId} AND bc.chunk_hash = ANY(${slice})`),
       stagePush: Effect.fnUntraced(function*(repoId, body) {
         const id = randomUUID()
         yield* sql`INSERT INTO staged_pushes ${sql.insert({ id, repo_id: repoId, body: JSON.stringify(body) })}`

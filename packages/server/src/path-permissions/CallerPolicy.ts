@@ -4,7 +4,7 @@
  */
 import { ApiErrors, type Caller } from "@grove/api"
 import { Effect } from "effect"
-import { ContentObjects } from "../content/ContentObjects.ts"
+import { chunkOwners } from "../content/ChunkReads.ts"
 import { type Policy, PathPermissions, type RepositoryRef } from "./PathPermissions.ts"
 
 /** Any failure to read the permissions is the server's: 503, retryable. */
@@ -48,8 +48,7 @@ export const readableBlobsOf = (policy: Policy, repo: RepositoryRef, blobs: Read
 export const readableChunksOf = (policy: Policy, repo: RepositoryRef, chunks: ReadonlyArray<string>) =>
   policy.open ? Effect.succeed(new Set(chunks)) : unavailable(Effect.gen(function*() {
     const permissions = yield* PathPermissions
-    const objects = yield* ContentObjects
-    const owners = yield* objects.chunkBlobs(repo.id, repo.orgId, chunks)
+    const owners = yield* chunkOwners(repo.id, repo.orgId, chunks)
     const readable = yield* permissions.readableOf(policy, repo, [...new Set(owners.map((o) => o.blob))])
     return new Set(owners.filter((o) => readable.has(o.blob)).map((o) => o.chunk))
   }))

@@ -10,7 +10,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Authorizer } from "../access/Authorizer.ts"
 import { ServerConfig } from "../Config.ts"
-import { readChunks, readInOrder } from "../content/ChunkReads.ts"
+import { reachableChunks, readChunks, readInOrder } from "../content/ChunkReads.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { dbUnavailable } from "../http/Failures.ts"
@@ -118,7 +118,7 @@ export const objectHandlers = Effect.gen(function*() {
   }))
   const chunksDownload = HttpApiBuilder.handler(GroveApi, "sync", "chunksDownload", Effect.fnUntraced(function*({ params, payload, request }) {
     const repo = yield* readable(params.owner, params.name)
-    const inRepo = yield* dbUnavailable(objects.readableChunks(repo.id, repo.orgId, payload.hashes))
+    const inRepo = yield* dbUnavailable(reachableChunks(repo.id, repo.orgId, payload.hashes))
     const allowed = yield* readableChunksOf(yield* callerPolicy(yield* CurrentCaller, repo), repo, [...inRepo])
     const wanted = payload.hashes.filter((h) => allowed.has(h))
     const restricted = payload.hashes.filter((h) => inRepo.has(h) && !allowed.has(h))
