@@ -5,7 +5,7 @@ import { execFile } from "node:child_process"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { promisify } from "node:util"
-import { GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, openTransfers, processLooks, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
+import { collectFlavor, GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, openTransfers, processLooks, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -46,6 +46,13 @@ describe("IdleGc.shouldCollect", () => {
   })
 })
 
+describe("IdleGc.collectFlavor", () => {
+  it("the last-resort collection only after a busy period (a transfer's end), a plain one under steady load", () => {
+    expect(collectFlavor({ busySinceLast: true })).toBe("last-resort")
+    expect(collectFlavor({ busySinceLast: false })).toBe("regular")
+  })
+})
+
 /**
  * Runs `watch` on the test clock to `until` ms with looks scripted by `busyAt` (whether the event loop is busy at t),
  * `heldAt` (V8's held MiB at t, given the collections so far) and `freeAt` (malloc's free MiB at t), and answers
@@ -68,7 +75,7 @@ const scripted = (
       lastLook = now
       return { utilization, held: heldAt(now, calls.filter((call) => call.startsWith("gc")).length) * MiB }
     }
-    const watching = yield* Effect.forkChild(watch(() => void calls.push(`gc ${now}`), look, () => {
+    const watching = yield* Effect.forkChild(watch((flavor) => void calls.push(`gc ${now} ${flavor}`), look, () => {
       calls.push(`trim ${now}`)
       return true
     }, () => freeAt(now) * MiB))
@@ -89,7 +96,28 @@ const pushThenClone = (t: number) => t < 6_000 || (t >= 12_000 && t < 18_000)
 const pushThenCloneHeld = (t: number, gcs: number) =>
   60 + 80 * (gcs === 0 ? Math.min(t, 6_000) / 6_000 : Math.max(0, Math.min(t, 18_000) - 12_000) / 6_000)
 
+/** `scripted`'s collections' flavors, in order. */
+const flavors = (calls: ReadonlyArray<string>) => calls.filter((call) => call.startsWith("gc")).map((call) => call.split(" ")[2])
+
 describe("IdleGc.watch", () => {
+  it.effect("a steadily loaded server's collections are plain ones (a last-resort pause ~2.5x longer every 30 s)", () =>
+    Effect.gen(function*() {
+      // 30% busy throughout (idle by IDLE_UTILIZATION, never a busy look); V8 grows 2 MiB/s over its live 60 MiB.
+      const busyAt = (t: number) => t % 1_000 < 300
+      let base = 0
+      const calls = yield* scripted(95_000, busyAt, (t, gcs) => {
+        if (gcs > 0 && base === 0) base = t
+        return 60 + 2 * (t - (gcs > 0 ? base : 0)) / 1_000
+      })
+      expect(collections(calls).length, calls.join(", ")).toBeGreaterThanOrEqual(2)
+      expect(new Set(flavors(calls)), calls.join(", ")).toEqual(new Set(["regular"]))
+    }))
+
+  it.effect("a transfer's garbage goes with a last-resort collection (its young generation and emptied pages too)", () =>
+    Effect.gen(function*() {
+      expect(flavors(yield* scripted(40_000, pushThenClone, pushThenCloneHeld))).toEqual(["last-resort", "last-resort"])
+    }))
+
   it.effect("not during a transfer's pause of one period (the client busy, a loaded machine)", () =>
     Effect.gen(function*() {
       // Busy until 20 s, except an idle 2 s at 4-6 s; V8 grows from its live 60 MiB to 140 by 4 s.
@@ -122,8 +150,8 @@ describe("IdleGc.watch", () => {
       // Busy to 6 s, idle to 12 s, busy to 18 s, then idle (as the test above): two collections.
       const calls = yield* scripted(40_000, pushThenClone, pushThenCloneHeld)
       expect(calls.length, calls.join(", ")).toBe(4)
-      expect(calls[1]).toBe(calls[0]!.replace("gc", "trim"))
-      expect(calls[3]).toBe(calls[2]!.replace("gc", "trim"))
+      expect(calls[1]).toBe(`trim ${collections(calls)[0]}`)
+      expect(calls[3]).toBe(`trim ${collections(calls)[1]}`)
     }))
 })
 

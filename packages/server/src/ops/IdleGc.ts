@@ -78,6 +78,16 @@ export interface Observation {
 export const shouldCollect = ({ busySinceLast, floor, held, sinceLast, utilization }: Observation): boolean =>
   utilization < IDLE_UTILIZATION && held - floor > GROWTH_BYTES && (busySinceLast || sinceLast >= Duration.toMillis(MIN_INTERVAL))
 
+/**
+ * Which collection: V8's "last-resort" flavor (`collectAll`) only after a busy period (a transfer that has ended: its
+ * young generation and emptied heap pages stay committed otherwise, RSS 218-223 against 187-194 MiB 10 s after a
+ * clone), a plain full collection otherwise. Under steady moderate load (20-40% busy: "idle", a collection every
+ * MIN_INTERVAL) the load grows them back within seconds, and the last-resort flavor's pause is ~2.5x longer (175-214
+ * against 67-88 ms, one stop-the-world pause a request arriving then waits for) and ages unused bytecode twice.
+ */
+export const collectFlavor = ({ busySinceLast }: Pick<Observation, "busySinceLast">): Flavor =>
+  busySinceLast ? "last-resort" : "regular"
+
 /** One look at the process: the event loop's busy share since the last look, and `Observation.held`. */
 export interface Look {
   readonly utilization: number
@@ -161,7 +171,7 @@ const mib = (bytes: number) => Math.round(bytes / 1048576)
  * TRIM_FREED_BYTES, and no collection due, it trims alone: malloc's free pages are not in `held` (the transfer's
  * buffers were freed by V8's own collections).
  */
-export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: Trim, freeBytes?: () => number) =>
+export const watch = (gc: (flavor: Flavor) => void, look: () => Look = processLooks(), trim?: Trim, freeBytes?: () => number) =>
   Effect.gen(function*() {
     let floor = look().held
     let collectedAt = -Infinity
@@ -189,7 +199,10 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
       const now = yield* Clock.currentTimeMillis
       if (shouldCollect({ floor, held, utilization, sinceLast: now - collectedAt, busySinceLast })) {
         const rss = process.memoryUsage.rss()
-        gc()
+        const flavor = collectFlavor({ busySinceLast })
+        const paused = performance.now()
+        gc(flavor)
+        const pause = performance.now() - paused
         const collected = process.memoryUsage.rss()
         const released = trim?.()
         collectedAt = now
@@ -199,7 +212,7 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
         floor = look().held
         const trimmed = released === undefined ? "off" : released ? "released" : "none"
         collections(trimmed, () => ({ trim: trimmed })).updateUnsafe(1, MetricHandles.DEFAULT_CONTEXT)
-        yield* Effect.logDebug(`idle: collected garbage, RSS ${mib(rss)} -> ${mib(collected)} MiB` +
+        yield* Effect.logDebug(`idle: collected garbage (${flavor}, ${Math.round(pause)} ms), RSS ${mib(rss)} -> ${mib(collected)} MiB` +
           (released === undefined ? "" : `, ${mib(process.memoryUsage.rss())} MiB after malloc_trim`))
       } else {
         floor = Math.min(floor, held)
@@ -218,13 +231,16 @@ export const watch = (gc: () => void, look: () => Look = processLooks(), trim?: 
 /** `--expose-gc`'s `gc`, with the options V8's gc extension reads. */
 export type ExposedGc = (options?: { readonly type?: "major" | "minor"; readonly execution?: "sync" | "async"; readonly flavor?: "regular" | "last-resort" }) => void
 
+/** A plain full collection ("regular") or V8's "last-resort" one: `collectFlavor` chooses. */
+export type Flavor = "regular" | "last-resort"
+
 /**
- * One idle collection: V8's "last-resort" flavor (what it runs on a low-memory notification: full collections until
- * nothing more dies, which also give back the heap pages left empty and shrink the young generation), not a plain full
- * collection, which leaves them committed. Three pushes and clones of 5k files / 50 MiB, a collection after each clone
+ * One idle collection of `flavor`. "last-resort" is what V8 runs on a low-memory notification: full collections until
+ * nothing more dies, which also give back the heap pages left empty and shrink the young generation; a plain full
+ * collection leaves them committed. Three pushes and clones of 5k files / 50 MiB, a collection after each clone
  * (load 16): the two plain ones left 66 MiB of heap committed for 50 used and the RSS at 218 and 223 MiB 10 s after.
  */
-export const collectAll = (gc: ExposedGc): void => gc({ type: "major", execution: "sync", flavor: "last-resort" })
+export const collectAll = (gc: ExposedGc, flavor: Flavor = "last-resort"): void => gc({ type: "major", execution: "sync", flavor })
 
 /** GROVE_MALLOC_TRIM=0: collect without trimming (to measure the trim). */
 const trimWanted = Config.Boolean("GROVE_MALLOC_TRIM").pipe(Config.withDefault(true))
@@ -232,7 +248,7 @@ const trimWanted = Config.Boolean("GROVE_MALLOC_TRIM").pipe(Config.withDefault(t
 export const IdleGcLive = Layer.effectDiscard(Effect.gen(function*() {
   const exposed = (globalThis as { gc?: ExposedGc }).gc
   if (typeof exposed !== "function") return
-  const gc = () => collectAll(exposed)
+  const gc = (flavor: Flavor) => collectAll(exposed, flavor)
   const malloc = (yield* trimWanted) ? loadTrim() : "GROVE_MALLOC_TRIM=0"
   trimOn.updateUnsafe(typeof malloc === "string" ? 0 : 1, MetricHandles.DEFAULT_CONTEXT)
   if (typeof malloc === "string") {
