@@ -4,6 +4,7 @@
  * the listener stays open for `closeDelayMs`, and a request still running at the drain deadline is cut.
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
+import { execFile } from "node:child_process"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { drainingServer, type RequestGate } from "./DrainingServer.ts"
@@ -23,6 +24,11 @@ const serve = async (drainMs: number, closeDelayMs = 0, gate?: RequestGate) => {
     const url = new URL(request.url ?? "/", "http://x")
     arrived.push(url.pathname)
     if (url.pathname === "/hang") return
+    if (url.pathname === "/stall") {
+      // The event loop held for `ms` after the answer (a long synchronous statement at load), asleep: no CPU.
+      response.end("done", () => setImmediate(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(url.searchParams.get("ms")))))
+      return
+    }
     setTimeout(() => response.end("done"), Number(url.searchParams.get("ms") ?? "0"))
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
@@ -112,4 +118,30 @@ describe("drainingServer", () => {
     expect(arrived).toEqual([])
     expect(failures).toHaveLength(1)
   })
+
+  it("a request sent on a kept-alive connection while the server stalls past node's 5 s keep-alive is answered", async () => {
+    // Node runs an expired keep-alive timer before it reads a request already waiting on that socket: with the
+    // default 5 s, a stall of 6 s closed the connection under the client's next request ("other side closed").
+    const { port } = await serve(10_000)
+    const client = `
+      const http = require("node:http")
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      const get = (path) => new Promise((resolve) => {
+        const request = http.get({ host: "127.0.0.1", port: ${port}, path, agent }, (response) => {
+          let body = ""
+          response.on("data", (chunk) => (body += chunk))
+          response.on("end", () => resolve(body))
+        })
+        request.on("error", (error) => resolve(error.code ?? error.message))
+      })
+      get("/stall?ms=6000").then((first) => get("/slow?ms=0").then((second) => {
+        console.log(JSON.stringify([first, second]))
+        agent.destroy()
+      }))
+    `
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, ["-e", client], { timeout: 60_000 }, (error, stdout) => (error ? reject(error) : resolve(stdout)))
+    )
+    expect(JSON.parse(out)).toEqual(["done", "done"])
+  }, 60_000)
 })

@@ -16,6 +16,14 @@ import * as http from "node:http"
 export const DRAIN_MS = 5_000
 
 /**
+ * How long an idle keep-alive connection is kept. Node runs an expired keep-alive timer before it reads a request
+ * already waiting on that socket, so with its default 5 s an event loop held longer than that (a long synchronous
+ * statement at load) closed connections under requests the clients had just sent. Longer than a load balancer's
+ * usual 60 s idle timeout, so the proxy, not this server, ends an idle connection it holds.
+ */
+export const KEEP_ALIVE_MS = 65_000
+
+/**
  * Answers a request before the HTTP app sees it, or declines (false: the app answers it). Set once the
  * services it needs are up (fast-reads/); unset, every request goes to the app.
  */
@@ -48,7 +56,7 @@ export interface DrainOptions {
 }
 
 export const drainingServer = (drainMs: number = DRAIN_MS, options: DrainOptions = {}) => (): http.Server => {
-  const server = http.createServer()
+  const server = http.createServer({ keepAliveTimeout: KEEP_ALIVE_MS })
   let closing = false
   const inFlight = new Set<http.ServerResponse>()
   const lastOnConnection = (response: http.ServerResponse) => {
