@@ -70,7 +70,10 @@ const round = async (tree: string, env: NodeJS.ProcessEnv, say: (line: string) =
     let first = { key: "", branch: "" }
     for (let i = 1; i <= 3; i++) {
       const key = await server.createUser(`bench${i}`)
-      fs.rmSync(path.join(checkout, ".grove"), { recursive: true, force: true })
+      // Not fs.rmSync: the last push left its kept blobs to a detached remover (ObjectFiles.dropAllKeptBlobs) that may
+      // still be unlinking under .grove/objects, and Node 24's native rmSync takes an entry gone under it (ENOENT) for
+      // "done" and returns with the rest of .grove there (state.json: init refuses). fs.promises.rm, as `rm -rf`, goes on.
+      await fs.promises.rm(path.join(checkout, ".grove"), { recursive: true, force: true })
       const init = await grove(["init", "--owner", `bench${i}`, "--name", "tree", "--json"], checkout, key)
       if (i === 1) first = { key, branch: String(init.json["branch"]) }
       await grove(["commit", "--json"], checkout, key)

@@ -152,7 +152,8 @@ export const measureContent = async ({ spec, runs: RUNS, budgetMs: BUDGET_MS, pa
   let branch = ""
   const grovePushOnce = async (i: number) => {
     key = await createUser(`bench${i}`)
-    fs.rmSync(path.join(checkout, ".grove"), { recursive: true, force: true })
+    // Not fs.rmSync, which returns early when the last push's detached blob remover wins a race (see memory-pushes.ts).
+    await fs.promises.rm(path.join(checkout, ".grove"), { recursive: true, force: true })
     const init = await grove(["init", "--owner", `bench${i}`, "--name", "tree", "--remote", groveProxy.url, "--json"], key, checkout)
     branch = String(init.json["branch"])
     const commit = await grove(["commit", "--json"], key, checkout)
