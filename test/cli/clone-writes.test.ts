@@ -16,7 +16,19 @@ import { captureConsole, envLayer, scriptedInteraction } from "../../packages/cl
 import { type GroveServer } from "../support/GroveServer.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { api } from "../support/http.ts"
-import { at, type GroveOptions, grove, json, listing, ok, startSuiteServer, stopSuiteServers, tempDir, userOf } from "./harness.ts"
+import {
+  at,
+  type GroveOptions,
+  grove,
+  json,
+  listing,
+  ok,
+  spawnGrove,
+  startSuiteServer,
+  stopSuiteServers,
+  tempDir,
+  userOf
+} from "./harness.ts"
 
 let server: GroveServer
 let alice: GroveOptions
@@ -310,4 +322,60 @@ describe("a clone's writes", () => {
       expect(fs.existsSync(path.join(parent, "dest"))).toBe(false)
     }
   }, 240_000)
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    it(`a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`, async () => {
+      const work = tempDir("clone-signal")
+      await ok(["init", "--name", `sig-${signal}`], at(alice, work))
+      for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `signal ${i}\n`.repeat(1 + i))
+      const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+      // Everything is forwarded but chunks/fetch, which is held (never answered): the moment of the signal is while the
+      // files download, after the checkout's key was made (its answer is read on the way through).
+      let key: string | undefined
+      let keyed!: () => void
+      const keyMade = new Promise<void>((resolve) => (keyed = resolve))
+      let fetchSeen!: () => void
+      const fetched = new Promise<void>((resolve) => (fetchSeen = resolve))
+      const target = new URL(server.url)
+      const agent = new http.Agent({ keepAlive: true })
+      const proxy = http.createServer((req, res) => {
+        const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
+        if (route.endsWith("/chunks/fetch")) return fetchSeen()
+        req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          if (route !== "POST /api/api-keys") return answer.pipe(res)
+          const body: Array<Buffer> = []
+          answer.on("data", (part: Buffer) => body.push(part))
+          answer.on("end", () => {
+            key = JSON.parse(Buffer.concat(body).toString()).key
+            res.end(Buffer.concat(body))
+            keyed()
+          })
+        }))
+      })
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+      try {
+        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+        const parent = tempDir("clone-signal-copy")
+        const dest = path.join(parent, "copy")
+        const running = spawnGrove(["clone", `alice/sig-${signal}`, "copy", "--branch", pushed.branch, "--remote", url], at(alice, parent))
+        await Promise.all([keyMade, fetched])
+        // The folder is made once the repository and caller are known: wait for it (up to 20 s).
+        for (let i = 0; i < 400 && !fs.existsSync(path.join(dest, ".grove")); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+        expect(fs.existsSync(path.join(dest, ".grove"))).toBe(true)
+        expect(key).toMatch(/\S/)
+        expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
+        running.kill(signal)
+        const ended = await running.done
+        expect(fs.existsSync(dest) ? fs.readdirSync(dest) : "no folder").toBe("no folder")
+        expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401)
+        // Ended by itself with the signal's code (130 for Ctrl-C, 143 for SIGTERM): not by the signal (-1).
+        expect({ code: ended.code, stderr: ended.stderr }).toEqual({ code: signal === "SIGINT" ? 130 : 143, stderr: expect.any(String) })
+      } finally {
+        agent.destroy()
+        proxy.closeAllConnections()
+        await new Promise<void>((resolve) => proxy.close(() => resolve()))
+      }
+    }, 240_000)
+  }
 })

@@ -81,6 +81,8 @@ export interface RunningGrove {
   readonly stderr: () => string
   /** Resolves with the first match of `pattern` in stderr. */
   readonly waitForStderr: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpMatchArray>
+  /** Sends `signal` to the client (as Ctrl-C or a `kill` would). */
+  readonly kill: (signal: NodeJS.Signals) => void
   readonly done: Promise<GroveRun>
 }
 
@@ -112,7 +114,7 @@ export const spawnGrove = (args: ReadonlyArray<string>, options: GroveOptions, t
       const timeout = setTimeout(() => reject(new Error(`no ${pattern} in stderr:\n${stderr}`)), waitMs)
       if (!check()) child.stderr.on("data", check)
     })
-  return { stdout: () => stdout, stderr: () => stderr, waitForStderr, done }
+  return { stdout: () => stdout, stderr: () => stderr, waitForStderr, kill: (signal) => child.kill(signal), done }
 }
 
 export const grove = (args: ReadonlyArray<string>, options: GroveOptions): Promise<GroveRun> => spawnGrove(args, options).done

@@ -145,10 +145,13 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       if (made) await fs.rm(root, { recursive: true, force: true })
       else for (const entry of await fs.readdir(root)) await fs.rm(path.join(root, entry), { recursive: true, force: true })
     }).pipe(Effect.ignore)
-    const created = keying === undefined ? undefined : yield* Fiber.await(keying)
-    if (created !== undefined && Exit.isSuccess(created)) {
-      yield* connection.call(connection.client.apiKeys.revoke({ params: { id: created.value.id } })).pipe(Effect.ignore)
-    }
+    // Bounded: an interrupted clone (Ctrl-C) must end even when the server no longer answers.
+    yield* Effect.gen(function*() {
+      const created = keying === undefined ? undefined : yield* Fiber.await(keying)
+      if (created !== undefined && Exit.isSuccess(created)) {
+        yield* connection.call(connection.client.apiKeys.revoke({ params: { id: created.value.id } }))
+      }
+    }).pipe(Effect.timeout(UNDO_KEY_MS), Effect.ignore)
   })
   const { answer, applied, current, snapshot, target } = yield* Effect.gen(function*() {
     if (Option.isSome(connection.credential)) keying = yield* Effect.forkChild(makeKey, { startImmediately: true })
@@ -174,6 +177,9 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
       `Branch: ${current.name}${current.name === target ? "" : ` (from ${target})`}`
   )
 }, Effect.scoped)
+
+/** How long a failed or interrupted clone waits for its key to be made and revoked. */
+const UNDO_KEY_MS = "10 seconds"
 
 /** A clone's checkout in `root`: config, the branch's history, state and files. */
 const populate = Effect.fnUntraced(function*(
@@ -221,7 +227,9 @@ const populate = Effect.fnUntraced(function*(
     materialize(workspace, repo, EMPTY_SNAPSHOT, snapshot, new Map(), answer.blobs, answer.head, true, requested, early()),
     { startImmediately: true }
   )
-  yield* Effect.gen(function*() {
+  // An interruption while the files download (Ctrl-C) stops the download too, and waits until it has stopped writing,
+  // before the caller removes the checkout: the download is a child fiber, which outlives an interrupted join.
+  const applied = yield* Effect.gen(function*() {
     // The history is written (synchronously, ~300 trees) once the first requests are out, not before: the server
     // then reads the chunks meanwhile. A download that ends first (it failed) lets the writes go at once.
     yield* Effect.raceFirst(Effect.promise(() => sent), Effect.asVoid(Fiber.await(download)))
@@ -229,7 +237,7 @@ const populate = Effect.fnUntraced(function*(
     yield* saveState(workspace, state)
     const made = yield* key
     if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
+    return yield* Fiber.join(download)
   }).pipe(Effect.onError(() => Fiber.interrupt(download)))
-  const applied = yield* Fiber.join(download)
   return { answer, applied, current, snapshot, target }
 })
