@@ -322,15 +322,21 @@ describe("a clone's writes", () => {
       expect(fs.existsSync(path.join(parent, "dest"))).toBe(false)
     }
   }, 240_000)
+  // SIGINT once the first chunks/fetch was answered and files are in place; SIGTERM before any is.
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     it(`a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`, async () => {
       const work = tempDir("clone-signal")
       await ok(["init", "--name", `sig-${signal}`], at(alice, work))
       for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `signal ${i}\n`.repeat(1 + i))
+      // Two batches of chunks (16 MiB each at most), so that a second chunks/fetch comes after files were placed.
+      if (signal === "SIGINT") for (const name of ["a", "b"]) fs.writeFileSync(path.join(work, `${name}.bin`), noise(11 * 1024 * 1024, name))
       const pushed = json(await ok(["push", "--json"], at(alice, work)))
 
-      // Everything is forwarded but chunks/fetch, which is held (never answered): the moment of the signal is while the
-      // files download, after the checkout's key was made (its answer is read on the way through).
+      // Everything is forwarded but chunks/fetch: the moment of the signal is while the files download, after the
+      // checkout's key was made (its answer is read on the way through). With SIGTERM every chunks/fetch is held (never
+      // answered); with SIGINT, once both batches were asked, the larger one (the small files and a.bin) is answered.
+      const batches = signal === "SIGINT" ? 2 : 1
+      const asked: Array<{ readonly req: http.IncomingMessage; readonly res: http.ServerResponse; readonly body: Buffer }> = []
       let key: string | undefined
       let keyed!: () => void
       const keyMade = new Promise<void>((resolve) => (keyed = resolve))
@@ -338,20 +344,36 @@ describe("a clone's writes", () => {
       const fetched = new Promise<void>((resolve) => (fetchSeen = resolve))
       const target = new URL(server.url)
       const agent = new http.Agent({ keepAlive: true })
-      const proxy = http.createServer((req, res) => {
+      const forward = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => {
         const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
-        if (route.endsWith("/chunks/fetch")) return fetchSeen()
-        req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+        const headers = { ...req.headers, "content-length": String(body.length) }
+        delete headers["transfer-encoding"]
+        http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (answer) => {
           res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
           if (route !== "POST /api/api-keys") return answer.pipe(res)
-          const body: Array<Buffer> = []
-          answer.on("data", (part: Buffer) => body.push(part))
+          const parts: Array<Buffer> = []
+          answer.on("data", (part: Buffer) => parts.push(part))
           answer.on("end", () => {
-            key = JSON.parse(Buffer.concat(body).toString()).key
-            res.end(Buffer.concat(body))
+            key = JSON.parse(Buffer.concat(parts).toString()).key
+            res.end(Buffer.concat(parts))
             keyed()
           })
-        }))
+        }).end(body)
+      }
+      const proxy = http.createServer((req, res) => {
+        const parts: Array<Buffer> = []
+        req.on("data", (part: Buffer) => parts.push(part))
+        req.on("end", () => {
+          const body = Buffer.concat(parts)
+          if (!(req.url ?? "").split("?")[0]!.endsWith("/chunks/fetch")) return forward(req, res, body)
+          asked.push({ req, res, body })
+          if (asked.length !== batches) return
+          if (batches > 1) {
+            const larger = asked.reduce((a, b) => (b.body.length > a.body.length ? b : a))
+            forward(larger.req, larger.res, larger.body)
+          }
+          fetchSeen()
+        })
       })
       await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
       try {
@@ -363,6 +385,10 @@ describe("a clone's writes", () => {
         // The folder is made once the repository and caller are known: wait for it (up to 20 s).
         for (let i = 0; i < 400 && !fs.existsSync(path.join(dest, ".grove")); i++) await new Promise((resolve) => setTimeout(resolve, 50))
         expect(fs.existsSync(path.join(dest, ".grove"))).toBe(true)
+        if (batches > 1) {
+          for (let i = 0; i < 400 && fs.readdirSync(dest).length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+          expect(fs.readdirSync(dest).length).toBeGreaterThan(1)
+        }
         expect(key).toMatch(/\S/)
         expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
         running.kill(signal)
