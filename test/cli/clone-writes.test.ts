@@ -322,20 +322,23 @@ describe("a clone's writes", () => {
       expect(fs.existsSync(path.join(parent, "dest"))).toBe(false)
     }
   }, 240_000)
-  // SIGINT once the first chunks/fetch was answered and files are in place; SIGTERM before any is.
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    it(`a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`, async () => {
+  // SIGINT and SIGKILL once the first chunks/fetch was answered and files are in place; SIGTERM before any is.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
+    const title = signal === "SIGKILL"
+      ? "a clone killed (SIGKILL) with files in place leaves a folder no command takes for a checkout: status and push refuse, listing no deletion"
+      : `a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`
+    it(title, async () => {
       const work = tempDir("clone-signal")
       await ok(["init", "--name", `sig-${signal}`], at(alice, work))
       for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `signal ${i}\n`.repeat(1 + i))
       // Two batches of chunks (16 MiB each at most), so that a second chunks/fetch comes after files were placed.
-      if (signal === "SIGINT") for (const name of ["a", "b"]) fs.writeFileSync(path.join(work, `${name}.bin`), noise(11 * 1024 * 1024, name))
+      if (signal !== "SIGTERM") for (const name of ["a", "b"]) fs.writeFileSync(path.join(work, `${name}.bin`), noise(11 * 1024 * 1024, name))
       const pushed = json(await ok(["push", "--json"], at(alice, work)))
 
       // Everything is forwarded but chunks/fetch: the moment of the signal is while the files download, after the
       // checkout's key was made (its answer is read on the way through). With SIGTERM every chunks/fetch is held (never
       // answered); with SIGINT, once both batches were asked, the larger one (the small files and a.bin) is answered.
-      const batches = signal === "SIGINT" ? 2 : 1
+      const batches = signal === "SIGTERM" ? 1 : 2
       const asked: Array<{ readonly req: http.IncomingMessage; readonly res: http.ServerResponse; readonly body: Buffer }> = []
       let key: string | undefined
       let keyed!: () => void
@@ -393,6 +396,19 @@ describe("a clone's writes", () => {
         expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
         running.kill(signal)
         const ended = await running.done
+        if (signal === "SIGKILL") {
+          // No handler runs: the files stay, but without .grove/config.json (written last), so no key on disk either.
+          expect(fs.readdirSync(dest)).toContain("file-0.txt")
+          expect(fs.readdirSync(path.join(dest, ".grove"))).not.toContain("config.json")
+          for (const command of [["status", "--json"], ["push", "--json"]]) {
+            const refused = await grove(command, at(alice, dest))
+            expect({ code: refused.code, out: json(refused) }).toEqual({ code: 1, out: expect.objectContaining({ code: "not_a_checkout" }) })
+          }
+          // A clone into it says what it is.
+          const again = await grove(["clone", `alice/sig-${signal}`, "copy"], at(alice, parent))
+          expect({ code: again.code, stderr: again.stderr }).toEqual({ code: 1, stderr: expect.stringContaining("holds a clone that did not finish") })
+          return
+        }
         expect(fs.existsSync(dest) ? fs.readdirSync(dest) : "no folder").toBe("no folder")
         expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401)
         // Ended by itself with the signal's code (130 for Ctrl-C, 143 for SIGTERM): not by the signal (-1).

@@ -18,7 +18,7 @@ import { exists, io } from "../local/Io.ts"
 import type { BranchState } from "../local/State.ts"
 import { initialState, newBranch, withBranch } from "../local/State.ts"
 import { recordWithheld, withheldLine } from "../local/Withheld.ts"
-import { saveState, writeConfig } from "../local/Workspace.ts"
+import { openAt, saveState, writeConfig } from "../local/Workspace.ts"
 import { Output } from "../Output.ts"
 import type { FreshBranch } from "../sync/Fetch.ts"
 import type { EarlyFetch } from "../sync/EarlyFetch.ts"
@@ -108,6 +108,14 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   const entries = yield* io(`cannot read ${root}`, () =>
     fs.readdir(root).catch((error: NodeJS.ErrnoException): Array<string> | undefined => error.code === "ENOENT" ? [] : undefined))
   if (entries === undefined || entries.length > 0) {
+    // .grove without its config.json: a clone that was killed before it finished (the config is written last).
+    const unfinished = entries?.includes(".grove") === true && !(yield* io(`cannot read ${root}`, () => exists(path.join(root, ".grove", "config.json"))))
+    if (unfinished) {
+      return yield* failure(
+        `${root} holds a clone that did not finish (it was stopped before every file was in place): remove it (rm -r ${root}) and clone again`,
+        "destination_exists"
+      )
+    }
     return yield* failure(
       `${root} exists and is not an empty folder: clone into a new or empty folder (grove clone ${options.repo} DEST)`,
       "destination_exists"
@@ -196,9 +204,12 @@ const populate = Effect.fnUntraced(function*(
   /** The files' chunk requests sent already, if any (once `pulled` is done). */
   early: () => EarlyFetch | undefined
 ) {
-  yield* io(`cannot create ${root}`, () => fs.mkdir(root, { recursive: true }))
+  // `.grove/config.json`, which makes the folder a checkout, is written last, once every file is in place: a clone
+  // killed where no handler runs (kill -9, power loss) leaves a folder no command takes for a checkout, whose
+  // missing files `status` would list as deleted and a push would publish.
+  yield* io(`cannot create ${root}`, () => fs.mkdir(path.join(root, ".grove"), { recursive: true }))
   const config = { remote, owner: parsed.owner, name: parsed.name }
-  const workspace = yield* writeConfig(root, config)
+  const workspace = openAt(root, config)
   const repo = repoRemote(connection, parsed.owner, parsed.name)
   const target = Option.getOrElse(branchOption, () => "main")
   const fresh = yield* pulled
@@ -236,8 +247,9 @@ const populate = Effect.fnUntraced(function*(
     yield* storeFresh(workspace, fresh)
     yield* saveState(workspace, state)
     const made = yield* key
-    if (made !== undefined) yield* writeConfig(root, { remote, key: made, owner: parsed.owner, name: parsed.name })
-    return yield* Fiber.join(download)
+    const placed = yield* Fiber.join(download)
+    yield* writeConfig(root, made === undefined ? config : { remote, key: made, owner: parsed.owner, name: parsed.name })
+    return placed
   }).pipe(Effect.onError(() => Fiber.interrupt(download)))
   return { answer, applied, current, snapshot, target }
 })
