@@ -5,7 +5,7 @@ import { execFile } from "node:child_process"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { promisify } from "node:util"
-import { collectFlavor, GROWTH_BYTES, IDLE_UTILIZATION, loadTrim, type Look, MIN_INTERVAL, openTransfers, processLooks, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
+import { collectFlavor, GROWTH_BYTES, IDLE_UTILIZATION, isTransfer, loadTrim, type Look, MIN_INTERVAL, openTransfers, processLooks, shouldCollect, TRIM_FREED_BYTES, watch } from "./IdleGc.ts"
 
 const MiB = 1024 * 1024
 /** No collection by this watch yet. */
@@ -268,15 +268,24 @@ describe("IdleGc.processLooks", () => {
     expect(look().utilization).toBeLessThan(IDLE_UTILIZATION)
   })
 
-  it("openTransfers counts the requests other than GET being answered, each until its response closes", async () => {
+  it("isTransfer: the sync routes that move content, not GETs nor other writes (V3: short POSTs made busy periods)", () => {
+    for (const [method, url] of [["POST", "/api/o/n/chunks/batch"], ["POST", "/api/o/n/chunks/fetch"], ["PUT", "/api/o/n/chunks/ab12"],
+      ["POST", "/api/o/n/chunks/download"], ["POST", "/api/o/n/blobs/check"], ["POST", "/api/o/n/push"], ["POST", "/api/o/n/push?x=1"],
+      ["POST", "/o/n.git/git-upload-pack"]] as const) expect(isTransfer(method, url), `${method} ${url}`).toBe(true)
+    for (const [method, url] of [["GET", "/api/o/n/chunks/fetch/ab12"], ["HEAD", "/api/o/n/push"], ["POST", "/api/o/n/merges"],
+      ["PATCH", "/api/o/n"], ["POST", "/api/o/n/branches"], ["DELETE", "/api/o/n/branches/pushed"], ["POST", "/api/o/n/pushes"],
+      [undefined, undefined]] as const) expect(isTransfer(method, url), `${method} ${url}`).toBe(false)
+  })
+
+  it("openTransfers counts the transfers being answered, each until its response closes", async () => {
     const http = await import("node:http")
     const held: Array<import("node:http").ServerResponse> = []
     const server = http.createServer((_request, response) => void held.push(response))
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
     const { port } = server.address() as import("node:net").AddressInfo
     const transfers = openTransfers()
-    const send = (method: string) => {
-      const request = http.request({ host: "127.0.0.1", port, method, agent: false })
+    const send = (method: string, path = "/api/o/n/chunks/batch") => {
+      const request = http.request({ host: "127.0.0.1", port, method, path, agent: false })
       request.on("error", () => {})
       request.end(method === "GET" ? undefined : "chunk bytes")
       return request
@@ -287,13 +296,15 @@ describe("IdleGc.processLooks", () => {
     try {
       // A GET (an event stream, a followed log) may stay open for minutes: never a transfer.
       send("GET")
-      await until(() => held.length === 1)
+      send("POST", "/api/o/n/merges") // a write, not a transfer
+      await until(() => held.length === 2)
       expect(transfers()).toBe(0)
       send("POST")
-      const put = send("PUT")
       await until(() => held.length === 3)
+      const put = send("PUT", "/api/o/n/chunks/ab12")
+      await until(() => held.length === 4)
       expect(transfers()).toBe(2)
-      held[1]!.end()
+      held[2]!.end()
       await until(() => transfers() === 1)
       expect(transfers()).toBe(1)
       // A client that goes away: its response closes unanswered.

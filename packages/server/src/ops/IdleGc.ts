@@ -99,16 +99,26 @@ const heldByV8 = (): number => {
   return heapTotal + external
 }
 
+/** The sync routes that move content: chunk uploads, batches, fetches and downloads, blob checks and proofs, the push, git's packs. */
+const TRANSFER_PATH = /\/(?:chunks|blobs)\/|\/push(?:\?|$)|\/git-(?:upload|receive)-pack(?:\?|$)/
+
 /**
- * The requests other than GET and HEAD this process is answering (node:http's `http.server.request.start`, each until
- * its response closes): a push's chunk batches, a clone's chunk fetches. Not GETs: an event stream or a log followed
- * for minutes would keep the process from ever collecting.
+ * Whether a request is part of a transfer. Not GETs: an event stream or a log followed for minutes would keep the
+ * process from ever collecting. Not other writes: short POSTs (a merge, an API write) open at two looks in a row on a
+ * write-heavy server made a "busy period" of a moderate load, and so the longer last-resort collection (V3).
+ */
+export const isTransfer = (method: string | undefined, url: string | undefined): boolean =>
+  method !== "GET" && method !== "HEAD" && TRANSFER_PATH.test(url ?? "")
+
+/**
+ * The transfers this process is answering (node:http's `http.server.request.start`, each until its response closes):
+ * a push's chunk batches, a clone's chunk fetches.
  */
 export const openTransfers = (): (() => number) => {
   const open = new Set<ServerResponse>()
   subscribe("http.server.request.start", (message) => {
     const { request, response } = message as { request: IncomingMessage; response: ServerResponse }
-    if (request.method === "GET" || request.method === "HEAD") return
+    if (!isTransfer(request.method, request.url)) return
     open.add(response)
     response.once("close", () => open.delete(response))
   })
