@@ -411,8 +411,9 @@ describe("a clone's writes", () => {
         }
         expect(fs.existsSync(dest) ? fs.readdirSync(dest) : "no folder").toBe("no folder")
         expect((await fetch(`${server.url}/api/alice/sig-${signal}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401)
-        // Ended by itself with the signal's code (130 for Ctrl-C, 143 for SIGTERM): not by the signal (-1).
-        expect({ code: ended.code, stderr: ended.stderr }).toEqual({ code: signal === "SIGINT" ? 130 : 143, stderr: expect.any(String) })
+        // After the cleanup above, ended by the signal itself (raised again, as git does), so a shell script's loop
+        // stops at Ctrl-C: bash takes an exit code of 130 for a command that handled the signal.
+        expect({ code: ended.code, signal: ended.signal }).toEqual({ code: -1, signal })
       } finally {
         agent.destroy()
         proxy.closeAllConnections()

@@ -13,6 +13,8 @@ import { expect } from "@effect/vitest"
 
 export interface GroveRun {
   readonly code: number
+  /** The signal that ended the process (then `code` is -1), from `spawnGrove`. */
+  readonly signal?: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
 }
@@ -96,9 +98,9 @@ export const spawnGrove = (args: ReadonlyArray<string>, options: GroveOptions, t
   const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs)
   const done = new Promise<GroveRun>((resolve, reject) => {
     child.on("error", reject)
-    child.on("close", (code) => {
+    child.on("close", (code, signal) => {
       clearTimeout(timer)
-      resolve({ code: code ?? -1, stdout, stderr })
+      resolve({ code: code ?? -1, signal, stdout, stderr })
     })
   })
   const waitForStderr = (pattern: RegExp, waitMs = 20_000) =>

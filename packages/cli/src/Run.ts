@@ -17,22 +17,33 @@ export const runMain = async (argv: ReadonlyArray<string>): Promise<ExitCode> =>
   const fiber = Effect.runFork(program.pipe(Effect.provide(live)))
   // Ctrl-C or SIGTERM interrupts the command, so its finalizers run (a clone removes its folder and revokes its key)
   // instead of node ending the process mid-write. A second signal ends it at once, cleanup or not.
-  let signalled: number | undefined
+  let signalled: NodeJS.Signals | undefined
   const onSignal = (signal: NodeJS.Signals) => {
-    if (signalled !== undefined) process.exit(signalled)
-    signalled = signal === "SIGINT" ? 130 : 143
+    if (signalled !== undefined) raise(signalled)
+    signalled = signal
     fiber.interruptUnsafe()
   }
-  process.on("SIGINT", onSignal)
-  process.on("SIGTERM", onSignal)
+  const listen = (on: boolean) => {
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      if (on) process.on(signal, onSignal)
+      else process.off(signal, onSignal)
+    }
+  }
+  // Cleaned up: end now by the signal itself, as git does, so the shell sees a command killed by it (a script's loop
+  // stops at Ctrl-C; an exit code of 130 would tell bash the command handled it) and not when whatever the interruption
+  // left open has closed. With no listener left node's default action runs; the exit is for a signal not delivered.
+  const raise = (signal: NodeJS.Signals): never => {
+    listen(false)
+    process.kill(process.pid, signal)
+    return process.exit(signal === "SIGINT" ? 130 : 143)
+  }
+  listen(true)
   try {
     const exit = await Effect.runPromise(Fiber.await(fiber))
     if (Exit.isSuccess(exit)) return exit.value
-    // Cleaned up: end now, as the signal would have, not when whatever the interruption left open has closed.
-    if (signalled !== undefined) process.exit(signalled)
+    if (signalled !== undefined) raise(signalled)
     return await Effect.runPromise(exit)
   } finally {
-    process.off("SIGINT", onSignal)
-    process.off("SIGTERM", onSignal)
+    listen(false)
   }
 }
