@@ -273,7 +273,7 @@ describe("IdleGc.processLooks", () => {
       ["POST", "/api/o/n/chunks/download"], ["POST", "/api/o/n/blobs/check"], ["POST", "/api/o/n/push"], ["POST", "/api/o/n/push?x=1"],
       ["POST", "/o/n.git/git-upload-pack"]] as const) expect(isTransfer(method, url), `${method} ${url}`).toBe(true)
     for (const [method, url] of [["GET", "/api/o/n/chunks/fetch/ab12"], ["HEAD", "/api/o/n/push"], ["POST", "/api/o/n/merges"],
-      ["PATCH", "/api/o/n"], ["POST", "/api/o/n/branches"], ["DELETE", "/api/o/n/branches/pushed"], ["POST", "/api/o/n/pushes"],
+      ["PATCH", "/api/o/n"], ["POST", "/api/o/n/branches"], ["DELETE", "/api/o/n/branches/pushed"], ["POST", "/api/o/n/pushes"], ["POST", "/api/chunks/blobs/merges"], ["POST", "/api/o/chunks/merges"],
       [undefined, undefined]] as const) expect(isTransfer(method, url), `${method} ${url}`).toBe(false)
   })
 

@@ -99,8 +99,8 @@ const heldByV8 = (): number => {
   return heapTotal + external
 }
 
-/** The sync routes that move content: chunk uploads, batches, fetches and downloads, blob checks and proofs, the push, git's packs. */
-const TRANSFER_PATH = /\/(?:chunks|blobs)\/|\/push(?:\?|$)|\/git-(?:upload|receive)-pack(?:\?|$)/
+/** The sync routes that move content (a repository's chunk uploads, batches, fetches and downloads, blob checks and proofs, the push) and git's clone. */
+const TRANSFER_PATH = /^\/api\/[^/]+\/[^/]+\/(?:(?:chunks|blobs)\/|push(?:\?|$))|^\/[^/]+\/[^/]+\/git-upload-pack(?:\?|$)/
 
 /**
  * Whether a request is part of a transfer. Not GETs: an event stream or a log followed for minutes would keep the
