@@ -117,6 +117,10 @@ const statsFromRoot = <A>(root: string, files: number, check: (root: string) => 
   }
 }
 
+/** TreeStatus.columnsChanged with ctimes, from the checkout's root, up to `limit` changed files. */
+const statPass = (root: string, index: WorkIndex, limit = Infinity) =>
+  statsFromRoot(root, indexColumns(index)?.paths.length ?? 0, (at) => columnsChanged(at, index, true, limit))
+
 /**
  * The full check of "the tree is exactly the index", settled when the index's columns and every directory show it
  * (TreeStatus.columnsUnchanged with ctimes: the full command's scan would write nothing); with `settledOnly`, only
@@ -126,8 +130,7 @@ const statsFromRoot = <A>(root: string, files: number, check: (root: string) => 
  * (TreeStatus.keepPass).
  */
 const fullCheck = (root: string, index: WorkIndex, settledOnly: boolean, handOver: boolean): FullCheck => {
-  const files = indexColumns(index)?.paths.length ?? 0
-  const found = statsFromRoot(root, files, (at) => columnsChanged(at, index, true, handOver ? Infinity : 1))
+  const found = statPass(root, index, handOver ? Infinity : 1)
   if (handOver && found !== undefined && found.changed.length > 0) keepPass(root, index, found)
   // A hard-linked file can change with no event here (written through its other name): never worth a token.
   if (found !== undefined || settledOnly) {
@@ -222,8 +225,7 @@ const headChanges = (root: string, head: string): ReadonlyArray<FileChange> | un
   if (fs.existsSync(socketPath(root))) return andThen(treeIsHead(root, head, true), (same) => same ? [] : undefined)
   const index = readIndexSync(root)
   if (index.base !== head) return undefined
-  const files = indexColumns(index)?.paths.length ?? 0
-  const found = statsFromRoot(root, files, (at) => columnsChanged(at, index, true))
+  const found = statPass(root, index)
   if (found === undefined) return undefined
   if (found.changed.length === 0) return []
   keepPass(root, index, found)

@@ -10,9 +10,8 @@ import { hash } from "@grove/core/objects/Blake3Backend"
 import type { FileChange } from "@grove/core/objects/FileChanges"
 import * as fs from "node:fs"
 import type { BlobMode, WorkIndex } from "./IndexFile.ts"
-import { columnEntry, indexColumns } from "./IndexFile.ts"
 import type { ColumnsChanged } from "./TreeStatus.ts"
-import { modeOf } from "./TreeStatus.ts"
+import { changedFiles, modeOf } from "./TreeStatus.ts"
 
 /** Larger files are left to the full command, which streams them (Hashing.ts). */
 const WHOLE_FILE_LIMIT = 8 * 1024 * 1024
@@ -20,17 +19,11 @@ const WHOLE_FILE_LIMIT = 8 * 1024 * 1024
 type File = { readonly hash: string; readonly mode: BlobMode }
 
 export const editedFiles = (root: string, index: WorkIndex, found: ColumnsChanged): ReadonlyArray<FileChange> | undefined => {
-  const columns = indexColumns(index)
-  if (columns === undefined) return undefined
+  const changed = changedFiles(root, index, found)
+  if (changed === undefined || changed.some(({ stats }) => stats.size > WHOLE_FILE_LIMIT)) return undefined
   const before = new Map<string, File>()
   const after = new Map<string, File>()
-  for (const i of found.changed) {
-    const file = columns.paths[i]!
-    const absolute = `${root}/${file}`
-    const stats = fs.lstatSync(absolute, { throwIfNoEntry: false })
-    if (stats === undefined || !(stats.isFile() || stats.isSymbolicLink()) || stats.size > WHOLE_FILE_LIMIT) return undefined
-    const symlink = stats.isSymbolicLink()
-    const known = columnEntry(columns, i)
+  for (const { absolute, before: known, path: file, stats, symlink } of changed) {
     before.set(file, { hash: known.hash, mode: known.mode })
     after.set(file, { hash: hash(symlink ? fs.readlinkSync(absolute) : fs.readFileSync(absolute)), mode: modeOf(stats, symlink) })
   }

@@ -97,27 +97,22 @@ let binding: FsBinding | undefined | null = null
 const bindingFor = (path: string) =>
   path.includes("\0") ? undefined : binding === null ? (binding = checkedBinding(path)) : binding
 
-/** `fs.lstatSync(path)`'s fields (in the shared row), undefined when nothing is there. */
-export const lstatRow = (path: string): StatRow | undefined => {
+/** A reader of `fs.lstatSync` or `fs.statSync`'s fields (in the shared row), undefined when nothing is there. */
+const rowReader = (call: "lstat" | "stat") => (path: string): StatRow | undefined => {
   const b = bindingFor(path)
   if (b === undefined) {
-    const s = fs.lstatSync(path, { throwIfNoEntry: false })
+    const s = (call === "lstat" ? fs.lstatSync : fs.statSync)(path, { throwIfNoEntry: false })
     return s === undefined ? undefined : fromStats(s)
   }
-  const v = b.lstat(path, false, undefined, false)
+  const v = b[call](path, false, undefined, false)
   return v === undefined ? undefined : fromValues(v)
 }
 
+/** `fs.lstatSync(path)`'s fields (in the shared row), undefined when nothing is there. */
+export const lstatRow = rowReader("lstat")
+
 /** `fs.statSync(path)`'s fields (in the shared row), undefined when nothing is there. */
-export const statRow = (path: string): StatRow | undefined => {
-  const b = bindingFor(path)
-  if (b === undefined) {
-    const s = fs.statSync(path, { throwIfNoEntry: false })
-    return s === undefined ? undefined : fromStats(s)
-  }
-  const v = b.stat(path, false, undefined, false)
-  return v === undefined ? undefined : fromValues(v)
-}
+export const statRow = rowReader("stat")
 
 const S_IFMT = 0o170000
 export const isDirectory = (r: StatRow): boolean => (r[MODE]! & S_IFMT) === 0o040000

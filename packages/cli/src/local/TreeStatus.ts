@@ -12,7 +12,7 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
-import { ctimeOf, indexColumns, MODE_LETTER } from "./IndexFile.ts"
+import { columnEntry, ctimeOf, indexColumns, MODE_LETTER } from "./IndexFile.ts"
 import { CTIME_MS, INO, isSymbolicLink, lstatRow, MODE, MTIME_MS, NLINK, SIZE } from "./StatValues.ts"
 import { everyFile, foldersAsRecorded } from "./TreeWalk.ts"
 
@@ -103,6 +103,33 @@ export const columnsChanged = (root: string, index: WorkIndex, ctimeRequired: bo
     if (!same && changed.push(i) >= limit) break
   }
   return { changed, folders, linked }
+}
+
+/** A file of the index that `columnsChanged` found changed, with its entry in the index and its stat now. */
+export interface ChangedFile {
+  readonly path: string
+  readonly absolute: string
+  readonly before: IndexEntry
+  readonly stats: Stats
+  readonly symlink: boolean
+}
+
+/**
+ * The files `found` changed, each with its index entry and its stat now, to be hashed (the full command's scan and the
+ * quick status, EditedFiles.ts); undefined when one is gone or no longer a file or symlink (a walk then sees what is there).
+ */
+export const changedFiles = (root: string, index: WorkIndex, found: ColumnsChanged): ReadonlyArray<ChangedFile> | undefined => {
+  const columns = indexColumns(index)
+  if (columns === undefined) return undefined
+  const changed: Array<ChangedFile> = []
+  for (const i of found.changed) {
+    const file = columns.paths[i]!
+    const absolute = `${root}/${file}`
+    const stats = fs.lstatSync(absolute, { throwIfNoEntry: false })
+    if (stats === undefined || !(stats.isFile() || stats.isSymbolicLink())) return undefined
+    changed.push({ path: file, absolute, before: columnEntry(columns, i), stats, symlink: stats.isSymbolicLink() })
+  }
+  return changed
 }
 
 /** A complete pass that found changes, kept for the scan of the full command that follows in this process. */

@@ -20,10 +20,9 @@ import { tempDir } from "./Objects.ts"
 import { tokenBeforeScan, tokenForWrittenIndex } from "../watch/WatchClient.ts"
 import type { ColumnsChanged, FolderStat, IndexEntry, WorkIndex } from "./TreeStatus.ts"
 import {
-  columnEntry,
+  changedFiles,
   columnsChanged,
   entryOf,
-  indexColumns,
   forgetIndexRead,
   indexPath,
   indexSnapshot,
@@ -246,21 +245,10 @@ export const scan = (
     }
   })
 
-/**
- * The files `found` changed, hashed (a symlink: its target) with their stat now, as a walk's scan hashes a file whose
- * stat is not the index's; undefined when one is gone or no longer a file or symlink (the walk then sees what is there).
- */
+/** The files `found` changed, hashed (a symlink: its target) with their stat now, as a walk's scan hashes them. */
 const hashEdits = async (root: string, index: WorkIndex, found: ColumnsChanged): Promise<ReadonlyArray<Edit> | undefined> => {
-  const columns = indexColumns(index)
-  if (columns === undefined) return undefined
-  const changed: Array<{ path: string; before: IndexEntry; absolute: string; symlink: boolean; stats: Stats }> = []
-  for (const i of found.changed) {
-    const file = columns.paths[i]!
-    const absolute = `${root}/${file}`
-    const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
-    if (stats === undefined || !(stats.isFile() || stats.isSymbolicLink())) return undefined
-    changed.push({ path: file, before: columnEntry(columns, i), absolute, symlink: stats.isSymbolicLink(), stats })
-  }
+  const changed = changedFiles(root, index, found)
+  if (changed === undefined) return undefined
   return mapLimit(changed, 16, async ({ absolute, before, path: file, stats, symlink }) => {
     const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
     return { path: file, before, after: entryOf(hash, modeOf(stats, symlink), stats) }
