@@ -16,12 +16,15 @@ import { Merge } from "@grove/core"
 import { workingChanges } from "./LocalWork.ts"
 import { initialState, newBranch } from "./State.ts"
 import {
+  columnsChanged,
   columnsUnchanged,
   EMPTY_INDEX,
+  indexColumns,
   indexPath,
   indexSnapshot,
   readIndexSync,
   serializeIndex,
+  SETTLE_MS,
   treeUnchanged,
   UNSETTLED_CTIME
 } from "./TreeStatus.ts"
@@ -59,15 +62,15 @@ const readdirsDuring = <A, E>(run: Effect.Effect<A, E>) =>
     return withReaddir((read) => (readdirs++, read()), Effect.map(run, (result) => ({ result, readdirs })))
   })
 
-/** Waits until the file system's clock has passed every ctime under `root` (ctimes cannot be set back). */
-const settle = (root: string) =>
+/** Waits until the file system's clock has passed every ctime under `root` by `margin` ms (ctimes cannot be set back). */
+const settle = (root: string, margin = 20) =>
   Effect.gen(function*() {
     let latest = 0
     for (const entry of fs.readdirSync(root, { recursive: true, withFileTypes: true })) {
       latest = Math.max(latest, fs.lstatSync(path.join(entry.parentPath, entry.name)).ctimeMs)
     }
     latest = Math.max(latest, fs.statSync(root).ctimeMs)
-    while (Date.now() <= latest + 20) yield* Effect.promise(() => new Promise((done) => setTimeout(done, 5)))
+    while (Date.now() <= latest + margin) yield* Effect.promise(() => new Promise((done) => setTimeout(done, 5)))
   })
 
 /**
@@ -300,6 +303,56 @@ describe("directory listings kept in the index", () => {
       // Walked with a margin that starts before the tree was made, its directories are recorded unsettled.
       const fresh = yield* scan(root, { ...index, folders: new Map() }, madeAfter)
       expect(fresh.folders.get("dir")?.ctimeMs).toBe(UNSETTLED_CTIME)
+    }).pipe(Effect.scoped))
+
+  it.effect("a directory recorded unsettled is recorded again by a status with an edit once settled: the quick check applies again", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const head = readIndexSync(root)
+      // As a push right after a file was added to dir/ leaves it: recorded unsettled, the head's entries.
+      const folders = new Map(head.folders)
+      folders.set("dir", { ...folders.get("dir")!, ctimeMs: UNSETTLED_CTIME })
+      yield* writeIndex(root, head.files, "c1", new Map(), folders)
+      fs.writeFileSync(path.join(root, "dir/b.txt"), "BETA, edited")
+      expect(columnsChanged(root, readIndexSync(root), true)).toBeUndefined() // not told from the columns: a walk
+      yield* settle(root, SETTLE_MS) // the status comes later: every directory is settled for its walk
+      const workspace = openAt(root, { remote: "http://127.0.0.1:9" })
+      const state = initialState("tester", newBranch("tester-abcdef", { head: "c1", remote_head: "c1" }))
+      const first = yield* workingChanges(workspace, state)
+      expect(first.changes.map((c) => c.path)).toEqual(["dir/b.txt"])
+      const index = readIndexSync(root)
+      expect(index.folders.get("dir")?.ctimeMs).toBe(fs.statSync(path.join(root, "dir")).ctimeMs)
+      // The head's entries, not the edited file's: the edit is still a change, and the next check is told from the columns.
+      expect({ base: index.base, hash: index.files.get("dir/b.txt")?.hash }).toEqual({ base: "c1", hash: head.files.get("dir/b.txt")?.hash })
+      const found = columnsChanged(root, index, true)
+      expect(found?.changed.map((i) => indexColumns(index)!.paths[i])).toEqual(["dir/b.txt"])
+      const second = yield* readdirsDuring(workingChanges(workspace, state))
+      expect({ readdirs: second.readdirs, changes: second.result.changes }).toEqual({ readdirs: 0, changes: first.changes })
+      // Only a walk that found the index's names records directories with the index's entries (a listing is its names).
+      const names = (change: () => void) => Effect.map(Effect.sync(change).pipe(Effect.andThen(scan(root, index))), (s) => s.sameNames)
+      expect(yield* names(() => fs.writeFileSync(path.join(root, "dir/new.txt"), "new"))).toBe(false)
+      expect(yield* names(() => fs.renameSync(path.join(root, "dir/new.txt"), path.join(root, "a.txt")))).toBe(true) // a.txt replaced
+      expect(yield* names(() => fs.renameSync(path.join(root, "a.txt"), path.join(root, "dir/a.txt")))).toBe(false)
+    }).pipe(Effect.scoped))
+
+  it.effect("recording directories again never trusts an entry the old index could not (a racily clean one)", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const head = readIndexSync(root)
+      const file = path.join(root, "dir/deep/c.txt")
+      fs.writeFileSync(file, "GAMMA") // same size, in the tick the index was written: its entry holds the new stat
+      const stats = fs.lstatSync(file)
+      const files = new Map(head.files)
+      files.set("dir/deep/c.txt", { ...head.files.get("dir/deep/c.txt")!, mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino })
+      const folders = new Map(head.folders)
+      folders.set("dir", { ...folders.get("dir")!, ctimeMs: UNSETTLED_CTIME })
+      fs.writeFileSync(indexPath(root), serializeIndex(files, "c1", new Map(), stats.mtimeMs, folders))
+      yield* settle(root, SETTLE_MS)
+      const workspace = openAt(root, { remote: "http://127.0.0.1:9" })
+      const state = initialState("tester", newBranch("tester-abcdef", { head: "c1", remote_head: "c1" }))
+      expect((yield* workingChanges(workspace, state)).changes.map((c) => c.path)).toEqual(["dir/deep/c.txt"])
+      expect(readIndexSync(root).folders.get("dir")?.ctimeMs).not.toBe(UNSETTLED_CTIME) // written again
+      expect((yield* workingChanges(workspace, state)).changes.map((c) => c.path)).toEqual(["dir/deep/c.txt"])
     }).pipe(Effect.scoped))
 
   it.effect("an index without listings (written after a clone or pull) reads every directory", () =>

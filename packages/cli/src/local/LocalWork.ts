@@ -11,7 +11,7 @@ import type { RepoState } from "./State.ts"
 import { currentBranch, newBranch, withBranch } from "./State.ts"
 import { changeLine } from "./StatusReport.ts"
 import { keepWithheld, readWithheld } from "./Withheld.ts"
-import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
+import { readIndex, recordFolders, scan, writeIndex } from "./WorkingTree.ts"
 import type { Workspace } from "./Workspace.ts"
 
 /** The working tree's changes against the head, with the index refreshed. */
@@ -35,6 +35,8 @@ export const workingChanges = Effect.fn("LocalWork.workingChanges")(function*(wo
       yield* writeIndex(workspace.root, scanned.files, base, index.base === base ? index.dirs : undefined, scanned.folders, scanned.watchToken)
     }
   } else if (index.base !== base) yield* writeIndex(workspace.root, scanned.files, null, undefined, scanned.folders)
+  // The head's entries stay (the changes are still changes); directories settled since are recorded for the quick status.
+  else yield* recordFolders(workspace.root, index, scanned)
   return { branch, scanned, changes }
 })
 

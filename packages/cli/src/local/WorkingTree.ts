@@ -33,6 +33,7 @@ import {
   snapshotOf,
   statMatches,
   takePass,
+  UNSETTLED_CTIME,
   walk
 } from "./TreeStatus.ts"
 
@@ -105,6 +106,8 @@ export interface ScanResult {
   readonly watchToken: string | undefined
   /** Every directory was listed from the index: writing it again would not spare the next walk a read. */
   readonly foldersKept: boolean
+  /** The tree holds exactly the index's names: only files' bytes, modes or stats differ (`folders` then list them). */
+  readonly sameNames: boolean
   /**
    * When the scan knows it: each file whose entry is not the index's, with both entries (in the index's order); the
    * tree then holds exactly the index's names and every other file is the index's entry. Undefined after a walk.
@@ -160,6 +163,7 @@ export const scan = (
         unchanged: true,
         folders: fast.folders,
         foldersKept: sameFolders(index, fast.folders),
+        sameNames: true,
         watchToken: fast.linked ? undefined : token
       }
     }
@@ -181,6 +185,7 @@ export const scan = (
         unchanged: false, // as after a walk: the stats of the files hashed are new
         folders: fast.folders,
         foldersKept: sameFolders(index, fast.folders),
+        sameNames: true,
         watchToken: fast.linked ? undefined : token,
         edits
       }
@@ -193,6 +198,7 @@ export const scan = (
     let sameModes = true
     let linked = false
     let reused = 0
+    let knownFound = 0 // files found (and still there) that the index names
     // Stat synchronously (cheap, see walk); only new or changed files are read and hashed, concurrently.
     for (let i = 0; i < found.length; i++) {
       const { path: file } = found[i]!
@@ -206,6 +212,7 @@ export const scan = (
       const absolute = `${root}/${file}`
       const stats = fsSync.lstatSync(absolute, { throwIfNoEntry: false })
       if (stats === undefined) continue // removed while scanning
+      if (known !== undefined) knownFound++
       if (stats.nlink > 1) linked = true
       // The kind as it is now (a listing kept in the index says what it was).
       const symlink = stats.isSymbolicLink()
@@ -241,9 +248,34 @@ export const scan = (
       unchanged,
       folders,
       foldersKept: sameFolders(index, folders),
+      sameNames: invalid.length === 0 && knownFound === found.length && knownFound === index.files.size,
       watchToken: linked ? undefined : token
     }
   })
+
+/**
+ * After a walk that found exactly the index's names, the index again with its own entries (the head's, when its base is
+ * the head) and the directories as this walk recorded them, when one not as recorded before (e.g. recorded unsettled:
+ * changed within SETTLE_MS of the push that added a file to it) is settled now. Otherwise, while a file is edited, no
+ * command writes the index and every status walks the tree (and takes the full command, not the quick one) until the
+ * next commit. An entry the old index could not trust (changed in its write's clock tick) is written so that it
+ * never matches a stat: its file was just hashed again because of that, and may differ from the entry.
+ */
+export const recordFolders = (root: string, index: WorkIndex, scanned: ScanResult): Effect.Effect<void, CliFailure> => {
+  if (!scanned.sameNames || scanned.foldersKept || !settledSince(index, scanned.folders)) return Effect.void
+  const files = new Map<string, IndexEntry>()
+  for (const [file, entry] of index.files) files.set(file, entry.mtimeMs < index.writtenAt ? entry : { ...entry, size: -1 })
+  return writeIndex(root, files, index.base, index.dirs, scanned.folders)
+}
+
+/** Some directory of `folders` is recorded settled and not as `index` recorded it. */
+const settledSince = (index: WorkIndex, folders: ReadonlyMap<string, FolderStat>): boolean => {
+  for (const [dir, f] of folders) {
+    const known = index.folders.get(dir)
+    if (f.ctimeMs !== UNSETTLED_CTIME && (known?.mtimeMs !== f.mtimeMs || known.ctimeMs !== f.ctimeMs || known.ino !== f.ino)) return true
+  }
+  return false
+}
 
 /** The files `found` changed, hashed (a symlink: its target) with their stat now, as a walk's scan hashes them. */
 const hashEdits = async (root: string, index: WorkIndex, found: ColumnsChanged): Promise<ReadonlyArray<Edit> | undefined> => {
