@@ -7,6 +7,8 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as FastCdc from "@grove/core/chunking/FastCdc"
+import * as Blake3 from "@grove/core/objects/Blake3"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
@@ -69,6 +71,36 @@ describe.skipIf(oakPath === undefined)("the Oak client on a large repository aga
     expect(run.stderr).toMatch(/staged-v1 \(0 commit\(s\), 72 blob\(s\), 0 tree\(s\)\)/)
     await expectServerHas(server.url, key, REPO, head, work)
   }, 120_000)
+
+  it("a 25 MB file that a staged batch sends as one chunk is stored as FastCDC cuts it: its patched version uploads one chunk", async () => {
+    // 150 new files and 25 MB: a staged push whose blob batch holds over 15 MiB inline, which the client spills to
+    // chunks, the 25 MB file as ONE chunk of all its bytes (spill_inline_blobs_to_chunks), proven by async_v1.
+    fs.mkdirSync(path.join(work, "spill"))
+    for (let i = 0; i < 150; i++) fs.writeFileSync(path.join(work, "spill", `s${String(i).padStart(3, "0")}.txt`), `spilled ${i}\n`)
+    const big = noise(25_000_000, 25)
+    fs.writeFileSync(path.join(work, "spill", "big25.bin"), big)
+    ok(await oak(["commit"], work), "oak commit")
+    const first = await stagedPush("oak push (150 files and 25 MB)")
+    expect(first.run.stderr).toMatch(/chunk \w+ \(25000000 B\)/)
+    // The server keeps the blob under FastCDC's cuts of its bytes, as a client that chunks it would send them.
+    const hash = Blake3.hash(big)
+    const info = await api(server.url, key).post(`/${REPO}/blobs/info`, { hashes: [hash] })
+    expect(info.status).toBe(200)
+    expect(info.body.blobs[0].chunks.map((c: { offset: number; size: number }) => ({ offset: c.offset, length: c.size })))
+      .toEqual(FastCdc.boundaries(big))
+    expect(sha((await rawBytes(server.url, key, REPO, first.head, "spill/big25.bin")).bytes)).toBe(sha(big))
+
+    // A 20-byte patch in the middle: one new chunk. Before, the server had only the one 25 MB chunk: 20 of 21 went up.
+    big.write("patched in the middle", 12_000_000)
+    fs.writeFileSync(path.join(work, "spill", "big25.bin"), big)
+    ok(await oak(["commit"], work), "oak commit")
+    const second = ok(await oak(["push", "--json"], work), "oak push (patched)")
+    expect(Number(/chunks\/check \((\d+) hashes\)/.exec(second.stderr)?.[1])).toBeGreaterThan(10)
+    expect(Number(/uploading (\d+) large chunk\(s\)/.exec(second.stderr)?.[1])).toBe(1)
+    const head = jsonOf(second).pushed_head as string
+    expect(await headOnServer()).toBe(head)
+    expect(sha((await rawBytes(server.url, key, REPO, head, "spill/big25.bin")).bytes)).toBe(sha(big))
+  }, 180_000)
 
   it("a later push of a 72 MiB file proves its chunk list (async_v1) and names it by the proof", async () => {
     const big = noise(72 * MiB, 72)

@@ -15,8 +15,8 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
 import { ChunkStore } from "../content/ChunkStore.ts"
-import { readChunks } from "../content/ChunkReads.ts"
-import { ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
+import { checkedBlob, isUncut } from "../content/CanonicalChunks.ts"
+import { type BlobInfo, ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
 
 /** The client's bounds (oak-core protocol.rs), enforced as it expects them. */
 export const PROOF_MAX_BLOBS = 128
@@ -190,12 +190,15 @@ export class BlobProofs extends Context.Service<BlobProofs, {
         Effect.map((rows) => rows.map((r) => ({ blobIndex: Number(r.blob_index), first: Number(r.first_chunk_index), chunks: json<Array<Chunk>>(r.chunks) })))
       )
 
-    /** Re-hashes each blob from the chunks the caller may count as present; registers the ones that hash right. */
+    /** Re-hashes each blob from the chunks the caller may count as present; registers the ones that hash right (a large one sent uncut as FastCDC cuts it). */
     const check = Effect.fnUntraced(function*(scope: DedupScope, row: ProofRow, mappings: ReadonlyArray<ReadonlyArray<Chunk>>) {
       const all = [...new Set(mappings.flatMap((m) => m.map((c) => c.hash)))]
       const visible = yield* objects.present("chunk", scope, all)
       const sizes = yield* chunkStore.sizes(scope.orgId, [...visible])
-      const verified: Array<{ hash: string; size: number; chunks: ReadonlyArray<Chunk> }> = []
+      // A blob the organization has keeps its chunk list; a new one sent uncut is stored as FastCDC cuts it (CanonicalChunks).
+      const uncut = row.descriptors.filter((d, i) => isUncut({ hash: d.hash, size: d.size, chunks: mappings[i]! }))
+      const stored = uncut.length === 0 ? new Map<string, number>() : yield* objects.blobSizes(scope.orgId, uncut.map((d) => d.hash))
+      const verified: Array<BlobInfo> = []
       const missing: Array<string> = []
       for (const [i, d] of row.descriptors.entries()) {
         const chunks = mappings[i]!
@@ -203,7 +206,11 @@ export class BlobProofs extends Context.Service<BlobProofs, {
           missing.push(d.hash)
           continue
         }
-        if ((yield* Blake3.hashStream(readChunks(chunkStore, scope.orgId, chunks))).hash === d.hash) verified.push({ hash: d.hash, size: d.size, chunks })
+        const blob = yield* checkedBlob(scope.orgId, scope, { hash: d.hash, size: d.size, chunks }, stored.has(d.hash)).pipe(
+          Effect.provideService(ChunkStore, chunkStore),
+          Effect.provideService(ContentObjects, objects)
+        )
+        if (blob !== undefined) verified.push(blob)
         else missing.push(d.hash)
       }
       yield* objects.registerBlobs(scope.orgId, verified)

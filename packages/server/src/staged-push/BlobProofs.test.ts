@@ -1,0 +1,116 @@
+/**
+ * Issue 24: a large blob a proof names by chunks FastCDC never cuts (Oak's staged push sends a 10-64 MiB file as ONE
+ * chunk) is registered as FastCDC cuts its bytes (content/CanonicalChunks), so a patched version dedups; a blob the
+ * organization has keeps its stored list, a list FastCDC could have cut is kept as sent, and bytes that do not hash
+ * to the blob leave it missing. The proof service on a migrated in-memory PGlite and a local object store.
+ */
+import * as FastCdc from "@grove/core/chunking/FastCdc"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import { mappingDigest } from "@grove/core/objects/MappingDigest"
+import { Migrations, ObjectStoreLocal } from "@grove/storage"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { noise } from "../../../../test/support/content.ts"
+import { storeUploaded } from "../content/ChunkUploads.ts"
+import { ChunkStore } from "../content/ChunkStore.ts"
+import { type BlobInfo, ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
+import { countedDatabase } from "../db/CountedDatabase.testing.ts"
+import { repositoryRows } from "../entities/Commands.testing.ts"
+import { BlobProofs } from "./BlobProofs.ts"
+
+const { layer: Counted } = countedDatabase()
+const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-blob-proofs-")) }).pipe(Layer.orDie)
+const Content = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(Layer.provideMerge(Layer.merge(Db, Store)))
+const Services = BlobProofs.layer.pipe(Layer.provideMerge(Content))
+
+const MiB = 1024 * 1024
+type Part = { readonly offset: number; readonly size: number }
+const cuts = (bytes: Uint8Array): Array<Part> => FastCdc.boundaries(bytes).map((b) => ({ offset: b.offset, size: b.length }))
+const shape = (chunks: ReadonlyArray<Part>) => chunks.map((c) => ({ offset: c.offset, size: c.size }))
+
+const world = Effect.gen(function*() {
+  const { orgId, repoId } = yield* repositoryRows(`o${randomUUID().slice(0, 8)}`)
+  const scope: DedupScope = { orgId, repoId, principal: "user:u", readable: [repoId], restricted: [] }
+  const objects = yield* ContentObjects
+  const proofs = yield* BlobProofs
+  /** Proves `hash` (of `size` bytes) mapped to `chunks`, uploading `uploads` first, as the client does; answers the proof. */
+  const prove = (hash: string, size: number, chunks: ReadonlyArray<{ hash: string; offset: number; size: number }>, uploads: ReadonlyArray<Uint8Array>) =>
+    Effect.gen(function*() {
+      yield* storeUploaded(orgId, scope, uploads.map((data) => ({ hash: Blake3.hash(data), data })))
+      const created = yield* proofs.create(scope, [{ hash, size, mapping_digest: mappingDigest(chunks), total_chunks: chunks.length }])
+      const token = created.body.mapping_proof_job!.token
+      yield* proofs.putPages(scope, token, [{ blob_index: 0, first_chunk_index: 0, chunks }])
+      let answer = yield* proofs.finalize(scope, token)
+      while (answer.status === 202) {
+        yield* Effect.sleep("50 millis")
+        answer = yield* proofs.poll(scope, token)
+      }
+      return answer.body
+    })
+  /** Proves `bytes` as the chunks `parts` cut from them. */
+  const proveAs = (bytes: Uint8Array, parts: ReadonlyArray<Part>) => {
+    const pieces = parts.map((p) => bytes.subarray(p.offset, p.offset + p.size))
+    return prove(Blake3.hash(bytes), bytes.length, parts.map((p, i) => ({ hash: Blake3.hash(pieces[i]!), ...p })), pieces)
+  }
+  const stored = (hash: string) => Effect.map(objects.blobInfo(orgId, [hash]), (m) => m.get(hash)?.chunks)
+  return { orgId, scope, objects, prove, proveAs, stored }
+})
+
+layer(Services, { timeout: 120_000, excludeTestServices: true })("blob proofs of large blobs", (it) => {
+  it.effect("a blob of 10 MiB or more proven as one chunk is registered as FastCDC cuts it; the pieces count as the caller's", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const bytes = noise(11 * MiB, 11)
+      const hash = Blake3.hash(bytes)
+      const proof = yield* w.proveAs(bytes, [{ offset: 0, size: bytes.length }])
+      expect(proof.verified).toEqual([hash])
+      // On the old code: the one chunk of 11 MiB the client sent.
+      const chunks = (yield* w.stored(hash))!
+      expect(shape(chunks)).toEqual(cuts(bytes))
+      expect(chunks.length).toBeGreaterThan(2)
+      for (const c of chunks) expect(c.hash).toBe(Blake3.hash(bytes.subarray(c.offset, c.offset + c.size)))
+      // Stored and granted: a patched version's unchanged chunks are not asked for again, and they read back as the blob.
+      expect((yield* w.objects.present("chunk", w.scope, chunks.map((c) => c.hash))).size).toBe(chunks.length)
+      const store = yield* ChunkStore
+      const read = yield* store.readLocated(w.orgId, [...(yield* store.locate(w.orgId, chunks.map((c) => c.hash))).values()])
+      expect(Buffer.concat(chunks.map((c) => read.get(c.hash)!)).equals(bytes)).toBe(true)
+    }))
+
+  it.effect("a blob the organization has keeps its stored chunk list: a mapping never changes", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const bytes = noise(11 * MiB, 12)
+      const hash = Blake3.hash(bytes)
+      // As the old code registered it: one chunk of all its bytes.
+      yield* storeUploaded(w.orgId, w.scope, [{ hash, data: bytes }])
+      const whole: BlobInfo = { hash, size: bytes.length, chunks: [{ hash, offset: 0, size: bytes.length }] }
+      yield* w.objects.registerBlobs(w.orgId, [whole])
+      expect((yield* w.proveAs(bytes, [{ offset: 0, size: bytes.length }])).verified).toEqual([hash])
+      expect(shape((yield* w.stored(hash))!)).toEqual([{ offset: 0, size: bytes.length }])
+    }))
+
+  it.effect("a list FastCDC could have cut (no chunk above 4 MiB) is kept as sent", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const bytes = noise(12 * MiB, 13)
+      const parts = [0, 1, 2, 3].map((i) => ({ offset: i * 3 * MiB, size: 3 * MiB }))
+      expect((yield* w.proveAs(bytes, parts)).verified).toEqual([Blake3.hash(bytes)])
+      expect(shape((yield* w.stored(Blake3.hash(bytes)))!)).toEqual(parts)
+    }))
+
+  it.effect("an uncut list whose bytes do not hash to the blob leaves it missing, and registers nothing", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const bytes = noise(11 * MiB, 14)
+      const other = noise(11 * MiB, 15)
+      const hash = Blake3.hash(bytes)
+      const proof = yield* w.prove(hash, bytes.length, [{ hash: Blake3.hash(other), offset: 0, size: other.length }], [other])
+      expect(proof).toMatchObject({ verified: [], missing: [hash] })
+      expect(yield* w.stored(hash)).toBeUndefined()
+    }))
+})
