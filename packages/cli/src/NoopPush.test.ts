@@ -181,6 +181,18 @@ describe("NoopPush", () => {
         .toEqual({ status: 0, stdout: "Already up to date (u-abcdef).\n", stderr: "pending ran\n" })
     }).pipe(Effect.scoped))
 
+  it.effect("never answers for the checkout above a clone that did not finish (.grove without config.json)", () =>
+    Effect.gen(function*() {
+      const { ask, askStatus, root } = yield* checkout()
+      // Killed before any file was in place: the outer tree's walk skips .grove, so it holds no file it lacks.
+      const dest = path.join(root, "sub/dest")
+      fs.mkdirSync(path.join(dest, ".grove"), { recursive: true })
+      expect(yield* ask()).toBe("Already up to date (u-abcdef).") // from the outer checkout's own folder
+      expect(yield* ask(["push"], dest)).toBeUndefined()
+      expect(quickStatus({ args: ["status"], env: {}, cwd: dest, home: "/nonexistent-home" })).toBeUndefined()
+      expect(yield* Effect.promise(async () => askStatus(["status"]))).toBeUndefined() // the outer tree has a new folder
+    }).pipe(Effect.scoped))
+
   it.effect("an index based on another commit, or none, is not trusted", () =>
     Effect.gen(function*() {
       const { ask, root } = yield* checkout()

@@ -34,13 +34,17 @@ const readJson = (file: string): unknown => {
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** The nearest directory at or above `cwd` with a `.grove/config.json` (never `home`, whose `.grove` holds credentials). */
+/**
+ * The nearest directory at or above `cwd` with a `.grove/config.json` (never `home`, whose `.grove` holds credentials);
+ * none past a `.grove` without it, which may be an unfinished clone (Checkout.findCheckout: the full command says so).
+ */
 const checkoutRoot = (cwd: string, home: string): { readonly root: string; readonly config: unknown } | undefined => {
   const homeDir = path.resolve(home)
   for (let dir = path.resolve(cwd); ; dir = path.dirname(dir)) {
     if (dir !== homeDir) {
       const file = path.join(dir, ".grove", "config.json")
       if (fs.existsSync(file)) return { root: dir, config: readJson(file) }
+      if (fs.existsSync(path.join(dir, ".grove"))) return undefined
     }
     if (path.dirname(dir) === dir) return undefined
   }
