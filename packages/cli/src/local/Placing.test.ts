@@ -75,4 +75,22 @@ describe("Placing", () => {
       expect(placer.place(Objects.Blake3.hash("other"), text("other"))).toBe(true)
       expect(fs.readdirSync(root).sort()).toEqual(["dir", "free.txt", "taken.txt"])
     }).pipe(Effect.scoped))
+
+  it("joins paths as path.join would: a root with or without its trailing separator, top-level and nested files", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("place-join")
+      const b = blob("joined\n")
+      const to: Snapshot = new Map([
+        ["top.txt", { hash: b.hash, mode: "regular" as const }],
+        ["a/b/c/deep.txt", { hash: b.hash, mode: "regular" as const }]
+      ])
+      for (const [dir, given] of [["plain", path.join(root, "plain")], ["slashed", `${path.join(root, "slashed")}${path.sep}`]] as const) {
+        fs.mkdirSync(path.join(root, dir))
+        const placer = directPlacer(given, to)
+        expect(placer.place(b.hash, b.bytes)).toBe(true)
+        expect(fs.readFileSync(path.join(root, dir, "top.txt"), "utf8")).toBe("joined\n")
+        expect(fs.readFileSync(path.join(root, dir, "a/b/c/deep.txt"), "utf8")).toBe("joined\n")
+        expect(fs.readdirSync(path.join(root, dir)).sort()).toEqual(["a", "top.txt"])
+      }
+    }).pipe(Effect.scoped))
 })

@@ -80,6 +80,9 @@ const withChunkLists = (remote: RemoteRepo, blobs: ReadonlyArray<IncomingBlob>) 
 export const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<string>> =>
   inBatches(chunkSizes, ([, size]) => size, BATCH_HASHES, BATCH_BYTES).map((batch) => batch.map(([hash]) => hash))
 
+/** Whether chunks/fetch hash lists to `site` go zstd (when the server takes zstd bodies); the capabilities are asked for them only then. */
+export const squeezesHashLists = (site: string): boolean => bodyCompressionEnabled() && downloadCompression(site)
+
 /** A chunks/fetch request for `hashes`. */
 export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
   // Asked for zstd frames: a server that does not compress ignores the field and answers raw. Bare frames asked for
@@ -89,8 +92,9 @@ export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<str
     ...(downloadCompression(remote.site) ? { compression: ChunkCompression.ZSTD_V1 } : {}),
     ...(bareFrames() ? { frames: Frames.BARE_V1 } : {})
   }))
-  // A long hash list goes zstd to a server that takes zstd bodies (body_compression).
-  const squeezed = json.length >= COMPRESS_FROM && bodyCompressionEnabled() && await serverTakesZstd(remote.site, remote.token)
+  // A long hash list goes zstd to a server that takes zstd bodies (body_compression), unless the server is on this
+  // machine: as for the answers (downloadCompression), the bytes cost nothing there and zstd does (random hex halves).
+  const squeezed = json.length >= COMPRESS_FROM && squeezesHashLists(remote.site) && await serverTakesZstd(remote.site, remote.token)
     ? await zstd(json)
     : undefined
   return {

@@ -21,7 +21,7 @@ import type { Workspace } from "../local/Workspace.ts"
 import { ACCEPT_ENCODING, askCapabilitiesEarly, COMPRESS_FROM, downloadCompression } from "./BodyCompression.ts"
 import type { IncomingBlob } from "./Download.ts"
 import type { EarlyFetch } from "./EarlyFetch.ts"
-import { downloadBlobs } from "./Download.ts"
+import { downloadBlobs, squeezesHashLists } from "./Download.ts"
 import { plainDecoder, REFUSED } from "./PlainDecode.ts"
 import type { PullAhead } from "./PullAhead.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
@@ -62,8 +62,9 @@ export type PullAnswer = ApiSync.PullResponse
 
 /** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
 export const pull = (remote: RemoteRepo, branch: string, since: string | null, ahead?: PullAhead): Effect.Effect<PullAnswer, CliFailure> => {
-  // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need come meanwhile.
-  if (since === null) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
+  // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need (squeezesHashLists)
+  // come meanwhile.
+  if (since === null && squeezesHashLists(remote.site)) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
   const query = new URLSearchParams({ branch_name: branch, ...(since === null ? {} : { since }) })
   // The same request sent before the clone's modules loaded, when it is this one (same server, repository, branch, credential).
   const sent = ahead !== undefined && since === null && ahead.site === remote.site && ahead.owner === remote.owner &&

@@ -43,7 +43,9 @@ export const pullAhead = (remote: string, input: { readonly repo: string; readon
     const resolution = yield* resolveCredential(remote)
     const site = resolution.remote
     const token = Option.getOrUndefined(Option.map(resolution.credential, (c) => c.token))
-    askCapabilitiesEarly(site, token, COMPRESS_FROM)
+    // For the chunk requests' hash lists, which go zstd only to another machine (Download.squeezesHashLists: not
+    // imported here, the download's modules load after the pull is sent).
+    if (downloadCompression(site)) askCapabilitiesEarly(site, token, COMPRESS_FROM)
     const headers: Record<string, string> = {}
     if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (downloadCompression(site)) headers["accept-encoding"] = ACCEPT_ENCODING

@@ -63,6 +63,7 @@ const loadNative = (): Backend | undefined => {
     if (nodeModule === undefined || process.platform !== "linux" || process.arch !== "x64") return undefined
     const addon = nodeModule.createRequire(import.meta.url)("@napi-rs/blake-hash-linux-x64-gnu") as {
       Blake3Hasher: new () => NativeHasher
+      blake3: (data: Uint8Array | string) => Buffer
     }
     const make = (): Hasher => {
       const h = new addon.Blake3Hasher()
@@ -70,7 +71,9 @@ const loadNative = (): Backend | undefined => {
     }
     const backend: Backend = {
       name: "native",
-      hash: (data) => new addon.Blake3Hasher().update(data).digest("hex"),
+      // The one-shot call, not a Hasher object (constructed, updated, digested: three calls into the addon): a small
+      // input costs ~40% less so (5,000 inputs of ~7.6 KB, a clone's chunks: ~50 -> ~30 ms of CPU).
+      hash: (data) => addon.blake3(data).toString("hex"),
       makeHasher: async () => make()
     }
     // Refuse a binary that does not compute BLAKE3 correctly rather than corrupt the object store (known answers).
