@@ -114,6 +114,8 @@ export const lstatRow = rowReader("lstat")
 /** `fs.statSync(path)`'s fields (in the shared row), undefined when nothing is there. */
 export const statRow = rowReader("stat")
 
-const S_IFMT = 0o170000
+/** The file-type bits of MODE, and a symlink's. */
+export const S_IFMT = 0o170000
+export const S_IFLNK = 0o120000
 export const isDirectory = (r: StatRow): boolean => (r[MODE]! & S_IFMT) === 0o040000
-export const isSymbolicLink = (r: StatRow): boolean => (r[MODE]! & S_IFMT) === 0o120000
+export const isSymbolicLink = (r: StatRow): boolean => (r[MODE]! & S_IFMT) === S_IFLNK

@@ -12,8 +12,8 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
-import { columnEntry, ctimeOf, indexColumns, MODE_LETTER } from "./IndexFile.ts"
-import { CTIME_MS, INO, isSymbolicLink, lstatRow, MODE, MTIME_MS, NLINK, SIZE } from "./StatValues.ts"
+import { columnEntry, indexColumns } from "./IndexFile.ts"
+import { CTIME_MS, INO, lstatRow, MODE, MTIME_MS, NLINK, S_IFLNK, S_IFMT, SIZE } from "./StatValues.ts"
 import { everyFile, foldersAsRecorded } from "./TreeWalk.ts"
 
 // The index file and the walk live in their own files; the working-tree code imports them all from here.
@@ -61,7 +61,7 @@ export const columnsUnchanged = (
   root: string,
   index: WorkIndex,
   ctimeRequired: boolean
-): { readonly same: boolean; readonly folders: Map<string, FolderStat>; readonly linked: boolean } | undefined => {
+): { readonly same: boolean; readonly folders: ReadonlyMap<string, FolderStat>; readonly linked: boolean } | undefined => {
   const found = columnsChanged(root, index, ctimeRequired, 1)
   return found && { same: found.changed.length === 0, folders: found.folders, linked: found.linked }
 }
@@ -70,7 +70,7 @@ export const columnsUnchanged = (
 export interface ColumnsChanged {
   /** Positions in the columns (IndexFile.columnEntry), in their order; all of them unless `limit` was reached. */
   readonly changed: ReadonlyArray<number>
-  readonly folders: Map<string, FolderStat>
+  readonly folders: ReadonlyMap<string, FolderStat>
   /** A file seen has another hard link (every file when `changed` is complete). */
   readonly linked: boolean
 }
@@ -90,16 +90,23 @@ export const columnsChanged = (root: string, index: WorkIndex, ctimeRequired: bo
   const { writtenAt } = index
   const changed: Array<number> = []
   let linked = false
+  // Once per file at 20k files (a no-op push): written out, without a call per field (ctimeOf, modeFrom, isSymbolicLink).
   for (let i = 0; i < paths.length; i++) {
-    const ctimeMs = ctimeOf(stats, i)
-    if (ctimeMs === undefined && ctimeRequired) return undefined
-    const symlink = modes[i] === "l"
+    const ctimeMs = stats[4 * i + 3]
+    const ctimeKnown = ctimeMs != null && !Number.isNaN(ctimeMs) // see ctimeOf
+    if (!ctimeKnown && ctimeRequired) return undefined
     // From the root itself (NoopPush.ts), the paths as they are: no string to build.
     const now = lstatRow(root === "." ? paths[i]! : `${root}/${paths[i]}`)
-    const same = now !== undefined && isSymbolicLink(now) === symlink && now[SIZE] === stats[4 * i] &&
-      now[MTIME_MS] === stats[4 * i + 1] && now[INO] === stats[4 * i + 2] && (ctimeMs === undefined || now[CTIME_MS] === ctimeMs) &&
-      now[MTIME_MS]! < writtenAt && MODE_LETTER[modeFrom(now[MODE]!, symlink)] === modes[i]
-    if (now !== undefined && now[NLINK]! > 1) linked = true
+    let same = false
+    if (now !== undefined) {
+      const mode = now[MODE]!
+      // The kind and mode as MODE_LETTER writes them: a symlink is "l" whatever its bits (modeFrom).
+      const letter = (mode & S_IFMT) === S_IFLNK ? "l" : (mode & 0o111) !== 0 ? "x" : "r"
+      const mtimeMs = now[MTIME_MS]!
+      same = letter === modes[i] && now[SIZE] === stats[4 * i] && mtimeMs === stats[4 * i + 1] && now[INO] === stats[4 * i + 2] &&
+        (!ctimeKnown || now[CTIME_MS] === ctimeMs) && mtimeMs < writtenAt
+      if (now[NLINK]! > 1) linked = true
+    }
     if (!same && changed.push(i) >= limit) break
   }
   return { changed, folders, linked }
