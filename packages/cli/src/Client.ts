@@ -27,6 +27,18 @@ const withIdempotencyKey = (request: HttpClientRequest.HttpClientRequest) =>
   Effect.map(IdempotencyKey, (key) => key === undefined ? request : HttpClientRequest.setHeader(request, "idempotency-key", key))
 
 /**
+ * While set (`Effect.provideService`), a request of the typed client waits for this effect once it is built, its body
+ * encoded and compressed, and goes when it ends: a push's body is made while its chunk batches upload and sent the
+ * moment they are done (commands/Push.ts). Retries of a request that went do not wait again.
+ */
+export const SendGate = Context.Reference<Effect.Effect<void> | undefined>("grove/cli/SendGate", {
+  defaultValue: () => undefined
+})
+
+const afterGate = (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.flatMap(SendGate, (gate) => gate === undefined ? Effect.succeed(request) : Effect.as(gate, request))
+
+/**
  * The typed client's request mapping: large JSON bodies go zstd-compressed to a server that takes them,
  * and every request accepts zstd answers, unless answers come plain (`downloadCompression`: a server on this machine).
  */
@@ -54,11 +66,14 @@ export const makeClient = (remote: string, token: string | undefined): Effect.Ef
     const base = yield* HttpClient.HttpClient
     const httpClient = retryUntaken(HttpClient.mapRequestEffect(
       HttpClient.mapRequestEffect(
-        token === undefined ? base : HttpClient.mapRequest(base, HttpClientRequest.bearerToken(token)),
-        withIdempotencyKey
+        HttpClient.mapRequestEffect(
+          token === undefined ? base : HttpClient.mapRequest(base, HttpClientRequest.bearerToken(token)),
+          withIdempotencyKey
+        ),
+        // Large bodies zstd to a server that takes them; zstd answers accepted (sync/BodyCompression.ts).
+        compressRequest(remote, token)
       ),
-      // Large bodies zstd to a server that takes them; zstd answers accepted (sync/BodyCompression.ts).
-      compressRequest(remote, token)
+      afterGate
     ))
     const client = {} as Record<string, unknown>
     for (const group of Object.keys(GroveApi.groups) as Array<HttpApiGroup.Identifier<GroveGroups>>) {

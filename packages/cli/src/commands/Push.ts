@@ -5,7 +5,8 @@
  * metadata-only push that `desc` and `close` use.
  */
 import { ApiSync } from "@grove/api"
-import { Effect, Schema } from "effect"
+import { Deferred, Effect, Fiber, Schema } from "effect"
+import { SendGate } from "../Client.ts"
 import { crashPoint } from "../CrashPoints.ts"
 import type { CliFailure } from "../Failures.ts"
 import { failure } from "../Failures.ts"
@@ -143,15 +144,13 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
   // The push's JSON holds a 64-hex hash at least per file change and tree entry: when that alone reaches the size
   // from which the body goes compressed, the capabilities that decides it are asked while the blobs upload.
   askCapabilitiesEarly(remote.site, remote.token, 64 * hashesIn(allCommits, trees))
-  let uploaded = yield* uploadBlobs(remote, blobs)
-  yield* crashPoint("push:uploaded")
   // Under a fresh Idempotency-Key per send: a connection lost as the push went out (a keep-alive socket the
   // server closed while this built a large body) is sent again, and the server acts on it at most once.
-  const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>) =>
+  const send = (expected: string | null, commits: ReadonlyArray<ApiSync.CommitData>, pushed: ReadonlyArray<ApiSync.BlobData>) =>
     attempt(remote.connection.write(
       remote.connection.client.sync.push({
         params: { owner: remote.owner, name: remote.name },
-        payload: pushRequest(expected, branch, commits, uploaded.blobs, trees)
+        payload: pushRequest(expected, branch, commits, pushed, trees)
       }),
       ApiSync.PushResponse,
       // A large push can outlast the server's reply wait (202 and an operation): follow it to the end.
@@ -161,14 +160,29 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
         ? failure(`the server refused the push: ${error.message} (main changes only by merge)`, error.code, error.details)
         : error
     ))
+  // The push does not depend on the batches' answers: once the blob list is known (at the first batch's answer) its
+  // body is encoded and compressed while the other batches upload, and waits at the gate, which opens when they have
+  // all succeeded (a failed batch fails the push, and this request never goes).
+  const blobList = yield* Deferred.make<ReadonlyArray<ApiSync.BlobData>>()
+  const gate = yield* Deferred.make<void>()
+  const early = yield* Effect.forkChild(
+    Effect.flatMap(Deferred.await(blobList), (pushed) => send(branch.remote_head, allCommits, pushed)).pipe(
+      Effect.provideService(SendGate, Deferred.await(gate))
+    )
+  )
+  let uploaded = yield* uploadBlobs(remote, blobs, (list) => Deferred.doneUnsafe(blobList, Effect.succeed(list))).pipe(
+    Effect.onError(() => Fiber.interrupt(early))
+  )
+  yield* crashPoint("push:uploaded")
+  yield* Deferred.succeed(gate, undefined)
   let commits: ReadonlyArray<ApiSync.CommitData> = allCommits
-  let answer = yield* send(branch.remote_head, commits).pipe(
+  let answer = yield* Fiber.join(early).pipe(
     // gc removed objects the push relied on after the server prepared it (nothing was published): the
     // server now reports them missing, so uploading again and sending the same push makes it whole.
     Effect.catchIf((error) => error.code === OBJECTS_MISSING, () =>
       Effect.gen(function*() {
         uploaded = yield* uploadBlobs(remote, blobs)
-        return yield* send(branch.remote_head, commits)
+        return yield* send(branch.remote_head, commits, uploaded.blobs)
       }))
   )
   if (!answer.success && answer.new_head !== null) {
@@ -179,7 +193,7 @@ export const publish = Effect.fn("Push.publish")(function*(opened: Workspace, st
       commits = commits.slice(landed + 1)
       answer = commits.length === 0
         ? { ...answer, success: true }
-        : yield* send(answer.new_head, commits)
+        : yield* send(answer.new_head, commits, uploaded.blobs)
     }
   }
   yield* crashPoint("push:sent")

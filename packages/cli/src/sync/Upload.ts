@@ -120,7 +120,25 @@ interface BatchBody {
   readonly contentEncoding?: "zstd"
 }
 
-export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) {
+/** A batch read and encoded ahead of its turn, with the frame and compression choices its body was made with. */
+interface PreparedBatch {
+  readonly frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>
+  readonly asBare: boolean
+  readonly asWhole: boolean
+  readonly body: BatchBody
+}
+
+/**
+ * The push's blob list, handed over while the chunks upload: it is final before the first batch goes (batches only
+ * succeed or fail), so the caller builds the push body meanwhile (commands/Push.ts).
+ */
+export type OnBlobs = (blobs: ReadonlyArray<ApiSync.BlobData>) => void
+
+export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
+  remote: RemoteRepo,
+  outgoing: ReadonlyArray<OutgoingBlob>,
+  onBlobs?: OnBlobs
+) {
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
   const unique = uniqueBlobs(outgoing)
@@ -172,6 +190,16 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
     }
   }
   const batches = batchesOf(needed)
+  // Called at the first batch's answer, when the other batches in flight keep the server busy while the caller's
+  // synchronous work runs (not as the batches are posted: it would hold their bodies back from the socket); at once
+  // when there is no batch.
+  let handedOver = false
+  const handOver = () => {
+    if (handedOver) return
+    handedOver = true
+    onBlobs?.(blobs)
+  }
+  if (batches.length === 0) handOver()
   const total = needed.reduce((sum, c) => sum + c.size, 0)
   const takes = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, wholeBody: false, bare: false }
   const compress = takes.compress
@@ -204,11 +232,33 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
   }
   const progress = makeProgress("Uploading", total)
   let sentBytes = 0
-  yield* Effect.forEach(batches, (batch) =>
+  // A batch's frames are read and its body made one turn ahead: as a batch goes, the one its sender takes next
+  // (IN_FLIGHT later) is prepared, so an answer is followed by the next request at once and the server always has
+  // batches to work on (it waited 30-60 ms per batch while each sender read and compressed its next one).
+  const ahead = new Map<number, Promise<PreparedBatch>>()
+  const prepared = (index: number): Promise<PreparedBatch> => {
+    let batch = ahead.get(index)
+    if (batch === undefined) {
+      batch = prepareBatch(batches[index]!, bare, wholeBody)
+      batch.catch(() => undefined) // a read error is thrown to the sender that takes it
+      ahead.set(index, batch)
+    }
+    return batch
+  }
+  const prepareBatch = async (batch: ReadonlyArray<ChunkSource>, asBare: boolean, asWhole: boolean): Promise<PreparedBatch> => {
+    const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
+    return { frames, asBare, asWhole, body: await bodyOf(frames, asBare, asWhole) }
+  }
+  yield* Effect.forEach(batches, (batch, index) =>
     transfer("upload failed", async () => {
-      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
+      const ready = await prepared(index)
+      ahead.delete(index)
+      // After this batch's request is on its way (the reads of small files are synchronous).
+      if (index + IN_FLIGHT < batches.length) setImmediate(() => void prepared(index + IN_FLIGHT))
       const post = async (asBare: boolean, asWhole: boolean) => {
-        const { body, contentEncoding } = await bodyOf(frames, asBare, asWhole)
+        const { body, contentEncoding } = asBare === ready.asBare && asWhole === ready.asWhole
+          ? ready.body
+          : await bodyOf(ready.frames, asBare, asWhole)
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
         await remote.sendBinary("chunks/batch", {
           method: "POST",
@@ -235,8 +285,9 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(remote: RemoteRep
         return post(false, false)
       })
       progress.add(batch.reduce((sum, c) => sum + c.size, 0))
+      handOver()
     }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
   // No chunks/uploaded confirmation: a batch answers 200 only once every chunk in it is verified and stored
   // (the confirmation is for uploads to presigned URLs, which this server does not hand out).
   return { blobs, uploadedChunks: needed.length, uploadedBytes: total, sentBytes } satisfies UploadResult
-}) as (remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>) => Effect.Effect<UploadResult, CliFailure>
+}) as (remote: RemoteRepo, outgoing: ReadonlyArray<OutgoingBlob>, onBlobs?: OnBlobs) => Effect.Effect<UploadResult, CliFailure>
