@@ -212,6 +212,22 @@ describe("directory listings kept in the index", () => {
         .toEqual({ unchanged: true, ctime: fs.lstatSync(path.join(root, "dir/b.txt")).ctimeMs })
     }).pipe(Effect.scoped))
 
+  it.effect("the check of an unchanged tree makes none of the index's maps: entries, directories, tree hashes", () =>
+    Effect.gen(function*() {
+      const root = yield* indexed
+      const index = readIndexSync(root)
+      const made: Array<string> = []
+      for (const key of ["files", "folders", "dirs"] as const) {
+        const lazy = Object.getOwnPropertyDescriptor(index, key)!
+        Object.defineProperty(index, key, { ...lazy, get: () => (made.push(key), lazy.get!.call(index)) })
+      }
+      expect(columnsChanged(root, index, true)?.changed).toEqual([])
+      expect(made).toEqual([])
+      // Asked for, they are the index file's.
+      expect([...index.folders.keys()].sort()).toEqual(["", "dir", "dir/deep", "empty", "empty/inner"])
+      expect(columnsChanged(root, index, true)?.folders).toBe(index.folders)
+    }).pipe(Effect.scoped))
+
   it.effect("a few changed files are told from the columns: only they are hashed, and status compares only them", () =>
     Effect.gen(function*() {
       const root = yield* indexed

@@ -94,16 +94,16 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
     }
     const writtenAt = Math.min(Number(parsed.written_at) || 0, fileMtimeMs)
     const base = typeof parsed.base === "string" ? parsed.base : null
-    const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
-    const folders = foldersOf(parsed.folders ?? [])
     if (parsed.paths !== undefined) {
       const { hashes = "", modes = "", paths, stats = [] } = parsed
       const n = paths.length
       if (!Array.isArray(paths) || hashes.length < n * HASH_LENGTH || stats.length < 4 * n || !/^[rxl]*$/.test(modes) || modes.length < n) {
         throw new Error("a short column")
       }
-      return columnIndex(writtenAt, base, dirs, folders, { paths, hashes, modes, stats })
+      return columnIndex(writtenAt, base, parsed.dirs, parsed.folders, { paths, hashes, modes, stats })
     }
+    const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
+    const folders = foldersOf(parsed.folders ?? [])
     const files = new Map<string, IndexEntry>()
     if (Array.isArray(parsed.files)) {
       for (const [file, hash, mode, size, mtimeMs, ino, ctimeMs] of parsed.files) {
@@ -127,26 +127,45 @@ const foldersOf = (rows: ReadonlyArray<number | string>): Map<string, FolderStat
   return folders
 }
 
-/** An index of columns as read; its entries are made when first asked for (an unchanged tree is checked against the columns alone). */
+/**
+ * An index of columns as read; its entries, directory tree hashes and directory stats are made when first asked for (an
+ * unchanged tree is checked against the columns and the directories' rows alone: TreeStatus.columnsChanged).
+ */
 const columnIndex = (
   writtenAt: number,
   base: Hash | null,
-  dirs: ReadonlyMap<string, Hash>,
-  folders: ReadonlyMap<string, FolderStat>,
+  dirRows: ReadonlyArray<readonly [string, Hash]> | undefined,
+  folderRows: ReadonlyArray<number | string> | undefined,
   columns: IndexColumns
 ): WorkIndex => {
   let files: Map<string, IndexEntry> | undefined
+  let dirs: ReadonlyMap<string, Hash> | undefined
+  let folders: ReadonlyMap<string, FolderStat> | undefined
   const index: WorkIndex = {
     writtenAt,
     base,
     get files() {
       return files ??= entriesOf(columns)
     },
-    dirs,
-    folders
+    get dirs() {
+      return dirs ??= dirsOf(base === null ? undefined : dirRows)
+    },
+    get folders() {
+      return folders ??= foldersOf(Array.isArray(folderRows) ? folderRows : [])
+    }
   }
   columnsOf.set(index, columns)
+  folderRowsOf.set(index, Array.isArray(folderRows) ? folderRows : [])
   return index
+}
+
+/** Directory tree hashes from their rows (none from rows that are not [path, hash] pairs: a commit then rebuilds every tree). */
+const dirsOf = (rows: ReadonlyArray<readonly [string, Hash]> | undefined): ReadonlyMap<string, Hash> => {
+  try {
+    return new Map(rows ?? [])
+  } catch {
+    return new Map()
+  }
 }
 
 /**
@@ -210,7 +229,7 @@ export const parseIndexBytes = (bytes: Buffer, fileMtimeMs: number): WorkIndex =
         return hashes ??= bytes.toString("latin1", statsAt + 32 * n)
       }
     }
-    return columnIndex(writtenAt, base, new Map(base === null ? [] : head.dirs ?? []), foldersOf(head.folders ?? []), columns)
+    return columnIndex(writtenAt, base, head.dirs, head.folders, columns)
   } catch {
     return EMPTY_INDEX // a broken index only costs re-hashing
   }
@@ -233,6 +252,12 @@ export const ctimeOf = (stats: ArrayLike<number | null>, i: number): number | un
 
 /** By index object: a copy (`{ ...index, files }`) has none, so it is never checked against columns it does not hold. */
 const columnsOf = new WeakMap<WorkIndex, IndexColumns>()
+
+/** By index object, as `columnsOf`: its directories' rows as read (path, mtime, ctime, inode each; `folders` is made of them). */
+const folderRowsOf = new WeakMap<WorkIndex, ReadonlyArray<number | string>>()
+
+/** The rows `index.folders` is made of, when it was read from a file (TreeWalk.folderRowsAsRecorded compares them). */
+export const indexFolderRows = (index: WorkIndex): ReadonlyArray<number | string> | undefined => folderRowsOf.get(index)
 
 /** The entry the columns hold for file `i` (the file `paths[i]`). */
 export const columnEntry = ({ hashes, modes, stats }: IndexColumns, i: number): IndexEntry => {

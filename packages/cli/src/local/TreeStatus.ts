@@ -12,9 +12,9 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
-import { columnEntry, indexColumns } from "./IndexFile.ts"
+import { columnEntry, indexColumns, indexFolderRows } from "./IndexFile.ts"
 import { CTIME_MS, INO, lstatRow, MODE, MTIME_MS, NLINK, S_IFLNK, S_IFMT, SIZE } from "./StatValues.ts"
-import { everyFile, foldersAsRecorded } from "./TreeWalk.ts"
+import { everyFile, folderRowsAsRecorded } from "./TreeWalk.ts"
 
 // The index file and the walk live in their own files; the working-tree code imports them all from here.
 export * from "./IndexFile.ts"
@@ -83,9 +83,9 @@ export interface ColumnsChanged {
  */
 export const columnsChanged = (root: string, index: WorkIndex, ctimeRequired: boolean, limit = Infinity): ColumnsChanged | undefined => {
   const columns = indexColumns(index)
-  if (columns === undefined || index.folders.size === 0) return undefined
-  const folders = foldersAsRecorded(root, index)
-  if (folders === undefined) return undefined
+  const rows = indexFolderRows(index)
+  // Read from the index file's rows: a no-op push makes no map of the directories (only a scan needs it, from `folders`).
+  if (columns === undefined || rows === undefined || !folderRowsAsRecorded(root, rows, index.writtenAt)) return undefined
   const { modes, paths, stats } = columns
   const { writtenAt } = index
   const changed: Array<number> = []
@@ -109,7 +109,13 @@ export const columnsChanged = (root: string, index: WorkIndex, ctimeRequired: bo
     }
     if (!same && changed.push(i) >= limit) break
   }
-  return { changed, folders, linked }
+  return {
+    changed,
+    get folders() {
+      return index.folders // all as recorded
+    },
+    linked
+  }
 }
 
 /** A file of the index that `columnsChanged` found changed, with its entry in the index and its stat now. */

@@ -66,24 +66,39 @@ const folderMatches = (known: FolderStat | undefined, now: FolderStat, writtenAt
   now.mtimeMs < writtenAt && now.ctimeMs < writtenAt
 
 /**
- * The recorded directories (`cache.folders` itself) when each still matches its record, as `folderMatches` tells (its
- * stat now, following a symlink as a walk reads it, a directory), else undefined. Neither a stat object nor a map is
- * made: a no-op push at 20k files checks ~1,250 directories.
+ * The directory `dir` of `root` matches its record, as `folderMatches` tells of its stat now (following a symlink, as a
+ * walk reads it; a directory). No stat object is made: a no-op push at 20k files checks ~1,250 directories.
  */
+const folderAsRecorded = (root: string, dir: string, mtimeMs: number, ctimeMs: number, ino: number, writtenAt: number): boolean => {
+  const now = statRow(dir === "" ? root : `${root}/${dir}`)
+  return now !== undefined && isDirectory(now) && now[MTIME_MS] === mtimeMs && now[CTIME_MS] === ctimeMs && now[INO] === ino &&
+    now[MTIME_MS]! < writtenAt && now[CTIME_MS]! < writtenAt
+}
+
+/** The recorded directories (`cache.folders` itself) when each still matches its record, else undefined. */
 export const foldersAsRecorded = (
   root: string,
   cache: Pick<WalkCache, "folders" | "writtenAt">
 ): ReadonlyMap<string, FolderStat> | undefined => {
   if (!cache.folders.has("")) return undefined
-  const { writtenAt } = cache
   for (const [dir, known] of cache.folders) {
-    const now = statRow(dir === "" ? root : `${root}/${dir}`)
-    if (
-      now === undefined || !isDirectory(now) || now[MTIME_MS] !== known.mtimeMs || now[CTIME_MS] !== known.ctimeMs ||
-      now[INO] !== known.ino || now[MTIME_MS]! >= writtenAt || now[CTIME_MS]! >= writtenAt
-    ) return undefined
+    if (!folderAsRecorded(root, dir, known.mtimeMs, known.ctimeMs, known.ino, cache.writtenAt)) return undefined
   }
   return cache.folders
+}
+
+/**
+ * `foldersAsRecorded` on the index file's rows of them (path, mtime, ctime, inode each: IndexFile.indexFolderRows), as
+ * the index's `folders` is made of them but without making it: true when the root and every directory are as recorded.
+ */
+export const folderRowsAsRecorded = (root: string, rows: ReadonlyArray<number | string>, writtenAt: number): boolean => {
+  let sawRoot = false
+  for (let i = 0; i + 3 < rows.length; i += 4) {
+    const dir = String(rows[i])
+    if (dir === "") sawRoot = true
+    if (!folderAsRecorded(root, dir, Number(rows[i + 1]), Number(rows[i + 2]), Number(rows[i + 3]), writtenAt)) return false
+  }
+  return sawRoot
 }
 
 /**
