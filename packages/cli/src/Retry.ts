@@ -3,11 +3,15 @@
  * (a rolling upgrade, a drain) refuses connections for a moment or answers 503 while it is not ready;
  * neither acted on the request, so any request may be sent again. A connection that broke after the
  * request went out is tried again only when sending twice is safe: GET, HEAD and PUT (content-addressed
- * uploads), and writes that carry an Idempotency-Key. Bounded: five tries over about 1.5 seconds.
+ * uploads), and writes that carry an Idempotency-Key. Bounded: five tries over about 1.5 seconds. A timeout
+ * (sync/HttpSend.ts: no connection, or a server gone silent) is tried again once, by the same rule (a connection never
+ * made took nothing): a second one is the answer, not five times the wait (a stale kept-alive socket is the case the
+ * one more try is for).
  */
 import { Duration, Effect } from "effect"
 import type { HttpClientRequest } from "effect/http"
 import { HttpClient, HttpClientError } from "effect/http"
+import { isTimeout } from "./sync/HttpSend.ts"
 
 /** The pauses before each try after the first. */
 export const PAUSES: ReadonlyArray<Duration.Input> = ["100 millis", "200 millis", "400 millis", "800 millis"]
@@ -15,7 +19,7 @@ export const PAUSES: ReadonlyArray<Duration.Input> = ["100 millis", "200 millis"
 /** Longest wait a 503's `Retry-After` may ask for here; past it the 503 is the answer. */
 const MAX_RETRY_AFTER = Duration.seconds(2)
 
-/** The system error code under a fetch failure (ECONNREFUSED, ECONNRESET, UND_ERR_SOCKET...). */
+/** The system error code under a transport failure (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ERR_CONNECT_TIMEOUT...). */
 const codeOf = (error: HttpClientError.HttpClientError): string | undefined => {
   if (error.reason._tag !== "TransportError") return undefined
   let cause: unknown = error.reason.cause
@@ -34,8 +38,12 @@ const safeTwice = (request: HttpClientRequest.HttpClientRequest) =>
 /** Whether a failed try may be made again: nothing reached the server, or sending twice is safe. */
 export const retryableError = (error: HttpClientError.HttpClientError, request: HttpClientRequest.HttpClientRequest) => {
   if (error.reason._tag !== "TransportError") return false
-  return codeOf(error) === "ECONNREFUSED" || safeTwice(request)
+  const code = codeOf(error)
+  return code === "ECONNREFUSED" || code === "ERR_CONNECT_TIMEOUT" || safeTwice(request)
 }
+
+/** Whether the failed try was a timeout (then it is tried again once at most). */
+export const timedOut = (error: HttpClientError.HttpClientError): boolean => isTimeout({ code: codeOf(error) })
 
 /**
  * The pause before trying again after an answer on try `attempt` (from 0): only a 503, the pause it asks for (never
@@ -53,6 +61,7 @@ export const pauseAfterAnswer = (attempt: number, status: number, retryAfter: st
 export const retryUntaken = <E, R>(client: HttpClient.HttpClient.With<E, R>) =>
   HttpClient.transform(client, (send, request) =>
     Effect.gen(function*() {
+      let timeouts = 0
       for (let attempt = 0;; attempt++) {
         const result = yield* Effect.result(send)
         if (result._tag === "Success") {
@@ -62,7 +71,8 @@ export const retryUntaken = <E, R>(client: HttpClient.HttpClient.With<E, R>) =>
           continue
         }
         const error = result.failure
-        const again = attempt < PAUSES.length && HttpClientError.isHttpClientError(error) && retryableError(error, request)
+        const again = attempt < PAUSES.length && HttpClientError.isHttpClientError(error) && retryableError(error, request) &&
+          (!timedOut(error) || ++timeouts <= 1)
         if (!again) return yield* Effect.fail(error)
         yield* Effect.sleep(PAUSES[attempt]!)
       }

@@ -7,12 +7,14 @@ import type { ApiCi } from "@grove/api"
 import { Names } from "@grove/core"
 import { Console, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import { failure, usage } from "../Failures.ts"
+import { CliFailure, ExitCode, failure, usage } from "../Failures.ts"
 import { openWorkspace } from "../local/Workspace.ts"
 import { Output, table } from "../Output.ts"
 import { connectRepo, type RemoteRepo, transfer } from "../sync/RemoteRepo.ts"
 import { remoteOf } from "../sync/Session.ts"
 import { currentBranch } from "../local/State.ts"
+import { writeStderr, writeStdout } from "../Stdout.ts"
+import { processTimeouts } from "../sync/HttpSend.ts"
 
 /** The repository named by `--repo`, else the checkout's. */
 export const target = Effect.fnUntraced(function*(remote: string, repo: Option.Option<string>) {
@@ -83,9 +85,19 @@ const followLogs = (repo: RemoteRepo, id: string, onEvent: (event: string, data:
   transfer("following the logs", async () => {
     const response = await repo.binary(`ci/runs/${id}/logs?follow=1`, { method: "GET" })
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+    // The server sends a keep-alive every 15 s: silence past the idle bound (sync/HttpSend.ts) is a server gone.
+    const { idleMs } = processTimeouts()
+    const read = () =>
+      idleMs === 0 ? reader.read() : new Promise<Awaited<ReturnType<typeof reader.read>>>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          reader.cancel().catch(() => undefined)
+          reject(new CliFailure({ message: `cannot connect to ${repo.site}: the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`, exitCode: ExitCode.auth, code: "network" }))
+        }, idleMs)
+        reader.read().then(resolve, reject).finally(() => clearTimeout(timer))
+      })
     let buffer = ""
     for (;;) {
-      const { done, value } = await reader.read()
+      const { done, value } = await read()
       if (done) return
       buffer += value
       let end: number
@@ -111,10 +123,10 @@ export const logs = Effect.fn("Ci.logs")(function*(remote: string, input: { read
   let end: Record<string, unknown> | undefined
   yield* followLogs(repo, id, (event, data) => {
     if (out.json) events.push({ event, data })
-    else if (event === "log") process.stdout.write(String(data.text))
-    else if (event === "step" && data.status === "running") process.stderr.write(`==> ${String(data.job)} / ${String(data.name)}\n`)
+    else if (event === "log") writeStdout(String(data.text))
+    else if (event === "step" && data.status === "running") writeStderr(`==> ${String(data.job)} / ${String(data.name)}\n`)
     else if (event === "step" && data.status === "completed") {
-      process.stderr.write(`<== ${String(data.name)}: ${String(data.conclusion)}${data.exit_code === null ? "" : ` (exit ${String(data.exit_code)})`}\n`)
+      writeStderr(`<== ${String(data.name)}: ${String(data.conclusion)}${data.exit_code === null ? "" : ` (exit ${String(data.exit_code)})`}\n`)
     }
     if (event === "end") end = data
   })

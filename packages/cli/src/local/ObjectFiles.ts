@@ -109,7 +109,9 @@ export const dropAllKeptBlobs = (root: string): void => {
   }
   fs.renameSync(blobs, path.join(dir, `trash-${process.pid}-${Date.now()}`))
   const trash = trashOf()
-  const script = "for (const dir of process.argv.slice(1)) require('node:fs').rmSync(dir, { recursive: true, force: true })"
+  // fs.promises.rm, not fs.rmSync: Node 24's native rmSync stops early, with no error, when another remover (a second
+  // push's child sharing the trash, a user's rm -rf .grove) unlinks an entry under it; the promise rm goes on past that.
+  const script = "const fs = require('node:fs'); for (const dir of process.argv.slice(1)) fs.promises.rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => {})"
   // Loaded here, not at start: child_process (and net under it) is start-up time every other command pays.
   const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, ["-e", script, ...trash], { detached: true, stdio: "ignore" })
   child.on("error", () => trash.forEach((trashed) => fs.rmSync(trashed, { recursive: true, force: true })))

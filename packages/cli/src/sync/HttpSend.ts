@@ -19,8 +19,13 @@ export interface SendInit {
   readonly signal?: AbortSignal | undefined
   /** Bytes an answer may have, on the wire and decoded (a small compressed answer can decode to gigabytes). */
   readonly maxBytes?: number | undefined
-  /** How long the socket may stay silent before the request fails with ETIMEDOUT (fetch gave up after 300 s). */
+  /**
+   * How long the socket may stay silent (nothing received, nothing sent) before the request fails with ETIMEDOUT;
+   * 0: no bound. Default: GROVE_IDLE_TIMEOUT (`networkTimeouts`). The time a streamed answer's consumer takes is not counted.
+   */
   readonly idleTimeoutMs?: number | undefined
+  /** How long connecting may take before the request fails with ERR_CONNECT_TIMEOUT. Default: GROVE_CONNECT_TIMEOUT. */
+  readonly connectTimeoutMs?: number | undefined
   /**
    * Takes the body part by part as it arrives instead of whole (the answer's `body` is then empty), when it returns a
    * consumer for this answer's status and headers. A consumer that returns a promise pauses the answer until it
@@ -36,7 +41,53 @@ export interface BodyConsumer {
 
 /** What an answer may hold unless the caller says otherwise: twice the server's own request body bound. */
 export const MAX_ANSWER_BYTES = 512 * 1024 * 1024
-export const IDLE_TIMEOUT_MS = 300_000
+
+/**
+ * The bounds on a silent server, in seconds, from the environment: `GROVE_CONNECT_TIMEOUT` (default 10) for a
+ * connection to be made, `GROVE_IDLE_TIMEOUT` (default 30) for a request or answer that moves no byte either way
+ * (a long upload, download or `ci logs -f`, whose server sends a keep-alive every 15 s, keeps moving; a write the
+ * server takes long over answers 202 within ~10 s and is polled). 0 is no bound. An error names the bad variable.
+ */
+export const networkTimeouts = (
+  env: Readonly<Record<string, string | undefined>>
+): { readonly connectMs: number; readonly idleMs: number } | { readonly error: string } => {
+  const read = (name: string, fallback: number): number | string => {
+    const text = (env[name] ?? "").trim()
+    if (text === "") return fallback
+    const seconds = Number(text)
+    return Number.isFinite(seconds) && seconds >= 0 && seconds <= 86_400
+      ? Math.round(seconds * 1000)
+      : `${name} must be a number of seconds up to 86400 (0: no limit), not ${JSON.stringify(env[name])}`
+  }
+  const connectMs = read("GROVE_CONNECT_TIMEOUT", 10_000)
+  const idleMs = read("GROVE_IDLE_TIMEOUT", 30_000)
+  if (typeof connectMs === "string") return { error: connectMs }
+  if (typeof idleMs === "string") return { error: idleMs }
+  return { connectMs, idleMs }
+}
+
+/** The bounds for this process's requests (a bad value was refused at start, Run.ts; the quick paths take the defaults). */
+export const processTimeouts = (): { readonly connectMs: number; readonly idleMs: number } => {
+  const timeouts = networkTimeouts(process.env)
+  return "error" in timeouts ? { connectMs: 10_000, idleMs: 30_000 } : timeouts
+}
+
+/** Whether a request failed on a bound of this file: the server did not connect or went silent. */
+export const isTimeout = (error: unknown): boolean => {
+  const code = (error as { code?: unknown } | undefined)?.code
+  return code === "ETIMEDOUT" || code === "ERR_CONNECT_TIMEOUT"
+}
+
+/** A body is written in parts of this size, so each part's write counts as movement for the idle bound. */
+const BODY_PART = 256 * 1024
+
+/**
+ * Once a body is written, up to this much of it may still be in the kernel's buffers (send and receive, ~10 MiB at
+ * most) going out at a slow link's pace, unseen here: the wait for the answer allows it this long at 128 KiB/s too.
+ */
+const drainAllowanceMs = (bodyBytes: number) => Math.min(bodyBytes, 16 * 1024 * 1024) / (128 * 1024) * 1000
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
 const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 
@@ -92,20 +143,28 @@ const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> 
 
 /**
  * One request, its answer read whole (or streamed to `init.stream`'s consumer). Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
- * ECONNRESET, is what Retry.ts looks at) when no answer came, with ETIMEDOUT when the socket stays silent for
- * `idleTimeoutMs`, and with ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded).
+ * ECONNRESET, is what Retry.ts looks at) when no answer came, with ERR_CONNECT_TIMEOUT when no connection is made
+ * within `connectTimeoutMs`, with ETIMEDOUT when the socket stays silent for `idleTimeoutMs`, and with
+ * ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded).
  */
 export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
   new Promise<Answer>((resolve, reject) => {
     const target = typeof url === "string" ? new URL(url) : url
     const { agent, module } = moduleFor(target)
     const maxBytes = init.maxBytes ?? MAX_ANSWER_BYTES
+    const timeouts = init.idleTimeoutMs === undefined || init.connectTimeoutMs === undefined ? processTimeouts() : undefined
+    const idleMs = init.idleTimeoutMs ?? timeouts!.idleMs
+    const connectMs = init.connectTimeoutMs ?? timeouts!.connectMs
+    const body = typeof init.body === "string" && init.body.length > BODY_PART ? Buffer.from(init.body) : init.body
+    // A body sent in parts carries its length: node would send it chunked otherwise.
+    const inParts = body !== undefined && typeof body !== "string" && body.length > BODY_PART
     const request = module.request(target, {
       agent,
       method: init.method,
-      headers: init.headers,
+      headers: inParts ? { ...init.headers, "content-length": String(body.length) } : init.headers,
       ...(init.signal === undefined ? {} : { signal: init.signal })
     }, (response) => {
+      if (inParts && idleMs > 0) request.socket?.setTimeout(idleMs)
       const parts: Array<Buffer> = []
       let received = 0
       const headers = flatHeaders(response.headers)
@@ -131,16 +190,25 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
           const wait = consumer.part(part)
           if (wait === undefined) return
           response.pause()
+          // The consumer's time (a slow disk) is not the server's silence.
+          request.socket?.setTimeout(0)
           waiting = wait.then(() => {
             waiting = undefined
+            request.socket?.setTimeout(idleMs)
             response.resume()
           }, fail)
         } catch (error) {
           fail(error)
         }
       })
-      // Also a connection closed within the answer (ECONNRESET): never taken for a whole, shorter body.
-      response.on("error", reject)
+      // Also a connection closed within the answer (ECONNRESET): never taken for a whole, shorter body. Node calls it
+      // "aborted"; the message says what happened.
+      response.on("error", (error: Error & { code?: string }) =>
+        reject(
+          error.message === "aborted"
+            ? failure(`the connection broke within the server's answer, ${received} bytes in`, error.code ?? "ECONNRESET")
+            : error
+        ))
       response.on("end", () => {
         if (consumer !== undefined) {
           Promise.resolve(waiting).then(() => {
@@ -155,8 +223,37 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
         )
       })
     })
-    request.setTimeout(init.idleTimeoutMs ?? IDLE_TIMEOUT_MS, () =>
-      request.destroy(failure(`no answer from ${target.host} for ${Math.round((init.idleTimeoutMs ?? IDLE_TIMEOUT_MS) / 1000)} s`, "ETIMEDOUT")))
-    request.on("error", reject)
-    request.end(init.body)
+    if (idleMs > 0) {
+      request.setTimeout(idleMs, () =>
+        request.destroy(
+          failure(`the server went silent for ${seconds(idleMs)} (set GROVE_IDLE_TIMEOUT to wait longer)`, "ETIMEDOUT")
+        ))
+    }
+    if (connectMs > 0) {
+      request.once("socket", (socket) => {
+        if (!socket.connecting) return
+        const timer = setTimeout(() =>
+          request.destroy(
+            failure(`no connection after ${seconds(connectMs)} (set GROVE_CONNECT_TIMEOUT to wait longer)`, "ERR_CONNECT_TIMEOUT")
+          ), connectMs)
+        const done = () => clearTimeout(timer)
+        socket.once("connect", done)
+        socket.once("close", done)
+      })
+    }
+    request.on("error", (error: Error & { code?: string }) =>
+      reject(
+        error.message === "socket hang up" ? failure("the server closed the connection without answering", error.code ?? "ECONNRESET") : error
+      ))
+    if (!inParts) return void request.end(body)
+    if (idleMs > 0) request.once("finish", () => request.socket?.setTimeout(idleMs + drainAllowanceMs(body.length)))
+    let offset = 0
+    const next = () => {
+      while (offset < body.length) {
+        const part = body.subarray(offset, offset += BODY_PART)
+        if (!request.write(part)) return void request.once("drain", next)
+      }
+      request.end()
+    }
+    next()
   })

@@ -1,11 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import { spawn } from "node:child_process"
 import * as http from "node:http"
+import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import * as zlib from "node:zlib"
 import { closedPort } from "../../test/support.ts"
-import { nodeHttpClient, sendBytes } from "./HttpTransport.ts"
+import { networkTimeouts, nodeHttpClient, sendBytes } from "./HttpTransport.ts"
 
 /** A server answering every request with `answer`; released with its connections. */
 const answering = (answer: (request: http.IncomingMessage, response: http.ServerResponse) => void) =>
@@ -158,6 +160,91 @@ describe("HttpTransport", () => {
       )
       expect(outcome).toBe("ETIMEDOUT")
     }).pipe(Effect.scoped))
+  it.live("a listener that never takes the connection fails the request with ERR_CONNECT_TIMEOUT after the connect timeout", () =>
+    Effect.gen(function*() {
+      // A listener whose process never accepts (its event loop blocked), its backlog filled: a SYN to it goes unanswered.
+      const { port } = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ port: number; stop: () => void }>((resolve) => {
+            const child = spawn(process.execPath, [
+              "-e",
+              "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { console.log(s.address().port); setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 100) })"
+            ], { stdio: ["ignore", "pipe", "ignore"] })
+            child.stdout.once("data", (data: Buffer) => {
+              const port = Number(data.toString())
+              setTimeout(() => {
+                const fill = Array.from({ length: 4 }, () => net.connect(port, "127.0.0.1").on("error", () => undefined))
+                setTimeout(() => resolve({ port, stop: () => [...fill.map((s) => s.destroy()), child.kill("SIGKILL")] }), 300)
+              }, 300)
+            })
+          })
+        ),
+        ({ stop }) => Effect.sync(stop)
+      )
+      const outcome = yield* Effect.promise(() =>
+        Promise.race([
+          sendBytes(`http://127.0.0.1:${port}/`, { method: "GET", connectTimeoutMs: 300, idleTimeoutMs: 60_000 }).then(() => "answered", (e: Error) => `${codeOf(e)}: ${e.message}`),
+          new Promise<string>((resolve) => setTimeout(() => resolve("still connecting after 10 s"), 10_000).unref())
+        ])
+      )
+      expect(outcome).toBe("ERR_CONNECT_TIMEOUT: no connection after 0.3 s (set GROVE_CONNECT_TIMEOUT to wait longer)")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an upload that keeps moving is not cut by the idle timeout, however long it takes in all", () =>
+    Effect.gen(function*() {
+      // The server reads at most 4 MiB/s (a pause after each part): 32 MiB take 8 s or more, the idle bound is 0.6 s.
+      // The last MiBs wait in the kernel's buffers after the last write (~1 s here), unseen: that is not silence either.
+      const server = yield* answering((request, response) => {
+        let received = 0
+        request.on("data", (part: Buffer) => {
+          received += part.length
+          request.pause()
+          setTimeout(() => request.resume(), part.length / 4096)
+        })
+        request.on("end", () => response.end(String(received)))
+      })
+      const body = new Uint8Array(32 * 1024 * 1024)
+      const answer = yield* Effect.promise(() =>
+        sendBytes(`${server.url}/`, { method: "POST", body, idleTimeoutMs: 600 }).then((a) => Buffer.from(a.body).toString(), codeOf)
+      )
+      expect(answer).toBe(String(body.length))
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a streamed answer's consumer may take longer than the idle timeout: its own time is not the server's silence", () =>
+    Effect.gen(function*() {
+      const server = yield* answering((_request, response) => {
+        response.writeHead(200, { "content-type": "application/octet-stream" })
+        response.write("first", () => setTimeout(() => response.end("second"), 50))
+      })
+      const parts: Array<string> = []
+      const outcome = yield* Effect.promise(() =>
+        sendBytes(`${server.url}/`, {
+          method: "GET",
+          idleTimeoutMs: 300,
+          stream: () => ({
+            part: (part) => {
+              parts.push(part.toString())
+              return new Promise<void>((resolve) => setTimeout(resolve, 900))
+            },
+            done: () => parts.push("done")
+          })
+        }).then(() => "answered", codeOf)
+      )
+      expect({ outcome, parts }).toEqual({ outcome: "answered", parts: ["first", "second", "done"] })
+    }).pipe(Effect.scoped))
+
+  it("the bounds come from GROVE_CONNECT_TIMEOUT and GROVE_IDLE_TIMEOUT, in seconds (0: none); a bad value is named", () => {
+    expect(networkTimeouts({})).toEqual({ connectMs: 10_000, idleMs: 30_000 })
+    expect(networkTimeouts({ GROVE_CONNECT_TIMEOUT: "2.5", GROVE_IDLE_TIMEOUT: "0" })).toEqual({ connectMs: 2_500, idleMs: 0 })
+    expect(networkTimeouts({ GROVE_IDLE_TIMEOUT: " " })).toEqual({ connectMs: 10_000, idleMs: 30_000 })
+    for (const bad of ["abc", "-1", "1e9", "Infinity"]) {
+      expect(networkTimeouts({ GROVE_IDLE_TIMEOUT: bad })).toEqual({
+        error: `GROVE_IDLE_TIMEOUT must be a number of seconds up to 86400 (0: no limit), not ${JSON.stringify(bad)}`
+      })
+    }
+    expect(networkTimeouts({ GROVE_CONNECT_TIMEOUT: "x" })).toMatchObject({ error: expect.stringMatching(/^GROVE_CONNECT_TIMEOUT /) })
+  })
+
   it.live("a streamed answer is taken part by part as it arrives, paused while a part's promise is pending; a consumer's error fails it", () =>
     Effect.gen(function*() {
       let tookFirst: () => void = () => {}

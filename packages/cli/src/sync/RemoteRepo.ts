@@ -11,7 +11,7 @@ import { CliFailure as Failure, ExitCode } from "../Failures.ts"
 import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
-import { sendBytes } from "./HttpTransport.ts"
+import { isTimeout, sendBytes } from "./HttpTransport.ts"
 
 export interface BinaryInit {
   readonly method: string
@@ -107,6 +107,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       readonly discard?: (answer: A) => void
     } = {}
   ): Promise<A> => {
+    let timeouts = 0
     for (let attempt = 0;; attempt++) {
       let answer: A
       try {
@@ -118,7 +119,8 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
         if ((error as { code?: unknown }).code === "ERR_ANSWER_TOO_LARGE") {
           throw new Failure({ message: `${connection.remote}: ${(error as Error).message}`, exitCode: ExitCode.auth, code: "answer_too_large" })
         }
-        if (attempt >= RETRY_PAUSES_MS.length) {
+        // A timeout is tried again once (Retry.ts): not five times the wait on a silent server.
+        if (attempt >= RETRY_PAUSES_MS.length || (isTimeout(error) && ++timeouts > 1)) {
           throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
         }
         await pause(RETRY_PAUSES_MS[attempt]!, signal)

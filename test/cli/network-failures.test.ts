@@ -1,0 +1,145 @@
+/**
+ * The real `grove` against servers that fail: one that accepts and never answers, one that never takes the connection,
+ * answers cut short, reset, or not Grove's. Each ends with one clear line (never a stack) and the exit code the README
+ * gives: 6 for the network, 1 for an answer the client cannot use; none waits for ever.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as net from "node:net"
+import type { AddressInfo } from "node:net"
+import * as path from "node:path"
+import { grove, removeTempDirs, tempDir } from "./harness.ts"
+
+afterAll(removeTempDirs)
+
+/** An HTTP server answering with `answer`, counting requests by method; closed with its connections. */
+const fakeServer = async (answer: (request: http.IncomingMessage, response: http.ServerResponse) => void) => {
+  const seen: Array<string> = []
+  const server = http.createServer((request, response) => {
+    seen.push(`${request.method} ${request.url}`)
+    answer(request, response)
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      })
+  }
+}
+
+const run = (args: ReadonlyArray<string>, remote: string, env: Record<string, string> = {}) => {
+  const home = tempDir("net")
+  return grove([...args, "--remote", remote], { home, env: { GROVE_IDLE_TIMEOUT: "1", GROVE_CONNECT_TIMEOUT: "1", SERVICE_API_KEY: "grove_test", ...env } })
+}
+
+describe("a server that accepts the connection and never answers", () => {
+  it("fails each command after the idle timeout with rc 6 and one line naming the server; a GET is tried once more, a write never", async () => {
+    const server = await fakeServer(() => undefined)
+    try {
+      const list = await run(["repo", "list"], server.url)
+      expect({ code: list.code, stderr: list.stderr }).toEqual({
+        code: 6,
+        stderr: `grove: cannot connect to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
+      })
+      expect(server.seen.filter((s) => s.startsWith("GET "))).toHaveLength(2)
+      const asJson = await run(["repo", "list", "--json"], server.url)
+      expect({ code: asJson.code, out: JSON.parse(asJson.stdout) }).toEqual({
+        code: 6,
+        out: { error: `cannot connect to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)`, code: "network" }
+      })
+
+      // A create is not safe to send twice: it goes once.
+      server.seen.length = 0
+      const create = await run(["repo", "create", "silent"], server.url)
+      expect(create.code).toBe(6)
+      expect(server.seen).toEqual(["POST /api/repos"])
+
+      // A clone gives up the same way and leaves no folder behind.
+      const home = tempDir("net-clone")
+      const cloned = await grove(["clone", "alice/x", "dest", "--remote", server.url], { home, env: { GROVE_IDLE_TIMEOUT: "1", SERVICE_API_KEY: "grove_test" } })
+      expect(cloned.code).toBe(6)
+      expect(cloned.stderr).toMatch(/^grove: cannot connect to .*: the server went silent for 1 s/)
+      expect(fs.existsSync(path.join(home, "dest"))).toBe(false)
+    } finally {
+      await server.close()
+    }
+  }, 120_000)
+
+  it("GROVE_IDLE_TIMEOUT or GROVE_CONNECT_TIMEOUT that is not a number of seconds is a usage error (2), before anything is sent", async () => {
+    const server = await fakeServer(() => undefined)
+    try {
+      const bad = await run(["repo", "list"], server.url, { GROVE_IDLE_TIMEOUT: "soon" })
+      expect({ code: bad.code, stderr: bad.stderr }).toEqual({
+        code: 2,
+        stderr: "grove: GROVE_IDLE_TIMEOUT must be a number of seconds up to 86400 (0: no limit), not \"soon\"\n"
+      })
+      const asJson = await run(["repo", "list", "--json"], server.url, { GROVE_CONNECT_TIMEOUT: "-1" })
+      expect({ code: asJson.code, code2: JSON.parse(asJson.stdout).code }).toEqual({ code: 2, code2: "usage" })
+      expect(server.seen).toEqual([])
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
+describe("a listener that never takes the connection", () => {
+  it("fails after the connect timeout with rc 6", async () => {
+    // Its process never accepts (the event loop is blocked) and its backlog is full: a SYN to it goes unanswered.
+    const child = spawn(process.execPath, [
+      "-e",
+      "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { console.log(s.address().port); setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 100) })"
+    ], { stdio: ["ignore", "pipe", "ignore"] })
+    const fill: Array<net.Socket> = []
+    try {
+      const port = await new Promise<number>((resolve) => child.stdout.once("data", (data: Buffer) => resolve(Number(data.toString()))))
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      for (let i = 0; i < 4; i++) fill.push(net.connect(port, "127.0.0.1").on("error", () => undefined))
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const list = await run(["repo", "list"], `http://127.0.0.1:${port}`)
+      expect({ code: list.code, stderr: list.stderr }).toEqual({
+        code: 6,
+        stderr: `grove: cannot connect to http://127.0.0.1:${port}: no connection after 1 s (set GROVE_CONNECT_TIMEOUT to wait longer)\n`
+      })
+    } finally {
+      for (const socket of fill) socket.destroy()
+      child.kill("SIGKILL")
+    }
+  }, 120_000)
+})
+
+describe("answers the client cannot use", () => {
+  const cases: ReadonlyArray<readonly [string, (request: http.IncomingMessage, response: http.ServerResponse) => void, number, RegExp]> = [
+    ["an answer cut short", (_q, r) => {
+      r.writeHead(200, { "content-type": "application/json", "content-length": "500" })
+      r.write("{\"repos\":[", () => r.socket?.destroy())
+    }, 6, /^grove: cannot connect to \S+: the connection broke within the server's answer, 10 bytes in\n$/],
+    ["a connection reset before any answer", (q) => q.socket.destroy(), 6, /^grove: cannot connect to \S+: the server closed the connection without answering\n$/],
+    ["a 500 with an HTML page", (_q, r) => {
+      r.writeHead(500, { "content-type": "text/html" })
+      r.end("<html><body><h1>500 Internal Server Error</h1></body></html>")
+    }, 1, /^grove: the server answered HTTP 500\n$/],
+    ["a 200 that is not JSON", (_q, r) => {
+      r.writeHead(200, { "content-type": "application/json" })
+      r.end("<html>captive portal</html>")
+    }, 1, /^grove: unexpected answer from \S+ \(is it a Grove server of a compatible version\?\)/]
+  ]
+  for (const [name, answer, code, stderr] of cases) {
+    it(`${name}: rc ${code}, one clear line, no stack`, async () => {
+      const server = await fakeServer(answer)
+      try {
+        const list = await run(["repo", "list"], server.url)
+        expect({ code: list.code, stdout: list.stdout }).toEqual({ code, stdout: "" })
+        expect(list.stderr).toMatch(stderr)
+        expect(list.stderr).not.toMatch(/\n\s+at /)
+      } finally {
+        await server.close()
+      }
+    }, 60_000)
+  }
+})
