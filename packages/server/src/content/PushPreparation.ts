@@ -130,7 +130,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   /** Sizes of the stored chunks that count as present for this caller. */
   const presentChunkSizes = Effect.fnUntraced(function*(hashes: ReadonlyArray<string>) {
     const stored = yield* chunkStore.sizes(repo.orgId, hashes)
-    const visible = yield* objects.present("chunk", scope, [...stored.keys()])
+    const visible = yield* objects.present("chunk", scope, [...stored.keys()], true)
     return new Map([...stored].filter(([h]) => visible.has(h)))
   })
   const expected = body.expected_head ?? null
@@ -335,7 +335,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   const checked = new Set([...placed.readable, ...placed.hidden])
   const unresolved = [...checked].filter((h) => !pushedBlobs.has(h))
   const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
-  const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()])
+  const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()], true)
   const hiddenOnly = [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
   const kept = hiddenOnly.length === 0 ? new Set<string>() : yield* objects.repoBlobs(repo.id, hiddenOnly)
   const implicit = unresolved.filter((h) => !visibleBlobs.has(h) && !kept.has(h))

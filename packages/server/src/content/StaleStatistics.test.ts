@@ -17,6 +17,7 @@ import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRe
 import { account } from "./BranchCommands.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { lockReferenced } from "./ReferencedObjects.ts"
+import { makeUploadGrants } from "./UploadGrants.ts"
 import { chunkOwners, locateReachable, reachableChunks } from "./ChunkReads.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
@@ -116,6 +117,12 @@ layer(Objects, { timeout: 120_000 })("statistics taken before a new organization
       const uploaded = yield* inTurns(cpuOf(present(upSmall)), cpuOf(present(upLarge)))
       console.log("present chunk, uploads, CPU ms (250 / 1500 objects):", uploaded)
       nearLinear(uploaded)
+      // The same, the chunks known stored (PushPreparation looked them up): the uploads are not checked against the store.
+      const presentStored = (org: typeof small) => objects.present("chunk", scope(org), org.chunks, true)
+      expect((yield* presentStored(upLarge)).size).toBe(1500)
+      const uploadedStored = yield* inTurns(cpuOf(presentStored(upSmall)), cpuOf(presentStored(upLarge)))
+      console.log("present chunk, uploads, known stored, CPU ms (250 / 1500 objects):", uploadedStored)
+      nearLinear(uploadedStored)
 
       // The publish: each round starts from nothing published (chunks not yet referenced).
       const [toSmall, toLarge] = [yield* organization(250, false), yield* organization(1500, false)]
@@ -209,7 +216,7 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
     const noAutovacuum = Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       if (database === "PostgreSQL") {
-        for (const table of ["blob_chunks", "repo_blobs", "chunks"]) yield* sql.unsafe(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
+        for (const table of ["blob_chunks", "repo_blobs", "chunks", "object_uploads"]) yield* sql.unsafe(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
       }
     })
 
@@ -221,6 +228,25 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
           expect(yield* read(large, large.chunks)).toBe(1500)
           const found = yield* inTurns(cpuWithBackend(read(small, small.chunks)), cpuWithBackend(read(large, large.chunks)))
           console.log(`${database} ${name} CPU ms (250 / 1500 chunks):`, found)
+          nearLinear(found)
+        }
+      }), 300_000)
+
+    // A push in progress (PushPreparation): its chunks are stored and uploaded by the caller, no repository reaches them yet.
+    it.effect("present's upload half grows near-linearly, the chunks known stored or not", () =>
+      Effect.gen(function*() {
+        yield* noAutovacuum
+        const sql = yield* SqlClient.SqlClient
+        yield* organization(1000, true)
+        yield* sql`ANALYZE`
+        const [small, large] = [yield* organization(250, false, true), yield* organization(1500, false, true)]
+        const grants = makeUploadGrants(sql)
+        for (const stored of [false, true]) {
+          const present = (org: Organization) =>
+            Effect.map(grants.present("chunk", { orgId: org.repo.orgId, repoId: org.repo.id, principal: "user:me", readable: [org.repo.id], restricted: [] }, org.chunks, stored), (found) => found.size)
+          expect(yield* present(large)).toBe(1500)
+          const found = yield* inTurns(cpuWithBackend(present(small)), cpuWithBackend(present(large)))
+          console.log(`${database} present chunk, uploads${stored ? ", known stored" : ""}, CPU ms (250 / 1500 chunks):`, found)
           nearLinear(found)
         }
       }), 300_000)
