@@ -88,6 +88,45 @@ describe("a server that accepts the connection and never answers", () => {
   }, 60_000)
 })
 
+describe("grove ci logs -f (server-sent events, fetch)", () => {
+  const follow = (url: string) => run(["ci", "logs", "1", "-f", "--repo", "alice/x"], url)
+  const silentLine = (url: string) => `grove: cannot connect to ${url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
+
+  it("a server that never answers, or answers and then goes silent: rc 6 after the idle timeout", async () => {
+    const never = await fakeServer(() => undefined)
+    const mute = await fakeServer((_q, r) => {
+      r.writeHead(200, { "content-type": "text/event-stream" })
+      r.write(": keepalive\n\n")
+    })
+    try {
+      const a = await follow(never.url)
+      expect({ code: a.code, stderr: a.stderr }).toEqual({ code: 6, stderr: silentLine(never.url) })
+      const b = await follow(mute.url)
+      expect({ code: b.code, stderr: b.stderr }).toEqual({ code: 6, stderr: silentLine(mute.url) })
+    } finally {
+      await never.close()
+      await mute.close()
+    }
+  }, 120_000)
+
+  it("a run that outlasts the idle timeout is followed to its end while the server sends keep-alives", async () => {
+    const server = await fakeServer((_q, r) => {
+      r.writeHead(200, { "content-type": "text/event-stream" })
+      const beat = setInterval(() => r.write(": keepalive\n\n"), 300)
+      setTimeout(() => {
+        clearInterval(beat)
+        r.end(`event: log\ndata: ${JSON.stringify({ text: "built\n" })}\n\nevent: end\ndata: ${JSON.stringify({ status: "completed", conclusion: "success" })}\n\n`)
+      }, 3_000)
+    })
+    try {
+      const followed = await follow(server.url)
+      expect({ code: followed.code, stdout: followed.stdout, stderr: followed.stderr }).toEqual({ code: 0, stdout: "built\n", stderr: "Run 1: success\n" })
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
 describe("a listener that never takes the connection", () => {
   it("fails after the connect timeout with rc 6", async () => {
     // Its process never accepts (the event loop is blocked) and its backlog is full: a SYN to it goes unanswered.

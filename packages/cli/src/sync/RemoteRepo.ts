@@ -11,7 +11,7 @@ import { CliFailure as Failure, ExitCode } from "../Failures.ts"
 import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
-import { isTimeout, sendBytes } from "./HttpTransport.ts"
+import { isTimeout, processTimeouts, sendBytes } from "./HttpTransport.ts"
 
 export interface BinaryInit {
   readonly method: string
@@ -81,6 +81,18 @@ const causeOf = (error: unknown): string =>
     ? `: ${error.message}`
     : ""
 
+/**
+ * `send`'s answer (its status and headers) within `idleMs` (GROVE_IDLE_TIMEOUT, sync/HttpSend.ts), else it is aborted
+ * with ETIMEDOUT as sendBytes' requests are: fetch's own bound is 300 s. The body is read after, unbounded here.
+ */
+const headersWithin = (idleMs: number, send: (signal: AbortSignal | null) => Promise<Response>): Promise<Response> => {
+  if (idleMs === 0) return send(null)
+  const controller = new AbortController()
+  const timer = setTimeout(() =>
+    controller.abort(Object.assign(new Error(`the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`), { code: "ETIMEDOUT" })), idleMs)
+  return send(controller.signal).finally(() => clearTimeout(timer))
+}
+
 export const repoRemote = (connection: Connection, owner: string, name: string): RemoteRepo => {
   const token = Option.getOrUndefined(Option.map(connection.credential, (c) => c.token))
   const base = `${connection.remote}/api/${encodeSegment(owner)}/${encodeSegment(name)}`
@@ -145,11 +157,13 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
       const headers = headersOf(init)
       const response = await withRetry(
         () =>
-          fetch(`${base}/${path}`, {
-            method: init.method,
-            headers,
-            ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
-          }),
+          headersWithin(processTimeouts().idleMs, (signal) =>
+            fetch(`${base}/${path}`, {
+              method: init.method,
+              headers,
+              signal,
+              ...(init.body === undefined ? {} : { body: init.body as string } as RequestInit)
+            })),
         (answer) => [answer.status, answer.headers.get("retry-after") ?? undefined],
         { discard: (answer) => void answer.body?.cancel().catch(() => undefined) }
       )
