@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { ObjectReader } from "../sync/Outgoing.ts"
 import { treesToSend } from "../sync/Outgoing.ts"
-import { blobPath, commitPath, objectsDir, readCommitFile, readCommitManifest, treePath } from "./ObjectFiles.ts"
+import { blobPath, commitPath, dropAllKeptBlobs, objectsDir, readCommitFile, readCommitManifest, treePath } from "./ObjectFiles.ts"
 
 const hash = (c: string) => c.repeat(64)
 
@@ -69,4 +69,25 @@ describe("readCommitManifest", () => {
       expect(treePath(root, hash("b"))).toBe(path.join(root, ".grove", "objects", "trees", hash("b").slice(0, 2), hash("b")))
     }
   })
+})
+
+describe("dropAllKeptBlobs", () => {
+  it("moves many kept blobs away at once; its detached remover removes them and an earlier trash whole", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-object-files-"))
+    try {
+      const leftover = path.join(objectsDir(root), "trash-1-1", "sub")
+      fs.mkdirSync(leftover, { recursive: true })
+      for (let i = 0; i < 50; i++) fs.writeFileSync(path.join(leftover, String(i)), "x")
+      fs.mkdirSync(path.dirname(blobPath(root, hash("a"))), { recursive: true })
+      for (let i = 0; i < 300; i++) fs.writeFileSync(blobPath(root, i.toString(16).padStart(64, "0")), "blob")
+      dropAllKeptBlobs(root)
+      expect(fs.existsSync(path.join(objectsDir(root), "blobs"))).toBe(false)
+      // The remover (`node -e` of a script in a string) runs on its own: wait for it, however loaded the machine is.
+      const trash = () => fs.readdirSync(objectsDir(root)).filter((name) => name.startsWith("trash-"))
+      for (let waited = 0; trash().length > 0 && waited < 60_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(trash()).toEqual([])
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }, 90_000)
 })
