@@ -120,14 +120,6 @@ interface BatchBody {
   readonly contentEncoding?: "zstd"
 }
 
-/** A batch read and encoded ahead of its turn, with the frame and compression choices its body was made with. */
-interface PreparedBatch {
-  readonly frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>
-  readonly asBare: boolean
-  readonly asWhole: boolean
-  readonly body: BatchBody
-}
-
 /**
  * The push's blob list, handed over while the chunks upload: it is final before the first batch goes (batches only
  * succeed or fail), so the caller builds the push body meanwhile (commands/Push.ts).
@@ -232,33 +224,11 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
   }
   const progress = makeProgress("Uploading", total)
   let sentBytes = 0
-  // A batch's frames are read and its body made one turn ahead: as a batch goes, the one its sender takes next
-  // (IN_FLIGHT later) is prepared, so an answer is followed by the next request at once and the server always has
-  // batches to work on (it waited 30-60 ms per batch while each sender read and compressed its next one).
-  const ahead = new Map<number, Promise<PreparedBatch>>()
-  const prepared = (index: number): Promise<PreparedBatch> => {
-    let batch = ahead.get(index)
-    if (batch === undefined) {
-      batch = prepareBatch(batches[index]!, bare, wholeBody)
-      batch.catch(() => undefined) // a read error is thrown to the sender that takes it
-      ahead.set(index, batch)
-    }
-    return batch
-  }
-  const prepareBatch = async (batch: ReadonlyArray<ChunkSource>, asBare: boolean, asWhole: boolean): Promise<PreparedBatch> => {
-    const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
-    return { frames, asBare, asWhole, body: await bodyOf(frames, asBare, asWhole) }
-  }
-  yield* Effect.forEach(batches, (batch, index) =>
+  yield* Effect.forEach(batches, (batch) =>
     transfer("upload failed", async () => {
-      const ready = await prepared(index)
-      ahead.delete(index)
-      // After this batch's request is on its way (the reads of small files are synchronous).
-      if (index + IN_FLIGHT < batches.length) setImmediate(() => void prepared(index + IN_FLIGHT))
+      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
       const post = async (asBare: boolean, asWhole: boolean) => {
-        const { body, contentEncoding } = asBare === ready.asBare && asWhole === ready.asWhole
-          ? ready.body
-          : await bodyOf(ready.frames, asBare, asWhole)
+        const { body, contentEncoding } = await bodyOf(frames, asBare, asWhole)
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
         await remote.sendBinary("chunks/batch", {
           method: "POST",
