@@ -151,6 +151,43 @@ describe("grove watch", () => {
     expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/.grove", change_type: "deleted" }])
   }, 240_000)
 
+  it("takes nothing from a checkout made inside it (git's nested repository rule), and its files once its .grove is gone", async () => {
+    const { work } = await watched("wn")
+    expect(await pushed(work)).toBe(0)
+    // A clone killed before it finished, inside this checkout: its files are not this checkout's new files.
+    const dest = path.join(work, "dest")
+    fs.mkdirSync(path.join(dest, ".grove/objects"), { recursive: true })
+    fs.mkdirSync(path.join(dest, "src"))
+    fs.writeFileSync(path.join(dest, "src/b.txt"), "b\n")
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([])
+    expect(await pushed(work)).toBe(0)
+    // Run in it: the warning once (a command looks its checkout up twice), and no checkout.
+    const inside = await grove(["status"], at(alice, dest))
+    expect({ code: inside.code, warnings: inside.stderr.split("did not finish").length - 1 }).toEqual({ code: 1, warnings: 1 })
+    await settle()
+    await ok(["status"], at(alice, work))
+    expect(await pushed(work)).toBe(0)
+    expect(fs.existsSync(tokenFile(work))).toBe(true)
+    // Its files are not watched: a file written there leaves the push to the quick path (no full command loaded).
+    fs.writeFileSync(path.join(dest, "src/c.txt"), "c\n")
+    const env = { ...alice.env!, GROVE_BUNDLE: "1", NODE_OPTIONS: `--import ${REPORT_BUILTINS}` }
+    const quick = await ok(["push", "--json"], { ...at(alice, work), env })
+    expect({ pushed: json(quick).pushed_commits, loaded: builtinsOf(quick.stderr).filter((n) => n === "fs/promises") })
+      .toEqual({ pushed: 0, loaded: [] })
+    fs.writeFileSync(path.join(work, "d0/e/file-0.txt"), "edited\n")
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/e/file-0.txt", change_type: "modified" }])
+    expect(await pushed(work)).toBe(1)
+    await settle()
+    await ok(["status"], at(alice, work))
+    // Its .grove removed: its files are this checkout's (the watcher reports the directory, the walk goes in).
+    fs.rmSync(path.join(dest, ".grove"), { recursive: true })
+    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([
+      { path: "dest/src/b.txt", change_type: "added" },
+      { path: "dest/src/c.txt", change_type: "added" }
+    ])
+    expect(await pushed(work)).toBe(1)
+  }, 240_000)
+
   it("sees an edit lost in an overflow of the kernel's queue by events of a directory moved out", async () => {
     const { pid, work } = await watched("wo")
     expect(await pushed(work)).toBe(0)

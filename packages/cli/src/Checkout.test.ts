@@ -3,7 +3,7 @@ import { Console, Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { captureConsole, tempDir } from "../test/support.ts"
-import { findCheckout, unfinishedCloneText } from "./Checkout.ts"
+import { findCheckout, otherGroveText, unfinishedCloneText } from "./Checkout.ts"
 
 describe("findCheckout", () => {
   it.effect("stops at a clone that did not finish (.grove without config.json) inside another checkout, and says so", () =>
@@ -24,7 +24,8 @@ describe("findCheckout", () => {
         })
       const said = [`warning: ${unfinishedCloneText(dest)}`]
       expect(yield* find(dest)).toEqual({ root: undefined, stderr: said })
-      expect(yield* find(path.join(dest, "src"))).toEqual({ root: undefined, stderr: said })
+      // Once per command: a command looks its checkout up twice (its credential, its workspace).
+      expect(yield* find(path.join(dest, "src"))).toEqual({ root: undefined, stderr: [] })
       expect(unfinishedCloneText(dest)).toContain("did not finish")
       // The outer checkout is found from its own folders.
       expect(yield* find(outer)).toEqual({ root: outer, stderr: [] })
@@ -33,5 +34,37 @@ describe("findCheckout", () => {
       fs.mkdirSync(path.join(dest, ".grove"))
       fs.writeFileSync(path.join(dest, ".grove/credentials"), "{}")
       expect(yield* find(dest)).toEqual({ root: outer, stderr: [] })
+    }).pipe(Effect.scoped))
+
+  it.effect("gives the rm -r hint only for a .grove holding what a clone writes", () =>
+    Effect.gen(function*() {
+      const top = yield* tempDir("checkout")
+      const find = (cwd: string) =>
+        Effect.gen(function*() {
+          const captured = captureConsole()
+          const found = yield* findCheckout(cwd, "/nonexistent-home").pipe(Effect.provideService(Console.Console, captured.console))
+          return { root: Option.getOrUndefined(Option.map(found, (c) => c.root)), stderr: captured.stderr }
+        })
+      // A home seen under another HOME (sudo) whose credentials file is gone: its .grove kept a credentials temp file.
+      const home = path.join(top, "home")
+      fs.mkdirSync(path.join(home, ".grove"), { recursive: true })
+      fs.writeFileSync(path.join(home, ".grove/.credentials.1.ab.tmp"), "")
+      fs.mkdirSync(path.join(home, "work"))
+      expect(yield* find(path.join(home, "work"))).toEqual({ root: undefined, stderr: [`warning: ${otherGroveText(home)}`] })
+      // Emptied, beside the home's other files: still no hint to remove the home.
+      const other = path.join(top, "other")
+      fs.mkdirSync(path.join(other, ".grove"), { recursive: true })
+      fs.writeFileSync(path.join(other, ".profile"), "")
+      expect((yield* find(other)).stderr.join("\n")).not.toContain("rm -r")
+      // A clone killed at once (its folder holds only an empty .grove), or after writing its state and objects.
+      const atOnce = path.join(top, "at-once")
+      fs.mkdirSync(path.join(atOnce, ".grove"), { recursive: true })
+      expect(yield* find(atOnce)).toEqual({ root: undefined, stderr: [`warning: ${unfinishedCloneText(atOnce)}`] })
+      const later = path.join(top, "later")
+      fs.mkdirSync(path.join(later, ".grove/objects"), { recursive: true })
+      fs.writeFileSync(path.join(later, ".grove/state.json"), "{}")
+      fs.writeFileSync(path.join(later, ".grove/index.json.12.ab.tmp"), "")
+      fs.writeFileSync(path.join(later, "a.txt"), "a")
+      expect(yield* find(later)).toEqual({ root: undefined, stderr: [`warning: ${unfinishedCloneText(later)}`] })
     }).pipe(Effect.scoped))
 })

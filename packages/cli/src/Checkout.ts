@@ -2,9 +2,9 @@
  * A checkout is a directory with `.grove/config.json` (written by clone):
  * `{ "remote": "...", "key": "grove_..." }`. The nearest one above the working
  * directory counts. The home directory's `.grove` holds the user's
- * credentials, not a checkout, so the walk skips it. A `.grove` without its config.json (nor credentials) is a clone
- * that did not finish (killed before it wrote the config, last): the walk stops there, since a checkout above it
- * would take the unfinished clone's files for its own new files.
+ * credentials, not a checkout, so the walk skips it. Any other `.grove` without its config.json stops the walk: a
+ * checkout above does not take that folder's files (local/TreeWalk.ts); most often it is a clone that did not finish
+ * (killed before it wrote the config, last), and only then does the warning say to remove it.
  */
 import { Console, Effect, Exit, Option, Schema } from "effect"
 import * as fs from "node:fs/promises"
@@ -31,19 +31,45 @@ const decode = Schema.decodeUnknownExit(Schema.fromJsonString(CheckoutConfig))
 const readText = (file: string) =>
   Effect.promise(() => fs.readFile(file, "utf8").then((text): string | undefined => text, () => undefined))
 
+/** What a clone writes in `.grove` before its config.json, last (commands/Init.ts, and their temporary files `NAME.*`). */
+const CLONE_WRITES = ["objects", "tmp", "state.json", "withheld.json", "index.json", "config.json"]
+
+const cloneWrote = (name: string) => CLONE_WRITES.some((known) => name === known || name.startsWith(`${known}.`))
+
+const namesIn = (dir: string) => fs.readdir(dir).catch((): Array<string> | undefined => undefined)
+
 /**
- * `dir` has a `.grove` directory without config.json (checked missing by the caller) and without credentials (a
- * home's `.grove` seen under another HOME): what a clone killed before it finished leaves (commands/Init.ts).
+ * What the `.grove` of `dir` is, given no config.json in it (checked by the caller): none (no such directory); a home's
+ * (credentials: one seen under another HOME); a clone's that did not finish (only what a clone writes in it, or nothing
+ * in a folder holding nothing else: killed at once); else another's (no rm -r hint: it may be a home's without its
+ * credentials file).
  */
-const unfinishedClone = (dir: string): Promise<boolean> =>
-  fs.stat(path.join(dir, ".grove")).then(
-    (stats) => stats.isDirectory() && fs.access(path.join(dir, ".grove", "credentials")).then(() => false, () => true),
-    () => false
-  )
+const groveKind = async (dir: string): Promise<"none" | "home" | "unfinished" | "other"> => {
+  const names = await namesIn(path.join(dir, ".grove"))
+  if (names === undefined) return "none" // missing, or a file
+  if (names.includes("credentials")) return "home"
+  if (names.length > 0) return names.every(cloneWrote) ? "unfinished" : "other"
+  const beside = await namesIn(dir)
+  return beside !== undefined && beside.length === 1 ? "unfinished" : "other"
+}
+
+/** Each warning once per command: its credential and its checkout are both looked up (CredentialResolver, Workspace). */
+const warned = new Set<string>()
+
+const warnOnce = (text: string) =>
+  Effect.suspend(() => {
+    if (warned.has(text)) return Effect.void
+    warned.add(text)
+    return Console.error(`warning: ${text}`)
+  })
 
 /** What a command run in an unfinished clone says (as a clone into it does). */
 export const unfinishedCloneText = (dir: string): string =>
   `${dir} holds a clone that did not finish (it was stopped before every file was in place): remove it (rm -r ${dir}) and clone again`
+
+/** What a command says under a `.grove` without config.json that is not what a clone leaves. */
+export const otherGroveText = (dir: string): string =>
+  `ignoring ${path.join(dir, ".grove")}: no config.json, so ${dir} is not a checkout (nor part of one above it)`
 
 /** The nearest checkout at or above `cwd`. A broken config is reported on stderr and ignored. */
 export const findCheckout = Effect.fn("Checkout.find")(function*(cwd: string, home: string) {
@@ -56,11 +82,12 @@ export const findCheckout = Effect.fn("Checkout.find")(function*(cwd: string, ho
       if (text !== undefined) {
         const config = decode(text)
         if (Exit.isSuccess(config)) return Option.some<Checkout>({ root: dir, configPath, config: config.value })
-        yield* Console.error(`warning: ignoring ${configPath}: not a valid checkout config`)
+        yield* warnOnce(`ignoring ${configPath}: not a valid checkout config`)
         return Option.none<Checkout>()
       }
-      if (yield* Effect.promise(() => unfinishedClone(dir))) {
-        yield* Console.error(`warning: ${unfinishedCloneText(dir)}`)
+      const kind = yield* Effect.promise(() => groveKind(dir))
+      if (kind === "unfinished" || kind === "other") {
+        yield* warnOnce(kind === "unfinished" ? unfinishedCloneText(dir) : otherGroveText(dir))
         return Option.none<Checkout>()
       }
     }

@@ -68,7 +68,7 @@ interface ColumnIndex {
   readonly modes: string
   readonly stats: ReadonlyArray<number | null>
   readonly dirs: ReadonlyArray<readonly [string, Hash]>
-  /** path, mtime, ctime, inode per directory. */
+  /** path, mtime, ctime, inode per directory (no longer trusted: BinaryHead.walked). */
   readonly folders?: ReadonlyArray<number | string>
 }
 
@@ -100,10 +100,11 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
       if (!Array.isArray(paths) || hashes.length < n * HASH_LENGTH || stats.length < 4 * n || !/^[rxl]*$/.test(modes) || modes.length < n) {
         throw new Error("a short column")
       }
-      return columnIndex(writtenAt, base, parsed.dirs, parsed.folders, { paths, hashes, modes, stats })
+      // Its directories are not trusted (see BinaryHead.walked): each is read once again.
+      return columnIndex(writtenAt, base, parsed.dirs, undefined, { paths, hashes, modes, stats })
     }
     const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
-    const folders = foldersOf(parsed.folders ?? [])
+    const folders = NO_FOLDERS // not trusted (see BinaryHead.walked)
     const files = new Map<string, IndexEntry>()
     if (Array.isArray(parsed.files)) {
       for (const [file, hash, mode, size, mtimeMs, ino, ctimeMs] of parsed.files) {
@@ -170,7 +171,7 @@ const dirsOf = (rows: ReadonlyArray<readonly [string, Hash]> | undefined): Reado
 
 /**
  * The layout written now: a JSON line (written_at and base first, as `readIndexHead` reads them; `layout`, the file
- * count and the paths' byte length; dirs; folders as rows), then the columns in binary: the paths in UTF-8, each
+ * count and the paths' byte length; dirs; the directories as rows, `walked`), then the columns in binary: the paths in UTF-8, each
  * ended by a NUL (no path holds one); one mode letter per file; zeros up to a multiple of 8 bytes from the file's
  * start; size, mtime, inode and ctime per file as float64 in this machine's byte order (ctime NaN when unknown: a
  * checkout's index stays on its machine, and a foreign one's stats never match, which only costs re-hashing); the
@@ -186,7 +187,12 @@ interface BinaryHead {
   readonly files: number
   readonly path_bytes: number
   readonly dirs: ReadonlyArray<readonly [string, Hash]>
-  readonly folders: ReadonlyArray<number | string>
+  /**
+   * The directories as rows (path, mtime, ctime, inode each). Named anew when the walk's rule changed: an index with
+   * `folders` (before a directory holding its own `.grove` was skipped) may list such a directory's files, so its
+   * directories are read once again (its entries are kept: nothing is hashed again).
+   */
+  readonly walked: ReadonlyArray<number | string>
 }
 
 const LAYOUT_MARK = `,"layout":"${BINARY_LAYOUT}",`
@@ -229,7 +235,7 @@ export const parseIndexBytes = (bytes: Buffer, fileMtimeMs: number): WorkIndex =
         return hashes ??= bytes.toString("latin1", statsAt + 32 * n)
       }
     }
-    return columnIndex(writtenAt, base, head.dirs, head.folders, columns)
+    return columnIndex(writtenAt, base, head.dirs, head.walked, columns)
   } catch {
     return EMPTY_INDEX // a broken index only costs re-hashing
   }
@@ -378,7 +384,7 @@ export const serializeIndex = (
     files: n,
     path_bytes: pathBytes.length,
     dirs: base === null ? [] : [...dirs],
-    folders: folderRows
+    walked: folderRows
   }
   const headBytes = Buffer.from(`${JSON.stringify(head)}\n`)
   const end = headBytes.length + head.path_bytes + n

@@ -174,7 +174,8 @@ describe("TreeStatus", () => {
       folders: [...folders].flatMap(([dir, f]) => [dir, f.mtimeMs, f.ctimeMs, f.ino])
     }
     const previous = parseIndexBytes(Buffer.from(`${JSON.stringify(columns)}\n`), 6000)
-    expect({ files: [...previous.files], folders: [...previous.folders] }).toEqual({ files: [...files], folders: [...folders] })
+    // Its directories are not trusted: recorded before a directory holding its own .grove was skipped, each is read again.
+    expect({ files: [...previous.files], folders: [...previous.folders] }).toEqual({ files: [...files], folders: [] })
   })
 
   it("reads the first index layout and treats a broken one as empty", () => {

@@ -1,5 +1,7 @@
 /**
- * The walk of a working tree: every file under the root but `.grove` and `.git`. Like git's untracked cache, a
+ * The walk of a working tree: every file under the root but `.grove` and `.git`, and none under a directory that holds
+ * its own `.grove` directory (another checkout, finished or not: git's rule for a nested repository; its files are its
+ * own, never new files of this one, and files this checkout had there show as removed). Like git's untracked cache, a
  * directory whose mtime, ctime and inode are as the index recorded them (and older than the index) holds the same
  * names, since adding, removing or renaming an entry changes them, so the walk lists it from the index instead of
  * reading it. A directory changed less than `SETTLE_MS` before the walk began is recorded as unsettled: a name added
@@ -101,6 +103,12 @@ export const folderRowsAsRecorded = (root: string, rows: ReadonlyArray<number | 
   return sawRoot
 }
 
+/** A directory's entries include a `.grove` directory: the directory is a checkout's root (or an unfinished clone's). */
+export const holdsCheckout = (entries: ReadonlyArray<Dirent>): boolean => {
+  for (const entry of entries) if (entry.name === ".grove" && entry.isDirectory()) return true
+  return false
+}
+
 /**
  * Visits every file under `root` until `visit` answers false; false then. Synchronous on purpose: a
  * walk is thousands of tiny system calls, and the promise API sends each through the thread pool
@@ -148,6 +156,8 @@ export const everyFile = (
       if ((error as NodeJS.ErrnoException).code === "ENOENT") continue // removed while walking
       throw error
     }
+    // Another checkout's root: recorded (above) with no names, so when its `.grove` goes its changed stat has it read.
+    if (relative !== "" && holdsCheckout(entries)) continue
     for (const entry of entries) {
       const file = relative === "" ? entry.name : `${relative}/${entry.name}`
       if (entry.isDirectory()) {

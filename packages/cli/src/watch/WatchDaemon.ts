@@ -30,7 +30,7 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
-import { cookieDir, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest, watchDir } from "./WatchPaths.ts"
+import { cookieDir, holdsCheckout, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest, watchDir } from "./WatchPaths.ts"
 
 /** More changed paths than this since a token: the client scans everything (the stats would cost as much). */
 const MAX_CHANGED = 5_000
@@ -107,6 +107,11 @@ export const runDaemon = (rootArg: string): void => {
   const changed = new Map<string, number>()
   /** Each watched directory's watcher. */
   const watchers = new Map<string, { readonly watcher: fs.FSWatcher }>()
+  /**
+   * Watched directories holding their own `.grove` (another checkout: the walk does not go in, TreeWalk.ts): watched
+   * for that `.grove` to come or go, nothing under them.
+   */
+  const nested = new Set<string>()
   /** Fences written and not seen yet (see the header): every answer is `full` meanwhile. */
   const fences = new Set<string>()
   let fenceSeq = 0
@@ -174,6 +179,7 @@ export const runDaemon = (rootArg: string): void => {
       return // removed meanwhile: its parent's event says so
     }
     watchers.set(rel, { watcher })
+    if (rel !== "" && holdsCheckout(entries)) return void nested.add(rel)
     for (const entry of entries) {
       if (entry.isDirectory() && !IGNORED_NAMES.has(entry.name)) watchTree(rel === "" ? entry.name : `${rel}/${entry.name}`)
     }
@@ -187,6 +193,7 @@ export const runDaemon = (rootArg: string): void => {
       if (dir === rel || dir.startsWith(prefix)) {
         w.watcher.close()
         watchers.delete(dir)
+        nested.delete(dir)
         closed = true
       }
     }
@@ -240,6 +247,16 @@ export const runDaemon = (rootArg: string): void => {
       if (!fs.existsSync(path.join(root, ".grove", "config.json"))) exit("the checkout is gone", 0)
       return
     }
+    if (base === ".grove" && (nested.has(dir) || fs.lstatSync(absolute(rel), { throwIfNoEntry: false })?.isDirectory() === true)) {
+      // A checkout made or gone in `dir`: the walk goes in or stops there now. `dir` itself counts as changed (the client
+      // scans), and is watched again to the new depth.
+      note(dir)
+      unwatchTree(dir)
+      watchTree(dir)
+      return
+    }
+    // Nothing else in another checkout is this one's content: the walk lists none of its names.
+    if (nested.has(dir)) return
     // Only directories of these names are never content (the walk's rule): a file named `.grove` or `.git` is, and so
     // is its removal (noting a removed directory of that name costs nothing: it is in no index).
     if (IGNORED_NAMES.has(base) && fs.lstatSync(absolute(rel), { throwIfNoEntry: false })?.isDirectory() === true) return

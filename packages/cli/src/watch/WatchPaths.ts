@@ -20,6 +20,9 @@ export const SOCKET_PATH_MAX = 107
 /** Names never walked nor watched, at any depth: the working-tree walk's. */
 export { IGNORED_DIRS as IGNORED_NAMES } from "../local/TreeWalk.ts"
 
+/** A directory whose entries include a `.grove` directory: another checkout's root, neither walked into nor watched. */
+export { holdsCheckout } from "../local/TreeWalk.ts"
+
 /** The request a client sends (one JSON line), and the answer (one JSON line). */
 export interface WatchRequest {
   /** The token of the last answer this client trusts, or null for "just give me a token". */

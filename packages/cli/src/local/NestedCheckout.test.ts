@@ -1,0 +1,134 @@
+/**
+ * A directory holding its own `.grove` (another checkout, or a clone that did not finish) is not part of the checkout
+ * around it (git's rule for a nested repository): the full walk, the walk from the index's listings and the quick
+ * check (the stat pass of the no-op push and quick status) all leave its files out, and take them again once its
+ * `.grove` is gone.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tempDir } from "../../test/support.ts"
+import {
+  columnsChanged,
+  EMPTY_INDEX,
+  indexPath,
+  parseIndexBytes,
+  readIndexSync,
+  serializeIndex,
+  treeUnchanged,
+  walk
+} from "./TreeStatus.ts"
+import { scan, writeIndex } from "./WorkingTree.ts"
+
+/** Waits until the clock has passed every ctime under `root` (so the index written next trusts every stat). */
+const settle = (root: string) =>
+  Effect.gen(function*() {
+    let latest = fs.statSync(root).ctimeMs
+    for (const entry of fs.readdirSync(root, { recursive: true, withFileTypes: true })) {
+      latest = Math.max(latest, fs.lstatSync(path.join(entry.parentPath, entry.name)).ctimeMs)
+    }
+    while (Date.now() <= latest + 20) yield* Effect.promise(() => new Promise((done) => setTimeout(done, 5)))
+  })
+
+const write = (root: string, file: string, text: string) => {
+  fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true })
+  fs.writeFileSync(path.join(root, file), text)
+}
+
+/** Scans with `index`, writes the index of what it found (as status does), and gives the names found. */
+const scanAndRecord = (root: string, index = readIndexSync(root)) =>
+  Effect.gen(function*() {
+    const scanned = yield* scan(root, index, Date.now())
+    yield* writeIndex(root, scanned.files, null, new Map(), scanned.folders)
+    return [...scanned.files.keys()].sort()
+  })
+
+/** What the quick paths see: the stat pass (NoopPush, quick status) and the walk-less check. */
+const quick = (root: string) => {
+  const index = readIndexSync(root)
+  return { stat: columnsChanged(root, index, true)?.changed.length, unchanged: treeUnchanged(root, index) }
+}
+
+describe("a checkout nested in another", () => {
+  it.effect("its files are never the outer checkout's, in every walk and the quick check", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("nested")
+      write(root, ".grove/config.json", "{}")
+      write(root, "a.txt", "a")
+      write(root, "sub/x.txt", "x")
+      yield* settle(root)
+      expect(yield* scanAndRecord(root, EMPTY_INDEX)).toEqual(["a.txt", "sub/x.txt"])
+      // A clone killed before it finished (no config.json), then a finished one: neither's files are the outer's.
+      write(root, "dest/.grove/objects/o", "")
+      write(root, "dest/src/b.txt", "b")
+      write(root, "done/.grove/config.json", "{}")
+      write(root, "done/c.txt", "c")
+      yield* settle(root)
+      expect(walk(root).map((f) => f.path).sort()).toEqual(["a.txt", "sub/x.txt"])
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "sub/x.txt"])
+      yield* settle(root)
+      // Recorded with no names: what happens inside it leaves the outer checkout unchanged, quick check included.
+      write(root, "dest/src/new.txt", "n")
+      expect(quick(root)).toEqual({ stat: 0, unchanged: true })
+      // A name added in its root changes the directory recorded: the quick check leaves it to the walk, which agrees.
+      write(root, "dest/top.txt", "t")
+      expect(quick(root)).toEqual({ stat: undefined, unchanged: true })
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "sub/x.txt"])
+      // grove init in a directory it tracks: that directory is the new checkout's, so its files show as removed here.
+      yield* settle(root)
+      write(root, "sub/.grove/config.json", "{}")
+      expect(quick(root).unchanged).toBe(false)
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt"])
+      // Its .grove removed: its files are the outer checkout's again, found by the quick check and every walk.
+      yield* settle(root)
+      fs.rmSync(path.join(root, "dest/.grove"), { recursive: true })
+      expect(quick(root)).toEqual({ stat: undefined, unchanged: false })
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "dest/src/b.txt", "dest/src/new.txt", "dest/top.txt"])
+      expect(walk(root).map((f) => f.path).sort()).toEqual(["a.txt", "dest/src/b.txt", "dest/src/new.txt", "dest/top.txt"])
+      // A file named .grove is content, and no checkout.
+      write(root, "f/.grove", "not a directory")
+      expect(walk(root).map((f) => f.path)).toContain("f/.grove")
+    }).pipe(Effect.scoped))
+
+  it.effect("an index written before this rule (its directories as `folders`) is not trusted to list a nested checkout", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("nested")
+      write(root, ".grove/config.json", "{}")
+      write(root, "a.txt", "a")
+      write(root, "dest/.grove/objects/o", "")
+      write(root, "dest/src/b.txt", "b")
+      yield* settle(root)
+      // As a client before it walked: the nested files listed, every directory recorded as it is now.
+      const scanned = yield* scan(root, EMPTY_INDEX, Date.now())
+      const folders = new Map(scanned.folders)
+      const entry = scanned.files.get("a.txt")!
+      const files = new Map([...scanned.files, ["dest/src/b.txt", { ...entry, hash: "b".repeat(64) }]])
+      for (const dir of ["dest", "dest/src"]) {
+        const stats = fs.statSync(path.join(root, dir))
+        folders.set(dir, { mtimeMs: stats.mtimeMs, ctimeMs: stats.ctimeMs, ino: stats.ino })
+      }
+      yield* settle(root)
+      const bytes = serializeIndex(files, null, new Map(), Date.now(), folders)
+      expect(parseIndexBytes(bytes, Date.now()).folders.size).toBe(folders.size)
+      fs.writeFileSync(indexPath(root), oldLayout(bytes))
+      expect(readIndexSync(root).folders.size).toBe(0)
+      expect(quick(root).stat).toBeUndefined()
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt"])
+    }).pipe(Effect.scoped))
+})
+
+/** `bytes` (serializeIndex) with the directories' rows named `folders`, as before: the head and its padding redone. */
+const oldLayout = (bytes: Buffer): Buffer => {
+  const newline = bytes.indexOf(10)
+  const head = JSON.parse(bytes.toString("utf8", 0, newline)) as Record<string, unknown>
+  const { walked, ...rest } = head
+  const oldHead = Buffer.from(`${JSON.stringify({ ...rest, folders: walked })}\n`)
+  const n = Number(head["files"]), pathBytes = Number(head["path_bytes"])
+  const pad = (at: number) => (8 - (at % 8)) % 8
+  const namesEnd = newline + 1 + pathBytes + n
+  const body = bytes.subarray(newline + 1, namesEnd)
+  const tail = bytes.subarray(namesEnd + pad(namesEnd))
+  const end = oldHead.length + pathBytes + n
+  return Buffer.concat([oldHead, body, Buffer.alloc(pad(end)), tail])
+}
