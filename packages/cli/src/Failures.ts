@@ -35,6 +35,22 @@ export const failure = (message: string, code = "error", details?: Readonly<Reco
 
 export const authFailure = (message: string, code: string) => new CliFailure({ message, exitCode: ExitCode.auth, code })
 
+/**
+ * A request that failed in the network (exit 6, code `network`), under the error it failed with (node:http's, or
+ * fetch's with the socket's error as its cause). "cannot connect to" only when no connection was made: sync/HttpSend.ts
+ * marks its errors `connected`; an error without the mark (fetch's) reads as one that never connected.
+ */
+export const networkFailure = (remote: string, error: unknown): CliFailure => {
+  const cause = error instanceof Error ? error : undefined
+  const detail = cause?.cause instanceof Error ? cause.cause.message : cause?.message
+  const connected = typeof error === "object" && error !== null && (error as { connected?: unknown }).connected === true
+  return new CliFailure({
+    message: `${connected ? "network failure talking to" : "cannot connect to"} ${remote}${detail === undefined ? "" : `: ${detail}`}`,
+    exitCode: ExitCode.auth,
+    code: "network"
+  })
+}
+
 /** The JSON document printed for a failure with `--json`. */
 export const toJson = (failure: CliFailure): Record<string, unknown> => ({
   error: failure.message,

@@ -145,10 +145,14 @@ const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> 
  * One request, its answer read whole (or streamed to `init.stream`'s consumer). Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
  * ECONNRESET, is what Retry.ts looks at) when no answer came, with ERR_CONNECT_TIMEOUT when no connection is made
  * within `connectTimeoutMs`, with ETIMEDOUT when the socket stays silent for `idleTimeoutMs`, and with
- * ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded).
+ * ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded). Every error it rejects with carries `connected`: whether
+ * the connection was made (or a kept-alive one reused) before it failed ("cannot connect" only if not: Failures.ts).
  */
 export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
-  new Promise<Answer>((resolve, reject) => {
+  new Promise<Answer>((resolve, rejectWith) => {
+    let connected = false
+    const reject = (error: unknown) =>
+      rejectWith(typeof error === "object" && error !== null ? Object.assign(error, { connected }) : error)
     const target = typeof url === "string" ? new URL(url) : url
     const { agent, module } = moduleFor(target)
     const maxBytes = init.maxBytes ?? MAX_ANSWER_BYTES
@@ -229,18 +233,19 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
           failure(`the server went silent for ${seconds(idleMs)} (set GROVE_IDLE_TIMEOUT to wait longer)`, "ETIMEDOUT")
         ))
     }
-    if (connectMs > 0) {
-      request.once("socket", (socket) => {
-        if (!socket.connecting) return
-        const timer = setTimeout(() =>
+    request.once("socket", (socket) => {
+      // A reused keep-alive socket is connected; a new one once connected (and, for https, its TLS handshake done).
+      if (!socket.connecting) return void (connected = true)
+      const timer = connectMs > 0
+        ? setTimeout(() =>
           request.destroy(
             failure(`no connection after ${seconds(connectMs)} (set GROVE_CONNECT_TIMEOUT to wait longer)`, "ERR_CONNECT_TIMEOUT")
           ), connectMs)
-        const done = () => clearTimeout(timer)
-        socket.once("connect", done)
-        socket.once("close", done)
-      })
-    }
+        : undefined
+      socket.once("connect", () => clearTimeout(timer))
+      socket.once("close", () => clearTimeout(timer))
+      socket.once("encrypted" in socket ? "secureConnect" : "connect", () => void (connected = true))
+    })
     request.on("error", (error: Error & { code?: string }) =>
       reject(
         error.message === "socket hang up" ? failure("the server closed the connection without answering", error.code ?? "ECONNRESET") : error

@@ -7,6 +7,7 @@ import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import * as zlib from "node:zlib"
 import { closedPort } from "../../test/support.ts"
+import { networkFailure } from "../Failures.ts"
 import { networkTimeouts, nodeHttpClient, sendBytes } from "./HttpTransport.ts"
 
 /** A server answering every request with `answer`; released with its connections. */
@@ -183,12 +184,49 @@ describe("HttpTransport", () => {
       )
       const outcome = yield* Effect.promise(() =>
         Promise.race([
-          sendBytes(`http://127.0.0.1:${port}/`, { method: "GET", connectTimeoutMs: 300, idleTimeoutMs: 60_000 }).then(() => "answered", (e: Error) => `${codeOf(e)}: ${e.message}`),
+          sendBytes(`http://127.0.0.1:${port}/`, { method: "GET", connectTimeoutMs: 300, idleTimeoutMs: 60_000 }).then(() => "answered", (e: Error) => `${codeOf(e)} ${networkFailure("R", e).message}`),
           new Promise<string>((resolve) => setTimeout(() => resolve("still connecting after 10 s"), 10_000).unref())
         ])
       )
-      expect(outcome).toBe("ERR_CONNECT_TIMEOUT: no connection after 0.3 s (set GROVE_CONNECT_TIMEOUT to wait longer)")
+      expect(outcome).toBe("ERR_CONNECT_TIMEOUT cannot connect to R: no connection after 0.3 s (set GROVE_CONNECT_TIMEOUT to wait longer)")
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("a failure reads 'cannot connect' only when no connection was made; once connected, 'network failure talking to'", () =>
+    Effect.gen(function*() {
+      const refused = yield* closedPort
+      const keptPorts: Array<number> = []
+      const server = yield* answering((request, response) => {
+        if (request.url === "/kept") keptPorts.push(request.socket.remotePort!)
+        if (request.url === "/silent") return void response.writeHead(200, { "content-length": "10" }).write("12345")
+        if (request.url === "/reset") return void request.socket.destroy()
+        if (request.url === "/cut") return void response.writeHead(200, { "content-length": "10" }).write("12345", () => request.socket.destroy())
+        // The first answer leaves the connection kept alive; the next request on it finds the server silent.
+        if (keptPorts.length === 1) return void response.end("ok")
+      })
+      const failed = (url: string) =>
+        sendBytes(url, { method: "GET", idleTimeoutMs: 300, connectTimeoutMs: 5_000 }).then(
+          () => "answered",
+          (e: unknown) => networkFailure("R", e).message
+        )
+      const outcomes = yield* Effect.promise(async () => [
+        await failed(`http://127.0.0.1:${refused}/`),
+        await failed(`${server.url}/silent`),
+        await failed(`${server.url}/reset`),
+        await failed(`${server.url}/cut`),
+        await failed(`${server.url}/kept`),
+        await failed(`${server.url}/kept`)
+      ])
+      expect(outcomes).toEqual([
+        expect.stringMatching(/^cannot connect to R: connect ECONNREFUSED /),
+        "network failure talking to R: the server went silent for 0.3 s (set GROVE_IDLE_TIMEOUT to wait longer)",
+        "network failure talking to R: the server closed the connection without answering",
+        "network failure talking to R: the connection broke within the server's answer, 5 bytes in",
+        "answered",
+        "network failure talking to R: the server went silent for 0.3 s (set GROVE_IDLE_TIMEOUT to wait longer)"
+      ])
+      // The last request went over the first one's connection, reused.
+      expect(new Set(keptPorts).size).toBe(1)
+    }).pipe(Effect.scoped))
 
   it.live("an upload that keeps moving is not cut by the idle timeout, however long it takes in all", () =>
     Effect.gen(function*() {
