@@ -232,6 +232,52 @@ describe("a clone's writes", () => {
     }
   }, 240_000)
 
+  it("asks for its chunks before it checks the pull's trees; a tree that does not match its hash still fails the clone, which leaves nothing", async () => {
+    const work = tempDir("clone-badtree")
+    await ok(["init", "--name", "badtree"], at(alice, work))
+    for (let i = 0; i < 30; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `bad tree ${i}\n`.repeat(1 + i))
+    const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+    // The pull answer's root tree is altered (one file's mode): still a walkable tree, but not the hash it is sent as.
+    const seen: Array<string> = []
+    const target = new URL(server.url)
+    const agent = new http.Agent({ keepAlive: true })
+    const proxy = http.createServer((req, res) => {
+      const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
+      seen.push(route)
+      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+        if (!route.endsWith("/pull") || answer.headers["content-encoding"] !== undefined) {
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          answer.pipe(res)
+          return
+        }
+        const parts: Array<Buffer> = []
+        answer.on("data", (part: Buffer) => parts.push(part))
+        answer.on("end", () => {
+          const body = JSON.parse(Buffer.concat(parts).toString("utf8"))
+          const entry = body.trees.flatMap((tree: { entries: Array<{ name: string; mode: string }> }) => tree.entries).find((e: { name: string }) => e.name === "file-7.txt")
+          entry.mode = "executable"
+          res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" }).end(JSON.stringify(body))
+        })
+      }))
+    })
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+      const parent = tempDir("clone-badtree-copy")
+      const failed = await grove(["clone", "alice/badtree", "copy", "--branch", pushed.branch, "--remote", url, "--json"], at(alice, parent))
+      expect(failed.code, failed.stderr).toBeGreaterThan(0)
+      expect(`${failed.stdout}${failed.stderr}`).toContain("the server sent a bad tree: tree hash mismatch")
+      // Asked before the check (the answers are held until the download takes them, which the check comes before).
+      expect(seen.filter((route) => route.endsWith("/chunks/fetch")).length).toBeGreaterThan(0)
+      expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
+    } finally {
+      agent.destroy()
+      proxy.closeAllConnections()
+      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+    }
+  }, 240_000)
+
   it("sends its pull before it loads the typed client and the API's schemas (sync/PullAhead.ts), and clones the same", async () => {
     const work = tempDir("clone-ahead")
     await ok(["init", "--name", "ahead"], at(alice, work))

@@ -10,7 +10,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { openAt } from "../local/Workspace.ts"
-import { materialize } from "./Fetch.ts"
+import { Objects } from "@grove/core"
+import type { PullAnswer } from "./Fetch.ts"
+import { checkFresh, materialize } from "./Fetch.ts"
 
 const HASH = "a".repeat(64)
 
@@ -48,5 +50,84 @@ describe("materialize", () => {
       const { exit } = yield* tryInto(["sub/.grove/config.json", ".grovex", "grove/x"])
       expect(codeOf(exit)).not.toContain("reserved_path")
       expect(codeOf(exit)).toContain("missing_object")
+    }))
+})
+
+/** A one-commit branch's pull answer: `top/` holds a.txt and b.txt, each one chunk named as its blob. */
+const pullAnswer = () => {
+  const a = "a".repeat(64)
+  const b = "b".repeat(64)
+  const sub: ReadonlyArray<Objects.Tree.TreeEntry> = [
+    { name: "a.txt", kind: "blob", hash: a, mode: "regular" },
+    { name: "b.txt", kind: "blob", hash: b, mode: "executable" }
+  ]
+  const subHash = Objects.Tree.hashTree(sub)
+  const rootEntries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name: "top", kind: "tree", hash: subHash, mode: "tree" }]
+  const rootHash = Objects.Tree.hashTree(rootEntries)
+  const fields = { branch_name: "main", parent_hash: null, merge_parent_hash: null, manifest_hash: rootHash, author: "k5", message: "one", timestamp: "2026-11-28T16:00:00Z" }
+  const hash = Objects.Commit.hashCommit({ ...fields, timestamp: Objects.Timestamp.parseTimestamp(fields.timestamp)! })
+  return {
+    head: hash,
+    branch: null,
+    branches: [],
+    commits: [{ ...fields, hash, files: [] }],
+    blobs: [a, b].map((h) => ({ hash: h, size: 10, chunks: [{ hash: h, offset: 0, size: 10 }] })),
+    trees: [{ hash: rootHash, entries: rootEntries }, { hash: subHash, entries: sub }]
+  } as unknown as PullAnswer
+}
+
+/** checkFresh of `answer`: its outcome and each onFiles call (the files and the wanted blobs' hashes). */
+const checked = (answer: PullAnswer) =>
+  Effect.gen(function*() {
+    const told: Array<{ readonly files: ReadonlyMap<string, unknown>; readonly wanted: ReadonlyArray<string> }> = []
+    const exit = yield* Effect.exit(checkFresh(Effect.succeed(answer), (files, wanted) => told.push({ files, wanted: wanted.map((b) => b.hash) })))
+    return { exit, told }
+  })
+
+describe("checkFresh", () => {
+  it.effect("tells a clone's files once, the checked answer's very snapshot", () =>
+    Effect.gen(function*() {
+      const { exit, told } = yield* checked(pullAnswer())
+      expect(Exit.isSuccess(exit)).toBe(true)
+      if (!Exit.isSuccess(exit)) return
+      expect(told.length).toBe(1)
+      expect(told[0]!.files).toBe(exit.value.snapshot)
+      expect([...exit.value.snapshot]).toEqual([
+        ["top/a.txt", { hash: "a".repeat(64), mode: "regular" }],
+        ["top/b.txt", { hash: "b".repeat(64), mode: "executable" }]
+      ])
+      expect(told[0]!.wanted).toEqual(["a".repeat(64), "b".repeat(64)])
+    }))
+
+  // The chunk requests go out before the trees and commits are checked; the answer still fails on them (and the
+  // clone, which places nothing before checkFresh is done, stops those requests and removes its folder).
+  it.effect("tells the files before the trees and commits are checked, then fails a bad tree or commit as before", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      const badTree = { ...good, trees: good.trees.map((tree, i) => i === 1 ? { ...tree, entries: tree.entries.slice(0, 1) } : tree) }
+      const bad = yield* checked(badTree)
+      expect(codeOf(bad.exit)).toMatch(/^bad_object: the server sent a bad tree: tree hash mismatch/)
+      expect(bad.told.map((t) => [...t.files.keys()])).toEqual([["top/a.txt"]])
+      const badCommit = { ...good, commits: good.commits.map((c) => ({ ...c, author: "someone else" })) }
+      const worse = yield* checked(badCommit)
+      expect(codeOf(worse.exit)).toMatch(/^bad_object: the server sent a bad commit: commit hash mismatch/)
+      expect(worse.told.length).toBe(1)
+    }))
+
+  it.effect("checks first when the trees as sent cannot be walked: a cycle, a missing tree, a missing head", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      // The root lists itself: endless unless checked first (its hash is not its content's).
+      const root = good.trees[0]!
+      const cycle = { ...good, trees: [{ hash: root.hash, entries: [...root.entries, { name: "again", kind: "tree", hash: root.hash, mode: "tree" }] }, good.trees[1]!] }
+      const looped = yield* checked(cycle as PullAnswer)
+      expect(codeOf(looped.exit)).toMatch(/^bad_object: the server sent a bad tree: tree hash mismatch/)
+      expect(looped.told).toEqual([])
+      const missing = yield* checked({ ...good, trees: [root] })
+      expect(codeOf(missing.exit)).toBe(`missing_object: tree ${good.trees[1]!.hash} (at 'top') is missing`)
+      expect(missing.told).toEqual([])
+      const headless = yield* checked({ ...good, commits: [] })
+      expect(codeOf(headless.exit)).toBe(`missing_object: commit ${good.head} is missing from the checkout (run grove pull)`)
+      expect(headless.told).toEqual([])
     }))
 })

@@ -131,25 +131,48 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
   onFiles?: (snapshot: Snapshot, wanted: ReadonlyArray<IncomingBlob>) => void
 ) {
   const answer = yield* pulled
-  // Checked first: a tree whose hash is not its content could make flattening endless (a cycle).
-  const trees = yield* checkHistory(answer)
   const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
+  // The chunk requests go out before the trees and commits are checked (~20-30 ms of a clone's CPU the server would
+  // wait through): their answers are held until the download takes them, after this check, so a bad answer still
+  // fails here with nothing placed (the clone then stops them). The head's files as the trees were sent are the
+  // checked trees' files once the check passes (same trees, same walk).
+  const sent = onFiles !== undefined && head !== undefined ? uncheckedFiles(answer.trees, head.manifest_hash) : undefined
+  if (sent !== undefined && sent.size > 0) onFiles!(sent, freshWanted(sent, answer.blobs, new Set(answer.restricted_blobs ?? [])))
+  // Checked before the checked trees are walked: a tree whose hash is not its content could make that walk endless (a cycle).
+  const trees = yield* checkHistory(answer)
   if (answer.head !== null && head === undefined) {
     return yield* failure(`commit ${answer.head} is missing from the checkout (run grove pull)`, "missing_object")
   }
-  let snapshot: Snapshot = new Map()
-  if (head !== undefined) {
-    const byHash = new Map(trees.map((tree) => [tree.hash, tree.entries]))
-    const flat = Objects.FileChanges.flattenTree(
-      head.manifest_hash,
-      (hash) => byHash.get(hash) ?? (hash === Objects.Blake3.EMPTY_HASH ? [] : undefined)
-    )
+  let snapshot: Snapshot = sent ?? new Map()
+  if (head !== undefined && sent === undefined) {
+    const flat = Objects.FileChanges.flattenTree(head.manifest_hash, lookupIn(trees))
     if (!flat.ok) return yield* failure(flat.reason, "missing_object")
     snapshot = flat.files
+    if (onFiles !== undefined && snapshot.size > 0) onFiles(snapshot, freshWanted(snapshot, answer.blobs, new Set(answer.restricted_blobs ?? [])))
   }
-  if (onFiles !== undefined && snapshot.size > 0) onFiles(snapshot, freshWanted(snapshot, answer.blobs, new Set(answer.restricted_blobs ?? [])))
   return { answer, trees, snapshot } satisfies FreshBranch
 })
+
+const lookupIn = (trees: CheckedTrees) => {
+  const byHash = new Map(trees.map((tree) => [tree.hash, tree.entries]))
+  return (hash: string) => byHash.get(hash) ?? (hash === Objects.Blake3.EMPTY_HASH ? [] : undefined)
+}
+
+/**
+ * The files under `root` in trees not checked yet, or undefined when the walk fails or reads more entries than the
+ * trees hold (a cycle, which only an unchecked tree can make, or shared subtrees): the caller then checks first.
+ */
+const uncheckedFiles = (sent: ReadonlyArray<ApiSync.TreeData>, root: string): Snapshot | undefined => {
+  const lookup = lookupIn(sent as CheckedTrees)
+  let budget = 0
+  for (const tree of sent) budget += tree.entries.length
+  const flat = Objects.FileChanges.flattenTree(root, (hash) => {
+    const entries = lookup(hash)
+    if (entries === undefined || (budget -= entries.length) < 0) return undefined
+    return entries
+  })
+  return flat.ok ? flat.files : undefined
+}
 
 /**
  * The blobs `materialize` downloads for a new checkout of `snapshot` (nothing kept locally, the answer's withheld
