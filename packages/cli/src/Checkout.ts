@@ -2,13 +2,17 @@
  * A checkout is a directory with `.grove/config.json` (written by clone):
  * `{ "remote": "...", "key": "grove_..." }`. The nearest one above the working
  * directory counts. The home directory's `.grove` holds the user's
- * credentials, not a checkout, so the walk skips it. Any other `.grove` without its config.json stops the walk: a
- * checkout above does not take that folder's files (local/TreeWalk.ts); most often it is a clone that did not finish
- * (killed before it wrote the config, last), and only then does the warning say to remove it.
+ * credentials, not a checkout, so the walk skips it, and so is a `.grove` of repository content (other names than a
+ * clone writes, or tracked by the checkout above: TreeWalk.groveAt). Any other `.grove` without its config.json stops
+ * the walk: a checkout above does not take that folder's files (local/TreeWalk.ts); most often it is a clone that did
+ * not finish (killed before it wrote the config, last), and only then does the warning say to remove it.
  */
 import { Console, Effect, Exit, Option, Schema } from "effect"
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { readIndexSync } from "./local/IndexFile.ts"
+import { cloneWrote } from "./local/TreeWalk.ts"
 
 export const CheckoutConfig = Schema.Struct({
   remote: Schema.String,
@@ -31,26 +35,39 @@ const decode = Schema.decodeUnknownExit(Schema.fromJsonString(CheckoutConfig))
 const readText = (file: string) =>
   Effect.promise(() => fs.readFile(file, "utf8").then((text): string | undefined => text, () => undefined))
 
-/** What a clone writes in `.grove` before its config.json, last (commands/Init.ts, and their temporary files `NAME.*`). */
-const CLONE_WRITES = ["objects", "tmp", "state.json", "withheld.json", "index.json", "config.json"]
-
-const cloneWrote = (name: string) => CLONE_WRITES.some((known) => name === known || name.startsWith(`${known}.`))
-
 const namesIn = (dir: string) => fs.readdir(dir).catch((): Array<string> | undefined => undefined)
 
 /**
- * What the `.grove` of `dir` is, given no config.json in it (checked by the caller): none (no such directory); a home's
- * (credentials: one seen under another HOME); a clone's that did not finish (only what a clone writes in it, or nothing
- * in a folder holding nothing else: killed at once); else another's (no rm -r hint: it may be a home's without its
- * credentials file).
+ * What the `.grove` of `dir` is, given no config.json in it (checked by the caller), by the walk's rule
+ * (TreeWalk.groveAt): none (no such directory); a home's (credentials: one seen under another HOME); content (other
+ * names, or tracked by the checkout above: repository content, `dir` is part of that checkout); a clone's that did not
+ * finish (only what a clone writes in it, or nothing in a folder holding nothing else: killed at once); else another's
+ * (empty beside other files: not a checkout, and no rm -r hint).
  */
-const groveKind = async (dir: string): Promise<"none" | "home" | "unfinished" | "other"> => {
+const groveKind = async (dir: string): Promise<"none" | "home" | "content" | "unfinished" | "other"> => {
   const names = await namesIn(path.join(dir, ".grove"))
   if (names === undefined) return "none" // missing, or a file
   if (names.includes("credentials")) return "home"
-  if (names.length > 0) return names.every(cloneWrote) ? "unfinished" : "other"
+  if (!names.every(cloneWrote) || trackedAbove(dir)) return "content"
+  if (names.length > 0) return "unfinished"
   const beside = await namesIn(dir)
   return beside !== undefined && beside.length === 1 ? "unfinished" : "other"
+}
+
+/** The nearest checkout above `dir` tracks files under `dir/.grove` (repository content there: never an rm -r hint). */
+const trackedAbove = (dir: string): boolean => {
+  for (let above = path.dirname(dir); ; above = path.dirname(above)) {
+    if (fsSync.existsSync(path.join(above, ".grove", "config.json"))) {
+      const prefix = `${path.relative(above, dir).split(path.sep).join("/")}/.grove/`
+      try {
+        for (const file of readIndexSync(above).files.keys()) if (file.startsWith(prefix)) return true
+      } catch {
+        // An unreadable index: nothing known to be tracked there.
+      }
+      return false
+    }
+    if (path.dirname(above) === above) return false
+  }
 }
 
 /** Each warning once per command: its credential and its checkout are both looked up (CredentialResolver, Workspace). */
@@ -85,6 +102,7 @@ export const findCheckout = Effect.fn("Checkout.find")(function*(cwd: string, ho
         yield* warnOnce(`ignoring ${configPath}: not a valid checkout config`)
         return Option.none<Checkout>()
       }
+      // A `.grove` of content (TreeWalk.groveAt) is passed over: its folder is part of the checkout above, as the walk has it.
       const kind = yield* Effect.promise(() => groveKind(dir))
       if (kind === "unfinished" || kind === "other") {
         yield* warnOnce(kind === "unfinished" ? unfinishedCloneText(dir) : otherGroveText(dir))

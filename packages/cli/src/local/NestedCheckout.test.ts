@@ -91,6 +91,45 @@ describe("a checkout nested in another", () => {
       expect(walk(root).map((f) => f.path)).toContain("f/.grove")
     }).pipe(Effect.scoped))
 
+  it.effect("a .grove of repository content below the root is no checkout: its folder stays this checkout's", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("nested")
+      write(root, ".grove/config.json", "{}")
+      for (const file of ["a.txt", "sub/a.txt", "kit/b.txt", "own/c.txt"]) write(root, file, file)
+      yield* settle(root)
+      const scanned = yield* scan(root, EMPTY_INDEX, Date.now())
+      // As a clone of a repository holding content under nested `.grove` folders leaves it: these tracked too. kit's
+      // looks like grove's own (a config.json), but the index tracks it; own's (untracked) holds other names.
+      write(root, "sub/.grove/notes.txt", "n")
+      write(root, "kit/.grove/config.json", "{}")
+      write(root, "own/.grove/notes.txt", "mine")
+      const entry = scanned.files.get("a.txt")!
+      const tracked = new Map([
+        ["sub/.grove/notes.txt", { ...entry, hash: "1".repeat(64) }],
+        ["kit/.grove/config.json", { ...entry, hash: "2".repeat(64) }]
+      ])
+      yield* writeIndex(root, new Map([...scanned.files, ...tracked]), null)
+      yield* settle(root)
+      const all = ["a.txt", "kit/b.txt", "own/c.txt", "sub/a.txt"]
+      const names = (files: ReadonlyMap<string, unknown>) => [...files.keys()].filter((f) => !tracked.has(f)).sort()
+      const record = Effect.gen(function*() {
+        const again = yield* scan(root, readIndexSync(root), Date.now())
+        yield* writeIndex(root, new Map([...again.files, ...tracked]), null, new Map(), again.folders)
+        return names(again.files)
+      })
+      // Status (a scan with the index) lists none of sub/, kit/ or own/ as removed, from a full walk and from listings.
+      expect(yield* record).toEqual(all)
+      yield* settle(root)
+      expect(yield* record).toEqual(all)
+      expect(walk(root, readIndexSync(root)).map((f) => f.path).sort()).toEqual(all)
+      // Those folders are not trusted as recorded (what their `.grove` holds may change unseen): the quick check hands over.
+      expect(quick(root).stat).toBeUndefined()
+      // grove init in own/ (its .grove gets a config.json; own/'s own stat unchanged): own/ is another checkout now.
+      yield* settle(root)
+      write(root, "own/.grove/config.json", "{}")
+      expect(yield* record).toEqual(["a.txt", "kit/b.txt", "sub/a.txt"])
+    }).pipe(Effect.scoped))
+
   it.effect("an index written before this rule (its directories as `folders`) is not trusted to list a nested checkout", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("nested")

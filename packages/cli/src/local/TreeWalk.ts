@@ -1,6 +1,6 @@
 /**
  * The walk of a working tree: every file under the root but `.grove` and `.git`, and none under a directory that holds
- * its own `.grove` directory (another checkout, finished or not: git's rule for a nested repository; its files are its
+ * another checkout's `.grove` (finished or not, `checkoutAt`: git's rule for a nested repository; its files are its
  * own, never new files of this one, and files this checkout had there show as removed). Like git's untracked cache, a
  * directory whose mtime, ctime and inode are as the index recorded them (and older than the index) holds the same
  * names, since adding, removing or renaming an entry changes them, so the walk lists it from the index instead of
@@ -103,10 +103,44 @@ export const folderRowsAsRecorded = (root: string, rows: ReadonlyArray<number | 
   return sawRoot
 }
 
-/** A directory's entries include a `.grove` directory: the directory is a checkout's root (or an unfinished clone's). */
-export const holdsCheckout = (entries: ReadonlyArray<Dirent>): boolean => {
-  for (const entry of entries) if (entry.name === ".grove" && entry.isDirectory()) return true
+/** What a clone writes in `.grove` before its config.json, last (commands/Init.ts), and their temporary files `NAME.*`. */
+const CLONE_WRITES = ["objects", "tmp", "state.json", "withheld.json", "index.json", "config.json"]
+
+/** `name` in a `.grove` is one a clone writes (Checkout.ts tells an unfinished clone by it). */
+export const cloneWrote = (name: string): boolean =>
+  CLONE_WRITES.some((known) => name === known || name.startsWith(`${known}.`))
+
+/** The index tracks a file under `prefix` (a `DIR/.grove/`: repository content, never another checkout's). */
+const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boolean => {
+  for (const file of files.keys()) if (file.startsWith(prefix)) return true
   return false
+}
+
+/**
+ * What the `.grove` directory among `entries` (the listing of `dir`, `rel` under the root) makes of `dir`: "checkout",
+ * another checkout's root, when it looks like grove's own (it holds config.json, or only what a clone writes: an
+ * unfinished clone, an empty one included) and `index` (the outer checkout's, when known) tracks nothing under it;
+ * "tracked" when it does (repository content: the server refuses only a root `.grove`); "content" for any other
+ * `.grove` directory; undefined for none. Only a checkout's folder is left out of the walk: content never is, so a
+ * clone of a repository holding `sub/.grove/notes.txt` never shows `sub/` as removed.
+ */
+export const groveAt = (
+  dir: string,
+  rel: string,
+  entries: ReadonlyArray<Dirent>,
+  index?: { readonly files: ReadonlyMap<string, unknown> }
+): "checkout" | "tracked" | "content" | undefined => {
+  let grove = false
+  for (const entry of entries) if (entry.name === ".grove" && entry.isDirectory()) grove = true
+  if (!grove) return undefined
+  if (index !== undefined && tracksUnder(index.files, `${rel}/.grove/`)) return "tracked"
+  let names: Array<string>
+  try {
+    names = fs.readdirSync(`${dir}/.grove`)
+  } catch {
+    return "content" // gone meanwhile, or unreadable: not known to be a checkout
+  }
+  return names.includes("config.json") || names.every(cloneWrote) ? "checkout" : "content"
 }
 
 /**
@@ -156,8 +190,16 @@ export const everyFile = (
       if ((error as NodeJS.ErrnoException).code === "ENOENT") continue // removed while walking
       throw error
     }
-    // Another checkout's root: recorded (above) with no names, so when its `.grove` goes its changed stat has it read.
-    if (relative !== "" && holdsCheckout(entries)) continue
+    if (relative !== "") {
+      const grove = groveAt(dir, relative, entries, cache)
+      // Another checkout's root: recorded (above) with no names, so when its `.grove` goes its changed stat has it read.
+      if (grove === "checkout") continue
+      // A `.grove` of content may become a checkout's (`grove init` there, or the index no longer tracking under it) with
+      // no change to this directory's stat: recorded unsettled, the directory is read and judged again by every walk
+      // (rare: a `.grove` that is not grove's own).
+      const stat = grove !== undefined ? seen?.get(relative) : undefined
+      if (stat !== undefined) seen!.set(relative, { mtimeMs: stat.mtimeMs, ctimeMs: UNSETTLED_CTIME, ino: stat.ino })
+    }
     for (const entry of entries) {
       const file = relative === "" ? entry.name : `${relative}/${entry.name}`
       if (entry.isDirectory()) {

@@ -30,7 +30,7 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
-import { cookieDir, holdsCheckout, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest, watchDir } from "./WatchPaths.ts"
+import { cookieDir, groveAt, IGNORED_NAMES, socketPath, SOCKET_PATH_MAX, type WatchAnswer, type WatchRequest, watchDir } from "./WatchPaths.ts"
 
 /** More changed paths than this since a token: the client scans everything (the stats would cost as much). */
 const MAX_CHANGED = 5_000
@@ -179,7 +179,7 @@ export const runDaemon = (rootArg: string): void => {
       return // removed meanwhile: its parent's event says so
     }
     watchers.set(rel, { watcher })
-    if (rel !== "" && holdsCheckout(entries)) return void nested.add(rel)
+    if (rel !== "" && groveAt(absolute(rel), rel, entries) === "checkout") return void nested.add(rel)
     for (const entry of entries) {
       if (entry.isDirectory() && !IGNORED_NAMES.has(entry.name)) watchTree(rel === "" ? entry.name : `${rel}/${entry.name}`)
     }

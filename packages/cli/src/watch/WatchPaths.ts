@@ -20,8 +20,12 @@ export const SOCKET_PATH_MAX = 107
 /** Names never walked nor watched, at any depth: the working-tree walk's. */
 export { IGNORED_DIRS as IGNORED_NAMES } from "../local/TreeWalk.ts"
 
-/** A directory whose entries include a `.grove` directory: another checkout's root, neither walked into nor watched. */
-export { holdsCheckout } from "../local/TreeWalk.ts"
+/**
+ * What a directory's `.grove` makes of it: "checkout" (another checkout's root) is neither walked into nor watched. The
+ * daemon asks without the index, so it may take for a checkout a folder the walk takes for content (a `.grove` the index
+ * tracks under): the walk then records that folder unsettled, and no token is kept (WatchClient.tokenForWrittenIndex).
+ */
+export { groveAt } from "../local/TreeWalk.ts"
 
 /** The request a client sends (one JSON line), and the answer (one JSON line). */
 export interface WatchRequest {
