@@ -54,10 +54,13 @@ describe("a server that accepts the connection and never answers", () => {
         out: { error: `cannot connect to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)`, code: "network" }
       })
 
-      // A create is not safe to send twice: it goes once.
+      // A create is not safe to send twice: it goes once. Its answer is waited for GROVE_WRITE_TIMEOUT once sent.
       server.seen.length = 0
-      const create = await run(["repo", "create", "silent"], server.url)
-      expect(create.code).toBe(6)
+      const create = await run(["repo", "create", "silent"], server.url, { GROVE_WRITE_TIMEOUT: "2" })
+      expect({ code: create.code, stderr: create.stderr }).toEqual({
+        code: 6,
+        stderr: expect.stringMatching(/: the server sent no answer for 2 s after the request \(set GROVE_WRITE_TIMEOUT to wait longer\)\n$/)
+      })
       expect(server.seen).toEqual(["POST /api/repos"])
 
       // A clone gives up the same way and leaves no folder behind.
@@ -88,6 +91,43 @@ describe("a server that accepts the connection and never answers", () => {
   }, 60_000)
 })
 
+describe("a write the server works on before answering", () => {
+  it("is answered after the idle timeout, within GROVE_WRITE_TIMEOUT (default 300 s): the command succeeds", async () => {
+    // The server reads the request, then works 5 s before its first byte (a push's preparation does, for minutes).
+    const server = await fakeServer((request, response) => {
+      request.resume()
+      request.on("end", () =>
+        setTimeout(() => {
+          const now = new Date().toISOString()
+          response.writeHead(201, { "content-type": "application/json" })
+          response.end(JSON.stringify({
+            id: "r1",
+            owner: "alice",
+            name: "slow",
+            full_name: "alice/slow",
+            is_public: false,
+            visibility: "private",
+            head: null,
+            default_branch: "main",
+            created_at: now,
+            updated_at: now
+          }))
+        }, 5_000))
+    })
+    try {
+      const create = await run(["repo", "create", "slow", "--json"], server.url)
+      expect({ code: create.code, stderr: create.stderr, out: create.code === 0 ? JSON.parse(create.stdout) : create.stdout }).toMatchObject({
+        code: 0,
+        stderr: "",
+        out: { full_name: "alice/slow" }
+      })
+      expect(server.seen).toEqual(["POST /api/repos"])
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
 describe("grove ci logs -f (server-sent events, fetch)", () => {
   const follow = (url: string) => run(["ci", "logs", "1", "-f", "--repo", "alice/x"], url)
   const silentLine = (url: string) => `grove: cannot connect to ${url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
@@ -110,16 +150,17 @@ describe("grove ci logs -f (server-sent events, fetch)", () => {
   }, 120_000)
 
   it("a run that outlasts the idle timeout is followed to its end while the server sends keep-alives", async () => {
+    // Keep-alives every 0.5 s against a 5 s bound, for 12 s.
     const server = await fakeServer((_q, r) => {
       r.writeHead(200, { "content-type": "text/event-stream" })
-      const beat = setInterval(() => r.write(": keepalive\n\n"), 300)
+      const beat = setInterval(() => r.write(": keepalive\n\n"), 500)
       setTimeout(() => {
         clearInterval(beat)
         r.end(`event: log\ndata: ${JSON.stringify({ text: "built\n" })}\n\nevent: end\ndata: ${JSON.stringify({ status: "completed", conclusion: "success" })}\n\n`)
-      }, 3_000)
+      }, 12_000)
     })
     try {
-      const followed = await follow(server.url)
+      const followed = await run(["ci", "logs", "1", "-f", "--repo", "alice/x"], server.url, { GROVE_IDLE_TIMEOUT: "5" })
       expect({ code: followed.code, stdout: followed.stdout, stderr: followed.stderr }).toEqual({ code: 0, stdout: "built\n", stderr: "Run 1: success\n" })
     } finally {
       await server.close()
@@ -129,10 +170,11 @@ describe("grove ci logs -f (server-sent events, fetch)", () => {
 
 describe("a listener that never takes the connection", () => {
   it("fails after the connect timeout with rc 6", async () => {
-    // Its process never accepts (the event loop is blocked) and its backlog is full: a SYN to it goes unanswered.
+    // Its process never accepts (its event loop blocked as soon as it listens) and its backlog is full: a SYN to it
+    // goes unanswered.
     const child = spawn(process.execPath, [
       "-e",
-      "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { console.log(s.address().port); setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 100) })"
+      "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { require('node:fs').writeSync(1, s.address().port + '\\n'); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0) })"
     ], { stdio: ["ignore", "pipe", "ignore"] })
     const fill: Array<net.Socket> = []
     try {

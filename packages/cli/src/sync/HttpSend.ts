@@ -24,6 +24,11 @@ export interface SendInit {
    * 0: no bound. Default: GROVE_IDLE_TIMEOUT (`networkTimeouts`). The time a streamed answer's consumer takes is not counted.
    */
   readonly idleTimeoutMs?: number | undefined
+  /**
+   * A write's (not GET or HEAD) wait for its answer once its body is sent: the server may work on it this long (at
+   * least `idleTimeoutMs`) without a byte; 0: no bound. Default: GROVE_WRITE_TIMEOUT. Reads wait `idleTimeoutMs`.
+   */
+  readonly writeTimeoutMs?: number | undefined
   /** How long connecting may take before the request fails with ERR_CONNECT_TIMEOUT. Default: GROVE_CONNECT_TIMEOUT. */
   readonly connectTimeoutMs?: number | undefined
   /**
@@ -42,15 +47,22 @@ export interface BodyConsumer {
 /** What an answer may hold unless the caller says otherwise: twice the server's own request body bound. */
 export const MAX_ANSWER_BYTES = 512 * 1024 * 1024
 
+/** The bounds on a silent server, in milliseconds (0: none). */
+export interface Timeouts {
+  readonly connectMs: number
+  readonly idleMs: number
+  readonly writeMs: number
+}
+
 /**
  * The bounds on a silent server, in seconds, from the environment: `GROVE_CONNECT_TIMEOUT` (default 10) for a
  * connection to be made, `GROVE_IDLE_TIMEOUT` (default 30) for a request or answer that moves no byte either way
- * (a long upload, download or `ci logs -f`, whose server sends a keep-alive every 15 s, keeps moving; a write the
- * server takes long over answers 202 within ~10 s and is polled). 0 is no bound. An error names the bad variable.
+ * (a long upload, download or `ci logs -f`, whose server sends a keep-alive every 15 s, keeps moving), and
+ * `GROVE_WRITE_TIMEOUT` (default 300) for a write's answer once its body is sent: the server works on some writes
+ * before answering and sends nothing meanwhile (a push's preparation: minutes for 50k files on a loaded server);
+ * others it takes long over answer 202 within ~10 s and are polled. 0 is no bound. An error names the bad variable.
  */
-export const networkTimeouts = (
-  env: Readonly<Record<string, string | undefined>>
-): { readonly connectMs: number; readonly idleMs: number } | { readonly error: string } => {
+export const networkTimeouts = (env: Readonly<Record<string, string | undefined>>): Timeouts | { readonly error: string } => {
   const read = (name: string, fallback: number): number | string => {
     const text = (env[name] ?? "").trim()
     if (text === "") return fallback
@@ -61,15 +73,23 @@ export const networkTimeouts = (
   }
   const connectMs = read("GROVE_CONNECT_TIMEOUT", 10_000)
   const idleMs = read("GROVE_IDLE_TIMEOUT", 30_000)
+  const writeMs = read("GROVE_WRITE_TIMEOUT", 300_000)
   if (typeof connectMs === "string") return { error: connectMs }
   if (typeof idleMs === "string") return { error: idleMs }
-  return { connectMs, idleMs }
+  if (typeof writeMs === "string") return { error: writeMs }
+  return { connectMs, idleMs, writeMs }
 }
 
+// Read once: the environment is checked at start (Run.ts), and reading it per request costs.
+let ofProcess: Timeouts | undefined
+
 /** The bounds for this process's requests (a bad value was refused at start, Run.ts; the quick paths take the defaults). */
-export const processTimeouts = (): { readonly connectMs: number; readonly idleMs: number } => {
-  const timeouts = networkTimeouts(process.env)
-  return "error" in timeouts ? { connectMs: 10_000, idleMs: 30_000 } : timeouts
+export const processTimeouts = (): Timeouts => {
+  if (ofProcess === undefined) {
+    const timeouts = networkTimeouts(process.env)
+    ofProcess = "error" in timeouts ? { connectMs: 10_000, idleMs: 30_000, writeMs: 300_000 } : timeouts
+  }
+  return ofProcess
 }
 
 /** Whether a request failed on a bound of this file: the server did not connect or went silent. */
@@ -144,7 +164,8 @@ const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> 
 /**
  * One request, its answer read whole (or streamed to `init.stream`'s consumer). Rejects with the socket's error (its `code`, e.g. ECONNREFUSED or
  * ECONNRESET, is what Retry.ts looks at) when no answer came, with ERR_CONNECT_TIMEOUT when no connection is made
- * within `connectTimeoutMs`, with ETIMEDOUT when the socket stays silent for `idleTimeoutMs`, and with
+ * within `connectTimeoutMs`, with ETIMEDOUT when the socket stays silent for `idleTimeoutMs` (a write's answer, once
+ * its body is sent: `writeTimeoutMs`), and with
  * ERR_ANSWER_TOO_LARGE past `maxBytes` (on the wire or decoded). Every error it rejects with carries `connected`: whether
  * the connection was made (or a kept-alive one reused) before it failed ("cannot connect" only if not: Failures.ts).
  */
@@ -156,9 +177,18 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
     const target = typeof url === "string" ? new URL(url) : url
     const { agent, module } = moduleFor(target)
     const maxBytes = init.maxBytes ?? MAX_ANSWER_BYTES
-    const timeouts = init.idleTimeoutMs === undefined || init.connectTimeoutMs === undefined ? processTimeouts() : undefined
+    const timeouts = init.idleTimeoutMs === undefined || init.connectTimeoutMs === undefined || init.writeTimeoutMs === undefined
+      ? processTimeouts()
+      : undefined
     const idleMs = init.idleTimeoutMs ?? timeouts!.idleMs
     const connectMs = init.connectTimeoutMs ?? timeouts!.connectMs
+    const writeMs = init.writeTimeoutMs ?? timeouts!.writeMs
+    const isWrite = init.method !== "GET" && init.method !== "HEAD"
+    // A write's wait for its answer once its body is sent, where longer than idleMs.
+    const writeWaitMs = isWrite && idleMs > 0 && (writeMs === 0 || writeMs > idleMs) ? writeMs : undefined
+    // What the timer allows, the body sent and its answer awaited: idleMs, plus a body's drain allowance, or writeWaitMs.
+    let timerFor: "idle" | "drain" | "write" = "idle"
+    let answered = false
     const body = typeof init.body === "string" && init.body.length > BODY_PART ? Buffer.from(init.body) : init.body
     // A body sent in parts carries its length: node would send it chunked otherwise.
     const inParts = body !== undefined && typeof body !== "string" && body.length > BODY_PART
@@ -168,7 +198,11 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
       headers: inParts ? { ...init.headers, "content-length": String(body.length) } : init.headers,
       ...(init.signal === undefined ? {} : { signal: init.signal })
     }, (response) => {
-      if (inParts && idleMs > 0) request.socket?.setTimeout(idleMs)
+      answered = true
+      if (timerFor !== "idle") {
+        timerFor = "idle"
+        request.socket?.setTimeout(idleMs)
+      }
       const parts: Array<Buffer> = []
       let received = 0
       const headers = flatHeaders(response.headers)
@@ -228,10 +262,24 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
       })
     })
     if (idleMs > 0) {
-      request.setTimeout(idleMs, () =>
+      const onTimeout = () => {
+        // The body sent and no answer yet: a write's answer may take the server longer (it answers after its work, a
+        // push's preparation for minutes), so the silence so far counts into writeWaitMs. Nothing to do per request.
+        const socket = request.socket
+        if (writeWaitMs !== undefined && timerFor !== "write" && !answered && request.writableFinished && socket !== null) {
+          timerFor = "write"
+          // node passes a socket's timeout on to its request once: the timer's next end is heard on the socket.
+          socket.once("timeout", onTimeout)
+          request.once("close", () => socket.off("timeout", onTimeout))
+          return void socket.setTimeout(writeWaitMs === 0 ? 0 : writeWaitMs - idleMs)
+        }
         request.destroy(
-          failure(`the server went silent for ${seconds(idleMs)} (set GROVE_IDLE_TIMEOUT to wait longer)`, "ETIMEDOUT")
-        ))
+          timerFor === "write"
+            ? failure(`the server sent no answer for ${seconds(writeWaitMs!)} after the request (set GROVE_WRITE_TIMEOUT to wait longer)`, "ETIMEDOUT")
+            : failure(`the server went silent for ${seconds(idleMs)} (set GROVE_IDLE_TIMEOUT to wait longer)`, "ETIMEDOUT")
+        )
+      }
+      request.setTimeout(idleMs, onTimeout)
     }
     request.once("socket", (socket) => {
       // A reused keep-alive socket is connected; a new one once connected (and, for https, its TLS handshake done).
@@ -251,7 +299,13 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
         error.message === "socket hang up" ? failure("the server closed the connection without answering", error.code ?? "ECONNRESET") : error
       ))
     if (!inParts) return void request.end(body)
-    if (idleMs > 0) request.once("finish", () => request.socket?.setTimeout(idleMs + drainAllowanceMs(body.length)))
+    if (idleMs > 0) {
+      request.once("finish", () => {
+        if (answered) return
+        timerFor = "drain"
+        request.socket?.setTimeout(idleMs + drainAllowanceMs(body.length))
+      })
+    }
     let offset = 0
     const next = () => {
       while (offset < body.length) {

@@ -163,13 +163,14 @@ describe("HttpTransport", () => {
     }).pipe(Effect.scoped))
   it.live("a listener that never takes the connection fails the request with ERR_CONNECT_TIMEOUT after the connect timeout", () =>
     Effect.gen(function*() {
-      // A listener whose process never accepts (its event loop blocked), its backlog filled: a SYN to it goes unanswered.
+      // A listener whose process never accepts (its event loop blocked as soon as it listens), its backlog filled: a SYN
+      // to it goes unanswered.
       const { port } = yield* Effect.acquireRelease(
         Effect.promise(() =>
           new Promise<{ port: number; stop: () => void }>((resolve) => {
             const child = spawn(process.execPath, [
               "-e",
-              "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { console.log(s.address().port); setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0), 100) })"
+              "const s = require('node:net').createServer(); s.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => { require('node:fs').writeSync(1, s.address().port + '\\n'); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0) })"
             ], { stdio: ["ignore", "pipe", "ignore"] })
             child.stdout.once("data", (data: Buffer) => {
               const port = Number(data.toString())
@@ -228,25 +229,58 @@ describe("HttpTransport", () => {
       expect(new Set(keptPorts).size).toBe(1)
     }).pipe(Effect.scoped))
 
+  it.live("a write's answer may come after the idle bound, within the write bound, once its body is sent; a read's may not", () =>
+    Effect.gen(function*() {
+      // The server reads the body, then works 6 s before its first byte (a push's preparation does, for minutes).
+      const server = yield* answering((request, response) => {
+        let received = 0
+        request.on("data", (part: Buffer) => void (received += part.length))
+        request.on("end", () => setTimeout(() => response.end(`${request.method} ${received}`), 6_000))
+      })
+      const send = (method: string, body: Uint8Array | undefined, writeTimeoutMs: number) =>
+        sendBytes(`${server.url}/`, { method, body, idleTimeoutMs: 1_500, writeTimeoutMs, connectTimeoutMs: 10_000 }).then(
+          (a) => Buffer.from(a.body).toString(),
+          (e: Error) => `${codeOf(e)} ${e.message}`
+        )
+      // 320 KiB go in parts (and their drain allowance, 2.5 s, is less than the server's work).
+      const outcomes = yield* Effect.promise(() =>
+        Promise.all([
+          send("POST", new Uint8Array(10), 60_000),
+          send("PUT", new Uint8Array(320 * 1024), 60_000),
+          send("DELETE", undefined, 60_000),
+          send("GET", undefined, 60_000),
+          send("POST", new Uint8Array(10), 3_000)
+        ])
+      )
+      expect(outcomes).toEqual([
+        "POST 10",
+        `PUT ${320 * 1024}`,
+        "DELETE 0",
+        "ETIMEDOUT the server went silent for 1.5 s (set GROVE_IDLE_TIMEOUT to wait longer)",
+        "ETIMEDOUT the server sent no answer for 3 s after the request (set GROVE_WRITE_TIMEOUT to wait longer)"
+      ])
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("an upload that keeps moving is not cut by the idle timeout, however long it takes in all", () =>
     Effect.gen(function*() {
-      // The server reads at most 4 MiB/s (a pause after each part): 32 MiB take 8 s or more, the idle bound is 0.6 s.
-      // The last MiBs wait in the kernel's buffers after the last write (~1 s here), unseen: that is not silence either.
+      // The server reads at most 256 KiB/s (a pause after each part): 6 MiB take 24 s or more, the idle bound is 5 s
+      // (a 256 KiB part goes out every ~1 s). The last MiBs wait in the kernel's buffers after the last write, unseen:
+      // ~3 MiB here, 12 s at that pace, is not silence either (the drain allowance).
       const server = yield* answering((request, response) => {
         let received = 0
         request.on("data", (part: Buffer) => {
           received += part.length
           request.pause()
-          setTimeout(() => request.resume(), part.length / 4096)
+          setTimeout(() => request.resume(), part.length / 256)
         })
         request.on("end", () => response.end(String(received)))
       })
-      const body = new Uint8Array(32 * 1024 * 1024)
+      const body = new Uint8Array(6 * 1024 * 1024)
       const answer = yield* Effect.promise(() =>
-        sendBytes(`${server.url}/`, { method: "POST", body, idleTimeoutMs: 600 }).then((a) => Buffer.from(a.body).toString(), codeOf)
+        sendBytes(`${server.url}/`, { method: "POST", body, idleTimeoutMs: 5_000, writeTimeoutMs: 5_000 }).then((a) => Buffer.from(a.body).toString(), codeOf)
       )
       expect(answer).toBe(String(body.length))
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), 120_000)
 
   it.live("a streamed answer's consumer may take longer than the idle timeout: its own time is not the server's silence", () =>
     Effect.gen(function*() {
@@ -258,29 +292,35 @@ describe("HttpTransport", () => {
       const outcome = yield* Effect.promise(() =>
         sendBytes(`${server.url}/`, {
           method: "GET",
-          idleTimeoutMs: 300,
+          idleTimeoutMs: 5_000,
           stream: () => ({
+            // The first part's consumer takes twice the idle bound.
             part: (part) => {
               parts.push(part.toString())
-              return new Promise<void>((resolve) => setTimeout(resolve, 900))
+              return parts.length === 1 ? new Promise<void>((resolve) => setTimeout(resolve, 10_000)) : undefined
             },
             done: () => parts.push("done")
           })
         }).then(() => "answered", codeOf)
       )
       expect({ outcome, parts }).toEqual({ outcome: "answered", parts: ["first", "second", "done"] })
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), 60_000)
 
   it("the bounds come from GROVE_CONNECT_TIMEOUT and GROVE_IDLE_TIMEOUT, in seconds (0: none); a bad value is named", () => {
-    expect(networkTimeouts({})).toEqual({ connectMs: 10_000, idleMs: 30_000 })
-    expect(networkTimeouts({ GROVE_CONNECT_TIMEOUT: "2.5", GROVE_IDLE_TIMEOUT: "0" })).toEqual({ connectMs: 2_500, idleMs: 0 })
-    expect(networkTimeouts({ GROVE_IDLE_TIMEOUT: " " })).toEqual({ connectMs: 10_000, idleMs: 30_000 })
+    expect(networkTimeouts({})).toEqual({ connectMs: 10_000, idleMs: 30_000, writeMs: 300_000 })
+    expect(networkTimeouts({ GROVE_CONNECT_TIMEOUT: "2.5", GROVE_IDLE_TIMEOUT: "0", GROVE_WRITE_TIMEOUT: "600" })).toEqual({
+      connectMs: 2_500,
+      idleMs: 0,
+      writeMs: 600_000
+    })
+    expect(networkTimeouts({ GROVE_IDLE_TIMEOUT: " " })).toEqual({ connectMs: 10_000, idleMs: 30_000, writeMs: 300_000 })
     for (const bad of ["abc", "-1", "1e9", "Infinity"]) {
       expect(networkTimeouts({ GROVE_IDLE_TIMEOUT: bad })).toEqual({
         error: `GROVE_IDLE_TIMEOUT must be a number of seconds up to 86400 (0: no limit), not ${JSON.stringify(bad)}`
       })
     }
     expect(networkTimeouts({ GROVE_CONNECT_TIMEOUT: "x" })).toMatchObject({ error: expect.stringMatching(/^GROVE_CONNECT_TIMEOUT /) })
+    expect(networkTimeouts({ GROVE_WRITE_TIMEOUT: "-5" })).toMatchObject({ error: expect.stringMatching(/^GROVE_WRITE_TIMEOUT /) })
   })
 
   it.live("a streamed answer is taken part by part as it arrives, paused while a part's promise is pending; a consumer's error fails it", () =>
