@@ -54,11 +54,11 @@ const groveKind = async (dir: string): Promise<"none" | "home" | "content" | "un
   return beside !== undefined && beside.length === 1 ? "unfinished" : "other"
 }
 
-/** The nearest checkout above `dir` tracks files under `dir/.grove` (repository content there: never an rm -r hint). */
+/** The nearest checkout above `dir` tracks files in `dir` (its folder, as the walk has it: never an rm -r hint). */
 const trackedAbove = (dir: string): boolean => {
   for (let above = path.dirname(dir); ; above = path.dirname(above)) {
     if (fsSync.existsSync(path.join(above, ".grove", "config.json"))) {
-      const prefix = `${path.relative(above, dir).split(path.sep).join("/")}/.grove/`
+      const prefix = `${path.relative(above, dir).split(path.sep).join("/")}/`
       try {
         for (const file of readIndexSync(above).files.keys()) if (file.startsWith(prefix)) return true
       } catch {

@@ -75,17 +75,21 @@ describe("a checkout nested in another", () => {
       write(root, "dest/top.txt", "t")
       expect(quick(root)).toEqual({ stat: undefined, unchanged: true })
       expect(yield* scanAndRecord(root)).toEqual(["a.txt", "sub/x.txt"])
-      // grove init in a directory it tracks: that directory is the new checkout's, so its files show as removed here.
+      // grove init in a directory it tracks (or an empty .grove made there): that directory stays this checkout's, as git
+      // keeps tracking files under a nested repository — its tracked files never turn into deletions here.
       yield* settle(root)
       write(root, "sub/.grove/config.json", "{}")
-      expect(quick(root).unchanged).toBe(false)
-      expect(yield* scanAndRecord(root)).toEqual(["a.txt"])
+      expect(quick(root).unchanged).toBe(true)
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "sub/x.txt"])
+      write(root, "sub/more.txt", "m")
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "sub/more.txt", "sub/x.txt"])
       // Its .grove removed: its files are the outer checkout's again, found by the quick check and every walk.
       yield* settle(root)
       fs.rmSync(path.join(root, "dest/.grove"), { recursive: true })
       expect(quick(root)).toEqual({ stat: undefined, unchanged: false })
-      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "dest/src/b.txt", "dest/src/new.txt", "dest/top.txt"])
-      expect(walk(root).map((f) => f.path).sort()).toEqual(["a.txt", "dest/src/b.txt", "dest/src/new.txt", "dest/top.txt"])
+      const all = ["a.txt", "dest/src/b.txt", "dest/src/new.txt", "dest/top.txt", "sub/more.txt", "sub/x.txt"]
+      expect(yield* scanAndRecord(root)).toEqual(all)
+      expect(walk(root, readIndexSync(root)).map((f) => f.path).sort()).toEqual(all)
       // A file named .grove is content, and no checkout.
       write(root, "f/.grove", "not a directory")
       expect(walk(root).map((f) => f.path)).toContain("f/.grove")
@@ -124,13 +128,18 @@ describe("a checkout nested in another", () => {
       expect(walk(root, readIndexSync(root)).map((f) => f.path).sort()).toEqual(all)
       // Those folders are not trusted as recorded (what their `.grove` holds may change unseen): the quick check hands over.
       expect(quick(root).stat).toBeUndefined()
-      // grove init in own/ (its .grove gets a config.json; own/'s own stat unchanged): own/ is another checkout now.
+      // grove init in own/ (its .grove gets a config.json; own/'s own stat unchanged): own/c.txt is in the index, so own/
+      // stays this checkout's (a folder it tracks files in never becomes another checkout's: C4's F1).
       yield* settle(root)
       write(root, "own/.grove/config.json", "{}")
-      expect(yield* record).toEqual(["a.txt", "kit/b.txt", "sub/a.txt"])
+      expect(yield* record).toEqual(all)
+      // A new folder whose files this checkout never recorded, with a grove init in it: another checkout's.
+      write(root, "fresh/.grove/config.json", "{}")
+      write(root, "fresh/d.txt", "d")
+      expect(yield* record).toEqual(all)
     }).pipe(Effect.scoped))
 
-  it.effect("an index written before this rule (its directories as `folders`) is not trusted to list a nested checkout", () =>
+  it.effect("an index written before this rule (its directories as `folders`) has its directories read again", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("nested")
       write(root, ".grove/config.json", "{}")
@@ -153,7 +162,8 @@ describe("a checkout nested in another", () => {
       fs.writeFileSync(indexPath(root), oldLayout(bytes))
       expect(readIndexSync(root).folders.size).toBe(0)
       expect(quick(root).stat).toBeUndefined()
-      expect(yield* scanAndRecord(root)).toEqual(["a.txt"])
+      // Files it lists under a nested checkout stay this checkout's (tracked: as before this rule, never deletions).
+      expect(yield* scanAndRecord(root)).toEqual(["a.txt", "dest/src/b.txt"])
     }).pipe(Effect.scoped))
 })
 

@@ -110,7 +110,7 @@ const CLONE_WRITES = ["objects", "tmp", "state.json", "withheld.json", "index.js
 export const cloneWrote = (name: string): boolean =>
   CLONE_WRITES.some((known) => name === known || name.startsWith(`${known}.`))
 
-/** The index tracks a file under `prefix` (a `DIR/.grove/`: repository content, never another checkout's). */
+/** The index tracks a file under `prefix` (a `DIR/`: a folder of the outer checkout's, never another checkout's). */
 const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boolean => {
   for (const file of files.keys()) if (file.startsWith(prefix)) return true
   return false
@@ -119,8 +119,8 @@ const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boole
 /**
  * What the `.grove` directory among `entries` (the listing of `dir`, `rel` under the root) makes of `dir`: "checkout",
  * another checkout's root, when it looks like grove's own (it holds config.json, or only what a clone writes: an
- * unfinished clone, an empty one included) and `index` (the outer checkout's, when known) tracks nothing under it;
- * "tracked" when it does (repository content: the server refuses only a root `.grove`); "content" for any other
+ * unfinished clone, an empty one included) and `index` (the outer checkout's, when known) tracks nothing in `dir`;
+ * "tracked" when it does (the outer checkout's folder; or repository content: the server refuses only a root `.grove`); "content" for any other
  * `.grove` directory; undefined for none. Only a checkout's folder is left out of the walk: content never is, so a
  * clone of a repository holding `sub/.grove/notes.txt` never shows `sub/` as removed.
  */
@@ -133,7 +133,9 @@ export const groveAt = (
   let grove = false
   for (const entry of entries) if (entry.name === ".grove" && entry.isDirectory()) grove = true
   if (!grove) return undefined
-  if (index !== undefined && tracksUnder(index.files, `${rel}/.grove/`)) return "tracked"
+  // A folder the outer checkout tracks files in stays its own whatever its `.grove` holds (git keeps tracking files under a
+  // nested repository too): an empty `.grove` made there must never turn every tracked file under it into a deletion.
+  if (index !== undefined && tracksUnder(index.files, `${rel}/`)) return "tracked"
   let names: Array<string>
   try {
     names = fs.readdirSync(`${dir}/.grove`)
