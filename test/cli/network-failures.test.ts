@@ -45,13 +45,13 @@ describe("a server that accepts the connection and never answers", () => {
       const list = await run(["repo", "list"], server.url)
       expect({ code: list.code, stderr: list.stderr }).toEqual({
         code: 6,
-        stderr: `grove: cannot connect to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
+        stderr: `grove: network failure talking to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
       })
       expect(server.seen.filter((s) => s.startsWith("GET "))).toHaveLength(2)
       const asJson = await run(["repo", "list", "--json"], server.url)
       expect({ code: asJson.code, out: JSON.parse(asJson.stdout) }).toEqual({
         code: 6,
-        out: { error: `cannot connect to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)`, code: "network" }
+        out: { error: `network failure talking to ${server.url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)`, code: "network" }
       })
 
       // A create is not safe to send twice: it goes once. Its answer is waited for GROVE_WRITE_TIMEOUT once sent.
@@ -67,7 +67,7 @@ describe("a server that accepts the connection and never answers", () => {
       const home = tempDir("net-clone")
       const cloned = await grove(["clone", "alice/x", "dest", "--remote", server.url], { home, env: { GROVE_IDLE_TIMEOUT: "1", SERVICE_API_KEY: "grove_test" } })
       expect(cloned.code).toBe(6)
-      expect(cloned.stderr).toMatch(/^grove: cannot connect to .*: the server went silent for 1 s/)
+      expect(cloned.stderr).toMatch(/^grove: network failure talking to .*: the server went silent for 1 s/)
       expect(fs.existsSync(path.join(home, "dest"))).toBe(false)
     } finally {
       await server.close()
@@ -130,7 +130,9 @@ describe("a write the server works on before answering", () => {
 
 describe("grove ci logs -f (server-sent events, fetch)", () => {
   const follow = (url: string) => run(["ci", "logs", "1", "-f", "--repo", "alice/x"], url)
-  const silentLine = (url: string) => `grove: cannot connect to ${url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
+  // fetch does not tell whether its connection was made: a server silent before its headers reads "cannot connect".
+  const silentLine = (url: string, connected: boolean) =>
+    `grove: ${connected ? "network failure talking to" : "cannot connect to"} ${url}: the server went silent for 1 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
 
   it("a server that never answers, or answers and then goes silent: rc 6 after the idle timeout", async () => {
     const never = await fakeServer(() => undefined)
@@ -140,9 +142,9 @@ describe("grove ci logs -f (server-sent events, fetch)", () => {
     })
     try {
       const a = await follow(never.url)
-      expect({ code: a.code, stderr: a.stderr }).toEqual({ code: 6, stderr: silentLine(never.url) })
+      expect({ code: a.code, stderr: a.stderr }).toEqual({ code: 6, stderr: silentLine(never.url, false) })
       const b = await follow(mute.url)
-      expect({ code: b.code, stderr: b.stderr }).toEqual({ code: 6, stderr: silentLine(mute.url) })
+      expect({ code: b.code, stderr: b.stderr }).toEqual({ code: 6, stderr: silentLine(mute.url, true) })
     } finally {
       await never.close()
       await mute.close()
@@ -199,8 +201,8 @@ describe("answers the client cannot use", () => {
     ["an answer cut short", (_q, r) => {
       r.writeHead(200, { "content-type": "application/json", "content-length": "500" })
       r.write("{\"repos\":[", () => r.socket?.destroy())
-    }, 6, /^grove: cannot connect to \S+: the connection broke within the server's answer, 10 bytes in\n$/],
-    ["a connection reset before any answer", (q) => q.socket.destroy(), 6, /^grove: cannot connect to \S+: the server closed the connection without answering\n$/],
+    }, 6, /^grove: network failure talking to \S+: the connection broke within the server's answer, 10 bytes in\n$/],
+    ["a connection reset before any answer", (q) => q.socket.destroy(), 6, /^grove: network failure talking to \S+: the server closed the connection without answering\n$/],
     ["a 500 with an HTML page", (_q, r) => {
       r.writeHead(500, { "content-type": "text/html" })
       r.end("<html><body><h1>500 Internal Server Error</h1></body></html>")

@@ -10,7 +10,7 @@ import type { HttpApi, HttpApiGroup } from "effect/http-api"
 import { HttpApiClient } from "effect/http-api"
 import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
-import { CliFailure, ExitCode } from "./Failures.ts"
+import { CliFailure, ExitCode, networkFailure } from "./Failures.ts"
 import { retryUntaken } from "./Retry.ts"
 import { ACCEPT_ENCODING, downloadCompression, squeezeBody } from "./sync/BodyCompression.ts"
 import { nodeHttpClient } from "./sync/HttpTransport.ts"
@@ -144,15 +144,7 @@ export const fromErrorBody = (status: number, body: ErrorBody, context: CallCont
 const fromHttpClientError = (error: HttpClientError.HttpClientError, context: CallContext) =>
   Effect.gen(function*() {
     const response = error.response
-    if (error.reason._tag === "TransportError" || response === undefined) {
-      const cause = error.reason.cause instanceof Error ? error.reason.cause : undefined
-      const detail = cause?.cause instanceof Error ? cause.cause.message : cause?.message
-      return new CliFailure({
-        message: `cannot connect to ${context.remote}${detail === undefined ? "" : `: ${detail}`}`,
-        exitCode: ExitCode.auth,
-        code: "network"
-      })
-    }
+    if (error.reason._tag === "TransportError" || response === undefined) return networkFailure(context.remote, error.reason.cause)
     // An undeclared status (500, a proxy's 502...) or a body that is not the spec's shape.
     const body = yield* response.json.pipe(Effect.orElseSucceed(() => undefined))
     const status = response.status

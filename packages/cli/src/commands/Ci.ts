@@ -91,7 +91,7 @@ const followLogs = (repo: RemoteRepo, id: string, onEvent: (event: string, data:
       idleMs === 0 ? reader.read() : new Promise<Awaited<ReturnType<typeof reader.read>>>((resolve, reject) => {
         const timer = setTimeout(() => {
           reader.cancel().catch(() => undefined)
-          reject(new CliFailure({ message: `cannot connect to ${repo.site}: the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`, exitCode: ExitCode.auth, code: "network" }))
+          reject(new CliFailure({ message: `network failure talking to ${repo.site}: the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`, exitCode: ExitCode.auth, code: "network" }))
         }, idleMs)
         reader.read().then(resolve, reject).finally(() => clearTimeout(timer))
       })

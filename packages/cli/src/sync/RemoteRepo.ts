@@ -7,7 +7,7 @@ import { Duration, Effect, Option } from "effect"
 import type { Connection } from "../Client.ts"
 import { connect, fromErrorBody } from "../Client.ts"
 import type { CliFailure } from "../Failures.ts"
-import { CliFailure as Failure, ExitCode } from "../Failures.ts"
+import { CliFailure as Failure, ExitCode, networkFailure } from "../Failures.ts"
 import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
@@ -73,14 +73,6 @@ const pause = (ms: number, signal: AbortSignal | undefined) =>
 /** The pauses before each try after the first (as `Retry.ts` for the typed client). */
 const RETRY_PAUSES_MS = PAUSES.map((pause) => Duration.toMillis(Duration.fromInputUnsafe(pause)))
 
-/** The message under a connection failure: fetch wraps the socket's error in its cause, node:http rejects with it. */
-const causeOf = (error: unknown): string =>
-  error instanceof Error && error.cause instanceof Error
-    ? `: ${error.cause.message}`
-    : error instanceof Error && typeof (error as { code?: unknown }).code === "string"
-    ? `: ${error.message}`
-    : ""
-
 /**
  * `send`'s answer (its status and headers) within `idleMs` (GROVE_IDLE_TIMEOUT, sync/HttpSend.ts), else it is aborted
  * with ETIMEDOUT as sendBytes' requests are: fetch's own bound is 300 s. The body is read after, unbounded here.
@@ -133,7 +125,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
         }
         // A timeout is tried again once (Retry.ts): not five times the wait on a silent server.
         if (attempt >= RETRY_PAUSES_MS.length || (isTimeout(error) && ++timeouts > 1)) {
-          throw new Failure({ message: `cannot connect to ${connection.remote}${causeOf(error)}`, exitCode: ExitCode.auth, code: "network" })
+          throw networkFailure(connection.remote, error)
         }
         await pause(RETRY_PAUSES_MS[attempt]!, signal)
         continue
