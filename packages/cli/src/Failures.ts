@@ -26,6 +26,8 @@ export class CliFailure extends Data.TaggedError("CliFailure")<{
   readonly code: string
   /** Extra fields for the JSON error document (e.g. `operation_id`, `conflict_paths`). */
   readonly details?: Readonly<Record<string, unknown>> | undefined
+  /** A network failure that was a timeout, already tried again once (Retry.ts): callers do not try it again. */
+  readonly timedOut?: boolean | undefined
 }> {}
 
 export const usage = (message: string) => new CliFailure({ message, exitCode: ExitCode.usage, code: "usage" })
@@ -44,10 +46,16 @@ export const networkFailure = (remote: string, error: unknown): CliFailure => {
   const cause = error instanceof Error ? error : undefined
   const detail = cause?.cause instanceof Error ? cause.cause.message : cause?.message
   const connected = typeof error === "object" && error !== null && (error as { connected?: unknown }).connected === true
+  let code: unknown
+  for (let at: unknown = error, depth = 0; code === undefined && depth < 4 && typeof at === "object" && at !== null; depth++) {
+    code = (at as { code?: unknown }).code
+    at = (at as { cause?: unknown }).cause
+  }
   return new CliFailure({
     message: `${connected ? "network failure talking to" : "cannot connect to"} ${remote}${detail === undefined ? "" : `: ${detail}`}`,
     exitCode: ExitCode.auth,
-    code: "network"
+    code: "network",
+    timedOut: code === "ETIMEDOUT" || code === "ERR_CONNECT_TIMEOUT"
   })
 }
 

@@ -72,8 +72,8 @@ export const envLayer = (options: { readonly home: string; readonly cwd: string;
     Layer.provideMerge(CliEnv.layerWith({ home: options.home, cwd: options.cwd, env: options.env ?? {} }))
   )
 
-/** A canned answer of `scriptedServer`, or "drop": the connection is closed without one. */
-export type ScriptedAnswer = { readonly status: number; readonly body: unknown } | "drop"
+/** A canned answer of `scriptedServer`, or "drop": the connection is closed without one; "silent": never answered. */
+export type ScriptedAnswer = { readonly status: number; readonly body: unknown } | "drop" | "silent"
 
 /** Answers requests in order from `answers` (the last one repeats) and records each request's Idempotency-Key. */
 export const scriptedServer = (answers: ReadonlyArray<ScriptedAnswer>) =>
@@ -85,6 +85,7 @@ export const scriptedServer = (answers: ReadonlyArray<ScriptedAnswer>) =>
           const answer = answers[Math.min(keys.length, answers.length - 1)]!
           keys.push(request.headers["idempotency-key"] as string | undefined)
           if (answer === "drop") return request.socket.destroy()
+          if (answer === "silent") return request.resume()
           response.writeHead(answer.status, { "content-type": "application/json" })
           response.end(JSON.stringify(answer.body))
         })

@@ -32,7 +32,8 @@ export const attempt = <A, R>(request: Effect.Effect<A, CliFailure, R>): Effect.
       Effect.retry({
         schedule: Schedule.exponential(Duration.millis(200)),
         times: 2,
-        while: (error) => error.code === "network"
+        // A timeout was already tried again once by the client (Retry.ts): a silent server is not waited out six times.
+        while: (error) => error.code === "network" && error.timedOut !== true
       }),
       Effect.provideService(IdempotencyKey, randomUUID())
     )
