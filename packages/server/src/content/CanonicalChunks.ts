@@ -64,11 +64,12 @@ export const cutChunks = Effect.fnUntraced(function*(orgId: string, uploader: Up
 
 /**
  * Whether `blob`'s chunks, read in order, hash to it; answers the blob to register, or undefined when they do not.
- * An uncut list is answered as FastCDC cuts the bytes, unless the organization has the blob already (`stored`): its
- * stored list stays, whatever this one says.
+ * An uncut list is answered as FastCDC cuts the bytes, whether or not the organization has the blob (registering keeps
+ * a stored blob's list, ContentObjects.registerBlobs): what is done with the caller's bytes must not depend on blobs
+ * it may not see, or the proof's answer and timing would tell it which hashes exist in other repositories.
  */
-export const checkedBlob = Effect.fnUntraced(function*(orgId: string, uploader: Uploader, blob: BlobInfo, stored: boolean) {
-  if (isUncut(blob) && !stored) {
+export const checkedBlob = Effect.fnUntraced(function*(orgId: string, uploader: Uploader, blob: BlobInfo) {
+  if (isUncut(blob)) {
     const cut = yield* cutChunks(orgId, uploader, blob.chunks)
     return cut.hash === blob.hash ? { hash: blob.hash, size: blob.size, chunks: cut.chunks } as BlobInfo : undefined
   }

@@ -10,6 +10,7 @@ import { mappingDigest } from "@grove/core/objects/MappingDigest"
 import { Migrations, ObjectStoreLocal } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -112,5 +113,37 @@ layer(Services, { timeout: 120_000, excludeTestServices: true })("blob proofs of
       const proof = yield* w.prove(hash, bytes.length, [{ hash: Blake3.hash(other), offset: 0, size: other.length }], [other])
       expect(proof).toMatchObject({ verified: [], missing: [hash] })
       expect(yield* w.stored(hash)).toBeUndefined()
+    }))
+
+  it.effect("what a proof does with the caller's bytes does not tell whether the organization holds a blob it cannot read", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      // A secret 11 MiB blob in another repository of the organization, which the caller cannot read.
+      const { orgId } = w.scope
+      const objects = yield* ContentObjects
+      const secret = noise(11 * MiB, 101)
+      const secretCuts = cuts(secret).map((p) => ({ ...p, hash: Blake3.hash(secret.subarray(p.offset, p.offset + p.size)) }))
+      const secretRepo = randomUUID()
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO repositories ${sql.insert({ id: secretRepo, org_id: orgId, name: "secret" })}`
+      const owner: DedupScope = { ...w.scope, repoId: secretRepo, principal: "user:owner", readable: [secretRepo] }
+      yield* storeUploaded(orgId, owner, secretCuts.map((c) => ({ hash: c.hash, data: secret.subarray(c.offset, c.offset + c.size) })))
+      yield* objects.registerBlobs(orgId, [{ hash: Blake3.hash(secret), size: secret.length, chunks: secretCuts }])
+      // The caller names a hash by its own garbage, uncut: the secret's hash, then one nobody has.
+      const probe = (guess: string, seed: number) =>
+        Effect.gen(function*() {
+          const garbage = noise(11 * MiB, seed)
+          const proof = yield* w.prove(guess, garbage.length, [{ hash: Blake3.hash(garbage), offset: 0, size: garbage.length }], [garbage])
+          const pieces = cuts(garbage).map((p) => Blake3.hash(garbage.subarray(p.offset, p.offset + p.size)))
+          return { missing: proof.missing, present: (yield* objects.present("chunk", w.scope, pieces)).size, pieces: pieces.length }
+        })
+      const exists = yield* probe(Blake3.hash(secret), 201)
+      const absent = yield* probe(Blake3.hash(noise(1024, 7)), 202)
+      expect(exists.missing).toEqual([Blake3.hash(secret)])
+      // Cut and granted alike in both cases (the old code cut only when the organization lacked the hash: 0 of 12).
+      expect(exists.present).toBe(exists.pieces)
+      expect(absent.present).toBe(absent.pieces)
+      // The secret keeps its list.
+      expect(shape((yield* w.stored(Blake3.hash(secret)))!)).toEqual(shape(secretCuts))
     }))
 })

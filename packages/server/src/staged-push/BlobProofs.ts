@@ -15,7 +15,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
 import { ChunkStore } from "../content/ChunkStore.ts"
-import { checkedBlob, isUncut } from "../content/CanonicalChunks.ts"
+import { checkedBlob } from "../content/CanonicalChunks.ts"
 import { type BlobInfo, ContentObjects, type DedupScope } from "../content/ContentObjects.ts"
 
 /** The client's bounds (oak-core protocol.rs), enforced as it expects them. */
@@ -195,9 +195,7 @@ export class BlobProofs extends Context.Service<BlobProofs, {
       const all = [...new Set(mappings.flatMap((m) => m.map((c) => c.hash)))]
       const visible = yield* objects.present("chunk", scope, all)
       const sizes = yield* chunkStore.sizes(scope.orgId, [...visible])
-      // A blob the organization has keeps its chunk list; a new one sent uncut is stored as FastCDC cuts it (CanonicalChunks).
-      const uncut = row.descriptors.filter((d, i) => isUncut({ hash: d.hash, size: d.size, chunks: mappings[i]! }))
-      const stored = uncut.length === 0 ? new Map<string, number>() : yield* objects.blobSizes(scope.orgId, uncut.map((d) => d.hash))
+      // One sent uncut is cut as FastCDC cuts it (CanonicalChunks); a blob the organization has keeps its list (registerBlobs).
       const verified: Array<BlobInfo> = []
       const missing: Array<string> = []
       for (const [i, d] of row.descriptors.entries()) {
@@ -206,7 +204,7 @@ export class BlobProofs extends Context.Service<BlobProofs, {
           missing.push(d.hash)
           continue
         }
-        const blob = yield* checkedBlob(scope.orgId, scope, { hash: d.hash, size: d.size, chunks }, stored.has(d.hash)).pipe(
+        const blob = yield* checkedBlob(scope.orgId, scope, { hash: d.hash, size: d.size, chunks }).pipe(
           Effect.provideService(ChunkStore, chunkStore),
           Effect.provideService(ContentObjects, objects)
         )
