@@ -3,7 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { closedPort } from "../test/support.ts"
+import { closedPort, repository } from "../test/support.ts"
 import type { Credential } from "./CredentialResolver.ts"
 import { connectWith, exitCodeForStatus, IdempotencyKey, makeClient, toFailure } from "./Client.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
@@ -11,19 +11,6 @@ import { CliFailure, ExitCode } from "./Failures.ts"
 const checkoutKey: Credential = { source: "checkout", token: "grove_k", location: "/w/.grove/config.json" }
 const context = { remote: "http://h:1", credential: Option.some(checkoutKey) }
 const anonymous = { remote: "http://h:1", credential: Option.none() }
-
-const repository = {
-  id: "r1",
-  owner: "alice",
-  name: "demo",
-  full_name: "alice/demo",
-  is_public: false,
-  visibility: "private",
-  head: null,
-  default_branch: "main",
-  created_at: "2025-01-01T00:00:00.000Z",
-  updated_at: "2025-01-01T00:00:00.000Z"
-}
 
 type Route = (request: http.IncomingMessage) => { status: number; body?: unknown; raw?: string }
 

@@ -15,6 +15,20 @@ import { CredentialStore } from "../src/Credentials.ts"
 import { Interaction } from "../src/Interaction.ts"
 
 /** A fresh directory, removed when the scope closes. */
+/** A repository record as the server answers it (alice/demo, private, no head). */
+export const repository = {
+  id: "r1",
+  owner: "alice",
+  name: "demo",
+  full_name: "alice/demo",
+  is_public: false,
+  visibility: "private",
+  head: null,
+  default_branch: "main",
+  created_at: "2025-01-01T00:00:00.000Z",
+  updated_at: "2025-01-01T00:00:00.000Z"
+}
+
 export const tempDir = (prefix: string) =>
   Effect.acquireRelease(
     Effect.promise(() => fs.mkdtemp(path.join(os.tmpdir(), `grove-cli-${prefix}-`))),

@@ -6,26 +6,13 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { vi } from "vitest"
-import { envLayer, tempDir } from "../../test/support.ts"
+import { envLayer, repository, tempDir } from "../../test/support.ts"
 import { CliFailure } from "../Failures.ts"
 import { commitWorkingTree } from "../local/Commit.ts"
 import { currentBranch, initialState, newBranch } from "../local/State.ts"
 import { saveState, writeConfig } from "../local/Workspace.ts"
 import { outgoing, pushRequest } from "../sync/Outgoing.ts"
 import { publish } from "./Push.ts"
-
-const repository = {
-  id: "r1",
-  owner: "alice",
-  name: "demo",
-  full_name: "alice/demo",
-  is_public: false,
-  visibility: "private",
-  head: null,
-  default_branch: "main",
-  created_at: "2025-01-01T00:00:00.000Z",
-  updated_at: "2025-01-01T00:00:00.000Z"
-}
 
 /** What the stand-in server and the client did, in order: `batch N answered`, `push encoded`, `push received`. */
 type Events = Array<string>
