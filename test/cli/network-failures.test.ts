@@ -128,6 +128,24 @@ describe("a write the server works on before answering", () => {
   }, 60_000)
 })
 
+describe("grove release publish (fetch)", () => {
+  it("to a server that never answers: rc 6 after GROVE_WRITE_TIMEOUT, one line", async () => {
+    const server = await fakeServer((request) => void request.resume())
+    try {
+      const file = path.join(tempDir("net-release"), "grove.bin")
+      fs.writeFileSync(file, "binary")
+      const published = await run(["release", "publish", "1.2.3", "linux-x86_64", file], server.url, { GROVE_WRITE_TIMEOUT: "2" })
+      expect({ code: published.code, stderr: published.stderr }).toEqual({
+        code: 6,
+        stderr: `grove: cannot connect to ${server.url}: the server went silent for 2 s (set GROVE_WRITE_TIMEOUT to wait longer)\n`
+      })
+      expect(server.seen).toEqual(["PUT /api/releases/1.2.3/linux-x86_64"])
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
 describe("grove ci logs -f (server-sent events, fetch)", () => {
   const follow = (url: string) => run(["ci", "logs", "1", "-f", "--repo", "alice/x"], url)
   // fetch does not tell whether its connection was made: a server silent before its headers reads "cannot connect".

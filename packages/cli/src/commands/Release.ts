@@ -9,19 +9,28 @@ import { isPlatform, isVersion } from "@grove/core/release/Versions"
 import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import { type CallContext, connect, fromErrorBody } from "../Client.ts"
-import { CliFailure, ExitCode, failure, usage } from "../Failures.ts"
+import { failure, networkFailure, usage } from "../Failures.ts"
 import { Output } from "../Output.ts"
+import { processTimeouts } from "../sync/HttpSend.ts"
+import { headersWithin } from "../sync/RemoteRepo.ts"
 
-/** `fetch`, with a transport failure as the client's "cannot connect" and an error answer as its failure. */
+/**
+ * `fetch`, with a transport failure as the client's network failure and an error answer as its failure. Its answer's
+ * headers are waited for GROVE_IDLE_TIMEOUT (a read) or GROVE_WRITE_TIMEOUT (an upload), as the other requests are.
+ */
 export const request = (context: CallContext, url: string, init: RequestInit = {}) =>
   Effect.tryPromise({
-    try: (signal) => fetch(url, { ...init, signal }),
-    catch: (error) =>
-      new CliFailure({
-        message: `cannot connect to ${context.remote}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`,
-        exitCode: ExitCode.auth,
-        code: "network"
-      })
+    try: (signal) => {
+      const bounds = processTimeouts()
+      const read = init.method === undefined || init.method === "GET" || init.method === "HEAD"
+      const waitMs = read || bounds.idleMs === 0 ? bounds.idleMs : bounds.writeMs === 0 ? 0 : Math.max(bounds.writeMs, bounds.idleMs)
+      return headersWithin(
+        waitMs,
+        (bound) => fetch(url, { ...init, signal: bound === null ? signal : AbortSignal.any([signal, bound]) }),
+        read ? "GROVE_IDLE_TIMEOUT" : "GROVE_WRITE_TIMEOUT"
+      )
+    },
+    catch: (error) => networkFailure(context.remote, error)
   }).pipe(Effect.flatMap((response) =>
     response.ok ? Effect.succeed(response) : Effect.flatMap(
       Effect.promise(() => response.json().catch(() => ({}))),

@@ -77,11 +77,15 @@ const RETRY_PAUSES_MS = PAUSES.map((pause) => Duration.toMillis(Duration.fromInp
  * `send`'s answer (its status and headers) within `idleMs` (GROVE_IDLE_TIMEOUT, sync/HttpSend.ts), else it is aborted
  * with ETIMEDOUT as sendBytes' requests are: fetch's own bound is 300 s. The body is read after, unbounded here.
  */
-const headersWithin = (idleMs: number, send: (signal: AbortSignal | null) => Promise<Response>): Promise<Response> => {
+export const headersWithin = (
+  idleMs: number,
+  send: (signal: AbortSignal | null) => Promise<Response>,
+  variable = "GROVE_IDLE_TIMEOUT"
+): Promise<Response> => {
   if (idleMs === 0) return send(null)
   const controller = new AbortController()
   const timer = setTimeout(() =>
-    controller.abort(Object.assign(new Error(`the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`), { code: "ETIMEDOUT" })), idleMs)
+    controller.abort(Object.assign(new Error(`the server went silent for ${idleMs / 1000} s (set ${variable} to wait longer)`), { code: "ETIMEDOUT" })), idleMs)
   return send(controller.signal).finally(() => clearTimeout(timer))
 }
 
