@@ -12,7 +12,7 @@ import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { readIndexSync } from "./local/IndexFile.ts"
-import { cloneWrote } from "./local/TreeWalk.ts"
+import { cloneWrote, tracksUnder } from "./local/TreeWalk.ts"
 
 export const CheckoutConfig = Schema.Struct({
   remote: Schema.String,
@@ -58,13 +58,11 @@ const groveKind = async (dir: string): Promise<"none" | "home" | "content" | "un
 const trackedAbove = (dir: string): boolean => {
   for (let above = path.dirname(dir); ; above = path.dirname(above)) {
     if (fsSync.existsSync(path.join(above, ".grove", "config.json"))) {
-      const prefix = `${path.relative(above, dir).split(path.sep).join("/")}/`
       try {
-        for (const file of readIndexSync(above).files.keys()) if (file.startsWith(prefix)) return true
+        return tracksUnder(readIndexSync(above).files, `${path.relative(above, dir).split(path.sep).join("/")}/`)
       } catch {
-        // An unreadable index: nothing known to be tracked there.
+        return false // an unreadable index: nothing known to be tracked there
       }
-      return false
     }
     if (path.dirname(above) === above) return false
   }

@@ -4,6 +4,7 @@
  * one JSON document with `--json`) and exits with its code.
  */
 import { Data } from "effect"
+import { isTimeout } from "./sync/HttpSend.ts"
 
 /** Exit codes (documented in packages/cli/README.md). */
 export const ExitCode = {
@@ -46,16 +47,11 @@ export const networkFailure = (remote: string, error: unknown): CliFailure => {
   const cause = error instanceof Error ? error : undefined
   const detail = cause?.cause instanceof Error ? cause.cause.message : cause?.message
   const connected = typeof error === "object" && error !== null && (error as { connected?: unknown }).connected === true
-  let code: unknown
-  for (let at: unknown = error, depth = 0; code === undefined && depth < 4 && typeof at === "object" && at !== null; depth++) {
-    code = (at as { code?: unknown }).code
-    at = (at as { cause?: unknown }).cause
-  }
   return new CliFailure({
     message: `${connected ? "network failure talking to" : "cannot connect to"} ${remote}${detail === undefined ? "" : `: ${detail}`}`,
     exitCode: ExitCode.auth,
     code: "network",
-    timedOut: code === "ETIMEDOUT" || code === "ERR_CONNECT_TIMEOUT"
+    timedOut: isTimeout(error)
   })
 }
 

@@ -11,7 +11,7 @@
 import { Duration, Effect } from "effect"
 import type { HttpClientRequest } from "effect/http"
 import { HttpClient, HttpClientError } from "effect/http"
-import { isTimeout } from "./sync/HttpSend.ts"
+import { errorCode, isTimeout } from "./sync/HttpSend.ts"
 
 /** The pauses before each try after the first. */
 export const PAUSES: ReadonlyArray<Duration.Input> = ["100 millis", "200 millis", "400 millis", "800 millis"]
@@ -20,16 +20,8 @@ export const PAUSES: ReadonlyArray<Duration.Input> = ["100 millis", "200 millis"
 const MAX_RETRY_AFTER = Duration.seconds(2)
 
 /** The system error code under a transport failure (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ERR_CONNECT_TIMEOUT...). */
-const codeOf = (error: HttpClientError.HttpClientError): string | undefined => {
-  if (error.reason._tag !== "TransportError") return undefined
-  let cause: unknown = error.reason.cause
-  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
-    const code = (cause as { code?: unknown }).code
-    if (typeof code === "string") return code
-    cause = (cause as { cause?: unknown }).cause
-  }
-  return undefined
-}
+const codeOf = (error: HttpClientError.HttpClientError): string | undefined =>
+  error.reason._tag === "TransportError" ? errorCode(error.reason.cause) : undefined
 
 const safeTwice = (request: HttpClientRequest.HttpClientRequest) =>
   request.method === "GET" || request.method === "HEAD" || request.method === "PUT" ||
@@ -43,7 +35,8 @@ export const retryableError = (error: HttpClientError.HttpClientError, request: 
 }
 
 /** Whether the failed try was a timeout (then it is tried again once at most). */
-export const timedOut = (error: HttpClientError.HttpClientError): boolean => isTimeout({ code: codeOf(error) })
+export const timedOut = (error: HttpClientError.HttpClientError): boolean =>
+  error.reason._tag === "TransportError" && isTimeout(error.reason.cause)
 
 /**
  * The pause before trying again after an answer on try `attempt` (from 0): only a 503, the pause it asks for (never

@@ -7,14 +7,14 @@ import type { ApiCi } from "@grove/api"
 import { Names } from "@grove/core"
 import { Console, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import { CliFailure, ExitCode, failure, usage } from "../Failures.ts"
+import { failure, networkFailure, usage } from "../Failures.ts"
 import { openWorkspace } from "../local/Workspace.ts"
 import { Output, table } from "../Output.ts"
 import { connectRepo, type RemoteRepo, transfer } from "../sync/RemoteRepo.ts"
 import { remoteOf } from "../sync/Session.ts"
 import { currentBranch } from "../local/State.ts"
 import { writeStderr, writeStdout } from "../Stdout.ts"
-import { processTimeouts } from "../sync/HttpSend.ts"
+import { processTimeouts, wentSilent } from "../sync/HttpSend.ts"
 
 /** The repository named by `--repo`, else the checkout's. */
 export const target = Effect.fnUntraced(function*(remote: string, repo: Option.Option<string>) {
@@ -91,7 +91,8 @@ const followLogs = (repo: RemoteRepo, id: string, onEvent: (event: string, data:
       idleMs === 0 ? reader.read() : new Promise<Awaited<ReturnType<typeof reader.read>>>((resolve, reject) => {
         const timer = setTimeout(() => {
           reader.cancel().catch(() => undefined)
-          reject(new CliFailure({ message: `network failure talking to ${repo.site}: the server went silent for ${idleMs / 1000} s (set GROVE_IDLE_TIMEOUT to wait longer)`, exitCode: ExitCode.auth, code: "network" }))
+          // After the answer's headers: a connection was made.
+          reject(networkFailure(repo.site, Object.assign(wentSilent(idleMs), { connected: true })))
         }, idleMs)
         reader.read().then(resolve, reject).finally(() => clearTimeout(timer))
       })

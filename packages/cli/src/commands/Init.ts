@@ -10,6 +10,7 @@ import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Connection, connect } from "../Client.ts"
+import { unfinishedCloneText } from "../Checkout.ts"
 import { CliEnv } from "../CliEnv.ts"
 import type { CliFailure } from "../Failures.ts"
 import { failure, usage } from "../Failures.ts"
@@ -111,10 +112,7 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
     // .grove without its config.json: a clone that was killed before it finished (the config is written last).
     const unfinished = entries?.includes(".grove") === true && !(yield* io(`cannot read ${root}`, () => exists(path.join(root, ".grove", "config.json"))))
     if (unfinished) {
-      return yield* failure(
-        `${root} holds a clone that did not finish (it was stopped before every file was in place): remove it (rm -r ${root}) and clone again`,
-        "destination_exists"
-      )
+      return yield* failure(unfinishedCloneText(root), "destination_exists")
     }
     return yield* failure(
       `${root} exists and is not an empty folder: clone into a new or empty folder (grove clone ${options.repo} DEST)`,

@@ -1,7 +1,7 @@
 /**
  * The walk of a working tree: every file under the root but `.grove` and `.git`, and none under a directory that holds
- * another checkout's `.grove` (finished or not, `checkoutAt`: git's rule for a nested repository; its files are its
- * own, never new files of this one, and files this checkout had there show as removed). Like git's untracked cache, a
+ * another checkout's `.grove` (finished or not, and holding no file this checkout tracks: `groveAt`; git's rule for a
+ * nested repository: its files are its own, never new files of this one). Like git's untracked cache, a
  * directory whose mtime, ctime and inode are as the index recorded them (and older than the index) holds the same
  * names, since adding, removing or renaming an entry changes them, so the walk lists it from the index instead of
  * reading it. A directory changed less than `SETTLE_MS` before the walk began is recorded as unsettled: a name added
@@ -111,7 +111,7 @@ export const cloneWrote = (name: string): boolean =>
   CLONE_WRITES.some((known) => name === known || name.startsWith(`${known}.`))
 
 /** The index tracks a file under `prefix` (a `DIR/`: a folder of the outer checkout's, never another checkout's). */
-const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boolean => {
+export const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boolean => {
   for (const file of files.keys()) if (file.startsWith(prefix)) return true
   return false
 }
@@ -120,8 +120,8 @@ const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string): boole
  * What the `.grove` directory among `entries` (the listing of `dir`, `rel` under the root) makes of `dir`: "checkout",
  * another checkout's root, when it looks like grove's own (it holds config.json, or only what a clone writes: an
  * unfinished clone, an empty one included) and `index` (the outer checkout's, when known) tracks nothing in `dir`;
- * "tracked" when it does (the outer checkout's folder; or repository content: the server refuses only a root `.grove`); "content" for any other
- * `.grove` directory; undefined for none. Only a checkout's folder is left out of the walk: content never is, so a
+ * "tracked" when it does (the outer checkout's folder; or repository content: the server refuses only a root
+ * `.grove`); "content" for any other `.grove` directory; undefined for none. Only a checkout's folder is left out of the walk: content never is, so a
  * clone of a repository holding `sub/.grove/notes.txt` never shows `sub/` as removed.
  */
 export const groveAt = (

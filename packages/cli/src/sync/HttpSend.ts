@@ -92,9 +92,20 @@ export const processTimeouts = (): Timeouts => {
   return ofProcess
 }
 
+/** The system error code of `error` or of a cause under it (fetch and the typed client wrap the socket's error). */
+export const errorCode = (error: unknown): string | undefined => {
+  let at = error
+  for (let depth = 0; depth < 4 && typeof at === "object" && at !== null; depth++) {
+    const code = (at as { code?: unknown }).code
+    if (typeof code === "string") return code
+    at = (at as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
 /** Whether a request failed on a bound of this file: the server did not connect or went silent. */
 export const isTimeout = (error: unknown): boolean => {
-  const code = (error as { code?: unknown } | undefined)?.code
+  const code = errorCode(error)
   return code === "ETIMEDOUT" || code === "ERR_CONNECT_TIMEOUT"
 }
 
@@ -110,6 +121,10 @@ const drainAllowanceMs = (bodyBytes: number) => Math.min(bodyBytes, 16 * 1024 * 
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
 const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
+
+/** The error of a request whose server sent nothing for `ms` (ETIMEDOUT), naming the variable that bounds the wait. */
+export const wentSilent = (ms: number, variable = "GROVE_IDLE_TIMEOUT"): Error =>
+  failure(`the server went silent for ${seconds(ms)} (set ${variable} to wait longer)`, "ETIMEDOUT")
 
 type HttpModule = typeof Http
 let agents: { readonly http: Http.Agent; readonly https: Http.Agent } | undefined
@@ -276,7 +291,7 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
         request.destroy(
           timerFor === "write"
             ? failure(`the server sent no answer for ${seconds(writeWaitMs!)} after the request (set GROVE_WRITE_TIMEOUT to wait longer)`, "ETIMEDOUT")
-            : failure(`the server went silent for ${seconds(idleMs)} (set GROVE_IDLE_TIMEOUT to wait longer)`, "ETIMEDOUT")
+            : wentSilent(idleMs)
         )
       }
       request.setTimeout(idleMs, onTimeout)

@@ -11,7 +11,7 @@ import { CliFailure as Failure, ExitCode, networkFailure } from "../Failures.ts"
 import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
-import { isTimeout, processTimeouts, sendBytes } from "./HttpTransport.ts"
+import { isTimeout, processTimeouts, sendBytes, wentSilent } from "./HttpTransport.ts"
 
 export interface BinaryInit {
   readonly method: string
@@ -84,8 +84,7 @@ export const headersWithin = (
 ): Promise<Response> => {
   if (idleMs === 0) return send(null)
   const controller = new AbortController()
-  const timer = setTimeout(() =>
-    controller.abort(Object.assign(new Error(`the server went silent for ${idleMs / 1000} s (set ${variable} to wait longer)`), { code: "ETIMEDOUT" })), idleMs)
+  const timer = setTimeout(() => controller.abort(wentSilent(idleMs, variable)), idleMs)
   return send(controller.signal).finally(() => clearTimeout(timer))
 }
 
