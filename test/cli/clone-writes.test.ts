@@ -87,6 +87,40 @@ const noise = (size: number, seed: string): Buffer => {
 }
 
 /**
+ * Sends a request the test's proxy took on to the server. An upstream failure (a socket the teardown's agent.destroy()
+ * cut, a clone that gave up on its request) ends that one answer, not the test process: unhandled, it is an uncaught
+ * "socket hang up" that fails the run after every test passed.
+ */
+const relay = (
+  target: URL,
+  agent: http.Agent,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  answered: (answer: http.IncomingMessage) => void,
+  headers: http.OutgoingHttpHeaders = req.headers
+): http.ClientRequest => {
+  const out = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (answer) => {
+    answer.on("error", () => res.destroy())
+    answered(answer)
+  })
+  out.on("error", () => res.destroy())
+  return out
+}
+
+/** Passes the server's answer through unchanged. */
+const passOn = (res: http.ServerResponse) => (answer: http.IncomingMessage) => {
+  res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+  answer.pipe(res)
+}
+
+/** Stops a proxy and every connection it holds, to the client and to the server. */
+const stopProxy = (proxy: http.Server, agent: http.Agent): Promise<void> => {
+  agent.destroy()
+  proxy.closeAllConnections()
+  return new Promise<void>((resolve) => proxy.close(() => resolve()))
+}
+
+/**
  * A proxy that holds back the answer to the first request `held` matches until it has seen a chunks/fetch request (or
  * for 10 s), then forwards it, or answers `refuse` instead when given: whether a clone asks for its chunks before that
  * answer came.
@@ -108,10 +142,7 @@ const holdingProxy = async (upstream: string, held: RegExp, refuse?: { readonly 
         res.writeHead(refuse.status, { "content-type": "application/json" }).end(JSON.stringify(refuse.body))
         return
       }
-      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-        answer.pipe(res)
-      }))
+      req.pipe(relay(target, agent, req, res, passOn(res)))
     }
     if (!holding || !held.test(route)) return forward()
     holding = false
@@ -128,11 +159,7 @@ const holdingProxy = async (upstream: string, held: RegExp, refuse?: { readonly 
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     released: () => released,
     seen: () => seen,
-    close: () => {
-      agent.destroy()
-      server.closeAllConnections()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    }
+    close: () => stopProxy(server, agent)
   }
 }
 
@@ -245,7 +272,7 @@ describe("a clone's writes", () => {
     const proxy = http.createServer((req, res) => {
       const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
       seen.push(route)
-      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+      req.pipe(relay(target, agent, req, res, (answer) => {
         if (!route.endsWith("/pull") || answer.headers["content-encoding"] !== undefined) {
           res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
           answer.pipe(res)
@@ -272,9 +299,7 @@ describe("a clone's writes", () => {
       expect(seen.filter((route) => route.endsWith("/chunks/fetch")).length).toBeGreaterThan(0)
       expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
     } finally {
-      agent.destroy()
-      proxy.closeAllConnections()
-      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+      await stopProxy(proxy, agent)
     }
   }, 240_000)
 
@@ -321,10 +346,7 @@ describe("a clone's writes", () => {
         void fetched.then(() => res.writeHead(403, { "content-type": "application/json" }).end(JSON.stringify({ error: "not today", code: "forbidden" })))
         return
       }
-      req.pipe(http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-        answer.pipe(res)
-      }))
+      req.pipe(relay(target, agent, req, res, passOn(res)))
     })
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
     try {
@@ -346,9 +368,7 @@ describe("a clone's writes", () => {
       expect(open.size).toBe(0)
       expect(fs.existsSync(path.join(parent, "copy"))).toBe(false)
     } finally {
-      agent.destroy()
-      proxy.closeAllConnections()
-      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+      await stopProxy(proxy, agent)
     }
   }, 240_000)
 
@@ -397,7 +417,7 @@ describe("a clone's writes", () => {
         const route = `${req.method} ${(req.url ?? "/").split("?")[0]}`
         const headers = { ...req.headers, "content-length": String(body.length) }
         delete headers["transfer-encoding"]
-        http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (answer) => {
+        relay(target, agent, req, res, (answer) => {
           res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
           if (route !== "POST /api/api-keys") return answer.pipe(res)
           const parts: Array<Buffer> = []
@@ -407,7 +427,7 @@ describe("a clone's writes", () => {
             res.end(Buffer.concat(parts))
             keyed()
           })
-        }).end(body)
+        }, headers).end(body)
       }
       const proxy = http.createServer((req, res) => {
         const parts: Array<Buffer> = []
@@ -461,9 +481,7 @@ describe("a clone's writes", () => {
         // stops at Ctrl-C: bash takes an exit code of 130 for a command that handled the signal.
         expect({ code: ended.code, signal: ended.signal }).toEqual({ code: -1, signal })
       } finally {
-        agent.destroy()
-        proxy.closeAllConnections()
-        await new Promise<void>((resolve) => proxy.close(() => resolve()))
+        await stopProxy(proxy, agent)
       }
     }, 240_000)
   }

@@ -42,8 +42,11 @@ beforeAll(async () => {
       }
       const forward = http.request({ host: target.hostname, port: target.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
         response.writeHead(answer.statusCode!, answer.headers)
+        answer.on("error", () => response.destroy())
         answer.pipe(response)
       })
+      // An upstream socket cut (a client that gave up, the server stopping first) ends this answer, not the run.
+      forward.on("error", () => response.destroy())
       forward.end(body)
     })
   })
