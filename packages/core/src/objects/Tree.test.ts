@@ -8,6 +8,7 @@ import {
   checkWireEntryName,
   compareNames,
   decodeTree,
+  dotGroveIn,
   encodeTree,
   hashTree,
   isDotGit,
@@ -119,6 +120,21 @@ describe("Tree", () => {
   it("isDotGrove takes every name a checkout's file system could take for .grove", () => {
     expect([".grove", ".GROVE", "grove~1", ".grove .", ".grove:x", "\u200C.grove"].every(isDotGrove)).toBe(true)
     expect([".grovex", "grove", ".grov", ".groves", "x.grove"].some(isDotGrove)).toBe(false)
+    // HFS+ ignorables inside the name, and in other names (not taken for it).
+    expect([".gr\u200Dove", ".GRO\uFEFFVE"].every(isDotGrove)).toBe(true)
+    expect(["caf\u00e9", "\u200Cgrove", "gro\u200Cve.txt"].some(isDotGrove)).toBe(false)
+  })
+
+  it("dotGroveIn finds a .grove segment at any depth, and says where", () => {
+    expect(dotGroveIn(".grove/config.json")).toBe(".grove")
+    expect(dotGroveIn("d/.grove/x")).toBe("d/.grove")
+    expect(dotGroveIn("D/.GROVE/x")).toBe("D/.GROVE")
+    expect(dotGroveIn("a/b/grove~1")).toBe("a/b/grove~1")
+    expect(dotGroveIn("a/.gr\u200Cove/b/.grove/c")).toBe("a/.gr\u200Cove")
+    expect(dotGroveIn("d/.grove")).toBe("d/.grove")
+    for (const path of ["a.txt", "grove/x", "d/.grovex/y", "x.grove/y", "caf\u00e9/.groves", "groves/grove.txt"]) {
+      expect(dotGroveIn(path), path).toBeUndefined()
+    }
   })
 
   it("refuses a symlinked .gitmodules, as git fsck does, and allows a regular one", () => {

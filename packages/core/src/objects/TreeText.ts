@@ -76,11 +76,29 @@ const isDotFile = (name: string, base: string, shortNames: ReadonlyArray<string>
  */
 export const isDotGit = (name: string): boolean => isDotFile(name, "git", ["git~1"])
 
+/** Only a name holding `grove` (in any case), or a non-ASCII one (an HFS+ ignorable may split it), can be `.grove`. */
+const MAYBE_GROVE = /grove|[\u0080-\uffff]/i
+
 /**
  * `.grove` as a checkout's file system could take it (any case, HFS+ ignorable code points, NTFS aliases): grove keeps
- * a checkout's config (remote, key), state, index and objects there, so a repository's root must never write into it.
+ * a checkout's config (remote, key), state, index and objects there, and its walk skips a `.grove` at any depth, so no
+ * tree may hold one anywhere (as git refuses `.git`).
  */
-export const isDotGrove = (name: string): boolean => isDotFile(name, "grove", ["grove~1"])
+export const isDotGrove = (name: string): boolean => MAYBE_GROVE.test(name) && isDotFile(name, "grove", ["grove~1"])
+
+/**
+ * The start of `path` (`/`-separated) up to its first segment a checkout takes for `.grove` (`d/.GROVE` of
+ * `d/.GROVE/x`), or undefined for none. One regular expression test for most paths: a clone checks every file.
+ */
+export const dotGroveIn = (path: string): string | undefined => {
+  if (!MAYBE_GROVE.test(path)) return undefined
+  for (let start = 0; ;) {
+    const end = path.indexOf("/", start)
+    if (isDotGrove(end < 0 ? path.slice(start) : path.slice(start, end))) return end < 0 ? path : path.slice(0, end)
+    if (end < 0) return undefined
+    start = end + 1
+  }
+}
 
 /** `.gitmodules` as git's fsck recognizes it (a symlink of that name is an fsck error). */
 export const isDotGitmodules = (name: string): boolean => isDotFile(name, "gitmodules", [
