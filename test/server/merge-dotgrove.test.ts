@@ -1,6 +1,6 @@
 /**
- * No root `.grove` (in any spelling a checkout takes for it: core Tree.isDotGrove) lands through a merge, sync
- * or revert, against the real server. A push holding one is refused (400 invalid_tree), but commits stored
+ * No `.grove` (in any spelling a checkout takes for it: core Tree.isDotGrove), at the root or deeper, lands through a
+ * merge, sync or revert, against the real server. A push holding one is refused (400 invalid_tree), but commits stored
  * before that check still exist: the test stops the server and plants them in the embedded database as a push
  * would have left them (trees, published commit rows, reached trees, branch heads), then starts it again on
  * the same data directory. The client refuses to check out such a root, so landing one would make main (or
@@ -29,6 +29,8 @@ let l2: Built
 /** Branch `planted` (of main, forked at S1) adds `.grove/config.json`; branch `child` (of `planted`, forked at S1) adds c.txt. */
 let planted: Built
 let child: Built
+/** Branch `nested` (of main, forked at S1) adds `docs/.grove/x.txt`. */
+let nested: Built
 /** Repository `held`: main's head H1 holds `.grove/config.json` (stored before the check); branch `other` (forked before H1) adds b.txt. */
 let h1: Built
 let heldFirst: Built
@@ -72,8 +74,11 @@ beforeAll(async () => {
   l2 = buildCommit({ branch: "main", files: { "a.txt": "a\n" }, parent: l1 })
   planted = buildCommit({ branch: "planted", files: { "a.txt": "a\n", ".grove/config.json": config }, ...atS1 })
   child = buildCommit({ branch: "child", files: { "a.txt": "a\n", "c.txt": "c\n" }, ...atS1 })
-  const refused = await a().post("/mia/legacy/push", pushBody({ branch: "planted", commits: [planted] }))
-  expect(refused.body, JSON.stringify(refused.body)).toMatchObject({ code: "invalid_tree" })
+  nested = buildCommit({ branch: "nested", files: { "a.txt": "a\n", "docs/.grove/x.txt": "x\n" }, ...atS1 })
+  for (const built of [planted, nested]) {
+    const refused = await a().post("/mia/legacy/push", pushBody({ branch: built.commit.branch_name, commits: [built] }))
+    expect(refused.body, JSON.stringify(refused.body)).toMatchObject({ code: "invalid_tree" })
+  }
 
   expect((await a().post("/repos", { name: "held" })).status).toBe(201)
   heldFirst = buildCommit({ branch: "first", files: { "a.txt": "a\n" } })
@@ -91,10 +96,10 @@ beforeAll(async () => {
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [heldId, h1.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [heldId, h1.commit.hash])
   let repoId = ""
-  for (const built of [l1, l2, planted, child]) repoId = await plant(db, "legacy", built)
+  for (const built of [l1, l2, planted, child, nested]) repoId = await plant(db, "legacy", built)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [repoId, l2.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [repoId, l2.commit.hash])
-  for (const [name, parent, head] of [["planted", null, planted], ["child", "planted", child]] as const) {
+  for (const [name, parent, head] of [["planted", null, planted], ["child", "planted", child], ["nested", null, nested]] as const) {
     await db.query(
       `INSERT INTO branches (repo_id, name, description, parent_branch, head, created_by, created_at) VALUES ($1, $2, $3, $4, $5, 'mia', '2026-11-22T10:00:00+00:00')`,
       [repoId, name, name, parent, head.commit.hash]
@@ -142,14 +147,12 @@ describe("a root .grove from a stored commit", () => {
     expect(await heads()).toMatchObject(before())
   })
 
-  it("a .grove below the root is an ordinary folder: such a branch merges", async () => {
-    const deep = buildCommit({ branch: "deep", files: { "a.txt": "a\n", "docs/.grove/x.txt": "x\n" }, parent: l2 })
-    expect((await a().post("/mia/legacy/push", pushBody({ branch: "deep", commits: [deep], description: "deep" }))).body).toMatchObject({ success: true })
-    const preview = await a().get("/mia/legacy/branches/deep/merge-preview")
-    expect(preview.body).toMatchObject({ merge: "clean" })
-    const merged = await a().post("/mia/legacy/branches/deep/merge")
-    expect(merged.status, JSON.stringify(merged.body)).toBe(200)
-    expect((await a().get("/mia/legacy")).body.head).toBe(merged.body.commit_hash)
+  it("a push whose root is a stored tree holding one (the push carries no tree) is refused all the same", async () => {
+    const reused = buildCommit({ branch: "reuse", files: { "a.txt": "a\n", ".grove/config.json": config }, parentHash: s1, parentSnapshot: l2.snapshot })
+    expect(reused.commit.manifest_hash).toBe(planted.commit.manifest_hash)
+    const refused = await a().post("/mia/legacy/push", { ...pushBody({ branch: "reuse", commits: [reused] }), trees: [] })
+    expect([refused.status, refused.body.code], JSON.stringify(refused.body)).toEqual([400, "invalid_tree"])
+    expect((await a().get("/mia/legacy/branches/reuse")).status).toBe(404)
   })
 
   it("main holding one already (stored before the check): a merge that keeps it is refused, one that removes it lands", async () => {
@@ -164,5 +167,31 @@ describe("a root .grove from a stored commit", () => {
     const root = (await a().get(`/mia/held/tree/${fixed.body.commit_hash}`)).body
     expect(JSON.stringify(root)).not.toContain(".grove")
     expect(JSON.stringify(root)).toContain("a.txt")
+  })
+})
+
+describe("a .grove below the root from a stored commit", () => {
+  it("merge: 409 invalid_tree naming where, main unchanged; the preview says not mergeable", async () => {
+    const preview = await a().get("/mia/legacy/branches/nested/merge-preview")
+    expect(preview.body).toMatchObject({ merge: "not_mergeable", conflict_paths: [] })
+    expect(preview.body.reason).toContain(`".grove" (at 'docs/.grove')`)
+    const merged = await a().post("/mia/legacy/branches/nested/merge")
+    expect(merged.status, JSON.stringify(merged.body)).toBe(409)
+    expect(merged.body).toMatchObject({ code: "invalid_tree" })
+    expect(merged.body.error).toContain(`".grove" (at 'docs/.grove')`)
+    expect((await heads()).main).toBe(l2.commit.hash)
+    expect((await a().get("/mia/legacy/branches/nested")).body).toMatchObject({ status: "open" })
+  })
+
+  it("a push reaching a subtree that holds one, stored in another repository of the organization, is refused", async () => {
+    // The push carries its root only: `docs` (and `docs/.grove`) are the organization's, planted in `legacy`.
+    const deep = buildCommit({ branch: "dedup", files: { "a.txt": "a\n", "docs/.grove/x.txt": "x\n" } })
+    const docs = deep.trees.find((t) => t.hash === deep.commit.manifest_hash)!.entries.find((e) => e.name === "docs")!.hash
+    expect(nested.trees.some((t) => t.hash === docs)).toBe(true)
+    const body = { ...pushBody({ branch: "dedup", commits: [deep] }), trees: deep.trees.filter((t) => t.hash === deep.commit.manifest_hash) }
+    const refused = await a().post("/mia/held/push", body)
+    expect([refused.status, refused.body.code], JSON.stringify(refused.body)).toEqual([400, "invalid_tree"])
+    expect(refused.body.error).toContain(`".grove"`)
+    expect((await a().get("/mia/held/branches/dedup")).status).toBe(404)
   })
 })

@@ -183,26 +183,25 @@ describe("staged pushes", () => {
     for (const reply of [orphan, missingTree, lying, main, shortId, badHead]) expect(isErrorBody(reply.body)).toBe(true)
   })
 
-  it("refuses a commit whose root holds .grove (the checkout's own folder), in one batch or after its trees; a deeper one is staged", async () => {
+  it("refuses a commit whose root holds .grove (the checkout's own folder), in one batch or with its trees before, and a deeper one", async () => {
     const evil = '{"remote":"https://attacker.example/x"}\n'
     const whole = buildCommit({ branch: "dotgrove", files: { ".GROVE/config.json": evil } })
     const id = newStageId()
     const one = await stage(batch(id, "dotgrove", { blobs: inlineBlobs(whole), trees: whole.trees, commits: [whole.commit] }))
     expect([one.status, one.body.code], JSON.stringify(one.body)).toEqual([400, "invalid_tree"])
     expect(one.body.error).toContain('".GROVE"')
-    // Its trees in an earlier batch (stored, reached by no commit): the commit's batch is refused all the same.
+    // Its trees in an earlier batch, or a deeper one (as git refuses .git at any depth): the batch carrying the tree
+    // is refused, before any commit.
     const later = buildCommit({ branch: "dotgrove", files: { "grove~1/config.json": evil } })
-    expect((await stage(batch(id, "dotgrove", { blobs: inlineBlobs(later), trees: later.trees }))).body).toMatchObject({ success: true })
-    const commit = await stage(batch(id, "dotgrove", { commits: [later.commit] }))
-    expect([commit.status, commit.body.code], JSON.stringify(commit.body)).toEqual([400, "invalid_tree"])
+    const deep = buildCommit({ branch: "dotgrove", files: { "docs/.grove/config.json": evil } })
+    for (const [built, name] of [[later, "grove~1"], [deep, ".grove"]] as const) {
+      const trees = await stage(batch(id, "dotgrove", { blobs: inlineBlobs(built), trees: built.trees }))
+      expect([trees.status, trees.body.code], JSON.stringify(trees.body)).toEqual([400, "invalid_tree"])
+      expect(trees.body.error).toContain(JSON.stringify(name))
+    }
     const final = await stage(finalizer(id, "dotgrove", later.commit.hash))
     expect(final.status, JSON.stringify(final.body)).toBe(400)
     expect((await as(sam).get(`${REPO}/branches/dotgrove`)).status).toBe(404)
-
-    const deep = buildCommit({ branch: "dotgrove", files: { "docs/.grove/config.json": evil } })
-    const id2 = newStageId()
-    expect((await stage(batch(id2, "dotgrove", { blobs: inlineBlobs(deep), trees: deep.trees, commits: [deep.commit] }))).body).toMatchObject({ success: true })
-    expect((await stage(finalizer(id2, "dotgrove", deep.commit.hash))).body).toEqual({ success: true, new_head: deep.commit.hash, message: "ok" })
   })
 
   it("an aborted stage leaves nothing published and takes no more batches; aborts are idempotent", async () => {

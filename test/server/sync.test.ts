@@ -441,10 +441,10 @@ describe("names and fields no checkout can use safely (issue 9, item 3)", () => 
   })
 })
 
-describe("a root .grove entry (the checkout's own state folder)", () => {
+describe("a .grove entry (the checkout's own state folder)", () => {
   const evil = '{"remote":"https://attacker.example/x"}\n'
 
-  it("refuses a commit whose root holds .grove in any spelling a checkout takes for it, stores nothing, and takes a deeper .grove", async () => {
+  it("refuses a commit whose root holds .grove in any spelling a checkout takes for it, and stores nothing", async () => {
     const a = await newRepo("dotgrove")
     for (const name of [".grove", ".GROVE", ".Grove", "grove~1", ".grove.", ".grove ", "\u200C.grove", ".gr\u200Dove"]) {
       const c = buildCommit({ branch: "evil", files: { [`${name}/config.json`]: evil, "README.md": "hi\n" } })
@@ -462,18 +462,22 @@ describe("a root .grove entry (the checkout's own state folder)", () => {
     const file = buildCommit({ branch: "evil", files: { ".grove": evil } })
     const asFile = await a.post("/sam/dotgrove/push", pushBody({ branch: "evil", commits: [file] }))
     expect([asFile.status, asFile.body.code]).toEqual([400, "invalid_tree"])
+  })
 
-    // Deeper down, .grove is an ordinary folder; look-alikes are ordinary names.
-    const deep = buildCommit({ branch: "deep", files: { "sub/.grove/config.json": evil, ".grovex": "x\n", "grove": "g\n" } })
-    const fine = await a.post("/sam/dotgrove/push", pushBody({ branch: "deep", commits: [deep] }))
-    expect(fine.body, JSON.stringify(fine.body)).toEqual({ success: true, new_head: deep.commit.hash, message: "ok" })
-
-    // That stored subtree as a later commit's root (the push carries no tree: it is known) is refused all the same.
-    const reused = buildCommit({ branch: "deep", parent: deep, files: { ".grove/config.json": evil } })
-    expect(reused.commit.manifest_hash).toBe(deep.trees.find((t) => t.hash === deep.commit.manifest_hash)!.entries.find((e) => e.name === "sub")!.hash)
-    const body = { ...pushBody({ branch: "deep", commits: [reused], expectedHead: deep.commit.hash }), trees: [] }
-    const refusedReuse = await a.post("/sam/dotgrove/push", body)
-    expect([refusedReuse.status, refusedReuse.body.code], JSON.stringify(refusedReuse.body)).toEqual([400, "invalid_tree"])
-    expect((await a.get("/sam/dotgrove/branches/deep")).body.head).toBe(deep.commit.hash)
+  it("refuses one at any depth too, as git refuses .git (the client's walk skips it: a clone would lose it), and takes look-alikes", async () => {
+    const a = await newRepo("deepgrove")
+    const cases = [["d/.grove/x", ".grove"], ["D/.GROVE/x", ".GROVE"], ["a/b/grove~1/c", "grove~1"], ["d/.grove", ".grove"]] as const
+    for (const [file, name] of cases) {
+      const deep = buildCommit({ branch: "deep", files: { "README.md": "hi\n", [file]: "x\n" } })
+      const reply = await a.post("/sam/deepgrove/push", pushBody({ branch: "deep", commits: [deep] }))
+      expect([reply.status, reply.body.code], JSON.stringify(reply.body)).toEqual([400, "invalid_tree"])
+      expect(reply.body.error).toContain(JSON.stringify(name))
+      expect((await a.get("/sam/deepgrove/branches/deep")).status).toBe(404)
+      const blobs = [...deep.contents.keys()]
+      expect(new Set((await a.post("/sam/deepgrove/blobs/check", { hashes: blobs })).body.missing)).toEqual(new Set(blobs))
+    }
+    const alike = buildCommit({ branch: "alike", files: { "sub/.grovex/y": "y\n", ".grovex": "x\n", "grove": "g\n", "d/x.grove": "x\n" } })
+    const fine = await a.post("/sam/deepgrove/push", pushBody({ branch: "alike", commits: [alike] }))
+    expect(fine.body, JSON.stringify(fine.body)).toEqual({ success: true, new_head: alike.commit.hash, message: "ok" })
   })
 })

@@ -50,6 +50,13 @@ export interface PreparedPush {
 
 const reject = (reason: string, code = "invalid_push") => Effect.fail(new PushRejected({ reason, code }))
 
+/** Why a tree holding `.grove` (Tree.isDotGrove) at any depth is refused, as git refuses `.git`; undefined when it holds none. */
+const dotGroveEntry = (hash: string, entries: ReadonlyArray<Tree.TreeEntry>): string | undefined => {
+  const reserved = entries.find((e) => Tree.isDotGrove(e.name))
+  return reserved === undefined ? undefined
+    : `tree ${hash} holds ${JSON.stringify(reserved.name)}, which a checkout takes for '.grove', where grove keeps a checkout's own files (refused at any depth)`
+}
+
 const toFileChange = (f: ApiSync.FileChangeData): FileChanges.FileChange => ({
   path: f.path,
   change_type: f.change_type as FileChanges.ChangeType,
@@ -155,6 +162,8 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     const entries = t.entries as ReadonlyArray<Tree.TreeEntry>
     const check = Tree.checkTree({ hash: t.hash, entries })
     if (!check.ok) return yield* reject(check.reason, "invalid_tree")
+    const reserved = dotGroveEntry(t.hash, entries)
+    if (reserved !== undefined) return yield* reject(reserved, "invalid_tree")
     cache.add(t.hash, entries)
     // Canonical order, as a stored tree loads: kept for later pushes once stored (RememberedTrees).
     const sorted = Tree.sortEntries(entries).map((e) => ({ name: e.name, kind: e.kind, hash: e.hash, mode: e.mode }))
@@ -232,6 +241,11 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     const unpushed = todo.filter((h) => cache.get(h) === undefined)
     const visible = yield* objects.present("tree", scope, unpushed)
     yield* cache.load(unpushed.filter((h) => visible.has(h)))
+    // Held by the organization, stored before `.grove` was refused below the root: checked as a pushed tree.
+    for (const h of unpushed) {
+      const reserved = dotGroveEntry(h, cache.get(h) ?? [])
+      if (reserved !== undefined) return yield* reject(reserved, "invalid_tree")
+    }
     const next: Array<string> = []
     for (const h of todo) {
       const entries = cache.get(h)
@@ -244,8 +258,9 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 
   // No commit's root holds `.grove` in any spelling a checkout's file system takes for it (Tree.isDotGrove, what
   // the client refuses to check out): a checkout keeps its config there, so a cloner's next push would go where the
-  // tree's author chose. Deeper down it is an ordinary folder, so a stored subtree may hold one: roots the push
-  // does not carry are read too. Before anything is stored.
+  // tree's author chose. Every tree new to the repository was checked above at any depth; a stored one the push
+  // reuses as a root may hold one still (stored before), so roots the push does not carry are read too. Before
+  // anything is stored.
   yield* cache.load(body.commits.map((c) => c.manifest_hash))
   for (const c of body.commits) {
     const reserved = cache.get(c.manifest_hash)?.find((e) => Tree.isDotGrove(e.name))

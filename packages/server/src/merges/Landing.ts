@@ -37,9 +37,11 @@ export interface ComputedCommit {
 
 /**
  * The trees that turn `before` into `after` (on `beforeRoot`), built in memory: refused when they are invalid or
- * when the new root holds `.grove` in any spelling a checkout takes for it (Tree.isDotGrove). Pushes refuse such a
- * root, but commits stored before that check could still bring one to main (or a branch) through a merge, sync or
- * revert, and the client refuses to check such a tree out. The root is always rebuilt, so looking costs no read.
+ * when one of them holds `.grove` in any spelling a checkout takes for it (Tree.isDotGrove), at any depth. Pushes
+ * refuse such a tree, but commits stored before that check could still bring one to main (or a branch) through a
+ * merge, sync or revert, and the client refuses to check such a tree out. Every directory on the way to a changed
+ * path is rebuilt (the root always), so a `.grove` the change brings is among them and looking costs no read; a
+ * subtree left as stored was the target's already.
  */
 export const buildTree = Effect.fnUntraced(function*(
   cache: TreeCache,
@@ -50,11 +52,14 @@ export const buildTree = Effect.fnUntraced(function*(
   const edits = TreeMerge.editsBetween(before, after)
   const built = yield* cache.resolve((lookup) => TreeMerge.editTree(beforeRoot, edits, lookup))
   if (!built.ok) return yield* refuse(409, `the resulting tree is invalid: ${built.reason}`, "conflict")
-  const reserved = built.trees.get(built.root)?.find((e) => Tree.isDotGrove(e.name))
-  if (reserved !== undefined) {
+  for (const [hash, entries] of built.trees) {
+    const reserved = entries.find((e) => Tree.isDotGrove(e.name))
+    if (reserved === undefined) continue
+    const added = [...edits].find(([path, file]) => file !== undefined && Tree.dotGroveIn(path) !== undefined)?.[0]
+    const at = hash === built.root || added === undefined ? "" : ` (at '${Tree.dotGroveIn(added)}')`
     return yield* refuse(
       409,
-      `the resulting tree's root would hold ${JSON.stringify(reserved.name)}, which a checkout takes for '.grove' (where grove keeps a checkout's own files): no checkout could take it`,
+      `the resulting tree${hash === built.root ? "'s root" : ""} would hold ${JSON.stringify(reserved.name)}${at}, which a checkout takes for '.grove' (where grove keeps a checkout's own files): no checkout could take it`,
       "invalid_tree"
     )
   }
