@@ -1,5 +1,5 @@
 /**
- * materialize refuses a tree whose root holds `.grove` (where a checkout keeps its config, key and state), whatever
+ * materialize refuses a tree holding `.grove` (where a checkout keeps its config, key and state) at any depth, whatever
  * the server: servers refuse such pushes now, but an older server may still hold one (test/server/sync.test.ts covers
  * the server's side). Nothing is fetched or written.
  */
@@ -45,9 +45,19 @@ describe("materialize", () => {
       }
     }))
 
-  it.effect("takes a deeper .grove and look-alike names as plain paths", () =>
+  it.effect("refuses one at any depth too (the walk skips it: the files would read as deleted), nothing written", () =>
     Effect.gen(function*() {
-      const { exit } = yield* tryInto(["sub/.grove/config.json", ".grovex", "grove/x"])
+      for (const [file, where] of [["d/.grove/x", "'d/.grove/'"], ["D/.GROVE/x", "'D/.GROVE/'"], ["a/b/grove~1/c", "'a/b/grove~1/'"], ["d/.grove", "'d/.grove'"]]) {
+        const { exit, left } = yield* tryInto(["a.txt", "d/b.txt", file!])
+        expect(codeOf(exit), file).toContain("reserved_path")
+        expect(codeOf(exit), file).toContain(where)
+        expect(left).toEqual([])
+      }
+    }))
+
+  it.effect("takes look-alike names as plain paths", () =>
+    Effect.gen(function*() {
+      const { exit } = yield* tryInto(["sub/.grovex/config.json", ".grovex", "grove/x", "d/x.grove", "caf\u00e9/.groves"])
       expect(codeOf(exit)).not.toContain("reserved_path")
       expect(codeOf(exit)).toContain("missing_object")
     }))

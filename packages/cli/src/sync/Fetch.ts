@@ -228,14 +228,16 @@ export const materialize = (
 ): Effect.Effect<MaterializeResult, CliFailure> =>
   Effect.gen(function*() {
     const { root } = workspace
-    // The checkout's own config, key and state live in `.grove/`: a tree that would write there is refused, whatever
-    // the server (older servers accept such paths), before anything is fetched or written.
-    // Each top-level name once (the check costs a few µs a name, a clone has thousands of files under a few).
-    const tops = new Set<string>()
-    for (const file of to.keys()) tops.add(file.slice(0, file.indexOf("/") >>> 0))
-    for (const top of tops) {
-      if (Objects.Tree.isDotGrove(top)) {
-        return yield* failure(`the repository holds '${top}/', where grove keeps this checkout's own files: not written`, "reserved_path")
+    // The checkout's own config, key and state live in `.grove/`, and the walk skips a `.grove` at any depth (a file
+    // written there would read as deleted): a tree holding one anywhere is refused, whatever the server (older servers
+    // accept such paths), before anything is written. One regular expression test a path for most (dotGroveIn).
+    for (const file of to.keys()) {
+      const reserved = Objects.Tree.dotGroveIn(file)
+      if (reserved !== undefined) {
+        return yield* failure(
+          `the repository holds '${reserved}${reserved === file ? "" : "/"}', which a checkout takes for '.grove' (where grove keeps a checkout's own files, at any depth): not written`,
+          "reserved_path"
+        )
       }
     }
     // Files the server withholds are neither fetched nor written (nor removed: they were never here).
