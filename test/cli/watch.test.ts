@@ -133,22 +133,18 @@ describe("grove watch", () => {
     expect(await pushed(work)).toBe(1)
   }, 240_000)
 
-  it("sees an edit to a file named .grove below the root (only directories of that name are not content)", async () => {
+  it("sees a file named .grove below the root come and go: listed as one that cannot be committed (servers refuse .grove at any depth)", async () => {
     const { work } = await watched("wg")
+    expect(await pushed(work)).toBe(0)
     fs.writeFileSync(path.join(work, "d0/.grove"), "one\n")
-    expect(await pushed(work)).toBe(1)
-    await settle()
-    await ok(["status"], at(alice, work))
-    expect(await pushed(work)).toBe(0)
-    expect(fs.existsSync(tokenFile(work))).toBe(true)
-    fs.appendFileSync(path.join(work, "d0/.grove"), "two\n")
-    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/.grove", change_type: "modified" }])
-    expect(await pushed(work)).toBe(1)
-    await settle()
-    await ok(["status"], at(alice, work))
-    expect(await pushed(work)).toBe(0)
+    const listed = json(await ok(["status", "--json"], at(alice, work)))
+    expect(listed.changes).toEqual([])
+    expect(listed.invalid_paths.map((i: { path: string }) => i.path)).toEqual(["d0/.grove"])
+    const refused = await grove(["push", "--json"], at(alice, work))
+    expect([refused.code, JSON.parse(refused.stdout).code], refused.stdout).toEqual([1, "invalid_path"])
     fs.rmSync(path.join(work, "d0/.grove"))
-    expect(json(await ok(["status", "--json"], at(alice, work))).changes).toEqual([{ path: "d0/.grove", change_type: "deleted" }])
+    expect(json(await ok(["status", "--json"], at(alice, work)))).toMatchObject({ changes: [], invalid_paths: [] })
+    expect(await pushed(work)).toBe(0)
   }, 240_000)
 
   it("takes nothing from a checkout made inside it (git's nested repository rule), and its files once its .grove is gone", async () => {

@@ -120,9 +120,9 @@ export const tracksUnder = (files: ReadonlyMap<string, unknown>, prefix: string)
  * What the `.grove` directory among `entries` (the listing of `dir`, `rel` under the root) makes of `dir`: "checkout",
  * another checkout's root, when it looks like grove's own (it holds config.json, or only what a clone writes: an
  * unfinished clone, an empty one included) and `index` (the outer checkout's, when known) tracks nothing in `dir`;
- * "tracked" when it does (the outer checkout's folder; or repository content: the server refuses only a root
- * `.grove`); "content" for any other `.grove` directory; undefined for none. Only a checkout's folder is left out of the walk: content never is, so a
- * clone of a repository holding `sub/.grove/notes.txt` never shows `sub/` as removed.
+ * "tracked" when it does (the outer checkout's folder); "content" for any other `.grove` directory (made by hand: no
+ * tree holds one at any depth, Tree.dotGroveIn); undefined for none. Only a checkout's folder is left out of the
+ * walk: content never is, so an empty or stray `.grove` never shows its folder's files as removed.
  */
 export const groveAt = (
   dir: string,

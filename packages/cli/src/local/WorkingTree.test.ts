@@ -33,6 +33,16 @@ describe("WorkingTree", () => {
       expect(result.invalid).toEqual([])
     }).pipe(Effect.scoped))
 
+  it.effect("a new path a checkout takes for .grove, at any depth, cannot be committed (servers refuse it); a .grove folder is skipped", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("dotgrove")
+      for (const file of ["d/.grove", "D/.GROVE/x", "grove~1/y", "e/.grove/z", "x.grove", "d/.grovex/w"]) yield* write(root, file, "x")
+      const result = yield* scan(root, yield* readIndex(root))
+      expect([...result.snapshot.keys()].sort()).toEqual(["d/.grovex/w", "x.grove"])
+      expect(result.invalid.map((i) => i.path).sort()).toEqual(["D/.GROVE/x", "d/.grove", "grove~1/y"])
+      expect(result.invalid.find((i) => i.path === "D/.GROVE/x")!.reason).toContain("'D/.GROVE' is taken for '.grove'")
+    }).pipe(Effect.scoped))
+
   it.effect("the index spares unchanged files from hashing and notices changed ones", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("index")

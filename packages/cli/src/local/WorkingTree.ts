@@ -53,6 +53,17 @@ export const readIndex = (root: string): Effect.Effect<WorkIndex, CliFailure> =>
 const NO_DIRS: ReadonlyMap<string, Hash> = new Map()
 
 /**
+ * A file new to the index can be committed: a valid path, holding no `.grove` (Tree.dotGroveIn: a file named so, or
+ * one under `D/.GROVE/` on a case-sensitive file system; the walk skips a `.grove` folder) that servers refuse at
+ * any depth, as git refuses `.git`.
+ */
+const checkNewPath = (file: string): ReturnType<typeof Objects.Path.checkPath> => {
+  const reserved = Objects.Tree.dotGroveIn(file)
+  if (reserved === undefined) return Objects.Path.checkPath(file)
+  return { ok: false, reason: `'${reserved}' is taken for '.grove', where grove keeps a checkout's own files` }
+}
+
+/**
  * Writes the index. `base` is the commit whose files are exactly `files` (hash and mode), or null
  * when the caller does not know that: only a known base lets a later command skip reading that
  * commit's trees. `dirs` are that commit's directory tree hashes, when known.
@@ -204,7 +215,7 @@ export const scan = (
       const { path: file } = found[i]!
       const known = index.files.get(file)
       // A path in the index was valid when it got there.
-      const check = known === undefined ? Objects.Path.checkPath(file) : { ok: true as const }
+      const check = known === undefined ? checkNewPath(file) : { ok: true as const }
       if (!check.ok) {
         invalid.push({ path: file, reason: check.reason })
         continue
