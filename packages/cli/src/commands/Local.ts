@@ -125,5 +125,7 @@ export const diff = Effect.fn("Local.diff")(function*(options: { readonly color:
     const after = change.new_blob_hash === null ? new Uint8Array(0) : yield* newBytes(change.path)
     files.push(fileDiff(change, before, after))
   }
+  // No change prints nothing, as `git diff` (a lone newline otherwise); `--json` still gives its document.
+  if (files.length === 0 && !out.json) return
   yield* out.result({ files }, () => diffText(files, wantsColor(options.color, env)))
 })
