@@ -30,6 +30,12 @@ describe("grove argument parsing", () => {
       }
       const create = yield* grove(["repo", "create", "--help"])
       for (const flag of ["--org SLUG", "--public", "--description TEXT", "--json", "--remote URL"]) expect(create.stdout).toContain(flag)
+      // --remote never moves a checkout's own commands off its server (Session.remoteOf), as the README says.
+      for (const argv of [["--help"], ["push", "--help"]]) {
+        const line = (yield* grove(argv)).stdout.split("\n").find((l) => l.trimStart().startsWith("--remote URL"))
+        expect(line, argv.join(" ")).toContain("else the checkout's")
+        expect(line, argv.join(" ")).toContain("push, pull, merge and the other commands on it (without --repo) always talk to the checkout's server")
+      }
       // The line main.ts prints for `--version` alone without loading effect/cli.
       expect((yield* grove(["--version"])).stdout).toBe(VERSION_LINE)
       expect((yield* grove(["-v", "--json"])).stdout).toBe(VERSION_LINE)

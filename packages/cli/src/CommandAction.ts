@@ -23,7 +23,11 @@ export const JsonFlag = GlobalFlag.Setting("json")({
 export const RemoteFlag = GlobalFlag.Setting("remote")({
   flag: Flag.String("remote").pipe(
     Flag.withMetavar("URL"),
-    Flag.withDescription(`The server (default: $GROVE_REMOTE, else the checkout's, else the last one logged in to, else ${DEFAULT_REMOTE})`),
+    // A checkout's commands connect to its config.json's remote (Session.remoteOf), never to this.
+    Flag.withDescription(
+      `The server (default: $GROVE_REMOTE, else the checkout's, else the last one logged in to, else ${DEFAULT_REMOTE}); ` +
+        "not for a checkout's own repository: push, pull, merge and the other commands on it (without --repo) always talk to the checkout's server"
+    ),
     Flag.optional
   )
 })
