@@ -284,7 +284,7 @@ describe("a clone's writes", () => {
           const body = JSON.parse(Buffer.concat(parts).toString("utf8"))
           const entry = body.trees.flatMap((tree: { entries: Array<{ name: string; mode: string }> }) => tree.entries).find((e: { name: string }) => e.name === "file-7.txt")
           entry.mode = "executable"
-          res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" }).end(JSON.stringify(body))
+          res.writeHead(answer.statusCode ?? 502, { "content-type": answer.headers["content-type"] ?? "application/json" }).end(JSON.stringify(body))
         })
       }))
     })

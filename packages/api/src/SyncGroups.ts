@@ -19,6 +19,7 @@ import {
 } from "./Errors.ts"
 import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
+import * as PullCompact from "./PullCompact.ts"
 import { OrgStorage } from "./Sync.ts"
 import * as S from "./Sync.ts"
 
@@ -39,10 +40,14 @@ export class SyncGroup extends HttpApiGroup.make("sync").add(
     success: S.PushResponse,
     error: WriteErrors
   }),
+  /** With `Accept: application/vnd.grove.pull-compact-v1+json`, Grove's compact answer (PullCompact.ts). */
   HttpApiEndpoint.get("pull", "/:owner/:name/pull", {
     params: Owner,
     query: S.PullQuery,
-    success: S.PullResponse,
+    success: [
+      S.PullResponse.annotate({ description: "The sync protocol's pull answer (application/json), what every client but grove gets." }),
+      PullCompact.CompactPullResponse.pipe(HttpApiSchema.asJson({ contentType: PullCompact.CONTENT_TYPE }))
+    ],
     error: [...ReadErrors, Conflict, PreconditionFailed]
   }),
   HttpApiEndpoint.post("commitsInfo", "/:owner/:name/commits/info", {

@@ -12,7 +12,7 @@ import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { openAt } from "../local/Workspace.ts"
 import { Objects } from "@grove/core"
 import type { PullAnswer } from "./Fetch.ts"
-import { checkFresh, materialize } from "./Fetch.ts"
+import { checkFresh, materialize, storeFresh } from "./Fetch.ts"
 
 const HASH = "a".repeat(64)
 
@@ -139,5 +139,44 @@ describe("checkFresh", () => {
       const headless = yield* checked({ ...good, commits: [] })
       expect(codeOf(headless.exit)).toBe(`missing_object: commit ${good.head} is missing from the checkout (run grove pull)`)
       expect(headless.told).toEqual([])
+    }))
+})
+
+describe("storeFresh", () => {
+  /** checkFresh then storeFresh of `answer` in a new folder: the outcome and the commit files written. */
+  const stored = (answer: PullAnswer) =>
+    Effect.gen(function*() {
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "grove-fetch-test-"))
+      const workspace = openAt(root, { remote: "http://127.0.0.1:9" })
+      const exit = yield* Effect.exit(Effect.flatMap(checkFresh(Effect.succeed(answer)), (fresh) => storeFresh(workspace, fresh)))
+      const commits = fs.existsSync(path.join(root, ".grove/objects/commits"))
+        ? fs.readdirSync(path.join(root, ".grove/objects/commits")).map((f) => JSON.parse(fs.readFileSync(path.join(root, ".grove/objects/commits", f), "utf8")))
+        : []
+      fs.rmSync(root, { recursive: true, force: true })
+      return { exit, commits }
+    })
+
+  it.effect("stores a commit whose files a compact answer left out with the files rebuilt from its checked trees", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      const { files: _, ...commit } = good.commits[0]!
+      const { exit, commits } = yield* stored({ ...good, commits: [commit] })
+      expect(codeOf(exit)).toBe("success")
+      expect(commits.map((c) => c.commit.files)).toEqual([[
+        { path: "top/a.txt", change_type: "added", old_blob_hash: null, new_blob_hash: "a".repeat(64), new_mode: "regular" },
+        { path: "top/b.txt", change_type: "added", old_blob_hash: null, new_blob_hash: "b".repeat(64), new_mode: "executable" }
+      ]])
+    }))
+
+  it.effect("refuses one whose parent is not in the answer (nothing to rebuild from), and writes nothing", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      const { files: _, ...commit } = good.commits[0]!
+      const orphan = { ...commit, parent_hash: "c".repeat(64) }
+      const fields = { ...orphan, merge_parent_hash: null, timestamp: Objects.Timestamp.parseTimestamp(orphan.timestamp)! }
+      const hash = Objects.Commit.hashCommit(fields)
+      const { exit, commits } = yield* stored({ ...good, head: hash, commits: [{ ...orphan, hash }] })
+      expect(codeOf(exit)).toBe(`bad_object: the server sent a bad answer: commit ${hash} came without its files and without its parent`)
+      expect(commits).toEqual([])
     }))
 })

@@ -5,6 +5,7 @@
  * retried and told is unchanged. An answer the clone does not take (it failed first) is stopped by `cancel`.
  */
 import { checkBranchName, parseFullName } from "@grove/core/Names"
+import * as CompactPull from "@grove/core/objects/CompactPull"
 import { Effect, Option } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
@@ -23,7 +24,7 @@ export interface PullAhead {
   readonly cancel: () => void
 }
 
-/** The pull request a clone's RemoteRepo sends (`Fetch.pull` of a whole branch): same URL and headers. */
+/** The pull request a clone's RemoteRepo sends (`Fetch.pull` of a whole branch): same URL and headers (Accept too). */
 export const pullUrl = (site: string, owner: string, name: string, branch: string) =>
   `${site}/api/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/pull?${new URLSearchParams({ branch_name: branch })}`
 
@@ -49,6 +50,7 @@ export const pullAhead = (remote: string, input: { readonly repo: string; readon
     const headers: Record<string, string> = {}
     if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (downloadCompression(site)) headers["accept-encoding"] = ACCEPT_ENCODING
+    headers["accept"] = CompactPull.ACCEPT
     const controller = new AbortController()
     const answer = sendBytes(pullUrl(site, parsed.owner, parsed.name, branch), { method: "GET", headers, signal: controller.signal })
     // Not taken: its failure is nobody's. Once settled there is nothing to stop (its socket may serve another request).

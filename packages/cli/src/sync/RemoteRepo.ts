@@ -20,6 +20,8 @@ export interface BinaryInit {
   readonly contentEncoding?: string
   /** The answer's encodings this request accepts (a large JSON answer comes zstd from a remote server). */
   readonly acceptEncoding?: string | undefined
+  /** The answer's media types this request accepts (a pull takes the compact answer: core's CompactPull). */
+  readonly accept?: string | undefined
 }
 
 export interface RemoteRepo {
@@ -97,6 +99,7 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
     if (init.contentType !== undefined) headers["content-type"] = init.contentType
     if (init.contentEncoding !== undefined) headers["content-encoding"] = init.contentEncoding
     if (init.acceptEncoding !== undefined) headers["accept-encoding"] = init.acceptEncoding
+    if (init.accept !== undefined) headers["accept"] = init.accept
     return headers
   }
   // Every binary route may be sent twice (a GET, or chunks by their hash): a connection lost before any

@@ -210,8 +210,11 @@ export const bodyView = (
   })
 }
 
-const isJsonType = (contentType: string | undefined): boolean =>
-  contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json"
+/** JSON, or a JSON-based type of Grove's own (`+json`: the compact pull answer). */
+const isJsonType = (contentType: string | undefined): boolean => {
+  const type = contentType?.split(";")[0]!.trim().toLowerCase()
+  return type === "application/json" || (type?.startsWith("application/vnd.grove.") === true && type.endsWith("+json"))
+}
 
 /** Large JSON answers zstd-compressed for callers that accept it. */
 export const ResponseCompressionLive = HttpRouter.middleware((httpEffect) =>

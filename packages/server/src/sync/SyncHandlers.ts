@@ -3,7 +3,7 @@
  * (PushHandler: verified outside the entity, then one Branch command), reads of history (PullHandlers)
  * and blobs and chunks (ObjectHandlers). Binary chunk routes are in ChunkRoutes.
  */
-import { GroveApi } from "@grove/api"
+import { ApiPullCompact, GroveApi } from "@grove/api"
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import * as Frames from "@grove/core/objects/Frames"
 import { Effect } from "effect"
@@ -36,6 +36,8 @@ export const CAPABILITIES = {
   [BodyCompression.CAPABILITY]: BodyCompression.ZSTD_V1,
   /** Frames without the hash (the receiver hashes the bytes): chunks/batch with content type `application/vnd.grove.chunk-frames.bare-v1`, chunks/fetch with `frames: "bare_v1"` (core's Frames). */
   [Frames.CAPABILITY]: Frames.BARE_V1,
+  /** `GET pull` with `Accept: application/vnd.grove.pull-compact-v1+json` answers without what the client rebuilds (api's PullCompact). */
+  [ApiPullCompact.CAPABILITY]: ApiPullCompact.COMPACT_V1,
   max_chunk_upload_bytes: 64 * 1024 * 1024,
   max_batch_entries: 256
 } as const

@@ -1,0 +1,160 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Snapshots from "@grove/core/merge/Snapshots"
+import * as TreeDiff from "@grove/core/merge/TreeDiff"
+import * as Blake3 from "@grove/core/objects/Blake3"
+import type { BlobMode, TreeEntry } from "@grove/core/objects/Tree"
+import * as PullCompact from "./PullCompact.ts"
+import type * as S from "./Sync.ts"
+import { toFileChangeData } from "./Sync.ts"
+
+type Files = Record<string, string | { readonly content: string; readonly mode: BlobMode }>
+
+const snapshotOf = (files: Files) =>
+  new Map(Object.entries(files).map(([path, spec]) => {
+    const { content, mode } = typeof spec === "string" ? { content: spec, mode: "regular" as const } : spec
+    return [path, { hash: Blake3.hash(new TextEncoder().encode(content)), mode }]
+  }))
+
+/** A plain pull answer of commits, each a snapshot after the one before (files as grove's client writes them). */
+const answerOf = (...versions: ReadonlyArray<Files>) => {
+  const trees = new Map<string, ReadonlyArray<TreeEntry>>()
+  const commits: Array<S.CommitData> = []
+  let before = new Map() as ReturnType<typeof snapshotOf>
+  let parent: string | null = null
+  versions.forEach((files, i) => {
+    const snapshot = snapshotOf(files)
+    const built = Snapshots.buildTrees(snapshot)
+    if (!built.ok) throw new Error(built.reason)
+    for (const [hash, entries] of built.trees) trees.set(hash, entries)
+    const hash = Blake3.hash(new TextEncoder().encode(`commit ${i}`))
+    commits.push({
+      hash,
+      branch_name: "main",
+      parent_hash: parent,
+      manifest_hash: built.root,
+      author: "tester",
+      timestamp: "2026-06-24T00:00:00+00:00",
+      // As the pushed JSON stores it: the client's changes, undefined fields dropped.
+      files: JSON.parse(JSON.stringify(TreeDiff.diffSnapshots(before, snapshot)))
+    })
+    before = snapshot
+    parent = hash
+  })
+  const hashes = new Set([...before.values()].map((f) => f.hash))
+  const blobs: Array<S.BlobData> = [...hashes].map((hash) => ({ hash, content: [], size: 10, chunks: [{ hash, offset: 0, size: 10 }] }))
+  const answer: S.PullResponse = {
+    head: parent,
+    branch: null,
+    branches: [],
+    commits,
+    blobs,
+    trees: [...trees].map(([hash, entries]) => ({ hash, entries }))
+  }
+  return answer
+}
+
+/** What grove's client makes of a compact answer (Fetch: blobs at once, the files once the trees are checked). */
+const rebuilt = (compact: PullCompact.CompactPullResponse): S.PullResponse => {
+  const lookup = new Map(compact.trees.map((t) => [t.hash, t.entries as ReadonlyArray<TreeEntry>]))
+  const files = PullCompact.rebuildFiles(compact.commits, (hash) => lookup.get(hash))
+  if (!files.ok) throw new Error(files.reason)
+  return { ...compact, commits: files.commits, blobs: PullCompact.expandBlobs(compact.blobs) }
+}
+
+/** The answer through the wire both ways, as JSON text. */
+const roundTrip = (answer: S.PullResponse) => {
+  const plain = JSON.parse(JSON.stringify(answer)) as S.PullResponse
+  const compact = JSON.parse(JSON.stringify(PullCompact.compact(plain))) as PullCompact.CompactPullResponse
+  return { plain, compact, rebuilt: rebuilt(compact) }
+}
+
+const VERSIONS: ReadonlyArray<Files> = [
+  { "a.txt": "a", "src/b.ts": "b", "src/deep/c.ts": "c", "run.sh": { content: "#!/bin/sh", mode: "executable" } },
+  // modified, mode changed, moved (same name elsewhere), added
+  { "a.txt": "a2", "src/b.ts": "b", "lib/c.ts": "c", "run.sh": { content: "#!/bin/sh", mode: "regular" }, "new.md": "n" },
+  // renamed to another name, deleted, a directory replaced by a file
+  { "a-renamed.txt": "a2", "src/b.ts": "b", "lib": "now a file", "new.md": "n" }
+]
+
+describe("the compact pull answer", () => {
+  it("leaves out canonical files lists, one-chunk lists and empty contents; rebuilt, it is the plain answer", () => {
+    const { compact, plain, rebuilt: back } = roundTrip(answerOf(...VERSIONS))
+    expect(compact.commits.every((c) => c.files === undefined)).toBe(true)
+    expect(compact.blobs.every((b) => b.chunks === undefined && b.content === undefined)).toBe(true)
+    expect(plain.commits.map((c) => c.files.length)).toEqual([4, 4, 4])
+    expect(back).toEqual(plain)
+    expect(JSON.stringify(compact).length).toBeLessThan(JSON.stringify(plain).length * 0.7)
+  })
+
+  it("keeps a files list that is not the canonical one, and one whose parent is not in the answer", () => {
+    const answer = answerOf(...VERSIONS)
+    const [first, second, third] = answer.commits as [S.CommitData, S.CommitData, S.CommitData]
+    // Accepted by a push (the modes are optional, the order free) but not what the canonical list says.
+    const oak = {
+      ...second,
+      files: second.files.map((change) => {
+        const { new_mode: _, ...rest } = change
+        return rest
+      })
+    }
+    const reordered = { ...third, files: [...third.files].reverse() }
+    const { compact, plain, rebuilt: back } = roundTrip({ ...answer, commits: [first, oak, reordered] })
+    expect(compact.commits.map((c) => c.files !== undefined)).toEqual([false, true, true])
+    expect(back).toEqual(plain)
+
+    // A pull since the first commit: the second's parent is not in the answer.
+    const since = roundTrip({ ...answer, commits: [second, third] })
+    expect(since.compact.commits.map((c) => c.files !== undefined)).toEqual([true, false])
+    expect(since.rebuilt).toEqual(since.plain)
+  })
+
+  it("keeps an explicit null, a chunk list of many chunks, an empty blob's empty list and a blob without a list", () => {
+    const answer = answerOf(VERSIONS[0]!)
+    const [commit] = answer.commits as [S.CommitData]
+    const withNull = { ...commit, files: commit.files.map((f, i) => i === 0 ? { ...f, old_path: null } : f) }
+    const hash = answer.blobs[0]!.hash
+    const blobs: Array<S.BlobData> = [
+      { hash, content: [], size: 20, chunks: [{ hash: "1".repeat(64), offset: 0, size: 10 }, { hash: "2".repeat(64), offset: 10, size: 10 }] },
+      { hash: Blake3.EMPTY_HASH, content: [], size: 0, chunks: [] },
+      { hash: "3".repeat(64), content: [], size: 5 },
+      { hash: "4".repeat(64), content: [], size: 5, chunks: [{ hash: "4".repeat(64), offset: 0, size: 5 }], mapping_proof_token: "t" }
+    ]
+    const { compact, plain, rebuilt: back } = roundTrip({ ...answer, commits: [withNull], blobs })
+    expect(compact.commits[0]!.files).toBeDefined()
+    expect(compact.blobs.map((b) => [b.content !== undefined, b.chunks?.length])).toEqual([[false, 2], [false, 0], [true, undefined], [false, undefined]])
+    expect(back).toEqual(plain)
+  })
+
+  it("a rebuild that cannot be made is refused, not guessed", () => {
+    const answer = answerOf(...VERSIONS)
+    const { files: _, ...second } = answer.commits[1]!
+    expect(PullCompact.rebuildFiles([second], () => undefined)).toMatchObject({ ok: false, reason: expect.stringContaining("without its parent") })
+    const { files: __, ...first } = answer.commits[0]!
+    expect(PullCompact.rebuildFiles([first], () => undefined)).toMatchObject({ ok: false, reason: expect.stringContaining("without the trees") })
+  })
+
+  it("canonicalFiles is what a push's files list from grove's client holds, in the wire form", () => {
+    const before = snapshotOf(VERSIONS[0]!), after = snapshotOf(VERSIONS[1]!)
+    const trees = new Map<string, ReadonlyArray<TreeEntry>>()
+    const roots = [before, after].map((s) => {
+      const built = Snapshots.buildTrees(s)
+      if (!built.ok) throw new Error(built.reason)
+      for (const [h, e] of built.trees) trees.set(h, e)
+      return built.root
+    })
+    expect(PullCompact.canonicalFiles(roots[0]!, roots[1]!, (h) => trees.get(h)))
+      .toEqual(TreeDiff.diffSnapshots(before, after).map(toFileChangeData))
+  })
+
+  it("is taken when the Accept lists it without q=0; an answer's content type names it", () => {
+    expect(PullCompact.acceptsCompact(PullCompact.ACCEPT)).toBe(true)
+    expect(PullCompact.acceptsCompact("application/vnd.grove.pull-compact-v1+json")).toBe(true)
+    expect(PullCompact.acceptsCompact("application/json, application/vnd.grove.pull-compact-v1+json;q=0.1")).toBe(true)
+    expect(PullCompact.acceptsCompact("application/vnd.grove.pull-compact-v1+json;q=0")).toBe(false)
+    expect(PullCompact.acceptsCompact("application/json")).toBe(false)
+    expect(PullCompact.acceptsCompact("*/*")).toBe(false)
+    expect(PullCompact.acceptsCompact(undefined)).toBe(false)
+    expect(PullCompact.isCompact("application/vnd.grove.pull-compact-v1+json; charset=utf-8")).toBe(true)
+    expect(PullCompact.isCompact("application/json")).toBe(false)
+  })
+})
