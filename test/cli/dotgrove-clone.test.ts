@@ -7,13 +7,12 @@
  */
 import { PGlite } from "@electric-sql/pglite"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { ApiSync } from "@grove/api"
-import * as Tree from "@grove/core/objects/Tree"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { plantCommit } from "../support/planted.ts"
 import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
 let server: GroveServer
@@ -21,22 +20,6 @@ let alice: GroveOptions
 /** A clone of branch `one` made before its head moved to a commit adding `d/.grove/x.txt`. */
 let work: string
 let first: Built
-
-/** What a push would have stored for `built` (its blobs are the first commit's, stored and granted already). */
-const plant = async (db: PGlite, built: Built) => {
-  const [repo] = (await db.query<{ id: string; org_id: string }>(`SELECT id, org_id FROM repositories WHERE name = 'legacy'`)).rows
-  for (const t of built.trees) {
-    await db.query(`INSERT INTO trees (org_id, hash, body) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [repo!.org_id, t.hash, Tree.encodeTree(t.entries)])
-    await db.query(`INSERT INTO repo_trees (repo_id, tree_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [repo!.id, t.hash])
-  }
-  const c = built.commit
-  await db.query(
-    `INSERT INTO commits (repo_id, hash, branch_name, parent_hash, manifest_hash, author, timestamp, files, published)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true)`,
-    [repo!.id, c.hash, c.branch_name, c.parent_hash, c.manifest_hash, c.author, c.timestamp, JSON.stringify(c.files.map(ApiSync.toFileChangeData))]
-  )
-  return repo!.id
-}
 
 beforeAll(async () => {
   const dataDir = tempDir("dotgrove-data")
@@ -54,8 +37,8 @@ beforeAll(async () => {
   const nested = buildCommit({ branch: "one", files: { "a.txt": "a\n", "x.txt": "x\n", "d/.grove/x.txt": "x\n" }, parent: first })
   const deep = buildCommit({ branch: "deep", files: { "a.txt": "a\n", "D/.GROVE/x.txt": "x\n" }, parent: first })
   const db = await PGlite.create(path.join(dataDir, "db"))
-  const repoId = await plant(db, nested)
-  await plant(db, deep)
+  const repoId = await plantCommit(db, "legacy", nested)
+  await plantCommit(db, "legacy", deep)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'one'`, [repoId, nested.commit.hash])
   await db.query(
     `INSERT INTO branches (repo_id, name, description, parent_branch, head, created_by, created_at) VALUES ($1, 'deep', 'deep', NULL, $2, 'alice', '2026-11-22T10:00:00+00:00')`,

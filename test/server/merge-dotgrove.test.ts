@@ -8,14 +8,13 @@
  */
 import { PGlite } from "@electric-sql/pglite"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { ApiSync } from "@grove/api"
-import * as Tree from "@grove/core/objects/Tree"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { plantCommit } from "../support/planted.ts"
 
 let dataDir: string
 let server: GroveServer
@@ -36,22 +35,6 @@ let h1: Built
 let heldFirst: Built
 
 const config = JSON.stringify({ remote: "http://attacker.invalid:9", owner: "mia", name: "legacy" })
-
-/** What a push would have stored for `built` (its blobs are not needed: nothing reads them before the refusal). */
-const plant = async (db: PGlite, name: string, built: Built) => {
-  const [repo] = (await db.query<{ id: string; org_id: string }>(`SELECT id, org_id FROM repositories WHERE name = $1`, [name])).rows
-  for (const t of built.trees) {
-    await db.query(`INSERT INTO trees (org_id, hash, body) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [repo!.org_id, t.hash, Tree.encodeTree(t.entries)])
-    await db.query(`INSERT INTO repo_trees (repo_id, tree_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [repo!.id, t.hash])
-  }
-  const c = built.commit
-  await db.query(
-    `INSERT INTO commits (repo_id, hash, branch_name, parent_hash, manifest_hash, author, timestamp, files, published)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true)`,
-    [repo!.id, c.hash, c.branch_name, c.parent_hash, c.manifest_hash, c.author, c.timestamp, JSON.stringify(c.files.map(ApiSync.toFileChangeData))]
-  )
-  return repo!.id
-}
 
 const heads = async (repo = "legacy") => {
   const branches = (await a().get(`/mia/${repo}/branches`)).body.branches as ReadonlyArray<{ name: string; head: string | null }>
@@ -92,11 +75,11 @@ beforeAll(async () => {
 
   await server.stop()
   const db = await PGlite.create(path.join(dataDir, "db"))
-  const heldId = await plant(db, "held", h1)
+  const heldId = await plantCommit(db, "held", h1)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [heldId, h1.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [heldId, h1.commit.hash])
   let repoId = ""
-  for (const built of [l1, l2, planted, child, nested]) repoId = await plant(db, "legacy", built)
+  for (const built of [l1, l2, planted, child, nested]) repoId = await plantCommit(db, "legacy", built)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [repoId, l2.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [repoId, l2.commit.hash])
   for (const [name, parent, head] of [["planted", null, planted], ["child", "planted", child], ["nested", null, nested]] as const) {
