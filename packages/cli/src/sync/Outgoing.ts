@@ -175,10 +175,10 @@ export const READ_SYNC_BELOW = 256 * 1024
 
 export const shorter = (file: string) => new Error(`${file} is shorter than expected`)
 
-export const readRangeSync = (source: ChunkSource): Uint8Array => {
+/** A chunk's bytes, into `data` when given (its size). */
+export const readRangeSync = (source: ChunkSource, data: Uint8Array = new Uint8Array(source.size)): Uint8Array => {
   const fd = openSync(source.file, "r")
   try {
-    const data = new Uint8Array(source.size)
     let read = 0
     while (read < source.size) {
       const bytesRead = readSync(fd, data, read, source.size - read, source.offset + read)

@@ -3,8 +3,9 @@
  * server lacks (`blobs/check`) and cut those into FastCDC chunks, ask which
  * chunks it lacks (`chunks/check`; the organization dedups), and upload those
  * in binary batches (<= 256 entries, <= 16 MiB each, three in
- * flight). Chunk bytes are read from the files when a batch is sent, so memory
- * stays bounded by the batches in flight. When the server advertises
+ * flight). The small files' chunks are asked about at once, and their batches go while the large files are still
+ * checked and cut. Chunk bytes are read from the files when a batch is sent, straight into the batch's body, so
+ * memory stays bounded by the batches in flight. When the server advertises
  * `chunk_compression: zstd_v1`, each chunk goes zstd-compressed if that shrinks
  * it (`ChunkCompression`); the server verifies the hash of the plain bytes. One that also takes zstd request
  * bodies (`body_compression: zstd_v1`) gets a batch's plain frames as one zstd stream (`Content-Encoding: zstd`)
@@ -21,7 +22,7 @@
 import type { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import { createReadStream } from "node:fs"
 import * as fs from "node:fs/promises"
 import { CliFailure } from "../Failures.ts"
@@ -41,6 +42,7 @@ import {
   uniqueBlobs,
   wholeChunk
 } from "./Outgoing.ts"
+import type { Progress } from "./Progress.ts"
 import { makeProgress } from "./Progress.ts"
 import type { RemoteRepo } from "./RemoteRepo.ts"
 import { bareFrames, transfer, uploadCompression } from "./RemoteRepo.ts"
@@ -75,12 +77,11 @@ export const chunkFile = async (blob: OutgoingBlob): Promise<Array<ApiSync.Chunk
   return refs
 }
 
-/** Exported for its test. */
-export const readRange = async (source: ChunkSource): Promise<Uint8Array> => {
-  if (source.size < READ_SYNC_BELOW) return readRangeSync(source)
+/** A chunk's bytes, into `data` when given (its size). Exported for its test. */
+export const readRange = async (source: ChunkSource, data: Uint8Array = new Uint8Array(source.size)): Promise<Uint8Array> => {
+  if (source.size < READ_SYNC_BELOW) return readRangeSync(source, data)
   const handle = await fs.open(source.file, "r")
   try {
-    const data = new Uint8Array(source.size)
     let read = 0
     while (read < source.size) {
       const { bytesRead } = await handle.read(data, read, source.size - read, source.offset + read)
@@ -121,10 +122,55 @@ interface BatchBody {
 }
 
 /**
- * The push's blob list, handed over while the chunks upload: it is final before the first batch goes (batches only
- * succeed or fail), so the caller builds the push body meanwhile (commands/Push.ts).
+ * The push's blob list, handed over while the chunks upload: once the large files are cut and a first batch has
+ * answered (the list is final then: batches only succeed or fail), so the caller builds the push body meanwhile
+ * (commands/Push.ts).
  */
 export type OnBlobs = (blobs: ReadonlyArray<ApiSync.BlobData>) => void
+
+/** The options of a server that takes none of them (a push too small to ask `capabilities` for). */
+const TAKES_NOTHING = { compress: false, wholeBody: false, bare: false }
+
+/** A chunk's bytes, a view into its batch's body. */
+interface ReadChunk {
+  readonly hash: string
+  readonly data: Uint8Array
+}
+
+/** A batch read: its plain frames (bare or hashed, as `bare` says) in one buffer, each chunk's bytes a view of it. */
+interface ReadBatch {
+  readonly body: Buffer
+  readonly bare: boolean
+  readonly chunks: ReadonlyArray<ReadChunk>
+}
+
+/**
+ * Reads a batch's chunks straight into its body as plain frames (`Frames.encodeBareFrames` or `encodeFrames` of the
+ * plain bytes, byte for byte): one buffer a batch, no copy of the chunks into it afterwards. Ranges of READ_SYNC_BELOW
+ * or more are read on the thread pool, several at once.
+ */
+const readBatch = async (batch: ReadonlyArray<ChunkSource>, bare: boolean): Promise<ReadBatch> => {
+  let size = 0
+  for (const c of batch) size += (bare ? 4 : 8 + c.hash.length) + c.size
+  const body = Buffer.allocUnsafeSlow(size)
+  const chunks: Array<ReadChunk> = []
+  const pending: Array<Promise<void>> = []
+  let at = 0
+  for (const c of batch) {
+    if (!bare) {
+      at = body.writeUInt32BE(c.hash.length, at)
+      at += body.write(c.hash, at, "latin1")
+    }
+    at = body.writeUInt32BE(c.size, at)
+    const data = body.subarray(at, at + c.size)
+    if (c.size < READ_SYNC_BELOW) readRangeSync(c, data)
+    else pending.push(readRange(c, data).then(() => undefined))
+    chunks.push({ hash: c.hash, data })
+    at += c.size
+  }
+  await Promise.all(pending)
+  return { body, bare, chunks }
+}
 
 export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
   remote: RemoteRepo,
@@ -134,103 +180,138 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
   const { call, client } = remote.connection
   const params = { owner: remote.owner, name: remote.name }
   const unique = uniqueBlobs(outgoing)
+  const small = unique.filter((b) => !isLarge(b))
+  const large = unique.filter(isLarge)
+  const smallSources = small.map(wholeChunk)
+  const unasked = sendsUnasked(large.length > 0, smallSources)
   // Large files are cut while blobs/check is on its way (most of them are missing when they are new), a few at a
   // time and up to EARLY_BYTES; once the check answers only missing ones are still cut, and a failed check stops them.
+  // With small files to ask about, the cut (CPU on this thread) waits until their first batch is on its way, or until
+  // their chunks/check answered when they will wait for the large files' chunks (`openCut`).
   let budget = EARLY_BYTES
   const earlyBlobs = unique.filter((b) => isLarge(b) && (budget -= b.size) >= 0)
   let wanted = (_hash: string) => true
   const early = new Map<string, Array<ApiSync.ChunkRefData> | Error>()
-  const earlyDone = mapLimit(earlyBlobs, CUT_AT_ONCE, async (b) => {
-    // A read error matters only if the server lacks the blob: kept, thrown below when it does.
-    if (wanted(b.hash)) early.set(b.hash, await chunkFile(b).catch((e) => e instanceof Error ? e : new Error(String(e))))
-  })
-  const missing = new Set<string>()
-  const small = unique.filter((b) => !isLarge(b))
-  const large = unique.filter(isLarge)
-  yield* Effect.forEach(pages(large.map((b) => b.hash), CHECK_PAGE), (page) =>
-    Effect.map(call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } })), (answer) => {
-      for (const hash of answer.missing) missing.add(hash)
-    }), { discard: true }).pipe(Effect.onError(() => Effect.sync(() => (wanted = () => false))))
-  wanted = (hash) => missing.has(hash)
-  const toSend = large.filter((b) => missing.has(b.hash))
-  const blobs: Array<ApiSync.BlobData> = []
-  const sources = new Map<string, ChunkSource>()
-  for (const b of small) sources.set(b.hash, wholeChunk(b))
-  const lists = yield* transfer("cannot read a file to chunk it", async () => {
-    await earlyDone
-    return mapLimit(toSend, CUT_AT_ONCE, async (blob) => {
-      const chunks = early.get(blob.hash) ?? await chunkFile(blob)
-      if (chunks instanceof Error) throw chunks
-      return { blob, chunks }
+  let openCut = () => {}
+  const cutGate = unasked || small.length === 0 ? Promise.resolve() : new Promise<void>((resolve) => (openCut = resolve))
+  const earlyDone = cutGate.then(() =>
+    mapLimit(earlyBlobs, CUT_AT_ONCE, async (b) => {
+      // A read error matters only if the server lacks the blob: kept, thrown below when it does.
+      if (wanted(b.hash)) early.set(b.hash, await chunkFile(b).catch((e) => e instanceof Error ? e : new Error(String(e))))
     })
-  })
-  for (const { blob, chunks } of lists) {
-    blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
-    for (const c of chunks) if (!sources.has(c.hash)) sources.set(c.hash, { hash: c.hash, file: blob.file, offset: c.offset, size: c.size })
-  }
-  const all = [...sources.values()]
-  const unasked = sendsUnasked(large.length > 0, all)
-  const needed: Array<ChunkSource> = unasked ? all : []
-  for (const page of unasked ? [] : pages(all, CHECK_PAGE)) {
-    const answer = yield* call(client.sync.chunksCheck({
-      params,
-      payload: { hashes: page.map((c) => c.hash), sizes: page.map((c) => c.size), chunk_batch_protocol: "bounded_v1" }
-    }))
-    for (const { hash } of answer.missing) {
-      const source = sources.get(hash)
-      if (source !== undefined) needed.push(source)
+  )
+  /** The chunks of `list` the server lacks (chunks/check, in pages), in the order asked. */
+  const missingOf = (list: ReadonlyArray<ChunkSource>) =>
+    Effect.gen(function*() {
+      const bySource = new Map(list.map((c) => [c.hash, c]))
+      const needed: Array<ChunkSource> = []
+      for (const page of pages(list, CHECK_PAGE)) {
+        const answer = yield* call(client.sync.chunksCheck({
+          params,
+          payload: { hashes: page.map((c) => c.hash), sizes: page.map((c) => c.size), chunk_batch_protocol: "bounded_v1" }
+        }))
+        for (const { hash } of answer.missing) {
+          const source = bySource.get(hash)
+          if (source !== undefined) needed.push(source)
+        }
+      }
+      return needed
+    })
+  const blobs: Array<ApiSync.BlobData> = []
+  // The large files: which the server lacks (blobs/check), their chunks, and which of those it lacks. Runs while the
+  // small files' chunks are asked about and their batches upload.
+  const largePart = Effect.gen(function*() {
+    const missing = new Set<string>()
+    yield* Effect.forEach(pages(large.map((b) => b.hash), CHECK_PAGE), (page) =>
+      Effect.map(call(client.sync.blobsCheck({ params, payload: { hashes: [...page] } })), (answer) => {
+        for (const hash of answer.missing) missing.add(hash)
+      }), { discard: true }).pipe(Effect.onError(() => Effect.sync(() => (wanted = () => false))))
+    wanted = (hash) => missing.has(hash)
+    const toSend = large.filter((b) => missing.has(b.hash))
+    const lists = yield* transfer("cannot read a file to chunk it", async () => {
+      await earlyDone
+      return mapLimit(toSend, CUT_AT_ONCE, async (blob) => {
+        const chunks = early.get(blob.hash) ?? await chunkFile(blob)
+        if (chunks instanceof Error) throw chunks
+        return { blob, chunks }
+      })
+    })
+    // A chunk once, and none that is a small file's (those are asked about, and sent, as the small file).
+    const sources = new Map<string, ChunkSource>()
+    for (const c of smallSources) sources.set(c.hash, c)
+    const chunkSources: Array<ChunkSource> = []
+    for (const { blob, chunks } of lists) {
+      blobs.push({ hash: blob.hash, content: [], size: blob.size, chunks })
+      for (const c of chunks) {
+        if (sources.has(c.hash)) continue
+        const source = { hash: c.hash, file: blob.file, offset: c.offset, size: c.size }
+        sources.set(c.hash, source)
+        chunkSources.push(source)
+      }
     }
-  }
-  const batches = batchesOf(needed)
-  // Called at the first batch's answer, when the other batches in flight keep the server busy while the caller's
-  // synchronous work runs (not as the batches are posted: it would hold their bodies back from the socket); at once
-  // when there is no batch.
+    return yield* missingOf(chunkSources)
+  })
+  // The small files' chunks are asked about at once, alongside blobs/check and the large files' cut, and their full
+  // batches upload while those go on: a new tree's first batch no longer waits for its large files to be cut.
+  const largeFiber = yield* Effect.forkChild(largePart)
+  const smallNeeded = unasked ? smallSources : yield* missingOf(smallSources)
+  const smallTotal = smallNeeded.reduce((sum, c) => sum + c.size, 0)
+  // Batches are cut from the chunks in order (small files', then large files'), so every small batch but the last is
+  // the same whatever the large files add: those go now, the last waits for the large files' chunks to fill it. Only
+  // when the small ones alone are worth compressing (capabilities are asked then whatever the large files add).
+  const smallBatches = large.length > 0 && smallTotal >= COMPRESS_CHUNKS_FROM ? batchesOf(smallNeeded) : []
+  const held = smallBatches.length > 0 ? smallBatches.pop()! : smallNeeded
+  const pipelined = smallBatches.length > 0
+  const queue: Array<ReadonlyArray<ChunkSource>> = smallBatches
+  if (!pipelined) openCut()
+  let takes = pipelined ? yield* serverTakes(remote) : TAKES_NOTHING
+  // Called once the blob list is final and a first batch answered, when the other batches in flight keep the server
+  // busy while the caller's synchronous work runs (not as the batches are posted: it would hold their bodies back from
+  // the socket); at once when there is no batch.
+  let blobsKnown = false
+  let answered = false
   let handedOver = false
   const handOver = () => {
-    if (handedOver) return
+    if (handedOver || !blobsKnown || !answered) return
     handedOver = true
     onBlobs?.(blobs)
   }
-  if (batches.length === 0) handOver()
-  const total = needed.reduce((sum, c) => sum + c.size, 0)
-  const takes = total >= COMPRESS_CHUNKS_FROM ? yield* serverTakes(remote) : { compress: false, wholeBody: false, bare: false }
-  const compress = takes.compress
-  let { bare, wholeBody } = takes
+  let sentBytes = 0
+  let progressed = 0
+  let progress: Progress | undefined
+  const allQueued = yield* Deferred.make<void>()
+  let planned = false
   const encode = (data: Uint8Array): Uint8Array | Promise<Uint8Array> =>
-    !compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
-  const framed = (frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>, sent: ReadonlyArray<Uint8Array>, asBare: boolean) =>
+    !takes.compress ? data : data.length >= ASYNC_FROM ? Objects.ChunkCompression.encodeChunkAsync(data) : Objects.ChunkCompression.encodeChunk(data)
+  const framed = (chunks: ReadonlyArray<ReadChunk>, sent: ReadonlyArray<Uint8Array>, asBare: boolean) =>
     Buffer.concat(
       asBare
-        ? Objects.Frames.encodeBareFrames(frames.map((f, i) => Objects.ChunkCompression.bareFrame(f.data, sent[i]!)))
-        : [hashedBatch(frames.map((f, i) => ({ hash: f.hash, data: sent[i]! })))]
+        ? Objects.Frames.encodeBareFrames(chunks.map((f, i) => Objects.ChunkCompression.bareFrame(f.data, sent[i]!)))
+        : [hashedBatch(chunks.map((f, i) => ({ hash: f.hash, data: sent[i]! })))]
     )
   /**
    * A batch's body: its plain frames as one zstd stream where the server takes zstd bodies (one context a batch on
    * each side instead of one a chunk, and matches across chunks), else each chunk compressed on its own (or not).
    */
-  const bodyOf = async (
-    frames: ReadonlyArray<{ readonly hash: string; readonly data: Uint8Array }>,
-    asBare: boolean,
-    asWhole: boolean
-  ): Promise<BatchBody> => {
-    const plain = frames.map((f) => f.data)
+  const bodyOf = async (read: ReadBatch, asBare: boolean, asWhole: boolean): Promise<BatchBody> => {
+    const plain = read.chunks.map((c) => c.data)
+    const plainBody = () => read.bare === asBare ? read.body : framed(read.chunks, plain, asBare)
     if (asWhole && Objects.ChunkCompression.batchWorthZstd(plain)) {
-      const body = framed(frames, plain, asBare)
+      const body = plainBody()
       const zstd = await Objects.ChunkCompression.encodeBatchBody(body)
       if (zstd === body) return { body }
       if (zstd !== undefined) return { body: zstd, contentEncoding: "zstd" }
     }
-    return { body: framed(frames, await Promise.all(plain.map(encode)), asBare) }
+    if (!takes.compress) return { body: plainBody() }
+    return { body: framed(read.chunks, await Promise.all(plain.map(encode)), asBare) }
   }
-  const progress = makeProgress("Uploading", total)
-  let sentBytes = 0
-  yield* Effect.forEach(batches, (batch) =>
+  const sendBatch = (batch: ReadonlyArray<ChunkSource>) =>
     transfer("upload failed", async () => {
-      const frames = await Promise.all(batch.map(async (c) => ({ hash: c.hash, data: await readRange(c) })))
+      const read = await readBatch(batch, takes.bare)
       const post = async (asBare: boolean, asWhole: boolean) => {
-        const { body, contentEncoding } = await bodyOf(frames, asBare, asWhole)
+        const { body, contentEncoding } = await bodyOf(read, asBare, asWhole)
         const contentType = asBare ? Objects.Frames.BARE_CONTENT_TYPE : HASHED_FRAMES_TYPE
-        await remote.sendBinary("chunks/batch", {
+        const sent = remote.sendBinary("chunks/batch", {
           method: "POST",
           body,
           contentType,
@@ -238,11 +319,14 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
           // 503 goes per chunk at once (below) rather than waiting for them.
           ...(contentEncoding === undefined ? {} : { contentEncoding, busyFailsAtOnce: true })
         })
+        // A batch on its way: the large files' cut may have this thread now.
+        openCut()
+        await sent
         return body.length
       }
       const status = (error: unknown) => error instanceof CliFailure ? error.details?.["status"] : undefined
-      const asBare = bare
-      const asWhole = wholeBody
+      const asBare = takes.bare
+      const asWhole = takes.wholeBody
       sentBytes += await post(asBare, asWhole).catch((error: unknown) => {
         // Busy decoding others' zstd bodies: this batch per chunk (which the chunk handler decodes), later ones as before.
         if (asWhole && status(error) === 503) return post(asBare, false)
@@ -250,13 +334,42 @@ export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
         // reads them as hashed frames and answers 400: invalid_batch, or invalid_chunk when the bytes happen to parse
         // as one frame with a garbage hash. This batch again, and every later one, as plain hashed frames.
         if (!(asBare || asWhole) || status(error) !== 400) throw error
-        bare = false
-        wholeBody = false
+        takes = { ...takes, bare: false, wholeBody: false }
         return post(false, false)
       })
-      progress.add(batch.reduce((sum, c) => sum + c.size, 0))
+      const bytes = batch.reduce((sum, c) => sum + c.size, 0)
+      if (progress === undefined) progressed += bytes
+      else progress.add(bytes)
+      answered = true
       handOver()
-    }), { concurrency: IN_FLIGHT, discard: true }).pipe(Effect.ensuring(Effect.sync(progress.done)))
+    })
+  /** Sends queued batches, three at a time (three of these), until the large files' batches are queued and sent. */
+  const sender: Effect.Effect<void, CliFailure> = Effect.suspend(() => {
+    const next = queue.shift()
+    if (next !== undefined) return Effect.flatMap(sendBatch(next), () => sender)
+    return planned ? Effect.void : Effect.flatMap(Deferred.await(allQueued), () => sender)
+  })
+  let needed: ReadonlyArray<ChunkSource> = smallNeeded
+  const plan = Effect.gen(function*() {
+    const largeNeeded = yield* Fiber.join(largeFiber)
+    needed = [...smallNeeded, ...largeNeeded]
+    const total = needed.reduce((sum, c) => sum + c.size, 0)
+    if (!pipelined && total >= COMPRESS_CHUNKS_FROM) takes = yield* serverTakes(remote)
+    const rest = batchesOf([...held, ...largeNeeded])
+    queue.push(...rest)
+    progress = makeProgress("Uploading", total)
+    progress.add(progressed)
+    blobsKnown = true
+    // No batch at all: the blob list goes to the caller at once.
+    if (rest.length === 0 && !pipelined) answered = true
+    handOver()
+    planned = true
+    yield* Deferred.succeed(allQueued, undefined)
+  })
+  yield* Effect.all([plan, ...Array.from({ length: IN_FLIGHT }, () => sender)], { concurrency: "unbounded", discard: true }).pipe(
+    Effect.ensuring(Effect.sync(() => progress?.done()))
+  )
+  const total = needed.reduce((sum, c) => sum + c.size, 0)
   // No chunks/uploaded confirmation: a batch answers 200 only once every chunk in it is verified and stored
   // (the confirmation is for uploads to presigned URLs, which this server does not hand out).
   return { blobs, uploadedChunks: needed.length, uploadedBytes: total, sentBytes } satisfies UploadResult
