@@ -478,7 +478,7 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(after.body).toMatchObject({ status: "completed", conclusion: "cancelled" })
   }, 240_000)
 
-  it("a commit whose root holds .grove (where a grove checkout keeps its config) is refused by the server; nothing is published", async () => {
+  it("a commit holding .grove (where a grove checkout keeps its config), at the root or deeper, is refused by the server; nothing is published", async () => {
     const w5 = path.join(root, "w5")
     ok(await oak(["init", "w5"], root), "oak init")
     fs.mkdirSync(path.join(w5, ".GROVE"))
@@ -495,6 +495,18 @@ describe.skipIf(oakPath === undefined)(`the Oak client ${OAK_VERSION} against Gr
     expect(refused.code, refused.stderr).not.toBe(0)
     // The client does not show the body (it may hold secrets): the server's 400 invalid_tree is what it reports.
     expect(jsonOf(refused).error.message).toContain("rejected with HTTP 400")
+    expect(await published()).toEqual(before)
+
+    // Deeper down too (grove's walk skips a .grove folder at any depth: a clone would lose its files).
+    const w6 = path.join(root, "w6")
+    ok(await oak(["init", "w6"], root), "oak init")
+    fs.mkdirSync(path.join(w6, "docs/.grove"), { recursive: true })
+    fs.writeFileSync(path.join(w6, "docs/.grove/notes.txt"), "notes\n")
+    fs.writeFileSync(path.join(w6, "README.md"), "innocent\n")
+    ok(await oak(["commit"], w6), "oak commit")
+    const deep = await oak(["push", "-r", server.url, "--repo", `${OWNER}/${REPO}`, "--json"], w6)
+    expect(deep.code, deep.stderr).not.toBe(0)
+    expect(jsonOf(deep).error.message).toContain("rejected with HTTP 400")
     expect(await published()).toEqual(before)
   }, 120_000)
 })
