@@ -17,6 +17,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type Built, buildCommit, type Files, inlineBlobs, pushBody } from "../../../../test/support/content.ts"
 import { push } from "./BranchCommands.ts"
+import { storeUploaded } from "./ChunkUploads.ts"
 import { ChunkStore } from "./ChunkStore.ts"
 import { ContentObjects, type DedupScope } from "./ContentObjects.ts"
 import { preparePush, PushRejected } from "./PushPreparation.ts"
@@ -62,7 +63,9 @@ const world = Effect.gen(function*() {
   const reached = sql<{ hash: string }>`SELECT blob_hash AS hash FROM repo_blobs WHERE repo_id = ${repoId}`.pipe(
     Effect.map((rows) => rows.map((r) => r.hash).sort())
   )
-  return { repoId, pushed, reached, prepare: (body: unknown) => preparePush({ id: repoId, orgId }, body as never, scope) }
+  /** Each blob of `built` uploaded as the one chunk carrying its hash (granted to the caller), as the client sends small files. */
+  const upload = (built: Built) => storeUploaded(orgId, scope, [...built.contents].map(([hash, data]) => ({ hash, data })))
+  return { repoId, scope, pushed, reached, upload, prepare: (body: unknown) => preparePush({ id: repoId, orgId }, body as never, scope) }
 })
 
 const blobOf = (built: Built, file: string) => built.snapshot.get(file)!.hash
@@ -143,5 +146,30 @@ layer(Services, { timeout: 120_000, excludeTestServices: true })("push preparati
       const refused = yield* Effect.flip(w.prepare(pushBody({ branch: "c", commits: [second], blobs: [] })))
       expect(refused).toBeInstanceOf(PushRejected)
       expect((refused as PushRejected).code).toBe("missing_blob")
+    }))
+
+  it.effect("small blobs uploaded as chunks are found with their grants in one statement per slice; the rest as before", () =>
+    Effect.gen(function*() {
+      const w = yield* world
+      const sql = yield* SqlClient.SqlClient
+      const first = buildCommit({ branch: "u", files: TREE })
+      yield* w.upload(first)
+      // One chunk's grant is older than recordUploads leaves as it is: found through `present`, and renewed.
+      const stale = blobOf(first, "README.md")
+      yield* sql`UPDATE object_uploads SET created_at = now() - interval '1 hour' WHERE repo_id = ${w.repoId} AND hash = ${stale}`
+      const before = traffic.statements.length
+      const prepared = yield* w.prepare(pushBody({ branch: "u", commits: [first], blobs: [] }))
+      const ran = traffic.statements.slice(before)
+      expect(sorted(prepared.newBlobs)).toEqual(sorted(first.contents.keys()))
+      // On the old code: chunk sizes, present (its reach and the caller's uploads), blob sizes and the grants' probe
+      // each read all 42 (the statements below, one each, and no statement reading `FROM chunks c`).
+      expect(ran.filter((text) => /FROM chunks c\b/.test(text))).toHaveLength(1)
+      expect(ran.filter((text) => /FROM blobs WHERE/.test(text))).toHaveLength(1) // the stale one's, alone
+      const registered = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM blobs b JOIN blob_chunks bc
+        ON bc.org_id = b.org_id AND bc.blob_hash = b.hash AND bc.chunk_hash = b.hash WHERE b.org_id = ${w.scope.orgId} AND b.hash = ANY(${[...first.contents.keys()]})`
+      expect(registered[0]!.n).toBe(first.contents.size)
+      const renewed = yield* sql<{ fresh: boolean }>`SELECT created_at > now() - interval '1 minute' AS fresh FROM object_uploads
+        WHERE repo_id = ${w.repoId} AND hash = ${stale}`
+      expect(renewed[0]!.fresh).toBe(true)
     }))
 })

@@ -134,11 +134,21 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 ) {
   const objects = yield* ContentObjects
   const chunkStore = yield* ChunkStore
-  /** Sizes of the stored chunks that count as present for this caller. */
-  const presentChunkSizes = Effect.fnUntraced(function*(hashes: ReadonlyArray<string>) {
-    const stored = yield* chunkStore.sizes(repo.orgId, hashes)
+  /** Chunks the caller uploaded here with a fresh grant: granted already (recordUploads would leave them so). */
+  const freshlyGranted = new Set<string>()
+  /**
+   * Sizes of the stored chunks that count as present for this caller: first those it just uploaded here (what a
+   * push's chunks mostly are, one lookup each), then the rest through chunk sizes and `present`.
+   */
+  const presentChunkSizes = Effect.fnUntraced(function*(hashes: ReadonlyArray<string>, askedFresh = false) {
+    const found = askedFresh ? new Map<string, number>() : yield* objects.freshChunkUploads(scope, hashes)
+    for (const h of found.keys()) freshlyGranted.add(h)
+    const rest = hashes.filter((h) => !found.has(h))
+    if (rest.length === 0) return found
+    const stored = yield* chunkStore.sizes(repo.orgId, rest)
     const visible = yield* objects.present("chunk", scope, [...stored.keys()], true)
-    return new Map([...stored].filter(([h]) => visible.has(h)))
+    for (const [h, size] of stored) if (visible.has(h)) found.set(h, size)
+    return found
   })
   const expected = body.expected_head ?? null
   if (expected !== null && !Blake3.isHash(expected)) {
@@ -348,13 +358,22 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     here?.canRead ?? (() => true)
   )
   const checked = new Set([...placed.readable, ...placed.hidden])
-  const unresolved = [...checked].filter((h) => !pushedBlobs.has(h))
+  // A small blob the caller uploaded as the one chunk carrying its hash (what most of a push's blobs are) is
+  // registered from its chunk without asking whether the blob is stored or visible: registering a stored blob
+  // keeps its row, and its grant is the chunk's (one row per hash).
+  const uploaded = yield* objects.freshChunkUploads(scope, [...checked].filter((h) => !pushedBlobs.has(h)))
+  for (const [h, size] of uploaded) {
+    if (size >= FastCdc.CHUNKING_THRESHOLD) continue
+    freshlyGranted.add(h)
+    registrations.push({ hash: h, size, chunks: [{ hash: h, offset: 0, size }] })
+  }
+  const unresolved = [...checked].filter((h) => !pushedBlobs.has(h) && !freshlyGranted.has(h))
   const storedBlobs = yield* objects.blobSizes(repo.orgId, unresolved)
   const visibleBlobs = yield* objects.present("blob", scope, [...storedBlobs.keys()], true)
   const hiddenOnly = [...placed.hidden].filter((h) => !placed.readable.has(h) && storedBlobs.has(h) && !visibleBlobs.has(h))
   const kept = hiddenOnly.length === 0 ? new Set<string>() : yield* objects.repoBlobs(repo.id, hiddenOnly)
   const implicit = unresolved.filter((h) => !visibleBlobs.has(h) && !kept.has(h))
-  const chunkSizes = yield* presentChunkSizes(implicit)
+  const chunkSizes = yield* presentChunkSizes(implicit, true)
   for (const h of implicit) {
     const size = chunkSizes.get(h)
     if (size === undefined || size >= FastCdc.CHUNKING_THRESHOLD) {
@@ -368,7 +387,8 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   yield* objects.stageCommits(repo.id, body.commits)
   // What this push carried (or proved it could read) counts as present for this caller from now on:
   // an object-only push followed by the commit push, or a retried push, need not send it again.
-  yield* objects.recordUploads(scope, [...pushedTrees.map((t) => t.hash), ...registrations.map((b) => b.hash)])
+  // (Those whose fresh grant this push found are granted already.)
+  yield* objects.recordUploads(scope, [...pushedTrees.map((t) => t.hash), ...registrations.map((b) => b.hash)].filter((h) => !freshlyGranted.has(h)))
   const prepared: PreparedPush = {
     branchName,
     commits: body.commits.map((c) => c.hash),

@@ -277,6 +277,32 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
         expect(rows!.n).toBe("40000")
       }), 300_000)
 
+    // A push's small blobs, each uploaded as the one chunk carrying its hash, are found with their sizes and fresh grants
+    // in one statement (freshChunkUploads): a probe per chunk, as recordUploads', not a join that reads every grant of
+    // the caller's to the repository (and the organization's chunks) per slice. The same 1,000 hashes against 1,000
+    // and 40,000 stored and granted chunks.
+    it.effect("freshChunkUploads of a slice costs the slice, not the caller's other grants and chunks", () =>
+      Effect.gen(function*() {
+        yield* noAutovacuum
+        const sql = yield* SqlClient.SqlClient
+        yield* organization(1000, false, true)
+        yield* sql`ANALYZE`
+        const granted = Effect.fnUntraced(function*(n: number) {
+          const { repo } = yield* organization(0, false)
+          const hashes = Array.from({ length: n }, (_, i) => h(`${repo.id} uploaded ${i}`))
+          yield* sql`INSERT INTO chunks (org_id, hash, size) SELECT ${repo.orgId}, unnest(${hashes}::text[]), 1`
+          yield* sql`INSERT INTO object_uploads (repo_id, principal, hash) SELECT ${repo.id}, 'user:me', unnest(${hashes}::text[])`
+          return { scope: { orgId: repo.orgId, repoId: repo.id, principal: "user:me" }, ask: hashes.slice(0, 1000) }
+        })
+        const [small, large] = [yield* granted(1000), yield* granted(40_000)]
+        const grants = makeUploadGrants(sql)
+        expect((yield* grants.freshChunkUploads(large.scope, large.ask)).size).toBe(1000)
+        const fresh = (org: typeof small) => Effect.repeat(grants.freshChunkUploads(org.scope, org.ask), { times: 4 })
+        const found = yield* inTurns(cpuWithBackend(fresh(small)), cpuWithBackend(fresh(large)))
+        console.log(`${database} freshChunkUploads CPU ms (1,000 hashes, 1,000 / 40,000 granted chunks, five times):`, found)
+        expect(found.large).toBeLessThan(Math.max(found.small * 3, 50))
+      }), 300_000)
+
     // 50 chunks asked, ten times per measure (ticks of 10 ms on PostgreSQL): a form that reads all the organization's
     // blob_chunks or chunks per slice (e97d2d9's InitPlan) costs ~10x on the large one.
     it.effect("a small ask costs the same from a small and from a large organization", () =>
