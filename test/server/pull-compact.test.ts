@@ -16,9 +16,9 @@ let server: GroveServer
 let token: string
 const commits: Array<Built> = []
 
-/** Many small files: the answer is past the size from which answers go zstd. */
-const manyFiles = (tag: string, count: number) =>
-  Object.fromEntries(Array.from({ length: count }, (_, i) => [`src/d${i % 9}/f${i}.ts`, `export const ${tag}${i} = ${i}\n`]))
+/** Many small files (past LEAVE_OUT_FROM; the answer past the size from which answers go zstd). */
+const manyFiles = (tag: string, count: number, dir = "src") =>
+  Object.fromEntries(Array.from({ length: count }, (_, i) => [`${dir}/d${i % 9}/f${i}.ts`, `export const ${tag}${i} = ${i}\n`]))
 
 beforeAll(async () => {
   server = await startServer()
@@ -31,10 +31,10 @@ beforeAll(async () => {
   const second = buildCommit({
     branch: "work",
     parent: first,
-    files: { ...rest, "src/d0/f0.ts": "changed\n", "lib/f1.ts": moved!, "run.sh": "#!/bin/sh\n", "new.md": "new\n" }
+    files: { ...rest, ...manyFiles("b", 120, "more"), "src/d0/f0.ts": "changed\n", "lib/f1.ts": moved!, "run.sh": "#!/bin/sh\n", "new.md": "new\n" }
   })
   // A files list a push accepts but that is not the canonical one (the Oak client may leave the modes out).
-  const third = buildCommit({ branch: "work", parent: second, files: { ...rest, "src/d0/f0.ts": "again\n", "lib/f1.ts": moved!, "new.md": "new\n" } })
+  const third = buildCommit({ branch: "work", parent: second, files: { ...rest, ...manyFiles("c", 120, "more"), "lib/f1.ts": moved!, "new.md": "new\n" } })
   third.commit.files = third.commit.files.map((change) => {
     const { new_mode: _, old_mode: __, ...rest } = change
     return rest
@@ -99,7 +99,10 @@ describe("the compact pull answer", () => {
       expect(JSON.stringify(rebuild(answer))).toBe(plain.text)
       expect(compact.text.length).toBeLessThan(plain.text.length * 0.8)
       expect(answer.blobs.every((b) => b.chunks === undefined && b.content === undefined)).toBe(true)
-      // Left out: a commit with no parent or its parent in the answer, whose list is canonical (not the third's).
+      // Left out: a long list of a commit with no parent or its parent in the answer, if canonical (not the third's).
+      expect(answer.commits.map((c, i) => c.files?.length ?? JSON.parse(plain.text).commits[i].files.length)).toEqual(
+        query === "" ? [301, 125, 122] : [125, 122]
+      )
       const leftOut = answer.commits.map((c) => c.files === undefined)
       expect(leftOut).toEqual(query === "" ? [true, true, false] : [false, false])
     }

@@ -64,7 +64,8 @@ const rebuilt = (compact: PullCompact.CompactPullResponse): S.PullResponse => {
 /** The answer through the wire both ways, as JSON text. */
 const roundTrip = (answer: S.PullResponse) => {
   const plain = JSON.parse(JSON.stringify(answer)) as S.PullResponse
-  const compact = JSON.parse(JSON.stringify(PullCompact.compact(plain))) as PullCompact.CompactPullResponse
+  // Every list long enough to be left out, so these short ones are.
+  const compact = JSON.parse(JSON.stringify(PullCompact.compact(plain, 1))) as PullCompact.CompactPullResponse
   return { plain, compact, rebuilt: rebuilt(compact) }
 }
 
@@ -123,6 +124,14 @@ describe("the compact pull answer", () => {
     expect(compact.commits[0]!.files).toBeDefined()
     expect(compact.blobs.map((b) => [b.content !== undefined, b.chunks?.length])).toEqual([[false, 2], [false, 0], [true, undefined], [false, undefined]])
     expect(back).toEqual(plain)
+  })
+
+  it("keeps a list shorter than LEAVE_OUT_FROM: its diff costs more than its JSON", () => {
+    const answer = answerOf(...VERSIONS)
+    expect(PullCompact.compact(answer).commits.map((c) => c.files !== undefined)).toEqual([true, true, true])
+    const many: Files = Object.fromEntries(Array.from({ length: PullCompact.LEAVE_OUT_FROM }, (_, i) => [`d${i % 3}/f${i}`, `${i}`]))
+    const long = answerOf(many, { ...many, "d0/f0": "changed" })
+    expect(PullCompact.compact(long).commits.map((c) => c.files !== undefined)).toEqual([false, true])
   })
 
   it("a rebuild that cannot be made is refused, not guessed", () => {
