@@ -17,29 +17,32 @@ describe("Blake3", () => {
     expect(backend.name).toBe(glibcX64 ? "native" : "wasm")
   })
 
-  // A fresh node loads the module, counting WASM compilations; ARCH=arm64 makes the native package unavailable.
+  // A fresh node loads the module, counting WASM compilations and noting whether hash-wasm's code was loaded at all;
+  // ARCH=arm64 makes the native package unavailable.
   const loadAlone = (env: Record<string, string>) => {
     const script = `let compiled = 0
+let hashWasm = false
+;(await import("node:module")).registerHooks({ load: (url, context, next) => ((hashWasm ||= url.includes("hash-wasm")), next(url, context)) })
 for (const k of ["instantiate", "compile"]) { const f = WebAssembly[k]; WebAssembly[k] = (...a) => (compiled++, f(...a)) }
 if (process.env.ARCH) Object.defineProperty(process, "arch", { value: process.env.ARCH })
 const m = await import(process.argv[1])
 const data = new Uint8Array(1024 * 1024 + 5).map((_, i) => (i * 7) % 253)
-console.log(JSON.stringify({ name: m.backend.name, compiled, empty: m.EMPTY_HASH, hello: m.hash("hello world"), data: m.hash(data) }))`
+console.log(JSON.stringify({ name: m.backend.name, compiled, hashWasm, empty: m.EMPTY_HASH, hello: m.hash("hello world"), data: m.hash(data) }))`
     const out = execFileSync(process.execPath, ["--input-type=module", "-e", script, new URL("./Blake3.ts", import.meta.url).pathname], {
       env: { ...process.env, ...env },
       encoding: "utf8"
     })
-    return JSON.parse(out) as { name: string; compiled: number; empty: string; hello: string; data: string }
+    return JSON.parse(out) as { name: string; compiled: number; hashWasm: boolean; empty: string; hello: string; data: string }
   }
   const MIB = wasmBackend.hash(new Uint8Array(1024 * 1024 + 5).map((_, i) => (i * 7) % 253))
 
-  it.skipIf(!glibcX64)("creates no WASM instance when the native backend loads", () => {
-    expect(loadAlone({})).toEqual({ name: "native", compiled: 0, empty: EMPTY, hello: HELLO, data: MIB })
+  it.skipIf(!glibcX64)("creates no WASM instance, and loads no hash-wasm code, when the native backend loads", () => {
+    expect(loadAlone({})).toEqual({ name: "native", compiled: 0, hashWasm: false, empty: EMPTY, hello: HELLO, data: MIB })
   })
 
   it("falls back to WASM, byte-exact, where the native package cannot load", () => {
     const loaded = loadAlone({ ARCH: "arm64" })
-    expect(loaded).toMatchObject({ name: "wasm", empty: EMPTY, hello: HELLO, data: MIB })
+    expect(loaded).toMatchObject({ name: "wasm", hashWasm: true, empty: EMPTY, hello: HELLO, data: MIB })
     expect(loaded.compiled).toBeGreaterThan(0)
   })
 

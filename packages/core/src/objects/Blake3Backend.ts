@@ -2,7 +2,6 @@
  * BLAKE3-256 of bytes and strings without Effect (Blake3.ts re-exports it with the Schema and stream forms): for
  * code that runs before Effect loads, such as the client's quick answers (cli NoopPush.ts). Backends: see Blake3.ts.
  */
-import { createBLAKE3 } from "hash-wasm"
 
 /** A BLAKE3-256 digest in canonical form. Uppercase, other lengths and separators are never valid. */
 export type Hash = string
@@ -22,6 +21,10 @@ export interface Backend {
 }
 
 const makeWasmBackend = async (): Promise<Backend> => {
+  // Imported here, not at the top: where the native backend loads, a process never reads hash-wasm's ~270 KB (a
+  // bundle puts it in a chunk of its own, loaded only then). A bundle hands its CommonJS build over as `default`.
+  const loaded: typeof import("hash-wasm") & { readonly default?: typeof import("hash-wasm") } = await import("hash-wasm")
+  const { createBLAKE3 } = loaded.default ?? loaded
   // One shared instance for one-shot hashing: init/update/digest run synchronously, so calls cannot interleave.
   const shared = await createBLAKE3()
   return {
