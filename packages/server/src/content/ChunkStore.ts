@@ -143,8 +143,13 @@ export class ChunkStore extends Context.Service<ChunkStore, {
 
     const locate = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
       const out = new Map<string, ChunkLocation>()
+      // A probe per hash (a LATERAL subquery with LIMIT 1, which the planner cannot flatten), as ChunkReads does: as
+      // `hash = ANY(...)` PostgreSQL 15 read all the organization's chunks per slice once its statistics were taken
+      // before the organization's rows arrived (StaleStatistics.test: 1,000 hashes among 40,000 chunks, 17x the CPU of
+      // those among 1,000), and every chunk upload, chunks/check and push asks here.
       const rows = yield* inBatches([...new Set(hashes)], (slice) =>
-        sql<LocationRow>`SELECT ${sql.literal(LOCATION_COLUMNS)} FROM chunks WHERE org_id = ${orgId} AND hash = ANY(${slice})`)
+        sql<LocationRow>`SELECT c.* FROM unnest(${slice}::text[]) AS a(hash)
+          CROSS JOIN LATERAL (SELECT ${sql.literal(LOCATION_COLUMNS)} FROM chunks WHERE org_id = ${orgId} AND hash = a.hash LIMIT 1) c`)
       for (const r of rows) out.set(r.hash, locationOf(r))
       return out as ReadonlyMap<string, ChunkLocation>
     })
