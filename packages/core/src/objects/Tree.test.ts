@@ -9,6 +9,7 @@ import {
   compareNames,
   decodeTree,
   dotGroveIn,
+  mayHoldDotGrove,
   encodeTree,
   hashTree,
   isDotGit,
@@ -134,6 +135,19 @@ describe("Tree", () => {
     expect(dotGroveIn("d/.grove")).toBe("d/.grove")
     for (const path of ["a.txt", "grove/x", "d/.grovex/y", "x.grove/y", "caf\u00e9/.groves", "groves/grove.txt"]) {
       expect(dotGroveIn(path), path).toBeUndefined()
+    }
+    // Other scripts: found below them, and a path without one is told by the one test (no segment looked at).
+    expect(dotGroveIn("\u6587\u6863/.GROVE/\u7b14\u8bb0.txt")).toBe("\u6587\u6863/.GROVE")
+    expect(dotGroveIn("\u6587\u6863/\u7b14\u8bb0.txt")).toBeUndefined()
+    expect(mayHoldDotGrove("\u6587\u6863/\u7b14\u8bb0.txt\0caf\u00e9/\u0433\u0440\u043e\u0432\u0435")).toBe(false)
+    expect(["x/.grove", "a\0b/Grove~1", "\u6587/.gr\u200Cove"].every(mayHoldDotGrove)).toBe(true)
+  })
+
+  it("no code point but ASCII lower-cases to a letter of '.grove~1', so the prefilter misses no spelling", () => {
+    const letters = new Set(".grove~1")
+    for (let cp = 0x80; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue
+      for (const c of String.fromCodePoint(cp).toLowerCase()) if (letters.has(c)) expect.fail(`U+${cp.toString(16)}`)
     }
   })
 

@@ -76,8 +76,11 @@ const isDotFile = (name: string, base: string, shortNames: ReadonlyArray<string>
  */
 export const isDotGit = (name: string): boolean => isDotFile(name, "git", ["git~1"])
 
-/** Only a name holding `grove` (in any case), or a non-ASCII one (an HFS+ ignorable may split it), can be `.grove`. */
-const MAYBE_GROVE = /grove|[\u0080-\uffff]/i
+/**
+ * Only a name holding `grove` (in any case) or an HFS+ ignorable (which may split it) can be `.grove`: no other code
+ * point lower-cases to an ASCII letter of it (Tree.test checks them all), so a name in any other script costs one test.
+ */
+const MAYBE_GROVE = new RegExp(`grove|${HFS_IGNORED.source}`, "i")
 
 /**
  * `.grove` as a checkout's file system could take it (any case, HFS+ ignorable code points, NTFS aliases): grove keeps
@@ -86,12 +89,15 @@ const MAYBE_GROVE = /grove|[\u0080-\uffff]/i
  */
 export const isDotGrove = (name: string): boolean => MAYBE_GROVE.test(name) && isDotFile(name, "grove", ["grove~1"])
 
+/** False when no segment of `text` (paths joined by any separator) can be `.grove`: one test for a whole list. */
+export const mayHoldDotGrove = (text: string): boolean => MAYBE_GROVE.test(text)
+
 /**
  * The start of `path` (`/`-separated) up to its first segment a checkout takes for `.grove` (`d/.GROVE` of
  * `d/.GROVE/x`), or undefined for none. One regular expression test for most paths: a clone checks every file.
  */
 export const dotGroveIn = (path: string): string | undefined => {
-  if (!MAYBE_GROVE.test(path)) return undefined
+  if (!mayHoldDotGrove(path)) return undefined
   for (let start = 0; ;) {
     const end = path.indexOf("/", start)
     if (isDotGrove(end < 0 ? path.slice(start) : path.slice(start, end))) return end < 0 ? path : path.slice(0, end)
