@@ -8,7 +8,7 @@ import { commitSnapshot, commitWorkingTree } from "./Commit.ts"
 import { blobPath } from "./Objects.ts"
 import { currentBranch, initialState, newBranch } from "./State.ts"
 import { EMPTY_INDEX } from "./TreeStatus.ts"
-import { scan } from "./WorkingTree.ts"
+import { readIndex, scan, writeIndex } from "./WorkingTree.ts"
 import { openAt, saveState, writeConfig } from "./Workspace.ts"
 
 const setup = Effect.gen(function*() {
@@ -52,6 +52,27 @@ describe("Commit", () => {
 
       const nothing = yield* commitWorkingTree(workspace, second.state)
       expect(nothing.commit).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.effect("a tracked .grove path (an older client's) blocks the commit, naming it, until it is moved out", () =>
+    Effect.gen(function*() {
+      const { root, state, workspace } = yield* setup
+      yield* write(root, "a.txt", "alpha\n")
+      yield* write(root, "d/g/x", "kept\n")
+      const first = yield* commitWorkingTree(workspace, state)
+      // As an older client left it: the file under d/.grove, and the index tracking it there.
+      yield* Effect.promise(() => fs.rename(path.join(root, "d/g"), path.join(root, "d/.grove")))
+      const index = yield* readIndex(root)
+      const entry = index.files.get("d/g/x")!
+      yield* writeIndex(root, new Map([["a.txt", index.files.get("a.txt")!], ["d/.grove/x", entry]]), null)
+      const refused = yield* Effect.flip(commitWorkingTree(workspace, first.state))
+      expect(refused.code).toBe("invalid_path")
+      expect(refused.message).toContain("d/.grove/x: tracked, but 'd/.grove' is taken for '.grove'")
+      expect(refused.message).toContain("move it out of 'd/.grove'")
+      // Moved out: the commit lands, the file at its new path.
+      yield* Effect.promise(() => fs.rename(path.join(root, "d/.grove/x"), path.join(root, "d/x")))
+      const moved = yield* commitWorkingTree(workspace, first.state)
+      expect([...(yield* commitSnapshot(workspace, moved.commit!.hash)).keys()].sort()).toEqual(["a.txt", "d/x"])
     }).pipe(Effect.scoped))
 
   it.effect("the index holds the head: no tree is read, only changed directories are rebuilt, same manifest as a full build", () =>

@@ -2,8 +2,9 @@
  * The index file's layouts (IndexEntries.ts holds what they encode): the binary one written now, and the JSON ones of
  * older clients, still read so an upgrade does not re-hash the tree. An index read from the binary or column layout
  * keeps its columns, which the unchanged-tree check compares without making the entries (TreeStatus.ts). Node
- * built-ins only.
+ * built-ins and core's TreeText (no Effect) only.
  */
+import { dotGroveIn, mayHoldDotGrove } from "@grove/core/objects/TreeText"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexEntries.ts"
 import { EMPTY_INDEX, NO_FOLDERS } from "./IndexEntries.ts"
 
@@ -55,7 +56,7 @@ export const parseIndex = (text: string, fileMtimeMs: number): WorkIndex => {
         throw new Error("a short column")
       }
       // Its directories are not trusted (see BinaryHead.walked): each is read once again.
-      return columnIndex(writtenAt, base, parsed.dirs, undefined, { paths, hashes, modes, stats })
+      return columnIndex(writtenAt, base, parsed.dirs, undefined, { paths, hashes, modes, stats }, reservedIn(paths))
     }
     const dirs = new Map(base === null ? [] : parsed.dirs ?? [])
     const folders = NO_FOLDERS // not trusted (see BinaryHead.walked)
@@ -91,7 +92,8 @@ const columnIndex = (
   base: Hash | null,
   dirRows: ReadonlyArray<readonly [string, Hash]> | undefined,
   folderRows: ReadonlyArray<number | string> | undefined,
-  columns: IndexColumns
+  columns: IndexColumns,
+  reserved: ReadonlyMap<string, string>
 ): WorkIndex => {
   let files: Map<string, IndexEntry> | undefined
   let dirs: ReadonlyMap<string, Hash> | undefined
@@ -109,6 +111,9 @@ const columnIndex = (
       return folders ??= foldersOf(Array.isArray(folderRows) ? folderRows : [])
     }
   }
+  reservedOf.set(index, reserved)
+  // An index tracking a `.grove` path is never told unchanged from its columns: the full scan lists those paths.
+  if (reserved.size > 0) return index
   columnsOf.set(index, columns)
   folderRowsOf.set(index, Array.isArray(folderRows) ? folderRows : [])
   return index
@@ -169,7 +174,8 @@ export const parseIndexBytes = (bytes: Buffer, fileMtimeMs: number): WorkIndex =
     if (!Number.isSafeInteger(n) || !Number.isSafeInteger(pathBytes) || n < 0 || statsAt + 32 * n + HASH_LENGTH * n !== bytes.length) {
       throw new Error("not the length its head gives")
     }
-    const paths = n === 0 ? [] : bytes.toString("utf8", at, pathsEnd - 1).split("\0")
+    const pathText = n === 0 ? "" : bytes.toString("utf8", at, pathsEnd - 1)
+    const paths = n === 0 ? [] : pathText.split("\0")
     at = pathsEnd
     const modes = bytes.toString("latin1", at, at + n)
     if (paths.length !== n || !/^[rxl]*$/.test(modes)) throw new Error("a short column")
@@ -189,7 +195,8 @@ export const parseIndexBytes = (bytes: Buffer, fileMtimeMs: number): WorkIndex =
         return hashes ??= bytes.toString("latin1", statsAt + 32 * n)
       }
     }
-    return columnIndex(writtenAt, base, head.dirs, head.walked, columns)
+    // One test of the paths' text (20k paths: ~0.1 ms) for the `.grove` paths an older client tracked.
+    return columnIndex(writtenAt, base, head.dirs, head.walked, columns, mayHoldDotGrove(pathText) ? reservedIn(paths) : NONE_RESERVED)
   } catch {
     return EMPTY_INDEX // a broken index only costs re-hashing
   }
@@ -286,3 +293,28 @@ export const serializeIndex = (
 
 /** The columns `index` was read with, when it was read from a file (TreeStatus.columnsUnchanged compares them). */
 export const indexColumns = (index: WorkIndex): IndexColumns | undefined => columnsOf.get(index)
+
+const NONE_RESERVED: ReadonlyMap<string, string> = new Map()
+
+/** By index object, as `columnsOf`: `reservedPaths`, once. */
+const reservedOf = new WeakMap<WorkIndex, ReadonlyMap<string, string>>()
+
+const reservedIn = (paths: Iterable<string>): ReadonlyMap<string, string> => {
+  let found: Map<string, string> | undefined
+  for (const file of paths) {
+    const at = dotGroveIn(file)
+    if (at !== undefined) (found ??= new Map()).set(file, at)
+  }
+  return found ?? NONE_RESERVED
+}
+
+/**
+ * The index's paths a checkout takes for `.grove` (Tree.dotGroveIn), each with that segment (`d/.grove/x` ->
+ * `d/.grove`): an older client took them below the root (clone, commit), and no tree may hold them now. None for almost
+ * every index. Such an index has no columns: every check of an unchanged tree goes to the walk (WorkingTree.scan).
+ */
+export const reservedPaths = (index: WorkIndex): ReadonlyMap<string, string> => {
+  let reserved = reservedOf.get(index)
+  if (reserved === undefined) reservedOf.set(index, reserved = reservedIn(index.files.keys()))
+  return reserved
+}

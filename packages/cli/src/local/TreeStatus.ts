@@ -12,7 +12,7 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import type { BlobMode, FolderStat, IndexEntry, WorkIndex } from "./IndexFile.ts"
-import { columnEntry, indexColumns, indexFolderRows } from "./IndexFile.ts"
+import { columnEntry, indexColumns, indexFolderRows, reservedPaths } from "./IndexFile.ts"
 import { CTIME_MS, INO, lstatRow, MODE, MTIME_MS, NLINK, S_IFLNK, S_IFMT, SIZE } from "./StatValues.ts"
 import { everyFile, folderRowsAsRecorded } from "./TreeWalk.ts"
 
@@ -33,10 +33,12 @@ export const statMatches = (known: IndexEntry | undefined, stats: Stats, symlink
 /**
  * True when the tree holds exactly the index's files, each with a matching stat and the same mode:
  * the tree's snapshot is then the index's, without reading or hashing a file. Stops at the first difference.
+ * Never for an index tracking a `.grove` path (IndexLayout.reservedPaths): the full command says what to do with it.
  */
 export const treeUnchanged = (root: string, index: WorkIndex): boolean => {
   const fast = columnsUnchanged(root, index, false)
   if (fast !== undefined) return fast.same
+  if (reservedPaths(index).size > 0) return false
   let seen = 0
   const same = everyFile(root, (file, symlink) => {
     seen++

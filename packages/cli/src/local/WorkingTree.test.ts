@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { tempDir } from "../../test/support.ts"
-import { EMPTY_INDEX } from "./TreeStatus.ts"
+import { EMPTY_INDEX, indexColumns, reservedPaths } from "./TreeStatus.ts"
 import { applySnapshot, readIndex, scan, writeIndex } from "./WorkingTree.ts"
 
 const write = (root: string, file: string, text: string, mode = 0o644) =>
@@ -41,6 +41,34 @@ describe("WorkingTree", () => {
       expect([...result.snapshot.keys()].sort()).toEqual(["d/.grovex/w", "x.grove"])
       expect(result.invalid.map((i) => i.path).sort()).toEqual(["D/.GROVE/x", "d/.grove", "grove~1/y"])
       expect(result.invalid.find((i) => i.path === "D/.GROVE/x")!.reason).toContain("'D/.GROVE' is taken for '.grove'")
+    }).pipe(Effect.scoped))
+
+  it.effect("a tracked path a checkout takes for .grove (an older client's) is listed, kept, and reads as deleted once gone", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("tracked-dotgrove")
+      for (const file of ["a.txt", "d/g/x", "D/G/x", "e/g"]) yield* write(root, file, file)
+      const clean = yield* scan(root, yield* readIndex(root))
+      // As an older client's clone left it: the files under (or named) a .grove spelling, and tracked there.
+      const moves = [["d/g", "d/.grove"], ["D/G", "D/.GROVE"], ["e/g", "e/.grove"]] as const
+      for (const [from, to] of moves) yield* Effect.promise(() => fs.rename(path.join(root, from), path.join(root, to)))
+      const rename = (file: string) => moves.reduce((at, [from, to]) => at.startsWith(from) ? to + at.slice(from.length) : at, file)
+      yield* writeIndex(root, new Map([...clean.files].map(([file, entry]) => [rename(file), entry])), null)
+      // No columns: no quick check (the no-op push's, status's, the scan's own) takes the tree as unchanged.
+      expect(indexColumns(yield* readIndex(root))).toBeUndefined()
+      expect(reservedPaths(yield* readIndex(root)).get("D/.GROVE/x")).toBe("D/.GROVE")
+      const tracked = yield* scan(root, yield* readIndex(root))
+      expect(tracked.invalid.map((i) => i.path).sort()).toEqual(["D/.GROVE/x", "d/.grove/x", "e/.grove"])
+      expect(tracked.invalid.find((i) => i.path === "d/.grove/x")!.reason).toMatch(/^tracked, .*move it out of 'd\/\.grove'$/)
+      expect(tracked.invalid.find((i) => i.path === "e/.grove")!.reason).toMatch(/rename it$/)
+      // Never read as deleted while the file is there.
+      expect([...tracked.snapshot.keys()].sort()).toEqual(["D/.GROVE/x", "a.txt", "d/.grove/x", "e/.grove"])
+      expect(tracked.unchanged).toBe(false)
+
+      yield* Effect.promise(() => fs.rm(path.join(root, "d/.grove/x")))
+      yield* Effect.promise(() => fs.rename(path.join(root, "e/.grove"), path.join(root, "e/moved")))
+      const moved = yield* scan(root, yield* readIndex(root))
+      expect(moved.invalid.map((i) => i.path)).toEqual(["D/.GROVE/x"])
+      expect([...moved.snapshot.keys()].sort()).toEqual(["D/.GROVE/x", "a.txt", "e/moved"])
     }).pipe(Effect.scoped))
 
   it.effect("the index spares unchanged files from hashing and notices changed ones", () =>

@@ -26,6 +26,7 @@ import {
   modeOf,
   NO_FOLDERS,
   readIndexSync,
+  reservedPaths,
   serializeIndex,
   snapshotOf,
   statMatches,
@@ -51,6 +52,8 @@ export const readIndex = (root: string): Effect.Effect<WorkIndex, CliFailure> =>
 
 const NO_DIRS: ReadonlyMap<string, Hash> = new Map()
 
+const VALID = { ok: true as const }
+
 /**
  * A file new to the index can be committed: a valid path, holding no `.grove` (Tree.dotGroveIn: a file named so, or
  * one under `D/.GROVE/` on a case-sensitive file system; the walk skips a `.grove` folder) that servers refuse at
@@ -59,8 +62,18 @@ const NO_DIRS: ReadonlyMap<string, Hash> = new Map()
 const checkNewPath = (file: string): ReturnType<typeof Objects.Path.checkPath> => {
   const reserved = Objects.Tree.dotGroveIn(file)
   if (reserved === undefined) return Objects.Path.checkPath(file)
-  return { ok: false, reason: `'${reserved}' is taken for '.grove', where grove keeps a checkout's own files` }
+  return { ok: false, reason: takenText(reserved) }
 }
+
+const takenText = (at: string) => `'${at}' is taken for '.grove', where grove keeps a checkout's own files`
+
+/**
+ * Why a tracked path a checkout takes for `.grove` (`reservedPaths`: an older client took it below the root) cannot be
+ * committed while its file is there: servers refuse such a tree, and the walk skips a `.grove` folder, so it would
+ * otherwise read as deleted and a push delete it. Moved or removed, it reads as deleted.
+ */
+const trackedTakenText = (file: string, at: string) =>
+  `tracked, but ${takenText(at)}: ${at === file ? "rename it" : `move it out of '${at}'`}`
 
 /**
  * Writes the index. `base` is the commit whose files are exactly `files` (hash and mode), or null
@@ -106,7 +119,10 @@ export interface ScanResult {
   readonly files: ReadonlyMap<string, IndexEntry>
   /** Files that had to be hashed (new or changed since the index). */
   readonly hashed: number
-  /** Paths that cannot be stored (invalid names), with the reason. */
+  /**
+   * Paths that cannot be stored (invalid names), with the reason; a tracked one (a `.grove` path an older client took)
+   * keeps its index entry in `files` and the snapshot, so it never reads as deleted while its file is there.
+   */
   readonly invalid: ReadonlyArray<{ readonly path: string; readonly reason: string }>
   /** The tree holds exactly the index's files with the same hashes and modes (its snapshot is the index's). */
   readonly unchanged: boolean
@@ -202,6 +218,8 @@ export const scan = (
     }
     const seen = new Map<string, FolderStat>()
     const found = walk(root, index, seen, settledBefore)
+    const reserved = reservedPaths(index)
+    const keptReserved: Array<readonly [string, IndexEntry]> = [] // tracked `.grove` paths still there, kept as indexed
     const entries: Array<IndexEntry | undefined> = [] // by position in `found`; a hole for a path left out
     const invalid: Array<{ path: string; reason: string }> = []
     const changed: Array<{ i: number; absolute: string; symlink: boolean; stats: Stats; mode: BlobMode }> = []
@@ -213,10 +231,12 @@ export const scan = (
     for (let i = 0; i < found.length; i++) {
       const { path: file } = found[i]!
       const known = index.files.get(file)
-      // A path in the index was valid when it got there.
-      const check = known === undefined ? checkNewPath(file) : { ok: true as const }
+      // A path in the index was valid when it got there, but for a `.grove` below the root an older client took.
+      const at = known === undefined || reserved.size === 0 ? undefined : reserved.get(file)
+      const check = known === undefined ? checkNewPath(file) : at === undefined ? VALID : { ok: false as const, reason: trackedTakenText(file, at) }
       if (!check.ok) {
         invalid.push({ path: file, reason: check.reason })
+        if (known !== undefined) keptReserved.push([file, known])
         continue
       }
       const absolute = `${root}/${file}`
@@ -240,10 +260,19 @@ export const scan = (
       const hash = symlink ? Objects.Blake3.hash(await fs.readlink(absolute)) : await hashFile(absolute, stats.size)
       entries[i] = entryOf(hash, mode, stats)
     })
+    // The walk skips a `.grove` folder: a tracked path under one is looked at on its own.
+    for (const [file, at] of reserved) {
+      if (keptReserved.some(([kept]) => kept === file)) continue
+      const stats = fsSync.lstatSync(`${root}/${file}`, { throwIfNoEntry: false })
+      if (stats === undefined || !(stats.isFile() || stats.isSymbolicLink())) continue // gone: reads as deleted
+      invalid.push({ path: file, reason: trackedTakenText(file, at) })
+      keptReserved.push([file, index.files.get(file)!])
+    }
     // Every file found is the index's entry, object for object: the index's map is the scan's (nothing is copied).
-    const files: ReadonlyMap<string, IndexEntry> = reused === found.length && reused === index.files.size ? index.files : new Map(
-      found.flatMap(({ path: file }, i) => entries[i] === undefined ? [] : [[file, entries[i]] as const])
-    )
+    const files: ReadonlyMap<string, IndexEntry> = reused === found.length && reused === index.files.size ? index.files : new Map([
+      ...found.flatMap(({ path: file }, i) => entries[i] === undefined ? [] : [[file, entries[i]] as const]),
+      ...keptReserved
+    ])
     const unchanged = changed.length === 0 && invalid.length === 0 && sameModes && files.size === index.files.size
     const folders = invalid.length === 0 ? seen : NO_FOLDERS
     let snapshot: Snapshot | undefined
