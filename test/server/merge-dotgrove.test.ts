@@ -33,6 +33,8 @@ let nested: Built
 /** Repository `held`: main's head H1 holds `.grove/config.json` (stored before the check); branch `other` (forked before H1) adds b.txt. */
 let h1: Built
 let heldFirst: Built
+/** Repository `deep`: main's head D1 holds `d/.grove/x.txt` and `d/readme` (stored before the check); branch `touch` (forked before D1) adds `d/new.txt`. */
+let d1: Built
 
 const config = JSON.stringify({ remote: "http://attacker.invalid:9", owner: "mia", name: "legacy" })
 
@@ -73,8 +75,21 @@ beforeAll(async () => {
   const other = buildCommit({ branch: "other", files: { "a.txt": "a\n", "b.txt": "b\n" }, ...atHeldS1 })
   expect((await a().post("/mia/held/push", pushBody({ branch: "other", commits: [other], description: "b" }))).body).toMatchObject({ success: true })
 
+  expect((await a().post("/repos", { name: "deep" })).status).toBe(201)
+  const deepFirst = buildCommit({ branch: "first", files: { "a.txt": "a\n" } })
+  expect((await a().post("/mia/deep/push", pushBody({ branch: "first", commits: [deepFirst], description: "a" }))).body).toMatchObject({ success: true })
+  const deepS1 = await a().post("/mia/deep/branches/first/merge")
+  expect(deepS1.status, JSON.stringify(deepS1.body)).toBe(200)
+  const atDeepS1 = { parentHash: deepS1.body.commit_hash, parentSnapshot: deepFirst.snapshot }
+  d1 = buildCommit({ branch: "main", files: { "a.txt": "a\n", "d/.grove/x.txt": "x\n", "d/readme": "r\n" }, ...atDeepS1 })
+  const touch = buildCommit({ branch: "touch", files: { "a.txt": "a\n", "d/new.txt": "n\n" }, ...atDeepS1 })
+  expect((await a().post("/mia/deep/push", pushBody({ branch: "touch", commits: [touch], description: "t" }))).body).toMatchObject({ success: true })
+
   await server.stop()
   const db = await PGlite.create(path.join(dataDir, "db"))
+  const deepId = await plantCommit(db, "deep", d1)
+  await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [deepId, d1.commit.hash])
+  await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [deepId, d1.commit.hash])
   const heldId = await plantCommit(db, "held", h1)
   await db.query(`UPDATE branches SET head = $2 WHERE repo_id = $1 AND name = 'main'`, [heldId, h1.commit.hash])
   await db.query(`UPDATE repositories SET head = $2 WHERE id = $1`, [heldId, h1.commit.hash])
@@ -164,6 +179,15 @@ describe("a .grove below the root from a stored commit", () => {
     expect(merged.body.error).toContain(`".grove" (at 'docs/.grove')`)
     expect((await heads()).main).toBe(l2.commit.hash)
     expect((await a().get("/mia/legacy/branches/nested")).body).toMatchObject({ status: "open" })
+  })
+
+  it("main holding one already (stored before the check): a merge rebuilding its directory is refused, naming where", async () => {
+    const merged = await a().post("/mia/deep/branches/touch/merge")
+    expect(merged.status, JSON.stringify(merged.body)).toBe(409)
+    expect(merged.body).toMatchObject({ code: "invalid_tree" })
+    expect(merged.body.error).toContain(`".grove" (at 'd/.grove')`)
+    expect(merged.body.error).toContain("remove or rename it")
+    expect((await heads("deep")).main).toBe(d1.commit.hash)
   })
 
   it("a push reaching a subtree that holds one, stored in another repository of the organization, is refused", async () => {

@@ -55,16 +55,39 @@ export const buildTree = Effect.fnUntraced(function*(
   for (const [hash, entries] of built.trees) {
     const reserved = entries.find((e) => Tree.isDotGrove(e.name))
     if (reserved === undefined) continue
-    const added = [...edits].find(([path, file]) => file !== undefined && Tree.dotGroveIn(path) !== undefined)?.[0]
-    const at = hash === built.root || added === undefined ? "" : ` (at '${Tree.dotGroveIn(added)}')`
+    const dir = hash === built.root ? "" : builtDirPath(built.trees, built.root, edits, hash)
+    // The target's own (stored before the check) or the change's: either way, where it is, and that it must go.
+    const at = dir === undefined || dir === "" ? "" : ` (at '${dir}/${reserved.name}')`
     return yield* refuse(
       409,
-      `the resulting tree${hash === built.root ? "'s root" : ""} would hold ${JSON.stringify(reserved.name)}${at}, which a checkout takes for '.grove' (where grove keeps a checkout's own files): no checkout could take it`,
+      `the resulting tree${hash === built.root ? "'s root" : ""} would hold ${JSON.stringify(reserved.name)}${at}, which a checkout takes for '.grove' (where grove keeps a checkout's own files): no checkout could take it; remove or rename it on either side first`,
       "invalid_tree"
     )
   }
   return built
 })
+
+/**
+ * The path of the rebuilt directory `target`: every directory on the way to an edited path is rebuilt, so it is found
+ * going down an edited path's directories through `trees` (in memory, no read).
+ */
+const builtDirPath = (
+  trees: ReadonlyMap<string, ReadonlyArray<Tree.TreeEntry>>,
+  root: string,
+  edits: TreeMerge.TreeEdits,
+  target: string
+): string | undefined => {
+  for (const [path] of edits) {
+    let hash = root
+    const parts = path.split("/").slice(0, -1)
+    for (let i = 0; i < parts.length; i++) {
+      const entry = trees.get(hash)?.find((e) => e.name === parts[i] && e.kind === "tree")
+      if (entry === undefined) break
+      if ((hash = entry.hash) === target) return parts.slice(0, i + 1).join("/")
+    }
+  }
+  return undefined
+}
 
 /**
  * Writes the commit that turns `before` into `after` on `branch`: its trees, the unpublished commit row and the
