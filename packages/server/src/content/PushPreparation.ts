@@ -270,7 +270,10 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
   // the client refuses to check out): a checkout keeps its config there, so a cloner's next push would go where the
   // tree's author chose. Every tree new to the repository was checked above at any depth; a stored one the push
   // reuses as a root may hold one still (stored before), so roots the push does not carry are read too. Before
-  // anything is stored.
+  // anything is stored. A subtree this repository stores already is not read again, by design (a push reads only
+  // what is new to it): a new tree may still reach a `.grove` stored below one before the check (`docs` of a legacy
+  // branch holding `docs/.grove`). No exact check is cheap (it reads every reused subtree, all the way down); the
+  // client refuses to check such a tree out (reserved_path) and Landing refuses to merge it.
   yield* cache.load(body.commits.map((c) => c.manifest_hash))
   for (const c of body.commits) {
     const reserved = cache.get(c.manifest_hash)?.find((e) => Tree.isDotGrove(e.name))
