@@ -9,8 +9,9 @@
 import type { Stats } from "node:fs"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { IndexEntry, Snapshot } from "./WorkingTree.ts"
-import { entryOf } from "./TreeStatus.ts"
+import type { IndexEntry } from "./IndexFile.ts"
+import { entryOf } from "./IndexFile.ts"
+import type { Snapshot } from "./WorkingTree.ts"
 
 const MODE_BITS = { regular: 0o644, executable: 0o755 } as const
 
@@ -23,6 +24,19 @@ export interface Placer {
   /** The index entry of every file written so far. */
   readonly placed: ReadonlyMap<string, IndexEntry>
 }
+
+/** A placer's checkout and files, for a worker thread to place them (PlaceThread.ts); it adds what it wrote to `placed`. */
+export interface PlacerSource {
+  readonly root: string
+  readonly to: Snapshot
+  readonly placed: Map<string, IndexEntry>
+}
+
+// Keyed by the `place` function: the download is handed that function alone (Fetch.ts).
+const sources = new WeakMap<Placer["place"], PlacerSource>()
+
+/** What `place` writes, when a `directPlacer` made it. */
+export const placerSource = (place: Placer["place"]): PlacerSource | undefined => sources.get(place)
 
 /** One new file at `target` (which must not exist), with the snapshot's mode exactly (as `applySnapshot` sets it). */
 const writeNew = (target: string, mode: "regular" | "executable", data: Uint8Array): Stats => {
@@ -57,32 +71,31 @@ export const directPlacer = (root: string, to: Snapshot): Placer => {
   const placed = new Map<string, IndexEntry>()
   const madeDirs = new Set<string>()
   const base = root.endsWith(path.sep) ? root : `${root}${path.sep}`
-  return {
-    placed,
-    place: (hash, data) => {
-      let all = true
-      for (const file of targets.get(hash) ?? []) {
-        if (placed.has(file)) continue
-        const entry = to.get(file)!
-        // A snapshot's path is already normal ("/"-separated names, none empty, "." or ".."): joined and cut by hand,
-        // not by path.join and path.dirname, which normalize the whole path again (~2 us a file).
-        const slash = file.lastIndexOf("/")
-        const dir = slash === -1 ? root : `${base}${file.slice(0, slash)}`
-        const target = `${base}${file}`
-        try {
-          if (!madeDirs.has(dir)) {
-            fs.mkdirSync(dir, { recursive: true })
-            madeDirs.add(dir)
-          }
-          if (entry.mode === "symlink") {
-            fs.symlinkSync(Buffer.from(data.buffer, data.byteOffset, data.length).toString("utf8"), target)
-            placed.set(file, entryOf(hash, entry.mode, fs.lstatSync(target)))
-          } else placed.set(file, entryOf(hash, entry.mode, writeNew(target, entry.mode, data)))
-        } catch {
-          all = false // applySnapshot writes it (or reports why it cannot)
+  const place: Placer["place"] = (hash, data) => {
+    let all = true
+    for (const file of targets.get(hash) ?? []) {
+      if (placed.has(file)) continue
+      const entry = to.get(file)!
+      // A snapshot's path is already normal ("/"-separated names, none empty, "." or ".."): joined and cut by hand,
+      // not by path.join and path.dirname, which normalize the whole path again (~2 us a file).
+      const slash = file.lastIndexOf("/")
+      const dir = slash === -1 ? root : `${base}${file.slice(0, slash)}`
+      const target = `${base}${file}`
+      try {
+        if (!madeDirs.has(dir)) {
+          fs.mkdirSync(dir, { recursive: true })
+          madeDirs.add(dir)
         }
+        if (entry.mode === "symlink") {
+          fs.symlinkSync(Buffer.from(data.buffer, data.byteOffset, data.length).toString("utf8"), target)
+          placed.set(file, entryOf(hash, entry.mode, fs.lstatSync(target)))
+        } else placed.set(file, entryOf(hash, entry.mode, writeNew(target, entry.mode, data)))
+      } catch {
+        all = false // applySnapshot writes it (or reports why it cannot)
       }
-      return all
     }
+    return all
   }
+  sources.set(place, { root, to, placed })
+  return { placed, place }
 }
