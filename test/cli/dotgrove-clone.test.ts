@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
 import { api } from "../support/http.ts"
+import { serializeIndex } from "../../packages/cli/src/local/IndexFile.ts"
 import { plantCommit } from "../support/planted.ts"
 import { at, grove, type GroveOptions, json, ok, removeTempDirs, tempDir, userOf } from "./harness.ts"
 
@@ -20,6 +21,8 @@ let alice: GroveOptions
 /** A clone of branch `one` made before its head moved to a commit adding `d/.grove/x.txt`. */
 let work: string
 let first: Built
+/** Branch `one`'s head on the server: `first` plus `d/.grove/x.txt`. */
+let nested: Built
 
 beforeAll(async () => {
   const dataDir = tempDir("dotgrove-data")
@@ -34,7 +37,7 @@ beforeAll(async () => {
   work = path.join(parent, "work")
 
   await server.stop()
-  const nested = buildCommit({ branch: "one", files: { "a.txt": "a\n", "x.txt": "x\n", "d/.grove/x.txt": "x\n" }, parent: first })
+  nested = buildCommit({ branch: "one", files: { "a.txt": "a\n", "x.txt": "x\n", "d/.grove/x.txt": "x\n" }, parent: first })
   const deep = buildCommit({ branch: "deep", files: { "a.txt": "a\n", "D/.GROVE/x.txt": "x\n" }, parent: first })
   const db = await PGlite.create(path.join(dataDir, "db"))
   const repoId = await plantCommit(db, "legacy", nested)
@@ -77,5 +80,49 @@ describe("a .grove below the root, held by an older server", () => {
     expect(JSON.parse(fs.readFileSync(path.join(work, ".grove/state.json"), "utf8")).branches.one.head)
       .toBe(JSON.parse(before).branches.one.head)
     expect(json(await ok(["status", "--json"], at(alice, work)))).toMatchObject({ changes: [], invalid_paths: [] })
+  }, 120_000)
+
+  it("a checkout an older client made at such a head: status lists the file as reserved, push refuses it, removed it lands", async () => {
+    // The refused pull stored the head's commit and trees; the files and the index are made as the older client left them.
+    await grove(["pull", "--json"], at(alice, work))
+    fs.mkdirSync(path.join(work, "d/.grove"), { recursive: true })
+    fs.writeFileSync(path.join(work, "d/.grove/x.txt"), "x\n")
+    const files = new Map([...nested.snapshot].map(([file, { hash, mode }]) => {
+      const s = fs.lstatSync(path.join(work, file))
+      return [file, { hash, mode, size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, ctimeMs: s.ctimeMs }] as const
+    }))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    fs.writeFileSync(path.join(work, ".grove/index.json"), serializeIndex(files, nested.commit.hash, new Map(), Date.now()))
+    const stateFile = path.join(work, ".grove/state.json")
+    const state = JSON.parse(fs.readFileSync(stateFile, "utf8"))
+    state.branches.one = { ...state.branches.one, head: nested.commit.hash, remote_head: nested.commit.hash, unpushed: [] }
+    fs.writeFileSync(stateFile, JSON.stringify(state))
+
+    const status = json(await ok(["status", "--json"], at(alice, work)))
+    expect(status.changes).toEqual([])
+    expect(status.invalid_paths).toEqual([{
+      path: "d/.grove/x.txt",
+      reason: "tracked, but 'd/.grove' is taken for '.grove', where grove keeps a checkout's own files: move it out of 'd/.grove'"
+    }])
+    fs.writeFileSync(path.join(work, "x.txt"), "edited\n")
+    const refused = await grove(["push", "--json"], at(alice, work))
+    expect(refused.code, refused.stdout + refused.stderr).not.toBe(0)
+    expect(json(refused)).toMatchObject({ code: "invalid_path" })
+    expect(json(refused).error).toContain("d/.grove/x.txt: tracked, but 'd/.grove' is taken")
+    const as = api(server.url, alice.env!["SERVICE_API_KEY"])
+    const headOf = async () => (await as.get("/alice/legacy/branches/one")).body.head
+    expect(await headOf()).toBe(nested.commit.hash)
+
+    fs.rmSync(path.join(work, "d/.grove/x.txt"))
+    expect(json(await ok(["status", "--json"], at(alice, work)))).toMatchObject({
+      changes: [{ path: "d/.grove/x.txt", change_type: "deleted" }, { path: "x.txt", change_type: "modified" }],
+      invalid_paths: []
+    })
+    await ok(["push", "--json"], at(alice, work))
+    const head = await headOf()
+    expect(head).not.toBe(nested.commit.hash)
+    const tree = (await as.get(`/alice/legacy/tree/${head}`)).body
+    expect(JSON.stringify(tree)).not.toContain(".grove")
+    expect(JSON.stringify(tree)).toContain("x.txt")
   }, 120_000)
 })
