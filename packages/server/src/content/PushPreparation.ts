@@ -182,6 +182,7 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
 
   // Commits: fields and hash, one branch, parents before children, parents outside the push already published.
   const index = new Map<string, number>()
+  const pushedHashes = new Set(body.commits.map((c) => c.hash))
   const external = new Set<string>()
   for (const [i, c] of body.commits.entries()) {
     const check = Commit.checkCommit({ ...c, parent_hash: c.parent_hash ?? null })
@@ -193,7 +194,8 @@ export const preparePush = Effect.fn("PushPreparation.preparePush")(function*(
     for (const parent of [c.parent_hash ?? null, c.merge_parent_hash ?? null]) {
       if (parent === null) continue
       if (!index.has(parent)) {
-        if (body.commits.some((later) => later.hash === parent)) {
+        // A set, not a scan of the push per such parent (7,500 commits each merging one outside the push: 0.8 s).
+        if (pushedHashes.has(parent)) {
           return yield* reject(`commit ${c.hash} comes before its parent ${parent}: send parents first`, "invalid_commit")
         }
         external.add(parent)
