@@ -10,9 +10,9 @@ import * as http from "node:http"
 import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
-import { grove, removeTempDirs, tempDir } from "./harness.ts"
+import { at, grove, json, ok, spawnGrove, startSuiteServer, stopSuiteServers, tempDir } from "./harness.ts"
 
-afterAll(removeTempDirs)
+afterAll(stopSuiteServers)
 
 /** An HTTP server answering with `answer`, counting requests by method; closed with its connections. */
 const fakeServer = async (answer: (request: http.IncomingMessage, response: http.ServerResponse) => void) => {
@@ -126,6 +126,52 @@ describe("a write the server works on before answering", () => {
       await server.close()
     }
   }, 60_000)
+})
+
+describe("a clone whose chunks/fetch the server never answers", () => {
+  it("fails after GROVE_IDLE_TIMEOUT, not GROVE_WRITE_TIMEOUT (a read sent as POST), with rc 6 and no folder left", async () => {
+    const server = await startSuiteServer()
+    const owner = { home: tempDir("stall-owner"), env: { SERVICE_API_KEY: await server.createUser("fay"), GROVE_REMOTE: server.url } }
+    const work = tempDir("stall-work")
+    for (let i = 0; i < 3; i++) fs.writeFileSync(path.join(work, `f${i}.txt`), `file ${i}\n`.repeat(2_000))
+    await ok(["init", "--name", "stall", "--json"], at(owner, work))
+    await ok(["commit", "--json"], at(owner, work))
+    const pushed = json(await ok(["push", "--json"], at(owner, work)))
+    // Passes everything on to the server but chunks/fetch, which it reads and never answers.
+    const target = new URL(server.url)
+    const stalled = await fakeServer((request, response) => {
+      const pieces: Array<Buffer> = []
+      request.on("data", (d: Buffer) => pieces.push(d))
+      request.on("end", () => {
+        if (request.method === "POST" && request.url?.endsWith("/chunks/fetch") === true) return
+        const forward = http.request({ hostname: target.hostname, port: target.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
+          response.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          answer.pipe(response)
+        })
+        forward.on("error", () => response.destroy())
+        forward.end(Buffer.concat(pieces))
+      })
+    })
+    try {
+      const home = tempDir("stall-clone")
+      const started = Date.now()
+      // Killed at 60 s: before, each of the two tries waited GROVE_WRITE_TIMEOUT (300 s).
+      const cloned = await spawnGrove(["clone", "fay/stall", "dest", "--branch", pushed.branch, "--remote", stalled.url], {
+        home,
+        env: { SERVICE_API_KEY: owner.env.SERVICE_API_KEY, GROVE_IDLE_TIMEOUT: "2" }
+      }, 60_000).done
+      const seconds = (Date.now() - started) / 1000
+      expect({ code: cloned.code, stderr: cloned.stderr }).toEqual({
+        code: 6,
+        stderr: `grove: network failure talking to ${stalled.url}: the server went silent for 2 s (set GROVE_IDLE_TIMEOUT to wait longer)\n`
+      })
+      expect(seconds).toBeLessThan(30)
+      expect(stalled.seen.filter((s) => s.endsWith("/chunks/fetch")).length).toBeGreaterThan(0)
+      expect(fs.existsSync(path.join(home, "dest"))).toBe(false)
+    } finally {
+      await stalled.close()
+    }
+  }, 180_000)
 })
 
 describe("grove release publish (fetch)", () => {

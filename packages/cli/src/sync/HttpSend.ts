@@ -25,8 +25,9 @@ export interface SendInit {
    */
   readonly idleTimeoutMs?: number | undefined
   /**
-   * A write's (not GET or HEAD) wait for its answer once its body is sent: the server may work on it this long (at
-   * least `idleTimeoutMs`) without a byte; 0: no bound. Default: GROVE_WRITE_TIMEOUT. Reads wait `idleTimeoutMs`.
+   * A write's (not GET, HEAD or a read sent as POST: READ_POST) wait for its answer once its body is sent: the server
+   * may work on it this long (at least `idleTimeoutMs`) without a byte; 0: no bound. Default: GROVE_WRITE_TIMEOUT.
+   * Reads wait `idleTimeoutMs`.
    */
   readonly writeTimeoutMs?: number | undefined
   /** How long connecting may take before the request fails with ERR_CONNECT_TIMEOUT. Default: GROVE_CONNECT_TIMEOUT. */
@@ -118,6 +119,13 @@ const BODY_PART = 256 * 1024
  */
 const drainAllowanceMs = (bodyBytes: number) => Math.min(bodyBytes, 16 * 1024 * 1024) / (128 * 1024) * 1000
 
+/**
+ * POSTs that are reads: the server answers after one lookup, as it does a GET, so their silence is bounded by the idle
+ * bound (a clone's stalled chunks/fetch waited GROVE_WRITE_TIMEOUT). Told by the path: the typed client's requests
+ * carry no option of their own. Not blobs/check (it may re-hash blobs) nor chunks/check: a push's steps.
+ */
+const READ_POST = /\/(?:chunks\/fetch|blobs\/info|commits\/info)$/
+
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
 const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
@@ -198,7 +206,7 @@ export const sendBytes = (url: URL | string, init: SendInit): Promise<Answer> =>
     const idleMs = init.idleTimeoutMs ?? timeouts!.idleMs
     const connectMs = init.connectTimeoutMs ?? timeouts!.connectMs
     const writeMs = init.writeTimeoutMs ?? timeouts!.writeMs
-    const isWrite = init.method !== "GET" && init.method !== "HEAD"
+    const isWrite = init.method !== "GET" && init.method !== "HEAD" && !READ_POST.test(target.pathname)
     // A write's wait for its answer once its body is sent, where longer than idleMs.
     const writeWaitMs = isWrite && idleMs > 0 && (writeMs === 0 || writeMs > idleMs) ? writeMs : undefined
     // What the timer allows, the body sent and its answer awaited: idleMs, plus a body's drain allowance, or writeWaitMs.

@@ -237,8 +237,8 @@ describe("HttpTransport", () => {
         request.on("data", (part: Buffer) => void (received += part.length))
         request.on("end", () => setTimeout(() => response.end(`${request.method} ${received}`), 6_000))
       })
-      const send = (method: string, body: Uint8Array | undefined, writeTimeoutMs: number) =>
-        sendBytes(`${server.url}/`, { method, body, idleTimeoutMs: 1_500, writeTimeoutMs, connectTimeoutMs: 10_000 }).then(
+      const send = (method: string, body: Uint8Array | undefined, writeTimeoutMs: number, route = "") =>
+        sendBytes(`${server.url}/${route}`, { method, body, idleTimeoutMs: 1_500, writeTimeoutMs, connectTimeoutMs: 10_000 }).then(
           (a) => Buffer.from(a.body).toString(),
           (e: Error) => `${codeOf(e)} ${e.message}`
         )
@@ -249,15 +249,25 @@ describe("HttpTransport", () => {
           send("PUT", new Uint8Array(320 * 1024), 60_000),
           send("DELETE", undefined, 60_000),
           send("GET", undefined, 60_000),
-          send("POST", new Uint8Array(10), 3_000)
+          send("POST", new Uint8Array(10), 3_000),
+          // Reads sent as POST (HttpSend's READ_POST) are bounded as a GET; a chunk upload is a write.
+          send("POST", new Uint8Array(10), 60_000, "api/o/r/chunks/fetch"),
+          send("POST", new Uint8Array(10), 60_000, "api/o/r/blobs/info"),
+          send("POST", new Uint8Array(10), 60_000, "api/o/r/commits/info"),
+          send("POST", new Uint8Array(10), 60_000, "api/o/r/chunks/batch")
         ])
       )
+      const silent = "ETIMEDOUT the server went silent for 1.5 s (set GROVE_IDLE_TIMEOUT to wait longer)"
       expect(outcomes).toEqual([
         "POST 10",
         `PUT ${320 * 1024}`,
         "DELETE 0",
-        "ETIMEDOUT the server went silent for 1.5 s (set GROVE_IDLE_TIMEOUT to wait longer)",
-        "ETIMEDOUT the server sent no answer for 3 s after the request (set GROVE_WRITE_TIMEOUT to wait longer)"
+        silent,
+        "ETIMEDOUT the server sent no answer for 3 s after the request (set GROVE_WRITE_TIMEOUT to wait longer)",
+        silent,
+        silent,
+        silent,
+        "POST 10"
       ])
     }).pipe(Effect.scoped), 60_000)
 
