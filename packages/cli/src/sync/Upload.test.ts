@@ -1,7 +1,7 @@
-import type { ApiSync } from "@grove/api"
+import { ApiSync } from "@grove/api"
 import { FastCdc, Objects } from "@grove/core"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -43,11 +43,11 @@ const uploadServer = () =>
     Effect.promise(() =>
       new Promise<{
         url: string
-        events: Array<{ kind: "check" | "batch"; hashes: Array<string> }>
+        events: Array<{ kind: "check" | "batch"; hashes: Array<string>; body: string; type: string | undefined }>
         batchBeforeBlobsAnswered: () => boolean
         server: http.Server
       }>((resolve) => {
-        const events: Array<{ kind: "check" | "batch"; hashes: Array<string> }> = []
+        const events: Array<{ kind: "check" | "batch"; hashes: Array<string>; body: string; type: string | undefined }> = []
         let batchArrived = () => {}
         let batchSeen = false
         let blobsAnswered = false
@@ -59,7 +59,7 @@ const uploadServer = () =>
         const server = http.createServer((request, response) => {
           const parts: Array<Buffer> = []
           const url = request.url ?? ""
-          const event = { kind: url.endsWith("/chunks/check") ? "check" as const : "batch" as const, hashes: [] as Array<string> }
+          const event = { kind: url.endsWith("/chunks/check") ? "check" as const : "batch" as const, hashes: [] as Array<string>, body: "", type: request.headers["content-type"] }
           if (/\/chunks\/(check|batch)$/.test(url)) events.push(event)
           if (url.endsWith("/chunks/batch") && !batchSeen) {
             batchSeen = true
@@ -84,6 +84,7 @@ const uploadServer = () =>
             if (url.endsWith("/chunks/check")) {
               const hashes = (JSON.parse(body.toString()) as { hashes: Array<string> }).hashes
               event.hashes.push(...hashes)
+              event.body = body.toString()
               return json(response, { missing: hashes.map((hash) => ({ hash, upload_url: null })) })
             }
             if (url.endsWith("/chunks/batch")) {
@@ -134,6 +135,7 @@ describe("Upload.uploadBlobs", () => {
       fs.writeFileSync(bigFile, big)
       blobs.push({ hash: Objects.Blake3.hash(big), size: big.length, file: bigFile })
       const bigChunks = FastCdc.boundaries(big).map((b) => Objects.Blake3.hash(big.subarray(b.offset, b.offset + b.length)))
+      const bigSizes = FastCdc.boundaries(big).map((b) => b.length)
       const server = yield* uploadServer()
       let handedOver: ReadonlyArray<ApiSync.BlobData> | undefined
       const remote = yield* connectRepo(server.url, "alice", "demo").pipe(
@@ -146,6 +148,17 @@ describe("Upload.uploadBlobs", () => {
       // The same batches as one plan of the small files' chunks and then the large file's: 256, then 144 + its chunks.
       expect(server.events.filter((e) => e.kind === "batch").map((e) => e.hashes)).toEqual([small.slice(0, 256), [...small.slice(256), ...bigChunks]])
       expect(server.events.filter((e) => e.kind === "check").flatMap((e) => e.hashes).sort()).toEqual([...small, ...bigChunks].sort())
+      // Each chunks/check body is what the typed client's encode makes of it (the client sends it by hand).
+      const sizeOf = new Map([...small.map((h) => [h, 1024] as const), ...bigChunks.map((h, i) => [h, bigSizes[i]!] as const)])
+      for (const check of server.events.filter((e) => e.kind === "check")) {
+        expect(check.type).toBe("application/json")
+        const typed = Schema.encodeSync(ApiSync.ChunkCheckRequest)({
+          hashes: check.hashes,
+          sizes: check.hashes.map((h) => sizeOf.get(h)!),
+          chunk_batch_protocol: "bounded_v1"
+        })
+        expect(check.body).toBe(JSON.stringify(typed))
+      }
       expect(result).toMatchObject({ uploadedChunks: 400 + bigChunks.length, uploadedBytes: 400 * 1024 + big.length })
       expect(handedOver?.map((b) => [b.hash, (b.chunks ?? []).map((c) => c.hash)])).toEqual([[blobs[400]!.hash, bigChunks]])
     }).pipe(Effect.scoped), 60_000)
