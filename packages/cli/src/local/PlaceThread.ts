@@ -46,6 +46,17 @@ export interface WorkerSetup {
 /** The stat values of a placed file's index entry, four per file (see `placedEntries`). */
 export const STAT_VALUES = 4
 
+/**
+ * A bare frame names its chunk by its bytes: bytes that name no chunk asked for were damaged (on the way or on the
+ * server), as a flipped byte is; the same chunk a second time is the server's mistake.
+ */
+export const strayChunk = (hash: string, again: boolean): Error =>
+  new Error(
+    again
+      ? `the server sent chunk ${hash} twice`
+      : `the server sent corrupt bytes: a chunk of its answer hashes to ${hash}, which is none of the chunks asked for`
+  )
+
 export type ToWorker =
   | { readonly t: "begin"; readonly batch: number }
   /** A slot's first `length` bytes are the answer's next bytes. */

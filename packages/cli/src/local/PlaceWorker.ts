@@ -10,7 +10,7 @@ import { bareFrameSplitter } from "@grove/core/objects/Frames"
 import { parentPort, workerData } from "node:worker_threads"
 import type { IndexEntry } from "./IndexFile.ts"
 import type { FromWorker, ToWorker, WorkerSetup } from "./PlaceThread.ts"
-import { STAT_VALUES } from "./PlaceThread.ts"
+import { STAT_VALUES, strayChunk } from "./PlaceThread.ts"
 import { directPlacer } from "./Placing.ts"
 
 const setup = workerData as WorkerSetup
@@ -35,7 +35,7 @@ const begin = (batch: number) => {
   state.splitter = bareFrameSplitter((frame) => {
     if (frame.zstd) return handBack(batch, undefined, frame.data, true)
     const hash = blake3.hash(frame.data)
-    if (sizes.get(hash) !== frame.data.length || state.seen.has(hash)) throw new Error(`the server sent an unrequested chunk ${hash}`)
+    if (sizes.get(hash) !== frame.data.length || state.seen.has(hash)) throw strayChunk(hash, state.seen.has(hash))
     if (single.has(hash) && placer.place(hash, frame.data)) {
       state.seen.add(hash)
       state.placed.push(hash)

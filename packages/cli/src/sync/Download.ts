@@ -18,7 +18,7 @@ import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
-import { startPlaceThread } from "../local/PlaceThread.ts"
+import { startPlaceThread, strayChunk } from "../local/PlaceThread.ts"
 import { placerSource } from "../local/Placing.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { inBatches } from "./Batches.ts"
@@ -227,7 +227,7 @@ export const downloadBlobs = (
         const take = (hash: string, data: Uint8Array, counted = false): Promise<void> | undefined => {
           const where = placements.get(hash)
           if (where === undefined || received.has(hash) || chunkSizes.get(hash) !== data.length) {
-            throw new Error(`the server sent an unrequested chunk ${hash}`)
+            throw strayChunk(hash, received.has(hash))
           }
           received.add(hash)
           if (!counted) progress.add(data.length)
