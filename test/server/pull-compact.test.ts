@@ -114,6 +114,19 @@ describe("the compact pull answer", () => {
     expect(JSON.parse(compact.text).head).toBe(commits[2]!.commit.hash)
   })
 
+  it("says it varies on Accept in both forms, plain and zstd'd, so a shared cache keeps them apart", async () => {
+    const vary = (answer: Answer) => [answer.headers["content-type"], answer.headers["content-encoding"], answer.headers["vary"]]
+    const path = "/puller/app/pull?branch_name=work"
+    const compact = ApiPullCompact.CONTENT_TYPE
+    expect(vary(await get(path, {}))).toEqual(["application/json", undefined, "accept"])
+    expect(vary(await get(path, { accept: ApiPullCompact.ACCEPT }))).toEqual([compact, undefined, "accept"])
+    expect(vary(await get(path, { "accept-encoding": "zstd" }))).toEqual(["application/json", "zstd", "accept, accept-encoding"])
+    expect(vary(await get(path, { accept: ApiPullCompact.ACCEPT, "accept-encoding": "zstd" }))).toEqual([compact, "zstd", "accept, accept-encoding"])
+    // A branch with no commits answers in the form asked for, and says so too.
+    expect(vary(await get("/puller/app/pull?branch_name=none", {}))).toEqual(["application/json", undefined, "accept"])
+    expect(vary(await get("/puller/app/pull?branch_name=none", { accept: ApiPullCompact.ACCEPT }))).toEqual([compact, undefined, "accept"])
+  })
+
   it("every other Accept gets the plain answer, as the Oak client always did", async () => {
     const plain = await pull("", "application/json")
     for (const accept of [undefined, "*/*", "application/json", `${ApiPullCompact.CONTENT_TYPE};q=0, application/json`]) {

@@ -4,10 +4,21 @@
  * asking for more than an 8 MiB window is not decoded at all.
  */
 import { expect, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
-import { HttpServerError, HttpServerRequest, UrlParams } from "effect/http"
+import { Effect, Layer, Stream } from "effect"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse, UrlParams } from "effect/http"
 import { constants, zstdCompressSync } from "node:zlib"
-import { bodyView, DECODE_BUDGET, DecodeShare, decodeBudgetInUse, MAX_RATIO, RATIO_FROM, zstdDecodedRequest } from "./ContentEncoding.ts"
+import {
+  bodyView,
+  DECODE_BUDGET,
+  DecodeShare,
+  decodeBudgetInUse,
+  MAX_RATIO,
+  RATIO_FROM,
+  ResponseCompressionLive,
+  RESPONSE_FROM,
+  varyWith,
+  zstdDecodedRequest
+} from "./ContentEncoding.ts"
 
 const MiB = 1024 * 1024
 
@@ -113,3 +124,28 @@ it.effect("a decoded body answers every accessor with the plain bytes, also afte
     expect(new Uint8Array(yield* read.modify({ url: "/x" }).arrayBuffer)).toEqual(new TextEncoder().encode(`{"a":[1,2]}`))
     expect(yield* bodyView(requestOf(new Uint8Array()), Effect.succeed(new Uint8Array())).json).toBe(null)
   }))
+
+it("a zstd answer adds accept-encoding to the Vary it had (the pull, a repository's or branch's JSON vary on Accept)", async () => {
+  const large = JSON.stringify({ text: "x".repeat(RESPONSE_FROM) })
+  const routes = Layer.mergeAll(
+    HttpRouter.add("GET", "/by-accept", HttpServerResponse.text(large, { contentType: "application/json", headers: { vary: "accept" } })),
+    HttpRouter.add("GET", "/plain", HttpServerResponse.text(large, { contentType: "application/json" })),
+    HttpRouter.add("GET", "/pages", HttpServerResponse.text(large, { contentType: "application/json", headers: { vary: "cookie, Accept-Encoding" } })),
+    ResponseCompressionLive
+  )
+  const { handler, dispose } = HttpRouter.toWebHandler(routes, { disableLogger: true })
+  try {
+    const vary = async (path: string, encoding?: string) => {
+      const response = await handler(new Request(`http://localhost${path}`, { headers: encoding === undefined ? {} : { "accept-encoding": encoding } }))
+      return [response.headers.get("content-encoding"), response.headers.get("vary")]
+    }
+    expect(await vary("/by-accept", "zstd")).toEqual(["zstd", "accept, accept-encoding"])
+    expect(await vary("/by-accept")).toEqual([null, "accept"])
+    expect(await vary("/plain", "zstd")).toEqual(["zstd", "accept-encoding"])
+    expect(await vary("/pages", "zstd")).toEqual(["zstd", "cookie, Accept-Encoding"])
+  } finally {
+    await dispose()
+  }
+  expect(varyWith("*", "accept-encoding")).toBe("*")
+  expect(varyWith(" ", "accept-encoding")).toBe("accept-encoding")
+})

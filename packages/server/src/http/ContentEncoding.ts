@@ -14,7 +14,7 @@
  *   chunk batches (up to 16 MiB plain each, three in flight a push): grove sends a batch answered so
  *   again at once as per-chunk frames, which the chunk handler decodes outside this budget.
  * - A JSON answer of at least `RESPONSE_FROM` bytes to a caller that sent `Accept-Encoding: zstd` goes
- *   zstd-compressed (`Content-Encoding: zstd`, `Vary: Accept-Encoding`); anyone else gets it as before.
+ *   zstd-compressed (`Content-Encoding: zstd`, `Accept-Encoding` added to its `Vary`); anyone else gets it as before.
  *
  * Clients that never send the header (the Oak client, older `grove`s) see no change.
  */
@@ -216,6 +216,16 @@ const isJsonType = (contentType: string | undefined): boolean => {
   return type === "application/json" || (type?.startsWith("application/vnd.grove.") === true && type.endsWith("+json"))
 }
 
+/**
+ * A `Vary` that also names `header`: an answer that already varies (the pull on Accept, a repository's JSON or page)
+ * keeps what it said, or a shared cache would hand one form to a caller that asked for the other.
+ */
+export const varyWith = (vary: string | undefined, header: string): string => {
+  if (vary === undefined || vary.trim() === "") return header
+  const names = vary.split(",").map((name) => name.trim().toLowerCase())
+  return names.includes("*") || names.includes(header) ? vary : `${vary}, ${header}`
+}
+
 /** Large JSON answers zstd-compressed for callers that accept it. */
 export const ResponseCompressionLive = HttpRouter.middleware((httpEffect) =>
   Effect.gen(function*() {
@@ -229,6 +239,6 @@ export const ResponseCompressionLive = HttpRouter.middleware((httpEffect) =>
     if (compressed === undefined || compressed.length >= body.body.length) return response
     return HttpServerResponse.setHeaders(
       HttpServerResponse.setBody(response, HttpBody.uint8Array(compressed, body.contentType)),
-      { "content-encoding": "zstd", vary: "accept-encoding" }
+      { "content-encoding": "zstd", vary: varyWith(response.headers["vary"], "accept-encoding") }
     )
   }), { global: true })

@@ -19,16 +19,21 @@ import { captureOf, checkSelected, snapshotProblem } from "../integrity/Integrit
 import { callerPolicy, withheldIn } from "../path-permissions/CallerPolicy.ts"
 import { readableRepository, toBlobData } from "./SyncWire.ts"
 
+/** Both forms: the answer depends on Accept, so a shared cache must not hand the compact one to a plain reader. */
+const BY_ACCEPT = { vary: "accept" }
+
 /**
  * A pull's answer as JSON, without the endpoint's schema encoding: every field of a PullResponse is a plain JSON value
  * built field by field (toBranchData, toCommitData, toTreeData, toBlobData), so encoding changed nothing and only
  * walked it (a 5,000-file clone: 2.8 MB; ~15-20 of ~150 ms of server CPU per pull, with the garbage it left).
  * With `compact` (the caller's Accept asked for it), Grove's compact answer (api's PullCompact: 1.2 MB for that clone).
+ * It leaves out a list equal to PullCompact.canonicalFiles, which clients rebuild with theirs: that algorithm is
+ * frozen for compact_v1 (a change needs compact_v2).
  */
 export const pullJson = (answer: ApiSync.PullResponse, compact = false) =>
   compact
-    ? HttpServerResponse.text(JSON.stringify(ApiPullCompact.compact(answer)), { contentType: ApiPullCompact.CONTENT_TYPE })
-    : HttpServerResponse.text(JSON.stringify(answer), { contentType: "application/json" })
+    ? HttpServerResponse.text(JSON.stringify(ApiPullCompact.compact(answer)), { contentType: ApiPullCompact.CONTENT_TYPE, headers: BY_ACCEPT })
+    : HttpServerResponse.text(JSON.stringify(answer), { contentType: "application/json", headers: BY_ACCEPT })
 
 const conflict = (error: string, code: string) => Effect.fail(new ApiErrors.Conflict({ error, code }))
 
@@ -83,7 +88,7 @@ export const pullHandlers = Effect.gen(function*() {
     const compact = ApiPullCompact.acceptsCompact(request.headers["accept"])
     if (head === null && selectedHead === null) {
       // Nothing to leave out, but in the form asked for: a client reads the form from the answer's content type.
-      return compact ? pullJson({ head: null, ...base, commits: [], blobs: [], trees: [] }, true) : { ...base, head: null, commits: [], blobs: [], trees: [] }
+      return pullJson({ head: null, ...base, commits: [], blobs: [], trees: [] }, compact)
     }
 
     let commits: ReadonlyArray<CommitRow> = []
