@@ -2,7 +2,10 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Snapshots from "@grove/core/merge/Snapshots"
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import * as Blake3 from "@grove/core/objects/Blake3"
-import type { BlobMode, TreeEntry } from "@grove/core/objects/Tree"
+import { EMPTY_HASH } from "@grove/core/objects/Blake3Backend"
+import { type BlobMode, checkTree, type TreeEntry } from "@grove/core/objects/Tree"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import * as PullCompact from "./PullCompact.ts"
 import type * as S from "./Sync.ts"
 import { toFileChangeData } from "./Sync.ts"
@@ -165,5 +168,75 @@ describe("the compact pull answer", () => {
     expect(PullCompact.acceptsCompact(undefined)).toBe(false)
     expect(PullCompact.isCompact("application/vnd.grove.pull-compact-v1+json; charset=utf-8")).toBe(true)
     expect(PullCompact.isCompact("application/json")).toBe(false)
+  })
+})
+
+/**
+ * compact_v1's wire contract: a server leaves out a list equal to ITS canonicalFiles and a client rebuilds it with ITS
+ * own, so the algorithm (core's diffTrees + diffSnapshots, the root commit's walk, path order, rename pairing, which
+ * modes are listed, the wire form's keys) may not change under this answer form. The expected lists are literal JSON
+ * (PullCompact.fixture.json, written once at 333f75f, the algorithm of 45d0015, and checked by hand): if this fails, the change
+ * needs a new form (compact_v2, its own media type and capability value), not a new fixture.
+ */
+describe("compact_v1's canonical files (pinned)", () => {
+  interface Fixture {
+    readonly trees: ReadonlyArray<S.TreeData>
+    readonly cases: ReadonlyArray<{ readonly about: string; readonly parent_manifest: string | null; readonly manifest: string; readonly files: ReadonlyArray<S.FileChangeData> }>
+  }
+  const fixture = JSON.parse(fs.readFileSync(path.join(import.meta.dirname, "PullCompact.fixture.json"), "utf8")) as Fixture
+  const trees = new Map(fixture.trees.map((t) => [t.hash, t.entries as ReadonlyArray<TreeEntry>]))
+  const lookup = (hash: string) => trees.get(hash)
+
+  it("the fixture's trees are real trees, and its cases hold what they are about", () => {
+    for (const tree of fixture.trees) expect(checkTree({ hash: tree.hash, entries: tree.entries as ReadonlyArray<TreeEntry> })).toEqual({ ok: true })
+    const [root, changes, none] = fixture.cases
+    expect(root!.files.map((c) => c.path)).toEqual([
+      "README.md", "a-b", "a.txt", "a/x.txt", "a0", "bin/run.sh", "d/f.txt", "f", "gone/deep/x.txt", "link", "mode.txt",
+      "old.txt", "src/deep/c.ts", "tolink", "tool.sh", "x/e1", "y/e2", "\u00E9.txt", "\uFF5E.txt", "\u{1F600}.txt"
+    ])
+    expect(changes!.files.map((c) => [c.change_type, c.old_path ?? null, c.path, c.old_mode ?? null, c.new_mode ?? null])).toEqual([
+      ["modified", null, "a.txt", "regular", "regular"],
+      ["renamed", "tool.sh", "bin/tool.sh", "regular", "executable"],
+      ["added", null, "d", null, "regular"],
+      ["renamed", "d/f.txt", "e/f.txt", "regular", "regular"],
+      ["deleted", null, "f", "regular", null],
+      ["added", null, "f/inner.txt", null, "regular"],
+      ["deleted", null, "gone/deep/x.txt", "regular", null],
+      ["renamed", "src/deep/c.ts", "lib/c.ts", "regular", "regular"],
+      ["added", null, "link2", null, "symlink"],
+      ["modified", null, "mode.txt", "regular", "executable"],
+      ["added", null, "n/a/b/c.txt", null, "regular"],
+      ["renamed", "old.txt", "renamed.txt", "regular", "regular"],
+      ["modified", null, "tolink", "regular", "symlink"],
+      ["renamed", "y/e2", "z/e2", "regular", "regular"],
+      ["renamed", "x/e1", "z/e3", "regular", "regular"],
+      ["added", null, "z/e4", null, "regular"]
+    ])
+    expect(none!.files).toEqual([])
+  })
+
+  it("canonicalFiles gives each case's literal list, keys in the same order (fails if the algorithm drifts)", () => {
+    for (const c of fixture.cases) {
+      expect(JSON.stringify(PullCompact.canonicalFiles(c.parent_manifest, c.manifest, lookup)), c.about).toBe(JSON.stringify(c.files))
+    }
+    // The root commit's walk gives what the diff from an empty parent does.
+    const root = fixture.cases[0]!
+    expect(PullCompact.canonicalFiles(EMPTY_HASH, root.manifest, lookup)).toEqual(root.files)
+  })
+
+  it("an answer of those commits is compacted and rebuilt to the same text", () => {
+    const commits: Array<S.CommitData> = fixture.cases.map((c, i) => ({
+      hash: Blake3.hash(new TextEncoder().encode(`fixture ${i}`)),
+      branch_name: "main",
+      parent_hash: i === 0 ? null : Blake3.hash(new TextEncoder().encode(`fixture ${i - 1}`)),
+      manifest_hash: c.manifest,
+      author: "tester",
+      timestamp: "2026-06-24T00:00:00+00:00",
+      files: c.files
+    }))
+    const { plain, compact, rebuilt: back } = roundTrip({ head: commits.at(-1)!.hash, branch: null, branches: [], commits, blobs: [], trees: fixture.trees })
+    // The empty list stays (under any LEAVE_OUT_FROM).
+    expect(compact.commits.map((c) => c.files === undefined)).toEqual([true, true, false])
+    expect(JSON.stringify(back)).toBe(JSON.stringify(plain))
   })
 })

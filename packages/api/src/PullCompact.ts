@@ -52,6 +52,12 @@ export type CompactPullResponse = typeof CompactPullResponse.Type
  * The canonical `files` of a commit whose parent's manifest is `parent` (null: no parent) and whose own is `manifest`:
  * what grove's client and the server's merges write (core's diffSnapshots, sorted by path), in the wire form.
  * Undefined when a tree is missing.
+ *
+ * FROZEN for compact_v1: the server compares a stored list with ITS output and the client rebuilds with ITS own, so
+ * a change here, in addedFiles or in core's diffTrees / diffSnapshots / comparePaths would make older clients and
+ * servers store other `files` than the server holds, silently (files are not in the commit hash). Such a change
+ * needs a new form (`compact_v2`: its own media type and capability value, v1 still answered by the old algorithm);
+ * PullCompact.test pins this output on PullCompact.fixture.json.
  */
 export const canonicalFiles = (
   parent: string | null,

@@ -48,6 +48,8 @@ const checkHistory = (answer: HistoryAnswer): Effect.Effect<CheckedTrees, CliFai
 /**
  * Stores checked trees and the commits not stored yet, each with its `files`: those a compact answer left out are
  * rebuilt from the checked trees (api's PullCompact), so a stored commit is the same whichever answer it came in.
+ * The rebuild must give what the server compared with (PullCompact.canonicalFiles, frozen for compact_v1): another
+ * algorithm needs another answer form, asked for by its own media type.
  */
 const writeHistory = Effect.fn("Fetch.writeHistory")(function*(workspace: Workspace, trees: CheckedTrees, pulled: ReadonlyArray<PulledCommit>) {
   const rebuilt = ApiPullCompact.rebuildFiles(pulled, lookupIn(trees))

@@ -21,6 +21,10 @@ const baseName = (path: string): string => path.slice(path.lastIndexOf("/") + 1)
  * blob hash are one `renamed`: within each hash, pairs that keep their file name (moves) are
  * taken first, then the rest in path order, each deleted path paired with at most one added one.
  * The result always passes `checkFileChangesAgree(changes, before, after)`.
+ *
+ * A wire contract: the compact pull answer (`compact_v1`, api's PullCompact) leaves out a list equal to this output
+ * (through diffTrees) and the client rebuilds it with its own copy, so any change to what this returns (order, pairing,
+ * modes, paths) needs a new answer form (`compact_v2`); PullCompact.test pins it on a fixture.
  */
 export const diffSnapshots = (before: Snapshot, after: Snapshot): Array<FileChange> => {
   const changes: Array<FileChange> = []
@@ -112,6 +116,7 @@ export type DiffTreesResult =
  * `include` adds paths that are looked up on both sides even when unchanged (the paths a commit's
  * `files` list names): `checkFileChangesAgree(files, before, after)` on the result then answers
  * exactly as it would on the full flattened manifests, at the cost of the changed and named paths only.
+ * Which paths it lists (blob modes only) is part of `compact_v1`'s contract: see diffSnapshots.
  */
 export const diffTrees = (
   a: Hash | null,
