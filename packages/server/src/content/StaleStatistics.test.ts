@@ -258,7 +258,7 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
     /**
      * Statistics taken over another organization, then two new ones holding 1,000 and 40,000 stored chunks (granted
      * to user:me when `granted`); `ask` of the first 1,000 of each, five times, in turns: the large one must cost the
-     * slice, not the organization's other chunks and grants (under three times the small one, or 50 ms).
+     * slice, not the organization's other chunks and grants (under four times the small one, or 80 ms).
      */
     const sliceCosts = Effect.fnUntraced(function*(
       label: string,
@@ -280,7 +280,9 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
       expect(yield* ask(large, sql)).toBe(1000)
       const found = yield* inTurns(cpuWithBackend(Effect.repeat(ask(small, sql), { times: 4 })), cpuWithBackend(Effect.repeat(ask(large, sql), { times: 4 })))
       console.log(`${database} ${label} CPU ms (1,000 hashes, of 1,000 / 40,000 chunks, five times):`, found)
-      expect(found.large).toBeLessThan(Math.max(found.small * 3, 50))
+      // Four times, or 80 ms: PostgreSQL's fine plan read 27 vs 68 ms once at load ~20 (a 3x bound's margin); the plans
+      // this guards against cost 110-235 ms for the large one (6-16 ms for the small).
+      expect(found.large).toBeLessThan(Math.max(found.small * 4, 80))
       return large
     })
 
