@@ -20,11 +20,9 @@
  * `blobs/check` (their hashes went twice, 0.17 MiB of a 5,000-file push) and are not listed in the push.
  */
 import { ApiSync } from "@grove/api"
-import { FastCdc, Objects } from "@grove/core"
+import { Objects } from "@grove/core"
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Deferred, Effect, Fiber, Schema } from "effect"
-import { createReadStream } from "node:fs"
-import * as fs from "node:fs/promises"
 import { CliFailure, failure } from "../Failures.ts"
 import { mapLimit } from "../local/WorkingTree.ts"
 import { ACCEPT_ENCODING, bodyCompressionEnabled, capabilitiesOf, downloadCompression, squeezeBody } from "./BodyCompression.ts"
@@ -35,13 +33,12 @@ import {
   HASHED_FRAMES_TYPE,
   hashedBatch,
   isLarge,
-  READ_SYNC_BELOW,
-  readRangeSync,
   sendsUnasked,
-  shorter,
   uniqueBlobs,
   wholeChunk
 } from "./Outgoing.ts"
+import type { ReadBatch, ReadChunk } from "./ChunkReads.ts"
+import { chunkFile, readBatch } from "./ChunkReads.ts"
 import { plainDecoder, REFUSED } from "./PlainDecode.ts"
 import type { Progress } from "./Progress.ts"
 import { makeProgress } from "./Progress.ts"
@@ -49,6 +46,7 @@ import type { RemoteRepo } from "./RemoteRepo.ts"
 import { bareFrames, transfer, uploadCompression } from "./RemoteRepo.ts"
 
 export type { OutgoingBlob }
+export { chunkFile, readRange } from "./ChunkReads.ts"
 
 const CHECK_PAGE = 10_000
 const IN_FLIGHT = 3
@@ -63,36 +61,6 @@ const pages = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>
   const out: Array<ReadonlyArray<A>> = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
   return out
-}
-
-/** The chunk list of a file: itself under the threshold, else FastCDC chunks hashed one by one. */
-export const chunkFile = async (blob: OutgoingBlob): Promise<Array<ApiSync.ChunkRefData>> => {
-  if (!isLarge(blob)) return [{ hash: blob.hash, offset: 0, size: blob.size }]
-  const chunker = new FastCdc.FastCdcChunker()
-  const refs: Array<ApiSync.ChunkRefData> = []
-  const take = (chunks: ReadonlyArray<FastCdc.Chunk>) => {
-    for (const c of chunks) refs.push({ hash: Objects.Blake3.hash(c.data), offset: c.offset, size: c.length })
-  }
-  for await (const piece of createReadStream(blob.file, { highWaterMark: 1024 * 1024 })) take(chunker.push(piece as Buffer))
-  take(chunker.finish())
-  return refs
-}
-
-/** A chunk's bytes, into `data` when given (its size). Exported for its test. */
-export const readRange = async (source: ChunkSource, data: Uint8Array = new Uint8Array(source.size)): Promise<Uint8Array> => {
-  if (source.size < READ_SYNC_BELOW) return readRangeSync(source, data)
-  const handle = await fs.open(source.file, "r")
-  try {
-    let read = 0
-    while (read < source.size) {
-      const { bytesRead } = await handle.read(data, read, source.size - read, source.offset + read)
-      if (bytesRead === 0) throw shorter(source.file)
-      read += bytesRead
-    }
-    return data
-  } finally {
-    await handle.close()
-  }
 }
 
 export interface UploadResult {
@@ -167,47 +135,6 @@ const chunksCheck = (remote: RemoteRepo, page: ReadonlyArray<ChunkSource>): Effe
 
 /** The options of a server that takes none of them (a push too small to ask `capabilities` for). */
 const TAKES_NOTHING = { compress: false, wholeBody: false, bare: false }
-
-/** A chunk's bytes, a view into its batch's body. */
-interface ReadChunk {
-  readonly hash: string
-  readonly data: Uint8Array
-}
-
-/** A batch read: its plain frames (bare or hashed, as `bare` says) in one buffer, each chunk's bytes a view of it. */
-interface ReadBatch {
-  readonly body: Buffer
-  readonly bare: boolean
-  readonly chunks: ReadonlyArray<ReadChunk>
-}
-
-/**
- * Reads a batch's chunks straight into its body as plain frames (`Frames.encodeBareFrames` or `encodeFrames` of the
- * plain bytes, byte for byte): one buffer a batch, no copy of the chunks into it afterwards. Ranges of READ_SYNC_BELOW
- * or more are read on the thread pool, several at once.
- */
-const readBatch = async (batch: ReadonlyArray<ChunkSource>, bare: boolean): Promise<ReadBatch> => {
-  let size = 0
-  for (const c of batch) size += (bare ? 4 : 8 + c.hash.length) + c.size
-  const body = Buffer.allocUnsafeSlow(size)
-  const chunks: Array<ReadChunk> = []
-  const pending: Array<Promise<void>> = []
-  let at = 0
-  for (const c of batch) {
-    if (!bare) {
-      at = body.writeUInt32BE(c.hash.length, at)
-      at += body.write(c.hash, at, "latin1")
-    }
-    at = body.writeUInt32BE(c.size, at)
-    const data = body.subarray(at, at + c.size)
-    if (c.size < READ_SYNC_BELOW) readRangeSync(c, data)
-    else pending.push(readRange(c, data).then(() => undefined))
-    chunks.push({ hash: c.hash, data })
-    at += c.size
-  }
-  await Promise.all(pending)
-  return { body, bare, chunks }
-}
 
 export const uploadBlobs = Effect.fn("Upload.blobs")(function*(
   remote: RemoteRepo,
