@@ -27,9 +27,20 @@ export const Webhook = Schema.Struct({
 })
 export type Webhook = typeof Webhook.Type
 
-const URL_MAX = 2048
+export const URL_MAX = 2048
 // oxlint-disable-next-line no-control-regex -- refusing control characters is the point
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]+$/
+
+/**
+ * The document's `url`: an http(s) URL the server's egress check parses (WHATWG URL, no user
+ * name, a host). The host is a dotted name whose last label starts with a letter, as a last
+ * label that is a number makes the parser read an IPv4 address it may refuse as malformed; the
+ * port 0-65535. A subset, so a value it admits is never refused as "not a valid absolute URL";
+ * whether the host is public is known only by resolving it (address_not_allowed).
+ */
+export const URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9_-]+\\.)*[A-Za-z][A-Za-z0-9_-]*\\.?" +
+  "(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?" +
+  "(?:[/?#][^\\u0000-\\u0020\\u007f-\\u009f]*)?$"
 
 export const CreateWebhook = Schema.Struct({
   url: P.make({
@@ -39,8 +50,8 @@ export const CreateWebhook = Schema.Struct({
         : NO_CONTROL.test(value)
         ? { ok: true }
         : { ok: false, reason: "url must not be empty or contain control characters" },
-    description: "An http or https URL that resolves only to public addresses.",
-    pattern: "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
+    description: "An http or https URL (a host name, no user name or password) that resolves only to public addresses.",
+    pattern: URL_PATTERN,
     minLength: 1,
     maxLength: URL_MAX,
     exact: false
