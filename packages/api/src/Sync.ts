@@ -6,6 +6,9 @@
  * accepted when absent or null. Hash formats, names and limits are checked by
  * the server with `@grove/core`, so errors can say exactly what is wrong.
  */
+import * as BodyCompression from "@grove/core/objects/BodyCompression"
+import * as CompactPull from "@grove/core/objects/CompactPull"
+import * as Frames from "@grove/core/objects/Frames"
 import { Schema } from "effect"
 import * as F from "./Fields.ts"
 import * as P from "./Params.ts"
@@ -304,8 +307,30 @@ export const ChunkUploadedRequest = Schema.Struct({
 })
 export const Confirmation = Schema.Struct({ ok: Schema.Boolean })
 
-/** Protocol flags; only implemented features are advertised. */
-export const Capabilities = Schema.Record(Schema.String, Schema.Unknown)
+const flag = (description: string) => Schema.optionalKey(Schema.String.annotate({ description }))
+
+/**
+ * Protocol flags; only implemented features are advertised. The known ones are described (the
+ * server's SyncHandlers CAPABILITIES), each optional and typed loosely (a string, not its one
+ * value) so a client can read a server of another version; any other flag is allowed.
+ */
+export const Capabilities = Schema.StructWithRest(Schema.Struct({
+  push_protocol: flag("`staged_v1`: pushes past the ordinary limits go through push/staged-v1."),
+  staged_capabilities_ready: Schema.optionalKey(Schema.Boolean),
+  staged_session_protocol: flag("`opaque_v1`."),
+  staged_abort_protocol: flag("`v1`."),
+  mapping_proof_protocol: flag("`async_v1`."),
+  known_loss_protocol: flag("`report_v1`."),
+  ordinary_bootstrap_protocol: flag("`headless_preload_v1`."),
+  chunk_batch_protocol: flag("`bounded_v1`: the only chunk batch protocol."),
+  chunk_fetch_protocol: flag("`frames_v1`: POST chunks/fetch {hashes} answers length-framed chunks."),
+  chunk_compression: flag("`zstd_v1`: zstd per chunk on the wire, when it shrinks."),
+  [BodyCompression.CAPABILITY]: flag("`zstd_v1`: zstd request bodies (Content-Encoding) and answers (Accept-Encoding)."),
+  [Frames.CAPABILITY]: flag("`bare_v1`: frames without the hash (the receiver hashes the bytes)."),
+  [CompactPull.CAPABILITY]: flag("`compact_v1`: GET pull with Accept: application/vnd.grove.pull-compact-v1+json answers the compact form."),
+  max_chunk_upload_bytes: Schema.optionalKey(Schema.Int),
+  max_batch_entries: Schema.optionalKey(Schema.Int)
+}), [Schema.Record(Schema.String, Schema.Unknown)])
 
 // ---- Branch and content endpoints of the service interface ----
 
