@@ -3,14 +3,16 @@
  * answers: naming each chunk (BLAKE3) and writing its files is most of the client's CPU in a clone of many small
  * files, and the main thread otherwise does it between socket reads. The main thread hands over each part of a bare
  * frame answer as it arrives (a copy: the socket's buffer is node's) and takes back what the worker does not place
- * itself. Only where it pays: a fresh checkout's placer (Placing.ts), many small files, a core left idle since the
- * command started, and the worker's file found (the sources, or the bundle's `place-worker.mjs`); anywhere else the
- * main thread places as before. The worker costs ~0.1 s of CPU more than it takes off the main thread (its start,
- * the copies): on a machine whose cores are all busy it only slows the clone (5k files / 50 MiB at load 22 on 2
- * cores: client CPU 0.82 -> 0.93 s, wall 2.50 -> 3.15 s).
+ * itself. Opt-in (GROVE_PLACE_THREAD=1), for a fresh checkout's placer (Placing.ts) with the worker's file found
+ * (the sources, or the bundle's `place-worker.mjs`); anywhere else the main thread places as before. The worker costs
+ * ~0.1 s of CPU more than it takes off the main thread (its start, the copies), and no measurement here showed the
+ * clone faster for it: 5k files / 50 MiB on 2 cores, client CPU 0.82 -> 0.93 s and wall 2.50 -> 3.15 s at load 22;
+ * wall 0.82x once at load 14-18, 1.09x and 1.26x in other runs; the bench's clone row 1.16x (off) vs 1.27x (on) at load
+ * ~1, git's own clone swinging 1.0-2.4 s. A gate on the host's idle CPU was tried and dropped: it cannot see a cgroup's
+ * CPU quota (a container on an idle many-core host would start the worker and lose). Until a machine with a core
+ * free shows the gain, it is off unless asked for.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import type { Worker } from "node:worker_threads"
 import type { BlobMode, IndexEntry } from "./IndexFile.ts"
 import type { Snapshot } from "./WorkingTree.ts"
@@ -86,8 +88,6 @@ export interface PlaceThread {
   readonly stop: () => Promise<void>
 }
 
-/** Fewer files than this are placed on the main thread: a worker's start (~30 ms of CPU) would cost more. */
-export const MIN_FILES = 256
 /**
  * The parts of the answers are copied into slots of memory shared with the worker (one copy, no allocation: a
  * buffer per part, or a message per ~64 KiB network read, cost more), and a slot is handed over once full or at an
@@ -95,28 +95,6 @@ export const MIN_FILES = 256
  */
 const SLOT_BYTES = 1024 * 1024
 const SLOTS = 16
-/** The machine's CPU time so far (all cores, clock ticks) and the idle part of it: /proc/stat's first line. */
-const cpuTimes = (): { readonly total: number; readonly idle: number } | undefined => {
-  try {
-    const line = fs.readFileSync("/proc/stat", "latin1")
-    const values = line.slice(0, line.indexOf("\n")).trim().split(/\s+/).slice(1, 9).map(Number)
-    return { total: values.reduce((a, b) => a + b, 0), idle: values[3]! + values[4]! }
-  } catch {
-    return undefined // not Linux
-  }
-}
-
-/** When this module loaded (a clone's command loads it at its start). */
-const atLoad = cpuTimes()
-
-/** Whether half a core or more stayed idle since the command started (a local server takes some): the worker runs there. */
-const coreLeftIdle = (): boolean => {
-  const now = cpuTimes()
-  // Under 10 ticks (~50 ms of 2 cores) tell nothing.
-  if (atLoad === undefined || now === undefined || now.total - atLoad.total < 10) return false
-  return (now.idle - atLoad.idle) / (now.total - atLoad.total) * os.availableParallelism() >= 0.5
-}
-
 /** The worker's module: the sources' own file, or the bundle's entry (dist/, chunks in dist/chunks/). */
 const workerFile = (): URL | undefined => {
   try {
@@ -130,16 +108,14 @@ const workerFile = (): URL | undefined => {
 }
 
 /**
- * Starts the worker, or undefined where it would not pay or cannot run (GROVE_PLACE_THREAD=0 turns it off, 1 takes it
- * whatever the number of files and the machine's load: the tests, and measuring).
+ * Starts the worker when GROVE_PLACE_THREAD=1 asks for it (the tests, and measuring) and it can run, else undefined.
  * `onChunk` takes what the worker hands back (a promise while it writes); a throw fails the download.
  */
 export const startPlaceThread = (
   setup: PlaceSetup,
   onChunk: (batch: number, hash: string | undefined, data: Uint8Array, zstd: boolean) => Promise<void> | undefined
 ): PlaceThread | undefined => {
-  const asked = process.env["GROVE_PLACE_THREAD"]
-  if (asked === "0" || (asked !== "1" && (setup.single.length < MIN_FILES || !coreLeftIdle()))) return undefined
+  if (process.env["GROVE_PLACE_THREAD"] !== "1") return undefined
   const file = workerFile()
   if (file === undefined) return undefined
   const { Worker: WorkerThread } = process.getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads")
