@@ -18,13 +18,12 @@
  */
 import * as TreeDiff from "@grove/core/merge/TreeDiff"
 import { EMPTY_HASH } from "@grove/core/objects/Blake3Backend"
+import { CONTENT_TYPE } from "@grove/core/objects/CompactPull"
 import { isBlobMode, type TreeEntry } from "@grove/core/objects/TreeText"
 import { Schema } from "effect"
 import * as S from "./Sync.ts"
 
 const { comparePaths } = TreeDiff
-
-import { CONTENT_TYPE } from "@grove/core/objects/CompactPull"
 
 export { ACCEPT, acceptsCompact, CAPABILITY, COMPACT_V1, CONTENT_TYPE, isCompact } from "@grove/core/objects/CompactPull"
 
@@ -133,9 +132,10 @@ const isOneChunk = (blob: S.BlobData): boolean => {
   return only.hash === blob.hash && only.offset === 0 && only.size === blob.size && Object.keys(only).length === 3
 }
 
-const lookupIn = (trees: ReadonlyArray<S.TreeData>) => {
+/** The entries of a tree of `trees` by its hash (the empty tree's without being sent), for canonicalFiles and walks. */
+export const treeLookup = (trees: ReadonlyArray<{ readonly hash: string; readonly entries: ReadonlyArray<unknown> }>) => {
   const byHash = new Map(trees.map((tree) => [tree.hash, tree.entries as ReadonlyArray<TreeEntry>]))
-  return (hash: string) => byHash.get(hash)
+  return (hash: string): ReadonlyArray<TreeEntry> | undefined => byHash.get(hash) ?? (hash === EMPTY_HASH ? [] : undefined)
 }
 
 /**
@@ -148,11 +148,11 @@ export const LEAVE_OUT_FROM = 100
 /** The compact form of a plain pull answer (see above): what it leaves out, `expandBlobs` and `rebuildFiles` put back. */
 export const compact = (answer: S.PullResponse, leaveOutFrom = LEAVE_OUT_FROM): CompactPullResponse => {
   const manifests = new Map(answer.commits.map((c) => [c.hash, c.manifest_hash]))
-  let lookup: ReturnType<typeof lookupIn> | undefined
+  let lookup: ReturnType<typeof treeLookup> | undefined
   const commits = answer.commits.map((commit): CompactCommitData => {
     const parent = commit.parent_hash == null ? null : manifests.get(commit.parent_hash)
     if (parent === undefined || commit.files.length < leaveOutFrom) return commit
-    const canonical = canonicalFiles(parent, commit.manifest_hash, lookup ??= lookupIn(answer.trees))
+    const canonical = canonicalFiles(parent, commit.manifest_hash, lookup ??= treeLookup(answer.trees))
     if (canonical === undefined || !sameFiles(commit.files, canonical)) return commit
     const { files: _, ...rest } = commit
     return rest

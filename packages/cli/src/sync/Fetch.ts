@@ -52,7 +52,7 @@ const checkHistory = (answer: HistoryAnswer): Effect.Effect<CheckedTrees, CliFai
  * algorithm needs another answer form, asked for by its own media type.
  */
 const writeHistory = Effect.fn("Fetch.writeHistory")(function*(workspace: Workspace, trees: CheckedTrees, pulled: ReadonlyArray<PulledCommit>) {
-  const rebuilt = ApiPullCompact.rebuildFiles(pulled, lookupIn(trees))
+  const rebuilt = ApiPullCompact.rebuildFiles(pulled, ApiPullCompact.treeLookup(trees))
   if (!rebuilt.ok) return yield* failure(`the server sent a bad answer: ${rebuilt.reason}`, "bad_object")
   yield* workspace.objects.writeTrees(trees)
   for (const commit of rebuilt.commits) {
@@ -167,7 +167,7 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
   }
   let snapshot: Snapshot = sent ?? new Map()
   if (head !== undefined && sent === undefined) {
-    const flat = Objects.FileChanges.flattenTree(head.manifest_hash, lookupIn(trees))
+    const flat = Objects.FileChanges.flattenTree(head.manifest_hash, ApiPullCompact.treeLookup(trees))
     if (!flat.ok) return yield* failure(flat.reason, "missing_object")
     snapshot = flat.files
     if (onFiles !== undefined && snapshot.size > 0) onFiles(snapshot, freshWanted(snapshot, answer.blobs, new Set(answer.restricted_blobs ?? [])))
@@ -175,17 +175,12 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
   return { answer, trees, snapshot } satisfies FreshBranch
 })
 
-const lookupIn = (trees: CheckedTrees) => {
-  const byHash = new Map(trees.map((tree) => [tree.hash, tree.entries]))
-  return (hash: string) => byHash.get(hash) ?? (hash === Objects.Blake3.EMPTY_HASH ? [] : undefined)
-}
-
 /**
  * The files under `root` in trees not checked yet, or undefined when the walk fails or reads more entries than the
  * trees hold (a cycle, which only an unchecked tree can make, or shared subtrees): the caller then checks first.
  */
 const uncheckedFiles = (sent: ReadonlyArray<ApiSync.TreeData>, root: string): Snapshot | undefined => {
-  const lookup = lookupIn(sent as CheckedTrees)
+  const lookup = ApiPullCompact.treeLookup(sent)
   let budget = 0
   for (const tree of sent) budget += tree.entries.length
   const flat = Objects.FileChanges.flattenTree(root, (hash) => {
