@@ -53,23 +53,19 @@ export interface ReadBatch {
 }
 
 /**
- * Reads a batch's chunks straight into its body as plain frames (`Frames.encodeBareFrames` or `encodeFrames` of the
- * plain bytes, byte for byte): one buffer a batch, no copy of the chunks into it afterwards. Ranges of READ_SYNC_BELOW
- * or more are read on the thread pool, several at once.
+ * Reads a batch's chunks straight into its body as plain frames (headers by `Frames.writeFrameHeader`, as
+ * `encodeBareFrames` and `encodeFrames` write them): one buffer a batch, no copy of the chunks into it afterwards.
+ * Ranges of READ_SYNC_BELOW or more are read on the thread pool, several at once.
  */
 export const readBatch = async (batch: ReadonlyArray<ChunkSource>, bare: boolean): Promise<ReadBatch> => {
   let size = 0
-  for (const c of batch) size += (bare ? 4 : 8 + c.hash.length) + c.size
+  for (const c of batch) size += Objects.Frames.frameHeaderLength(bare ? undefined : c.hash) + c.size
   const body = Buffer.allocUnsafeSlow(size)
   const chunks: Array<ReadChunk> = []
   const pending: Array<Promise<void>> = []
   let at = 0
   for (const c of batch) {
-    if (!bare) {
-      at = body.writeUInt32BE(c.hash.length, at)
-      at += body.write(c.hash, at, "latin1")
-    }
-    at = body.writeUInt32BE(c.size, at)
+    at = Objects.Frames.writeFrameHeader(body, at, bare ? undefined : c.hash, c.size)
     const data = body.subarray(at, at + c.size)
     if (c.size < READ_SYNC_BELOW) readRangeSync(c, data)
     else pending.push(readRange(c, data).then(() => undefined))

@@ -33,16 +33,33 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const ZSTD_BIT = 0x8000_0000
 
+/** The header's length of a frame (hashed: `u32 hash length, hash, u32 data length`; bare: `u32 data length`). */
+export const frameHeaderLength = (hash: string | undefined): number => hash === undefined ? 4 : 8 + encoder.encode(hash).length
+
+/**
+ * Writes a frame's header into `into` at `at` (hashed when `hash` is given, else bare, its data zstd'd when `zstd`) and
+ * answers where the data goes: the one place the layout is written, for the pieces below and for a caller that reads
+ * the data straight into its body after it (the client's upload batches).
+ */
+export const writeFrameHeader = (into: Uint8Array, at: number, hash: string | undefined, size: number, zstd = false): number => {
+  const view = new DataView(into.buffer, into.byteOffset, into.byteLength)
+  if (hash === undefined) {
+    view.setUint32(at, (zstd ? ZSTD_BIT : 0) + size)
+    return at + 4
+  }
+  const bytes = encoder.encode(hash)
+  view.setUint32(at, bytes.length)
+  into.set(bytes, at + 4)
+  view.setUint32(at + 4 + bytes.length, size)
+  return at + 8 + bytes.length
+}
+
 /** The frames of one request body, as pieces to concatenate (no copy of the data). */
 export const encodeFrames = (frames: ReadonlyArray<Frame>): Array<Uint8Array> => {
   const pieces: Array<Uint8Array> = []
   for (const frame of frames) {
-    const hash = encoder.encode(frame.hash)
-    const header = new Uint8Array(4 + hash.length + 4)
-    const view = new DataView(header.buffer)
-    view.setUint32(0, hash.length)
-    header.set(hash, 4)
-    view.setUint32(4 + hash.length, frame.data.length)
+    const header = new Uint8Array(frameHeaderLength(frame.hash))
+    writeFrameHeader(header, 0, frame.hash, frame.data.length)
     pieces.push(header, frame.data)
   }
   return pieces
@@ -53,7 +70,7 @@ export const encodeBareFrames = (frames: ReadonlyArray<BareFrame>): Array<Uint8A
   const pieces: Array<Uint8Array> = []
   for (const frame of frames) {
     const header = new Uint8Array(4)
-    new DataView(header.buffer).setUint32(0, (frame.zstd ? ZSTD_BIT : 0) + frame.data.length)
+    writeFrameHeader(header, 0, undefined, frame.data.length, frame.zstd)
     pieces.push(header, frame.data)
   }
   return pieces
