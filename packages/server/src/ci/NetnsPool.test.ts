@@ -114,11 +114,12 @@ describe.runIf(root)("NetnsPool", () => {
 
   it("a step that sent anything retires its namespace: the next one learns nothing of where it connected", async () => {
     await aFreeNamespace()
-    // The greeter closes first: the step's side ends without TIME_WAIT, no socket is left; the kernel keeps the peer's
-    // metrics (address, RTT) in the namespace all the same.
+    // The greeter closes first and the step reads to its end (`cat`, not `head -n1`, which may close before the
+    // greeter's FIN is in and so leave the step's side in TIME_WAIT): no socket is left once the greeter's last ACK is
+    // in (waited for, at most 3 s); the kernel keeps the peer's metrics (address, RTT) in the namespace all the same.
     const listener = await greeter(hostAddress()!, "greeting")
     try {
-      const first = await run(true, `${netnsOf}; for i in 1 2 3; do timeout 3 bash -c 'exec 3<>/dev/tcp/${listener.host}/${listener.port} && head -n1 <&3'; done; tail -n +2 /proc/net/tcp | wc -l`)
+      const first = await run(true, `${netnsOf}; for i in 1 2 3; do timeout 3 bash -c 'exec 3<>/dev/tcp/${listener.host}/${listener.port} && cat <&3'; done; for i in $(seq 150); do test "$(tail -n +2 /proc/net/tcp | wc -l)" = 0 && break; sleep 0.02; done; tail -n +2 /proc/net/tcp | wc -l`)
       const [namespace, ...rest] = first.stdout.trim().split("\n")
       expect(rest).toEqual(["greeting", "greeting", "greeting", "0"])
       await aFreeNamespace()
