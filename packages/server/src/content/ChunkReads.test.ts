@@ -79,6 +79,34 @@ for (const [database, Db, options] of [["PGlite", Embedded, {}], ["PostgreSQL", 
         expect(sorted(yield* reachableChunks(large.repoId, large.orgId, [...large.chunks, otherChunk, loose]))).toEqual([...large.chunks].sort())
       }))
 
+    it.effect("a stored chunk with the hash of a blob of the repository is that blob (a small file): reached by the blob's row", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = yield* organization(2)
+        // Small files: one chunk each, with the blob's hash. `mapped` has its blob_chunks row as a push writes it;
+        // `bare` has none, so only the repo_blobs probe on the chunk's own hash proves it (the old statement did not).
+        const [mapped, bare, others, large] = [h("mapped"), h("bare"), h("others"), h("large blob")]
+        yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${org.orgId}, ${mapped}, 5, 1), (${org.orgId}, ${bare}, 5, 1),
+          (${org.orgId}, ${others}, 5, 1), (${org.orgId}, ${large}, 14, 2)`
+        yield* sql`INSERT INTO chunks (org_id, hash, size, pack, pack_offset) VALUES (${org.orgId}, ${mapped}, 5, 'pack', 40),
+          (${org.orgId}, ${bare}, 5, NULL, NULL), (${org.orgId}, ${others}, 5, NULL, NULL)`
+        yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size) VALUES
+          (${org.orgId}, ${mapped}, 0, ${mapped}, 0, 5), (${org.orgId}, ${others}, 0, ${others}, 0, 5),
+          (${org.orgId}, ${large}, 0, ${org.chunks[0]!}, 0, 7), (${org.orgId}, ${large}, 1, ${org.chunks[1]!}, 7, 7)`
+        // The large blob's own hash names no stored chunk; `others` belongs to the other repository only.
+        yield* sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${org.repoId}, ${mapped}), (${org.repoId}, ${bare}),
+          (${org.repoId}, ${large}), (${org.otherRepoId}, ${others})`
+        const asked = [mapped, bare, others, large, org.chunks[0]!]
+        const located = yield* locateReachable(org.repoId, org.orgId, asked)
+        expect([...located.keys()].sort()).toEqual([mapped, bare, org.chunks[0]!].sort())
+        expect(located.get(mapped)).toEqual({ hash: mapped, size: 5, pack: "pack", offset: 40 })
+        expect(located.get(bare)).toEqual({ hash: bare, size: 5, pack: null, offset: 0 })
+        expect([...(yield* locateReachable(org.otherRepoId, org.orgId, asked)).keys()]).toEqual([others])
+        expect((yield* locateReachable(org.repoId, randomUUID(), asked)).size).toBe(0)
+        // reachableChunks keeps the blob_chunks path alone: a blob's hash is not a chunk of it by itself.
+        expect([...(yield* reachableChunks(org.repoId, org.orgId, asked))].sort()).toEqual([mapped, org.chunks[0]!].sort())
+      }))
+
     it.effect("chunkOwners: each asked chunk with each blob of the repository that holds it, once", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

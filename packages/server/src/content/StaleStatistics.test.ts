@@ -37,13 +37,14 @@ const threadCpuMs = () => {
  * An organization with one repository and `n` one-chunk blobs; `reached`: the repository reaches them all;
  * `uploaded`: user:me uploaded their chunks to it (what a push in progress has).
  */
-const organization = Effect.fnUntraced(function*(n: number, reached: boolean, uploaded = false) {
+const organization = Effect.fnUntraced(function*(n: number, reached: boolean, uploaded = false, selfChunks = false) {
   const sql = yield* SqlClient.SqlClient
   const [orgId, repoId] = [randomUUID(), randomUUID()]
   yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: orgId, name: "o" })}`
   yield* sql`INSERT INTO repositories ${sql.insert({ id: repoId, org_id: orgId, name: "r" })}`
   const blobs = Array.from({ length: n }, (_, i) => h(`${orgId} ${i}`))
-  const chunks = blobs.map((b) => h(`chunk ${b}`))
+  // `selfChunks`: each blob is one chunk with the blob's hash, as a small file is (sync-protocol.md, Chunking).
+  const chunks = selfChunks ? blobs : blobs.map((b) => h(`chunk ${b}`))
   yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) SELECT ${orgId}, unnest(${blobs}::text[]), 1, 1`
   yield* sql`INSERT INTO chunks (org_id, hash, size) SELECT ${orgId}, unnest(${chunks}::text[]), 1`
   yield* sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
@@ -312,6 +313,27 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
         const objectStore = ObjectStoreLocal.layer({ root: mkdtempSync(join(tmpdir(), "grove-stale-")) })
         const store = yield* Effect.provide(Effect.gen(function*() { return yield* ChunkStore }), ChunkStore.layer.pipe(Layer.provide(objectStore)))
         yield* sliceCosts("ChunkStore.locate", false, (org) => Effect.map(store.locate(org.orgId, org.ask), (found) => found.size))
+      }), 300_000)
+
+    // A clone's small files: each blob is one chunk with its hash, which locateReachable proves by the repo_blobs probe
+    // on the chunk's own hash (the blob_chunks path only when that misses, as in the cases above, whose chunks are not
+    // their blobs). The large organization's ask costs what the small one's does, and the whole ask grows near-linearly.
+    it.effect("locateReachable of one-chunk blobs (the chunk hash is the blob's) costs the ask, not the organization", () =>
+      Effect.gen(function*() {
+        yield* noAutovacuum
+        yield* organization(1000, true, false, true)
+        yield* (yield* SqlClient.SqlClient)`ANALYZE`
+        const [small, large, huge] = [yield* organization(250, true, false, true), yield* organization(1500, true, false, true), yield* organization(20_000, true, false, true)]
+        const read = (org: Organization, ask: ReadonlyArray<string>) => chunkReads.locateReachable(org, ask)
+        expect(yield* read(large, large.chunks)).toBe(1500)
+        const grown = yield* inTurns(cpuWithBackend(read(small, small.chunks)), cpuWithBackend(read(large, large.chunks)))
+        console.log(`${database} locateReachable, one-chunk blobs, CPU ms (250 / 1500 chunks):`, grown)
+        nearLinear(grown)
+        const ask = (org: Organization) => read(org, org.chunks.slice(0, 250))
+        expect(yield* ask(huge)).toBe(250)
+        const sliced = yield* inTurns(cpuWithBackend(Effect.repeat(ask(small), { times: 4 })), cpuWithBackend(Effect.repeat(ask(huge), { times: 4 })))
+        console.log(`${database} locateReachable, one-chunk blobs, CPU ms (250 chunks of 250 / of 20,000, five times):`, sliced)
+        expect(sliced.large).toBeLessThan(Math.max(sliced.small * 3, 50))
       }), 300_000)
 
     // 50 chunks asked, ten times per measure (ticks of 10 ms on PostgreSQL): a form that reads all the organization's
