@@ -5,8 +5,9 @@
  * cannot be written only costs the cache.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as path from "node:path"
 import { rewriteBuiltinImports } from "../../scripts/bundle/builtins-by-getter.ts"
 import { VERSION_LINE } from "../../packages/cli/src/BuildInfo.ts"
@@ -30,6 +31,30 @@ registerHooks({ load(url, context, next) { if (url.startsWith("file:")) process.
 `)}`
 
 const loaded = (stderr: string) => [...stderr.matchAll(/^loaded (.+)$/gm)].map((m) => m[1]!)
+
+/** LOG_LOADS, and every HTTP request the program starts as `request <method> <path>`, in the order they happen. */
+const LOG_LOADS_AND_REQUESTS = `data:text/javascript,${encodeURIComponent(`
+import { registerHooks } from "node:module"
+import { subscribe } from "node:diagnostics_channel"
+registerHooks({ load(url, context, next) { if (url.startsWith("file:")) process.stderr.write("loaded " + new URL(url).pathname + "\\n"); return next(url, context) } })
+subscribe("http.client.request.start", ({ request }) => process.stderr.write("request " + request.method + " " + request.path + "\\n"))
+`)}`
+
+/** spawnSync's result of a run that does not block this process (a server here answers it). */
+const runAsync = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, nodeArgs: ReadonlyArray<string>) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeArgs, CLI_BIN, ...args], { cwd, env: { PATH: path.dirname(process.execPath), ...env } })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.on("error", reject)
+    child.on("close", (status) => {
+      clearTimeout(timer)
+      resolve({ status, stdout, stderr })
+    })
+  })
 
 // Each case spawns the client 10-20 times, from the bundle and from the sources (transpiled on load): at CI's load
 // (15 on 2 cores) one took 92 s, past the 60 s default.
@@ -71,6 +96,54 @@ describe("grove's start", { timeout: 300_000 }, () => {
       }
       const parsed = run(CLI_BIN, ["push", "--remote", "http://127.0.0.1:9"], mode, ["--import", LOG_LOADS])
       expect({ mode, code: parsed.status, tree: tree(loaded(parsed.stderr)).length }).toEqual({ mode, code: 1, tree: 1 })
+    }
+  })
+
+  it("a plain clone's pull goes out before Effect loads, once, with the server and credential the clone uses; inside a checkout the clone sends it itself", async () => {
+    const requests: Array<{ readonly path: string; readonly authorization: string | undefined }> = []
+    const server = http.createServer((request, response) => {
+      requests.push({ path: request.url!, authorization: request.headers.authorization })
+      response.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "not found", code: "not_found" }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const site = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+    const pulls = () => requests.filter((r) => r.path.startsWith("/api/o/n/pull"))
+    /** Whether the pull's request started before the first module of effect (the sources) or Run's chunk (the bundle). */
+    const pullBeforeEffect = (stderr: string) => {
+      const lines = stderr.split("\n")
+      const pull = lines.findIndex((l) => l.startsWith("request GET /api/o/n/pull"))
+      const effect = lines.findIndex((l) => /^loaded .*(\/node_modules\/effect\/|\/dist\/chunks\/Run-[^/]*\.mjs$)/.test(l))
+      expect({ pull: pull >= 0, effect: effect >= 0 }).toEqual({ pull: true, effect: true })
+      return pull < effect
+    }
+    try {
+      const bundled = fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))
+      for (const mode of bundled ? [{ GROVE_BUNDLE: "1" }, { GROVE_NO_BUNDLE: "1" }] : [{ GROVE_NO_BUNDLE: "1" }]) {
+        // The service key, the server named by GROVE_REMOTE.
+        requests.length = 0
+        const keyed = await runAsync(["clone", "o/n", "--json"], { ...mode, HOME: tempDir("home"), SERVICE_API_KEY: "k1", GROVE_REMOTE: site }, tempDir("cwd"), ["--import", LOG_LOADS_AND_REQUESTS])
+        expect({ mode, code: keyed.status, early: pullBeforeEffect(keyed.stderr), pulls: pulls() }).toEqual({ mode, code: 1, early: true, pulls: [{ path: "/api/o/n/pull?branch_name=main", authorization: "Bearer k1" }] })
+        // No server named: the last one logged in to, with its session's token (a newer session of another server wins).
+        requests.length = 0
+        const home = tempDir("home")
+        fs.mkdirSync(path.join(home, ".grove"), { mode: 0o700 })
+        const sessions = {
+          "http://127.0.0.1:9": { token: "old", username: "u", created_at: "2026-01-01T00:00:00Z" },
+          [site]: { token: "s1", username: "u", created_at: "2026-02-01T00:00:00Z" }
+        }
+        fs.writeFileSync(path.join(home, ".grove", "credentials"), JSON.stringify(sessions), { mode: 0o600 })
+        const session = await runAsync(["clone", "o/n", "d", "--branch", "b"], { ...mode, HOME: home }, tempDir("cwd"), ["--import", LOG_LOADS_AND_REQUESTS])
+        expect({ mode, code: session.status, early: pullBeforeEffect(session.stderr), pulls: pulls() }).toEqual({ mode, code: 1, early: true, pulls: [{ path: "/api/o/n/pull?branch_name=b", authorization: "Bearer s1" }] })
+        // Inside a checkout of that server its key wins over the session: the clone resolves it, then sends the pull.
+        requests.length = 0
+        const checkout = tempDir("checkout")
+        fs.mkdirSync(path.join(checkout, ".grove"))
+        fs.writeFileSync(path.join(checkout, ".grove", "config.json"), JSON.stringify({ remote: site, key: "c1" }))
+        const inside = await runAsync(["clone", "o/n"], { ...mode, HOME: home, GROVE_REMOTE: site }, checkout, ["--import", LOG_LOADS_AND_REQUESTS])
+        expect({ mode, code: inside.status, early: pullBeforeEffect(inside.stderr), pulls: pulls() }).toEqual({ mode, code: 1, early: false, pulls: [{ path: "/api/o/n/pull?branch_name=main", authorization: "Bearer c1" }] })
+      }
+    } finally {
+      server.close()
     }
   })
 

@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { CliEnv } from "./CliEnv.ts"
 import { CliFailure, failure } from "./Failures.ts"
 
-import { parseSessions, type StoredSession } from "./SessionFile.ts"
+import { lastLoginIn, parseSessions, type StoredSession } from "./SessionFile.ts"
 
 export type { StoredSession } from "./SessionFile.ts"
 
@@ -101,10 +101,7 @@ export class CredentialStore extends Context.Service<CredentialStore, Credential
         ,
         // A broken file is reported by the command that needs a session, not by every command.
         lastLogin: readAll.pipe(
-          Effect.map((all) => {
-            const newest = Object.entries(all).sort(([, a], [, b]) => Date.parse(b.created_at) - Date.parse(a.created_at))[0]
-            return Option.fromUndefinedOr(newest?.[0])
-          }),
+          Effect.map((all) => Option.fromUndefinedOr(lastLoginIn(all))),
           Effect.orElseSucceed(() => Option.none<string>())
         )
       })

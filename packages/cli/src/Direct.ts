@@ -7,8 +7,11 @@
  * ~30 ms of CPU came before its pull was sent.
  */
 import { Effect, Option } from "effect"
+import { CliEnv } from "./CliEnv.ts"
 import type { CommandBody, CommandServices } from "./CommandRun.ts"
 import { load, runBody, withExitCode } from "./CommandRun.ts"
+import type { CloneArgs } from "./EarlyPull.ts"
+import { cloneArgs, takeEarlyPull } from "./EarlyPull.ts"
 import type { ExitCode } from "./Failures.ts"
 import type { Output } from "./Output.ts"
 
@@ -24,10 +27,13 @@ export interface CloneInput {
  * `grove clone`'s body (Cli.ts gives it its arguments and flags): its pull is sent before the clone's modules load
  * (sync/PullAhead.ts).
  */
-export const cloneBody = (input: CloneInput): CommandBody => (remote) =>
+export const cloneBody = (input: CloneInput, plain?: CloneArgs): CommandBody => (remote) =>
   Effect.gen(function*() {
+    // A plain clone's pull may be out already, sent before Effect loaded (main.ts, EarlyPull.ts).
+    const { cwd } = yield* CliEnv
+    const early = plain === undefined ? undefined : takeEarlyPull(remote, plain, cwd)
     const { pullAhead } = yield* load(() => import("./sync/PullAhead.ts"))
-    const ahead = yield* pullAhead(remote, input)
+    const ahead = early ?? (yield* pullAhead(remote, input))
     const m = yield* load(() => import("./commands/Init.ts"))
     return yield* m.clone(remote, input, ahead)
   })
@@ -53,49 +59,13 @@ export const direct = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode, nev
   return withExitCode(runBody(argv.includes("--json"), undefined, command), (reported) => reported.exitCode)
 }
 
-/** A flag's value as `--name value` or `--name=value` at `i`: [value, words taken], or undefined when it is not that flag. */
-const flagValue = (argv: ReadonlyArray<string>, i: number, name: string): [string | undefined, number] | undefined => {
-  const arg = argv[i]!
-  if (arg === `--${name}`) {
-    const next = argv[i + 1]
-    return [next === undefined || next === "" || next.startsWith("-") ? undefined : next, 2]
-  }
-  if (arg.startsWith(`--${name}=`)) {
-    const value = arg.slice(name.length + 3)
-    return [value === "" ? undefined : value, 1]
-  }
-  return undefined
-}
-
 /**
- * The run of `argv` when it is `clone OWNER/NAME [DEST]` with at most one each of `--branch B`, `--remote URL` (also
- * as `--x=value`) and `--json`, the global flags anywhere and `--branch` after `clone`; undefined for anything else
- * (`--help`, another flag, a missing value, a third word), which the tree parses.
+ * The run of `argv` when it is a plain clone (EarlyPull.cloneArgs: `clone OWNER/NAME [DEST]` with at most one each of
+ * `--branch`, `--remote` and `--json`); undefined for anything else, which the tree parses.
  */
 export const directClone = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode, never, Exclude<CommandServices, Output>> | undefined => {
-  const words: Array<string> = []
-  const flags = new Map<string, string>()
-  let json = false
-  for (let i = 0; i < argv.length;) {
-    const arg = argv[i]!
-    if (arg === "--json") {
-      if (json) return undefined
-      json = true
-      i += 1
-      continue
-    }
-    if (arg.startsWith("-")) {
-      const name = arg.startsWith("--remote") ? "remote" : arg.startsWith("--branch") && words.length > 0 ? "branch" : undefined
-      const taken = name === undefined ? undefined : flagValue(argv, i, name)
-      if (name === undefined || taken === undefined || taken[0] === undefined || flags.has(name)) return undefined
-      flags.set(name, taken[0])
-      i += taken[1]
-      continue
-    }
-    words.push(arg)
-    i += 1
-  }
-  if (words[0] !== "clone" || words.length < 2 || words.length > 3) return undefined
-  const input: CloneInput = { repo: words[1]!, dest: Option.fromUndefinedOr(words[2]), branch: Option.fromUndefinedOr(flags.get("branch")) }
-  return withExitCode(runBody(json, flags.get("remote"), cloneBody(input)), (reported) => reported.exitCode)
+  const args = cloneArgs(argv)
+  if (args === undefined) return undefined
+  const input: CloneInput = { repo: args.repo, dest: Option.fromUndefinedOr(args.dest), branch: Option.fromUndefinedOr(args.branch) }
+  return withExitCode(runBody(args.json, args.remote, cloneBody(input, args)), (reported) => reported.exitCode)
 }

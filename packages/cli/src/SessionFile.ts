@@ -43,3 +43,7 @@ export const parseSessions = (text: string): Record<string, StoredSession> | und
 /** A session past its expiry (a session without one never expires). */
 export const sessionExpired = (session: StoredSession, now: number = Date.now()): boolean =>
   session.expires_at !== undefined && Date.parse(session.expires_at) <= now
+
+/** The server of the newest session (the last one logged in to), or undefined when there is none. */
+export const lastLoginIn = (sessions: Readonly<Record<string, StoredSession>>): string | undefined =>
+  Object.entries(sessions).sort(([, a], [, b]) => Date.parse(b.created_at) - Date.parse(a.created_at))[0]?.[0]
