@@ -85,8 +85,12 @@ export const batchesOf = (chunkSizes: ReadonlyMap<string, number>): Array<Array<
 /** Whether chunks/fetch hash lists to `site` go zstd (when the server takes zstd bodies); the capabilities are asked for them only then. */
 export const squeezesHashLists = (site: string): boolean => bodyCompressionEnabled() && downloadCompression(site)
 
-/** A chunks/fetch request for `hashes`. */
-export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<string>): Promise<BinaryInit> => {
+/**
+ * A chunks/fetch request for `hashes`: at once (no promise) when its hash list goes plain, as to a server on this
+ * machine, so a clone's first requests leave before it checks the pull answer (EarlyFetch.ts); a list that may go zstd
+ * waits for the server's capabilities.
+ */
+export const fetchRequest = (remote: RemoteRepo, hashes: ReadonlyArray<string>): BinaryInit | Promise<BinaryInit> => {
   // Asked for zstd frames: a server that does not compress ignores the field and answers raw. Bare frames asked for
   // too: a server without them ignores the field and answers hashed frames.
   const json = Buffer.from(JSON.stringify({
@@ -94,17 +98,13 @@ export const fetchRequest = async (remote: RemoteRepo, hashes: ReadonlyArray<str
     ...(downloadCompression(remote.site) ? { compression: ChunkCompression.ZSTD_V1 } : {}),
     ...(bareFrames() ? { frames: Frames.BARE_V1 } : {})
   }))
+  const plain: BinaryInit = { method: "POST", body: json, contentType: "application/json" }
   // A long hash list goes zstd to a server that takes zstd bodies (body_compression), unless the server is on this
   // machine: as for the answers (downloadCompression), the bytes cost nothing there and zstd does (random hex halves).
-  const squeezed = json.length >= COMPRESS_FROM && squeezesHashLists(remote.site) && await serverTakesZstd(remote.site, remote.token)
-    ? await zstd(json)
-    : undefined
-  return {
-    method: "POST",
-    body: squeezed ?? json,
-    contentType: "application/json",
-    ...(squeezed === undefined ? {} : { contentEncoding: "zstd" })
-  }
+  if (json.length < COMPRESS_FROM || !squeezesHashLists(remote.site)) return plain
+  return serverTakesZstd(remote.site, remote.token).then(async (takes) =>
+    takes ? { ...plain, body: await zstd(json), contentEncoding: "zstd" } : plain
+  )
 }
 
 /**

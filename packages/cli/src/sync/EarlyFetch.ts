@@ -52,7 +52,7 @@ export const fetchEarly = (remote: RemoteRepo, snapshot: unknown, wanted: Readon
     const attached = new Promise<FetchHooks>((resolve) => (attach = resolve))
     /** The parts the last try's answer brought before the download took it, handed over in order once it does. */
     let handedOver: Promise<void> = Promise.resolve()
-    const answer = fetchRequest(remote, batch).then((init) =>
+    const send = (init: BinaryInit) =>
       remote.sendBinary(FETCH_ROUTE, {
         ...init,
         signal: controller.signal,
@@ -96,7 +96,9 @@ export const fetchEarly = (remote: RemoteRepo, snapshot: unknown, wanted: Readon
           }
         }
       })
-    )
+    // Sent now when it can be (a plain hash list): before the caller goes on to check the pull answer.
+    const request = fetchRequest(remote, batch)
+    const answer = request instanceof Promise ? request.then(send) : send(request)
     // Never claimed: stopped, and its failure is nobody's.
     answer.catch(() => {})
     const take = (taker: FetchHooks) => {

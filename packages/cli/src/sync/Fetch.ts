@@ -159,7 +159,13 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
   // fails here with nothing placed (the clone then stops them). The head's files as the trees were sent are the
   // checked trees' files once the check passes (same trees, same walk).
   const sent = onFiles !== undefined && head !== undefined ? uncheckedFiles(answer.trees, head.manifest_hash) : undefined
-  if (sent !== undefined && sent.size > 0) onFiles!(sent, freshWanted(sent, answer.blobs, new Set(answer.restricted_blobs ?? [])))
+  if (sent !== undefined && sent.size > 0) {
+    onFiles!(sent, freshWanted(sent, answer.blobs, new Set(answer.restricted_blobs ?? [])))
+    // Node writes them once this turn's work is done, on a new connection once the next poll sees it made: the check
+    // waits that long (two turns of the event loop), so the server reads the chunks meanwhile.
+    yield* Effect.yieldNow
+    yield* Effect.yieldNow
+  }
   // Checked before the checked trees are walked: a tree whose hash is not its content could make that walk endless (a cycle).
   const trees = yield* checkHistory(answer)
   if (answer.head !== null && head === undefined) {
