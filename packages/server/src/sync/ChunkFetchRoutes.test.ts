@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { writeSized } from "./ChunkFetchRoutes.ts"
+import { fetchSlices, FIRST_SLICE, writeSized } from "./ChunkFetchRoutes.ts"
 
 const bytes = (length: number, fill: number) => new Uint8Array(length).fill(fill)
 const joined = (pieces: ReadonlyArray<Uint8Array>) => Buffer.concat(pieces)
@@ -25,5 +25,17 @@ describe("writeSized", () => {
     const one = bytes(10, 5)
     expect(writeSized([one], 64)).toEqual([one])
     expect(writeSized([one], 64)[0]).toBe(one)
+  })
+})
+
+describe("fetchSlices", () => {
+  it("cuts a keyed fetch's hashes in a small first slice, then slices of one statement each, in order", () => {
+    const hashes = Array.from({ length: 4_500 }, (_, i) => i)
+    const slices = fetchSlices(hashes)
+    expect(slices.map((s) => s.length)).toEqual([FIRST_SLICE, 2_000, 2_000, 4_500 - FIRST_SLICE - 4_000])
+    expect(slices.flat()).toEqual(hashes)
+    expect(fetchSlices(hashes.slice(0, 10))).toEqual([hashes.slice(0, 10)])
+    expect(fetchSlices(hashes.slice(0, FIRST_SLICE + 1)).map((s) => s.length)).toEqual([FIRST_SLICE, 1])
+    expect(fetchSlices([])).toEqual([])
   })
 })
