@@ -40,6 +40,17 @@ registerHooks({ load(url, context, next) { if (url.startsWith("file:")) process.
 subscribe("http.client.request.start", ({ request }) => process.stderr.write("request " + request.method + " " + request.path + "\\n"))
 `)}`
 
+/** A server that answers every request 404, and the requests it got. */
+const notFoundServer = async () => {
+  const requests: Array<{ readonly path: string; readonly authorization: string | undefined }> = []
+  const server = http.createServer((request, response) => {
+    requests.push({ path: request.url!, authorization: request.headers.authorization })
+    response.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "not found", code: "not_found" }))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return { requests, server, site: `http://127.0.0.1:${(server.address() as { port: number }).port}` }
+}
+
 /** spawnSync's result of a run that does not block this process (a server here answers it). */
 const runAsync = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, nodeArgs: ReadonlyArray<string>) =>
   new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
@@ -100,13 +111,7 @@ describe("grove's start", { timeout: 300_000 }, () => {
   })
 
   it("a plain clone's pull goes out before Effect loads, once, with the server and credential the clone uses; inside a checkout the clone sends it itself", async () => {
-    const requests: Array<{ readonly path: string; readonly authorization: string | undefined }> = []
-    const server = http.createServer((request, response) => {
-      requests.push({ path: request.url!, authorization: request.headers.authorization })
-      response.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "not found", code: "not_found" }))
-    })
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-    const site = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+    const { requests, server, site } = await notFoundServer()
     const pulls = () => requests.filter((r) => r.path.startsWith("/api/o/n/pull"))
     /** Whether the pull's request started before the first module of effect (the sources) or Run's chunk (the bundle). */
     const pullBeforeEffect = (stderr: string) => {
@@ -142,6 +147,19 @@ describe("grove's start", { timeout: 300_000 }, () => {
         const inside = await runAsync(["clone", "o/n"], { ...mode, HOME: home, GROVE_REMOTE: site }, checkout, ["--import", LOG_LOADS_AND_REQUESTS])
         expect({ mode, code: inside.status, early: pullBeforeEffect(inside.stderr), pulls: pulls() }).toEqual({ mode, code: 1, early: false, pulls: [{ path: "/api/o/n/pull?branch_name=main", authorization: "Bearer c1" }] })
       }
+    } finally {
+      server.close()
+    }
+  })
+
+  it("a clone loads the definitions of the API groups it calls, not GroveApi's 16 (the sources, where each is a file)", async () => {
+    const { server, site } = await notFoundServer()
+    try {
+      const clone = await runAsync(["clone", "o/n"], { GROVE_NO_BUNDLE: "1", HOME: tempDir("home"), SERVICE_API_KEY: "k1", GROVE_REMOTE: site }, tempDir("cwd"), ["--import", LOG_LOADS])
+      expect(clone.status).toBe(1) // not found: it asked the repository (the repos group) after its pull
+      const api = loaded(clone.stderr).filter((f) => /\/packages\/api\/src\//.test(f)).map((f) => path.basename(f))
+      expect(api).toContain("Groups.ts")
+      expect(api.filter((f) => f === "Api.ts" || (f.endsWith("Groups.ts") && f !== "Groups.ts" && f !== "SyncGroups.ts"))).toEqual([])
     } finally {
       server.close()
     }

@@ -1,11 +1,12 @@
 import { ApiErrors, ApiSchemas, GroveApi } from "@grove/api"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
+import { HttpApi } from "effect/http-api"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { closedPort, repository } from "../test/support.ts"
 import type { Credential } from "./CredentialResolver.ts"
-import { connectWith, exitCodeForStatus, IdempotencyKey, makeClient, toFailure } from "./Client.ts"
+import { connectWith, exitCodeForStatus, groupApi, groupDefinitions, IdempotencyKey, makeClient, toFailure } from "./Client.ts"
 import { CliFailure, ExitCode } from "./Failures.ts"
 
 const checkoutKey: Credential = { source: "checkout", token: "grove_k", location: "/w/.grove/config.json" }
@@ -120,6 +121,48 @@ describe("Client error mapping", () => {
       const anonymousConnection = yield* connectWith({ remote: server.url, credential: Option.none(), passed: [] })
       yield* anonymousConnection.call(anonymousConnection.client.system.version())
       expect(server.requests.map((r) => r.headers.authorization)).toEqual(["Bearer grove_k", undefined])
+    }))
+})
+
+describe("Client's groups", () => {
+  /** Each endpoint as the client calls it: method, path, middleware and the parse options its annotations give. */
+  const endpointsOf = (api: HttpApi.HttpApi<string, any>) => {
+    const found: Array<unknown> = []
+    HttpApi.reflect(api, {
+      onGroup: () => undefined,
+      onEndpoint: ({ endpoint, group, mergedAnnotations, middleware }) =>
+        found.push({
+          group: group.identifier,
+          endpoint: endpoint.identifier,
+          method: endpoint.method,
+          path: endpoint.path,
+          middleware: [...middleware].map((m) => m.key),
+          parse: HttpApi.getSlotParseOptions(mergedAnnotations)
+        })
+    })
+    return found
+  }
+
+  it("are GroveApi's groups, each built alone as GroveApi serves it (the rarely called ones loaded when first called)", async () => {
+    expect(Object.keys(groupDefinitions).sort()).toEqual(Object.keys(GroveApi.groups).sort())
+    for (const [name, definition] of Object.entries(groupDefinitions)) {
+      const group = "load" in definition ? await definition.load() : definition
+      const alone = endpointsOf(groupApi(group))
+      expect(alone.length).toBeGreaterThan(0)
+      expect({ name, alone }).toEqual({ name, alone: endpointsOf(GroveApi).filter((e) => (e as { group: string }).group === name) })
+    }
+  })
+
+  it.live("a rarely called group's method loads its group, then calls as the group's own", () =>
+    Effect.gen(function*() {
+      const server = yield* cannedServer((request) =>
+        request.url === "/api/orgs" ? { status: 200, body: { organizations: [] } } : { status: 404, body: { error: "not found" } }
+      )
+      const client = yield* makeClient(server.url, "grove_t")
+      expect(yield* client.orgs.list({ query: {} })).toEqual({ organizations: [] })
+      expect(server.requests.map((r) => [r.method, r.url, r.headers.authorization])).toEqual([["GET", "/api/orgs", "Bearer grove_t"]])
+      // Not a promise's `then` (awaiting the group would take it for one).
+      expect((client.orgs as unknown as { then?: unknown }).then).toBeUndefined()
     }))
 })
 

@@ -3,11 +3,15 @@
  * translation of everything it can fail with into a `CliFailure` with the
  * right exit code. Writes answered with 202 `OperationPending` are polled.
  */
-import { ApiErrors, GroveApi } from "@grove/api"
+import type { GroveApi } from "@grove/api/Api"
+import { groveShape } from "@grove/api/ApiShape"
+import * as ApiErrors from "@grove/api/Errors"
+import { ApiKeysGroup, CliAuthGroup, ReposGroup, SystemGroup } from "@grove/api/Groups"
+import { BranchesGroup, ContentGroup, SyncGroup } from "@grove/api/SyncGroups"
 import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
-import type { HttpApi, HttpApiGroup } from "effect/http-api"
-import { HttpApiClient } from "effect/http-api"
+import type { HttpApiGroup } from "effect/http-api"
+import { HttpApi, HttpApiClient } from "effect/http-api"
 import type { Credential, Resolution } from "./CredentialResolver.ts"
 import { describeSource, resolveCredential } from "./CredentialResolver.ts"
 import { CliFailure, ExitCode, networkFailure } from "./Failures.ts"
@@ -53,13 +57,47 @@ export const compressRequest = (site: string, token: string | undefined) => (req
 
 type GroveGroups = typeof GroveApi extends HttpApi.HttpApi<string, infer Groups> ? Groups : never
 export type GroveClient = HttpApiClient.Client<GroveGroups>
+type GroupName = HttpApiGroup.Identifier<GroveGroups>
+
+/** A group's definition, or (`later`) how to load its module. */
+type Definition = HttpApiGroup.Constraint | { readonly load: () => Promise<HttpApiGroup.Constraint> }
+const later = (load: () => Promise<HttpApiGroup.Constraint>): Definition => ({ load })
+
+/**
+ * Each group of `GroveApi`: the ones most commands call (a clone, a push, a pull: system, repos, api keys, sync,
+ * branches) and their modules' neighbours as loaded, the others' modules only when a command first calls them:
+ * evaluating every group's definition (HttpApiEndpoint.make of ~100 endpoints, and GroveApi's assembly) cost every
+ * command that made a client ~13 ms of CPU. Client.test checks this lists exactly GroveApi's groups, each as GroveApi
+ * serves it.
+ */
+export const groupDefinitions: { readonly [G in GroupName]: Definition } = {
+  system: SystemGroup,
+  apiKeys: ApiKeysGroup,
+  cliAuth: CliAuthGroup,
+  repos: ReposGroup,
+  sync: SyncGroup,
+  branches: BranchesGroup,
+  content: ContentGroup,
+  orgs: later(() => import("@grove/api/OrgGroups").then((m) => m.OrgsGroup)),
+  stagedPush: later(() => import("@grove/api/StagedPushGroups").then((m) => m.StagedPushGroup)),
+  integrity: later(() => import("@grove/api/IntegrityGroups").then((m) => m.IntegrityGroup)),
+  merges: later(() => import("@grove/api/MergeGroups").then((m) => m.MergesGroup)),
+  audit: later(() => import("@grove/api/AuditGroups").then((m) => m.AuditGroup)),
+  serviceAccounts: later(() => import("@grove/api/ServiceAccountGroups").then((m) => m.ServiceAccountsGroup)),
+  pathPermissions: later(() => import("@grove/api/PathPermissionGroups").then((m) => m.PathPermissionsGroup)),
+  ci: later(() => import("@grove/api/CiGroups").then((m) => m.CiGroup)),
+  webhooks: later(() => import("@grove/api/WebhookGroups").then((m) => m.WebhooksGroup))
+}
+
+/** One group's API as GroveApi serves it (ApiShape.ts), built from that group's definition alone. */
+export const groupApi = (definition: HttpApiGroup.Constraint) => HttpApi.make("grove").add(definition).pipe(groveShape)
 
 /**
  * The typed client. `Authentication` and `RequestValidation` are server-side middleware that are not
  * `requiredForClient`, so the client needs no middleware layer: the bearer token is added to every
- * request by the client's request mapping. Each API group's methods (their encoders and decoders) are
- * built the first time the command touches the group: building all of them took ~5% of a one-file push's
- * CPU profile, and a command uses one to three groups.
+ * request by the client's request mapping. Each API group's methods (their encoders and decoders) are built the first
+ * time the command touches the group: building all of them took ~5% of a one-file push's CPU profile, and a command
+ * uses one to four groups; the rarely called groups' definitions are loaded then too (`groupDefinitions`).
  */
 export const makeClient = (remote: string, token: string | undefined): Effect.Effect<GroveClient> =>
   Effect.gen(function*() {
@@ -75,14 +113,29 @@ export const makeClient = (remote: string, token: string | undefined): Effect.Ef
       ),
       afterGate
     ))
+    type Methods = Record<string, (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown, unknown>>
     const client = {} as Record<string, unknown>
-    for (const group of Object.keys(GroveApi.groups) as Array<HttpApiGroup.Identifier<GroveGroups>>) {
-      let built: unknown
-      Object.defineProperty(client, group, {
-        enumerable: true,
-        // Synchronous: building a group only reads the API's schemas.
-        get: () => built ??= Effect.runSync(HttpApiClient.group(GroveApi, { group, httpClient, baseUrl: remote }))
+    for (const group of Object.keys(groupDefinitions) as Array<GroupName>) {
+      const definition = groupDefinitions[group]
+      // Synchronous: building a group only reads its schemas. The group alone, typed as in GroveApi (Client.test: the
+      // same endpoints, paths and middlewares).
+      const build = (of: HttpApiGroup.Constraint): Methods =>
+        Effect.runSync(HttpApiClient.group(groupApi(of) as unknown as HttpApi.HttpApi<"grove", GroveGroups>, { group, httpClient, baseUrl: remote })) as never
+      if (!("load" in definition)) {
+        let built: Methods | undefined
+        Object.defineProperty(client, group, { enumerable: true, get: () => built ??= build(definition) })
+        continue
+      }
+      // A method is the group's own, reached through an effect that first waits for the group's module.
+      let built: Promise<Methods> | undefined
+      const methods = Effect.promise(() => built ??= definition.load().then(build))
+      const endpoints = new Proxy({}, {
+        get: (_, endpoint) =>
+          typeof endpoint !== "string" || endpoint === "then"
+            ? undefined
+            : (...args: ReadonlyArray<unknown>) => Effect.flatMap(methods, (m) => m[endpoint]!(...args))
       })
+      Object.defineProperty(client, group, { enumerable: true, value: endpoints })
     }
     return client as GroveClient
   }).pipe(Effect.provideService(HttpClient.HttpClient, nodeHttpClient)) // node:http, not fetch (sync/HttpTransport.ts)

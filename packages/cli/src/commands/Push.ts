@@ -4,7 +4,7 @@
  * unpushed commits with an optimistic check on the branch head. Also the
  * metadata-only push that `desc` and `close` use.
  */
-import { ApiSync } from "@grove/api"
+import * as ApiSync from "@grove/api/Sync"
 import { Deferred, Effect, Fiber, Schema } from "effect"
 import { SendGate } from "../Client.ts"
 import { crashPoint } from "../CrashPoints.ts"

@@ -4,7 +4,8 @@
  * snapshot, downloading only the blobs that are neither in the tree already
  * nor kept locally.
  */
-import { ApiPullCompact, ApiSync } from "@grove/api"
+import * as ApiPullCompact from "@grove/api/PullCompact"
+import * as ApiSync from "@grove/api/Sync"
 import { Objects } from "@grove/core"
 import { Effect, Schema } from "effect"
 import * as fs from "node:fs/promises"

@@ -19,7 +19,7 @@
  * references from such a chunk the caller uploaded or may read (PushPreparation): so small blobs skip
  * `blobs/check` (their hashes went twice, 0.17 MiB of a 5,000-file push) and are not listed in the push.
  */
-import { ApiSync } from "@grove/api"
+import * as ApiSync from "@grove/api/Sync"
 import { Objects } from "@grove/core"
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Deferred, Effect, Fiber, Schema } from "effect"
