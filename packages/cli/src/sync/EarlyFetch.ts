@@ -85,7 +85,8 @@ export const fetchEarly = (remote: RemoteRepo, snapshot: unknown, wanted: Readon
             // Kept until the download takes the answer; past EARLY_HOLD bytes the answer pauses (the server waits).
             part: (part) => {
               if (live !== undefined) return live.part(part)
-              kept.push(part)
+              // A copy: the part may be a view of a buffer the socket reads into again (StreamSocket.ts).
+              kept.push(Buffer.from(part))
               keptBytes += part.length
               return keptBytes >= EARLY_HOLD ? whenTaken : undefined
             },

@@ -12,6 +12,7 @@ import { PAUSES, pauseAfterAnswer } from "../Retry.ts"
 import type { Answer, SendInit } from "./HttpTransport.ts"
 import { compressionMode } from "./BodyCompression.ts"
 import { isTimeout, processTimeouts, sendBytes, wentSilent } from "./HttpTransport.ts"
+import { sendStreamed, streamsOverSocket } from "./StreamSocket.ts"
 
 export interface BinaryInit {
   readonly method: string
@@ -215,7 +216,9 @@ export const repoRemote = (connection: Connection, owner: string, name: string):
           if (next === undefined) return { ...seen, body: new Uint8Array(0) }
           ask = next
         }
-        return sendBytes(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream, signal: init.signal })
+        // A streamed answer (chunks) from an http:// server is read off a plain socket (StreamSocket.ts).
+        const transport = stream !== undefined && streamsOverSocket(base) ? sendStreamed : sendBytes
+        return transport(`${base}/${path}`, { method: ask.method, headers: headersOf(ask), body: ask.body, stream, signal: init.signal })
       }
       const answer = await withRetry(
         send,
