@@ -46,3 +46,30 @@ describe("dropping kept blobs after a push", () => {
       expect(fs.readdirSync(objectsDir(root))).toEqual([])
     }).pipe(Effect.scoped), 90_000)
 })
+
+describe("writeTrees", () => {
+  it.effect("stores each tree once under its hash, readable again; a tree that does not hash to its name fails, the ones before it stored", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("write-trees")
+      const blob = Objects.Blake3.hash("x")
+      const tree = (name: string) => {
+        const entries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name, kind: "blob", mode: "regular", hash: blob }]
+        return { hash: Objects.Tree.hashTree(entries), entries }
+      }
+      const [a, b, c, d] = [tree("a.txt"), tree("b.txt"), tree("c.txt"), tree("d.txt")]
+      yield* openObjects(root).writeTrees([a, b, a])
+      // Another process's store (nothing cached) reads them from their files.
+      const again = openObjects(root)
+      expect(yield* again.readTree(a.hash)).toEqual(a.entries)
+      expect(yield* again.readTree(b.hash)).toEqual(b.entries)
+      const forged = { hash: d.hash, entries: b.entries }
+      const failed = yield* Effect.flip(again.writeTrees([c, forged]))
+      expect([failed.code, failed.message]).toEqual(["bad_object", `tree ${d.hash} does not hash to its name`])
+      // c came first and is stored; the forged one is not, and no temp file is left.
+      const fresh = openObjects(root)
+      expect(yield* fresh.readTree(c.hash)).toEqual(c.entries)
+      expect(yield* fresh.readTree(d.hash)).toBeUndefined()
+      const trees = path.join(objectsDir(root), "trees")
+      expect(fs.readdirSync(trees).flatMap((dir) => fs.readdirSync(path.join(trees, dir))).filter((f) => f.endsWith(".tmp"))).toEqual([])
+    }).pipe(Effect.scoped))
+})

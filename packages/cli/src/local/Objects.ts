@@ -64,10 +64,18 @@ export interface ObjectStore {
 const readSync = <A>(what: string, read: () => A): Effect.Effect<A, CliFailure> =>
   Effect.try({ try: read, catch: (error) => error instanceof CliFailure ? error : failure(`${what}: ${errorMessage(error)}`, "local_io") })
 
+/** A tree's canonical text, or undefined when it does not hash to `hash`. */
+const canonicalText = (hash: Hash, entries: ReadonlyArray<TreeEntry>): string | undefined => {
+  const text = Objects.Tree.encodeTree(entries)
+  return Objects.Blake3.hash(text) === hash ? text : undefined
+}
+
+const badTree = (hash: Hash) => failure(`tree ${hash} does not hash to its name`, "bad_object")
+
 /** A tree's canonical text, once it is known to hash to `hash`. */
 const treeText = (hash: Hash, entries: ReadonlyArray<TreeEntry>): Effect.Effect<string, CliFailure> => {
-  const text = Objects.Tree.encodeTree(entries)
-  return Objects.Blake3.hash(text) === hash ? Effect.succeed(text) : failure(`tree ${hash} does not hash to its name`, "bad_object")
+  const text = canonicalText(hash, entries)
+  return text === undefined ? badTree(hash) : Effect.succeed(text)
 }
 
 export const openObjects = (root: string): ObjectStore => {
@@ -81,21 +89,19 @@ export const openObjects = (root: string): ObjectStore => {
       madeDirs.add(dir)
     }
   }
+  const writeSmallFile = (file: string, text: string): void => {
+    makeDirOf(file)
+    const temp = `${file}.${process.pid}.tmp`
+    try {
+      fsSync.writeFileSync(temp, text)
+      fsSync.renameSync(temp, file)
+    } catch (error) {
+      fsSync.rmSync(temp, { force: true })
+      throw error
+    }
+  }
   const writeSmall = (what: string, file: string, text: string): Effect.Effect<void, CliFailure> =>
-    Effect.try({
-      try: () => {
-        makeDirOf(file)
-        const temp = `${file}.${process.pid}.tmp`
-        try {
-          fsSync.writeFileSync(temp, text)
-          fsSync.renameSync(temp, file)
-        } catch (error) {
-          fsSync.rmSync(temp, { force: true })
-          throw error
-        }
-      },
-      catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io")
-    })
+    Effect.try({ try: () => writeSmallFile(file, text), catch: (error) => failure(`${what}: ${errorMessage(error)}`, "local_io") })
   const readTreeSync = (hash: Hash): ReadonlyArray<TreeEntry> | undefined => {
     const cached = trees.get(hash)
     if (cached !== undefined) return cached
@@ -140,15 +146,24 @@ export const openObjects = (root: string): ObjectStore => {
         return true
       }),
     // Synchronously, one tree after another (a clone writes hundreds while its files download): a promise write
-    // per tree costs thread-pool round trips and competes with the download's own writes.
-    writeTrees: (list) =>
-      Effect.gen(function*() {
-        for (const { entries, hash } of list) {
-          if (yield* hasTree(hash)) continue
-          yield* writeSmall(`cannot write tree ${hash}`, treePath(root, hash), yield* treeText(hash, entries))
-          trees.set(hash, entries)
-        }
-      }),
+    // per tree costs thread-pool round trips and competes with the download's own writes. One loop, not an Effect per
+    // tree: a clone's 315 trees cost ~33 -> ~20 ms of CPU so.
+    writeTrees: (list) => {
+      let at: Hash | undefined
+      return Effect.try({
+        try: () => {
+          for (const { entries, hash } of list) {
+            at = hash
+            if (trees.has(hash) || fsSync.existsSync(treePath(root, hash))) continue
+            const text = canonicalText(hash, entries)
+            if (text === undefined) throw badTree(hash)
+            writeSmallFile(treePath(root, hash), text)
+            trees.set(hash, entries)
+          }
+        },
+        catch: (error) => error instanceof CliFailure ? error : failure(`cannot write tree ${at}: ${errorMessage(error)}`, "local_io")
+      })
+    },
     readCommit: (hash) => readSync(`cannot read commit ${hash}`, () => readCommitFile(root, hash)),
     writeCommit: (stored) => io(`cannot write commit ${stored.commit.hash}`, () => writeJsonAtomic(commitPath(root, stored.commit.hash), stored)),
     snapshot: (rootTree) =>
