@@ -94,6 +94,8 @@ export const exists = (file: string): Promise<boolean> => call<fs.Stats>((done) 
  * waits on the disk (journal, directory locks), and those waits overlap instead of adding up as they
  * do one synchronous write after another. `write` waits while the pool is full; `drain` waits for
  * the rest and fails with the first error; `settle` only waits (for clean-up after a failure).
+ * `write` settles once the write is queued, so it writes a copy of `data`: the caller's bytes may be a view of a
+ * buffer it refills at once (a chunk answer read off StreamSocket's one reused buffer).
  */
 export const concurrentWrites = (limit = 8, maxBytes = 32 * 1024 * 1024) => {
   const pending = new Set<Promise<void>>()
@@ -107,7 +109,8 @@ export const concurrentWrites = (limit = 8, maxBytes = 32 * 1024 * 1024) => {
       while (pending.size > 0 && (pending.size >= limit || bytes + data.length > maxBytes)) await Promise.race(pending)
       raise()
       bytes += data.length
-      const done: Promise<void> = call((written) => fs.writeFile(file, data, written)).then(then).then(
+      const owned = Buffer.from(data)
+      const done: Promise<void> = call((written) => fs.writeFile(file, owned, written)).then(then).then(
         () => undefined,
         (error: unknown) => void (failure ??= { error })
       ).finally(() => {
