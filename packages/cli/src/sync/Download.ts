@@ -13,6 +13,7 @@
 import type { ApiSync } from "@grove/api"
 import { Objects } from "@grove/core"
 import { Effect } from "effect"
+import * as fsSync from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
@@ -146,6 +147,8 @@ export const downloadBlobs = (
     const placements = new Map<string, Array<Placement>>()
     const chunkSizes = new Map<string, number>()
     const remaining = new Map<string, number>()
+    /** A clone's large blobs hashed as their chunks are written in order (else read back once whole): the next offset. */
+    const hashing = new Map<string, { readonly hasher: Objects.Blake3.Hasher; next: number }>()
     const partial = (hash: string) => path.join(dir, `${hash}.part`)
     yield* stoppableTransfer("cannot prepare the download", async () => {
       await fs.mkdir(dir, { recursive: true })
@@ -161,7 +164,10 @@ export const downloadBlobs = (
           continue
         }
         if (chunks.length === 0) throw new Error(`the server sent no chunk list for blob ${blob.hash}`)
-        if (chunks.length > 1) await fs.writeFile(partial(blob.hash), new Uint8Array(0))
+        if (chunks.length > 1) {
+          await fs.writeFile(partial(blob.hash), new Uint8Array(0))
+          if (placeBytes !== undefined) hashing.set(blob.hash, { hasher: await Objects.Blake3.backend.makeHasher(), next: 0 })
+        }
         remaining.set(blob.hash, chunks.length)
         for (const c of chunks) {
           const list = placements.get(c.hash) ?? []
@@ -200,6 +206,31 @@ export const downloadBlobs = (
       files.set(hash, path.join(dir, hash))
     }
 
+    /** A clone's part of a large blob, written at once (no pause for thread-pool writes) and hashed if in order, else read back. */
+    const storePart = (data: Uint8Array, place: Placement): Promise<void> | undefined => {
+      const fd = fsSync.openSync(partial(place.blob), "r+")
+      try {
+        for (let at = 0; at < data.length;) at += fsSync.writeSync(fd, data, at, data.length - at, place.offset + at)
+      } finally {
+        fsSync.closeSync(fd)
+      }
+      const order = hashing.get(place.blob)
+      if (order?.next === place.offset) {
+        order.hasher.update(data)
+        order.next += data.length
+      } else hashing.delete(place.blob)
+      const left = (remaining.get(place.blob) ?? 1) - 1
+      remaining.set(place.blob, left)
+      if (left > 0) return undefined
+      const whole = hashing.get(place.blob)
+      if (whole === undefined || whole.next !== blobs.find((b) => b.hash === place.blob)!.size) return finishBlob(place.blob)
+      const got = whole.hasher.digest()
+      if (got !== place.blob) throw new Error(`blob ${place.blob} reassembled to ${got}: refusing corrupted content`)
+      fsSync.renameSync(partial(place.blob), path.join(dir, place.blob))
+      files.set(place.blob, path.join(dir, place.blob))
+      return undefined
+    }
+
     /** Writes a received chunk where `places` say: a whole blob into `dir`, a part of a large one at its offset. */
     const store = async (data: Uint8Array, places: ReadonlyArray<Placement>) => {
       for (const place of places) {
@@ -236,7 +267,10 @@ export const downloadBlobs = (
             delivered.add(place.blob)
             return false
           })
-          return rest.length === 0 ? undefined : store(data, rest)
+          if (rest.length === 0) return undefined
+          if (placeBytes === undefined || rest.some((place) => single.has(place.blob))) return store(data, rest)
+          const waits = rest.map((place) => storePart(data, place)).filter((wait) => wait !== undefined)
+          return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined)
         }
         // Bare frames are taken as the answer arrives, synchronously (a chunk written straight into place costs no
         // promise; a raw one within a network read is a view of it), so verifying and writing overlap the transfer;
