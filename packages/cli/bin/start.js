@@ -81,7 +81,23 @@ const endWhenIdle = () =>
     if (process.getActiveResourcesInfo().length === 0) process.exit()
   })
 
+/**
+ * The bundle's chunks import each other as "./chunk-X.mjs" (~800 imports of ~55 chunks at a clone's start): each is
+ * resolved here by string, a chunk of the same directory, instead of by Node's resolution (a URL parsed, a realpath
+ * and a package.json lookup for the module's format each time): ~12-18 ms less CPU at a start.
+ */
+const resolveChunks = () => {
+  const chunks = new URL("chunks/", dist).href
+  process.getBuiltinModule("node:module").registerHooks?.({
+    resolve: (specifier, context, next) =>
+      specifier.startsWith("./") && specifier.endsWith(".mjs") && !specifier.includes("/", 2) && context.parentURL?.startsWith(chunks) === true
+        ? { url: chunks + specifier.slice(2), format: "module", shortCircuit: true }
+        : next(specifier, context)
+  })
+}
+
 const fresh = bundleIsFresh()
+if (fresh) resolveChunks()
 const answer = await answerFromCheckout(process.argv.slice(2), fresh)
 if (answer === undefined) await import(fresh ? "../dist/grove.mjs" : "../src/main.ts")
 else {
