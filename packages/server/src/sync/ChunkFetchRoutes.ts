@@ -15,13 +15,12 @@ import * as ChunkCompression from "@grove/core/objects/ChunkCompression"
 import * as Frames from "@grove/core/objects/Frames"
 import { type Array as Arr, Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import { ChunkLinks } from "./ChunkLinks.ts"
 import { type ChunkReadError, ChunkStore } from "../content/ChunkStore.ts"
 import { locateReachable, readInOrder } from "../content/ChunkReads.ts"
 import { Repositories } from "../access/Repositories.ts"
 import { callerPolicy, readableChunksOf } from "../path-permissions/CallerPolicy.ts"
-import type { PathPermissions } from "../path-permissions/PathPermissions.ts"
 import { BATCH } from "../db/Batches.ts"
 import { dbUnavailable } from "../http/Failures.ts"
 import { routeParams } from "../http/PathParams.ts"
@@ -99,7 +98,7 @@ export const writeSized = (pieces: ReadonlyArray<Uint8Array>, max = WRITE_BYTES)
 }
 
 /** The frames of `read`'s chunks, raw or zstd'd (`compress`), bare (no hash) or hashed, as the response's body. */
-const frameStream = (read: Stream.Stream<Frames.Frame, ChunkFetchError>, compress: boolean, bare: boolean) => {
+const frameStream = <E>(read: Stream.Stream<Frames.Frame, E>, compress: boolean, bare: boolean) => {
   const sent = compress ? read.pipe(Stream.mapEffect(compressed, { concurrency: 4 })) : read.pipe(Stream.map((c): Outgoing => ({ ...c, sent: c.data })))
   const encode = (c: Outgoing) =>
     bare ? Frames.encodeBareFrames([ChunkCompression.bareFrame(c.data, c.sent)]) : Frames.encodeFrames([{ hash: c.hash, data: c.sent }])
@@ -120,8 +119,6 @@ const frameStream = (read: Stream.Stream<Frames.Frame, ChunkFetchError>, compres
   )
 }
 
-type ChunkFetchError = ChunkReadError | ApiErrors.ServiceUnavailable
-
 /**
  * A keyed fetch is located and checked a slice at a time, each slice's chunks read and sent before the next is
  * located: the first small, so the first bytes go out after ~256 probes instead of the whole request's (a clone sends
@@ -138,6 +135,26 @@ export const fetchSlices = <A>(hashes: ReadonlyArray<A>): Array<ReadonlyArray<A>
   for (let at = 0, end = FIRST_SLICE; at < hashes.length; at = end, end += SLICE) slices.push(hashes.slice(at, end))
   return slices
 }
+
+/**
+ * A keyed fetch's answer: `sliceChunks` locates and checks one slice and reads its chunks. The first slice before the
+ * answer starts, so a database that fails there still answers 503. A later slice is located only once the slices
+ * before it are read and sent, and its failure breaks the answer part-way (the connection closes, not a clean end):
+ * the client asks again for the chunks it did not get (Download's resume).
+ */
+export const slicedAnswer = <E, R>(
+  hashes: ReadonlyArray<string>,
+  sliceChunks: (slice: ReadonlyArray<string>) => Effect.Effect<Stream.Stream<Frames.Frame, ChunkReadError>, E | SqlError, R>,
+  compress: boolean,
+  bare: boolean
+) =>
+  Effect.gen(function*() {
+    const [first = [], ...rest] = fetchSlices(hashes)
+    const firstChunks = yield* dbUnavailable(sliceChunks(first))
+    const context = yield* Effect.context<R>()
+    const later = Stream.fromIterable(rest).pipe(Stream.flatMap((slice) => Stream.unwrap(sliceChunks(slice))), Stream.provideContext(context))
+    return frameStream(Stream.concat(firstChunks, later), compress, bare)
+  })
 
 const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Effect.gen(function*() {
   // The path first: a malformed owner or name answers 400 before the body is read.
@@ -173,14 +190,7 @@ const fetch = HttpRouter.add("POST", "/api/:owner/:name/chunks/fetch", answer(Ef
     const allowed = yield* readableChunksOf(policy, repo, [...located.keys()])
     return readInOrder(chunks, repo.orgId, slice.filter((h) => allowed.has(h)), located)
   })
-  const [first = [], ...rest] = fetchSlices(parsed.hashes)
-  // The first slice before the answer starts: a database that fails there still answers 503. A failure in a later
-  // slice breaks the answer part-way (the connection closes, not a clean end): the client asks again for the chunks
-  // it did not get (Download's resume).
-  const firstChunks = yield* dbUnavailable(sliceChunks(first))
-  const context = yield* Effect.context<PathPermissions | SqlClient.SqlClient>()
-  const later = Stream.fromIterable(rest).pipe(Stream.flatMap((slice) => Stream.unwrap(sliceChunks(slice))), Stream.provideContext(context))
-  return frameStream(Stream.concat(firstChunks, later), compress, bare)
+  return yield* slicedAnswer(parsed.hashes, sliceChunks, compress, bare)
 })))
 
 const fetchOne = HttpRouter.add("GET", "/api/:owner/:name/chunks/fetch/:hash", answer(Effect.gen(function*() {
