@@ -47,6 +47,16 @@ describe("FsckVerify", () => {
       }
     }))
 
+  it.effect("an empty chunk listed after the chunk that shares its offset is sound (the database's order is any)", () =>
+    Effect.gen(function*() {
+      const { body, slices } = pack(["alpha\n", "", "beta beta\n", "", "gamma gamma gamma\n", ""])
+      const listed = [slices[2]!, slices[1]!, slices[4]!, slices[3]!, slices[0]!, slices[5]!]
+      for (const size of [1, 6, body.length]) {
+        const verdict = yield* verify(body, listed, size)
+        expect(verdict).toEqual({ hash: Blake3.hash(body), size: body.length, faults: [] })
+      }
+    }))
+
   it.effect("a changed byte fails the pack and exactly the slice it lies in", () =>
     Effect.gen(function*() {
       const { body, slices } = pack(["alpha\n", "beta beta\n", "gamma gamma gamma\n"])

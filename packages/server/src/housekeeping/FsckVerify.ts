@@ -65,7 +65,9 @@ export const makeVerifier = (
   slices: ReadonlyArray<Slice>
 ): ObjectVerifier => {
   const whole: Hasher = algorithm === "sha256" || blake3 === undefined ? sha256() : blake3
-  const sorted = [...slices].sort((a, b) => a.offset - b.offset)
+  // An empty chunk shares its offset with the chunk packed after it: it sorts first, else it would lie behind the
+  // read position once that chunk is read and be called out of range.
+  const sorted = [...slices].sort((a, b) => a.offset - b.offset || a.size - b.size)
   const faults: Array<SliceFault> = []
   let position = 0
   let next = 0
