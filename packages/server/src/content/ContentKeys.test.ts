@@ -89,49 +89,53 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
         expect(yield* counts(orgId, repoId)).toEqual({ ...all(1), blobs: 2 })
       }))
 
+    /** Deletes from one world with `remove`; answers its counts after, and checks another world's rows stay. */
+    const deleting = (remove: (w: Effect.Success<typeof world>) => Effect.Effect<unknown, SqlError, SqlClient.SqlClient>) =>
+      Effect.gen(function*() {
+        const w = yield* world
+        const other = yield* world
+        yield* remove(w)
+        expect(yield* counts(other.orgId, other.repoId)).toEqual(all(1))
+        return yield* counts(w.orgId, w.repoId)
+      })
+
     it.effect("deleting a repository deletes what it reaches and its upload grants; the organization's objects stay", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const { orgId, repoId } = yield* world
-        const other = yield* world
-        yield* sql`DELETE FROM repositories WHERE id = ${repoId}`
-        expect(yield* counts(orgId, repoId)).toEqual({ ...all(1), repo_blobs: 0, repo_trees: 0, object_uploads: 0 })
-        expect(yield* counts(other.orgId, other.repoId)).toEqual(all(1))
+        const rows = yield* deleting((w) => sql`DELETE FROM repositories WHERE id = ${w.repoId}`)
+        expect(rows).toEqual({ ...all(1), repo_blobs: 0, repo_trees: 0, object_uploads: 0 })
       }))
 
     it.effect("deleting a blob (gc's sweep) deletes its chunk mapping; its chunk stays", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const { blob, orgId, repoId } = yield* world
-        const other = yield* world
-        yield* sql`DELETE FROM blobs WHERE org_id = ${orgId} AND hash = ${blob}`
-        expect(yield* counts(orgId, repoId)).toEqual({ ...all(1), blobs: 0, blob_chunks: 0 })
-        expect(yield* counts(other.orgId, other.repoId)).toEqual(all(1))
+        const rows = yield* deleting((w) => sql`DELETE FROM blobs WHERE org_id = ${w.orgId} AND hash = ${w.blob}`)
+        expect(rows).toEqual({ ...all(1), blobs: 0, blob_chunks: 0 })
       }))
 
     it.effect("deleting an organization deletes its chunks, blobs, their mappings and trees", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const { orgId, repoId } = yield* world
-        const other = yield* world
-        // An organization goes without repositories (Organization.delete refuses otherwise), as a personal one
-        // goes with its user.
-        yield* sql`DELETE FROM repositories WHERE id = ${repoId}`
-        yield* sql`DELETE FROM organizations WHERE id = ${orgId}`
-        expect(yield* counts(orgId, repoId)).toEqual(all(0))
-        expect(yield* counts(other.orgId, other.repoId)).toEqual(all(1))
+        // An organization goes without repositories (Organization.delete refuses otherwise).
+        const rows = yield* deleting((w) =>
+          Effect.andThen(sql`DELETE FROM repositories WHERE id = ${w.repoId}`, sql`DELETE FROM organizations WHERE id = ${w.orgId}`)
+        )
+        expect(rows).toEqual(all(0))
       }))
 
     it.effect("a personal organization going with its user (a foreign key's cascade) takes its content", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const { orgId, repoId } = yield* world
         const userId = randomUUID()
-        yield* sql`INSERT INTO users ${sql.insert({ id: userId, username: `u${userId.slice(0, 8)}` })}`
-        yield* sql`UPDATE organizations SET personal_user_id = ${userId} WHERE id = ${orgId}`
-        yield* sql`DELETE FROM repositories WHERE id = ${repoId}`
-        yield* sql`DELETE FROM users WHERE id = ${userId}`
-        expect(yield* counts(orgId, repoId)).toEqual(all(0))
+        const rows = yield* deleting((w) =>
+          Effect.gen(function*() {
+            yield* sql`INSERT INTO users ${sql.insert({ id: userId, username: `u${userId.slice(0, 8)}` })}`
+            yield* sql`UPDATE organizations SET personal_user_id = ${userId} WHERE id = ${w.orgId}`
+            yield* sql`DELETE FROM repositories WHERE id = ${w.repoId}`
+            yield* sql`DELETE FROM users WHERE id = ${userId}`
+          })
+        )
+        expect(rows).toEqual(all(0))
       }))
 
     it.effect("keys that rows of other tables name do not change", () =>
