@@ -9,7 +9,7 @@
 import * as Blake3 from "./Blake3.ts"
 import { withinRatio } from "./BodyCompression.ts"
 import { CHUNK_MAX_SIZE } from "./Chunks.ts"
-import { type BareFrame, decodeBareFrames } from "./Frames.ts"
+import type { BareFrame } from "./Frames.ts"
 import { zlib } from "./Zlib.ts"
 
 /** The capability key and value a server advertises, and a `chunks/fetch` request asks for. */
@@ -174,15 +174,4 @@ export const bareFramePlain = (frame: BareFrame, maxPlainBytes: number): Uint8Ar
 export const namedBareFrame = (frame: BareFrame, maxPlainBytes: number): { readonly hash: string; readonly data: Uint8Array } => {
   const data = bareFramePlain(frame, maxPlainBytes)
   return { hash: Blake3.hash(data), data }
-}
-
-/**
- * Bare frames from a byte stream as chunks: each one's plain bytes (at most `maxPlainBytes`) and the hash
- * taken from them (no hash travels; the receiver verifies by naming). Both ends read uploads and fetches so.
- */
-export async function* hashedBareFrames(
-  body: AsyncIterable<Uint8Array>,
-  maxPlainBytes: number
-): AsyncGenerator<{ readonly hash: string; readonly data: Uint8Array }> {
-  for await (const frame of decodeBareFrames(body)) yield namedBareFrame(frame, maxPlainBytes)
 }

@@ -3,7 +3,17 @@ import { randomBytes } from "node:crypto"
 import { zstdCompressSync } from "node:zlib"
 import * as Blake3 from "./Blake3.ts"
 import { bareFrame, bareFramePlain, encodeChunk, namedBareFrame } from "./ChunkCompression.ts"
-import { type BareFrame, bareFrameSplitter, bareFramesIn, decodeBareFrames, decodeFrames, encodeBareFrames, encodeFrames, type Frame } from "./Frames.ts"
+import {
+  type BareFrame,
+  bareFrameSplitter,
+  bareFramesIn,
+  decodeBareFrames,
+  decodeFrames,
+  encodeBareFrames,
+  encodeFrames,
+  type Frame,
+  frameSplitter
+} from "./Frames.ts"
 
 const text = Buffer.from("export const value = compute(1) // a line that repeats\n".repeat(500))
 const noise = randomBytes(70_000)
@@ -81,6 +91,26 @@ describe("Frames", () => {
     }
   })
 
+  it("hashed frames pushed part by part read back as sent across any split, headers across parts included, views of a part when a frame lies within it", () => {
+    const chunks = [text, noise, new Uint8Array(0), Buffer.from("x")]
+    const frames: Array<Frame> = chunks.map((data, i) => ({ hash: i === 3 ? "h" : Blake3.hash(data), data }))
+    const body = Buffer.concat(encodeFrames(frames))
+    for (const size of [1, 3, 4, 5, 71, 72, 73, 4096, 1 << 20]) {
+      const read: Array<Frame> = []
+      const parts: Array<Uint8Array> = []
+      const splitter = frameSplitter((frame) => read.push(frame))
+      for (let i = 0; i < body.length; i += size) {
+        const part = Uint8Array.from(body.subarray(i, i + size))
+        parts.push(part)
+        splitter.push(part)
+      }
+      splitter.end()
+      expect(read.map((f) => f.hash)).toEqual(frames.map((f) => f.hash))
+      expect(read.map((f) => Buffer.from(f.data))).toEqual(chunks.map((c) => Buffer.from(c)))
+      if (size === 1 << 20) expect(read[1]!.data.buffer).toBe(parts[0]!.buffer)
+    }
+  })
+
   it("the part-by-part splitter refuses a stream that ends inside a frame, and oversized frames", () => {
     const body = Buffer.concat(encodeBareFrames([{ data: noise, zstd: false }]))
     for (const cut of [2, 4, body.length - 1]) {
@@ -91,5 +121,17 @@ describe("Frames", () => {
     const huge = new Uint8Array(4)
     new DataView(huge.buffer).setUint32(0, 64 * 1024 * 1024 + 1)
     expect(() => bareFrameSplitter(() => {}).push(huge)).toThrow(/bad frame/)
+    const hashed = Buffer.concat(encodeFrames([{ hash: Blake3.hash(noise), data: noise }]))
+    for (const cut of [2, 4, 40, 72, hashed.length - 1]) {
+      const splitter = frameSplitter(() => {})
+      splitter.push(hashed.subarray(0, cut))
+      expect(() => splitter.end()).toThrow(/truncated/)
+    }
+    const badHash = new Uint8Array(4)
+    new DataView(badHash.buffer).setUint32(0, 0xc000_0000)
+    expect(() => frameSplitter(() => {}).push(badHash)).toThrow("bad frame: hash length 3221225472")
+    const longData = Buffer.concat(encodeFrames([{ hash: "h", data: new Uint8Array(0) }]))
+    new DataView(longData.buffer, longData.byteOffset).setUint32(5, 64 * 1024 * 1024 + 1)
+    expect(() => frameSplitter(() => {}).push(longData)).toThrow(/bad frame: 67108865 bytes/)
   })
 })

@@ -208,15 +208,52 @@ export async function* decodeBareFrames(body: AsyncIterable<Uint8Array>): AsyncG
   }
 }
 
+/** What a frame format's header says: how long its data is, and the frame that data makes. */
+interface FrameHead<F> {
+  readonly dataLength: number
+  readonly frame: (data: Uint8Array) => F
+}
+
+/** A frame format for `splitFrames`: a header's whole length from its first four bytes, and what the whole header says. */
+interface HeaderFormat<F> {
+  readonly length: (bytes: Uint8Array, at: number) => number
+  readonly read: (bytes: Uint8Array, at: number) => FrameHead<F>
+}
+
+const BARE_FORMAT: HeaderFormat<BareFrame> = {
+  length: () => 4,
+  read: (bytes, at) => {
+    const { dataLength, zstd } = bareHeader(u32(bytes, at))
+    return { dataLength, frame: (data) => ({ data, zstd }) }
+  }
+}
+
+const HASHED_FORMAT: HeaderFormat<Frame> = {
+  length: (bytes, at) => {
+    const hashLength = u32(bytes, at)
+    if (hashLength === 0 || hashLength > MAX_HASH_LENGTH) throw new Error(`bad frame: hash length ${hashLength}`)
+    return 8 + hashLength
+  },
+  read: (bytes, at) => {
+    const hashLength = u32(bytes, at)
+    const hash = decoder.decode(bytes.subarray(at + 4, at + 4 + hashLength))
+    const dataLength = u32(bytes, at + 4 + hashLength)
+    if (dataLength > MAX_FRAME_DATA) throw new Error(`bad frame: ${dataLength} bytes for one chunk`)
+    return { dataLength, frame: (data) => ({ hash, data }) }
+  }
+}
+
 /**
- * Bare frames from a byte stream fed part by part (`push`), handed to `onFrame` synchronously as each completes: no
- * promise per frame or part. A frame that lies within one part is a view of it; one across parts is copied once,
- * into a buffer of its own size. `end` throws when the stream stopped inside a frame.
+ * Frames of `format` from a byte stream fed part by part (`push`), handed to `onFrame` synchronously as each
+ * completes: no promise per frame or part. A frame that lies within one part is a view of it; one across parts is
+ * copied once, into a buffer of its own size. `end` throws when the stream stopped inside a frame.
  */
-export const bareFrameSplitter = (onFrame: (frame: BareFrame) => void) => {
-  const head = new Uint8Array(4)
+const splitFrames = <F>(format: HeaderFormat<F>, onFrame: (frame: F) => void) => {
+  // A header that crosses parts is gathered here (a hashed one is at most 8 + MAX_HASH_LENGTH bytes).
+  const head = new Uint8Array(8 + MAX_HASH_LENGTH)
   let headHave = 0
-  let pending: { readonly data: Uint8Array; readonly zstd: boolean } | undefined
+  let headLength = 4
+  let pending: { readonly data: Uint8Array; readonly frame: (data: Uint8Array) => F } | undefined
   let pendingHave = 0
   return {
     push: (part: Uint8Array): void => {
@@ -228,30 +265,32 @@ export const bareFrameSplitter = (onFrame: (frame: BareFrame) => void) => {
           pendingHave += take
           at += take
           if (pendingHave < pending.data.length) return
-          const frame = pending
+          const done = pending
           pending = undefined
-          onFrame(frame)
+          onFrame(done.frame(done.data))
           continue
         }
-        let word: number
-        if (headHave === 0 && part.length - at >= 4) {
-          word = u32(part, at)
-          at += 4
+        let header: FrameHead<F>
+        const whole = headHave === 0 && part.length - at >= 4 ? format.length(part, at) : 0
+        if (whole > 0 && part.length - at >= whole) {
+          header = format.read(part, at)
+          at += whole
         } else {
-          const take = Math.min(part.length - at, 4 - headHave)
+          const take = Math.min(part.length - at, headLength - headHave)
           head.set(part.subarray(at, at + take), headHave)
           headHave += take
           at += take
-          if (headHave < 4) return
+          if (headHave === 4 && headLength === 4) headLength = format.length(head, 0)
+          if (headHave < headLength) continue
+          header = format.read(head, 0)
           headHave = 0
-          word = u32(head)
+          headLength = 4
         }
-        const { dataLength, zstd } = bareHeader(word)
-        if (part.length - at >= dataLength) {
-          onFrame({ data: part.subarray(at, at + dataLength), zstd })
-          at += dataLength
+        if (part.length - at >= header.dataLength) {
+          onFrame(header.frame(part.subarray(at, at + header.dataLength)))
+          at += header.dataLength
         } else {
-          pending = { data: new Uint8Array(dataLength), zstd }
+          pending = { data: new Uint8Array(header.dataLength), frame: header.frame }
           pendingHave = 0
         }
       }
@@ -262,3 +301,9 @@ export const bareFrameSplitter = (onFrame: (frame: BareFrame) => void) => {
     }
   }
 }
+
+/** Bare frames from a byte stream fed part by part (`splitFrames`). */
+export const bareFrameSplitter = (onFrame: (frame: BareFrame) => void) => splitFrames(BARE_FORMAT, onFrame)
+
+/** Hashed frames from a byte stream fed part by part (`splitFrames`): the hash as sent, not checked here. */
+export const frameSplitter = (onFrame: (frame: Frame) => void) => splitFrames(HASHED_FORMAT, onFrame)

@@ -2,7 +2,7 @@
  * Binary chunk uploads (sync protocol), outside the JSON contract:
  * - `PUT  /api/{owner}/{name}/chunks/{hash}`: one chunk, raw or zstd, <= 64 MiB.
  * - `POST /api/{owner}/{name}/chunks/batch`: frames `u32 BE hash length, hash, u32 BE data length, data`,
- *   <= 256 entries and <= 64 MiB; parsed as they stream in, one chunk in memory at a time.
+ *   <= 256 entries and <= 64 MiB; split as the body streams in, held a group of small chunks at a time.
  * Every received chunk is re-hashed before it is stored. Grove's own client may send bare frames (core's Frames: no
  * hash in a frame, the receiver takes it from the bytes), named by the content type `Frames.BARE_CONTENT_TYPE`.
  * Downloads are in `ChunkFetchRoutes`; `ChunkRoutes` is both.
@@ -39,35 +39,27 @@ const putChunk = HttpRouter.add("PUT", "/api/:owner/:name/chunks/:hash", answer(
   return HttpServerResponse.empty({ status: 200 })
 })))
 
-/**
- * Bare frames as hashed ones: each chunk's plain bytes and their hash, marked verified (the hash was just
- * taken from these very bytes, so ChunkStore does not hash them again, nor try plain bytes that begin
- * with the zstd magic as zstd).
- */
-async function* verifiedBareFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<UploadedChunk> {
-  for await (const chunk of ChunkCompression.hashedBareFrames(body, Frames.MAX_FRAME_DATA)) yield { ...chunk, verified: true }
-}
+const tooLarge = () => new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
+
+/** A failure reading a batch's body or its frames, as the answer says it. */
+const batchFailure = (error: unknown): ApiErrors.PayloadTooLarge | ApiErrors.BadRequest =>
+  error instanceof ApiErrors.PayloadTooLarge || error instanceof ApiErrors.BadRequest
+    ? error
+    : isBodyTooLarge(error)
+    // A zstd body (http/ContentEncoding) that decompresses past the limit.
+    ? tooLarge()
+    : new ApiErrors.BadRequest({ error: `invalid batch: ${error instanceof Error ? error.message : String(error)}`, code: "invalid_batch" })
+
+/** A bare frame as a chunk: named by the hash of its plain bytes, marked verified (see UploadedChunk). */
+const namedChunk = (frame: Frames.BareFrame): UploadedChunk => ({ ...ChunkCompression.namedBareFrame(frame, Frames.MAX_FRAME_DATA), verified: true })
 
 const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Effect.gen(function*() {
   const { caller, repo } = yield* routeRepository("write")
   const scope = uploader(caller, repo)
   const request = yield* HttpServerRequest.HttpServerRequest
   const declared = Number(request.headers["content-length"] ?? NaN)
-  if (Number.isFinite(declared) && declared > MAX_UPLOAD) {
-    return yield* new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
-  }
+  if (Number.isFinite(declared) && declared > MAX_UPLOAD) return yield* tooLarge()
   let total = 0
-  const limited = request.stream.pipe(
-    Stream.mapEffect((part) => {
-      total += part.length
-      return total > MAX_UPLOAD
-        ? Effect.fail(new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" }))
-        : Effect.succeed(part)
-    })
-  )
-  const body = Stream.toAsyncIterable(limited)
-  const frames: AsyncIterator<UploadedChunk> =
-    (request.headers["content-type"] === Frames.BARE_CONTENT_TYPE ? verifiedBareFrames(body) : Frames.decodeFrames(body))[Symbol.asyncIterator]()
   let entries = 0
   // Small chunks are stored a group at a time (one insert); the group never holds more than one
   // largest chunk's worth of bytes, and a large chunk is stored as soon as it has arrived.
@@ -80,30 +72,43 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
     // Uploaded (verified bytes): present for this caller from now on, even if the organization had them already.
     return pending.length === 0 ? Effect.void : contentFailure(storeUploaded(repo.orgId, scope, pending))
   })
-  for (;;) {
-    const next = yield* Effect.tryPromise({
-      try: () => frames.next(),
-      catch: (error) =>
-        error instanceof ApiErrors.PayloadTooLarge
-          ? error
-          : isBodyTooLarge(error)
-          // A zstd body (http/ContentEncoding) that decompresses past the limit.
-          ? new ApiErrors.PayloadTooLarge({ error: `a batch must be at most ${MAX_UPLOAD} bytes`, code: "payload_too_large" })
-          : new ApiErrors.BadRequest({ error: `invalid batch: ${error instanceof Error ? error.message : String(error)}`, code: "invalid_batch" })
-    })
-    if (next.done === true) break
-    entries++
-    if (entries > MAX_BATCH_ENTRIES) {
-      return yield* new ApiErrors.BadRequest({ error: `at most ${MAX_BATCH_ENTRIES} chunks per batch`, code: "too_many" })
-    }
-    if (next.value.data.length > INLINE_MAX) {
-      yield* contentFailure(storeUploaded(repo.orgId, scope, [next.value]))
-      continue
-    }
-    group.push(next.value)
-    groupBytes += next.value.data.length
-    if (groupBytes >= GROUP_BYTES) yield* flush
+  // Frames are split synchronously as the body's parts come (core's splitters: a frame that lies within a part is a
+  // view of it, no copy and no promise per frame), then taken one at a time: a bare frame is decompressed and
+  // hashed only when its turn comes, so a part holding many frames (a zstd body is one part) holds no more plain
+  // bytes than a group. A frame past the entry limit stops the split.
+  const arrived: Array<Frames.BareFrame | Frames.Frame> = []
+  const admit = (frame: Frames.BareFrame | Frames.Frame) => {
+    if (++entries > MAX_BATCH_ENTRIES) throw new ApiErrors.BadRequest({ error: `at most ${MAX_BATCH_ENTRIES} chunks per batch`, code: "too_many" })
+    arrived.push(frame)
   }
+  const bare = request.headers["content-type"] === Frames.BARE_CONTENT_TYPE
+  const splitter = bare ? Frames.bareFrameSplitter(admit) : Frames.frameSplitter(admit)
+  const take = Effect.gen(function*() {
+    for (const frame of arrived.splice(0)) {
+      let chunk: UploadedChunk
+      try {
+        chunk = "hash" in frame ? frame : namedChunk(frame)
+      } catch (error) {
+        return yield* Effect.fail(batchFailure(error))
+      }
+      if (chunk.data.length > INLINE_MAX) {
+        yield* contentFailure(storeUploaded(repo.orgId, scope, [chunk]))
+        continue
+      }
+      group.push(chunk)
+      groupBytes += chunk.data.length
+      if (groupBytes >= GROUP_BYTES) yield* flush
+    }
+  })
+  yield* request.stream.pipe(
+    Stream.mapError(batchFailure),
+    Stream.runForEach((part) => {
+      total += part.length
+      if (total > MAX_UPLOAD) return Effect.fail(tooLarge())
+      return Effect.andThen(Effect.try({ try: () => splitter.push(part), catch: batchFailure }), take)
+    })
+  )
+  yield* Effect.try({ try: () => splitter.end(), catch: batchFailure })
   yield* flush
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
