@@ -6,7 +6,8 @@
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
-import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import * as Frames from "@grove/core/objects/Frames"
+import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomBytes, randomUUID } from "node:crypto"
@@ -14,7 +15,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { zstdCompressSync } from "node:zlib"
-import { ChunkStore, INLINE_MAX, packBytes } from "./ChunkStore.ts"
+import { asArrived, ChunkStore, INLINE_MAX, namespaceOf, packBytes } from "./ChunkStore.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = ChunkStore.layer.pipe(
@@ -96,6 +97,51 @@ layer(Live, { timeout: 60_000 })("ChunkStore.putMany", (it) => {
       const read = yield* chunks.readLocated(orgId, [...located.values()])
       for (const c of group) expect(Buffer.from(read.get(c.hash)!).equals(Buffer.from(c.data))).toBe(true)
     }))
+
+  it.effect("small chunks that lie in one body as bare frames are stored as that stretch of the body, headers between them included, each at its offset", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const chunks = yield* ChunkStore
+      const store = yield* ObjectStore.ObjectStore
+      const orgId = randomUUID()
+      yield* sql`INSERT INTO organizations ${sql.insert({ id: orgId, slug: "o3", name: "o3" })}`
+      const datas = [...Array.from({ length: 6 }, (_, i) => new Uint8Array(randomBytes(500 + i))), new Uint8Array(0), new Uint8Array(randomBytes(9))]
+      // A batch's body as grove's client sends it (decoded), and its frames as the upload route takes them: views of it.
+      const body = Buffer.concat(Frames.encodeBareFrames(datas.map((data) => ({ data, zstd: false }))))
+      const frames = [...Frames.bareFramesIn(body)].map((f) => ({ hash: Blake3.hash(f.data), data: f.data, verified: true as const }))
+      expect(frames.every((f) => f.data.buffer === body.buffer)).toBe(true)
+      yield* chunks.putMany(orgId, frames)
+      const located = yield* chunks.locate(orgId, frames.map((f) => f.hash))
+      const pack = located.get(frames[0]!.hash)!.pack!
+      // One pack: the body from the first chunk's first byte to the last one's last, named by its hash.
+      const stretch = body.subarray(4)
+      expect(pack).toBe(Blake3.hash(stretch))
+      const object = Buffer.concat([...(yield* Stream.runCollect(store.get({ namespace: namespaceOf(orgId), hash: pack })))])
+      expect(object.equals(stretch)).toBe(true)
+      for (const f of frames) {
+        expect(located.get(f.hash)).toEqual({ hash: f.hash, size: f.data.length, pack, offset: f.data.byteOffset - body.byteOffset - 4 })
+      }
+      const read = yield* chunks.readLocated(orgId, [...located.values()])
+      for (const f of frames) expect(Buffer.from(read.get(f.hash)!).equals(Buffer.from(f.data))).toBe(true)
+    }))
+})
+
+describe("asArrived", () => {
+  it("takes views of one buffer in order with at most a frame header between them; anything else is copied by packBytes", () => {
+    const body = new Uint8Array(randomBytes(1000))
+    const at = (from: number, to: number) => body.subarray(from, to)
+    expect(asArrived([at(4, 100), at(104, 300), at(300, 300), at(300, 310), at(310 + 136, 500)])).toEqual({
+      bytes: body.subarray(4, 500),
+      offsets: [0, 100, 296, 296, 442]
+    })
+    expect(asArrived([at(10, 20)])!.bytes.buffer).toBe(body.buffer)
+    expect(asArrived([])).toBeUndefined()
+    // A gap past a hashed frame's header (a chunk left out), out of order, overlapping, or another buffer.
+    expect(asArrived([at(0, 10), at(10 + 137, 200)])).toBeUndefined()
+    expect(asArrived([at(100, 200), at(0, 50)])).toBeUndefined()
+    expect(asArrived([at(0, 100), at(50, 150)])).toBeUndefined()
+    expect(asArrived([at(0, 100), new Uint8Array(randomBytes(10))])).toBeUndefined()
+  })
 })
 
 describe("packBytes", () => {

@@ -2,10 +2,11 @@
  * Chunks: verified bytes, stored once per organization (the dedup boundary)
  * in the ObjectStore under the organization's namespace, with a `chunks` row
  * once they are stored. Small chunks (most files of a source tree) that arrive
- * together are written as one pack object (their bytes back to back, named by
- * its own hash) and found by offset, so a push of 20,000 files is a few dozen
- * object writes instead of 20,000 files with two fsyncs each (and a few dozen
- * S3 PUTs in cluster mode). Nothing is stored under a hash its bytes do not have.
+ * together are written as one pack object (their bytes back to back, or as they
+ * lay in the batch that brought them; named by its own hash) and found by offset,
+ * so a push of 20,000 files is a few dozen object writes instead of 20,000 files
+ * with two fsyncs each (and a few dozen S3 PUTs in cluster mode). Nothing is
+ * stored under a hash its bytes do not have.
  */
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { plainChunkBytes } from "@grove/core/objects/ChunkCompression"
@@ -57,6 +58,30 @@ export const packBytes = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
     at += part.length
   }
   return bytes
+}
+
+/** The most bytes between two neighbouring chunks of a pack laid as they arrived (`asArrived`): a hashed frame's header. */
+const MAX_GAP = 8 + 128
+
+/**
+ * Small chunks as they lie in the body they arrived in, when that can be their pack: every one a view of the same
+ * buffer, in order, with at most a frame's header between neighbours (bare frames 4 bytes, hashed ones 72). Then the
+ * pack is that one view, headers between the chunks included (read by offset, they are never read as a chunk), and
+ * nothing is copied: a zstd-encoded batch (grove's client) is one decoded buffer, its frames views of it. Undefined
+ * when the chunks lie elsewhere (per-chunk zstd, frames across a stream's parts, a chunk left out between): then
+ * `packBytes` copies them back to back.
+ */
+export const asArrived = (parts: ReadonlyArray<Uint8Array>): { readonly bytes: Uint8Array; readonly offsets: ReadonlyArray<number> } | undefined => {
+  const first = parts[0]
+  if (first === undefined) return undefined
+  const offsets: Array<number> = []
+  let end = first.byteOffset
+  for (const part of parts) {
+    if (part.buffer !== first.buffer || part.byteOffset < end || part.byteOffset - end > MAX_GAP) return undefined
+    offsets.push(part.byteOffset - first.byteOffset)
+    end = part.byteOffset + part.byteLength
+  }
+  return { bytes: new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset), offsets }
 }
 
 /** A received chunk: raw or zstd bytes sent under `hash`, or (`verified`) plain bytes `hash` was computed from. */
@@ -177,12 +202,14 @@ export class ChunkStore extends Context.Service<ChunkStore, {
       const rows: Array<ChunkRow> = []
       for (const [hash, data] of large) rows.push({ hash, size: data.length, pack: "", offset: 0 })
       if (packed.length > 0) {
-        const bytes = packBytes(packed.map(([, data]) => data))
+        const parts = packed.map(([, data]) => data)
+        const laid = asArrived(parts)
+        const bytes = laid?.bytes ?? packBytes(parts)
         const pack = Blake3.hash(bytes)
         yield* store.put({ namespace: namespaceOf(orgId), hash: pack }, Stream.make(bytes))
         let offset = 0
-        for (const [hash, data] of packed) {
-          rows.push({ hash, size: data.length, pack, offset })
+        for (const [i, [hash, data]] of packed.entries()) {
+          rows.push({ hash, size: data.length, pack, offset: laid === undefined ? offset : laid.offsets[i]! })
           offset += data.length
         }
       }
