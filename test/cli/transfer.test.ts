@@ -462,6 +462,45 @@ describe("grove transfers over lost connections", () => {
     }
   }, 180_000)
 
+  it("a clone asks who its caller is while the repository is looked up, not after", async () => {
+    const { files, pushed } = await pushedCheckout("whoami-along", 4)
+    const target = new URL(proxy.url)
+    let release = () => {}
+    const asked = new Promise<void>((resolve) => (release = resolve))
+    const order: Array<string> = []
+    // The repository's answer is held until whoami arrives (or 20 s: a client that asks it only after).
+    const holding = await interceptingProxy(proxy.url, (req, res, body) => {
+      if (req.url === "/api/whoami") {
+        order.push("whoami")
+        release()
+        return false
+      }
+      if (!(req.method === "GET" && req.url === "/api/tess/whoami-along")) return false
+      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        const pieces: Array<Buffer> = []
+        answer.on("data", (d: Buffer) => pieces.push(d))
+        answer.on("end", () => {
+          void Promise.race([asked, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
+            order.push("repository answered")
+            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+            res.end(Buffer.concat(pieces))
+          })
+        })
+      })
+      forward.on("error", () => res.destroy())
+      forward.end(body)
+      return true
+    })
+    try {
+      const copy = path.join(tempDir("whoami-along-clone"), "c")
+      const cloned = json(await ok(["clone", "tess/whoami-along", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } }))
+      expect(order).toEqual(["whoami", "repository answered"])
+      expect(cloned).toMatchObject({ files: Object.keys(files).length })
+    } finally {
+      await holding.close()
+    }
+  }, 180_000)
+
   it("a clone whose key is refused while its files download stops the download and fails at once, leaving no folder", async () => {
     const { pushed } = await pushedCheckout("key-refused", 12)
     let release = () => {}

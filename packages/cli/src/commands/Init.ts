@@ -135,8 +135,11 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   )
   // Requests the download did not take (the clone failed before it) are stopped.
   yield* Effect.addFinalizer(() => Effect.sync(() => early?.cancel()))
-  const repository = yield* connection.call(connection.client.repos.get({ params: parsed }))
-  const user = yield* whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
+  // Both at once: neither needs the other, and the files' first answers are taken only once both are in.
+  const [repository, user] = yield* Effect.all([
+    connection.call(connection.client.repos.get({ params: parsed })),
+    whoami(connection).pipe(Effect.orElseSucceed(() => "anonymous"))
+  ], { concurrency: 2 })
   const made = !(yield* io(`cannot read ${root}`, () => exists(root)))
   // A key for this repository only, kept in the checkout: the checkout keeps working without the login session. The
   // clone itself pulls and downloads with the caller's credential (the key has no more rights), so neither waits for it.
