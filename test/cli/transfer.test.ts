@@ -78,6 +78,43 @@ const writeTree = (root: string, files: Record<string, string | Uint8Array>) => 
 }
 
 /** A pushed checkout of `count` text files (about 4 KiB each) and a few incompressible ones. */
+/**
+ * A proxy in front of the server that holds the answer of the request `held` picks until a request `awaited` picks
+ * arrives (or 20 s: a client that sends it only after that answer), and notes the order (names as given).
+ */
+const holdingUntil = async (
+  held: { readonly name: string; readonly is: (req: http.IncomingMessage) => boolean },
+  awaited: { readonly name: string; readonly is: (req: http.IncomingMessage) => boolean }
+) => {
+  const target = new URL(proxy.url)
+  let release = () => {}
+  const arrived = new Promise<void>((resolve) => (release = resolve))
+  const order: Array<string> = []
+  const holding = await interceptingProxy(proxy.url, (req, res, body) => {
+    if (awaited.is(req)) {
+      order.push(awaited.name)
+      release()
+      return false
+    }
+    if (!held.is(req)) return false
+    const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const pieces: Array<Buffer> = []
+      answer.on("data", (d: Buffer) => pieces.push(d))
+      answer.on("end", () => {
+        void Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
+          order.push(held.name)
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          res.end(Buffer.concat(pieces))
+        })
+      })
+    })
+    forward.on("error", () => res.destroy())
+    forward.end(body)
+    return true
+  })
+  return { holding, order }
+}
+
 const pushedCheckout = async (name: string, count: number, env: Record<string, string> = {}) => {
   const work = tempDir(name)
   const files: Record<string, string | Uint8Array> = {}
@@ -419,33 +456,11 @@ describe("grove transfers over lost connections", () => {
 
   it("a clone pulls and downloads without waiting for its key: held back until the files are asked for, the key is still stored and works", async () => {
     const { files, pushed } = await pushedCheckout("keyless-wait", 12)
-    const target = new URL(proxy.url)
-    let release = () => {}
-    const fetched = new Promise<void>((resolve) => (release = resolve))
-    const order: Array<string> = []
     // The key's answer is held until the first chunks/fetch arrives (or 20 s: a client that waits for its key).
-    const holding = await interceptingProxy(proxy.url, (req, res, body) => {
-      if (req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true) {
-        order.push("chunks/fetch")
-        release()
-        return false
-      }
-      if (!(req.method === "POST" && req.url === "/api/api-keys")) return false
-      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-        const pieces: Array<Buffer> = []
-        answer.on("data", (d: Buffer) => pieces.push(d))
-        answer.on("end", () => {
-          void Promise.race([fetched, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
-            order.push("api-keys answered")
-            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-            res.end(Buffer.concat(pieces))
-          })
-        })
-      })
-      forward.on("error", () => res.destroy())
-      forward.end(body)
-      return true
-    })
+    const { holding, order } = await holdingUntil(
+      { name: "api-keys answered", is: (req) => req.method === "POST" && req.url === "/api/api-keys" },
+      { name: "chunks/fetch", is: (req) => req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true }
+    )
     try {
       const copy = path.join(tempDir("keyless-clone"), "c")
       const cloned = json(await ok(["clone", "tess/keyless-wait", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } }))
@@ -464,33 +479,11 @@ describe("grove transfers over lost connections", () => {
 
   it("a clone asks who its caller is while the repository is looked up, not after", async () => {
     const { files, pushed } = await pushedCheckout("whoami-along", 4)
-    const target = new URL(proxy.url)
-    let release = () => {}
-    const asked = new Promise<void>((resolve) => (release = resolve))
-    const order: Array<string> = []
     // The repository's answer is held until whoami arrives (or 20 s: a client that asks it only after).
-    const holding = await interceptingProxy(proxy.url, (req, res, body) => {
-      if (req.url === "/api/whoami") {
-        order.push("whoami")
-        release()
-        return false
-      }
-      if (!(req.method === "GET" && req.url === "/api/tess/whoami-along")) return false
-      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-        const pieces: Array<Buffer> = []
-        answer.on("data", (d: Buffer) => pieces.push(d))
-        answer.on("end", () => {
-          void Promise.race([asked, new Promise((resolve) => setTimeout(resolve, 20_000))]).then(() => {
-            order.push("repository answered")
-            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-            res.end(Buffer.concat(pieces))
-          })
-        })
-      })
-      forward.on("error", () => res.destroy())
-      forward.end(body)
-      return true
-    })
+    const { holding, order } = await holdingUntil(
+      { name: "repository answered", is: (req) => req.method === "GET" && req.url === "/api/tess/whoami-along" },
+      { name: "whoami", is: (req) => req.url === "/api/whoami" }
+    )
     try {
       const copy = path.join(tempDir("whoami-along-clone"), "c")
       const cloned = json(await ok(["clone", "tess/whoami-along", copy, "--branch", pushed.branch, "--json"], { ...tess, env: { ...tess.env, GROVE_REMOTE: holding.url } }))
