@@ -1,7 +1,7 @@
 import { ApiErrors, ApiSchemas, GroveApi } from "@grove/api"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
-import { HttpApi } from "effect/http-api"
+import { HttpApi, type HttpApiGroup } from "effect/http-api"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { closedPort, repository } from "../test/support.ts"
@@ -126,7 +126,9 @@ describe("Client error mapping", () => {
 
 describe("Client's groups", () => {
   /** Each endpoint as the client calls it: method, path, middleware and the parse options its annotations give. */
-  const endpointsOf = (api: HttpApi.HttpApi<string, any>) => {
+  // The parse options an endpoint's annotations give: HttpApi.js has the reader, its .d.ts does not export it.
+  const slotParseOptions = (HttpApi as unknown as { readonly getSlotParseOptions: (annotations: unknown) => unknown }).getSlotParseOptions
+  const endpointsOf = <Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<string, Groups>) => {
     const found: Array<unknown> = []
     HttpApi.reflect(api, {
       onGroup: () => undefined,
@@ -137,7 +139,7 @@ describe("Client's groups", () => {
           method: endpoint.method,
           path: endpoint.path,
           middleware: [...middleware].map((m) => m.key),
-          parse: HttpApi.getSlotParseOptions(mergedAnnotations)
+          parse: slotParseOptions(mergedAnnotations)
         })
     })
     return found
