@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
 import { closedPort } from "../../test/support.ts"
 import type { SendInit } from "./HttpSend.ts"
-import { sendStreamed } from "./StreamSocket.ts"
+import { sendStreamed, streamsOverSocket } from "./StreamSocket.ts"
 
 /** A server that answers every connection with `answer` (raw bytes, so heads and bodies can be cut anywhere). */
 const rawServer = async (answer: (socket: net.Socket, request: string) => void) => {
@@ -190,5 +190,15 @@ describe("StreamSocket.sendStreamed", () => {
     } finally {
       await server.close()
     }
+  })
+
+  it("takes http:// only, and not where node may send through a proxy or GROVE_STREAM_SOCKET=0 says no", () => {
+    expect(streamsOverSocket("http://127.0.0.1:1/api/o/r", {}, [])).toBe(true)
+    expect(streamsOverSocket("https://grove.example/api/o/r", {}, [])).toBe(false)
+    expect(streamsOverSocket("http://127.0.0.1:1/api/o/r", { GROVE_STREAM_SOCKET: "0" }, [])).toBe(false)
+    expect(streamsOverSocket("http://h/api/o/r", { NODE_USE_ENV_PROXY: "1", HTTP_PROXY: "http://proxy:3128" }, [])).toBe(false)
+    expect(streamsOverSocket("http://h/api/o/r", { http_proxy: "http://proxy:3128" }, ["--use-env-proxy"])).toBe(false)
+    // A proxy variable node does not use (no NODE_USE_ENV_PROXY): node:http would connect directly too.
+    expect(streamsOverSocket("http://h/api/o/r", { HTTP_PROXY: "http://proxy:3128" }, [])).toBe(true)
   })
 })

@@ -3,7 +3,7 @@
  * one buffer the socket reuses (net's `onread`) and goes to the consumer as a view of it, with no http parser, stream
  * or new ArrayBuffer per read in between. For a clone's 52 MB in a one-shot process, node:http's way costs ~100 ms
  * more CPU (~120 against ~22 ms, reading alone): its parser and streams, and the collections its ~50 MB of per-read
- * buffers set off. https (and GROVE_STREAM_SOCKET=0) goes through node:http (HttpSend.sendBytes), as every other request.
+ * buffers set off. https, a proxy node may use, and GROVE_STREAM_SOCKET=0 go through node:http (HttpSend.sendBytes).
  *
  * The request, its bounds and its errors are sendBytes' (same codes and messages, `connected` on every error), one
  * connection per request (`connection: close`). A part is the consumer's until it returns, or until the promise it
@@ -22,8 +22,19 @@ const MAX_HEAD = 64 * 1024
 const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
-/** Whether `sendStreamed` takes a streamed request to `url` (else HttpSend.sendBytes does). */
-export const streamsOverSocket = (url: string): boolean => url.startsWith("http://") && process.env["GROVE_STREAM_SOCKET"] !== "0"
+/** Whether node may send http:// requests through a proxy (Node 24's NODE_USE_ENV_PROXY or --use-env-proxy, with HTTP_PROXY set). */
+const proxied = (env: Readonly<Record<string, string | undefined>>, execArgv: ReadonlyArray<string>): boolean =>
+  (env["NODE_USE_ENV_PROXY"] === "1" || execArgv.includes("--use-env-proxy")) && (env["HTTP_PROXY"] ?? env["http_proxy"] ?? "") !== ""
+
+/**
+ * Whether `sendStreamed` takes a streamed request to `url` (else HttpSend.sendBytes does): not where node may go
+ * through a proxy (the socket connects directly), nor with GROVE_STREAM_SOCKET=0.
+ */
+export const streamsOverSocket = (
+  url: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  execArgv: ReadonlyArray<string> = process.execArgv
+): boolean => url.startsWith("http://") && env["GROVE_STREAM_SOCKET"] !== "0" && !proxied(env, execArgv)
 
 /** The answer's status and headers from its head (the text before the blank line). */
 const parseHead = (text: string): { readonly status: number; readonly headers: Record<string, string> } | undefined => {
