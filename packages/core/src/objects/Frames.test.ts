@@ -22,6 +22,19 @@ const noise = randomBytes(70_000)
 async function* pieces(body: Uint8Array, size: number) {
   for (let i = 0; i < body.length; i += size) yield body.subarray(i, i + size)
 }
+/** `body` pushed through a splitter in parts of `size` bytes, each in a buffer of its own (as sockets deliver them). */
+const splitInParts = <F>(splitter: (onFrame: (frame: F) => void) => { push: (part: Uint8Array) => void; end: () => void }, body: Uint8Array, size: number) => {
+  const read: Array<F> = []
+  const parts: Array<Uint8Array> = []
+  const split = splitter((frame) => read.push(frame))
+  for (let i = 0; i < body.length; i += size) {
+    const part = Uint8Array.from(body.subarray(i, i + size))
+    parts.push(part)
+    split.push(part)
+  }
+  split.end()
+  return { read, parts }
+}
 const collect = async <A>(frames: AsyncIterable<A>): Promise<Array<A>> => {
   const out: Array<A> = []
   for await (const frame of frames) out.push(frame)
@@ -75,16 +88,7 @@ describe("Frames", () => {
     const chunks = [text, noise, new Uint8Array(0), Buffer.from("x")]
     const body = Buffer.concat(encodeBareFrames(chunks.map((data) => bareFrame(data, encodeChunk(data)))))
     for (const size of [1, 3, 4, 5, 4096, 1 << 20]) {
-      const read: Array<BareFrame> = []
-      const parts: Array<Uint8Array> = []
-      const splitter = bareFrameSplitter((frame) => read.push(frame))
-      for (let i = 0; i < body.length; i += size) {
-        // Each part in a buffer of its own, as sockets deliver them.
-        const part = Uint8Array.from(body.subarray(i, i + size))
-        parts.push(part)
-        splitter.push(part)
-      }
-      splitter.end()
+      const { read, parts } = splitInParts(bareFrameSplitter, body, size)
       expect(read.map((f) => f.zstd)).toEqual([true, false, false, false])
       expect(read.map((f) => Buffer.from(bareFramePlain(f, 1 << 20)))).toEqual(chunks.map((c) => Buffer.from(c)))
       if (size === 1 << 20) expect(read[1]!.data.buffer).toBe(parts[0]!.buffer)
@@ -96,15 +100,7 @@ describe("Frames", () => {
     const frames: Array<Frame> = chunks.map((data, i) => ({ hash: i === 3 ? "h" : Blake3.hash(data), data }))
     const body = Buffer.concat(encodeFrames(frames))
     for (const size of [1, 3, 4, 5, 71, 72, 73, 4096, 1 << 20]) {
-      const read: Array<Frame> = []
-      const parts: Array<Uint8Array> = []
-      const splitter = frameSplitter((frame) => read.push(frame))
-      for (let i = 0; i < body.length; i += size) {
-        const part = Uint8Array.from(body.subarray(i, i + size))
-        parts.push(part)
-        splitter.push(part)
-      }
-      splitter.end()
+      const { read, parts } = splitInParts(frameSplitter, body, size)
       expect(read.map((f) => f.hash)).toEqual(frames.map((f) => f.hash))
       expect(read.map((f) => Buffer.from(f.data))).toEqual(chunks.map((c) => Buffer.from(c)))
       if (size === 1 << 20) expect(read[1]!.data.buffer).toBe(parts[0]!.buffer)
