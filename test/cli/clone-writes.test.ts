@@ -511,4 +511,59 @@ describe("a clone's writes", () => {
       }
     }, 240_000)
   }
+
+  // O's M1 on 2ae6832: an answer read off StreamSocket ran on after the signal (4-9 s), where node:http's ended at once.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    it(`a clone interrupted (${signal}) mid-answer ends within seconds, its chunk answers cut, not run to their end`, async () => {
+      const repo = `trickle-${signal}`
+      const work = tempDir("clone-trickle")
+      await ok(["init", "--name", repo], at(alice, work))
+      for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(work, `file-${i}.txt`), `trickle ${i}\n`.repeat(1 + i))
+      fs.writeFileSync(path.join(work, "a.bin"), noise(11 * 1024 * 1024, "trickle"))
+      const pushed = json(await ok(["push", "--json"], at(alice, work)))
+
+      // chunks/fetch answers trickle (a read of the server's answer, then 100 ms): 11 MiB take ~15 s or more.
+      const target = new URL(server.url)
+      const agent = new http.Agent({ keepAlive: true })
+      let sent = 0
+      let cut = 0
+      const proxy = http.createServer((req, res) => {
+        if (!(req.url ?? "").split("?")[0]!.endsWith("/chunks/fetch")) return void req.pipe(relay(target, agent, req, res, passOn(res)))
+        req.pipe(relay(target, agent, req, res, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          res.on("close", () => {
+            if (!res.writableFinished) cut++
+            answer.destroy()
+          })
+          answer.on("data", (part: Buffer) => {
+            sent += part.length
+            res.write(part)
+            answer.pause()
+            setTimeout(() => answer.resume(), 100)
+          })
+          answer.on("end", () => res.end())
+        }))
+      })
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+      try {
+        const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+        const parent = tempDir("clone-trickle-copy")
+        const running = spawnGrove(["clone", `alice/${repo}`, "copy", "--branch", pushed.branch, "--remote", url], at(alice, parent))
+        // Surely mid-download: 1 MiB of the answers is through (up to 30 s).
+        for (let i = 0; i < 600 && sent < 1024 * 1024; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+        expect(sent).toBeGreaterThanOrEqual(1024 * 1024)
+        const signalled = performance.now()
+        running.kill(signal)
+        const ended = await running.done
+        const seconds = (performance.now() - signalled) / 1000
+        // Generous for a loaded machine (the cleanup revokes the key over the network): the answers alone take ~15 s.
+        expect({ code: ended.code, signal: ended.signal, within: seconds < 4 ? "4 s" : `${seconds.toFixed(1)} s` })
+          .toEqual({ code: -1, signal, within: "4 s" })
+        expect(cut).toBeGreaterThan(0)
+        expect(fs.existsSync(path.join(parent, "copy")) ? fs.readdirSync(path.join(parent, "copy")) : "no folder").toBe("no folder")
+      } finally {
+        await stopProxy(proxy, agent)
+      }
+    }, 240_000)
+  }
 })

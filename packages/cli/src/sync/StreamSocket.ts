@@ -239,7 +239,14 @@ export const sendStreamed = (url: string, init: SendInit): Promise<Answer> =>
           at = 0
           take()
           // Paused until the pending part settles (then the rest of this read is taken first).
-          return !waiting
+          if (waiting) return false
+          // A full buffer: libuv would read again at once (up to 32 times, 8 MiB taken in one go per socket), and a
+          // signal (Ctrl-C: the abort that destroys this socket) waits for the next turn of the loop. Go on after it.
+          if (bytes < READ_BYTES || settled) return true
+          setImmediate(() => {
+            if (!waiting && !settled) socket.resume()
+          })
+          return false
         }
       }
     })
