@@ -117,7 +117,7 @@ describe("grove-server gc (embedded)", () => {
       stagedPushes: 0,
       marked: { blobs: 3, chunks: 5 },
       unmarked: 0,
-      freed: { blobs: 0, chunks: 0, objects: 0, bytes: 0, usedBytes: 0 }
+      freed: { blobs: 0, chunks: 0, objects: 0, bytes: 0, usedBytes: 0, namespaces: 0 }
     })
     expect(first.retention).toEqual(zero)
 
@@ -190,7 +190,7 @@ describe("grove-server gc (embedded)", () => {
       stagedPushes: 1,
       marked: { blobs: 0, chunks: 0 },
       unmarked: 0,
-      freed: { blobs: 3, chunks: before.freed.length, objects: before.freedObjects.length, bytes: sum(before.freed), usedBytes: counted }
+      freed: { blobs: 3, chunks: before.freed.length, objects: before.freedObjects.length, bytes: sum(before.freed), usedBytes: counted, namespaces: 0 }
     })
     expect(dry.retention).toEqual({ ciLogPieces: 2, ciCaches: 1, ciObjects: 2, ciBytes: "old piece two\n".length + 5, webhookDeliveries: 2, webhookAttempts: 3 })
     // The real run does exactly what the dry run reported (had the dry run deleted anything, this would find less).

@@ -19,7 +19,7 @@ export const ObjectKey = Schema.Struct({
 })
 export type ObjectKey = typeof ObjectKey.Type
 
-export type Operation = "put" | "get" | "has" | "size" | "delete"
+export type Operation = "put" | "get" | "has" | "size" | "delete" | "list"
 
 export class ObjectNotFound extends Schema.TaggedError<ObjectNotFound>()("ObjectNotFound", {
   namespace: Schema.String,
@@ -31,7 +31,7 @@ export class ObjectNotFound extends Schema.TaggedError<ObjectNotFound>()("Object
  * input, never retryable). `Backend`: the filesystem or S3 failed.
  */
 export class ObjectStoreError extends Schema.TaggedError<ObjectStoreError>()("ObjectStoreError", {
-  operation: Schema.Literals(["put", "get", "has", "size", "delete"]),
+  operation: Schema.Literals(["put", "get", "has", "size", "delete", "list"]),
   reason: Schema.Literals(["InvalidKey", "Backend"]),
   message: Schema.String,
   cause: Schema.optional(Schema.Defect())
@@ -57,6 +57,10 @@ export interface ObjectStoreShape {
   readonly size: (key: ObjectKey) => Effect.Effect<number, ObjectStoreError | ObjectNotFound>
   /** Removes the object; succeeds when it is already absent. */
   readonly delete: (key: ObjectKey) => Effect.Effect<void, ObjectStoreError>
+  /** The namespaces that hold objects (gc finds those of organizations that are gone). */
+  readonly namespaces: Effect.Effect<ReadonlyArray<string>, ObjectStoreError>
+  /** Removes every object of the namespace, answering how many; 0 when it holds none. */
+  readonly deleteNamespace: (namespace: string) => Effect.Effect<number, ObjectStoreError>
 }
 
 export class ObjectStore extends Context.Service<ObjectStore, ObjectStoreShape>()("grove/storage/ObjectStore") {}
@@ -72,6 +76,21 @@ export const validateKey = (operation: Operation, key: unknown): Effect.Effect<O
       message: "an object key needs a namespace matching [a-z0-9][a-z0-9_-]{0,63} and a hash of 64 lowercase hex digits"
     })
   )
+
+/** A namespace as `validateKey` checks it (it reaches a directory or an S3 prefix). */
+export const validateNamespace = (namespace: string): Effect.Effect<string, ObjectStoreError> =>
+  NAMESPACE_PATTERN.test(namespace) ? Effect.succeed(namespace) : Effect.fail(
+    new ObjectStoreError({ operation: "delete", reason: "InvalidKey", message: "a namespace must match [a-z0-9][a-z0-9_-]{0,63}" })
+  )
+
+/** A failure of the backend listing or deleting a namespace. */
+export const namespaceError = (operation: Operation, namespace: string, cause: unknown): ObjectStoreError =>
+  new ObjectStoreError({
+    operation,
+    reason: "Backend",
+    message: `${operation} ${namespace}/ failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+    cause
+  })
 
 /** A failure of the backend, with the operation and key in the message for the logs. */
 export const backendError = (operation: Operation, key: ObjectKey, cause: unknown): ObjectStoreError =>

@@ -18,7 +18,10 @@ import {
   type ObjectKey,
   ObjectStoreError,
   type Operation,
-  validateKey
+  NAMESPACE_PATTERN,
+  namespaceError,
+  validateKey,
+  validateNamespace
 } from "./ObjectStore.ts"
 
 export interface ObjectStoreLocalOptions {
@@ -145,7 +148,30 @@ const makeWithFiles = Effect.fn("ObjectStoreLocal.make")(function*(options: Obje
     openFiles.forget(file)
   })
 
-  return { store: ObjectStore.of({ put, get, getRange, has, size, delete: remove }), openFiles }
+  const namespaces = Effect.tryPromise({
+    try: async () =>
+      (await fs.readdir(root, { withFileTypes: true })).filter((e) => e.isDirectory() && NAMESPACE_PATTERN.test(e.name)).map((e) => e.name),
+    catch: (cause) => namespaceError("list", "", cause)
+  })
+
+  const deleteNamespace = Effect.fn("ObjectStoreLocal.deleteNamespace")(function*(rawNamespace: string) {
+    const namespace = yield* validateNamespace(rawNamespace)
+    const dir = path.join(root, namespace)
+    return yield* Effect.tryPromise({
+      try: async () => {
+        const files = (await fs.readdir(dir, { recursive: true, withFileTypes: true }).catch((error: unknown) => {
+          if (errnoCode(error) === "ENOENT") return []
+          throw error
+        })).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+        await fs.rm(dir, { recursive: true, force: true })
+        for (const file of files) openFiles.forget(file)
+        return files.length
+      },
+      catch: (cause) => namespaceError("delete", namespace, cause)
+    })
+  })
+
+  return { store: ObjectStore.of({ put, get, getRange, has, size, delete: remove, namespaces, deleteNamespace }), openFiles }
 })
 
 export const make = (options: ObjectStoreLocalOptions): Effect.Effect<ObjectStore["Service"], ObjectStoreError> =>

@@ -21,9 +21,11 @@ import {
   ObjectNotFound,
   ObjectStore,
   type ObjectKey,
+  namespaceError,
   type ObjectStoreError,
   type Operation,
-  validateKey
+  validateKey,
+  validateNamespace
 } from "./ObjectStore.ts"
 
 export interface ObjectStoreS3Options {
@@ -238,7 +240,40 @@ export const make = Effect.fn("ObjectStoreS3.make")(function*(options: ObjectSto
       client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: objectName(key) }), { abortSignal }))
   })
 
-  return ObjectStore.of({ put, get, getRange, has, size, delete: remove })
+  /** Every page of a listing (at most 1,000 keys or prefixes a page). */
+  const listAll = (operation: Operation, namespace: string, input: { Prefix?: string; Delimiter?: string }) =>
+    Effect.tryPromise({
+      try: async () => {
+        const pages: Array<{ keys: Array<string>; prefixes: Array<string> }> = []
+        let token: string | undefined
+        do {
+          const page = await client.send(new sdk.ListObjectsV2Command({ Bucket: bucket, ...input, ...(token === undefined ? {} : { ContinuationToken: token }) }))
+          pages.push({
+            keys: (page.Contents ?? []).flatMap((o) => o.Key === undefined ? [] : [o.Key]),
+            prefixes: (page.CommonPrefixes ?? []).flatMap((p) => p.Prefix === undefined ? [] : [p.Prefix])
+          })
+          token = page.IsTruncated === true ? page.NextContinuationToken : undefined
+        } while (token !== undefined)
+        return { keys: pages.flatMap((p) => p.keys), prefixes: pages.flatMap((p) => p.prefixes) }
+      },
+      catch: (cause) => namespaceError(operation, namespace, cause)
+    })
+
+  const namespaces = Effect.map(listAll("list", "", { Delimiter: "/" }), ({ prefixes }) => prefixes.map((p) => p.slice(0, -1)))
+
+  const deleteNamespace = Effect.fn("ObjectStoreS3.deleteNamespace")(function*(rawNamespace: string) {
+    const namespace = yield* validateNamespace(rawNamespace)
+    const { keys } = yield* listAll("delete", namespace, { Prefix: `${namespace}/` })
+    // One DeleteObject per key: every S3 server has it (DeleteObjects needs Content-MD5 on some).
+    yield* Effect.forEach(keys, (key) =>
+      Effect.tryPromise({
+        try: () => client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: key })),
+        catch: (cause) => namespaceError("delete", namespace, cause)
+      }), { concurrency: 8, discard: true })
+    return keys.length
+  })
+
+  return ObjectStore.of({ put, get, getRange, has, size, delete: remove, namespaces, deleteNamespace })
 })
 
 export const layer = (options: ObjectStoreS3Options): Layer.Layer<ObjectStore> => Layer.effect(ObjectStore, make(options))

@@ -178,6 +178,25 @@ export const objectStoreContract = <R, E>(
         assert.isTrue(yield* store.has({ namespace: "other-org", hash: key.hash }))
       }))
 
+    it.effect("namespaces lists those holding objects; deleteNamespace empties one, answering how many it held", () =>
+      Effect.gen(function*() {
+        const store = yield* ObjectStore
+        const [gone, kept] = [`gone-${randomBytes(4).toString("hex")}`, `kept-${randomBytes(4).toString("hex")}`]
+        const keys = [randomKey(gone), randomKey(gone), randomKey(gone), randomKey(kept)]
+        for (const key of keys) yield* store.put(key, Stream.succeed(randomBytes(10)))
+        const before = yield* store.namespaces
+        assert.includeMembers([...before], [gone, kept])
+        assert.strictEqual(yield* store.deleteNamespace(gone), 3)
+        for (const key of keys.slice(0, 3)) assert.isFalse(yield* store.has(key))
+        assert.isTrue(yield* store.has(keys[3]!))
+        const after = yield* store.namespaces
+        assert.notInclude([...after], gone)
+        assert.include([...after], kept)
+        assert.strictEqual(yield* store.deleteNamespace(gone), 0)
+        const invalid = yield* Effect.flip(store.deleteNamespace("../x"))
+        assert.strictEqual(invalid.reason, "InvalidKey")
+      }))
+
     it.effect("a missing object is ObjectNotFound for get and size", () =>
       Effect.gen(function*() {
         const store = yield* ObjectStore

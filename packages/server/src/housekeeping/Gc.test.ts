@@ -183,4 +183,30 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       expect((yield* runGc(SETTINGS, false)).content.marked).toEqual({ blobs: 0, chunks: 0 })
       expect(yield* w.grants).toEqual([c])
     }))
+
+  it.effect("a deleted organization's namespaces (content and CI) are emptied; others' and the releases' stay", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* ObjectStore.ObjectStore
+      const [gone, kept] = [yield* world, yield* world]
+      const [pack, alone, log] = [h("gone pack"), h("gone alone"), h("gone log")]
+      yield* gone.chunk(h("in pack"), { pack })
+      yield* gone.chunk(alone)
+      yield* store.put({ namespace: `ci-${gone.orgId}`, hash: log }, Stream.make(new Uint8Array([1])))
+      yield* store.put({ namespace: "releases", hash: log }, Stream.make(new Uint8Array([1])))
+      yield* kept.chunk(h("kept"))
+      yield* sql`DELETE FROM repositories WHERE id = ${gone.repoId}`
+      yield* sql`DELETE FROM organizations WHERE id = ${gone.orgId}`
+      const dry = yield* runGc(SETTINGS, true)
+      expect(dry.content.freed).toMatchObject({ namespaces: 2, objects: 0 })
+      expect(yield* gone.stored(pack)).toBe(true)
+      const run = yield* runGc(SETTINGS, false)
+      expect(run.content.freed).toMatchObject({ namespaces: 2, objects: 3 })
+      expect([yield* gone.stored(pack), yield* gone.stored(alone)]).toEqual([false, false])
+      expect(yield* store.has({ namespace: `ci-${gone.orgId}`, hash: log })).toBe(false)
+      expect(yield* store.has({ namespace: "releases", hash: log })).toBe(true)
+      expect(yield* kept.stored(h("kept"))).toBe(true)
+      expect((yield* store.namespaces).filter((n) => n.includes(gone.orgId))).toEqual([])
+      expect((yield* runGc(SETTINGS, false)).content.freed).toMatchObject({ namespaces: 0, objects: 0 })
+    }))
 })

@@ -39,6 +39,7 @@ import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { namespaceOf } from "../content/ChunkStore.ts"
+import { ciNamespace } from "./FsckVerify.ts"
 
 /** Marks swept per transaction. */
 const SWEEP_BATCH = 5000
@@ -58,6 +59,8 @@ export interface ContentReport {
     readonly bytes: number
     /** Of those, bytes the organizations' quotas had counted (their used bytes go down by this). */
     readonly usedBytes: number
+    /** Namespaces of deleted organizations emptied (their objects are counted in `objects`). */
+    readonly namespaces: number
   }
 }
 
@@ -247,6 +250,29 @@ const restartAfterDeletions = (sql: Sql) =>
   sql`UPDATE gc_marks m SET marked_at = now() WHERE EXISTS (SELECT 1 FROM audit_log a
     WHERE a.org_id = m.org_id AND a.action = 'repo.delete' AND a.created_at > m.marked_at)`.unprepared
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * The object-store namespaces of organizations that are gone: content (`namespaceOf`) and CI (`ciNamespace`).
+ * Deleting an organization deletes its rows (and so every chunk row gc could find its objects through), not its
+ * objects; finding the namespaces whose organization is gone also frees those of a delete that crashed halfway.
+ * An organization's namespace is written only after its row is committed (an upload names its repository), so a
+ * namespace listed before the query below names an organization the query sees, if it exists.
+ */
+const orphanNamespaces = (sql: Sql, store: ObjectStore.ObjectStoreShape) =>
+  Effect.gen(function*() {
+    const owners = new Map<string, string>()
+    for (const namespace of yield* store.namespaces) {
+      for (const orgId of [namespace, namespace.slice(3)]) {
+        if (UUID.test(orgId) && (namespace === namespaceOf(orgId) || namespace === ciNamespace(orgId))) owners.set(namespace, orgId)
+      }
+    }
+    if (owners.size === 0) return []
+    const existing = yield* sql<{ id: string }>`SELECT id::text AS id FROM organizations WHERE id = ANY(${[...new Set(owners.values())]}::uuid[])`
+    const live = new Set(existing.map((o) => o.id))
+    return [...owners].filter(([, orgId]) => !live.has(orgId)).map(([namespace]) => namespace)
+  })
+
 /** Push object lists whose command never ran (the command takes its list in its own transaction). */
 const dropStagedPushes = (sql: Sql, graceMs: number) =>
   sql<{ n: string }>`WITH gone AS (DELETE FROM staged_pushes WHERE created_at < ${cutoffOf(graceMs)}::timestamptz RETURNING 1)
@@ -270,7 +296,7 @@ export const collectContent = Effect.fn("Gc.collectContent")(function*(options: 
     unmarked += swept.unmarked
     more = swept.more
   }
-  const freed = { blobs, chunks: 0, objects: 0, bytes: 0, usedBytes: 0 }
+  const freed = { blobs, chunks: 0, objects: 0, bytes: 0, usedBytes: 0, namespaces: 0 }
   for (let more = true; more;) {
     const swept = yield* sweepChunks(sql, store, options.graceMs, options.dryRun)
     freed.chunks += swept.chunks
@@ -279,6 +305,14 @@ export const collectContent = Effect.fn("Gc.collectContent")(function*(options: 
     freed.usedBytes += swept.usedBytes
     unmarked += swept.unmarked
     more = swept.more
+  }
+  const orphaned = yield* orphanNamespaces(sql, store)
+  freed.namespaces = orphaned.length
+  for (const namespace of orphaned) {
+    if (!options.dryRun) yield* Effect.logInfo(`gc: deleting namespace ${namespace} (its organization is gone)`)
+    freed.objects += options.dryRun ? 0 : yield* store.deleteNamespace(namespace).pipe(
+      Effect.catch((error) => Effect.as(Effect.logWarning(`gc could not delete namespace ${namespace}`, error), 0))
+    )
   }
   const marked = yield* mark(sql, options.graceMs)
   return {

@@ -149,5 +149,7 @@ export const instrumentObjectStore = (store: ObjectStore.ObjectStoreShape): Obje
   getRange: (key, offset, length) => timed("get_range", store.getRange(key, offset, length)),
   has: (key) => timed("has", store.has(key)),
   size: (key) => timed("size", store.size(key)),
-  delete: (key) => timed("delete", store.delete(key))
+  delete: (key) => timed("delete", store.delete(key)),
+  namespaces: timed("list", store.namespaces),
+  deleteNamespace: (namespace) => timed("delete_namespace", store.deleteNamespace(namespace))
 })
