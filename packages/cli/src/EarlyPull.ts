@@ -96,17 +96,14 @@ const readSessions = (home: string) => {
   }
 }
 
-/**
- * The pull request a clone's RemoteRepo sends (`Fetch.pull` of a whole branch), as PullAhead.pullUrl makes it (not
- * imported from there: that module loads Effect).
- */
+/** The pull request a clone's RemoteRepo sends (`Fetch.pull` of a whole branch): same URL and headers (Accept too). */
 const pullUrl = (site: string, owner: string, name: string, branch: string) =>
   `${site}/api/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/pull?${new URLSearchParams({ branch_name: branch })}`
 
 /**
  * The pull a clone into `root` sends first (Fetch.pull of the whole branch through RemoteRepo: same URL and headers,
- * Accept too), as sync/PullAhead.ts sends it; undefined (nothing sent) when `root` is not an empty or missing folder,
- * which the clone refuses first.
+ * Accept too), here or through sync/PullAhead.ts once Effect has loaded; undefined (nothing sent) when `root` is not
+ * an empty or missing folder, which the clone refuses first.
  */
 export const sendPull = async (request: Omit<PullAhead, "answer" | "cancel"> & { readonly root: string }): Promise<PullAhead | undefined> => {
   const { branch, name, owner, root, site, token } = request
