@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { CLI_BIN, ROOT } from "../support/GroveServer.ts"
+import { CLI_BIN, ROOT, SERVER_BIN } from "../support/GroveServer.ts"
 import { removeTempDirs, tempDir } from "./harness.ts"
 
 afterAll(() => removeTempDirs())
@@ -46,5 +46,11 @@ describe("installing grove", () => {
     const viaPath = runIn(tempDir("anywhere"), CLI_BIN, ["push"], "/usr/bin:/bin")
     expect(viaPath.status).toBe(1)
     expect(viaPath.stderr).toContain(`grove needs Node 24.6 or newer; this is ${oldNodeMajor}.x`)
+    // The server says so too, before it opens anything (it failed opening the embedded database).
+    const data = tempDir("old-node-data")
+    const server = runIn(tempDir("anywhere"), OLD_NODE, [SERVER_BIN, "serve", "--port", "0", "--data-dir", data], "/usr/bin:/bin")
+    expect(server.status).toBe(1)
+    expect(server.stderr).toContain(`grove-server needs Node 24.6 or newer; this is ${oldNodeMajor}.x`)
+    expect(fs.readdirSync(data)).toEqual([])
   })
 })

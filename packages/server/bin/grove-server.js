@@ -12,6 +12,17 @@
 // - `gc` exposed: once idle after a big transfer the server collects its garbage (src/ops/IdleGc.ts).
 import { bundleIsFresh } from "./bundle.js"
 
+// An older Node fails deep inside the server (the embedded database would not open): say which Node it needs, as the
+// grove command does (package.json's engines).
+const [nodeMajor, nodeMinor] = process.versions.node.split(".").map(Number)
+if (nodeMajor < 24 || (nodeMajor === 24 && nodeMinor < 6)) {
+  process.stderr.write(
+    `grove-server needs Node 24.6 or newer; this is ${nodeMajor}.x (${process.version}, ${process.execPath}).\n` +
+      "Put a newer Node first on the PATH: a Grove checkout has one after npm install, in node_modules/.bin.\n"
+  )
+  process.exit(1)
+}
+
 // `serve` is also what runs with no command (src/main.ts).
 const serving = (process.argv[2] ?? "serve") === "serve"
 
