@@ -143,12 +143,14 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
         expect(rows).toEqual(all(0))
       }))
 
-    it.effect("a personal organization going with its user (a foreign key's cascade) takes its content", () =>
+    it.effect("a personal organization going with its user (a foreign key's cascade) takes its content and is recorded deleted", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const userId = randomUUID()
+        let orgId = ""
         const rows = yield* deleting((w) =>
           Effect.gen(function*() {
+            orgId = w.orgId
             yield* sql`INSERT INTO users ${sql.insert({ id: userId, username: `u${userId.slice(0, 8)}` })}`
             yield* sql`UPDATE organizations SET personal_user_id = ${userId} WHERE id = ${w.orgId}`
             yield* sql`DELETE FROM repositories WHERE id = ${w.repoId}`
@@ -156,6 +158,8 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
           })
         )
         expect(rows).toEqual(all(0))
+        // gc empties the object-store namespaces of recorded organizations only (migration 0021)
+        expect(yield* sql`SELECT 1 FROM deleted_organizations WHERE org_id = ${orgId}`).toHaveLength(1)
       }))
 
     it.effect("keys that rows of other tables name do not change", () =>

@@ -184,7 +184,7 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       expect(yield* w.grants).toEqual([c])
     }))
 
-  it.effect("a deleted organization's namespaces (content and CI) are emptied; others' and the releases' stay", () =>
+  it.effect("a deleted organization's namespaces (content and CI) are emptied once past the grace; others' and the releases' stay", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const store = yield* ObjectStore.ObjectStore
@@ -197,6 +197,12 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       yield* kept.chunk(h("kept"))
       yield* sql`DELETE FROM repositories WHERE id = ${gone.repoId}`
       yield* sql`DELETE FROM organizations WHERE id = ${gone.orgId}`
+      const record = sql`SELECT 1 FROM deleted_organizations WHERE org_id = ${gone.orgId}`
+      expect(yield* record).toHaveLength(1)
+      // within the grace: nothing goes
+      expect((yield* runGc(SETTINGS, false)).content.freed).toMatchObject({ namespaces: 0, objects: 0 })
+      expect([yield* gone.stored(pack), yield* record.pipe(Effect.map((r) => r.length))]).toEqual([true, 1])
+      yield* sql`UPDATE deleted_organizations SET deleted_at = deleted_at - interval '2 hours' WHERE org_id = ${gone.orgId}`
       const dry = yield* runGc(SETTINGS, true)
       expect(dry.content.freed).toMatchObject({ namespaces: 2, objects: 0 })
       expect(yield* gone.stored(pack)).toBe(true)
@@ -207,6 +213,19 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       expect(yield* store.has({ namespace: "releases", hash: log })).toBe(true)
       expect(yield* kept.stored(h("kept"))).toBe(true)
       expect((yield* store.namespaces).filter((n) => n.includes(gone.orgId))).toEqual([])
+      expect(yield* record).toHaveLength(0)
       expect((yield* runGc(SETTINGS, false)).content.freed).toMatchObject({ namespaces: 0, objects: 0 })
+    }))
+
+  it.effect("a namespace of an organization this database never deleted stays (another installation's, a fresh database's)", () =>
+    Effect.gen(function*() {
+      const store = yield* ObjectStore.ObjectStore
+      const stranger = randomUUID()
+      const log = h("stranger log")
+      yield* store.put({ namespace: stranger, hash: log }, Stream.make(new Uint8Array([1])))
+      yield* store.put({ namespace: `ci-${stranger}`, hash: log }, Stream.make(new Uint8Array([1])))
+      expect((yield* runGc(SETTINGS, false)).content.freed).toMatchObject({ namespaces: 0 })
+      expect([yield* store.has({ namespace: stranger, hash: log }), yield* store.has({ namespace: `ci-${stranger}`, hash: log })])
+        .toEqual([true, true])
     }))
 })

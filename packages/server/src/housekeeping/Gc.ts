@@ -250,27 +250,41 @@ const restartAfterDeletions = (sql: Sql) =>
   sql`UPDATE gc_marks m SET marked_at = now() WHERE EXISTS (SELECT 1 FROM audit_log a
     WHERE a.org_id = m.org_id AND a.action = 'repo.delete' AND a.created_at > m.marked_at)`.unprepared
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 /**
- * The object-store namespaces of organizations that are gone: content (`namespaceOf`) and CI (`ciNamespace`).
- * Deleting an organization deletes its rows (and so every chunk row gc could find its objects through), not its
- * objects; finding the namespaces whose organization is gone also frees those of a delete that crashed halfway.
- * An organization's namespace is written only after its row is committed (an upload names its repository), so a
- * namespace listed before the query below names an organization the query sees, if it exists.
+ * The object-store namespaces (content, `namespaceOf`, and CI, `ciNamespace`) of organizations deleted longer ago
+ * than the grace, by their record in `deleted_organizations` (written by a trigger in the deleting transaction;
+ * migration 0021). Deleting an organization deletes its rows (and so every chunk row gc could find its objects
+ * through), not its objects. Never derived from absence: a namespace whose organization this database never
+ * deleted (another installation on the same bucket, a fresh or restored database) is never touched.
  */
-const orphanNamespaces = (sql: Sql, store: ObjectStore.ObjectStoreShape) =>
+const deletedNamespaces = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: number) =>
   Effect.gen(function*() {
-    const owners = new Map<string, string>()
-    for (const namespace of yield* store.namespaces) {
-      for (const orgId of [namespace, namespace.slice(3)]) {
-        if (UUID.test(orgId) && (namespace === namespaceOf(orgId) || namespace === ciNamespace(orgId))) owners.set(namespace, orgId)
+    const deleted = yield* sql<{ id: string }>`SELECT d.org_id::text AS id FROM deleted_organizations d
+      WHERE d.deleted_at <= ${cutoffOf(graceMs)}::timestamptz AND NOT EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.org_id)`
+    if (deleted.length === 0) return []
+    const present = new Set(yield* store.namespaces)
+    return deleted.map(({ id }) => ({ orgId: id, namespaces: [namespaceOf(id), ciNamespace(id)].filter((n) => present.has(n)) }))
+  })
+
+/** A deleted organization's namespaces are emptied, then its record dropped; a failed delete keeps it for the next gc. */
+const emptyDeleted = (sql: Sql, store: ObjectStore.ObjectStoreShape, options: { readonly graceMs: number; readonly dryRun: boolean }) =>
+  Effect.gen(function*() {
+    const freed = { namespaces: 0, objects: 0 }
+    for (const org of yield* deletedNamespaces(sql, store, options.graceMs)) {
+      freed.namespaces += org.namespaces.length
+      if (options.dryRun) continue
+      let failed = false
+      for (const namespace of org.namespaces) {
+        yield* Effect.logInfo(`gc: deleting namespace ${namespace} (its organization was deleted)`)
+        const objects = yield* store.deleteNamespace(namespace).pipe(
+          Effect.catch((error) => Effect.as(Effect.logWarning(`gc could not delete namespace ${namespace}`, error), undefined))
+        )
+        if (objects === undefined) failed = true
+        else freed.objects += objects
       }
+      if (!failed) yield* sql`DELETE FROM deleted_organizations WHERE org_id = ${org.orgId}`
     }
-    if (owners.size === 0) return []
-    const existing = yield* sql<{ id: string }>`SELECT id::text AS id FROM organizations WHERE id = ANY(${[...new Set(owners.values())]}::uuid[])`
-    const live = new Set(existing.map((o) => o.id))
-    return [...owners].filter(([, orgId]) => !live.has(orgId)).map(([namespace]) => namespace)
+    return freed
   })
 
 /** Push object lists whose command never ran (the command takes its list in its own transaction). */
@@ -306,14 +320,9 @@ export const collectContent = Effect.fn("Gc.collectContent")(function*(options: 
     unmarked += swept.unmarked
     more = swept.more
   }
-  const orphaned = yield* orphanNamespaces(sql, store)
-  freed.namespaces = orphaned.length
-  for (const namespace of orphaned) {
-    if (!options.dryRun) yield* Effect.logInfo(`gc: deleting namespace ${namespace} (its organization is gone)`)
-    freed.objects += options.dryRun ? 0 : yield* store.deleteNamespace(namespace).pipe(
-      Effect.catch((error) => Effect.as(Effect.logWarning(`gc could not delete namespace ${namespace}`, error), 0))
-    )
-  }
+  const namespaces = yield* emptyDeleted(sql, store, options)
+  freed.namespaces = namespaces.namespaces
+  freed.objects += namespaces.objects
   const marked = yield* mark(sql, options.graceMs)
   return {
     stagedPushes,

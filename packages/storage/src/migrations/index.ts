@@ -25,6 +25,7 @@ import commitFilesJson from "./0017_commit_files_json.ts"
 import blobsUnmarked from "./0018_blobs_unmarked.ts"
 import chunksFillfactor from "./0019_chunks_fillfactor.ts"
 import contentKeyChecks from "./0020_content_key_checks.ts"
+import deletedOrganizations from "./0021_deleted_organizations.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -46,5 +47,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0017_commit_files_json": commitFilesJson,
   "0018_blobs_unmarked": blobsUnmarked,
   "0019_chunks_fillfactor": chunksFillfactor,
-  "0020_content_key_checks": contentKeyChecks
+  "0020_content_key_checks": contentKeyChecks,
+  "0021_deleted_organizations": deletedOrganizations
 }
