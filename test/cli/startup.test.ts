@@ -312,6 +312,9 @@ process.on("exit", () => process.stderr.write("chunk imports resolved by node " 
     const file = path.join(tempDir("not-a-dir"), "file")
     fs.writeFileSync(file, "")
     expect(run(bin, ["status"], { ...env, XDG_CACHE_HOME: file })).toMatchObject({ status: 0, stdout: "two\n", stderr: "" })
+    // One under a file system that answers ENOENT for a directory whose parent exists (procfs): Node's recursive
+    // mkdir retried it for ever. It runs, says nothing, and ends.
+    expect(run(bin, ["status"], { ...env, XDG_CACHE_HOME: "/proc/no-such-cache" })).toMatchObject({ status: 0, stdout: "two\n", stderr: "" })
     // A relative XDG_CACHE_HOME is ignored (the XDG rule): ~/.cache then.
     const home = tempDir("home")
     expect(run(bin, ["status"], { ...env, XDG_CACHE_HOME: "relative", HOME: home })).toMatchObject({ status: 0, stdout: "two\n" })

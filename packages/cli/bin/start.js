@@ -20,8 +20,25 @@ const compileCacheDir = () => {
   const xdg = process.env.XDG_CACHE_HOME
   return `${xdg !== undefined && xdg.startsWith("/") ? xdg : `${homedir()}/.cache`}/grove/compile-cache`
 }
+/**
+ * Makes `dir` one level at a time; false when it cannot be made. Node's own (recursive) making, which
+ * enableCompileCache does, retries for ever where a file system answers ENOENT for a directory whose parent exists
+ * (procfs: XDG_CACHE_HOME=/proc/x hung every command at ~30% CPU).
+ */
+const madeDir = (dir) => {
+  if (fs.existsSync(dir)) return fs.statSync(dir).isDirectory()
+  const parent = dir.slice(0, dir.lastIndexOf("/")) || "/"
+  if (parent === dir || !madeDir(parent)) return false
+  try {
+    fs.mkdirSync(dir)
+  } catch (error) {
+    if (error?.code !== "EEXIST") return false
+  }
+  return true
+}
 try {
-  enableCompileCache?.(compileCacheDir())
+  const dir = compileCacheDir()
+  if (madeDir(dir)) enableCompileCache?.(dir)
 } catch {
   // Never a reason not to run.
 }
