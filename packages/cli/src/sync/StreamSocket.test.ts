@@ -241,6 +241,7 @@ describe("StreamSocket.sendStreamed", () => {
     expect(streamsOverSocket("http://127.0.0.1:1/api/o/r", { GROVE_STREAM_SOCKET: "0" }, [])).toBe(false)
     expect(streamsOverSocket("http://h/api/o/r", { NODE_USE_ENV_PROXY: "1", HTTP_PROXY: "http://proxy:3128" }, [])).toBe(false)
     expect(streamsOverSocket("http://h/api/o/r", { http_proxy: "http://proxy:3128" }, ["--use-env-proxy"])).toBe(false)
+    expect(streamsOverSocket("http://h/api/o/r", { NODE_OPTIONS: "--max-old-space-size=512 --use-env-proxy", HTTP_PROXY: "http://proxy:3128" }, [])).toBe(false)
     // A proxy variable node does not use (no NODE_USE_ENV_PROXY): node:http would connect directly too.
     expect(streamsOverSocket("http://h/api/o/r", { HTTP_PROXY: "http://proxy:3128" }, [])).toBe(true)
   })

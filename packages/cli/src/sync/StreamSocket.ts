@@ -22,9 +22,13 @@ const MAX_HEAD = 64 * 1024
 const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
-/** Whether node may send http:// requests through a proxy (Node 24's NODE_USE_ENV_PROXY or --use-env-proxy, with HTTP_PROXY set). */
+/**
+ * Whether node may send http:// requests through a proxy (Node 24's NODE_USE_ENV_PROXY or --use-env-proxy, given on
+ * the command line or in NODE_OPTIONS, which execArgv does not list, with HTTP_PROXY set).
+ */
 const proxied = (env: Readonly<Record<string, string | undefined>>, execArgv: ReadonlyArray<string>): boolean =>
-  (env["NODE_USE_ENV_PROXY"] === "1" || execArgv.includes("--use-env-proxy")) && (env["HTTP_PROXY"] ?? env["http_proxy"] ?? "") !== ""
+  (env["NODE_USE_ENV_PROXY"] === "1" || execArgv.includes("--use-env-proxy") || (env["NODE_OPTIONS"] ?? "").split(/\s+/).includes("--use-env-proxy")) &&
+  (env["HTTP_PROXY"] ?? env["http_proxy"] ?? "") !== ""
 
 /**
  * Whether `sendStreamed` takes a streamed request to `url` (else HttpSend.sendBytes does): not where node may go
