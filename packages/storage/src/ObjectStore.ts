@@ -57,7 +57,7 @@ export interface ObjectStoreShape {
   readonly size: (key: ObjectKey) => Effect.Effect<number, ObjectStoreError | ObjectNotFound>
   /** Removes the object; succeeds when it is already absent. */
   readonly delete: (key: ObjectKey) => Effect.Effect<void, ObjectStoreError>
-  /** The namespaces that hold objects (gc finds those of organizations that are gone). */
+  /** The namespaces that hold objects (gc empties those of organizations this database recorded deleted). */
   readonly namespaces: Effect.Effect<ReadonlyArray<string>, ObjectStoreError>
   /** Removes every object of the namespace, answering how many; 0 when it holds none. */
   readonly deleteNamespace: (namespace: string) => Effect.Effect<number, ObjectStoreError>

@@ -228,4 +228,23 @@ layer(Layer.mergeAll(ContentObjects.layer.pipe(Layer.provideMerge(Db)), Store), 
       expect([yield* store.has({ namespace: stranger, hash: log }), yield* store.has({ namespace: `ci-${stranger}`, hash: log })])
         .toEqual([true, true])
     }))
+  it.effect("a namespace gc could not delete keeps its organization's record; the next gc empties it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* ObjectStore.ObjectStore
+      const gone = yield* world
+      yield* gone.chunk(h("failing"))
+      yield* sql`DELETE FROM repositories WHERE id = ${gone.repoId}`
+      yield* sql`DELETE FROM organizations WHERE id = ${gone.orgId}`
+      yield* sql`UPDATE deleted_organizations SET deleted_at = deleted_at - interval '2 hours' WHERE org_id = ${gone.orgId}`
+      const record = sql`SELECT 1 FROM deleted_organizations WHERE org_id = ${gone.orgId}`
+      const failing = {
+        ...store,
+        deleteNamespace: () => Effect.fail(new ObjectStore.ObjectStoreError({ operation: "delete", reason: "Backend", message: "down" }))
+      }
+      yield* runGc(SETTINGS, false).pipe(Effect.provideService(ObjectStore.ObjectStore, failing))
+      expect([yield* gone.stored(h("failing")), (yield* record).length]).toEqual([true, 1])
+      expect((yield* runGc(SETTINGS, false)).content.freed).toMatchObject({ namespaces: 1, objects: 1 })
+      expect([yield* gone.stored(h("failing")), (yield* record).length]).toEqual([false, 0])
+    }))
 })
