@@ -26,6 +26,8 @@ const compileCacheDir = () => {
  * (procfs: XDG_CACHE_HOME=/proc/x hung every command at ~30% CPU).
  */
 const madeDir = (dir) => {
+  // An absolute path only (a relative HOME makes a relative one): its parents are what the slices below give.
+  if (!dir.startsWith("/")) return false
   if (fs.existsSync(dir)) return fs.statSync(dir).isDirectory()
   const parent = dir.slice(0, dir.lastIndexOf("/")) || "/"
   if (parent === dir || !madeDir(parent)) return false
