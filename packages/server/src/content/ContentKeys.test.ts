@@ -65,22 +65,31 @@ const all = (n: number) => ({ chunks: n, blobs: n, blob_chunks: n, trees: n, rep
 
 for (const [database, Database, options] of [["PGlite", Embedded, {}], ["PostgreSQL", Postgres, { excludeTestServices: true }]] as const) {
   layer(Database, { timeout: 120_000, ...options })(`content references on ${database}`, (it) => {
-    it.effect("the seven foreign keys are gone and their triggers are there (a misspelt DROP IF EXISTS is silent)", () =>
+    it.effect("the five foreign keys are gone and their triggers are there (a misspelt DROP IF EXISTS is silent); trees' and repo_trees' are keys again (0022)", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const tables = Object.keys(all(0))
         const keys = yield* sql<{ child: string; parent: string }>`SELECT c.relname AS child, p.relname AS parent
           FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_class p ON p.oid = k.confrelid
           WHERE k.contype = 'f' AND c.relname IN ${sql.in(tables)}`
-        const dropped = new Set(["chunks>organizations", "blobs>organizations", "trees>organizations",
-          "blob_chunks>blobs", "repo_blobs>repositories", "repo_trees>repositories", "object_uploads>repositories"])
-        expect(keys.map((k) => `${k.child}>${k.parent}`).filter((k) => dropped.has(k))).toEqual([])
+        const dropped = new Set(["chunks>organizations", "blobs>organizations", "blob_chunks>blobs", "repo_blobs>repositories",
+          "object_uploads>repositories"])
+        const restored = ["repo_trees>repositories", "trees>organizations"]
+        const named = keys.map((k) => `${k.child}>${k.parent}`)
+        expect(named.filter((k) => dropped.has(k))).toEqual([])
+        expect(named.filter((k) => restored.includes(k)).sort()).toEqual(restored)
         const triggers = yield* sql<{ tgname: string }>`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal`
         const names = new Set(triggers.map((t) => t.tgname))
         for (const key of dropped) {
           const [child, parent] = key.split(">")
           for (const name of [`${child}_parents`, `${parent}_delete_${child}`, `${child}_reference_fixed`]) {
             expect(names.has(name), name).toBe(true)
+          }
+        }
+        for (const key of restored) {
+          const [child, parent] = key.split(">")
+          for (const name of [`${child}_parents`, `${parent}_delete_${child}`, `${child}_reference_fixed`]) {
+            expect(names.has(name), name).toBe(false)
           }
         }
       }))
