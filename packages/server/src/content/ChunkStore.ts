@@ -60,7 +60,11 @@ export const packBytes = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return bytes
 }
 
-/** The most bytes between two neighbouring chunks of a pack laid as they arrived (`asArrived`): a hashed frame's header. */
+/**
+ * The most bytes between two neighbouring chunks of a pack laid as they arrived (`asArrived`): a hashed frame's header
+ * with the longest hash a frame may name (72 bytes for a 64-character hash). The parts must be views of the request's
+ * own body (ChunkRoutes), so what lies between them is that body's frame headers, never other memory.
+ */
 const MAX_GAP = 8 + 128
 
 /**
