@@ -126,9 +126,11 @@ const drainAllowanceMs = (bodyBytes: number) => Math.min(bodyBytes, 16 * 1024 * 
  */
 const READ_POST = /\/(?:chunks\/fetch|blobs\/info|commits\/info)$/
 
-const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
+/** A timeout as its messages say it ("2.5 s"). */
+export const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
-const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
+/** An Error carrying a node-style `code`, as the transports' failures are told by (networkFailure). */
+export const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 
 /** The error of a request whose server sent nothing for `ms` (ETIMEDOUT), naming the variable that bounds the wait. */
 export const wentSilent = (ms: number, variable = "GROVE_IDLE_TIMEOUT"): Error =>

@@ -12,15 +12,13 @@
  */
 import type * as Net from "node:net"
 import type { Answer, SendInit } from "./HttpSend.ts"
-import { MAX_ANSWER_BYTES, processTimeouts, wentSilent } from "./HttpSend.ts"
+import { failure, MAX_ANSWER_BYTES, processTimeouts, seconds, wentSilent } from "./HttpSend.ts"
 
 /** What one read may bring (node reads 64 KiB at a time into a new buffer each). */
 const READ_BYTES = 256 * 1024
 /** An answer's status line and headers may take this much. */
 const MAX_HEAD = 64 * 1024
 
-const failure = (message: string, code: string): Error => Object.assign(new Error(message), { code })
-const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
 /**
  * Whether node may send http:// requests through a proxy (Node 24's NODE_USE_ENV_PROXY or --use-env-proxy, given on
