@@ -6,6 +6,10 @@
  * number to compare when the machine is busy (wall time swings with the load).
  *
  *   node scripts/bench/content/client-ab.ts --a /tmp/old-worktree --b . [--rounds 3] [--files 5000 --mib 50] [--tmpfs] [--clones-only]
+ *     [--a-env NAME=VALUE] [--b-env NAME=VALUE]
+ *
+ * `--a-env`/`--b-env` set one environment variable for that side's client only (both sides may be one checkout:
+ * `--b-env GROVE_PLACE_THREAD=1` measures a switch).
  *
  * Each push is a new user's first push of the whole tree (a new user cannot see the others' chunks, so nothing
  * is skipped as already there). Clones stay on disk until the end: ext4 passes over inodes freed in the last
@@ -45,8 +49,19 @@ onCleanup(server.stop)
 const url = server.match[1]!
 const createUser = async (name: string) =>
   (await run(process.execPath, [serverBin, "user", "create", name, "--data-dir", dataDir])).stdout.trim().split("\n").at(-1)!
+const sideEnv = (side: "a" | "b"): Record<string, string> => {
+  const setting = arg(`${side}-env`)
+  if (setting === undefined) return {}
+  const at = setting.indexOf("=")
+  if (at <= 0) throw new Error(`--${side}-env wants NAME=VALUE, got ${setting}`)
+  return { [setting.slice(0, at)]: setting.slice(at + 1) }
+}
+const sideEnvs = { A: sideEnv("a"), B: sideEnv("b") }
 const grove = (side: keyof typeof sides, args: ReadonlyArray<string>, key: string, cwd: string) =>
-  run(process.execPath, [path.join(sides[side], "packages/cli/bin/grove.js"), ...args], { cwd, env: { ...env, SERVICE_API_KEY: key, GROVE_REMOTE: url } })
+  run(process.execPath, [path.join(sides[side], "packages/cli/bin/grove.js"), ...args], {
+    cwd,
+    env: { ...env, ...sideEnvs[side], SERVICE_API_KEY: key, GROVE_REMOTE: url }
+  })
 
 type Sample = { wall: number; client: number; server: number; load: number }
 const samples = new Map<string, Array<Sample>>()
