@@ -12,12 +12,10 @@ import { hashCommit } from "@grove/core/objects/Commit"
 import { parseTimestamp } from "@grove/core/objects/Timestamp"
 import * as Tree from "@grove/core/objects/Tree"
 import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import * as Fsck from "./Fsck.ts"
@@ -25,7 +23,7 @@ import type { Problem } from "./FsckReport.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(
-  Layer.provideMerge(ObjectStoreLocal.layer({ root: mkdtempSync(path.join(tmpdir(), "grove-fsck-")) }).pipe(Layer.orDie)),
+  Layer.provideMerge(ObjectStoreLocal.layer({ root: tempDirectory("grove-fsck-") }).pipe(Layer.orDie)),
   Layer.provideMerge(Db)
 )
 

@@ -9,12 +9,12 @@
 import { Outbox } from "@grove/bus"
 import type { Entity } from "@grove/bus"
 import { DbEmbedded, DbPostgres, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer, type Vitest } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { startPostgres } from "../../../../scripts/infra/postgres.ts"
 import { buildCommit, type Files, pushBody } from "../../../../test/support/content.ts"
@@ -31,10 +31,12 @@ const NOW = { graceMs: 0, retention: {} }
 /** While set, the object store's deletes (gc's sweep, inside its transaction) wait for `release`. */
 let gate: { readonly reached: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } | undefined
 
+/** Each build of the store (one per database) gets its own root under this one, removed after the file. */
+const storesRoot = tempDirectory("grove-gc-races-")
 const GatedStore = Layer.effect(
   ObjectStore.ObjectStore,
   Effect.gen(function*() {
-    const inner = yield* ObjectStoreLocal.make({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-gc-races-")) })
+    const inner = yield* ObjectStoreLocal.make({ root: fs.mkdtempSync(path.join(storesRoot, "store-")) })
     return ObjectStore.ObjectStore.of({
       ...inner,
       delete: (key) =>

@@ -8,20 +8,18 @@
  * referenced is a heap-only update (0019 leaves room on chunk pages): no new primary-key entry per chunk.
  */
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRecord.ts"
 import { runGc } from "./GcRun.ts"
 import { account } from "../content/BranchCommands.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
-const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-accounting-")) }).pipe(Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: tempDirectory("grove-accounting-") }).pipe(Layer.orDie)
 
 const h = (label: string) => createHash("sha256").update(label).digest("hex")
 

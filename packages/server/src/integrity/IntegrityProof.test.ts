@@ -4,15 +4,13 @@
  * each named with where it is and whether the head is affected; the depth and cone narrow the walk.
  */
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Tree from "@grove/core/objects/Tree"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
 import { Branches } from "../content/Branches.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
 import { ContentObjects } from "../content/ContentObjects.ts"
@@ -21,7 +19,7 @@ import { IntegrityProof, type ProofRequest } from "./IntegrityProof.ts"
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = IntegrityProof.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(Branches.layer, ContentObjects.layer, ChunkStore.layer)),
-  Layer.provideMerge(ObjectStoreLocal.layer({ root: mkdtempSync(path.join(tmpdir(), "grove-integrity-")) }).pipe(Layer.orDie)),
+  Layer.provideMerge(ObjectStoreLocal.layer({ root: tempDirectory("grove-integrity-") }).pipe(Layer.orDie)),
   Layer.provideMerge(Db)
 )
 

@@ -4,18 +4,15 @@
  * entry), the audit entry goes with the row, and the list is newest first by semver, not by text.
  */
 import { DbEmbedded, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { Releases } from "./Releases.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
-const storeRoot = fs.mkdtempSync(path.join(os.tmpdir(), "grove-releases-unit-"))
-process.once("exit", () => fs.rmSync(storeRoot, { recursive: true, force: true }))
+const storeRoot = tempDirectory("grove-releases-unit-")
 const Store = ObjectStoreLocal.layer({ root: storeRoot }).pipe(Layer.orDie)
 const Live = Releases.layer.pipe(Layer.provideMerge(Db), Layer.provide(Store))
 

@@ -8,13 +8,11 @@ import * as FastCdc from "@grove/core/chunking/FastCdc"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { mappingDigest } from "@grove/core/objects/MappingDigest"
 import { Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { noise } from "../../../../test/support/content.ts"
 import { storeUploaded } from "../content/ChunkUploads.ts"
 import { ChunkStore } from "../content/ChunkStore.ts"
@@ -25,7 +23,7 @@ import { BlobProofs } from "./BlobProofs.ts"
 
 const { layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
-const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-blob-proofs-")) }).pipe(Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: tempDirectory("grove-blob-proofs-") }).pipe(Layer.orDie)
 const Content = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(Layer.provideMerge(Layer.merge(Db, Store)))
 const Services = BlobProofs.layer.pipe(Layer.provideMerge(Content))
 
