@@ -60,20 +60,6 @@ process.on("exit", () => process.stderr.write("renames into the tree: " + rename
 `)
 }`
 
-/** Prints how many files the main thread created (the placing thread's are its own: PlaceThread.ts). */
-const COUNT_MAIN_WRITES = `data:text/javascript,${
-  encodeURIComponent(`
-import fs from "node:fs"
-import { syncBuiltinESMExports } from "node:module"
-import { isMainThread } from "node:worker_threads"
-let made = 0
-const open = fs.openSync
-fs.openSync = (file, flags, mode) => { if (flags === "wx" && isMainThread) made++; return open(file, flags, mode) }
-syncBuiltinESMExports()
-if (isMainThread) process.on("exit", () => process.stderr.write("files made by the main thread: " + made + "\\n"))
-`)
-}`
-
 /**
  * Prints `order: pull sent` when the pull request goes out and `order: client loaded` when the module of the typed
  * client (packages/cli/src/Client.ts, a source file or the bundle's chunk holding it) loads, each once.
@@ -198,15 +184,10 @@ describe("a clone's writes", () => {
     const root = path.join(parent, "copy")
     const cloned = await grove(["clone", "alice/cw", "copy", "--branch", pushed.branch, "--json"], {
       ...at(alice, parent),
-      // The placing thread whatever the machine's load (it starts only with a core idle otherwise).
-      env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES} --import ${COUNT_MAIN_WRITES}`, CLONE_ROOT: root, GROVE_PLACE_THREAD: "1" }
+      env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES}`, CLONE_ROOT: root }
     })
-    expect({ code: cloned.code, stderr: cloned.stderr.replace(/^(renames into the tree|files made by the main thread): \d+\n/gm, "") })
-      .toEqual({ code: 0, stderr: "" })
+    expect({ code: cloned.code, stderr: cloned.stderr.replace(/^renames into the tree: \d+\n/m, "") }).toEqual({ code: 0, stderr: "" })
     expect(json(cloned)).toMatchObject({ files: 306 })
-    // The files are verified and written on the placing thread: the main thread only reads the answers (it writes the
-    // empty file, which needs no chunk).
-    expect(Number(/^files made by the main thread: (\d+)$/m.exec(cloned.stderr)?.[1])).toBeLessThan(5)
     expect(listing(root)).toEqual(listing(work))
     expect(fs.statSync(path.join(root, "run.sh")).mode & 0o777).toBe(0o755)
     expect(fs.statSync(path.join(root, "d1/same-b.txt")).mode & 0o777).toBe(0o644)
@@ -408,13 +389,11 @@ describe("a clone's writes", () => {
     }
   }, 240_000)
   // SIGINT and SIGKILL once the first chunks/fetch was answered and files are in place; SIGTERM before any is.
-  // Each also with the files written on the placing thread (PlaceThread.ts), which a clone of 40 files would not start.
-  for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) for (const thread of [false, true]) {
-    const title = (signal === "SIGKILL"
+  for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
+    const title = signal === "SIGKILL"
       ? "a clone killed (SIGKILL) with files in place leaves a folder no command takes for a checkout: status and push refuse, listing no deletion"
-      : `a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`) +
-      (thread ? " (files written on the placing thread)" : "")
-    const repo = `sig-${signal}${thread ? "-thread" : ""}`
+      : `a clone interrupted (${signal}) while its files download removes its folder and revokes its key, as a failed one`
+    const repo = `sig-${signal}`
     it(title, async () => {
       const work = tempDir("clone-signal")
       await ok(["init", "--name", repo], at(alice, work))
@@ -471,11 +450,7 @@ describe("a clone's writes", () => {
         const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
         const parent = tempDir("clone-signal-copy")
         const dest = path.join(parent, "copy")
-        const options = at(alice, parent)
-        const running = spawnGrove(
-          ["clone", `alice/${repo}`, "copy", "--branch", pushed.branch, "--remote", url],
-          thread ? { ...options, env: { ...options.env, GROVE_PLACE_THREAD: "1" } } : options
-        )
+        const running = spawnGrove(["clone", `alice/${repo}`, "copy", "--branch", pushed.branch, "--remote", url], at(alice, parent))
         await Promise.all([keyMade, fetched])
         // The folder is made once the repository and caller are known: wait for it (up to 20 s).
         for (let i = 0; i < 400 && !fs.existsSync(path.join(dest, ".grove")); i++) await new Promise((resolve) => setTimeout(resolve, 50))

@@ -371,88 +371,82 @@ const wholeFrames = (body: Buffer) => {
 }
 
 describe("grove transfers over lost connections", () => {
-  // Each also with the files verified and written on the placing thread (PlaceThread.ts), which 60 files would not start.
-  for (const thread of [false, true]) {
-    const also = thread ? " (files written on the placing thread)" : ""
-    const named = (name: string) => thread ? `${name}-thread` : name
-    const threadEnv = thread ? { GROVE_PLACE_THREAD: "1" } : {}
-    it(`a clone whose chunks/fetch answer breaks part-way asks again for only the chunks it did not take, in order; the tree is right${also}`, async () => {
-      const { pushed, work } = await pushedCheckout(named("cut"), 60)
-      const cut = await cuttingProxy(proxy.url, 100_000)
-      try {
-        const copy = path.join(tempDir("cut-clone"), "c")
-        await ok(["clone", `tess/${named("cut")}`, copy, "--branch", pushed.branch, "--json"], {
-          ...tess,
-          env: { ...tess.env, GROVE_REMOTE: cut.url, ...threadEnv }
-        })
-        expect(listing(copy)).toEqual(listing(work))
-        const fetches = proxy.take().filter((r) => r.path.endsWith("/chunks/fetch"))
-        expect(cut.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(2)
-        expect(fetches).toHaveLength(2)
-        const [first, second] = fetches.map((r) => JSON.parse(r.body.toString()).hashes as Array<string>)
-        // The cut fell inside a frame, after some whole ones: those were taken, the half one was asked again.
-        const taken = wholeFrames(cut.sent())
-        expect(cut.sent().length).toBe(100_000)
-        expect(taken.hashes.length).toBeGreaterThan(0)
-        expect(taken.bytes).toBeLessThan(100_000)
-        expect(second).toEqual(first!.filter((hash) => !taken.hashes.includes(hash)))
-        expect(second!.length).toBeGreaterThan(0)
-        // A network that keeps cutting: the same five tries as any request, then the clone fails.
-        const flaky = await cuttingProxy(proxy.url, 1_000, Infinity)
-        try {
-          const lost = await grove(["clone", `tess/${named("cut")}`, path.join(tempDir("cut-flaky"), "c"), "--branch", pushed.branch, "--json"], {
-            ...tess,
-            env: { ...tess.env, GROVE_REMOTE: flaky.url, ...threadEnv }
-          })
-          expect(lost.code).not.toBe(0)
-          expect(lost.stdout + lost.stderr).toMatch(/the connection broke within the server's answer/)
-          expect(flaky.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(5)
-        } finally {
-          await flaky.close()
-        }
-      } finally {
-        await cut.close()
-      }
-    }, 180_000)
-
-    it(`a chunk that fails its hash part-way through an answer fails the clone at once: nothing is asked again${also}`, async () => {
-      const { pushed } = await pushedCheckout(named("spoilt"), 20)
-      let spoilt = 0
-      const target = new URL(proxy.url)
-      const spoiling = await interceptingProxy(proxy.url, (req, res, body) => {
-        if (!(req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true)) return false
-        spoilt++
-        const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-          const pieces: Array<Buffer> = []
-          answer.on("data", (d: Buffer) => pieces.push(d))
-          answer.on("end", () => {
-            const whole = Buffer.concat(pieces)
-            whole[whole.length - 10] = whole[whole.length - 10]! ^ 0xff // inside the last frame
-            res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
-            res.end(whole)
-          })
-        })
-        forward.on("error", () => res.destroy())
-        forward.end(body)
-        return true
+  it("a clone whose chunks/fetch answer breaks part-way asks again for only the chunks it did not take, in order; the tree is right", async () => {
+    const { pushed, work } = await pushedCheckout("cut", 60)
+    const cut = await cuttingProxy(proxy.url, 100_000)
+    try {
+      const copy = path.join(tempDir("cut-clone"), "c")
+      await ok(["clone", "tess/cut", copy, "--branch", pushed.branch, "--json"], {
+        ...tess,
+        env: { ...tess.env, GROVE_REMOTE: cut.url }
       })
+      expect(listing(copy)).toEqual(listing(work))
+      const fetches = proxy.take().filter((r) => r.path.endsWith("/chunks/fetch"))
+      expect(cut.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(2)
+      expect(fetches).toHaveLength(2)
+      const [first, second] = fetches.map((r) => JSON.parse(r.body.toString()).hashes as Array<string>)
+      // The cut fell inside a frame, after some whole ones: those were taken, the half one was asked again.
+      const taken = wholeFrames(cut.sent())
+      expect(cut.sent().length).toBe(100_000)
+      expect(taken.hashes.length).toBeGreaterThan(0)
+      expect(taken.bytes).toBeLessThan(100_000)
+      expect(second).toEqual(first!.filter((hash) => !taken.hashes.includes(hash)))
+      expect(second!.length).toBeGreaterThan(0)
+      // A network that keeps cutting: the same five tries as any request, then the clone fails.
+      const flaky = await cuttingProxy(proxy.url, 1_000, Infinity)
       try {
-        const copy = path.join(tempDir("spoilt-clone"), "c")
-        const run = await grove(["clone", `tess/${named("spoilt")}`, copy, "--branch", pushed.branch, "--json"], {
+        const lost = await grove(["clone", "tess/cut", path.join(tempDir("cut-flaky"), "c"), "--branch", pushed.branch, "--json"], {
           ...tess,
-          env: { ...tess.env, GROVE_REMOTE: spoiling.url, ...threadEnv }
+          env: { ...tess.env, GROVE_REMOTE: flaky.url }
         })
-        expect(run.code).not.toBe(0)
-        // Corruption, told as such: the bytes named no chunk asked for (a bare frame carries no hash).
-        expect(run.stdout + run.stderr).toMatch(/download failed: the server sent corrupt bytes: a chunk of its answer hashes to [0-9a-f]{64}, which is none of the chunks asked for/)
-        expect(spoilt).toBe(1)
-        // The history was being written while the files downloaded: the failed clone leaves nothing behind.
-        expect(fs.existsSync(copy)).toBe(false)
+        expect(lost.code).not.toBe(0)
+        expect(lost.stdout + lost.stderr).toMatch(/the connection broke within the server's answer/)
+        expect(flaky.seen.filter((line) => line.endsWith("/chunks/fetch"))).toHaveLength(5)
       } finally {
-        await spoiling.close()
+        await flaky.close()
       }
-    }, 180_000)
-  }
+    } finally {
+      await cut.close()
+    }
+  }, 180_000)
+
+  it("a chunk that fails its hash part-way through an answer fails the clone at once: nothing is asked again", async () => {
+    const { pushed } = await pushedCheckout("spoilt", 20)
+    let spoilt = 0
+    const target = new URL(proxy.url)
+    const spoiling = await interceptingProxy(proxy.url, (req, res, body) => {
+      if (!(req.method === "POST" && req.url?.endsWith("/chunks/fetch") === true)) return false
+      spoilt++
+      const forward = http.request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        const pieces: Array<Buffer> = []
+        answer.on("data", (d: Buffer) => pieces.push(d))
+        answer.on("end", () => {
+          const whole = Buffer.concat(pieces)
+          whole[whole.length - 10] = whole[whole.length - 10]! ^ 0xff // inside the last frame
+          res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+          res.end(whole)
+        })
+      })
+      forward.on("error", () => res.destroy())
+      forward.end(body)
+      return true
+    })
+    try {
+      const copy = path.join(tempDir("spoilt-clone"), "c")
+      const run = await grove(["clone", "tess/spoilt", copy, "--branch", pushed.branch, "--json"], {
+        ...tess,
+        env: { ...tess.env, GROVE_REMOTE: spoiling.url }
+      })
+      expect(run.code).not.toBe(0)
+      // Corruption, told as such: the bytes named no chunk asked for (a bare frame carries no hash).
+      expect(run.stdout + run.stderr).toMatch(/download failed: the server sent corrupt bytes: a chunk of its answer hashes to [0-9a-f]{64}, which is none of the chunks asked for/)
+      expect(spoilt).toBe(1)
+      // The history was being written while the files downloaded: the failed clone leaves nothing behind.
+      expect(fs.existsSync(copy)).toBe(false)
+    } finally {
+      await spoiling.close()
+    }
+  }, 180_000)
 
   it("a clone pulls and downloads without waiting for its key: held back until the files are asked for, the key is still stored and works", async () => {
     const { files, pushed } = await pushedCheckout("keyless-wait", 12)

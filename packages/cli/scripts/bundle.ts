@@ -25,9 +25,7 @@ try {
       grove: path.join(cli, "src/main.ts"),
       "noop-push": path.join(cli, "src/NoopPush.ts"),
       // `grove watch start`'s background process (src/watch/WatchDaemon.ts).
-      "watch-daemon": path.join(cli, "src/watch/WatchDaemonMain.ts"),
-      // A clone's file-writing worker thread (src/local/PlaceThread.ts).
-      "place-worker": path.join(cli, "src/local/PlaceWorker.ts")
+      "watch-daemon": path.join(cli, "src/watch/WatchDaemonMain.ts")
     },
     outdir: temp,
     // A native addon, loaded with require() when present.

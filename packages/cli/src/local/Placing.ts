@@ -25,19 +25,6 @@ export interface Placer {
   readonly placed: ReadonlyMap<string, IndexEntry>
 }
 
-/** A placer's checkout and files, for a worker thread to place them (PlaceThread.ts); it adds what it wrote to `placed`. */
-export interface PlacerSource {
-  readonly root: string
-  readonly to: Snapshot
-  readonly placed: Map<string, IndexEntry>
-}
-
-// Keyed by the `place` function: the download is handed that function alone (Fetch.ts).
-const sources = new WeakMap<Placer["place"], PlacerSource>()
-
-/** What `place` writes, when a `directPlacer` made it. */
-export const placerSource = (place: Placer["place"]): PlacerSource | undefined => sources.get(place)
-
 /** One new file at `target` (which must not exist), with the snapshot's mode exactly (as `applySnapshot` sets it). */
 const writeNew = (target: string, mode: "regular" | "executable", data: Uint8Array): Stats => {
   const bits = MODE_BITS[mode]
@@ -96,6 +83,5 @@ export const directPlacer = (root: string, to: Snapshot): Placer => {
     }
     return all
   }
-  sources.set(place, { root, to, placed })
   return { placed, place }
 }

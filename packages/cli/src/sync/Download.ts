@@ -19,8 +19,6 @@ import * as path from "node:path"
 import type { CliFailure } from "../Failures.ts"
 import { hashFile } from "../local/Hashing.ts"
 import { concurrentWrites } from "../local/Io.ts"
-import { startPlaceThread, strayChunk } from "../local/PlaceThread.ts"
-import { placerSource } from "../local/Placing.ts"
 import { bodyCompressionEnabled, COMPRESS_FROM, downloadCompression, serverTakesZstd, zstd } from "./BodyCompression.ts"
 import { inBatches } from "./Batches.ts"
 import { makeProgress } from "./Progress.ts"
@@ -45,6 +43,17 @@ interface Placement {
   readonly blob: string
   readonly offset: number
 }
+
+/**
+ * A bare frame names its chunk by its bytes: bytes that name no chunk asked for were damaged (on the way or on the
+ * server), as a flipped byte is; the same chunk a second time is the server's mistake.
+ */
+const strayChunk = (hash: string, again: boolean): Error =>
+  new Error(
+    again
+      ? `the server sent chunk ${hash} twice`
+      : `the server sent corrupt bytes: a chunk of its answer hashes to ${hash}, which is none of the chunks asked for`
+  )
 
 /** Hashed frames, each checked against its hash (the bytes may be zstd when the answer says so). */
 async function* checkedFrames(body: AsyncIterable<Uint8Array>, compressed: boolean, sizes: ReadonlyMap<string, number>) {
@@ -184,17 +193,6 @@ export const downloadBlobs = (
     const progress = makeProgress("Downloading", total)
     const writes = concurrentWrites()
     let requested = 0
-    // A clone's files are verified and written on a second thread as the answers arrive (PlaceThread.ts), when there
-    // are many; what it hands back (zstd frames, chunks of large blobs, files it could not write) is taken here.
-    const source = placeBytes === undefined ? undefined : placerSource(placeBytes)
-    const takers = new Map<number, (hash: string, data: Uint8Array) => Promise<void> | undefined>()
-    const thread = source === undefined ? undefined : startPlaceThread(
-      { root: source.root, to: source.to, sizes: chunkSizes, single: [...single] },
-      (batch, hash, data, zstd) => {
-        const named = hash === undefined ? ChunkCompression.namedBareFrame({ data, zstd }, largest) : { hash, data }
-        return takers.get(batch)!(named.hash, named.data)
-      }
-    )
     if (batches.length === 0) onRequested?.()
 
     const finishBlob = async (hash: string) => {
@@ -251,17 +249,17 @@ export const downloadBlobs = (
       }
     }
 
-    yield* Effect.forEach(batches, (batch, index) =>
+    yield* Effect.forEach(batches, (batch) =>
       stoppableTransfer("download failed", async (signal) => {
         const received = new Set<string>()
         /** The chunk's placements that still need a promise (a file in `dir`, a part of a large blob); none mostly. */
-        const take = (hash: string, data: Uint8Array, counted = false): Promise<void> | undefined => {
+        const take = (hash: string, data: Uint8Array): Promise<void> | undefined => {
           const where = placements.get(hash)
           if (where === undefined || received.has(hash) || chunkSizes.get(hash) !== data.length) {
             throw strayChunk(hash, received.has(hash))
           }
           received.add(hash)
-          if (!counted) progress.add(data.length)
+          progress.add(data.length)
           const rest = where.filter((place) => {
             if (!single.has(place.blob) || placeBytes?.(place.blob, data) !== true) return true
             delivered.add(place.blob)
@@ -279,51 +277,16 @@ export const downloadBlobs = (
         const queued: Array<Promise<void>> = []
         /** The writes of the last part taken: a try after a broken answer waits for them (and fails with them). */
         let writing: Promise<void> | undefined
-        /** The thread's end of the current answer: the chunks it placed are this batch's once it has taken every part. */
-        let ending: Promise<void> | undefined
-        /** Whether the thread takes an answer of this batch now (begun, not ended). */
-        let open = false
-        const threadEnd = (complete: boolean) => {
-          open = false
-          return thread!.end(index, complete).then((placed) => {
-            for (const hash of placed) {
-              received.add(hash)
-              delivered.add(hash)
-            }
-          })
-        }
-        takers.set(index, (hash, data) => {
-          const wait = take(hash, data, true)
-          if (wait !== undefined) queued.push(wait) // a broken answer's clean-up waits for it (below)
-          return wait
-        })
         const hooks: FetchHooks = {
           signal,
           // The connection broke part-way: the chunks not taken yet, in order (a frame cut in half was dropped).
           resume: async () => {
             await writing
-            if (open) await threadEnd(false)
-            else await ending
-            ending = undefined
             const rest = batch.filter((hash) => !received.has(hash))
             return rest.length === 0 ? undefined : fetchRequest(remote, rest)
           },
           stream: (_status, headers) => {
             if (headers[Frames.HEADER] !== Frames.BARE_V1) return undefined
-            if (thread !== undefined) {
-              thread.begin(index)
-              open = true
-              return {
-                part: (part) => {
-                  progress.add(part.length)
-                  return thread.part(index, part)
-                },
-                done: () => {
-                  ending = threadEnd(true)
-                  ending.catch(() => {})
-                }
-              }
-            }
             const splitter = Frames.bareFrameSplitter((frame) => {
               // Verified by naming it from its plain bytes.
               const { hash, data } = ChunkCompression.namedBareFrame(frame, largest)
@@ -359,19 +322,13 @@ export const downloadBlobs = (
         const compressed = answer.headers[ChunkCompression.RESPONSE_HEADER] === ChunkCompression.ZSTD_V1
         if (answer.headers[Frames.HEADER] !== Frames.BARE_V1) {
           for await (const { hash, data } of checkedFrames(once(answer.body), compressed, chunkSizes)) await take(hash, data)
-        } else if (thread !== undefined) await ending
+        }
         const lost = batch.filter((hash) => !received.has(hash))
         if (lost.length > 0) {
           throw new Error(`the server did not send ${lost.length} chunk(s), e.g. ${lost[0]} (missing, or not readable with this key)`)
         }
       }), { concurrency: IN_FLIGHT, discard: true }).pipe(
       Effect.andThen(transfer("cannot write a downloaded file", writes.drain)),
-      Effect.andThen(transfer("download failed", async () => {
-        if (thread === undefined) return
-        for (const [file, entry] of await thread.finish()) source!.placed.set(file, entry)
-      })),
-      // After a failure, the thread writes nothing more when the caller removes the directory.
-      Effect.ensuring(Effect.promise(async () => thread?.stop())),
       // After a failure, no write may still be running when the caller removes the directory.
       Effect.ensuring(Effect.promise(writes.settle)),
       // Early requests no batch took (the plan differed) are stopped.
