@@ -9,7 +9,7 @@
  *     [--a-env NAME=VALUE] [--b-env NAME=VALUE]
  *
  * `--a-env`/`--b-env` set one environment variable for that side's client only (both sides may be one checkout:
- * `--b-env GROVE_PLACE_THREAD=1` measures a switch).
+ * `--b-env GROVE_STREAM_SOCKET=0` measures a switch).
  *
  * Each push is a new user's first push of the whole tree (a new user cannot see the others' chunks, so nothing
  * is skipped as already there). Clones stay on disk until the end: ext4 passes over inodes freed in the last
