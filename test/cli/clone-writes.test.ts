@@ -41,22 +41,26 @@ beforeAll(async () => {
 afterAll(stopSuiteServers)
 
 /**
- * Counts, at exit, the renames whose target is in the working tree named by CLONE_ROOT (outside `.grove`), through
- * any of node:fs's three APIs; ESM imports of node:fs see the wrappers (syncBuiltinESMExports).
+ * Counts, at exit, the renames whose target is in the working tree named by CLONE_ROOT (outside `.grove`), and those
+ * into its tree store, through any of node:fs's three APIs; ESM imports of node:fs see the wrappers (syncBuiltinESMExports).
  */
 const COUNT_RENAMES = `data:text/javascript,${
   encodeURIComponent(`
 import fs from "node:fs"
 import { syncBuiltinESMExports } from "node:module"
 const root = process.env.CLONE_ROOT
-let renames = 0
-const into = (to) => { const t = String(to); if (t.startsWith(root + "/") && !t.startsWith(root + "/.grove/")) renames++ }
+let renames = 0, trees = 0
+const into = (to) => {
+  const t = String(to)
+  if (t.startsWith(root + "/") && !t.startsWith(root + "/.grove/")) renames++
+  if (t.startsWith(root + "/.grove/objects/trees/")) trees++
+}
 const sync = fs.renameSync, cb = fs.rename, promised = fs.promises.rename
 fs.renameSync = (from, to) => { into(to); return sync(from, to) }
 fs.rename = (from, to, done) => { into(to); return cb(from, to, done) }
 fs.promises.rename = (from, to) => { into(to); return promised(from, to) }
 syncBuiltinESMExports()
-process.on("exit", () => process.stderr.write("renames into the tree: " + renames + "\\n"))
+process.on("exit", () => process.stderr.write("renames into the tree: " + renames + "\\ntree renames: " + trees + "\\n"))
 `)
 }`
 
@@ -186,8 +190,10 @@ describe("a clone's writes", () => {
       ...at(alice, parent),
       env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES}`, CLONE_ROOT: root }
     })
-    expect({ code: cloned.code, stderr: cloned.stderr.replace(/^renames into the tree: \d+\n/m, "") }).toEqual({ code: 0, stderr: "" })
+    expect({ code: cloned.code, stderr: cloned.stderr.replace(/^(renames into the tree|tree renames): \d+\n/gm, "") }).toEqual({ code: 0, stderr: "" })
     expect(json(cloned)).toMatchObject({ files: 306 })
+    // A new checkout's trees go straight to their files: no temp file renamed into place per tree.
+    expect(/^tree renames: (\d+)$/m.exec(cloned.stderr)?.[1]).toBe("0")
     expect(listing(root)).toEqual(listing(work))
     expect(fs.statSync(path.join(root, "run.sh")).mode & 0o777).toBe(0o755)
     expect(fs.statSync(path.join(root, "d1/same-b.txt")).mode & 0o777).toBe(0o644)
@@ -216,7 +222,7 @@ describe("a clone's writes", () => {
       ...at(alice, root),
       env: { ...alice.env, NODE_OPTIONS: `--import ${COUNT_RENAMES}`, CLONE_ROOT: root }
     })
-    expect({ code: pulled.code, stderr: pulled.stderr.replace(/^renames into the tree: \d+\n/m, "") }).toEqual({ code: 0, stderr: "" })
+    expect({ code: pulled.code, stderr: pulled.stderr.replace(/^(renames into the tree|tree renames): \d+\n/gm, "") }).toEqual({ code: 0, stderr: "" })
     // Every file moved in from .grove/tmp after the download: none was written into the tree while it ran.
     expect(/^renames into the tree: (\d+)$/m.exec(pulled.stderr)?.[1]).toBe("40")
     expect(listing(root)).toEqual(listing(seed))

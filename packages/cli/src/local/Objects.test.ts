@@ -72,4 +72,28 @@ describe("writeTrees", () => {
       const trees = path.join(objectsDir(root), "trees")
       expect(fs.readdirSync(trees).flatMap((dir) => fs.readdirSync(path.join(trees, dir))).filter((f) => f.endsWith(".tmp"))).toEqual([])
     }).pipe(Effect.scoped))
+
+  it.effect("into a new checkout's store (fresh), each tree goes straight to its file, readable again; a forged one fails", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("write-trees-fresh")
+      const blob = Objects.Blake3.hash("x")
+      const tree = (name: string) => {
+        const entries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name, kind: "blob", mode: "regular", hash: blob }]
+        return { hash: Objects.Tree.hashTree(entries), entries }
+      }
+      const [a, b, c] = [tree("a.txt"), tree("b.txt"), tree("c.txt")]
+      yield* openObjects(root).writeTrees([a, b, a], true)
+      const again = openObjects(root)
+      expect(yield* again.readTree(a.hash)).toEqual(a.entries)
+      expect(yield* again.readTree(b.hash)).toEqual(b.entries)
+      const failed = yield* Effect.flip(openObjects(root).writeTrees([{ hash: c.hash, entries: b.entries }], true))
+      expect([failed.code, failed.message]).toEqual(["bad_object", `tree ${c.hash} does not hash to its name`])
+      expect(yield* openObjects(root).readTree(c.hash)).toBeUndefined()
+      // Never over a file already there (a store that is not new after all): an error, the file as it was.
+      const held = path.join(objectsDir(root), "trees", a.hash.slice(0, 2), a.hash)
+      fs.writeFileSync(held, "kept")
+      const refused = yield* Effect.flip(openObjects(root).writeTrees([a], true))
+      expect(refused.code).toBe("local_io")
+      expect(fs.readFileSync(held, "utf8")).toBe("kept")
+    }).pipe(Effect.scoped))
 })

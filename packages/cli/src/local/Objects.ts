@@ -44,8 +44,16 @@ export interface ObjectStore {
   readonly readTree: (hash: Hash) => Effect.Effect<ReadonlyArray<TreeEntry> | undefined, CliFailure>
   /** Stores a tree; true when it was new here. */
   readonly writeTree: (hash: Hash, entries: ReadonlyArray<TreeEntry>) => Effect.Effect<boolean, CliFailure>
-  /** Stores many trees (a clone's or a pull's): each checked against its hash, the new ones written one after another. */
-  readonly writeTrees: (list: ReadonlyArray<{ readonly hash: Hash; readonly entries: ReadonlyArray<TreeEntry> }>) => Effect.Effect<void, CliFailure>
+  /**
+   * Stores many trees (a clone's or a pull's): each checked against its hash, the new ones written one after another.
+   * `fresh`: the store is a new checkout's (a clone's), which holds no tree yet and whose folder is no checkout until
+   * the clone ends (its config.json is written last): each tree goes straight to its file, no existence check, temp
+   * file or rename.
+   */
+  readonly writeTrees: (
+    list: ReadonlyArray<{ readonly hash: Hash; readonly entries: ReadonlyArray<TreeEntry> }>,
+    fresh?: boolean
+  ) => Effect.Effect<void, CliFailure>
   readonly hasTree: (hash: Hash) => Effect.Effect<boolean, CliFailure>
   readonly readCommit: (hash: Hash) => Effect.Effect<StoredCommit | undefined, CliFailure>
   readonly writeCommit: (stored: StoredCommit) => Effect.Effect<void, CliFailure>
@@ -148,16 +156,21 @@ export const openObjects = (root: string): ObjectStore => {
     // Synchronously, one tree after another (a clone writes hundreds while its files download): a promise write
     // per tree costs thread-pool round trips and competes with the download's own writes. One loop, not an Effect per
     // tree: a clone's 315 trees cost ~33 -> ~20 ms of CPU so.
-    writeTrees: (list) => {
+    writeTrees: (list, fresh = false) => {
       let at: Hash | undefined
       return Effect.try({
         try: () => {
           for (const { entries, hash } of list) {
             at = hash
-            if (trees.has(hash) || fsSync.existsSync(treePath(root, hash))) continue
+            const file = treePath(root, hash)
+            if (trees.has(hash) || (!fresh && fsSync.existsSync(file))) continue
             const text = canonicalText(hash, entries)
             if (text === undefined) throw badTree(hash)
-            writeSmallFile(treePath(root, hash), text)
+            if (fresh) {
+              // "wx": a tree file already there is an error, never overwritten.
+              makeDirOf(file)
+              fsSync.writeFileSync(file, text, { flag: "wx" })
+            } else writeSmallFile(file, text)
             trees.set(hash, entries)
           }
         },

@@ -52,10 +52,16 @@ const checkHistory = (answer: HistoryAnswer): Effect.Effect<CheckedTrees, CliFai
  * The rebuild must give what the server compared with (PullCompact.canonicalFiles, frozen for compact_v1): another
  * algorithm needs another answer form, asked for by its own media type.
  */
-const writeHistory = Effect.fn("Fetch.writeHistory")(function*(workspace: Workspace, trees: CheckedTrees, pulled: ReadonlyArray<PulledCommit>) {
+const writeHistory = Effect.fn("Fetch.writeHistory")(function*(
+  workspace: Workspace,
+  trees: CheckedTrees,
+  pulled: ReadonlyArray<PulledCommit>,
+  /** A new checkout's store (a clone's): see ObjectStore.writeTrees. */
+  fresh = false
+) {
   const rebuilt = ApiPullCompact.rebuildFiles(pulled, ApiPullCompact.treeLookup(trees))
   if (!rebuilt.ok) return yield* failure(`the server sent a bad answer: ${rebuilt.reason}`, "bad_object")
-  yield* workspace.objects.writeTrees(trees)
+  yield* workspace.objects.writeTrees(trees, fresh)
   for (const commit of rebuilt.commits) {
     if ((yield* workspace.objects.readCommit(commit.hash)) === undefined) yield* workspace.objects.writeCommit({ commit })
   }
@@ -215,7 +221,7 @@ const freshWanted = (snapshot: Snapshot, refs: ReadonlyArray<IncomingBlob>, with
 
 /** Stores a checked branch's history in a new checkout; the caller runs it while the files download. */
 export const storeFresh = (workspace: Workspace, fresh: FreshBranch): Effect.Effect<void, CliFailure> =>
-  writeHistory(workspace, fresh.trees, fresh.answer.commits)
+  writeHistory(workspace, fresh.trees, fresh.answer.commits, true)
 
 export interface MaterializeResult {
   readonly written: number
