@@ -167,17 +167,22 @@ describe("grove's start", { timeout: 300_000 }, () => {
 
   it("the bundle's chunks import each other resolved by bin/start.js, not by Node's resolution, and run the same", () => {
     if (!fs.existsSync(path.join(ROOT, "packages/cli/dist/grove.mjs"))) return
-    // Hooks registered later run first: this one, registered before start.js's, sees what start.js passes on.
+    // Hooks registered later run first: this one, registered before start.js's, sees what start.js passes on. It counts
+    // the chunks' imports of each other ("./chunk-X.mjs") and the entries' ("./chunks/chunk-X.mjs", "./chunks/Run-X.mjs").
     const seen = `data:text/javascript,${encodeURIComponent(`
 import { registerHooks } from "node:module"
 let chunkImports = 0
-registerHooks({ resolve(specifier, context, next) { if (/^\\.\\/chunk-/.test(specifier)) chunkImports++; return next(specifier, context) } })
+registerHooks({ resolve(specifier, context, next) { if (/^\\.\\/(chunks\\/)?[^/]+\\.mjs$/.test(specifier)) chunkImports++; return next(specifier, context) } })
 process.on("exit", () => process.stderr.write("chunk imports resolved by node " + chunkImports + "\\n"))
 `)}`
     const bundled = run(CLI_BIN, ["clone", "o/n", "--json"], { GROVE_BUNDLE: "1", GROVE_REMOTE: "http://127.0.0.1:9" }, ["--import", seen, "--import", LOG_LOADS])
     expect(bundled.stdout).toMatch(/"code": "network"/) // the clone ran: nothing listens there
     expect(loaded(bundled.stderr).filter((f) => /\/dist\/chunks\/chunk-/.test(f)).length).toBeGreaterThan(10)
     expect(/chunk imports resolved by node (\d+)/.exec(bundled.stderr)?.[1]).toBe("0")
+    // `status` outside a checkout: noop-push.mjs and its chunks first (nothing to answer there), then the command.
+    const status = run(CLI_BIN, ["status", "--json"], { GROVE_BUNDLE: "1" }, ["--import", seen, "--import", LOG_LOADS])
+    expect(loaded(status.stderr).map((f) => path.basename(f))).toContain("noop-push.mjs")
+    expect(/chunk imports resolved by node (\d+)/.exec(status.stderr)?.[1]).toBe("0")
     // From the sources nothing is taken over.
     const sources = run(CLI_BIN, ["--version", "--json"], { GROVE_NO_BUNDLE: "1" }, ["--import", seen])
     expect({ code: sources.status, stdout: sources.stdout }).toEqual({ code: 0, stdout: `${VERSION_LINE}\n` })

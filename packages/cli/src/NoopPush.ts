@@ -184,6 +184,8 @@ export const noopPush = (input: NoopPushInput): string | undefined | Promise<str
   const head = branch.head
   if (branch.name === "main" || branch.description_pending === true || branch.close_pending === true) return undefined
   if (branch.remote_head !== head || branch.unpushed.length > 0) {
+    // A first push (nothing of the branch on the server yet) is never small (SmallPush.ts): the full command at once.
+    if (branch.remote_head === null) return undefined
     // Loaded only for it: the no-op push and status need none of the sending.
     return import("./SmallPush.ts").then(
       (m) => m.smallPush(found, () => treeIsHead(root, head, true), input.args.includes("--json"), input.env, input.home),
