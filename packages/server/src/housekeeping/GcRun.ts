@@ -82,7 +82,7 @@ export const formatReport = (r: GcReport): string => {
     `gc${r.dry_run ? " (dry run: nothing deleted)" : ""}, grace ${r.grace_seconds} s, ${r.duration_ms} ms`,
     `content: ${verb} ${c.freed.chunks} chunks (${c.freed.bytes} bytes, ${c.freed.usedBytes} of them counted in quotas), ` +
     `${c.freed.blobs} blobs, ${c.freed.objects} objects` +
-    (c.freed.namespaces > 0 ? ` (with ${c.freed.namespaces} namespaces of deleted organizations)` : "") +
+    (c.freed.namespaces > 0 ? ` (with ${c.freed.namespaces} namespace${c.freed.namespaces === 1 ? "" : "s"} of deleted organizations)` : "") +
     `; ${c.stagedPushes} abandoned staged pushes`,
     `marks: ${c.marked.blobs} blobs and ${c.marked.chunks} chunks newly marked (swept after the grace), ${c.unmarked} dropped (in use again)`,
     `retention: ${verb} ${t.ciLogPieces} CI log pieces, ${t.ciCaches} CI caches (${t.ciObjects} objects, ${t.ciBytes} bytes), ` +
