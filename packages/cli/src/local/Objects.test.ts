@@ -47,15 +47,16 @@ describe("dropping kept blobs after a push", () => {
     }).pipe(Effect.scoped), 90_000)
 })
 
+/** A tree of one file `name`, and its hash. */
+const tree = (name: string) => {
+  const entries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name, kind: "blob", mode: "regular", hash: Objects.Blake3.hash("x") }]
+  return { hash: Objects.Tree.hashTree(entries), entries }
+}
+
 describe("writeTrees", () => {
   it.effect("stores each tree once under its hash, readable again; a tree that does not hash to its name fails, the ones before it stored", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("write-trees")
-      const blob = Objects.Blake3.hash("x")
-      const tree = (name: string) => {
-        const entries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name, kind: "blob", mode: "regular", hash: blob }]
-        return { hash: Objects.Tree.hashTree(entries), entries }
-      }
       const [a, b, c, d] = [tree("a.txt"), tree("b.txt"), tree("c.txt"), tree("d.txt")]
       yield* openObjects(root).writeTrees([a, b, a])
       // Another process's store (nothing cached) reads them from their files.
@@ -76,11 +77,6 @@ describe("writeTrees", () => {
   it.effect("into a new checkout's store (fresh), each tree goes straight to its file, readable again; a forged one fails", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("write-trees-fresh")
-      const blob = Objects.Blake3.hash("x")
-      const tree = (name: string) => {
-        const entries: ReadonlyArray<Objects.Tree.TreeEntry> = [{ name, kind: "blob", mode: "regular", hash: blob }]
-        return { hash: Objects.Tree.hashTree(entries), entries }
-      }
       const [a, b, c] = [tree("a.txt"), tree("b.txt"), tree("c.txt")]
       yield* openObjects(root).writeTrees([a, b, a], true)
       const again = openObjects(root)
