@@ -4,6 +4,8 @@
  * repository or blob fails; deleting an organization, a repository or a blob deletes the rows naming it (the
  * organization's user, a repository's delete, gc's sweep: whoever deletes); keys do not change. On PostgreSQL, a
  * delete concurrent with an insert leaves no orphan either way round (the insert locks the parents it names).
+ * blob_chunks' rows are not checked on insert (0023): their one writer, registerBlobs, inserts them only with the
+ * blob rows the same statement inserted.
  */
 import { DbEmbedded, DbPostgres, Migrations } from "@grove/storage"
 import { expect, layer } from "@effect/vitest"
@@ -65,7 +67,7 @@ const all = (n: number) => ({ chunks: n, blobs: n, blob_chunks: n, trees: n, rep
 
 for (const [database, Database, options] of [["PGlite", Embedded, {}], ["PostgreSQL", Postgres, { excludeTestServices: true }]] as const) {
   layer(Database, { timeout: 120_000, ...options })(`content references on ${database}`, (it) => {
-    it.effect("the five foreign keys are gone and their triggers are there (a misspelt DROP IF EXISTS is silent); trees' and repo_trees' are keys again (0022)", () =>
+    it.effect("the five foreign keys are gone and their triggers are there (a misspelt DROP IF EXISTS is silent), but blob_chunks' insert check (0023); trees' and repo_trees' are keys again (0022)", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const tables = Object.keys(all(0))
@@ -83,7 +85,8 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
         for (const key of dropped) {
           const [child, parent] = key.split(">")
           for (const name of [`${child}_parents`, `${parent}_delete_${child}`, `${child}_reference_fixed`]) {
-            expect(names.has(name), name).toBe(true)
+            // 0023: blob_chunks' inserts are not checked (their one writer inserts them with their blobs).
+            expect(names.has(name), name).toBe(name !== "blob_chunks_parents")
           }
         }
         for (const key of restored) {
@@ -94,7 +97,7 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
         }
       }))
 
-    it.effect("an insert naming a missing organization, repository or blob fails, and inserts nothing", () =>
+    it.effect("an insert naming a missing organization or repository fails, and inserts nothing", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const { orgId, repoId } = yield* world
@@ -102,10 +105,7 @@ for (const [database, Database, options] of [["PGlite", Embedded, {}], ["Postgre
         yield* refused(sql`INSERT INTO chunks (org_id, hash, size) VALUES (${ghost}, ${hash}, 1)`)
         yield* refused(sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${ghost}, ${hash}, 1, 1)`)
         yield* refused(sql`INSERT INTO trees (org_id, hash, body) VALUES (${ghost}, ${hash}, '')`)
-        // One missing blob among existing ones is enough: the statement fails whole.
         yield* sql`INSERT INTO blobs (org_id, hash, size, chunk_count) VALUES (${orgId}, ${hash}, 1, 1)`
-        yield* refused(sql`INSERT INTO blob_chunks (org_id, blob_hash, seq, chunk_hash, byte_offset, size)
-          SELECT ${orgId}, b, 0, b, 0, 1 FROM unnest(${[hash, h("no such blob")]}::text[]) AS t(b)`)
         yield* refused(sql`INSERT INTO repo_blobs (repo_id, blob_hash) VALUES (${ghost}, ${hash})`)
         yield* refused(sql`INSERT INTO repo_trees (repo_id, tree_hash) VALUES (${ghost}, ${hash})`)
         yield* refused(sql`INSERT INTO object_uploads (repo_id, principal, hash) VALUES (${ghost}, 'user:me', ${hash})`)

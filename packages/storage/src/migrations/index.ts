@@ -27,6 +27,7 @@ import chunksFillfactor from "./0019_chunks_fillfactor.ts"
 import contentKeyChecks from "./0020_content_key_checks.ts"
 import deletedOrganizations from "./0021_deleted_organizations.ts"
 import mergePathForeignKeys from "./0022_merge_path_foreign_keys.ts"
+import blobChunksUnchecked from "./0023_blob_chunks_unchecked.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -50,5 +51,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0019_chunks_fillfactor": chunksFillfactor,
   "0020_content_key_checks": contentKeyChecks,
   "0021_deleted_organizations": deletedOrganizations,
-  "0022_merge_path_foreign_keys": mergePathForeignKeys
+  "0022_merge_path_foreign_keys": mergePathForeignKeys,
+  "0023_blob_chunks_unchecked": blobChunksUnchecked
 }
