@@ -28,6 +28,7 @@ import contentKeyChecks from "./0020_content_key_checks.ts"
 import deletedOrganizations from "./0021_deleted_organizations.ts"
 import mergePathForeignKeys from "./0022_merge_path_foreign_keys.ts"
 import blobChunksUnchecked from "./0023_blob_chunks_unchecked.ts"
+import pushRowsUncompressed from "./0024_push_rows_uncompressed.ts"
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_entity_runtime": entityRuntime,
@@ -52,5 +53,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0020_content_key_checks": contentKeyChecks,
   "0021_deleted_organizations": deletedOrganizations,
   "0022_merge_path_foreign_keys": mergePathForeignKeys,
-  "0023_blob_chunks_unchecked": blobChunksUnchecked
+  "0023_blob_chunks_unchecked": blobChunksUnchecked,
+  "0024_push_rows_uncompressed": pushRowsUncompressed
 }
