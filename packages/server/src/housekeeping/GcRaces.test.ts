@@ -143,6 +143,24 @@ const sequentialCases = (it: Vitest.MethodsNonLive<Services>) => {
       expect((yield* w.publish(fine)).success).toBe(true)
     }))
 
+  it.effect("the same with gc's marks in the organization (on other objects): a missing chunk is still found, intact objects publish", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const w = yield* world
+      // lockReferenced counts stored rows without asking gc_marks per row only when the organization has no mark.
+      for (const kind of ["blob", "chunk"]) {
+        yield* sql`INSERT INTO gc_marks (org_id, kind, hash) VALUES (${w.orgId}, ${kind}, ${"0".repeat(64)})`
+      }
+      const pending = yield* w.prepare("gone", { "g.txt": "swept under the push" })
+      const blob = blobHashOf(pending.built, "g.txt")
+      yield* sql`DELETE FROM chunks WHERE org_id = ${w.orgId} AND hash = ${blob}`
+      const refused = yield* Effect.flip(w.publish(pending))
+      expect(refused._tag).toBe("ObjectsMissing")
+      expect(yield* w.head("gone")).toBeNull()
+      const fine = yield* w.prepare("fine", { "f.txt": "kept" })
+      expect((yield* w.publish(fine)).success).toBe(true)
+    }))
+
   it.effect("a chunk swept between its upload's store and its grant is stored again (recordChunkUploads sees it gone)", () =>
     Effect.gen(function*() {
       const w = yield* world
