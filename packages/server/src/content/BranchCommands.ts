@@ -116,6 +116,14 @@ export const takeStaged = Effect.fnUntraced(function*(repoId: string, stagedId: 
   return (typeof body === "string" ? JSON.parse(body) : body) as { trees: ReadonlyArray<string>; blobs: ReadonlyArray<string> }
 })
 
+/** Whether the repository reaches no blob, its row locked (FOR NO KEY UPDATE) before the look, which is a statement of its own. */
+const reachesNoBlob = Effect.fnUntraced(function*(repoId: string) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`SELECT 1 FROM repositories WHERE id = ${repoId} FOR NO KEY UPDATE`
+  const [row] = yield* sql<{ reached: boolean }>`SELECT EXISTS (SELECT 1 FROM repo_blobs WHERE repo_id = ${repoId}) AS reached`
+  return row?.reached === false
+})
+
 /**
  * What the newly published commits reach: repository rows for access and size, organization rows for the quota.
  * The quota is checked on the chunks that become referenced for the first time in the organization.
@@ -129,8 +137,15 @@ export const account = Effect.fnUntraced(function*(
     yield* plannedFor(body.trees.length, sql`INSERT INTO repo_trees (repo_id, tree_hash) SELECT ${repo.id}, unnest(${[...body.trees]}::text[]) ON CONFLICT DO NOTHING`)
   }
   if (body.blobs.length === 0) return
-  const added = yield* plannedFor(body.blobs.length, sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
-    SELECT ${repo.id}, unnest(${[...body.blobs]}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`)
+  const blobs = [...new Set(body.blobs)]
+  // A repository that reaches no blob yet (its first push of files) has no row the new ones could conflict with:
+  // they go in without ON CONFLICT's speculative insertion (5,000 rows: 57 -> 39 ms of PGlite CPU). Its row is
+  // locked first, as the size update below locks it, so another publish to it waits and then sees these rows.
+  const first = blobs.length > 100 && (yield* reachesNoBlob(repo.id))
+  const added = yield* plannedFor(blobs.length, first
+    ? sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${repo.id}, unnest(${blobs}::text[]) RETURNING blob_hash`
+    : sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash)
+    SELECT ${repo.id}, unnest(${blobs}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`)
   if (added.length === 0) return
   const addedHashes = added.map((r) => r.blob_hash)
   yield* plannedFor(addedHashes.length, sql`UPDATE repositories SET
