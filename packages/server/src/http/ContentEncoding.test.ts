@@ -12,6 +12,7 @@ import {
   DECODE_BUDGET,
   DecodeShare,
   decodeBudgetInUse,
+  discardBody,
   MAX_RATIO,
   RATIO_FROM,
   ResponseCompressionLive,
@@ -103,6 +104,29 @@ it.effect("a body whose frame declares its size decodes into one buffer of that 
     expect(yield* decode(zstdCompressSync(Buffer.alloc(RATIO_FROM + MiB)), share)).toBe("BodyTooLarge")
     share.release()
     expect(decodeBudgetInUse()).toBe(start)
+  }))
+
+it.effect("discardBody frees a large decoded body's buffer at once (also through the router's modify); small ones and plain bodies are left", () =>
+  Effect.gen(function*() {
+    const share = new DecodeShare()
+    const plain = compressible(2 * MiB)
+    const request = zstdDecodedRequest(requestOf(zstdCompressSync(plain)), 64 * MiB, share).modify({ url: "/x" })
+    const [bytes] = Array.from(yield* Stream.runCollect(request.stream))
+    expect(Buffer.from(bytes!).equals(plain)).toBe(true)
+    discardBody(request)
+    expect((bytes!.buffer as ArrayBuffer).detached).toBe(true)
+    expect(bytes!.length).toBe(0)
+    // Read again, the body is empty, never someone else's bytes.
+    expect((yield* request.arrayBuffer).byteLength).toBe(0)
+
+    const small = zstdDecodedRequest(requestOf(zstdCompressSync(Buffer.from("small"))), MiB, share)
+    const smallBytes = new Uint8Array(yield* small.arrayBuffer)
+    discardBody(small)
+    expect(Buffer.from(smallBytes).toString()).toBe("small")
+    const raw = requestOf(plain)
+    discardBody(raw)
+    expect((yield* raw.arrayBuffer).byteLength).toBe(plain.length)
+    share.release()
   }))
 
 it.effect("a decoded body answers every accessor with the plain bytes, also after the router's modify", () =>

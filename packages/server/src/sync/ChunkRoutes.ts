@@ -17,7 +17,7 @@ import { storeUploaded } from "../content/ChunkUploads.ts"
 import { uploader } from "../path-permissions/DedupScope.ts"
 import { contentFailure } from "../content/ContentFailures.ts"
 import { CHUNK_UPLOAD_LIMIT } from "../http/BodyLimits.ts"
-import { isBodyTooLarge } from "../http/ContentEncoding.ts"
+import { discardBody, isBodyTooLarge } from "../http/ContentEncoding.ts"
 import { routeParams } from "../http/PathParams.ts"
 import { answer, readBody, routeRepository } from "../http/RawRoutes.ts"
 import { ChunkFetchRoutes } from "./ChunkFetchRoutes.ts"
@@ -110,6 +110,8 @@ const batch = HttpRouter.add("POST", "/api/:owner/:name/chunks/batch", answer(Ef
   )
   yield* Effect.try({ try: () => splitter.end(), catch: batchFailure })
   yield* flush
+  // Every chunk is stored: a zstd body's plain bytes go back now (ContentEncoding.discardBody), not at a full GC.
+  discardBody(request)
   return HttpServerResponse.jsonUnsafe({ ok: true, received: entries })
 })))
 
