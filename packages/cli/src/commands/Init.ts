@@ -124,11 +124,11 @@ export const clone = Effect.fn("Clone.run")(function*(remote: string, options: {
   const remoteRepo = repoRemote(connection, parsed.owner, parsed.name)
   // The pull goes out first, with the caller's own credential: nothing it asks depends on the calls below, whose
   // failures still come first (its own is seen only when the clone takes its answer). Its answer is decoded and
-  // checked (nothing written) while they are answered, and the files' first chunk requests go out as soon as it is:
+  // checked (nothing written) while they are answered, and the files' first chunk requests go out as soon as it is parsed:
   // the server reads those chunks while the checkout is made (their answers wait until the download takes them).
   let early: EarlyFetch | undefined
   const pulling = yield* Effect.forkChild(
-    checkFresh(pull(remoteRepo, Option.getOrElse(options.branch, () => "main"), null, ahead), (snapshot, wanted) => {
+    checkFresh((onParsed) => pull(remoteRepo, Option.getOrElse(options.branch, () => "main"), null, ahead, onParsed), (snapshot, wanted) => {
       early = fetchEarly(remoteRepo, snapshot, wanted)
     }),
     { startImmediately: true }

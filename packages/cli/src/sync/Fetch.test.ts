@@ -11,7 +11,8 @@ import * as path from "node:path"
 import { EMPTY_SNAPSHOT } from "../local/Commit.ts"
 import { openAt } from "../local/Workspace.ts"
 import { Objects } from "@grove/core"
-import type { PullAnswer } from "./Fetch.ts"
+import { failure } from "../Failures.ts"
+import type { OnParsed, PullAnswer } from "./Fetch.ts"
 import { checkFresh, materialize, storeFresh } from "./Fetch.ts"
 
 const HASH = "a".repeat(64)
@@ -139,6 +140,74 @@ describe("checkFresh", () => {
       const headless = yield* checked({ ...good, commits: [] })
       expect(codeOf(headless.exit)).toBe(`missing_object: commit ${good.head} is missing from the checkout (run grove pull)`)
       expect(headless.told).toEqual([])
+    }))
+})
+
+/** checkFresh of a pull that hands `json` to onParsed, then decodes to `answer` (or fails, as a refused decode does). */
+const parsedThen = (json: unknown, compact: boolean, answer: PullAnswer | undefined) =>
+  Effect.gen(function*() {
+    const order: Array<string> = []
+    const told: Array<{ readonly files: ReadonlyMap<string, unknown>; readonly wanted: ReadonlyArray<string> }> = []
+    let sent: boolean | undefined
+    const pulled = (onParsed: OnParsed) =>
+      Effect.suspend(() => {
+        sent = onParsed(json, compact)
+        order.push("decode")
+        return answer === undefined ? failure("the answer does not decode", "bad_response") : Effect.succeed(answer)
+      })
+    const exit = yield* Effect.exit(checkFresh(pulled, (files, wanted) => {
+      order.push("told")
+      told.push({ files, wanted: wanted.map((b) => b.hash) })
+    }))
+    return { exit, told, order, sent }
+  })
+
+describe("checkFresh from the answer as parsed", () => {
+  // A clone's chunk requests go out before the answer's decode (~60k values); one that does not decode still fails the
+  // clone, which stops them and removes its folder (nothing is placed before checkFresh is done).
+  it.effect("tells the files before the decode, plain or compact, and a refused decode still fails", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      const json = JSON.parse(JSON.stringify(good))
+      const plain = yield* parsedThen(json, false, good)
+      expect(plain.order).toEqual(["told", "decode"])
+      expect(plain.sent).toBe(true)
+      expect(Exit.isSuccess(plain.exit)).toBe(true)
+      if (!Exit.isSuccess(plain.exit)) return
+      expect(plain.told.length).toBe(1)
+      expect(plain.told[0]!.files).toBe(plain.exit.value.snapshot)
+      expect([...plain.exit.value.snapshot.keys()]).toEqual(["top/a.txt", "top/b.txt"])
+      expect(plain.told[0]!.wanted).toEqual(["a".repeat(64), "b".repeat(64)])
+      // Compact: one-chunk blobs without their chunk list; told with it put back.
+      const compact = yield* parsedThen({ ...json, blobs: json.blobs.map(({ hash, size }: { hash: string; size: number }) => ({ hash, size })) }, true, good)
+      expect(compact.order).toEqual(["told", "decode"])
+      expect(compact.told.map((t) => t.wanted)).toEqual([["a".repeat(64), "b".repeat(64)]])
+      const refused = yield* parsedThen(json, false, undefined)
+      expect(refused.order).toEqual(["told", "decode"])
+      expect(codeOf(refused.exit)).toBe("bad_response: the answer does not decode")
+      // Withheld blobs are not asked for.
+      const withheld = yield* parsedThen({ ...json, restricted_blobs: ["b".repeat(64)] }, false, good)
+      expect(withheld.told.map((t) => t.wanted)).toEqual([["a".repeat(64)]])
+    }))
+
+  it.effect("an answer not of the expected shape is told only once decoded and checked, as before", () =>
+    Effect.gen(function*() {
+      const good = pullAnswer()
+      const json = JSON.parse(JSON.stringify(good))
+      for (const odd of [null, [], "x", { ...json, trees: {} }, { ...json, head: 5 }, { ...json, trees: [...json.trees, null] }, { ...json, blobs: [null] }]) {
+        const { order, sent, exit, told } = yield* parsedThen(odd, false, good)
+        expect(sent).toBe(false)
+        expect(order).toEqual(["decode", "told"])
+        expect(Exit.isSuccess(exit)).toBe(true)
+        expect(told.map((t) => t.wanted)).toEqual([["a".repeat(64), "b".repeat(64)]])
+      }
+      // A cycle in the trees as sent: the walk gives up, the check refuses it.
+      const root = json.trees[0]
+      const cycle = { ...json, trees: [{ hash: root.hash, entries: [...root.entries, { name: "again", kind: "tree", hash: root.hash, mode: "tree" }] }, json.trees[1]] }
+      const looped = yield* parsedThen(cycle, false, cycle as PullAnswer)
+      expect(looped.sent).toBe(false)
+      expect(codeOf(looped.exit)).toMatch(/^bad_object: the server sent a bad tree: tree hash mismatch/)
+      expect(looped.told).toEqual([])
     }))
 })
 

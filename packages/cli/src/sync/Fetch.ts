@@ -79,7 +79,14 @@ export type PulledCommit = ApiPullCompact.CompactCommitData
 export type PullAnswer = Omit<ApiSync.PullResponse, "commits"> & { readonly commits: ReadonlyArray<PulledCommit> }
 
 /** `GET pull` for one branch (all of it without `since`), nothing checked or stored yet. */
-export const pull = (remote: RemoteRepo, branch: string, since: string | null, ahead?: PullAhead): Effect.Effect<PullAnswer, CliFailure> => {
+export const pull = (
+  remote: RemoteRepo,
+  branch: string,
+  since: string | null,
+  ahead?: PullAhead,
+  /** Given the answer as parsed, before its (~60k values') decode; true when it sent requests, which then go out first. */
+  onParsed?: OnParsed
+): Effect.Effect<PullAnswer, CliFailure> => {
   // A whole branch (a clone) downloads its files next: the capabilities its chunk requests need (squeezesHashLists)
   // come meanwhile.
   if (since === null && squeezesHashLists(remote.site)) askCapabilitiesEarly(remote.site, remote.token, COMPRESS_FROM)
@@ -100,20 +107,33 @@ export const pull = (remote: RemoteRepo, branch: string, since: string | null, a
         accept: ApiPullCompact.ACCEPT,
         sent
       })),
-    (answer) => decodePull(remote, answer.body, ApiPullCompact.isCompact(answer.headers["content-type"]))
+    (answer) => {
+      const compact = ApiPullCompact.isCompact(answer.headers["content-type"])
+      const json = parsePull(answer.body)
+      if (json === undefined) return failure(`unexpected answer from ${remote.site} (is it a Grove server of a compatible version?)`, "bad_response")
+      // Node writes requests sent now once this turn's work is done, on a new connection once the next poll sees it
+      // made: the decode waits that long (two turns of the event loop), so the server reads the chunks meanwhile.
+      if (onParsed?.(json.value, compact) === true) return Effect.andThen(Effect.andThen(Effect.yieldNow, Effect.yieldNow), decodePull(remote, json.value, compact))
+      return decodePull(remote, json.value, compact)
+    }
   )
 }
+
+/** See `pull`'s `onParsed`: the answer's JSON as parsed (nothing of it checked) and whether it is the compact form. */
+export type OnParsed = (json: unknown, compact: boolean) => boolean
 
 const pullDecoder = plainDecoder(ApiSync.PullResponse)
 const compactDecoder = plainDecoder(ApiPullCompact.CompactPullResponse)
 
-const decodePull = (remote: RemoteRepo, body: Uint8Array, compact: boolean): Effect.Effect<PullAnswer, CliFailure> => {
-  let json: unknown
+const parsePull = (body: Uint8Array): { readonly value: unknown } | undefined => {
   try {
-    json = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.length).toString("utf8"))
+    return { value: JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.length).toString("utf8")) }
   } catch {
-    return failure(`unexpected answer from ${remote.site} (is it a Grove server of a compatible version?)`, "bad_response")
+    return undefined
   }
+}
+
+const decodePull = (remote: RemoteRepo, json: unknown, compact: boolean): Effect.Effect<PullAnswer, CliFailure> => {
   if (!compact) {
     const decoded = pullDecoder === undefined ? REFUSED : pullDecoder(json)
     // Refused (or no plain decoder): the schema's own decoder, which says what is wrong.
@@ -152,26 +172,35 @@ export interface FreshBranch {
  * known from the answer's own trees. Nothing is written, so a clone runs this while its other first calls are answered.
  */
 export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
-  pulled: Effect.Effect<PullAnswer, CliFailure>,
+  /** The pull, or how to make it given an `onParsed` (then the files are told from the answer as parsed, see below). */
+  pulled: Effect.Effect<PullAnswer, CliFailure> | ((onParsed: OnParsed) => Effect.Effect<PullAnswer, CliFailure>),
   /**
    * Told the blobs the download of a new checkout wants (see `freshWanted`) as soon as the history is checked and the
    * head's files are known: a clone asks for their chunks while it makes the checkout.
    */
   onFiles?: (snapshot: Snapshot, wanted: ReadonlyArray<IncomingBlob>) => void
 ) {
-  const answer = yield* pulled
+  // The chunk requests go out before the answer is decoded and its trees and commits are checked (~60-90 ms of a
+  // clone's CPU the server would wait through): their answers are held until the download takes them, after this
+  // check, so a bad answer still fails here with nothing placed (the clone then stops them). The head's files as the
+  // trees were sent are the checked trees' files once the checks pass (same trees, same walk).
+  let sent: Snapshot | undefined
+  const answer = yield* (typeof pulled !== "function" ? pulled : pulled((json, compact) => {
+    const parsed = onFiles === undefined ? undefined : parsedFiles(json, compact)
+    if (parsed === undefined || parsed.snapshot.size === 0) return false
+    sent = parsed.snapshot
+    onFiles!(parsed.snapshot, parsed.wanted)
+    return true
+  }))
   const head = answer.head === null ? undefined : answer.commits.find((commit) => commit.hash === answer.head)
-  // The chunk requests go out before the trees and commits are checked (~20-30 ms of a clone's CPU the server would
-  // wait through): their answers are held until the download takes them, after this check, so a bad answer still
-  // fails here with nothing placed (the clone then stops them). The head's files as the trees were sent are the
-  // checked trees' files once the check passes (same trees, same walk).
-  const sent = onFiles !== undefined && head !== undefined ? uncheckedFiles(answer.trees, head.manifest_hash) : undefined
-  if (sent !== undefined && sent.size > 0) {
-    onFiles!(sent, freshWanted(sent, answer.blobs, new Set(answer.restricted_blobs ?? [])))
-    // Node writes them once this turn's work is done, on a new connection once the next poll sees it made: the check
-    // waits that long (two turns of the event loop), so the server reads the chunks meanwhile.
-    yield* Effect.yieldNow
-    yield* Effect.yieldNow
+  if (sent === undefined && onFiles !== undefined && head !== undefined) {
+    sent = uncheckedFiles(answer.trees, head.manifest_hash)
+    if (sent !== undefined && sent.size > 0) {
+      onFiles(sent, freshWanted(sent, answer.blobs, new Set(answer.restricted_blobs ?? [])))
+      // Written once the event loop turns (see `pull`).
+      yield* Effect.yieldNow
+      yield* Effect.yieldNow
+    }
   }
   // Checked before the checked trees are walked: a tree whose hash is not its content could make that walk endless (a cycle).
   const trees = yield* checkHistory(answer)
@@ -187,6 +216,30 @@ export const checkFresh = Effect.fn("Fetch.checkFresh")(function*(
   }
   return { answer, trees, snapshot } satisfies FreshBranch
 })
+
+/**
+ * A whole branch's head files and the blobs a new checkout of them downloads, from its pull answer as parsed, before
+ * the decode: what `uncheckedFiles` and `freshWanted` give for the decoded answer when the decode passes (it checks
+ * and keeps these values as they are). Undefined when the answer is not of the expected shape (the decode then says
+ * what is wrong) or its trees cannot be walked unchecked.
+ */
+const parsedFiles = (json: unknown, compact: boolean): { readonly snapshot: Snapshot; readonly wanted: Array<IncomingBlob> } | undefined => {
+  try {
+    const answer = json as Partial<PullAnswer> | null
+    if (typeof answer !== "object" || answer === null || !Array.isArray(answer.commits) || !Array.isArray(answer.trees) || !Array.isArray(answer.blobs)) return undefined
+    if (typeof answer.head !== "string") return undefined
+    const head = answer.commits.find((commit) => commit?.hash === answer.head)
+    if (typeof head?.manifest_hash !== "string" || !answer.trees.every((tree) => Array.isArray(tree?.entries))) return undefined
+    const snapshot = uncheckedFiles(answer.trees, head.manifest_hash)
+    if (snapshot === undefined) return undefined
+    const blobs = compact ? ApiPullCompact.expandBlobs(answer.blobs as ReadonlyArray<ApiPullCompact.CompactBlobData>) : answer.blobs
+    const restricted = Array.isArray(answer.restricted_blobs) ? answer.restricted_blobs : []
+    return { snapshot, wanted: freshWanted(snapshot, blobs, new Set(restricted)) }
+  } catch {
+    // A value of another shape somewhere: the decode refuses it.
+    return undefined
+  }
+}
 
 /**
  * The files under `root` in trees not checked yet, or undefined when the walk fails or reads more entries than the
