@@ -130,7 +130,9 @@ const reachesNoBlob = Effect.fnUntraced(function*(repoId: string) {
  */
 export const account = Effect.fnUntraced(function*(
   repo: RepositoryRecord,
-  body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }
+  body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> },
+  /** The bytes of every blob of `body.blobs` (each once), when the caller knows them: the size needs no lookup if all are new here. */
+  blobBytes?: number
 ) {
   const sql = yield* SqlClient.SqlClient
   if (body.trees.length > 0) {
@@ -148,10 +150,15 @@ export const account = Effect.fnUntraced(function*(
     SELECT ${repo.id}, unnest(${blobs}::text[]) ON CONFLICT DO NOTHING RETURNING blob_hash`)
   if (added.length === 0) return
   const addedHashes = added.map((r) => r.blob_hash)
-  yield* plannedFor(addedHashes.length, sql`UPDATE repositories SET
-    size_bytes = size_bytes + (SELECT coalesce(sum(size), 0) FROM blobs WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[])),
-    object_count = object_count + ${addedHashes.length}
-    WHERE id = ${repo.id}`)
+  if (blobBytes !== undefined && addedHashes.length === blobs.length) {
+    yield* sql`UPDATE repositories SET size_bytes = size_bytes + ${blobBytes}, object_count = object_count + ${addedHashes.length}
+      WHERE id = ${repo.id}`
+  } else {
+    yield* plannedFor(addedHashes.length, sql`UPDATE repositories SET
+      size_bytes = size_bytes + (SELECT coalesce(sum(size), 0) FROM blobs WHERE org_id = ${repo.orgId} AND hash = ANY(${addedHashes}::text[])),
+      object_count = object_count + ${addedHashes.length}
+      WHERE id = ${repo.id}`)
+  }
   // The chunks of the blobs this repository reaches for the first time, not yet referenced in the organization,
   // now count. Only the chunks' `referenced` mark counts: a blob is referenced exactly when its chunks
   // are (a chunk never goes back to unreferenced, and is not swept while a blob maps it), so a mark on blobs only
@@ -188,8 +195,7 @@ export const publishPrepared = Effect.fnUntraced(function*(
   repo: RepositoryRecord,
   body: { readonly trees: ReadonlyArray<string>; readonly blobs: ReadonlyArray<string> }
 ) {
-  yield* lockReferenced(repo.orgId, body.blobs)
-  yield* account(repo, body)
+  yield* account(repo, body, yield* lockReferenced(repo.orgId, body.blobs))
 })
 
 const CONFLICT_MESSAGE = "Conflict: remote head has changed. Pull first."

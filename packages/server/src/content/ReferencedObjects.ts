@@ -27,33 +27,40 @@ export class ObjectsMissing extends Schema.TaggedError<ObjectsMissing>()("Object
  * snapshot: as if each row's NOT EXISTS were true), the stored rows are counted without asking gc_marks per row
  * (a 5,000-blob push asked 10,000 times); CASE evaluates only the branch it takes.
  */
-const counted = (sql: SqlClient.SqlClient, table: "blobs" | "chunks", source: string) =>
-  sql`CASE WHEN (SELECT marked FROM org_marks) THEN (SELECT count(*) FROM ${sql.literal(source)} w JOIN ${sql(table)} o ON o.org_id = w.org_id AND o.hash = w.hash
-    WHERE NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = ${table === "blobs" ? "blob" : "chunk"} AND m.hash = o.hash))
-    ELSE (SELECT count(*) FROM ${sql.literal(source)} w JOIN ${sql(table)} o ON o.org_id = w.org_id AND o.hash = w.hash) END`
+const unmarked = (sql: SqlClient.SqlClient, kind: "blob" | "chunk", stored: string) =>
+  sql`CASE WHEN (SELECT marked FROM org_marks) THEN (SELECT count(*) FROM ${sql.literal(stored)} o
+    WHERE NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = o.org_id AND m.kind = ${kind} AND m.hash = o.hash))
+    ELSE (SELECT count(*) FROM ${sql.literal(stored)}) END`
 const locked = (sql: SqlClient.SqlClient, table: "blobs" | "chunks", source: string) =>
   sql`SELECT o.hash FROM ${sql.literal(source)} w JOIN ${sql(table)} o ON o.org_id = w.org_id AND o.hash = w.hash
     JOIN gc_marks m ON m.org_id = o.org_id AND m.kind = ${table === "blobs" ? "blob" : "chunk"} AND m.hash = o.hash FOR KEY SHARE OF o`
 
-/** Locks the blobs `hashes` and every chunk they map to where gc marked them; fails with ObjectsMissing when one of them is gone. */
+/**
+ * Locks the blobs `hashes` and every chunk they map to where gc marked them; fails with ObjectsMissing when one of them
+ * is gone. Answers the blobs' bytes (each hash once), which the publish's size accounting can take (BranchCommands).
+ */
 export const lockReferenced = Effect.fnUntraced(function*(orgId: string, hashes: ReadonlyArray<string>) {
   const sql = yield* SqlClient.SqlClient
   const blobs = [...new Set(hashes)]
-  if (blobs.length === 0) return
-  // Counts only: the push's hashes are not sent back.
-  const [counts] = yield* plannedFor(blobs.length, sql<{ blobs: string; chunks: string; wanted: string }>`WITH
+  if (blobs.length === 0) return 0
+  // Counts only: the push's hashes are not sent back. The stored blobs are found once (their count and bytes);
+  // the stored chunks are counted in whichever branch runs.
+  const [counts] = yield* plannedFor(blobs.length, sql<{ blobs: string; chunks: string; wanted: string; bytes: string }>`WITH
     pushed AS (SELECT ${orgId}::uuid AS org_id, hash FROM unnest(${blobs}::text[]) AS g(hash)),
     org_marks AS (SELECT EXISTS (SELECT 1 FROM gc_marks WHERE org_id = ${orgId}::uuid) AS marked),
+    stored_blobs AS MATERIALIZED (SELECT o.org_id, o.hash, o.size FROM pushed w JOIN blobs o ON o.org_id = w.org_id AND o.hash = w.hash),
     marked_blobs AS (${locked(sql, "blobs", "pushed")}),
     wanted AS (SELECT DISTINCT bc.org_id, bc.chunk_hash AS hash FROM pushed p
       JOIN blob_chunks bc ON bc.org_id = p.org_id AND bc.blob_hash = p.hash),
+    stored_chunks AS NOT MATERIALIZED (SELECT o.org_id, o.hash FROM wanted w JOIN chunks o ON o.org_id = w.org_id AND o.hash = w.hash),
     marked_chunks AS (${locked(sql, "chunks", "wanted")})
-    SELECT (${counted(sql, "blobs", "pushed")} + (SELECT count(*) FROM marked_blobs))::text AS blobs,
-      (${counted(sql, "chunks", "wanted")} + (SELECT count(*) FROM marked_chunks))::text AS chunks,
-      (SELECT count(*) FROM wanted)::text AS wanted`)
+    SELECT (${unmarked(sql, "blob", "stored_blobs")} + (SELECT count(*) FROM marked_blobs))::text AS blobs,
+      (${unmarked(sql, "chunk", "stored_chunks")} + (SELECT count(*) FROM marked_chunks))::text AS chunks,
+      (SELECT count(*) FROM wanted)::text AS wanted,
+      (SELECT coalesce(sum(size), 0) FROM stored_blobs)::text AS bytes`)
   const missingBlobs = blobs.length - Number(counts?.blobs ?? 0)
   const missingChunks = Number(counts?.wanted ?? 0) - Number(counts?.chunks ?? 0)
-  if (missingBlobs === 0 && missingChunks === 0) return
+  if (missingBlobs === 0 && missingChunks === 0) return Number(counts?.bytes ?? 0)
   // The failure path only: name one missing object for the message.
   const example = yield* plannedFor(blobs.length, sql<{ hash: string }>`SELECT g.hash FROM unnest(${blobs}::text[]) AS g(hash)
       WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.org_id = ${orgId} AND b.hash = g.hash)
