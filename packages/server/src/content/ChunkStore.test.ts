@@ -8,18 +8,16 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Frames from "@grove/core/objects/Frames"
 import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomBytes, randomUUID } from "node:crypto"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
 import { zstdCompressSync } from "node:zlib"
 import { asArrived, ChunkStore, INLINE_MAX, namespaceOf, packBytes } from "./ChunkStore.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Live = ChunkStore.layer.pipe(
-  Layer.provideMerge(ObjectStoreLocal.layer({ root: mkdtempSync(path.join(tmpdir(), "grove-chunkstore-")) }).pipe(Layer.orDie)),
+  Layer.provideMerge(ObjectStoreLocal.layer({ root: tempDirectory("grove-chunkstore-") }).pipe(Layer.orDie)),
   Layer.provideMerge(Db)
 )
 

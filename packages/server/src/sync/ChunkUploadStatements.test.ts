@@ -7,12 +7,10 @@
 import { expect, layer } from "@effect/vitest"
 import * as Blake3 from "@grove/core/objects/Blake3"
 import { Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomBytes, randomUUID } from "node:crypto"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import * as path from "node:path"
 import { countedDatabase } from "../merges/MergeFixtures.testing.ts"
 import { ChunkStore, INLINE_MAX } from "../content/ChunkStore.ts"
 import { storeUploaded } from "../content/ChunkUploads.ts"
@@ -21,7 +19,7 @@ import { ContentObjects } from "../content/ContentObjects.ts"
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
 const Live = Layer.mergeAll(ChunkStore.layer, ContentObjects.layer).pipe(
-  Layer.provideMerge(ObjectStoreLocal.layer({ root: mkdtempSync(path.join(tmpdir(), "grove-chunkuploads-")) }).pipe(Layer.orDie)),
+  Layer.provideMerge(ObjectStoreLocal.layer({ root: tempDirectory("grove-chunkuploads-") }).pipe(Layer.orDie)),
   Layer.provideMerge(Db)
 )
 
