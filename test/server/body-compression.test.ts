@@ -196,21 +196,32 @@ describe("zstd request bodies", () => {
     expect(stored[1]).toEqual(stored[0])
     expect(stored[2]).toEqual(stored[0])
 
-    // Bodies that say zstd and are not (garbage; a frame cut short; plain frames): 400 invalid_batch, nothing stored.
+    // Bodies that say zstd and are not (garbage; a frame cut short; plain frames; bytes after the frame: node's decoder
+    // took the first frame alone, 200 received 1): 400 invalid_batch, nothing stored.
     await newRepo("badzstd")
-    const other = [Buffer.from("not a batch that has anything to do with the chunks")]
+    const other = [Buffer.from("not a batch that has anything to do with the chunks"), noise(300_000, 7)]
+    const firstFrame = zstdCompressSync(bare([{ data: other[0]!, zstd: false }]))
     for (const [what, body] of [
       ["garbage", Buffer.from("not zstd at all, not frames either")],
       ["truncated", wholeBody.subarray(0, wholeBody.length - 7)],
-      ["plain frames", bare(other.map((d) => ({ data: d, zstd: false })))]
+      ["plain frames", bare(other.map((d) => ({ data: d, zstd: false })))],
+      ["two frames", Buffer.concat([firstFrame, zstdCompressSync(bare([{ data: other[1]!, zstd: false }]))])],
+      ["a frame and junk", Buffer.concat([firstFrame, Buffer.from("junk after the frame")])]
     ] as const) {
       const answer = await send("POST", "/zoe/badzstd/chunks/batch", body, { ...BARE, "content-encoding": "zstd" })
       const error = JSON.parse(answer.body.toString())
       expect({ what, status: answer.status, code: error.code, error: isErrorBody(error) }).toEqual({ what, status: 400, code: "invalid_batch", error: true })
       expect(error.error).toMatch(/zstd/)
     }
-    const check = await send("POST", "/zoe/badzstd/chunks/check", Buffer.from(JSON.stringify({ hashes: [Blake3.hash(other[0]!)] })), { "content-type": "application/json", connection: "close" })
-    expect(jsonOf(check).missing.map((m: { hash: string }) => m.hash)).toEqual([Blake3.hash(other[0]!)])
+    const otherHashes = other.map((d) => Blake3.hash(d))
+    const check = await send("POST", "/zoe/badzstd/chunks/check", Buffer.from(JSON.stringify({ hashes: otherHashes })), { "content-type": "application/json", connection: "close" })
+    expect(jsonOf(check).missing.map((m: { hash: string }) => m.hash)).toEqual(otherHashes)
+    // A JSON route alike: a second frame or junk after the body's frame is refused, not dropped.
+    const json = zstd({ hashes: otherHashes })
+    for (const [what, body] of [["two frames", Buffer.concat([json, zstd("{}")])], ["a frame and junk", Buffer.concat([json, Buffer.from("junk")])]] as const) {
+      const answer = await send("POST", "/zoe/badzstd/chunks/check", body, { ...ZSTD_JSON, connection: "close" })
+      expect({ what, status: answer.status, error: isErrorBody(JSON.parse(answer.body.toString())) }).toEqual({ what, status: 400, error: true })
+    }
   }, 180_000)
 
   it("a zstd bomb answers 413 at the route's limit (1 MiB route, the 256 MiB push, chunk batch and fetch, a body without a length); bytes that are not zstd answer 400", async () => {

@@ -188,6 +188,39 @@ it.effect("a streamed body past 64x its Content-Length is refused; one past the 
     expect(decodeBudgetInUse()).toBe(0)
   }))
 
+it.effect("bytes after a body's zstd frame (a second frame, junk) are refused as not valid zstd, read whole or as it arrives", () =>
+  Effect.gen(function*() {
+    const share = new DecodeShare()
+    const reason = (request: HttpServerRequest.HttpServerRequest) =>
+      zstdDecodedRequest(request, 64 * MiB, share).arrayBuffer.pipe(
+        Effect.map((bytes) => Buffer.from(bytes).toString()),
+        Effect.catch((error) =>
+          Effect.succeed(HttpServerError.isHttpServerError(error) && error.reason._tag === "RequestParseError" ? error.reason.description : "other")
+        )
+      )
+    const first = zstdCompressSync(Buffer.from("hello ".repeat(1000)))
+    const refused = "the body is not valid zstd: bytes after its frame"
+    for (const [what, body] of [["two frames", Buffer.concat([first, zstdCompressSync(Buffer.from("world"))])], ["a frame and junk", Buffer.concat([first, Buffer.from("garbage!!")])]] as const) {
+      // Node's decoder took the first frame and dropped the rest: "hello " x 1000 answered for the whole body.
+      expect({ what, whole: yield* reason(requestOf(body)) }).toEqual({ what, whole: refused })
+      for (const sizes of [[body.length], [7, 16], [first.length - 3, 64]]) {
+        expect({ what, sizes, streamed: yield* reason(streamedRequest(body, sizes).request) }).toEqual({ what, sizes, streamed: refused })
+      }
+    }
+    expect(yield* reason(streamedRequest(first, [7, 16]).request)).toBe("hello ".repeat(1000))
+    // node's one-shot compressor ends a sized body with an empty frame (9 bytes): let through, also when the body's
+    // first write would have cut it (its last bytes are held for the last write).
+    const sized = zstdCompressSync(compressible(5 * MiB + 123))
+    expect(sized.subarray(-9).toString("hex")).toBe("28b52ffd2000010000")
+    for (const sizes of [[sized.length], [sized.length - 5, 64], [64 * 1024]]) {
+      const bytes = yield* zstdDecodedRequest(streamedRequest(sized, sizes).request, 64 * MiB, share).arrayBuffer
+      expect({ sizes, length: bytes.byteLength }).toEqual({ sizes, length: 5 * MiB + 123 })
+    }
+    expect(yield* reason(streamedRequest(Buffer.concat([sized, Buffer.from("junk")]), [sized.length - 5, 64]).request)).toBe(refused)
+    share.release()
+    expect(decodeBudgetInUse()).toBe(0)
+  }))
+
 it.effect("discardBody frees a large decoded body's buffer at once (also through the router's modify); small ones and plain bodies are left", () =>
   Effect.gen(function*() {
     const share = new DecodeShare()

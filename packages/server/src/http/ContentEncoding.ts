@@ -80,7 +80,8 @@ export class DecodeShare {
   }
 }
 
-type Refusal = "too_large" | "ratio" | "busy"
+/** `trailing`: bytes after the body's frame (but empty frames), which node's decoder would drop unread. */
+type Refusal = "too_large" | "ratio" | "busy" | "trailing"
 
 /** The most bytes a zstd frame's header takes (RFC 8878 3.1.1: magic 4, descriptor 1, window 1, dictionary 4, size 8). */
 const FRAME_HEADER_MAX = 18
@@ -89,6 +90,30 @@ const FRAME_HEADER_MAX = 18
  * a 1.4 MB body in 64 KiB writes cost ~1.8 ms more CPU than in one, in 512 KiB ones ~0.4 (this machine).
  */
 const WRITE_FROM = 512 * 1024
+/** An empty zstd frame's most bytes (magic 4, header 2-14, an empty last block 3, checksum 4): a body's last ones go in its last write. */
+const EMPTY_FRAME_MAX = 25
+
+/**
+ * Whether `bytes` are zstd frames that hold nothing: node's one-shot compressor (`zstdCompress`, what grove's senders
+ * use) ends a body whose size it was told with one (`28 b5 2f fd 20 00 01 00 00`).
+ */
+const emptyFrames = (bytes: Uint8Array): boolean => {
+  let at = 0
+  while (at < bytes.length) {
+    const descriptor = bytes[at + 4]
+    if (descriptor === undefined || bytes[at] !== 0x28 || bytes[at + 1] !== 0xb5 || bytes[at + 2] !== 0x2f || bytes[at + 3] !== 0xfd) return false
+    const single = (descriptor >> 5) & 1
+    const sizeBytes = [single, 2, 4, 8][descriptor >> 6]!
+    // Reserved bit set, or a 2-byte content size (it counts from 256: never empty).
+    if ((descriptor & 0x08) !== 0 || sizeBytes === 2) return false
+    let p = at + 5 + (single === 1 ? 0 : 1) + [0, 1, 2, 4][descriptor & 3]!
+    for (const end = p + sizeBytes; p < end; p++) if (bytes[p] !== 0) return false
+    // One last raw block of no bytes, then the checksum if the frame has one.
+    if (bytes[p] !== 1 || bytes[p + 1] !== 0 || bytes[p + 2] !== 0) return false
+    at = p + 3 + ((descriptor >> 2) & 1) * 4
+  }
+  return at === bytes.length
+}
 
 /**
  * The plain size to decode into one buffer: what the body's (first) frame declares, when that is within the limit and
@@ -122,6 +147,9 @@ class Inflation {
   /** Parts not yet handed to zstd: until they hold a frame's header, then until they make a `WRITE_FROM` write. */
   private readonly pending: Array<Uint8Array> = []
   private pendingBytes = 0
+  /** The compressed bytes handed to zstd, to tell at the end whether it used them all, and the last write. */
+  private written = 0
+  private lastWrite: Uint8Array | undefined
   private readonly parts: Array<Buffer> = []
   private size = 0
   private prepaid = 0
@@ -147,7 +175,8 @@ class Inflation {
     this.pending.push(part)
     this.pendingBytes += part.length
     if (this.inflate === undefined && (this.pendingBytes >= FRAME_HEADER_MAX || this.pendingBytes >= this.compressedSize)) this.start()
-    if (this.pendingBytes >= WRITE_FROM) this.flush()
+    // A body's last bytes are held for its last write: a frame's end there, what follows it is in that write.
+    if (this.pendingBytes >= WRITE_FROM && this.compressedSize - this.written - this.pendingBytes >= EMPTY_FRAME_MAX) this.flush()
   }
 
   end(): void {
@@ -174,6 +203,7 @@ class Inflation {
   private finish(outcome: Effect.Effect<Buffer, Refusal | Error>) {
     if (this.outcome !== undefined) return
     this.outcome = outcome
+    this.lastWrite = undefined
     this.resume?.(outcome)
   }
 
@@ -183,10 +213,24 @@ class Inflation {
     this.finish(Effect.fail(why))
   }
 
+  /**
+   * Whether zstd left bytes unused: node's decoder ends at a frame's end and drops the rest of that write (a second
+   * frame, junk) without a word, so a body would be taken as its first frame only (a batch's later chunks lost).
+   * Grove's senders write one frame (and an empty one): that one is let through, anything else refused.
+   */
+  private trailing(): boolean {
+    const unused = this.written - (this.inflate?.bytesWritten ?? 0)
+    if (unused <= 0) return false
+    const last = this.lastWrite
+    return last === undefined || unused > last.length || !emptyFrames(last.subarray(last.length - unused))
+  }
+
   /** The pending parts to zstd, as one write (each write is a trip to the thread pool). */
   private flush() {
     if (this.inflate === undefined || this.outcome !== undefined || this.pendingBytes === 0) return
-    this.inflate.write(this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes))
+    this.lastWrite = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
+    this.inflate.write(this.lastWrite)
+    this.written += this.pendingBytes
     this.pending.length = 0
     this.pendingBytes = 0
   }
@@ -211,7 +255,7 @@ class Inflation {
       this.parts.push(part)
     })
     inflate.on("error", (error) => this.finish(Effect.fail(error)))
-    inflate.on("end", () => this.finish(Effect.succeed(joined(this.parts, this.size))))
+    inflate.on("end", () => this.trailing() ? this.refuse("trailing") : this.finish(Effect.succeed(joined(this.parts, this.size))))
   }
 }
 
@@ -281,6 +325,8 @@ export const zstdDecodedRequest = (
             ? parseError(request, "BodyTooLarge", `the decompressed body must be at most ${limit} bytes`)
             : error === "ratio"
             ? parseError(request, "BodyTooLarge", `the body decompresses to more than ${MAX_RATIO} times its size`)
+            : error === "trailing"
+            ? parseError(request, "Parse", "the body is not valid zstd: bytes after its frame")
             : error === "busy"
             // BodyLimits answers 503 for it (share.busy), whatever the handler makes of this.
             ? parseError(request, "Parse", "too many compressed bodies are being decoded")
