@@ -8,13 +8,11 @@
 import { Outbox } from "@grove/bus"
 import type { Entity } from "@grove/bus"
 import { Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { type Built, buildCommit, type Files, inlineBlobs, pushBody } from "../../../../test/support/content.ts"
 import { push } from "./BranchCommands.ts"
 import { storeUploaded } from "./ChunkUploads.ts"
@@ -26,7 +24,7 @@ import { repositoryRows } from "../entities/Commands.testing.ts"
 
 const { traffic, layer: Counted } = countedDatabase()
 const Db = Migrations.layer.pipe(Layer.provideMerge(Counted), Layer.orDie)
-const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-push-prep-")) }).pipe(Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: tempDirectory("grove-push-prep-") }).pipe(Layer.orDie)
 const Services = Layer.mergeAll(ContentObjects.layer, ChunkStore.layer).pipe(Layer.provideMerge(Layer.merge(Db, Store)))
 
 /** A directory of 40 files beside another one: what a one-file push's directories hold. */

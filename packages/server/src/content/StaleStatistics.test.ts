@@ -7,13 +7,13 @@
  * (n² is 36 times; measured ~5 now, ~20 and more on the old statements).
  */
 import { DbEmbedded, DbPostgres, Migrations, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { createHash, randomUUID } from "node:crypto"
 import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startPostgres } from "../../../../scripts/infra/postgres.ts"
 import { repositoryColumns, type RepositoryRecord } from "../access/RepositoryRecord.ts"
@@ -23,6 +23,9 @@ import { lockReferenced } from "./ReferencedObjects.ts"
 import { makeUploadGrants } from "./UploadGrants.ts"
 import { chunkOwners, locateReachable, reachableChunks } from "./ChunkReads.ts"
 import { ChunkStore } from "./ChunkStore.ts"
+
+/** The object-store roots the cases make, removed after the file. */
+const staleRoot = tempDirectory("grove-stale-")
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
 const Objects = ContentObjects.layer.pipe(Layer.provideMerge(Db))
@@ -310,7 +313,7 @@ for (const [database, Database, options] of [["PGlite", Db, {}], ["PostgreSQL", 
     // PostgreSQL 15 read the organization's chunks per slice (6.8 vs 119 ms).
     it.effect("ChunkStore.locate of a slice costs the slice, not the organization's other chunks", () =>
       Effect.gen(function*() {
-        const objectStore = ObjectStoreLocal.layer({ root: mkdtempSync(join(tmpdir(), "grove-stale-")) })
+        const objectStore = ObjectStoreLocal.layer({ root: mkdtempSync(join(staleRoot, "store-")) })
         const store = yield* Effect.provide(Effect.gen(function*() { return yield* ChunkStore }), ChunkStore.layer.pipe(Layer.provide(objectStore)))
         yield* sliceCosts("ChunkStore.locate", false, (org) => Effect.map(store.locate(org.orgId, org.ask), (found) => found.size))
       }), 300_000)

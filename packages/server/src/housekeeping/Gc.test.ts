@@ -7,18 +7,16 @@
  * renews its old grant, so a push re-sending it is not undercut by a mark.
  */
 import { DbEmbedded, Migrations, ObjectStore, ObjectStoreLocal } from "@grove/storage"
+import { tempDirectory } from "@grove/storage/TempDirectory.testing"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { createHash, randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { ContentObjects } from "../content/ContentObjects.ts"
 import { runGc } from "./GcRun.ts"
 
 const Db = Migrations.layer.pipe(Layer.provideMerge(DbEmbedded.layer({})), Layer.orDie)
-const Store = ObjectStoreLocal.layer({ root: fs.mkdtempSync(path.join(os.tmpdir(), "grove-gc-unit-")) }).pipe(Layer.orDie)
+const Store = ObjectStoreLocal.layer({ root: tempDirectory("grove-gc-unit-") }).pipe(Layer.orDie)
 
 const h = (label: string) => createHash("sha256").update(label).digest("hex")
 const SETTINGS = { graceMs: 3_600_000, retention: {} }
