@@ -33,6 +33,12 @@ const READ_CHUNK = 256 * 1024
 /** Temp files older than this at start are leftovers of a crash. */
 const STALE_TEMP_MS = 60 * 60 * 1000
 
+/** A put's link that found its fan-out directory removed by a concurrent delete is tried this many times. */
+const LINK_ATTEMPTS = 8
+
+/** Removes `dir` if empty; fails (ENOTEMPTY, ENOENT) otherwise, which stops the caller's climb. */
+const removeEmpty = (dir: string) => fs.rmdir(dir)
+
 const errnoCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
     ? error.code
@@ -95,12 +101,16 @@ const makeWithFiles = Effect.fn("ObjectStoreLocal.make")(function*(options: Obje
 
       const target = objectPath(key)
       const created = yield* attempt("put", key, async () => {
-        await fs.mkdir(path.dirname(target), { recursive: true })
-        try {
-          await fs.link(tmp, target)
-        } catch (error) {
-          if (errnoCode(error) === "EEXIST") return false
-          throw error
+        // A delete may remove a fan-out directory (it emptied it) within the mkdir or before the link: made again then.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await fs.mkdir(path.dirname(target), { recursive: true })
+            await fs.link(tmp, target)
+            break
+          } catch (error) {
+            if (errnoCode(error) === "EEXIST") return false
+            if (errnoCode(error) !== "ENOENT" || attempt === LINK_ATTEMPTS) throw error
+          }
         }
         await syncDirectory(path.dirname(target))
         return true
@@ -144,6 +154,9 @@ const makeWithFiles = Effect.fn("ObjectStoreLocal.make")(function*(options: Obje
     const key = yield* validateKey("delete", rawKey)
     const file = objectPath(key)
     yield* attempt("delete", key, () => fs.rm(file, { force: true }))
+    // The fan-out directories it emptied go too (a gc that empties a namespace leaves none): rmdir removes only an
+    // empty one, so a put's object is never lost; a put that finds its directory gone makes it again.
+    yield* Effect.promise(() => removeEmpty(path.dirname(file)).then(() => removeEmpty(path.dirname(path.dirname(file)))).catch(() => undefined))
     // After the unlink, so a descriptor opened meanwhile is dropped too: the space is freed and new reads miss.
     openFiles.forget(file)
   })

@@ -32,6 +32,41 @@ objectStoreContract("local filesystem", TestLayer, {}, (it) => {
       assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(path.join(root, ".tmp"))), [])
     }))
 
+  it.effect("a delete removes the fan-out directories it emptied, never one still holding an object; puts beside deletes all land", () =>
+    Effect.gen(function*() {
+      const store = yield* ObjectStore
+      const root = yield* Root
+      const ns = path.join(root, "fans")
+      const list = () => Effect.promise(() => fs.readdir(ns, { recursive: true }))
+      const [a, b] = [randomBytes(100), randomBytes(100)]
+      // Two objects in one fan-out: the first delete leaves the directory, the second removes both levels.
+      const keyA = keyFor(a, "fans")
+      const keyB = { namespace: "fans", hash: keyA.hash.slice(0, 4) + keyFor(b).hash.slice(4) }
+      yield* store.put(keyA, Stream.succeed(a))
+      yield* store.put(keyB, Stream.succeed(b))
+      yield* store.delete(keyA)
+      assert.deepStrictEqual((yield* list()).length, 3)
+      yield* store.delete(keyB)
+      assert.deepStrictEqual(yield* list(), [])
+      // Puts and deletes of other keys in the same fan-out at once: every put lands and reads back.
+      const prefix = keyA.hash.slice(0, 4)
+      // (Each put is alone in the fan-out at times: a delete's rmdir lands between a put's mkdir and its link.)
+      for (let round = 0; round < 30; round++) {
+        const keys = Array.from({ length: 16 }, (_, i) => ({ namespace: "fans", hash: prefix + keyFor(Buffer.from(`${round}/${i}`)).hash.slice(4) }))
+        yield* Effect.forEach(keys, (key, i) =>
+          Effect.gen(function*() {
+            yield* store.put(key, Stream.succeed(Buffer.from(String(i))))
+            yield* store.delete(key)
+            yield* store.put(key, Stream.succeed(Buffer.from(String(i))))
+            if (i % 2 === 0) yield* store.delete(key)
+          }), { concurrency: 16 })
+        for (const [i, key] of keys.entries()) {
+          assert.strictEqual(yield* store.has(key), i % 2 === 1)
+          if (i % 2 === 1) yield* store.delete(key)
+        }
+      }
+    }))
+
   it.effect("removes stale temp files of a crashed writer at start", () =>
     Effect.gen(function*() {
       const root = yield* Root
