@@ -40,7 +40,10 @@ export const Text = (what: string, max: number) =>
   P.make({
     check: (value) => Names.checkText(value, what, 1, max),
     description: `${what}: 1-${max} characters, no control characters, not blank.`,
-    pattern: `^(?=.*[^${SPACE}])[^${CONTROL}]+$`,
+    // Some character neither a control nor a space, between any others that are not controls: exactly what checkText
+    // takes. Not as a lookahead (`^(?=.*[^ ])...`): hypothesis (schemathesis) could not generate from that one and a
+    // fuzz run stalled on its six fields (a webhook's secret, key and organization names), testing 5 of 84 operations.
+    pattern: `^[^${CONTROL}]*[^${CONTROL}${SPACE}][^${CONTROL}]*$`,
     minLength: 1,
     maxLength: max,
     exact: true

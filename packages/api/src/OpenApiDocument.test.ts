@@ -90,7 +90,7 @@ describe("the OpenAPI document", () => {
     const patterns: ReadonlyArray<[Schema.Codec<any, any>, ReadonlyArray<string>]> = [
       [F.NewSlug, ["api-keys", "acme", "a--b", "-a", "a".repeat(40)]],
       [F.FullName, ["alice/repo", "orgs/repo", "alice/.x", "alice/x.GIT", "a/b/c", "Alice/x"]],
-      [F.Text("name", 100), [" ", "\u00a0", "ok", "a\u0001", "\ufeff"]],
+      [F.Text("name", 100), [" ", "\u00a0", "ok", "a\u0001", "\ufeff", " \u3000\t ", " a ", "\u2028x", "x\u2029", "\u2028 \u2029"]],
       [F.NewBranchName, [
         "HEAD", "head", "refs/x", " x", "x ", "ok/branch", "a\u0085", "-x", "a/-x", "a..b", "x.lock", "x.lock/y", "a.lockx", "@{u}", "@", "@x",
         "a b", "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "a/", "/a", "a//b", "a.", ".a", "a/.b", "a.b"
