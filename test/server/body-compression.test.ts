@@ -10,6 +10,7 @@ import * as Blake3 from "@grove/core/objects/Blake3"
 import * as Frames from "@grove/core/objects/Frames"
 import * as fs from "node:fs"
 import * as http from "node:http"
+import * as net from "node:net"
 import { constants, zstdCompressSync, zstdDecompressSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { batchBody, buildCommit, decodeBatch, noise, pushBody } from "../support/content.ts"
@@ -261,6 +262,35 @@ describe("zstd request bodies", () => {
     // The server is fine afterwards.
     expect((await api(server.url, token).get("/zoe/bombed")).status).toBe(200)
   }, 180_000)
+
+  it("zstd bodies that stall after their frame header (chunks/fetch, no credentials) hold none of the decode budget: a push's zstd batch still answers 200", async () => {
+    await newRepo("stalled")
+    // Each declares 2 MiB (the route's limit) in its header: 140 x 2 MiB is past the 256 MiB budget.
+    const head = zstdCompressSync(Buffer.alloc(2 * 1024 * 1024 - 16), { params: { [constants.ZSTD_c_contentSizeFlag]: 1 } }).subarray(0, 32)
+    const url = new URL(server.url)
+    const early: Array<string> = []
+    const sockets = await Promise.all(Array.from({ length: 140 }, () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const socket = net.connect(Number(url.port), url.hostname, () => {
+          socket.write(`POST /api/nobody/nothing/chunks/fetch HTTP/1.1\r\nhost: grove.test\r\ncontent-type: application/json\r\ncontent-encoding: zstd\r\ncontent-length: ${64 * 1024}\r\n\r\n`)
+          socket.write(head, () => resolve(socket))
+        })
+        socket.on("data", (d: Buffer) => early.push(d.toString().split("\r\n")[0]!))
+        socket.on("error", reject)
+      })
+    ))
+    try {
+      // Let the server read every header (the decoder began at a header's 18th byte before the fix).
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      const data = Array.from({ length: 20 }, (_, i) => Buffer.from(`stalled neighbour ${i}\n`.repeat(200)))
+      const frames = batchBody(data.map((d) => ({ hash: Blake3.hash(d), data: d })))
+      const batch = await send("POST", "/zoe/stalled/chunks/batch", zstdCompressSync(frames), { "content-type": "application/octet-stream", "content-encoding": "zstd" })
+      // Before: 503 unavailable ("too many compressed request bodies are being decoded"), and some stalled ones 503 too.
+      expect({ status: batch.status, body: JSON.parse(batch.body.toString()), early }).toEqual({ status: 200, body: { ok: true, received: 20 }, early: [] })
+    } finally {
+      for (const socket of sockets) socket.destroy()
+    }
+  }, 120_000)
 
   it("8 concurrent 32 KB bombs against the push answer 413 without growing the server's peak memory; a body under the limit but past 64x is refused", async () => {
     await newRepo("hwm")

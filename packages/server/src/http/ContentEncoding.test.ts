@@ -135,12 +135,12 @@ const streamedRequest = (compressed: Uint8Array, sizes: ReadonlyArray<number>, o
   return { request: HttpServerRequest.fromWeb(request), parts, pulled: () => next }
 }
 
-it.effect("a body with a Content-Length inflates part by part as it arrives, into one buffer of its declared size", () =>
+it.effect("a body with a Content-Length is kept as it arrives and inflated once all of it is in, into one buffer of its declared size", () =>
   Effect.gen(function*() {
     const plain = compressible(3 * MiB + 5)
     const compressed = zstdCompressSync(plain)
     const start = decodeBudgetInUse()
-    // Asked for the last part, the decoder has long started: the declared size is taken, as soon as a header was in.
+    // Asked for the last part, nothing is taken yet: a body that stalls before its end holds no budget.
     let takenBeforeLast = -1
     // A first part shorter than a frame header, then socket-sized ones.
     const streamed = streamedRequest(compressed, [7, 64 * 1024], (index) => {
@@ -151,7 +151,7 @@ it.effect("a body with a Content-Length inflates part by part as it arrives, int
     const [bytes, ...more] = Array.from(yield* Stream.runCollect(zstdDecodedRequest(streamed.request, 64 * MiB, share).stream))
     expect(more).toEqual([])
     expect(Buffer.from(bytes!).equals(plain)).toBe(true)
-    expect(takenBeforeLast).toBe(plain.length)
+    expect(takenBeforeLast).toBe(0)
     // zstd wrote every part into the one buffer: joined as a view of it, not copied.
     expect(bytes!.buffer.byteLength).toBe(plain.length + 1)
     share.release()
@@ -165,7 +165,7 @@ it.effect("a body with a Content-Length inflates part by part as it arrives, int
     expect(decodeBudgetInUse()).toBe(start)
   }))
 
-it.effect("a streamed body past 64x its Content-Length is refused; one past the limit or not zstd is not read to its end", () =>
+it.effect("a streamed body past 64x its Content-Length is refused; one past the limit or not zstd too", () =>
   Effect.gen(function*() {
     const share = new DecodeShare()
     const failure = (request: HttpServerRequest.HttpServerRequest, limit: number) =>
@@ -178,12 +178,10 @@ it.effect("a streamed body past 64x its Content-Length is refused; one past the 
     const bomb = zstdCompressSync(Buffer.alloc(128 * MiB), { params: { [constants.ZSTD_c_contentSizeFlag]: 0 } })
     const bombed = streamedRequest(Buffer.concat([bomb, Buffer.alloc(MiB - bomb.length)]), [16 * 1024])
     expect(yield* failure(bombed.request, 256 * MiB)).toBe("BodyTooLarge")
-    const large = streamedRequest(zstdCompressSync(compressible(8 * MiB), { params: { [constants.ZSTD_c_contentSizeFlag]: 0 } }), [16 * 1024], undefined, 10)
+    const large = streamedRequest(zstdCompressSync(compressible(8 * MiB), { params: { [constants.ZSTD_c_contentSizeFlag]: 0 } }), [16 * 1024])
     expect(yield* failure(large.request, 2 * MiB)).toBe("BodyTooLarge")
-    expect(large.pulled()).toBeLessThan(large.parts.length)
-    const garbage = streamedRequest(Buffer.alloc(MiB, 0x61), [16 * 1024], undefined, 10)
+    const garbage = streamedRequest(Buffer.alloc(MiB, 0x61), [16 * 1024])
     expect(yield* failure(garbage.request, 64 * MiB)).toBe("Parse")
-    expect(garbage.pulled()).toBeLessThan(garbage.parts.length)
     share.release()
     expect(decodeBudgetInUse()).toBe(0)
   }))

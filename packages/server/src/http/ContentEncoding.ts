@@ -87,18 +87,14 @@ const decompress = (compressed: Uint8Array, limit: number, share: DecodeShare) =
   })
 
 /**
- * Inflates the body of `request`, `length` bytes as its `Content-Length` says, part by part as they arrive (the
- * compressed bytes are never gathered into one buffer: the ratio is reckoned on the declared length, which the
- * HTTP parser holds the body to).
+ * Inflates the body of `request`, `length` bytes as its `Content-Length` says, once all its parts are in (they are
+ * kept as they came, never gathered into one buffer: the ratio is reckoned on the declared length, which the HTTP
+ * parser holds the body to). Not as they arrive: a body that stalls must hold none of the decode budget.
  */
 const decompressStreamed = (request: HttpServerRequest.HttpServerRequest, length: number, limit: number, share: DecodeShare) =>
   Effect.suspend(() => {
     const inflation = new Inflation(length, limit, share)
-    return Stream.runForEach(request.stream, (part) => {
-      inflation.write(part)
-      // Refused (the limit, the ratio, the budget) or not zstd: no need to read the rest.
-      return inflation.settled ? inflation.result : Effect.void
-    }).pipe(
+    return Stream.runForEach(request.stream, (part) => Effect.sync(() => inflation.write(part))).pipe(
       Effect.andThen(Effect.suspend(() => {
         inflation.end()
         return inflation.result

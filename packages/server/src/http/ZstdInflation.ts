@@ -1,6 +1,6 @@
 /**
- * A zstd request body inflated as its compressed parts are written (ContentEncoding's decoder): into one buffer of the
- * size its frame declares, stopping at the route's limit, at `MAX_RATIO` or when the decode budget runs out, and
+ * A zstd request body inflated once its compressed parts are all written (ContentEncoding's decoder): into one buffer
+ * of the size its frame declares, stopping at the route's limit, at `MAX_RATIO` or when the decode budget runs out, and
  * refusing bytes after the body's frame (node's decoder would drop them).
  */
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
@@ -74,13 +74,13 @@ const joined = (parts: ReadonlyArray<Buffer>, size: number): Buffer => {
 }
 
 /**
- * A zstd body of `compressedSize` bytes inflated as its parts are written, as they come off the socket: no copy of
- * the compressed body is gathered first. Stops at `limit` plain bytes, at `MAX_RATIO` times `compressedSize`, or when
- * `share` runs out; `result` answers the plain bytes once `end` has been called.
+ * A zstd body of `compressedSize` bytes, its parts kept as they come off the socket (no copy of the whole compressed
+ * body is gathered) and inflated once all are in (`end`): a stalled body holds no budget. Stops at `limit` plain
+ * bytes, at `MAX_RATIO` times `compressedSize`, or when `share` runs out; `result` answers the plain bytes after `end`.
  */
 export class Inflation {
   private inflate: ReturnType<typeof createZstdDecompress> | undefined
-  /** Parts not yet handed to zstd: until they hold a frame's header, then until they make a `WRITE_FROM` write. */
+  /** The body's parts as they came (no copy), until all of it is in. */
   private readonly pending: Array<Uint8Array> = []
   private pendingBytes = 0
   /** The compressed bytes handed to zstd, to tell at the end whether it used them all, and the last write. */
@@ -101,24 +101,16 @@ export class Inflation {
     this.share = share
   }
 
-  /** Whether decoding has stopped (refused, failed or done): `result` answers at once then. */
-  get settled(): boolean {
-    return this.outcome !== undefined
-  }
-
+  /** Keeps `part` (as it is: no copy) until `end`. */
   write(part: Uint8Array): void {
-    if (this.outcome !== undefined) return
+    if (this.outcome !== undefined || this.inflate !== undefined || part.length === 0) return
     this.pending.push(part)
     this.pendingBytes += part.length
-    if (this.inflate === undefined && (this.pendingBytes >= FRAME_HEADER_MAX || this.pendingBytes >= this.compressedSize)) this.start()
-    // A body's last bytes are held for its last write: a frame's end there, what follows it is in that write.
-    if (this.pendingBytes >= WRITE_FROM && this.compressedSize - this.written - this.pendingBytes >= EMPTY_FRAME_MAX) this.flush()
   }
 
   end(): void {
     if (this.outcome !== undefined) return
-    if (this.inflate === undefined) this.start()
-    this.flush()
+    this.run()
     this.inflate?.end()
   }
 
@@ -161,21 +153,43 @@ export class Inflation {
     return last === undefined || unused > last.length || !emptyFrames(last.subarray(last.length - unused))
   }
 
-  /** The pending parts to zstd, as one write (each write is a trip to the thread pool). */
-  private flush() {
-    if (this.inflate === undefined || this.outcome !== undefined || this.pendingBytes === 0) return
-    this.lastWrite = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
-    this.inflate.write(this.lastWrite)
-    this.written += this.pendingBytes
+  /**
+   * Decodes the body once all of it is in: a body that has not arrived (a sender stalling after a frame header)
+   * holds no budget and no output buffer. Its parts go to zstd in `WRITE_FROM` writes (each a trip to the thread
+   * pool), the last `EMPTY_FRAME_MAX` bytes in the last one, so that a frame's end and what follows it share a write.
+   */
+  private run() {
+    if (this.inflate !== undefined) return
+    const inflate = this.start()
+    let group: Array<Uint8Array> = []
+    let groupBytes = 0
+    let left = this.pendingBytes
+    for (const part of this.pending) {
+      group.push(part)
+      groupBytes += part.length
+      left -= part.length
+      if (left === 0 || (groupBytes >= WRITE_FROM && left >= EMPTY_FRAME_MAX)) {
+        if (inflate === undefined || this.outcome !== undefined) break
+        this.lastWrite = group.length === 1 ? group[0]! : Buffer.concat(group, groupBytes)
+        inflate.write(this.lastWrite)
+        this.written += groupBytes
+        group = []
+        groupBytes = 0
+      }
+    }
     this.pending.length = 0
     this.pendingBytes = 0
   }
 
-  private start() {
-    const head = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending)
+  /** The decoder, or none when the budget refused the declared size. */
+  private start(): ReturnType<typeof createZstdDecompress> | undefined {
+    const head = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, Math.min(this.pendingBytes, FRAME_HEADER_MAX))
     const declared = declaredSize(head, this.compressedSize, this.limit)
     // A declared size is taken from the budget before its buffer is made; bytes past it as they come.
-    if (declared !== undefined && !this.share.take(declared)) return this.refuse("busy")
+    if (declared !== undefined && !this.share.take(declared)) {
+      this.refuse("busy")
+      return undefined
+    }
     this.prepaid = declared ?? 0
     const chunkSize = declared === undefined ? 64 * 1024 : Math.max(64, declared + 1)
     const inflate = createZstdDecompress({ chunkSize, params: { [constants.ZSTD_d_windowLogMax]: WINDOW_LOG_MAX } })
@@ -192,5 +206,6 @@ export class Inflation {
     })
     inflate.on("error", (error) => this.finish(Effect.fail(error)))
     inflate.on("end", () => this.trailing() ? this.refuse("trailing") : this.finish(Effect.succeed(joined(this.parts, this.size))))
+    return inflate
   }
 }
