@@ -112,7 +112,11 @@ const makeWithFiles = Effect.fn("ObjectStoreLocal.make")(function*(options: Obje
             if (errnoCode(error) !== "ENOENT" || attempt === LINK_ATTEMPTS) throw error
           }
         }
-        await syncDirectory(path.dirname(target))
+        // A delete of this very key (gc sweeping an object uploaded again) may unlink what was just linked and remove
+        // the directory it emptied before it is synced: the object went as it would by a delete right after the put.
+        await syncDirectory(path.dirname(target)).catch((error: unknown) => {
+          if (errnoCode(error) !== "ENOENT") throw error
+        })
         return true
       })
       if (created) return { size, created }
