@@ -143,6 +143,9 @@ export const account = Effect.fnUntraced(function*(
   // A repository that reaches no blob yet (its first push of files) has no row the new ones could conflict with:
   // they go in without ON CONFLICT's speculative insertion (5,000 rows: 57 -> 39 ms of PGlite CPU). Its row is
   // locked first, as the size update below locks it, so another publish to it waits and then sees these rows.
+  // The two paths take their locks in opposite orders (the row, then repo_blobs; repo_blobs, then the row's update):
+  // safe because account runs only inside a branch's entity command, and a repository's branches share one partition,
+  // whose commands run one at a time. Calling it from anywhere else would need one order.
   const first = blobs.length > 100 && (yield* reachesNoBlob(repo.id))
   const added = yield* plannedFor(blobs.length, first
     ? sql<{ blob_hash: string }>`INSERT INTO repo_blobs (repo_id, blob_hash) SELECT ${repo.id}, unnest(${blobs}::text[]) RETURNING blob_hash`
