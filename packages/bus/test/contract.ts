@@ -181,12 +181,21 @@ export const contract = (name: string, services: Layer.Layer<ContractServices, u
         yield* cluster.start(b)
         yield* ownedBy([a, b], "60 seconds")
         yield* Fiber.join(load)
-        // after the rebalance each partition is written by its new owner
-        const current = yield* owners
+        // After the rebalance each partition is written by its owner's claim. The group may settle with one more
+        // rebalance after the spread is even (a node claiming a partition again under a new epoch: seen in CI, epoch
+        // 3 where the look before the write read 2), so the write is held to the claims read before and after it.
         for (let partition = 0; partition < commandPartitions; partition++) {
+          const before = (yield* owners).get(partition)!
           const applied = yield* runtime.send(TestEntity, idOn(prefix, partition), "Apply", { seq: 1000 + partition })
-          assert.strictEqual(applied.node, current.get(partition)!.owner)
-          assert.strictEqual(applied.epoch, current.get(partition)!.epoch)
+          const after = (yield* owners).get(partition)!
+          if (before.epoch === after.epoch) {
+            assert.strictEqual(applied.node, before.owner)
+            assert.strictEqual(applied.epoch, before.epoch)
+          } else {
+            assert.isTrue(applied.epoch >= before.epoch && applied.epoch <= after.epoch, `partition ${partition}: epoch ${applied.epoch} outside ${before.epoch}..${after.epoch}`)
+            if (applied.epoch === after.epoch) assert.strictEqual(applied.node, after.owner)
+            if (applied.epoch === before.epoch) assert.strictEqual(applied.node, before.owner)
+          }
         }
         assert.isTrue((yield* assertSingleWriter(prefix)) >= 4 * commandPartitions)
       }), { timeout: 180_000 })
