@@ -21,7 +21,7 @@
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { Effect, Stream } from "effect"
 import { HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse, UrlParams } from "effect/http"
-import { Inflation } from "./ZstdInflation.ts"
+import { inflate } from "./ZstdInflation.ts"
 
 /** Smaller answers are not worth a frame header and a thread-pool trip. */
 export const RESPONSE_FROM = 8 * 1024
@@ -77,31 +77,13 @@ export class DecodeShare {
   }
 }
 
-/** Inflates `compressed` (a body read whole), stopping at `limit`, at `MAX_RATIO` or when `share` runs out. */
-const decompress = (compressed: Uint8Array, limit: number, share: DecodeShare) =>
-  Effect.suspend(() => {
-    const inflation = new Inflation(compressed.length, limit, share)
-    inflation.write(compressed)
-    inflation.end()
-    return inflation.result
-  })
-
 /**
- * Inflates the body of `request`, `length` bytes as its `Content-Length` says, once all its parts are in (they are
- * kept as they came, never gathered into one buffer: the ratio is reckoned on the declared length, which the HTTP
- * parser holds the body to). Not as they arrive: a body that stalls must hold none of the decode budget.
+ * Inflates the body of `request`, `length` bytes as its `Content-Length` says, once all its parts are in (kept as they
+ * came, never gathered into one buffer: the ratio is reckoned on the declared length, which the HTTP parser holds the
+ * body to). Not as they arrive: a body that stalls must hold none of the decode budget.
  */
 const decompressStreamed = (request: HttpServerRequest.HttpServerRequest, length: number, limit: number, share: DecodeShare) =>
-  Effect.suspend(() => {
-    const inflation = new Inflation(length, limit, share)
-    return Stream.runForEach(request.stream, (part) => Effect.sync(() => inflation.write(part))).pipe(
-      Effect.andThen(Effect.suspend(() => {
-        inflation.end()
-        return inflation.result
-      })),
-      Effect.onExit(() => Effect.sync(() => inflation.stop()))
-    )
-  })
+  Effect.flatMap(Stream.runCollect(request.stream), (parts) => inflate(parts, length, limit, share))
 
 /** Decoded bodies from this size on are given back by `discardBody`; smaller ones are not worth it. */
 const DISCARD_FROM = 1024 * 1024
@@ -129,10 +111,10 @@ export const zstdDecodedRequest = (
   const plain = Effect.suspend(() =>
     decoded !== undefined ? Effect.succeed(decoded) : Effect.gen(function*() {
       const length = contentLength(request)
-      // A body of a known length inflates as it arrives (no copy of it gathered first); one without, read whole.
+      // A body of a known length is kept as its parts come (no copy of it gathered first); one without, read whole.
       const inflated = length !== undefined && length <= limit
         ? decompressStreamed(request, length, limit, share)
-        : Effect.flatMap(request.arrayBuffer, (compressed) => decompress(new Uint8Array(compressed), limit, share))
+        : Effect.flatMap(request.arrayBuffer, (compressed) => inflate([new Uint8Array(compressed)], compressed.byteLength, limit, share))
       const out = yield* Effect.catch(inflated, (error) =>
         HttpServerError.isHttpServerError(error) ? Effect.fail(error) : Effect.fail(
           error === "too_large"

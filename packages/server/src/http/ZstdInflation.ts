@@ -1,7 +1,5 @@
 /**
- * A zstd request body inflated once its compressed parts are all written (ContentEncoding's decoder): into one buffer
- * of the size its frame declares, stopping at the route's limit, at `MAX_RATIO` or when the decode budget runs out, and
- * refusing bytes after the body's frame (node's decoder would drop them).
+ * A zstd request body inflated once its compressed parts are all in (ContentEncoding's decoder): `inflate`.
  */
 import * as BodyCompression from "@grove/core/objects/BodyCompression"
 import { frameContentSize } from "@grove/core/objects/ChunkCompression"
@@ -74,138 +72,78 @@ const joined = (parts: ReadonlyArray<Buffer>, size: number): Buffer => {
 }
 
 /**
- * A zstd body of `compressedSize` bytes, its parts kept as they come off the socket (no copy of the whole compressed
- * body is gathered) and inflated once all are in (`end`): a stalled body holds no budget. Stops at `limit` plain
- * bytes, at `MAX_RATIO` times `compressedSize`, or when `share` runs out; `result` answers the plain bytes after `end`.
+ * Inflates a zstd body of `compressedSize` bytes once all of it is in, from its parts as they came off the socket (no
+ * copy of the whole compressed body gathered): a body that has not arrived (a sender stalling after a frame header)
+ * holds no budget and no output buffer. Into one buffer of the size its frame declares; stops at `limit` plain bytes,
+ * at `MAX_RATIO` times `compressedSize`, or when `share` runs out; refuses bytes after the body's frame (but empty
+ * frames), which node's decoder would drop unread (a batch's later chunks lost). Interrupting it stops the decoder.
  */
-export class Inflation {
-  private inflate: ReturnType<typeof createZstdDecompress> | undefined
-  /** The body's parts as they came (no copy), until all of it is in. */
-  private readonly pending: Array<Uint8Array> = []
-  private pendingBytes = 0
-  /** The compressed bytes handed to zstd, to tell at the end whether it used them all, and the last write. */
-  private written = 0
-  private lastWrite: Uint8Array | undefined
-  private readonly parts: Array<Buffer> = []
-  private size = 0
-  private prepaid = 0
-  private outcome: Effect.Effect<Buffer, Refusal | Error> | undefined
-  private resume: ((effect: Effect.Effect<Buffer, Refusal | Error>) => void) | undefined
-  private readonly compressedSize: number
-  private readonly limit: number
-  private readonly share: Share
-
-  constructor(compressedSize: number, limit: number, share: Share) {
-    this.compressedSize = compressedSize
-    this.limit = limit
-    this.share = share
-  }
-
-  /** Keeps `part` (as it is: no copy) until `end`. */
-  write(part: Uint8Array): void {
-    if (this.outcome !== undefined || this.inflate !== undefined || part.length === 0) return
-    this.pending.push(part)
-    this.pendingBytes += part.length
-  }
-
-  end(): void {
-    if (this.outcome !== undefined) return
-    this.run()
-    this.inflate?.end()
-  }
-
-  /** The plain bytes, or why not; interrupting it stops the decoder. */
-  readonly result = Effect.callback<Buffer, Refusal | Error>((resume) => {
-    if (this.outcome !== undefined) return resume(this.outcome)
-    this.resume = resume
-    return Effect.sync(() => this.stop())
-  })
-
-  /** Stops decoding (the request failed or ended). */
-  stop(): void {
-    this.parts.length = 0
-    this.inflate?.destroy()
-    this.finish(Effect.fail(new Error("the body's decoding was stopped")))
-  }
-
-  private finish(outcome: Effect.Effect<Buffer, Refusal | Error>) {
-    if (this.outcome !== undefined) return
-    this.outcome = outcome
-    this.lastWrite = undefined
-    this.resume?.(outcome)
-  }
-
-  private refuse(why: Refusal) {
-    this.parts.length = 0
-    this.inflate?.destroy()
-    this.finish(Effect.fail(why))
-  }
-
-  /**
-   * Whether zstd left bytes unused: node's decoder ends at a frame's end and drops the rest of that write (a second
-   * frame, junk) without a word, so a body would be taken as its first frame only (a batch's later chunks lost).
-   * Grove's senders write one frame (and an empty one): that one is let through, anything else refused.
-   */
-  private trailing(): boolean {
-    const unused = this.written - (this.inflate?.bytesWritten ?? 0)
-    if (unused <= 0) return false
-    const last = this.lastWrite
-    return last === undefined || unused > last.length || !emptyFrames(last.subarray(last.length - unused))
-  }
-
-  /**
-   * Decodes the body once all of it is in: a body that has not arrived (a sender stalling after a frame header)
-   * holds no budget and no output buffer. Its parts go to zstd in `WRITE_FROM` writes (each a trip to the thread
-   * pool), the last `EMPTY_FRAME_MAX` bytes in the last one, so that a frame's end and what follows it share a write.
-   */
-  private run() {
-    if (this.inflate !== undefined) return
-    const inflate = this.start()
+export const inflate = (parts: ReadonlyArray<Uint8Array>, compressedSize: number, limit: number, share: Share) =>
+  Effect.callback<Buffer, Refusal | Error>((resume) => {
+    const total = parts.reduce((sum, part) => sum + part.length, 0)
+    const head = parts.length === 1 ? parts[0]! : Buffer.concat(parts, Math.min(total, FRAME_HEADER_MAX))
+    const declared = declaredSize(head, compressedSize, limit)
+    // A declared size is taken from the budget before its buffer is made; bytes past it as they come.
+    if (declared !== undefined && !share.take(declared)) return void resume(Effect.fail("busy"))
+    let prepaid = declared ?? 0
+    const chunkSize = declared === undefined ? 64 * 1024 : Math.max(64, declared + 1)
+    const decoder = createZstdDecompress({ chunkSize, params: { [constants.ZSTD_d_windowLogMax]: WINDOW_LOG_MAX } })
+    const out: Array<Buffer> = []
+    let size = 0
+    let done = false
+    /** The compressed bytes handed to zstd, to tell at the end whether it used them all, and the last write. */
+    let written = 0
+    let lastWrite: Uint8Array | undefined
+    const finish = (outcome: Effect.Effect<Buffer, Refusal | Error>) => {
+      if (done) return
+      done = true
+      resume(outcome)
+    }
+    const refuse = (why: Refusal) => {
+      out.length = 0
+      decoder.destroy()
+      finish(Effect.fail(why))
+    }
+    // zstd ends at a frame's end and drops the rest of that write without a word. Grove's senders write one frame
+    // (and an empty one): that one is let through, anything else refused.
+    const trailing = () => {
+      const unused = written - decoder.bytesWritten
+      return unused > 0 && (lastWrite === undefined || unused > lastWrite.length || !emptyFrames(lastWrite.subarray(lastWrite.length - unused)))
+    }
+    decoder.on("data", (part: Buffer) => {
+      if (done) return
+      size += part.length
+      if (size > limit) return refuse("too_large")
+      if (!BodyCompression.withinRatio(size, compressedSize)) return refuse("ratio")
+      const owed = part.length - prepaid
+      prepaid = Math.max(0, -owed)
+      if (owed > 0 && !share.take(owed)) return refuse("busy")
+      out.push(part)
+    })
+    decoder.on("error", (error) => finish(Effect.fail(error)))
+    decoder.on("end", () => trailing() ? refuse("trailing") : finish(Effect.succeed(joined(out, size))))
+    // `WRITE_FROM` bytes a write (each a trip to the thread pool), the last `EMPTY_FRAME_MAX` bytes in the last one, so
+    // that a frame's end and what follows it share a write.
     let group: Array<Uint8Array> = []
     let groupBytes = 0
-    let left = this.pendingBytes
-    for (const part of this.pending) {
+    let left = total
+    for (const part of parts) {
+      if (part.length === 0) continue
       group.push(part)
       groupBytes += part.length
       left -= part.length
       if (left === 0 || (groupBytes >= WRITE_FROM && left >= EMPTY_FRAME_MAX)) {
-        if (inflate === undefined || this.outcome !== undefined) break
-        this.lastWrite = group.length === 1 ? group[0]! : Buffer.concat(group, groupBytes)
-        inflate.write(this.lastWrite)
-        this.written += groupBytes
+        if (done) break
+        lastWrite = group.length === 1 ? group[0]! : Buffer.concat(group, groupBytes)
+        decoder.write(lastWrite)
+        written += groupBytes
         group = []
         groupBytes = 0
       }
     }
-    this.pending.length = 0
-    this.pendingBytes = 0
-  }
-
-  /** The decoder, or none when the budget refused the declared size. */
-  private start(): ReturnType<typeof createZstdDecompress> | undefined {
-    const head = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, Math.min(this.pendingBytes, FRAME_HEADER_MAX))
-    const declared = declaredSize(head, this.compressedSize, this.limit)
-    // A declared size is taken from the budget before its buffer is made; bytes past it as they come.
-    if (declared !== undefined && !this.share.take(declared)) {
-      this.refuse("busy")
-      return undefined
-    }
-    this.prepaid = declared ?? 0
-    const chunkSize = declared === undefined ? 64 * 1024 : Math.max(64, declared + 1)
-    const inflate = createZstdDecompress({ chunkSize, params: { [constants.ZSTD_d_windowLogMax]: WINDOW_LOG_MAX } })
-    this.inflate = inflate
-    inflate.on("data", (part: Buffer) => {
-      if (this.outcome !== undefined) return
-      this.size += part.length
-      if (this.size > this.limit) return this.refuse("too_large")
-      if (!BodyCompression.withinRatio(this.size, this.compressedSize)) return this.refuse("ratio")
-      const owed = part.length - this.prepaid
-      this.prepaid = Math.max(0, -owed)
-      if (owed > 0 && !this.share.take(owed)) return this.refuse("busy")
-      this.parts.push(part)
+    decoder.end()
+    return Effect.sync(() => {
+      done = true
+      decoder.destroy()
     })
-    inflate.on("error", (error) => this.finish(Effect.fail(error)))
-    inflate.on("end", () => this.trailing() ? this.refuse("trailing") : this.finish(Effect.succeed(joined(this.parts, this.size))))
-    return inflate
-  }
-}
+  })
