@@ -18,7 +18,7 @@ import { freePort } from "../../scripts/infra/process.ts"
 import { type ClusterInfra, createClusterUser, startClusterInfra } from "../support/ClusterInfra.ts"
 import { buildCommit, type Built, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { api, type Reply } from "../support/http.ts"
+import { api, type Reply, settleReply } from "../support/http.ts"
 import { repoPerPartition } from "../support/PartitionLoad.ts"
 import { waitFor } from "../support/waitFor.ts"
 
@@ -140,25 +140,6 @@ const balancer = (ready: ReadonlySet<string>) => {
   }
 }
 
-/**
- * A 202's operation followed to its outcome through either node (the spec's pending write: the command
- * outlived the request's wait but was taken). Its latency counts to the end; an operation still pending
- * after two minutes stays a 202, a failure.
- */
-const settle = async (reply: Reply): Promise<Reply> => {
-  if (reply.status !== 202 || typeof reply.body.operation_id !== "string") return reply
-  const until = Date.now() + 120_000
-  for (let turn = 0; Date.now() < until; turn++) {
-    const url = slots[turn % slots.length]!.server.url
-    const operation = await api(url, key).get(`/operations/${reply.body.operation_id}`).catch(() => undefined)
-    if (operation?.status === 200 && operation.body.status !== "pending" && typeof operation.body.http_status === "number") {
-      return { ...reply, status: operation.body.http_status, body: operation.body.response as Reply["body"] }
-    }
-    await sleep(200)
-  }
-  return reply
-}
-
 /** A fetch failure with its cause (ECONNREFUSED, UND_ERR_SOCKET, ...). */
 const whyFailed = (error: unknown): string => {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause
@@ -193,7 +174,7 @@ const client = (
         const startedAt = Date.now()
         const result = await send((url) => attempt(url))
         const pending = result.reply?.status === 202
-        const reply = result.reply === undefined ? undefined : await settle(result.reply)
+        const reply = result.reply === undefined ? undefined : await settleReply(result.reply, () => slots.map((slot) => slot.server.url), key)
         out.samples.push({ op, startedAt, ms: Date.now() - startedAt, retried: result.retried, pending })
         return { ...result, reply }
       }

@@ -10,7 +10,7 @@ import { promisify } from "node:util"
 import { startTwoNodes, type TwoNodes } from "../support/ClusterInfra.ts"
 import { buildCommit, pushBody } from "../support/content.ts"
 import { type GroveServer, startServer } from "../support/GroveServer.ts"
-import { api, type Reply } from "../support/http.ts"
+import { api, settleReply } from "../support/http.ts"
 import { waitFor } from "../support/waitFor.ts"
 import { opensslHmac, type Receiver, startReceiver } from "../support/WebhookReceiver.ts"
 
@@ -37,20 +37,6 @@ afterAll(async () => {
   await receiver?.close()
 })
 
-/**
- * A push answered 202 (the spec's pending write: its command outlived the request's wait, e.g. while the killed node's
- * partitions move to node B) followed to its outcome through node B, at most two minutes.
- */
-const settled = async (reply: Reply): Promise<Reply> => {
-  if (reply.status !== 202 || typeof reply.body.operation_id !== "string") return reply
-  return waitFor("the pending push's outcome", async () => {
-    const operation = await api(nodeB.url, key).get(`/operations/${reply.body.operation_id}`)
-    return operation.status === 200 && operation.body.status !== "pending" && typeof operation.body.http_status === "number"
-      ? { ...reply, status: operation.body.http_status as number, body: operation.body.response as Reply["body"] }
-      : undefined
-  }, 120_000)
-}
-
 describe("webhooks on two nodes", () => {
   it("delivers every event at least once, and once by delivery id, although a node dies mid-stream", async () => {
     const hook = await api(nodeB.url, key).post("/wanda/hooked/webhooks", { url: `http://127.0.0.1:${receiver.port}/hook`, secret: "s3cret-value" })
@@ -63,7 +49,8 @@ describe("webhooks on two nodes", () => {
       const branch = `b-${i}`
       branches.push(branch)
       const c = buildCommit({ branch, files: { [`f${i}.txt`]: `${i}\n` } })
-      const pushed = await settled(await api(nodeB.url, key).post("/wanda/hooked/push", pushBody({ branch, commits: [c], description: branch })))
+      // A push may answer 202 pending while the killed node's partitions move to node B: its outcome counts.
+      const pushed = await settleReply(await api(nodeB.url, key).post("/wanda/hooked/push", pushBody({ branch, commits: [c], description: branch })), () => [nodeB.url], key)
       expect(pushed.body.success, JSON.stringify(pushed.body)).toBe(true)
       if (i === total / 3) nodeA.process.kill("SIGKILL")
       await new Promise((resolve) => setTimeout(resolve, 100))
