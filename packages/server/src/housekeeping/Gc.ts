@@ -37,7 +37,7 @@
  */
 import { ObjectStore } from "@grove/storage"
 import { Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { namespaceOf } from "../content/ChunkStore.ts"
 import { ciNamespace } from "./FsckVerify.ts"
 
@@ -79,17 +79,25 @@ const proofChunks = (sql: Sql) =>
   sql`SELECT r.org_id, e ->> 'hash' AS hash FROM blob_proof_pages p JOIN blob_proofs b ON b.token = p.token
     JOIN repositories r ON r.id = b.repo_id, jsonb_array_elements(p.chunks) e WHERE b.expires_at > now()`
 
-/** Upload grants of the organization's repositories newer than `since` (`-infinity`: any). */
-const granted = (sql: Sql, org: string, hash: string, since: string) =>
+/** Upload grants of the organization's repositories newer than `since` (ALWAYS: any). */
+const granted = (sql: Sql, org: string, hash: string, since: Statement.Fragment) =>
   sql`EXISTS (SELECT 1 FROM object_uploads u JOIN repositories r ON r.id = u.repo_id
-    WHERE r.org_id = ${sql.literal(org)} AND u.hash = ${sql.literal(hash)} AND u.created_at > ${since}::timestamptz)`
+    WHERE r.org_id = ${sql.literal(org)} AND u.hash = ${sql.literal(hash)} AND u.created_at > ${since})`
+
+/** Every grant, whenever made. */
+const ALWAYS = (sql: Sql) => sql`'-infinity'::timestamptz`
 
 interface Due {
   readonly org_id: string
   readonly hash: string
 }
 
-const cutoffOf = (graceMs: number) => new Date(Date.now() - graceMs).toISOString()
+/**
+ * The grace's cutoff on the database's clock (the transaction's now()), the clock that stamped the rows it is compared
+ * with: a node's clock may differ from it, and Date.now()'s milliseconds fell behind now()'s microseconds within one
+ * millisecond (a grace of 0 then spared a staged list written just before: GcRaces.test failed so in CI).
+ */
+const cutoffOf = (sql: Sql, graceMs: number) => sql`(now() - make_interval(secs => ${graceMs / 1000}))`
 
 /** The object keys to delete for removed chunk rows: chunks stored alone, and packs no chunk row uses any more. */
 const orphanedObjects = (sql: Sql, removed: ReadonlyArray<{ org_id: string; hash: string; pack: string | null }>) =>
@@ -157,7 +165,7 @@ const sweepBlobs = (sql: Sql, graceMs: number) =>
       live AS (${liveBlobs(sql)})
       DELETE FROM blobs b USING due WHERE b.org_id = due.org_id AND b.hash = due.hash
         AND NOT EXISTS (SELECT 1 FROM live WHERE live.org_id = due.org_id AND live.hash = due.hash)
-        AND NOT ${granted(sql, "b.org_id", "b.hash", "-infinity")}
+        AND NOT ${granted(sql, "b.org_id", "b.hash", ALWAYS(sql))}
       RETURNING b.org_id::text AS org_id, b.hash`.unprepared
     yield* dropMarks(sql, "blob", locked)
     return { blobs: gone.length, unmarked: locked.length - gone.length, more: due.length === SWEEP_BATCH && locked.length > 0 }
@@ -178,7 +186,7 @@ const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: num
         AND c.created_at <= due.marked_at
         AND NOT EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = c.org_id AND bc.chunk_hash = c.hash)
         AND NOT EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = c.org_id AND proofs.hash = c.hash)
-        AND NOT ${granted(sql, "c.org_id", "c.hash", "-infinity")}
+        AND NOT ${granted(sql, "c.org_id", "c.hash", ALWAYS(sql))}
       RETURNING c.org_id::text AS org_id, c.hash, c.pack, c.size::text AS size, c.referenced`.unprepared
     const found = yield* orphanedObjects(sql, removed)
     const objects = dryRun ? found : yield* deleteObjects(store, found.map((o) => ({ namespace: namespaceOf(o.org_id), hash: o.hash })))
@@ -204,13 +212,13 @@ const sweepChunks = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: num
  */
 const mark = (sql: Sql, graceMs: number) =>
   sql.withTransaction(Effect.gen(function*() {
-    const cutoff = cutoffOf(graceMs)
+    const cutoff = cutoffOf(sql, graceMs)
     const liveAgain = yield* sql<{ n: string }>`WITH live AS (${liveBlobs(sql)}), proofs AS (${proofChunks(sql)}),
       gone AS (DELETE FROM gc_marks m WHERE
         (m.kind = 'blob' AND (EXISTS (SELECT 1 FROM live WHERE live.org_id = m.org_id AND live.hash = m.hash)
-          OR ${granted(sql, "m.org_id", "m.hash", "-infinity")}))
+          OR ${granted(sql, "m.org_id", "m.hash", ALWAYS(sql))}))
         OR (m.kind = 'chunk' AND (EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = m.org_id AND proofs.hash = m.hash)
-          OR ${granted(sql, "m.org_id", "m.hash", "-infinity")}
+          OR ${granted(sql, "m.org_id", "m.hash", ALWAYS(sql))}
           OR EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = m.org_id AND bc.chunk_hash = m.hash
             AND NOT EXISTS (SELECT 1 FROM gc_marks b WHERE b.org_id = bc.org_id AND b.kind = 'blob' AND b.hash = bc.blob_hash))))
         -- A sweep keeps the marks of rows it could not lock; one whose row is gone since has nothing left to sweep.
@@ -229,7 +237,7 @@ const mark = (sql: Sql, graceMs: number) =>
     const chunks = yield* sql<{ n: string }>`WITH proofs AS (${proofChunks(sql)}),
       marked AS (INSERT INTO gc_marks (org_id, kind, hash)
         SELECT c.org_id, 'chunk', c.hash FROM chunks c
-        WHERE c.created_at <= ${cutoff}::timestamptz
+        WHERE c.created_at <= ${cutoff}
           AND NOT EXISTS (SELECT 1 FROM blob_chunks bc WHERE bc.org_id = c.org_id AND bc.chunk_hash = c.hash
             AND NOT EXISTS (SELECT 1 FROM gc_marks m WHERE m.org_id = bc.org_id AND m.kind = 'blob' AND m.hash = bc.blob_hash))
           AND NOT EXISTS (SELECT 1 FROM proofs WHERE proofs.org_id = c.org_id AND proofs.hash = c.hash)
@@ -238,7 +246,7 @@ const mark = (sql: Sql, graceMs: number) =>
       SELECT count(*)::text AS n FROM marked`.unprepared
     // Revoked: a dedup answer no longer counts a marked object as present for its old uploaders (they upload it again).
     yield* sql`DELETE FROM object_uploads u USING repositories r, gc_marks m
-      WHERE r.id = u.repo_id AND m.org_id = r.org_id AND m.hash = u.hash AND u.created_at <= ${cutoff}::timestamptz`.unprepared
+      WHERE r.id = u.repo_id AND m.org_id = r.org_id AND m.hash = u.hash AND u.created_at <= ${cutoff}`.unprepared
     return { blobs: Number(blobs[0]?.n ?? 0), chunks: Number(chunks[0]?.n ?? 0), unmarked: Number(liveAgain[0]?.n ?? 0) }
   }))
 
@@ -260,7 +268,7 @@ const restartAfterDeletions = (sql: Sql) =>
 const deletedNamespaces = (sql: Sql, store: ObjectStore.ObjectStoreShape, graceMs: number) =>
   Effect.gen(function*() {
     const deleted = yield* sql<{ id: string }>`SELECT d.org_id::text AS id FROM deleted_organizations d
-      WHERE d.deleted_at <= ${cutoffOf(graceMs)}::timestamptz AND NOT EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.org_id)`
+      WHERE d.deleted_at <= ${cutoffOf(sql, graceMs)} AND NOT EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.org_id)`
     if (deleted.length === 0) return []
     const present = new Set(yield* store.namespaces)
     return deleted.map(({ id }) => ({ orgId: id, namespaces: [namespaceOf(id), ciNamespace(id)].filter((n) => present.has(n)) }))
@@ -289,7 +297,7 @@ const emptyDeleted = (sql: Sql, store: ObjectStore.ObjectStoreShape, options: { 
 
 /** Push object lists whose command never ran (the command takes its list in its own transaction). */
 const dropStagedPushes = (sql: Sql, graceMs: number) =>
-  sql<{ n: string }>`WITH gone AS (DELETE FROM staged_pushes WHERE created_at < ${cutoffOf(graceMs)}::timestamptz RETURNING 1)
+  sql<{ n: string }>`WITH gone AS (DELETE FROM staged_pushes WHERE created_at < ${cutoffOf(sql, graceMs)} RETURNING 1)
     SELECT count(*)::text AS n FROM gone`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)))
 
 /**
